@@ -1,0 +1,1196 @@
+//! Key files and trust files.
+//!
+//! # Key files
+//!
+//! A private key file holds one line, `sealink-host-private <base64>` (an
+//! X25519 private key) or `sealink-owner-private <base64>` (an Ed25519 seed).
+//! It must not be readable or writable by group or others (mode `0600`).
+//! The matching public key lives next to it in `PATH.pub`, one line
+//! `sealink-host <base64>` or `sealink-owner <base64>`. The base64 is the
+//! standard alphabet with padding, encoding exactly 32 bytes. Files end with
+//! a newline; surrounding whitespace is ignored when reading.
+//!
+//! # Trust files
+//!
+//! A trust file lists the keys a node trusts, one per line:
+//!
+//! ```text
+//! # comment
+//! owner alice@example  <base64 Ed25519 public key>
+//! host  gateway-1      <base64 X25519 public key>
+//! ```
+//!
+//! Blank lines and everything from `#` to the end of a line are ignored.
+//! Names are 1 to 64 bytes from `A-Z a-z 0-9 . _ @ + -`; owner names and host
+//! names are separate namespaces. Listing the same name twice with the same
+//! key is harmless; with a different key it is an error.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use aws_lc_rs::signature::KeyPair as _;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+
+/// Length in bytes of every key handled here.
+pub const KEY_LEN: usize = 32;
+
+/// Largest key or trust file we are willing to read.
+const MAX_KEY_FILE_LEN: u64 = 4096;
+const MAX_TRUST_FILE_LEN: u64 = 16 << 20;
+
+/// Maximum length in bytes of a trust-file name.
+pub const MAX_NAME_LEN: usize = 64;
+
+const PRIVATE_MODE: u32 = 0o600;
+const PUBLIC_MODE: u32 = 0o644;
+
+/// Which kind of key a file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyKind {
+    /// A host's static X25519 key (32-byte private key).
+    Host,
+    /// An owner's Ed25519 signing key (32-byte seed).
+    Owner,
+}
+
+impl KeyKind {
+    /// Tag that starts a private key file line.
+    pub const fn private_tag(self) -> &'static str {
+        match self {
+            KeyKind::Host => "sealink-host-private",
+            KeyKind::Owner => "sealink-owner-private",
+        }
+    }
+
+    /// Tag that starts a public key file line.
+    pub const fn public_tag(self) -> &'static str {
+        match self {
+            KeyKind::Host => "sealink-host",
+            KeyKind::Owner => "sealink-owner",
+        }
+    }
+
+    /// Keyword used for this kind in trust files.
+    pub const fn trust_keyword(self) -> &'static str {
+        match self {
+            KeyKind::Host => "host",
+            KeyKind::Owner => "owner",
+        }
+    }
+
+    const fn describe(self, private: bool) -> &'static str {
+        match (self, private) {
+            (KeyKind::Host, true) => "a host private key",
+            (KeyKind::Host, false) => "a host public key",
+            (KeyKind::Owner, true) => "an owner private key",
+            (KeyKind::Owner, false) => "an owner public key",
+        }
+    }
+
+    fn from_tag(tag: &str) -> Option<(KeyKind, bool)> {
+        [KeyKind::Host, KeyKind::Owner]
+            .into_iter()
+            .find_map(|kind| {
+                if tag == kind.private_tag() {
+                    Some((kind, true))
+                } else if tag == kind.public_tag() {
+                    Some((kind, false))
+                } else {
+                    None
+                }
+            })
+    }
+}
+
+impl fmt::Display for KeyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.trust_keyword())
+    }
+}
+
+/// Errors from reading or writing key and trust files.
+///
+/// The messages are meant to be shown to the user as they are.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyFileError {
+    /// A key file does not exist.
+    #[error(
+        "{what} file {} does not exist; create one with `sealink keygen`",
+        path.display()
+    )]
+    NotFound {
+        /// Which file was wanted, e.g. "host private key".
+        what: &'static str,
+        path: PathBuf,
+    },
+    /// An I/O error other than a missing key file.
+    #[error("cannot {action} {what} file {}: {error}", path.display())]
+    Io {
+        /// "read", "create", "write", ...
+        action: &'static str,
+        /// "host private key", "trust", ...
+        what: &'static str,
+        path: PathBuf,
+        error: io::Error,
+    },
+    /// Refused to replace an existing file.
+    #[error(
+        "{} already exists; refusing to overwrite it (remove it first, or use --force to replace it)",
+        path.display()
+    )]
+    AlreadyExists { path: PathBuf },
+    /// A private key file is accessible by group or others.
+    #[error(
+        "permissions {mode:04o} for {} are too open: a private key file must not be accessible by group or others; run `chmod 600 {}`",
+        path.display(),
+        path.display()
+    )]
+    PermissionsTooOpen { path: PathBuf, mode: u32 },
+    /// The key is of another kind than expected.
+    #[error("{}: expected {expected}, but this is {found}", origin(path))]
+    WrongKind {
+        /// The file, or `None` when parsing a string.
+        path: Option<PathBuf>,
+        expected: &'static str,
+        found: &'static str,
+    },
+    /// Not a sealink key at all.
+    #[error(
+        "{}: not a sealink key file ({problem}); expected one line `{expected_tag} <base64>`",
+        origin(path)
+    )]
+    Malformed {
+        path: Option<PathBuf>,
+        expected_tag: &'static str,
+        problem: &'static str,
+    },
+    /// The key text is not valid padded standard base64.
+    #[error("{}: key is not valid base64 ({error})", origin(path))]
+    BadBase64 {
+        path: Option<PathBuf>,
+        error: base64::DecodeError,
+    },
+    /// The key decodes to the wrong number of bytes.
+    #[error("{}: key is {len} bytes long, expected 32", origin(path))]
+    WrongLength { path: Option<PathBuf>, len: usize },
+    /// The system random number generator failed.
+    #[error("the system random number generator failed")]
+    Random,
+    /// The cryptographic library rejected a private key.
+    #[error("cannot derive a public key from {what}: the key was rejected")]
+    InvalidKey { what: &'static str },
+    /// A trust file entry is wrong.
+    #[error("{}: {problem}", trust_location(path, *line))]
+    Trust {
+        /// The file, or `None` when parsing a string.
+        path: Option<PathBuf>,
+        /// 1-based line number.
+        line: usize,
+        problem: TrustProblem,
+    },
+}
+
+/// What is wrong with a trust file line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrustProblem {
+    /// The first word is neither `owner` nor `host`.
+    #[error("unknown entry kind {0:?}; expected `owner NAME BASE64` or `host NAME BASE64`")]
+    UnknownKind(String),
+    /// Too few or too many words.
+    #[error("expected `{keyword} NAME BASE64`, found {fields} field(s)")]
+    WrongFieldCount {
+        keyword: &'static str,
+        fields: usize,
+    },
+    /// The name is empty, too long or has characters outside the allowed set.
+    #[error("invalid name {0:?}: a name is 1 to 64 characters from A-Z a-z 0-9 . _ @ + -")]
+    BadName(String),
+    /// The key is not valid padded standard base64.
+    #[error("key is not valid base64 ({0})")]
+    BadBase64(base64::DecodeError),
+    /// The key does not decode to 32 bytes.
+    #[error("key is {0} bytes long, expected 32")]
+    WrongLength(usize),
+    /// The same name was already listed with another key.
+    #[error("{keyword} {name} is already listed with a different key on line {first_line}")]
+    DuplicateName {
+        keyword: &'static str,
+        name: String,
+        first_line: usize,
+    },
+}
+
+fn origin(path: &Option<PathBuf>) -> String {
+    match path {
+        Some(p) => p.display().to_string(),
+        None => "key".to_owned(),
+    }
+}
+
+fn trust_location(path: &Option<PathBuf>, line: usize) -> String {
+    match path {
+        Some(p) => format!("{}:{line}", p.display()),
+        None => format!("trust file line {line}"),
+    }
+}
+
+const fn file_what(kind: KeyKind, private: bool) -> &'static str {
+    match (kind, private) {
+        (KeyKind::Host, true) => "host private key",
+        (KeyKind::Host, false) => "host public key",
+        (KeyKind::Owner, true) => "owner private key",
+        (KeyKind::Owner, false) => "owner public key",
+    }
+}
+
+/// Parsed trust file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustFile {
+    /// Trusted owners: name and Ed25519 public key, in file order.
+    pub owners: Vec<(String, [u8; KEY_LEN])>,
+    /// Trusted hosts: name and X25519 public key, in file order.
+    pub hosts: Vec<(String, [u8; KEY_LEN])>,
+}
+
+/// Best-effort erasure of secret bytes before their memory is freed.
+fn wipe(mut bytes: Vec<u8>) {
+    bytes.fill(0);
+    std::hint::black_box(&bytes);
+}
+
+/// A fresh random private key (X25519 private key or Ed25519 seed).
+pub fn generate(kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFileError> {
+    let mut key = [0u8; KEY_LEN];
+    aws_lc_rs::rand::fill(&mut key).map_err(|_| KeyFileError::Random)?;
+    // Make sure the library accepts it before anyone stores it.
+    public_from_private(kind, &key)?;
+    Ok(key)
+}
+
+/// Derive the public key (X25519 or Ed25519) from a private key.
+pub fn public_from_private(
+    kind: KeyKind,
+    private: &[u8; KEY_LEN],
+) -> Result<[u8; KEY_LEN], KeyFileError> {
+    let rejected = || KeyFileError::InvalidKey {
+        what: kind.describe(true),
+    };
+    let mut public = [0u8; KEY_LEN];
+    match kind {
+        KeyKind::Host => {
+            use aws_lc_rs::agreement;
+            let sk = agreement::PrivateKey::from_private_key(&agreement::X25519, private)
+                .map_err(|_| rejected())?;
+            let pk = sk.compute_public_key().map_err(|_| rejected())?;
+            if pk.as_ref().len() != KEY_LEN {
+                return Err(rejected());
+            }
+            public.copy_from_slice(pk.as_ref());
+        }
+        KeyKind::Owner => {
+            let pair = aws_lc_rs::signature::Ed25519KeyPair::from_seed_unchecked(private)
+                .map_err(|_| rejected())?;
+            let pk = pair.public_key().as_ref();
+            if pk.len() != KEY_LEN {
+                return Err(rejected());
+            }
+            public.copy_from_slice(pk);
+        }
+    }
+    Ok(public)
+}
+
+/// Path of the public key file that goes with the private key file `path`:
+/// `path` with `.pub` appended.
+pub fn public_path(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".pub");
+    PathBuf::from(s)
+}
+
+/// One-line text of a public key: `sealink-host <base64>` or
+/// `sealink-owner <base64>`, without a newline.
+pub fn format_public(kind: KeyKind, public: &[u8; KEY_LEN]) -> String {
+    format!("{} {}", kind.public_tag(), B64.encode(public))
+}
+
+/// Write a private key to `path` (mode 0600) and its public key to
+/// `path.pub` (mode 0644, subject to the umask). Returns the public key.
+///
+/// Without `force`, refuses if either file already exists. With `force`,
+/// existing files are replaced and the private key file's mode is reset to
+/// 0600 before the key is written into it.
+pub fn write_keypair(
+    path: &Path,
+    kind: KeyKind,
+    private: &[u8; KEY_LEN],
+    force: bool,
+) -> Result<[u8; KEY_LEN], KeyFileError> {
+    let public = public_from_private(kind, private)?;
+    let pub_path = public_path(path);
+    if !force {
+        // Check both up front so that we do not leave half a key pair behind.
+        for p in [path, pub_path.as_path()] {
+            if p.symlink_metadata().is_ok() {
+                return Err(KeyFileError::AlreadyExists {
+                    path: p.to_path_buf(),
+                });
+            }
+        }
+    }
+
+    let private_line = format!("{} {}\n", kind.private_tag(), B64.encode(private));
+    let result = write_file(
+        path,
+        file_what(kind, true),
+        &private_line,
+        PRIVATE_MODE,
+        force,
+    );
+    wipe(private_line.into_bytes());
+    result?;
+
+    let public_line = format!("{}\n", format_public(kind, &public));
+    write_file(
+        &pub_path,
+        file_what(kind, false),
+        &public_line,
+        PUBLIC_MODE,
+        force,
+    )?;
+    Ok(public)
+}
+
+fn write_file(
+    path: &Path,
+    what: &'static str,
+    contents: &str,
+    mode: u32,
+    force: bool,
+) -> Result<(), KeyFileError> {
+    let io_err = |action, error| KeyFileError::Io {
+        action,
+        what,
+        path: path.to_path_buf(),
+        error,
+    };
+    let mut options = OpenOptions::new();
+    options.write(true).mode(mode);
+    if force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let mut file = options.open(path).map_err(|e| {
+        if e.kind() == io::ErrorKind::AlreadyExists {
+            KeyFileError::AlreadyExists {
+                path: path.to_path_buf(),
+            }
+        } else {
+            io_err("create", e)
+        }
+    })?;
+    if force && mode == PRIVATE_MODE {
+        // An existing file keeps its old mode; tighten it before writing.
+        file.set_permissions(fs::Permissions::from_mode(PRIVATE_MODE))
+            .map_err(|e| io_err("set permissions on", e))?;
+    }
+    file.write_all(contents.as_bytes())
+        .map_err(|e| io_err("write", e))?;
+    file.sync_all().map_err(|e| io_err("write", e))?;
+    Ok(())
+}
+
+/// Open `path` and read at most `limit` bytes of UTF-8 text.
+fn read_text(
+    path: &Path,
+    what: &'static str,
+    limit: u64,
+    missing_is_not_found: bool,
+) -> Result<(File, String), KeyFileError> {
+    let io_err = |error| KeyFileError::Io {
+        action: "read",
+        what,
+        path: path.to_path_buf(),
+        error,
+    };
+    let file = File::open(path).map_err(|e| {
+        if missing_is_not_found && e.kind() == io::ErrorKind::NotFound {
+            KeyFileError::NotFound {
+                what,
+                path: path.to_path_buf(),
+            }
+        } else {
+            io_err(e)
+        }
+    })?;
+    let mut bytes = Vec::new();
+    (&file)
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err)?;
+    if bytes.len() as u64 > limit {
+        wipe(bytes);
+        return Err(io_err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("file is larger than {limit} bytes"),
+        )));
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok((file, text)),
+        Err(e) => {
+            wipe(e.into_bytes());
+            Err(io_err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "file is not UTF-8 text",
+            )))
+        }
+    }
+}
+
+/// Decode padded standard base64 that must be exactly 32 bytes.
+fn decode_key(b64: &str) -> Result<[u8; KEY_LEN], Result<base64::DecodeError, usize>> {
+    let bytes = B64.decode(b64).map_err(Ok)?;
+    if bytes.len() != KEY_LEN {
+        let len = bytes.len();
+        wipe(bytes);
+        return Err(Err(len));
+    }
+    let mut key = [0u8; KEY_LEN];
+    key.copy_from_slice(&bytes);
+    wipe(bytes);
+    Ok(key)
+}
+
+/// Parse the text of a key file (or a key given as a string).
+fn parse_key_text(
+    text: &str,
+    kind: KeyKind,
+    private: bool,
+    path: Option<&Path>,
+    allow_bare: bool,
+) -> Result<[u8; KEY_LEN], KeyFileError> {
+    let expected_tag = if private {
+        kind.private_tag()
+    } else {
+        kind.public_tag()
+    };
+    let malformed = |problem| KeyFileError::Malformed {
+        path: path.map(Path::to_path_buf),
+        expected_tag,
+        problem,
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(malformed("it is empty"));
+    }
+    if text.contains('\n') {
+        return Err(malformed("it has more than one line"));
+    }
+    let b64 = match text.split_once(char::is_whitespace) {
+        Some((tag, rest)) => {
+            match KeyKind::from_tag(tag) {
+                Some(found) if found == (kind, private) => {}
+                Some((found_kind, found_private)) => {
+                    return Err(KeyFileError::WrongKind {
+                        path: path.map(Path::to_path_buf),
+                        expected: kind.describe(private),
+                        found: found_kind.describe(found_private),
+                    });
+                }
+                None => return Err(malformed("unknown key type")),
+            }
+            let rest = rest.trim();
+            if rest.contains(char::is_whitespace) {
+                return Err(malformed("unexpected text after the key"));
+            }
+            rest
+        }
+        None if KeyKind::from_tag(text).is_some() => {
+            return Err(malformed("the key is missing after the key type"));
+        }
+        None if allow_bare => text,
+        None => return Err(malformed("the key type is missing")),
+    };
+    decode_key(b64).map_err(|e| match e {
+        Ok(error) => KeyFileError::BadBase64 {
+            path: path.map(Path::to_path_buf),
+            error,
+        },
+        Err(len) => KeyFileError::WrongLength {
+            path: path.map(Path::to_path_buf),
+            len,
+        },
+    })
+}
+
+/// Read a private key file written by [`write_keypair`].
+///
+/// Fails if the file is accessible by group or others.
+pub fn read_private(path: &Path, kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFileError> {
+    let what = file_what(kind, true);
+    let (file, text) = read_text(path, what, MAX_KEY_FILE_LEN, true)?;
+    let parsed = parse_key_text(&text, kind, true, Some(path), false);
+    wipe(text.into_bytes());
+    // Parse first so that handing us a public key file (typically mode 0644)
+    // is reported as such rather than as a permissions problem.
+    let key = parsed?;
+    let meta = file.metadata().map_err(|error| KeyFileError::Io {
+        action: "read",
+        what,
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(KeyFileError::PermissionsTooOpen {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(key)
+}
+
+/// Read a public key file (`sealink-host <base64>` or `sealink-owner
+/// <base64>`; a bare base64 key is accepted too).
+pub fn read_public(path: &Path, kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFileError> {
+    let (_, text) = read_text(path, file_what(kind, false), MAX_KEY_FILE_LEN, true)?;
+    parse_key_text(&text, kind, false, Some(path), true)
+}
+
+/// Parse a public key given as text: `sealink-host <base64>` /
+/// `sealink-owner <base64>`, or just the base64.
+pub fn parse_public(s: &str, kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFileError> {
+    parse_key_text(s, kind, false, None, true)
+}
+
+/// Whether `name` is a valid trust-file name: 1 to 64 bytes from
+/// `A-Z a-z 0-9 . _ @ + -`.
+pub fn valid_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'+' | b'-'))
+}
+
+/// Parse the text of a trust file.
+pub fn parse_trust(text: &str) -> Result<TrustFile, KeyFileError> {
+    parse_trust_inner(text, None)
+}
+
+/// Read and parse a trust file.
+pub fn read_trust(path: &Path) -> Result<TrustFile, KeyFileError> {
+    let (_, text) = read_text(path, "trust", MAX_TRUST_FILE_LEN, false)?;
+    parse_trust_inner(&text, Some(path))
+}
+
+fn parse_trust_inner(text: &str, path: Option<&Path>) -> Result<TrustFile, KeyFileError> {
+    let mut trust = TrustFile::default();
+    // (kind, name) -> (first line, key)
+    let mut seen: HashMap<(KeyKind, &str), (usize, [u8; KEY_LEN])> = HashMap::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let err = |problem| KeyFileError::Trust {
+            path: path.map(Path::to_path_buf),
+            line,
+            problem,
+        };
+        let content = raw.split_once('#').map_or(raw, |(before, _)| before);
+        let mut fields = content.split_whitespace();
+        let Some(keyword) = fields.next() else {
+            continue;
+        };
+        let kind = match keyword {
+            "owner" => KeyKind::Owner,
+            "host" => KeyKind::Host,
+            other => return Err(err(TrustProblem::UnknownKind(other.to_owned()))),
+        };
+        let (Some(name), Some(b64), None) = (fields.next(), fields.next(), fields.next()) else {
+            return Err(err(TrustProblem::WrongFieldCount {
+                keyword: kind.trust_keyword(),
+                fields: content.split_whitespace().count(),
+            }));
+        };
+        if !valid_name(name) {
+            return Err(err(TrustProblem::BadName(name.to_owned())));
+        }
+        let key = decode_key(b64).map_err(|e| {
+            err(match e {
+                Ok(error) => TrustProblem::BadBase64(error),
+                Err(len) => TrustProblem::WrongLength(len),
+            })
+        })?;
+        if let Some(&(first_line, first_key)) = seen.get(&(kind, name)) {
+            if first_key == key {
+                continue;
+            }
+            return Err(err(TrustProblem::DuplicateName {
+                keyword: kind.trust_keyword(),
+                name: name.to_owned(),
+                first_line,
+            }));
+        }
+        seen.insert((kind, name), (line, key));
+        let list = match kind {
+            KeyKind::Owner => &mut trust.owners,
+            KeyKind::Host => &mut trust.hosts,
+        };
+        list.push((name.to_owned(), key));
+    }
+    Ok(trust)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "sealink-keyfile-test-{}-{tag}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+
+        fn join(&self, name: &str) -> PathBuf {
+            self.0.join(name)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn hex(s: &str) -> [u8; 32] {
+        let mut out = [0u8; 32];
+        assert_eq!(s.len(), 64);
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
+        }
+        out
+    }
+
+    fn write_mode(path: &Path, contents: &str, mode: u32) {
+        fs::write(path, contents).unwrap();
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn mode_of(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn x25519_public_key_matches_rfc7748() {
+        let sk = hex("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a");
+        let pk = hex("8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a");
+        assert_eq!(public_from_private(KeyKind::Host, &sk).unwrap(), pk);
+    }
+
+    #[test]
+    fn ed25519_public_key_matches_rfc8032() {
+        let seed = hex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60");
+        let pk = hex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
+        assert_eq!(public_from_private(KeyKind::Owner, &seed).unwrap(), pk);
+    }
+
+    #[test]
+    fn generate_gives_distinct_usable_keys() {
+        for kind in [KeyKind::Host, KeyKind::Owner] {
+            let a = generate(kind).unwrap();
+            let b = generate(kind).unwrap();
+            assert_ne!(a, b);
+            assert_ne!(a, [0; 32]);
+            public_from_private(kind, &a).unwrap();
+        }
+    }
+
+    #[test]
+    fn round_trip_both_kinds() {
+        let dir = TempDir::new("roundtrip");
+        for kind in [KeyKind::Host, KeyKind::Owner] {
+            let path = dir.join(&format!("{kind}.key"));
+            let private = generate(kind).unwrap();
+            let public = write_keypair(&path, kind, &private, false).unwrap();
+            assert_eq!(public, public_from_private(kind, &private).unwrap());
+
+            assert_eq!(read_private(&path, kind).unwrap(), private);
+            let pub_path = public_path(&path);
+            assert_eq!(pub_path, dir.join(&format!("{kind}.key.pub")));
+            assert_eq!(read_public(&pub_path, kind).unwrap(), public);
+
+            // Exact file format.
+            let text = fs::read_to_string(&path).unwrap();
+            assert_eq!(
+                text,
+                format!("{} {}\n", kind.private_tag(), B64.encode(private))
+            );
+            let pub_text = fs::read_to_string(&pub_path).unwrap();
+            assert_eq!(pub_text, format!("{}\n", format_public(kind, &public)));
+            assert_eq!(parse_public(&pub_text, kind).unwrap(), public);
+        }
+    }
+
+    #[test]
+    fn private_file_is_0600() {
+        let dir = TempDir::new("mode");
+        let path = dir.join("host.key");
+        let private = generate(KeyKind::Host).unwrap();
+        write_keypair(&path, KeyKind::Host, &private, false).unwrap();
+        assert_eq!(mode_of(&path), 0o600);
+        // The public file is at most 0644 (the umask may remove bits).
+        assert_eq!(mode_of(&public_path(&path)) & !0o644, 0);
+        assert_ne!(mode_of(&public_path(&path)) & 0o400, 0);
+    }
+
+    #[test]
+    fn refuses_to_overwrite() {
+        let dir = TempDir::new("overwrite");
+        let path = dir.join("owner.key");
+        let first = generate(KeyKind::Owner).unwrap();
+        write_keypair(&path, KeyKind::Owner, &first, false).unwrap();
+        let second = generate(KeyKind::Owner).unwrap();
+        let err = write_keypair(&path, KeyKind::Owner, &second, false).unwrap_err();
+        match &err {
+            KeyFileError::AlreadyExists { path: p } => assert_eq!(p, &path),
+            other => panic!("unexpected error {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert!(msg.contains("--force"), "{msg}");
+        assert_eq!(read_private(&path, KeyKind::Owner).unwrap(), first);
+    }
+
+    #[test]
+    fn refuses_when_only_public_file_exists() {
+        let dir = TempDir::new("pubexists");
+        let path = dir.join("host.key");
+        let pub_path = public_path(&path);
+        fs::write(&pub_path, "something\n").unwrap();
+        let key = generate(KeyKind::Host).unwrap();
+        let err = write_keypair(&path, KeyKind::Host, &key, false).unwrap_err();
+        match err {
+            KeyFileError::AlreadyExists { path: p } => assert_eq!(p, pub_path),
+            other => panic!("unexpected error {other:?}"),
+        }
+        // Nothing half-written.
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn force_overwrites_and_tightens_mode() {
+        let dir = TempDir::new("force");
+        let path = dir.join("host.key");
+        write_mode(&path, "old contents\n", 0o644);
+        write_mode(&public_path(&path), "old public\n", 0o644);
+        let key = generate(KeyKind::Host).unwrap();
+        let public = write_keypair(&path, KeyKind::Host, &key, true).unwrap();
+        assert_eq!(mode_of(&path), 0o600);
+        assert_eq!(read_private(&path, KeyKind::Host).unwrap(), key);
+        assert_eq!(
+            read_public(&public_path(&path), KeyKind::Host).unwrap(),
+            public
+        );
+        // Forcing also works when nothing exists yet.
+        let other = dir.join("new.key");
+        write_keypair(&other, KeyKind::Owner, &key, true).unwrap();
+        assert_eq!(read_private(&other, KeyKind::Owner).unwrap(), key);
+    }
+
+    #[test]
+    fn missing_file() {
+        let dir = TempDir::new("missing");
+        let path = dir.join("nope.key");
+        let err = read_private(&path, KeyKind::Host).unwrap_err();
+        assert!(matches!(err, KeyFileError::NotFound { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert!(msg.contains("sealink keygen"), "{msg}");
+
+        let err = read_public(&path, KeyKind::Owner).unwrap_err();
+        assert!(matches!(err, KeyFileError::NotFound { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn wrong_kind() {
+        let dir = TempDir::new("wrongkind");
+        let path = dir.join("owner.key");
+        let key = generate(KeyKind::Owner).unwrap();
+        write_keypair(&path, KeyKind::Owner, &key, false).unwrap();
+
+        let err = read_private(&path, KeyKind::Host).unwrap_err();
+        match &err {
+            KeyFileError::WrongKind {
+                expected, found, ..
+            } => {
+                assert_eq!(*expected, "a host private key");
+                assert_eq!(*found, "an owner private key");
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.contains("owner"), "{msg}");
+        assert!(msg.contains("host"), "{msg}");
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+
+        // A public key file handed over as a private key: report the kind,
+        // not its 0644 permissions.
+        let err = read_private(&public_path(&path), KeyKind::Owner).unwrap_err();
+        match err {
+            KeyFileError::WrongKind { found, .. } => assert_eq!(found, "an owner public key"),
+            other => panic!("unexpected error {other:?}"),
+        }
+
+        // And a private key where a public one is wanted.
+        let err = read_public(&path, KeyKind::Owner).unwrap_err();
+        match err {
+            KeyFileError::WrongKind { found, .. } => assert_eq!(found, "an owner private key"),
+            other => panic!("unexpected error {other:?}"),
+        }
+        let err = read_public(&public_path(&path), KeyKind::Host).unwrap_err();
+        assert!(matches!(err, KeyFileError::WrongKind { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn too_open_permissions() {
+        let dir = TempDir::new("perms");
+        let path = dir.join("host.key");
+        let key = generate(KeyKind::Host).unwrap();
+        write_keypair(&path, KeyKind::Host, &key, false).unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o660, 0o601] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            let err = read_private(&path, KeyKind::Host).unwrap_err();
+            match &err {
+                KeyFileError::PermissionsTooOpen { mode: m, path: p } => {
+                    assert_eq!(*m, mode);
+                    assert_eq!(p, &path);
+                }
+                other => panic!("unexpected error {other:?}"),
+            }
+            if mode == 0o644 {
+                let msg = err.to_string();
+                let shown = path.display().to_string();
+                assert!(msg.contains("permissions 0644"), "{msg}");
+                assert!(msg.contains(&format!("chmod 600 {shown}")), "{msg}");
+            }
+        }
+        for mode in [0o600, 0o400] {
+            fs::set_permissions(&path, fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(read_private(&path, KeyKind::Host).unwrap(), key);
+        }
+    }
+
+    #[test]
+    fn surrounding_whitespace_tolerated() {
+        let dir = TempDir::new("ws");
+        let path = dir.join("host.key");
+        let key = [7u8; 32];
+        let text = format!(
+            "\n  \t{}   {}  \r\n\n",
+            KeyKind::Host.private_tag(),
+            B64.encode(key)
+        );
+        write_mode(&path, &text, 0o600);
+        assert_eq!(read_private(&path, KeyKind::Host).unwrap(), key);
+        // No trailing newline at all is fine too.
+        write_mode(
+            &path,
+            &format!("{} {}", KeyKind::Host.private_tag(), B64.encode(key)),
+            0o600,
+        );
+        assert_eq!(read_private(&path, KeyKind::Host).unwrap(), key);
+    }
+
+    #[test]
+    fn bad_base64() {
+        let dir = TempDir::new("b64");
+        let path = dir.join("owner.key");
+        let unpadded = B64.encode([1u8; 32]).trim_end_matches('=').to_owned();
+        for bad in ["!!!not-base64!!!", unpadded.as_str(), "AAAA*AAA"] {
+            write_mode(&path, &format!("sealink-owner-private {bad}\n"), 0o600);
+            let err = read_private(&path, KeyKind::Owner).unwrap_err();
+            assert!(
+                matches!(err, KeyFileError::BadBase64 { .. }),
+                "{bad}: {err:?}"
+            );
+            assert!(err.to_string().contains("base64"), "{err}");
+            assert!(err.to_string().contains(&path.display().to_string()));
+        }
+        let err = parse_public("sealink-owner @@@@", KeyKind::Owner).unwrap_err();
+        assert!(matches!(err, KeyFileError::BadBase64 { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn wrong_length() {
+        let dir = TempDir::new("len");
+        let path = dir.join("host.key");
+        for len in [0usize, 16, 31, 33, 64] {
+            let b64 = B64.encode(vec![9u8; len]);
+            write_mode(&path, &format!("sealink-host-private {b64}\n"), 0o600);
+            let err = read_private(&path, KeyKind::Host).unwrap_err();
+            if len == 0 {
+                // Empty base64 means no key after the tag at all.
+                assert!(matches!(err, KeyFileError::Malformed { .. }), "{err:?}");
+                continue;
+            }
+            match &err {
+                KeyFileError::WrongLength { len: l, .. } => assert_eq!(*l, len),
+                other => panic!("unexpected error {other:?}"),
+            }
+            assert!(err.to_string().contains("expected 32"), "{err}");
+        }
+        let err = parse_public(&B64.encode([0u8; 31]), KeyKind::Host).unwrap_err();
+        assert!(
+            matches!(err, KeyFileError::WrongLength { len: 31, .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn malformed_files() {
+        let dir = TempDir::new("malformed");
+        let path = dir.join("host.key");
+        let b64 = B64.encode([3u8; 32]);
+        let cases = [
+            String::new(),
+            "   \n\n".to_owned(),
+            format!("ssh-ed25519 {b64}\n"),
+            format!("{b64}\n"),
+            "sealink-host-private\n".to_owned(),
+            format!("sealink-host-private {b64}\nsealink-host-private {b64}\n"),
+            format!("sealink-host-private {b64} comment\n"),
+        ];
+        for text in &cases {
+            write_mode(&path, text, 0o600);
+            let err = read_private(&path, KeyKind::Host).unwrap_err();
+            assert!(
+                matches!(err, KeyFileError::Malformed { .. }),
+                "{text:?}: {err:?}"
+            );
+            let msg = err.to_string();
+            assert!(msg.contains("sealink-host-private <base64>"), "{msg}");
+        }
+        // Oversized files are rejected without reading them whole.
+        write_mode(&path, &"A".repeat(10_000), 0o600);
+        let err = read_private(&path, KeyKind::Host).unwrap_err();
+        assert!(matches!(err, KeyFileError::Io { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn parse_public_forms() {
+        let key = [0x5au8; 32];
+        let b64 = B64.encode(key);
+        assert_eq!(
+            parse_public(&format!("sealink-host {b64}"), KeyKind::Host).unwrap(),
+            key
+        );
+        assert_eq!(
+            parse_public(&format!("  sealink-owner\t{b64}\n"), KeyKind::Owner).unwrap(),
+            key
+        );
+        assert_eq!(parse_public(&b64, KeyKind::Host).unwrap(), key);
+        assert_eq!(
+            parse_public(&format!(" {b64} \n"), KeyKind::Owner).unwrap(),
+            key
+        );
+
+        let err = parse_public(&format!("sealink-owner {b64}"), KeyKind::Host).unwrap_err();
+        match &err {
+            KeyFileError::WrongKind {
+                path,
+                expected,
+                found,
+            } => {
+                assert!(path.is_none());
+                assert_eq!(*expected, "a host public key");
+                assert_eq!(*found, "an owner public key");
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+        let err = parse_public(&format!("sealink-host-private {b64}"), KeyKind::Host).unwrap_err();
+        assert!(matches!(err, KeyFileError::WrongKind { .. }), "{err:?}");
+        let err = parse_public(&format!("bogus {b64}"), KeyKind::Host).unwrap_err();
+        assert!(matches!(err, KeyFileError::Malformed { .. }), "{err:?}");
+        let err = parse_public("", KeyKind::Host).unwrap_err();
+        assert!(matches!(err, KeyFileError::Malformed { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn names() {
+        assert!(valid_name("a"));
+        assert!(valid_name("alice@example.org"));
+        assert!(valid_name("gw-1_backup+x.Y"));
+        assert!(valid_name(&"x".repeat(64)));
+        assert!(!valid_name(""));
+        assert!(!valid_name(&"x".repeat(65)));
+        assert!(!valid_name("has space"));
+        assert!(!valid_name("semi;colon"));
+        assert!(!valid_name("slash/"));
+        assert!(!valid_name("naïve"));
+        assert!(!valid_name("hash#"));
+    }
+
+    fn b64(byte: u8) -> String {
+        B64.encode([byte; 32])
+    }
+
+    #[test]
+    fn trust_file_parses() {
+        let text = format!(
+            "# trusted keys\n\
+             \n\
+             owner alice@example.org {a}\n\
+             \towner   bob {b}   # Bob's laptop\n\
+             host gw-1 {c}\n\
+             host alice@example.org {d}\n\
+             # same entry again is harmless\n\
+             owner bob {b}\n",
+            a = b64(1),
+            b = b64(2),
+            c = b64(3),
+            d = b64(4),
+        );
+        let trust = parse_trust(&text).unwrap();
+        assert_eq!(
+            trust.owners,
+            vec![
+                ("alice@example.org".to_owned(), [1; 32]),
+                ("bob".to_owned(), [2; 32]),
+            ]
+        );
+        assert_eq!(
+            trust.hosts,
+            vec![
+                ("gw-1".to_owned(), [3; 32]),
+                ("alice@example.org".to_owned(), [4; 32]),
+            ]
+        );
+        assert_eq!(parse_trust("").unwrap(), TrustFile::default());
+        assert_eq!(
+            parse_trust("# only\n\n  # comments\n").unwrap(),
+            TrustFile::default()
+        );
+    }
+
+    fn trust_problem(text: &str) -> (usize, TrustProblem) {
+        match parse_trust(text).unwrap_err() {
+            KeyFileError::Trust {
+                path: None,
+                line,
+                problem,
+            } => (line, problem),
+            other => panic!("unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn trust_file_errors() {
+        let ok = format!("owner alice {}\n", b64(1));
+
+        let (line, p) = trust_problem(&format!("{ok}\nuser carol {}\n", b64(2)));
+        assert_eq!(line, 3);
+        assert_eq!(p, TrustProblem::UnknownKind("user".to_owned()));
+
+        let (line, p) = trust_problem(&format!("{ok}owner carol\n"));
+        assert_eq!(line, 2);
+        assert_eq!(
+            p,
+            TrustProblem::WrongFieldCount {
+                keyword: "owner",
+                fields: 2
+            }
+        );
+        let (_, p) = trust_problem(&format!("host gw {} extra\n", b64(2)));
+        assert_eq!(
+            p,
+            TrustProblem::WrongFieldCount {
+                keyword: "host",
+                fields: 4
+            }
+        );
+        let (_, p) = trust_problem("host\n");
+        assert!(matches!(p, TrustProblem::WrongFieldCount { fields: 1, .. }));
+
+        let (line, p) = trust_problem(&format!("{ok}host bad/name {}\n", b64(2)));
+        assert_eq!(line, 2);
+        assert_eq!(p, TrustProblem::BadName("bad/name".to_owned()));
+        let long = "n".repeat(65);
+        let (_, p) = trust_problem(&format!("owner {long} {}\n", b64(2)));
+        assert_eq!(p, TrustProblem::BadName(long));
+
+        let (line, p) = trust_problem(&format!("{ok}{ok}owner carol !!!!\n"));
+        assert_eq!(line, 3);
+        assert!(matches!(p, TrustProblem::BadBase64(_)), "{p:?}");
+
+        let (_, p) = trust_problem(&format!("owner carol {}\n", B64.encode([1u8; 31])));
+        assert_eq!(p, TrustProblem::WrongLength(31));
+
+        let (line, p) = trust_problem(&format!("# c\n{ok}\nowner alice {}\n", b64(9)));
+        assert_eq!(line, 4);
+        assert_eq!(
+            p,
+            TrustProblem::DuplicateName {
+                keyword: "owner",
+                name: "alice".to_owned(),
+                first_line: 2
+            }
+        );
+
+        // Messages say where and what.
+        let err = parse_trust(&format!("{ok}owner alice {}\n", b64(9))).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("line 2"), "{msg}");
+        assert!(msg.contains("alice"), "{msg}");
+        assert!(msg.contains("different key"), "{msg}");
+        let msg = parse_trust("peer x y\n").unwrap_err().to_string();
+        assert!(msg.contains("unknown entry kind"), "{msg}");
+        assert!(msg.contains("\"peer\""), "{msg}");
+    }
+
+    #[test]
+    fn read_trust_file() {
+        let dir = TempDir::new("trust");
+        let path = dir.join("trust");
+        fs::write(&path, format!("host gw {}\n", b64(5))).unwrap();
+        let trust = read_trust(&path).unwrap();
+        assert_eq!(trust.hosts, vec![("gw".to_owned(), [5; 32])]);
+        assert!(trust.owners.is_empty());
+
+        fs::write(&path, format!("host gw {}\nhost ?? {}\n", b64(5), b64(6))).unwrap();
+        let err = read_trust(&path).unwrap_err();
+        match &err {
+            KeyFileError::Trust {
+                path: Some(p),
+                line: 2,
+                problem: TrustProblem::BadName(_),
+            } => assert_eq!(p, &path),
+            other => panic!("unexpected error {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.starts_with(&format!("{}:2: ", path.display())), "{msg}");
+
+        let missing = dir.join("missing");
+        let err = read_trust(&missing).unwrap_err();
+        assert!(matches!(err, KeyFileError::Io { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("trust file"), "{msg}");
+        assert!(msg.contains(&missing.display().to_string()), "{msg}");
+    }
+}

@@ -1,0 +1,33 @@
+//! Typed errors of the crypto layer.
+
+/// Everything that can go wrong in this crate. Opening failures deliberately carry no detail
+/// beyond "did not verify", so a caller cannot leak why to a peer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CryptoError {
+    /// The tag or MAC did not verify, or the ciphertext was malformed (bad padding, short).
+    #[error("authentication failed")]
+    AuthFailed,
+    /// The caller's buffer has no room for the tag/padding that sealing adds.
+    #[error("buffer too small: need {need} bytes, have {have}")]
+    BufferTooSmall { need: usize, have: usize },
+    /// Key material of the wrong length for the suite.
+    #[error("bad key length for {suite}: expected {expected}, got {got}")]
+    BadKeyLength {
+        suite: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    /// A legacy (insecure) suite was requested without the explicit opt-in.
+    #[error("suite {0} is insecure and only usable with the explicit insecure-legacy opt-in")]
+    LegacyRefused(&'static str),
+    /// An unknown suite name or id.
+    #[error("unknown suite {0:?}")]
+    UnknownSuite(String),
+    /// A malformed public key or signature encoding.
+    #[error("malformed key or signature")]
+    Malformed,
+    /// The system random generator failed.
+    #[error("random generator failure")]
+    Rng,
+}

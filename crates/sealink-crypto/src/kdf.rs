@@ -1,0 +1,59 @@
+//! Key derivation: HKDF-SHA-256 from a 32-byte handshake secret to suite key material.
+
+use aws_lc_rs::hkdf::{HKDF_SHA256, KeyType, Salt};
+
+use crate::{CryptoError, PacketKey, SuiteId};
+
+/// The longest key material any suite takes (3DES: 24-byte cipher key || 16-byte MAC key).
+pub const MAX_KEY_LEN: usize = 40;
+
+/// Prefix of the HKDF info string.
+pub const INFO_PREFIX: &[u8] = b"sealink v1 ";
+
+struct Len(usize);
+
+impl KeyType for Len {
+    fn len(&self) -> usize {
+        self.0
+    }
+}
+
+/// Fills `out` with HKDF-SHA-256 output keying material from `secret` (salt empty,
+/// info = "sealink v1 " || suite name || " " || label). `out` is usually
+/// `suite.key_len()` bytes; it may be at most 255 * 32 bytes.
+pub fn derive_key_material(
+    suite: SuiteId,
+    secret: &[u8; 32],
+    label: &[u8],
+    out: &mut [u8],
+) -> Result<(), CryptoError> {
+    let prk = Salt::new(HKDF_SHA256, &[]).extract(secret);
+    let info = [INFO_PREFIX, suite.name().as_bytes(), b" ", label];
+    prk.expand(&info, Len(out.len()))
+        .and_then(|okm| okm.fill(out))
+        .map_err(|_| CryptoError::BadKeyLength {
+            suite: suite.name(),
+            expected: suite.key_len(),
+            got: out.len(),
+        })
+}
+
+/// Derives a packet key for `suite` from `secret` with HKDF-SHA-256 (salt empty,
+/// info = "sealink v1 " || suite name || " " || label).
+pub fn derive_packet_key(
+    suite: SuiteId,
+    secret: &[u8; 32],
+    label: &[u8],
+    allow_insecure_legacy: bool,
+) -> Result<PacketKey, CryptoError> {
+    if suite.is_legacy() && !allow_insecure_legacy {
+        return Err(CryptoError::LegacyRefused(suite.name()));
+    }
+    let mut buf = [0u8; MAX_KEY_LEN];
+    let key = &mut buf[..suite.key_len()];
+    derive_key_material(suite, secret, label, key)?;
+    let result = PacketKey::new(suite, key, allow_insecure_legacy);
+    buf.fill(0);
+    std::hint::black_box(&buf);
+    result
+}

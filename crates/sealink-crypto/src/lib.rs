@@ -1,0 +1,22 @@
+//! Cryptographic suites for sealink, built only on well-kept libraries (aws-lc-rs, ring,
+//! RustCrypto for the legacy lab transforms). Nothing here implements a primitive itself.
+//!
+//! * [`suite`]: per-direction packet keys that seal and open datagram bodies in place, in one
+//!   of three [`Scope`]s (none, authenticate-only, full encryption), singly or in batches.
+//! * [`kdf`]: HKDF-SHA-256 expansion of handshake output into suite keys.
+//! * [`sign`]: Ed25519 owner keys and verification.
+//! * [`legacy`]: DES-CBC, 3DES-CBC, MD5, HMAC-MD5, for the lab only.
+//! * [`raw`]: the underlying library called directly, the baseline the benches compare against.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod kdf;
+pub mod kx;
+pub mod legacy;
+pub mod raw;
+pub mod sign;
+pub mod suite;
+
+pub use error::CryptoError;
+pub use raw::RawAead;
+pub use suite::{BatchItem, ContiguousItem, PacketKey, Scope, SuiteId};

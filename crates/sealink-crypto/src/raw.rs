@@ -1,0 +1,100 @@
+//! The underlying AEAD library called directly, with no protocol around it: the baseline the
+//! `sealink bench seal` ratio is measured against.
+//!
+//! [`RawAead`] is aws-lc-rs (the library behind [`PacketKey`](crate::PacketKey));
+//! [`ring_backend::RingAead`] is the same thing on ring, used only to compare the two backends.
+
+use crate::{CryptoError, SuiteId};
+
+/// Nonce length of the AEAD suites.
+pub const NONCE_LEN: usize = 12;
+/// Tag length of the AEAD suites.
+pub const TAG_LEN: usize = 16;
+
+macro_rules! raw_aead {
+    ($(#[$meta:meta])* $name:ident, $lib:ident, $libname:literal) => {
+        $(#[$meta])*
+        pub struct $name {
+            key: $lib::aead::LessSafeKey,
+            suite: SuiteId,
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, concat!(stringify!($name), "({})"), self.suite.name())
+            }
+        }
+
+        impl $name {
+            /// Name of the library this wraps.
+            pub const LIBRARY: &'static str = $libname;
+
+            /// A key for one of the modern suites ([`SuiteId::MODERN`]); legacy suites give
+            /// [`CryptoError::UnknownSuite`], a key of the wrong length
+            /// [`CryptoError::BadKeyLength`].
+            pub fn new(suite: SuiteId, key: &[u8]) -> Result<Self, CryptoError> {
+                use $lib::aead;
+                let alg = match suite {
+                    SuiteId::Aes128Gcm => &aead::AES_128_GCM,
+                    SuiteId::Aes256Gcm => &aead::AES_256_GCM,
+                    SuiteId::ChaCha20Poly1305 => &aead::CHACHA20_POLY1305,
+                    _ => return Err(CryptoError::UnknownSuite(suite.name().to_owned())),
+                };
+                let bad_len = || CryptoError::BadKeyLength { suite: suite.name(), expected: suite.key_len(), got: key.len() };
+                if key.len() != suite.key_len() {
+                    return Err(bad_len());
+                }
+                let key = aead::UnboundKey::new(alg, key).map_err(|_| bad_len())?;
+                Ok(Self { key: aead::LessSafeKey::new(key), suite })
+            }
+
+            pub fn suite(&self) -> SuiteId {
+                self.suite
+            }
+
+            /// Encrypts `in_out` in place and returns the tag.
+            ///
+            /// # Panics
+            /// Only if `in_out` exceeds the AEAD's message limit (about 64 GiB for AES-GCM).
+            pub fn seal_in_place(&self, nonce: [u8; NONCE_LEN], aad: &[u8], in_out: &mut [u8]) -> [u8; TAG_LEN] {
+                use $lib::aead;
+                let tag = self
+                    .key
+                    .seal_in_place_separate_tag(aead::Nonce::assume_unique_for_key(nonce), aead::Aad::from(aad), in_out)
+                    .expect("message within the AEAD's length limit");
+                tag.as_ref().try_into().expect("16-byte tag")
+            }
+
+            /// Opens `in_out_with_tag` (ciphertext || 16-byte tag) in place; returns the plaintext
+            /// length (plaintext at `in_out_with_tag[..n]`).
+            pub fn open_in_place(&self, nonce: [u8; NONCE_LEN], aad: &[u8], in_out_with_tag: &mut [u8]) -> Result<usize, CryptoError> {
+                use $lib::aead;
+                self.key
+                    .open_in_place(aead::Nonce::assume_unique_for_key(nonce), aead::Aad::from(aad), in_out_with_tag)
+                    .map(|p| p.len())
+                    .map_err(|_| CryptoError::AuthFailed)
+            }
+        }
+    };
+}
+
+raw_aead!(
+    /// aws-lc-rs AEAD called directly (AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305).
+    RawAead,
+    aws_lc_rs,
+    "aws-lc-rs"
+);
+
+/// The same raw AEAD on ring, used only for the backend comparison.
+pub mod ring_backend {
+    use crate::{CryptoError, SuiteId};
+
+    use super::{NONCE_LEN, TAG_LEN};
+
+    raw_aead!(
+        /// ring AEAD called directly (AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305).
+        RingAead,
+        ring,
+        "ring"
+    );
+}

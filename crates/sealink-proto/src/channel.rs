@@ -1,0 +1,960 @@
+//! One host-to-host channel: its sessions (current, previous, pending initiation), the
+//! piggyback queue, reliable delivery (sequence numbers, acknowledgements, retransmission),
+//! and the owner caches in both directions.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sealink_crypto::kdf::derive_packet_key;
+use sealink_crypto::sign::{self, SIGNATURE_LEN};
+use sealink_crypto::{PacketKey, Scope, SuiteId};
+
+use crate::endpoint::{Delivery, Event, Indexes, MessageId, PeerId, Shared};
+use crate::error::DropReason;
+use crate::handshake::{self, InitPayload, Split};
+use crate::owner::{RemoteOwner, intro_message};
+use crate::recv_window::RecvWindow;
+use crate::replay::{ReplayVerdict, ReplayWindow};
+use crate::time::Time;
+use crate::wire::{self, Frame, Frames, HEADER_LEN, Header, MAX_ACK_RANGES, Writer};
+
+/// Keys and counters of one handshake's outcome.
+pub(crate) struct Session {
+    pub local_index: u32,
+    pub remote_index: u32,
+    send: PacketKey,
+    recv: PacketKey,
+    next_counter: u64,
+    replay: ReplayWindow,
+    established: Time,
+    pub suite: SuiteId,
+}
+
+/// Our handshake in progress: the channel is tentative until the response arrives.
+pub(crate) struct Initiation {
+    hs: snow::HandshakeState,
+    pub local_index: u32,
+    sent_at: Time,
+    attempts: u32,
+}
+
+/// A message on the sending side.
+struct OutMsg {
+    id: MessageId,
+    from: usize,
+    to: Option<Arc<str>>,
+    scope: Scope,
+    data: Vec<u8>,
+    last_sent: Time,
+    transmissions: u32,
+}
+
+/// Sending-side state of a local owner on this channel.
+struct TxOwner {
+    wire_id: u64,
+    sig: Option<[u8; SIGNATURE_LEN]>,
+    /// The peer acknowledged a message from this owner, so it holds the introduction.
+    confirmed: bool,
+}
+
+struct TxDest {
+    wire_id: u64,
+    confirmed: bool,
+}
+
+/// Per-channel counters (the endpoint keeps the totals).
+#[derive(Debug, Clone, Default)]
+pub struct ChannelStats {
+    pub datagrams_sent: u64,
+    pub datagrams_received: u64,
+    pub messages_sent: u64,
+    pub messages_delivered: u64,
+    pub messages_retransmitted: u64,
+    pub handshakes: u64,
+}
+
+pub(crate) struct Channel {
+    pub peer: PeerId,
+    pub remote_static: [u8; 32],
+    /// Hash of the handshake that started this channel; owners sign over it.
+    binding: Option<[u8; 32]>,
+    pub current: Option<Session>,
+    pub previous: Option<Session>,
+    pub initiation: Option<Initiation>,
+    last_init_ts_sent: u64,
+    last_init_ts_accepted: u64,
+    pending_tx: VecDeque<Vec<u8>>,
+    pub stats: ChannelStats,
+
+    // Sending.
+    next_seq: u64,
+    queue: VecDeque<(u64, OutMsg)>,
+    queued_bytes: usize,
+    earliest_deadline: Option<Time>,
+    flush: bool,
+    inflight: BTreeMap<u64, OutMsg>,
+    retx: VecDeque<u64>,
+    sent_log: VecDeque<(Time, u64)>,
+    largest_acked_sent: Option<Time>,
+    tx_owners: HashMap<usize, TxOwner>,
+    next_owner_id: u64,
+    tx_dests: HashMap<Arc<str>, TxDest>,
+    next_dest_id: u64,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    backoff: u32,
+
+    // Receiving.
+    rx_owners: HashMap<u64, RemoteOwner>,
+    rx_dests: HashMap<u64, Arc<str>>,
+    recv: RecvWindow,
+    ack_pending: bool,
+    ack_now: bool,
+    ack_deadline: Option<Time>,
+    eliciting_since_ack: u32,
+    ack_scratch: Vec<(u64, u64)>,
+}
+
+impl Channel {
+    pub fn new(peer: PeerId, remote_static: [u8; 32]) -> Self {
+        Channel {
+            peer,
+            remote_static,
+            binding: None,
+            current: None,
+            previous: None,
+            initiation: None,
+            last_init_ts_sent: 0,
+            last_init_ts_accepted: 0,
+            pending_tx: VecDeque::new(),
+            stats: ChannelStats::default(),
+            next_seq: 0,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            earliest_deadline: None,
+            flush: false,
+            inflight: BTreeMap::new(),
+            retx: VecDeque::new(),
+            sent_log: VecDeque::new(),
+            largest_acked_sent: None,
+            tx_owners: HashMap::new(),
+            next_owner_id: 1,
+            tx_dests: HashMap::new(),
+            next_dest_id: 1,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            backoff: 0,
+            rx_owners: HashMap::new(),
+            rx_dests: HashMap::new(),
+            recv: RecvWindow::default(),
+            ack_pending: false,
+            ack_now: false,
+            ack_deadline: None,
+            eliciting_since_ack: 0,
+            ack_scratch: Vec::with_capacity(MAX_ACK_RANGES),
+        }
+    }
+
+    /// Established with a session we may still send on.
+    pub fn is_established(&self, sh: &Shared, now: Time) -> bool {
+        self.current.as_ref().is_some_and(|s| sendable(s, sh, now))
+    }
+
+    pub fn queued_messages(&self) -> usize {
+        self.queue.len()
+    }
+    pub fn inflight_messages(&self) -> usize {
+        self.inflight.len()
+    }
+
+    // ---------------------------------------------------------------- sending
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn enqueue(
+        &mut self,
+        sh: &mut Shared,
+        idx: &mut Indexes,
+        now: Time,
+        id: MessageId,
+        from: usize,
+        to: Option<Arc<str>>,
+        data: &[u8],
+        deadline: Time,
+        urgent: bool,
+        scope: Scope,
+    ) {
+        let owner_wire = self.tx_owner(from).wire_id;
+        let dest_wire = to.as_ref().map_or(0, |d| self.tx_dest(d).wire_id);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.queued_bytes += wire::msg_frame_len(seq, owner_wire, dest_wire, data.len());
+        self.queue.push_back((
+            seq,
+            OutMsg {
+                id,
+                from,
+                to,
+                scope,
+                data: data.to_vec(),
+                last_sent: now,
+                transmissions: 0,
+            },
+        ));
+        self.earliest_deadline = Some(self.earliest_deadline.map_or(deadline, |d| d.min(deadline)));
+        if urgent || !sh.cfg.piggyback || self.queued_bytes >= sh.cfg.queue_limit || deadline <= now
+        {
+            self.flush = true;
+        }
+        self.ensure_session(sh, idx, now);
+    }
+
+    fn tx_owner(&mut self, from: usize) -> &mut TxOwner {
+        let next = &mut self.next_owner_id;
+        self.tx_owners.entry(from).or_insert_with(|| {
+            let wire_id = *next;
+            *next += 1;
+            TxOwner {
+                wire_id,
+                sig: None,
+                confirmed: false,
+            }
+        })
+    }
+
+    fn tx_dest(&mut self, name: &Arc<str>) -> &mut TxDest {
+        let next = &mut self.next_dest_id;
+        self.tx_dests.entry(name.clone()).or_insert_with(|| {
+            let wire_id = *next;
+            *next += 1;
+            TxDest {
+                wire_id,
+                confirmed: false,
+            }
+        })
+    }
+
+    /// Starts a handshake if we have nothing to send on and none is under way.
+    fn ensure_session(&mut self, sh: &mut Shared, idx: &mut Indexes, now: Time) {
+        let needs = match &self.current {
+            None => true,
+            Some(s) => !sendable(s, sh, now) || wants_rekey(s, sh, now),
+        };
+        if needs && self.initiation.is_none() {
+            self.start_handshake(sh, idx, now, 1);
+        }
+    }
+
+    fn start_handshake(&mut self, sh: &mut Shared, idx: &mut Indexes, now: Time, attempt: u32) {
+        let local = idx.alloc(self.peer);
+        let ts = now.as_nanos().max(self.last_init_ts_sent + 1);
+        let payload = InitPayload {
+            suite: sh.cfg.suite as u8,
+            timestamp: ts,
+            binding: self.binding.unwrap_or([0; 32]),
+        };
+        match handshake::write_init(&sh.host, &self.remote_static, local, &payload) {
+            Ok((hs, pkt)) => {
+                self.last_init_ts_sent = ts;
+                sh.stats.pk.dh += 2;
+                sh.stats.handshakes_initiated += 1;
+                self.pending_tx.push_back(pkt);
+                self.initiation = Some(Initiation {
+                    hs,
+                    local_index: local,
+                    sent_at: now,
+                    attempts: attempt,
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot build handshake initiation");
+                idx.free(local);
+            }
+        }
+    }
+
+    /// Next datagram for this channel, written into `out`.
+    pub fn poll_transmit(&mut self, sh: &mut Shared, idx: &mut Indexes, now: Time, out: &mut [u8]) -> Option<usize> {
+        while let Some(pkt) = self.pending_tx.pop_front() {
+            if let Some(dst) = out.get_mut(..pkt.len()) {
+                dst.copy_from_slice(&pkt);
+                self.count_sent(sh, pkt.len());
+                return Some(pkt.len());
+            }
+            tracing::warn!("transmit buffer too small for a handshake datagram");
+        }
+        if !self.is_established(sh, now) {
+            return None;
+        }
+        let want_data = self.flush && self.has_sendable_messages(sh);
+        if !want_data && !(self.ack_pending && self.ack_now) {
+            if self.flush && self.queue.is_empty() && self.retx.is_empty() {
+                self.flush = false;
+                self.earliest_deadline = None;
+            }
+            return None;
+        }
+        let n = self.build_data(sh, now, out)?;
+        self.count_sent(sh, n);
+        if self.current.as_ref().is_some_and(|s| wants_rekey(s, sh, now)) && self.initiation.is_none() {
+            self.start_handshake(sh, idx, now, 1);
+        }
+        Some(n)
+    }
+
+    fn count_sent(&mut self, sh: &mut Shared, n: usize) {
+        sh.stats.datagrams_sent += 1;
+        sh.stats.bytes_sent += n as u64;
+        self.stats.datagrams_sent += 1;
+    }
+
+    fn window_base(&self) -> u64 {
+        self.inflight
+            .first_key_value()
+            .map(|(k, _)| *k)
+            .or_else(|| self.queue.front().map(|(s, _)| *s))
+            .unwrap_or(self.next_seq)
+    }
+
+    /// The sender keeps at most `message_window` sequence numbers outstanding, so whatever it
+    /// sends falls inside the receiver's window (anchored at its cumulative point, which is
+    /// never below our base).
+    fn queue_front_in_window(&self, sh: &Shared) -> bool {
+        self.queue
+            .front()
+            .is_some_and(|(s, _)| s - self.window_base() < sh.cfg.message_window)
+    }
+
+    fn has_sendable_messages(&self, sh: &Shared) -> bool {
+        self.retx.iter().any(|s| self.inflight.contains_key(s)) || self.queue_front_in_window(sh)
+    }
+
+    /// Builds and seals one data datagram: a pending ACK, then retransmissions, then queued
+    /// messages in order, each preceded by the owner introduction and destination declaration
+    /// the peer may still lack. One seal, however many messages ride in it.
+    fn build_data(&mut self, sh: &mut Shared, now: Time, out: &mut [u8]) -> Option<usize> {
+        let max_len = sh.cfg.max_datagram.min(out.len());
+        let overhead = self.current.as_ref()?.suite.max_overhead();
+        let body_cap = max_len.checked_sub(HEADER_LEN + overhead)?;
+        let mut scope: Option<Scope> = None;
+        let mut messages = 0u64;
+        let mut wrote = false;
+        let body_len;
+        {
+            let mut w = Writer::new(&mut out[HEADER_LEN..HEADER_LEN + body_cap]);
+            if self.ack_pending {
+                self.recv.newest_ranges(MAX_ACK_RANGES, &mut self.ack_scratch);
+                let cum = self.recv.cumulative();
+                if wire::ack_len(cum, &self.ack_scratch) <= w.remaining() {
+                    wire::write_ack(&mut w, cum, &self.ack_scratch)?;
+                    self.ack_pending = false;
+                    self.ack_now = false;
+                    self.ack_deadline = None;
+                    self.eliciting_since_ack = 0;
+                    wrote = true;
+                }
+            }
+            if self.flush {
+                let mut intros: Vec<u64> = Vec::new();
+                let mut dests: Vec<u64> = Vec::new();
+                loop {
+                    let (seq, from_retx) = match self.retx.front() {
+                        Some(&s) if !self.inflight.contains_key(&s) => {
+                            self.retx.pop_front();
+                            continue;
+                        }
+                        Some(&s) => (s, true),
+                        None if self.queue_front_in_window(sh) => match self.queue.front() {
+                            Some((s, _)) => (*s, false),
+                            None => break,
+                        },
+                        None => break,
+                    };
+                    let m = if from_retx {
+                        self.inflight.get(&seq)?
+                    } else {
+                        &self.queue.front()?.1
+                    };
+                    let (from, to, len, mscope) = (m.from, m.to.clone(), m.data.len(), m.scope);
+                    let owner = self.tx_owners.get(&from)?;
+                    let owner_wire = owner.wire_id;
+                    let need_intro = !owner.confirmed && !intros.contains(&owner_wire);
+                    let (dest_wire, need_dest) = match &to {
+                        Some(d) => {
+                            let td = self.tx_dests.get(d)?;
+                            (td.wire_id, !td.confirmed && !dests.contains(&td.wire_id))
+                        }
+                        None => (0, false),
+                    };
+                    let owner_name = sh.owners.get(from)?.name.clone();
+                    let mut need = wire::msg_frame_len(seq, owner_wire, dest_wire, len);
+                    if need_intro {
+                        need += wire::owner_intro_len(owner_wire, &owner_name);
+                    }
+                    if let (true, Some(d)) = (need_dest, &to) {
+                        need += wire::dest_len(dest_wire, d);
+                    }
+                    if need > w.remaining() {
+                        break;
+                    }
+                    if need_intro {
+                        let sig = self.owner_signature(sh, from)?;
+                        wire::write_owner_intro(&mut w, owner_wire, &owner_name, &sig)?;
+                        intros.push(owner_wire);
+                    }
+                    if let (true, Some(d)) = (need_dest, &to) {
+                        wire::write_dest(&mut w, dest_wire, d)?;
+                        dests.push(dest_wire);
+                    }
+                    let m = if from_retx {
+                        self.retx.pop_front();
+                        sh.stats.messages_retransmitted += 1;
+                        self.stats.messages_retransmitted += 1;
+                        self.inflight.get_mut(&seq)?
+                    } else {
+                        let (_, m) = self.queue.pop_front()?;
+                        self.queued_bytes = self
+                            .queued_bytes
+                            .saturating_sub(wire::msg_frame_len(seq, owner_wire, dest_wire, len));
+                        sh.stats.messages_sent += 1;
+                        self.stats.messages_sent += 1;
+                        self.inflight.entry(seq).or_insert(m)
+                    };
+                    wire::write_msg(&mut w, seq, owner_wire, dest_wire, &m.data)?;
+                    m.last_sent = now;
+                    m.transmissions += 1;
+                    self.sent_log.push_back((now, seq));
+                    scope = Some(scope.map_or(mscope, |s| s.max(mscope)));
+                    messages += 1;
+                    wrote = true;
+                    if !sh.cfg.piggyback {
+                        break;
+                    }
+                }
+                if self.queue.is_empty() && self.retx.is_empty() {
+                    self.flush = false;
+                    self.earliest_deadline = None;
+                }
+            }
+            if !wrote {
+                return None;
+            }
+            body_len = w.pos();
+        }
+        // Datagrams with only acknowledgements are authenticated, not encrypted: they carry
+        // sequence numbers only.
+        let scope = scope.unwrap_or(Scope::AuthOnly);
+        let s = self.current.as_mut()?;
+        let counter = s.next_counter;
+        s.next_counter += 1;
+        let mut hdr = [0u8; HEADER_LEN];
+        wire::write_header(
+            &Header::Data {
+                scope,
+                receiver: s.remote_index,
+                counter,
+            },
+            &mut hdr,
+        );
+        out[..HEADER_LEN].copy_from_slice(&hdr);
+        let sealed = match s.send.seal_contiguous(counter, scope, &mut out[..max_len], HEADER_LEN, body_len) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(error = %e, "seal failed");
+                return None;
+            }
+        };
+        if messages > 0 {
+            sh.stats.data_datagrams_sent += 1;
+        } else {
+            sh.stats.ack_only_datagrams_sent += 1;
+        }
+        Some(HEADER_LEN + sealed)
+    }
+
+    /// The owner's signature over this channel's binding, made once per channel.
+    fn owner_signature(&mut self, sh: &mut Shared, from: usize) -> Option<[u8; SIGNATURE_LEN]> {
+        let binding = self.binding?;
+        let owner = self.tx_owners.get_mut(&from)?;
+        if let Some(sig) = owner.sig {
+            return Some(sig);
+        }
+        let local = sh.owners.get(from)?;
+        let msg = intro_message(&binding, sh.host.public(), &self.remote_static, owner.wire_id, &local.name);
+        let sig = local.key.sign(&msg);
+        sh.stats.pk.signs += 1;
+        owner.sig = Some(sig);
+        Some(sig)
+    }
+
+    // ---------------------------------------------------------------- handshakes
+
+    /// A peer's initiation, already decrypted and attributed to this channel.
+    pub fn accept_init(
+        &mut self,
+        sh: &mut Shared,
+        idx: &mut Indexes,
+        now: Time,
+        hs: snow::HandshakeState,
+        sender_index: u32,
+        payload: InitPayload,
+    ) -> Result<(), DropReason> {
+        if payload.timestamp <= self.last_init_ts_accepted {
+            return Err(DropReason::StaleHandshake);
+        }
+        let suite = SuiteId::from_u8(payload.suite)
+            .filter(|s| sh.cfg.accept_suites.contains(s))
+            .filter(|s| !s.is_legacy() || sh.cfg.allow_insecure_legacy)
+            .ok_or(DropReason::SuiteRefused)?;
+        if let Some(init) = &self.initiation {
+            // Both sides opened at once: the greater static key wins, as ADP's greater name
+            // chooses the key. The winner ignores the other's initiation; the loser abandons its
+            // own and answers.
+            if sh.host.public() > &self.remote_static {
+                return Err(DropReason::HandshakeCollision);
+            }
+            idx.free(init.local_index);
+            self.initiation = None;
+        }
+        self.last_init_ts_accepted = payload.timestamp;
+        let continues = self.binding.is_some_and(|b| b == payload.binding);
+        let local = idx.alloc(self.peer);
+        let (pkt, split) = match handshake::write_response(hs, sender_index, local, suite, continues) {
+            Ok(v) => v,
+            Err(e) => {
+                idx.free(local);
+                return Err(e);
+            }
+        };
+        sh.stats.pk.dh += 2;
+        let session = make_session(sh, &split, suite, local, sender_index, now)?;
+        self.pending_tx.push_back(pkt);
+        self.install(sh, idx, session, continues, split.hash);
+        Ok(())
+    }
+
+    /// The response to our initiation.
+    pub fn accept_response(
+        &mut self,
+        sh: &mut Shared,
+        idx: &mut Indexes,
+        now: Time,
+        local_index: u32,
+        sender_index: u32,
+        pkt: &[u8],
+    ) -> Result<(), DropReason> {
+        let init = match &mut self.initiation {
+            Some(i) if i.local_index == local_index => i,
+            _ => return Err(DropReason::UnexpectedResponse),
+        };
+        let (suite_byte, continues, split) = handshake::read_response(&mut init.hs, pkt)?;
+        let suite = SuiteId::from_u8(suite_byte)
+            .filter(|s| *s == sh.cfg.suite)
+            .ok_or(DropReason::SuiteRefused)?;
+        sh.stats.pk.dh += 2;
+        let session = make_session(sh, &split, suite, local_index, sender_index, now)?;
+        self.initiation = None;
+        let continues = continues && self.binding.is_some();
+        self.install(sh, idx, session, continues, split.hash);
+        Ok(())
+    }
+
+    fn install(&mut self, sh: &mut Shared, idx: &mut Indexes, session: Session, continues: bool, hash: [u8; 32]) {
+        sh.stats.handshakes_completed += 1;
+        self.stats.handshakes += 1;
+        if let Some(old) = self.previous.take() {
+            idx.free(old.local_index);
+        }
+        if continues {
+            self.previous = self.current.take();
+        } else {
+            if let Some(old) = self.current.take() {
+                idx.free(old.local_index);
+            }
+            self.reset_for_new_channel();
+            self.binding = Some(hash);
+            sh.events.push_back(Event::ChannelUp { peer: self.peer });
+        }
+        self.current = Some(session);
+        if !self.queue.is_empty() || !self.retx.is_empty() {
+            self.flush = true;
+        }
+    }
+
+    /// The peer holds no state of this channel (first contact, or it restarted): forget what
+    /// it was told and renumber what is still to be delivered.
+    fn reset_for_new_channel(&mut self) {
+        self.rx_owners.clear();
+        self.rx_dests.clear();
+        self.recv = RecvWindow::default();
+        self.ack_pending = false;
+        self.ack_now = false;
+        self.ack_deadline = None;
+        self.eliciting_since_ack = 0;
+        for o in self.tx_owners.values_mut() {
+            o.sig = None;
+            o.confirmed = false;
+        }
+        for d in self.tx_dests.values_mut() {
+            d.confirmed = false;
+        }
+        let mut pending: Vec<OutMsg> = std::mem::take(&mut self.inflight).into_values().collect();
+        pending.extend(self.queue.drain(..).map(|(_, m)| m));
+        self.retx.clear();
+        self.sent_log.clear();
+        self.largest_acked_sent = None;
+        self.queued_bytes = 0;
+        self.next_seq = 0;
+        for m in pending {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let ow = self.tx_owners.get(&m.from).map_or(1, |o| o.wire_id);
+            let dw = m.to.as_ref().and_then(|d| self.tx_dests.get(d)).map_or(0, |d| d.wire_id);
+            self.queued_bytes += wire::msg_frame_len(seq, ow, dw, m.data.len());
+            self.queue.push_back((seq, m));
+        }
+    }
+
+    // ---------------------------------------------------------------- receiving
+
+    /// A data datagram addressed to one of this channel's sessions.
+    pub fn on_data(
+        &mut self,
+        sh: &mut Shared,
+        now: Time,
+        scope: Scope,
+        receiver: u32,
+        counter: u64,
+        buf: &mut [u8],
+    ) -> Result<(), DropReason> {
+        let session = match (&mut self.current, &mut self.previous) {
+            (Some(s), _) if s.local_index == receiver => s,
+            (_, Some(s)) if s.local_index == receiver => s,
+            _ => return Err(DropReason::UnknownIndex),
+        };
+        if now.saturating_since(session.established) >= sh.cfg.reject_after_time {
+            return Err(DropReason::SessionExpired);
+        }
+        match session.replay.check(counter) {
+            ReplayVerdict::Fresh => {}
+            ReplayVerdict::Replayed => return Err(DropReason::Replayed),
+            ReplayVerdict::TooOld => return Err(DropReason::TooOld),
+        }
+        if scope == Scope::None && !sh.cfg.insecure_lab_plaintext {
+            return Err(DropReason::ScopeRefused);
+        }
+        let sealed_len = buf.len() - HEADER_LEN;
+        let n = session
+            .recv
+            .open_contiguous(counter, scope, buf, HEADER_LEN, sealed_len)
+            .map_err(|_| DropReason::AuthFailed)?;
+        session.replay.accept(counter);
+        self.stats.datagrams_received += 1;
+        self.process_frames(sh, now, scope, &buf[HEADER_LEN..HEADER_LEN + n])
+    }
+
+    fn process_frames(&mut self, sh: &mut Shared, now: Time, scope: Scope, body: &[u8]) -> Result<(), DropReason> {
+        // Pass 1: parse everything and check every reference, verifying (and caching) owner
+        // introductions. Nothing is delivered unless the whole datagram is acceptable, so a
+        // datagram is either fully processed or not acknowledged at all.
+        let mut eliciting = false;
+        for f in Frames::new(body) {
+            match f? {
+                Frame::OwnerIntro { id, name, sig } => self.learn_owner(sh, id, name, sig)?,
+                Frame::Dest { id, name } => match self.rx_dests.get(&id) {
+                    Some(n) if &**n != name => return Err(DropReason::OwnerConflict),
+                    Some(_) => {}
+                    None => {
+                        self.rx_dests.insert(id, Arc::from(name));
+                    }
+                },
+                Frame::Msg { seq, from, to, .. } => {
+                    if !self.rx_owners.contains_key(&from) || (to != 0 && !self.rx_dests.contains_key(&to)) {
+                        return Err(DropReason::UnknownOwnerId);
+                    }
+                    if seq >= self.recv.cumulative().saturating_add(sh.cfg.message_window) {
+                        return Err(DropReason::OutsideWindow);
+                    }
+                    eliciting = true;
+                }
+                Frame::Ping => eliciting = true,
+                Frame::Ack(_) | Frame::Padding => {}
+            }
+        }
+        // Pass 2: apply.
+        for f in Frames::new(body).flatten() {
+            match f {
+                Frame::Ack(ack) => self.on_ack(sh, now, ack),
+                Frame::Msg { seq, from, to, data } => {
+                    if self.recv.insert(seq) {
+                        let from = self.rx_owners.get(&from).map(|o| o.name.clone());
+                        let to = self.rx_dests.get(&to).cloned();
+                        if let Some(from) = from {
+                            sh.stats.messages_delivered += 1;
+                            sh.stats.message_bytes_delivered += data.len() as u64;
+                            self.stats.messages_delivered += 1;
+                            sh.events.push_back(Event::Message(Delivery {
+                                peer: self.peer,
+                                from,
+                                to,
+                                scope,
+                                data: data.to_vec(),
+                            }));
+                        }
+                    } else {
+                        // Our acknowledgement was lost: say it again at once.
+                        sh.stats.duplicates_suppressed += 1;
+                        self.ack_now = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if eliciting {
+            self.ack_pending = true;
+            self.eliciting_since_ack += 1;
+            if self.eliciting_since_ack >= sh.cfg.ack_every {
+                self.ack_now = true;
+            }
+            if self.ack_deadline.is_none() {
+                self.ack_deadline = Some(now + sh.cfg.ack_delay);
+            }
+        }
+        Ok(())
+    }
+
+    fn learn_owner(&mut self, sh: &mut Shared, id: u64, name: &str, sig: &[u8; SIGNATURE_LEN]) -> Result<(), DropReason> {
+        if let Some(known) = self.rx_owners.get(&id) {
+            if &*known.name != name {
+                return Err(DropReason::OwnerConflict);
+            }
+            if &known.sig == sig {
+                // Cached: no public-key operation.
+                return Ok(());
+            }
+        }
+        let binding = self.binding.ok_or(DropReason::UnknownOwner)?;
+        let pk = sh.directory.get(name).ok_or(DropReason::UnknownOwner)?;
+        let msg = intro_message(&binding, &self.remote_static, sh.host.public(), id, name);
+        sh.stats.pk.verifies += 1;
+        if !sign::verify(pk, &msg, sig) {
+            return Err(DropReason::BadOwnerSignature);
+        }
+        self.rx_owners.insert(
+            id,
+            RemoteOwner {
+                name: Arc::from(name),
+                sig: *sig,
+            },
+        );
+        Ok(())
+    }
+
+    fn on_ack(&mut self, sh: &mut Shared, now: Time, ack: wire::AckFrame<'_>) {
+        let mut any = false;
+        while let Some(e) = self.inflight.first_entry() {
+            if *e.key() >= ack.cumulative {
+                break;
+            }
+            let m = e.remove();
+            self.acked(sh, now, m);
+            any = true;
+        }
+        for (s, e) in ack.ranges() {
+            while let Some((&seq, _)) = self.inflight.range(s..e).next() {
+                if let Some(m) = self.inflight.remove(&seq) {
+                    self.acked(sh, now, m);
+                    any = true;
+                }
+            }
+        }
+        if any {
+            self.backoff = 0;
+            self.detect_losses(sh, now);
+        }
+    }
+
+    fn acked(&mut self, sh: &Shared, now: Time, m: OutMsg) {
+        if m.transmissions == 1 {
+            let sample = now.saturating_since(m.last_sent);
+            match self.srtt {
+                None => {
+                    self.srtt = Some(sample);
+                    self.rttvar = sample / 2;
+                }
+                Some(srtt) => {
+                    let diff = srtt.abs_diff(sample);
+                    self.rttvar = (self.rttvar * 3 + diff) / 4;
+                    self.srtt = Some((srtt * 7 + sample) / 8);
+                }
+            }
+        }
+        self.largest_acked_sent = Some(self.largest_acked_sent.map_or(m.last_sent, |t| t.max(m.last_sent)));
+        if let Some(o) = self.tx_owners.get_mut(&m.from) {
+            o.confirmed = true;
+        }
+        if let Some(d) = m.to.as_ref().and_then(|d| self.tx_dests.get_mut(d)) {
+            d.confirmed = true;
+        }
+        let _ = sh;
+    }
+
+    fn rto(&self, sh: &Shared) -> Duration {
+        let srtt = self.srtt.unwrap_or(sh.cfg.initial_rtt);
+        let base = (srtt + self.rttvar * 4 + sh.cfg.ack_delay).max(sh.cfg.min_rto);
+        base * (1u32 << self.backoff.min(6))
+    }
+
+    fn reorder_threshold(&self, sh: &Shared) -> Duration {
+        self.srtt.unwrap_or(sh.cfg.initial_rtt) * 9 / 8
+    }
+
+    /// Marks messages lost: unacknowledged past the retransmission timeout, or sent well before
+    /// something already acknowledged. Lost messages go to the front of the next flush.
+    fn detect_losses(&mut self, sh: &mut Shared, now: Time) {
+        let rto = self.rto(sh);
+        let thresh = self.reorder_threshold(sh);
+        let mut timed_out = false;
+        while let Some(&(t, seq)) = self.sent_log.front() {
+            let live = self.inflight.get(&seq).is_some_and(|m| m.last_sent == t);
+            if !live {
+                self.sent_log.pop_front();
+                continue;
+            }
+            let by_timeout = t + rto <= now;
+            let by_reorder = self.largest_acked_sent.is_some_and(|la| t < la) && t + thresh <= now;
+            if !by_timeout && !by_reorder {
+                break;
+            }
+            timed_out |= by_timeout;
+            self.sent_log.pop_front();
+            let give_up = self.inflight.get(&seq).is_some_and(|m| m.transmissions >= sh.cfg.max_transmissions);
+            if give_up {
+                if let Some(m) = self.inflight.remove(&seq) {
+                    sh.stats.messages_undeliverable += 1;
+                    sh.events.push_back(Event::Undeliverable { peer: self.peer, id: m.id });
+                }
+            } else {
+                self.retx.push_back(seq);
+                self.flush = true;
+            }
+        }
+        if timed_out {
+            self.backoff += 1;
+        }
+    }
+
+    // ---------------------------------------------------------------- timers
+
+    pub fn poll_timeout(&self, sh: &Shared) -> Option<Time> {
+        let mut t: Option<Time> = None;
+        let mut at = |x: Time| t = Some(t.map_or(x, |y| y.min(x)));
+        if let Some(i) = &self.initiation {
+            at(i.sent_at + sh.cfg.handshake_timeout);
+        }
+        if !self.flush {
+            if let Some(d) = self.earliest_deadline {
+                at(d);
+            }
+        }
+        if self.ack_pending && !self.ack_now {
+            if let Some(d) = self.ack_deadline {
+                at(d);
+            }
+        }
+        if let Some(&(ts, _)) = self.sent_log.front() {
+            at(ts + self.rto(sh));
+            if self.largest_acked_sent.is_some_and(|la| ts < la) {
+                at(ts + self.reorder_threshold(sh));
+            }
+        }
+        if let (Some(_), Some(cur)) = (&self.previous, &self.current) {
+            at(cur.established + sh.cfg.keep_previous);
+        }
+        t
+    }
+
+    pub fn handle_timeout(&mut self, sh: &mut Shared, idx: &mut Indexes, now: Time) {
+        if let Some(i) = &self.initiation {
+            if now >= i.sent_at + sh.cfg.handshake_timeout {
+                let attempts = i.attempts;
+                let local = i.local_index;
+                idx.free(local);
+                self.initiation = None;
+                if attempts >= sh.cfg.handshake_attempts {
+                    self.give_up(sh);
+                } else {
+                    self.start_handshake(sh, idx, now, attempts + 1);
+                }
+            }
+        }
+        if let (Some(_), Some(cur)) = (&self.previous, &self.current) {
+            if now >= cur.established + sh.cfg.keep_previous {
+                if let Some(old) = self.previous.take() {
+                    idx.free(old.local_index);
+                }
+            }
+        }
+        self.detect_losses(sh, now);
+        if !self.flush && self.earliest_deadline.is_some_and(|d| d <= now) {
+            self.flush = true;
+        }
+        if self.ack_pending && self.ack_deadline.is_some_and(|d| d <= now) {
+            self.ack_now = true;
+        }
+        if !self.queue.is_empty() || !self.retx.is_empty() {
+            self.ensure_session(sh, idx, now);
+        }
+    }
+
+    /// The handshake failed for good: everything waiting for this peer is undeliverable.
+    fn give_up(&mut self, sh: &mut Shared) {
+        sh.events.push_back(Event::HandshakeFailed { peer: self.peer });
+        let ids: Vec<MessageId> = self
+            .queue
+            .drain(..)
+            .map(|(_, m)| m.id)
+            .chain(std::mem::take(&mut self.inflight).into_values().map(|m| m.id))
+            .collect();
+        for id in ids {
+            sh.stats.messages_undeliverable += 1;
+            sh.events.push_back(Event::Undeliverable { peer: self.peer, id });
+        }
+        self.retx.clear();
+        self.sent_log.clear();
+        self.queued_bytes = 0;
+        self.flush = false;
+        self.earliest_deadline = None;
+    }
+}
+
+fn sendable(s: &Session, sh: &Shared, now: Time) -> bool {
+    s.next_counter < sh.cfg.reject_after_messages && now.saturating_since(s.established) < sh.cfg.reject_after_time
+}
+
+fn wants_rekey(s: &Session, sh: &Shared, now: Time) -> bool {
+    s.next_counter >= sh.cfg.rekey_after_messages || now.saturating_since(s.established) >= sh.cfg.rekey_after_time
+}
+
+fn make_session(
+    sh: &Shared,
+    split: &Split,
+    suite: SuiteId,
+    local_index: u32,
+    remote_index: u32,
+    now: Time,
+) -> Result<Session, DropReason> {
+    let legacy = sh.cfg.allow_insecure_legacy;
+    let send = derive_packet_key(suite, &split.send, b"data", legacy).map_err(|_| DropReason::SuiteRefused)?;
+    let recv = derive_packet_key(suite, &split.recv, b"data", legacy).map_err(|_| DropReason::SuiteRefused)?;
+    Ok(Session {
+        local_index,
+        remote_index,
+        send,
+        recv,
+        next_counter: 0,
+        replay: ReplayWindow::new(),
+        established: now,
+        suite,
+    })
+}

@@ -1,0 +1,343 @@
+//! The endpoint: one host's protocol state over all its channels. Driven as
+//! `handle(now, datagram)` / `poll_transmit(now, buf)` / `poll_timeout()` / `handle_timeout(now)`,
+//! with `send` for outgoing messages and `poll_event` for deliveries. No I/O, no clock reads.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use sealink_crypto::Scope;
+
+use crate::channel::{Channel, ChannelStats};
+use crate::config::{Config, Urgency};
+use crate::error::{DropReason, Error};
+use crate::handshake::{self, HostKey};
+use crate::owner::{Directory, LocalOwner, OwnerId};
+use crate::stats::Stats;
+use crate::time::Time;
+use crate::wire::{self, HEADER_LEN, Header};
+
+/// A peer host, by the order it was added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PeerId(pub(crate) usize);
+
+impl PeerId {
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
+/// Names a sent message in [`Event::Undeliverable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MessageId(pub u64);
+
+/// A message delivered to this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub peer: PeerId,
+    /// The sending owner, authenticated on this channel.
+    pub from: Arc<str>,
+    /// The destination owner named by the sender, or `None` for the host itself.
+    pub to: Option<Arc<str>>,
+    /// The scope of the datagram that carried it.
+    pub scope: Scope,
+    pub data: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A new channel with this peer is established (first contact, or after the peer restarted).
+    ChannelUp { peer: PeerId },
+    Message(Delivery),
+    /// A message was given up on (peer unreachable or its owner refused).
+    Undeliverable { peer: PeerId, id: MessageId },
+    /// Every handshake attempt with this peer went unanswered.
+    HandshakeFailed { peer: PeerId },
+}
+
+/// A datagram ready to go to `peer`; its bytes are the first `len` of the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    pub peer: PeerId,
+    pub len: usize,
+}
+
+/// State every channel reads: configuration, identity, owners, counters, events.
+pub(crate) struct Shared {
+    pub cfg: Config,
+    pub host: HostKey,
+    pub directory: Directory,
+    pub owners: Vec<LocalOwner>,
+    pub stats: Stats,
+    pub events: VecDeque<Event>,
+}
+
+/// Receiver indexes in use, mapped to their peer.
+#[derive(Debug, Default)]
+pub(crate) struct Indexes {
+    next: u32,
+    map: HashMap<u32, usize>,
+}
+
+impl Indexes {
+    pub fn alloc(&mut self, peer: PeerId) -> u32 {
+        loop {
+            // A multiplicative step spreads indexes so they are not trivially guessable in
+            // sequence; uniqueness comes from the map.
+            self.next = self.next.wrapping_add(0x9E37_79B9);
+            if self.next != 0 && !self.map.contains_key(&self.next) {
+                self.map.insert(self.next, peer.0);
+                return self.next;
+            }
+        }
+    }
+    pub fn free(&mut self, i: u32) {
+        self.map.remove(&i);
+    }
+    fn peer(&self, i: u32) -> Option<usize> {
+        self.map.get(&i).copied()
+    }
+}
+
+/// One host's sealink endpoint.
+pub struct Endpoint {
+    sh: Shared,
+    channels: Vec<Channel>,
+    by_static: HashMap<[u8; 32], usize>,
+    names: Vec<Arc<str>>,
+    idx: Indexes,
+    next_msg: u64,
+    rr: usize,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("host", &self.sh.host)
+            .field("peers", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Endpoint {
+    pub fn new(cfg: Config, host: HostKey, directory: Directory) -> Result<Self, Error> {
+        cfg.validate()?;
+        let mut seed = [0u8; 4];
+        sealink_crypto::sign::random_bytes(&mut seed)?;
+        Ok(Endpoint {
+            sh: Shared {
+                cfg,
+                host,
+                directory,
+                owners: Vec::new(),
+                stats: Stats::default(),
+                events: VecDeque::new(),
+            },
+            channels: Vec::new(),
+            by_static: HashMap::new(),
+            names: Vec::new(),
+            idx: Indexes {
+                next: u32::from_le_bytes(seed),
+                map: HashMap::new(),
+            },
+            next_msg: 0,
+            rr: 0,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.sh.cfg
+    }
+    pub fn host_public(&self) -> &[u8; 32] {
+        self.sh.host.public()
+    }
+    pub fn stats(&self) -> &Stats {
+        &self.sh.stats
+    }
+    pub fn directory(&self) -> &Directory {
+        &self.sh.directory
+    }
+
+    /// Trusts a peer host by its static public key.
+    pub fn add_peer(&mut self, name: &str, static_public: [u8; 32]) -> PeerId {
+        if let Some(&i) = self.by_static.get(&static_public) {
+            return PeerId(i);
+        }
+        let id = self.channels.len();
+        self.channels.push(Channel::new(PeerId(id), static_public));
+        self.by_static.insert(static_public, id);
+        self.names.push(Arc::from(name));
+        PeerId(id)
+    }
+
+    pub fn peer_name(&self, p: PeerId) -> Option<&str> {
+        self.names.get(p.0).map(|n| &**n)
+    }
+
+    pub fn peers(&self) -> impl Iterator<Item = PeerId> + '_ {
+        (0..self.channels.len()).map(PeerId)
+    }
+
+    /// Registers a local owner that may send.
+    pub fn add_owner(&mut self, owner: LocalOwner) -> OwnerId {
+        self.sh.owners.push(owner);
+        OwnerId(self.sh.owners.len() - 1)
+    }
+
+    /// Largest message `send` accepts.
+    pub fn max_message_len(&self) -> usize {
+        self.sh.cfg.max_message_len()
+    }
+
+    /// True once a channel with `peer` is established and usable.
+    pub fn is_established(&self, peer: PeerId, now: Time) -> bool {
+        self.channels.get(peer.0).is_some_and(|c| c.is_established(&self.sh, now))
+    }
+
+    pub fn channel_stats(&self, peer: PeerId) -> Option<&ChannelStats> {
+        self.channels.get(peer.0).map(|c| &c.stats)
+    }
+
+    /// Messages waiting in the piggyback queue or unacknowledged for `peer`.
+    pub fn pending_messages(&self, peer: PeerId) -> usize {
+        self.channels
+            .get(peer.0)
+            .map_or(0, |c| c.queued_messages() + c.inflight_messages())
+    }
+
+    /// Queues a message from local owner `from` to owner `to` (or the host, `None`) on `peer`.
+    /// Opens the channel if needed. Delivery is reliable and exactly once while the peer is
+    /// reachable; otherwise an [`Event::Undeliverable`] names it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send(
+        &mut self,
+        now: Time,
+        peer: PeerId,
+        from: OwnerId,
+        to: Option<&str>,
+        data: &[u8],
+        urgency: Urgency,
+        scope: Scope,
+    ) -> Result<MessageId, Error> {
+        let ch = self.channels.get_mut(peer.0).ok_or(Error::UnknownPeer)?;
+        if from.0 >= self.sh.owners.len() {
+            return Err(Error::UnknownOwner);
+        }
+        if let Some(t) = to {
+            if !wire::valid_name(t) {
+                return Err(Error::InvalidName(t.to_owned()));
+            }
+        }
+        if scope == Scope::None && !self.sh.cfg.insecure_lab_plaintext {
+            return Err(Error::ScopeRefused);
+        }
+        let max = self.sh.cfg.max_message_len();
+        if data.len() > max {
+            return Err(Error::MessageTooLarge { len: data.len(), max });
+        }
+        let pending = ch.queued_messages() + ch.inflight_messages();
+        if pending >= self.sh.cfg.max_queued_messages {
+            return Err(Error::QueueFull(pending));
+        }
+        let deadline = match urgency {
+            Urgency::Urgent => now,
+            Urgency::Deadline(d) => now + d,
+            Urgency::Default => now + self.sh.cfg.default_timeout,
+        };
+        let id = MessageId(self.next_msg);
+        self.next_msg += 1;
+        ch.enqueue(
+            &mut self.sh,
+            &mut self.idx,
+            now,
+            id,
+            from.0,
+            to.map(Arc::from),
+            data,
+            deadline,
+            urgency == Urgency::Urgent,
+            scope,
+        );
+        Ok(id)
+    }
+
+    /// Processes one datagram from the network. The buffer is decrypted in place. Returns the
+    /// peer it came from, or why it was dropped (already counted in the stats).
+    pub fn handle(&mut self, now: Time, datagram: &mut [u8]) -> Result<PeerId, DropReason> {
+        self.sh.stats.datagrams_received += 1;
+        self.sh.stats.bytes_received += datagram.len() as u64;
+        let r = self.handle_inner(now, datagram);
+        if let Err(reason) = r {
+            self.sh.stats.drop(reason);
+            tracing::trace!(%reason, "datagram dropped");
+        }
+        r
+    }
+
+    fn handle_inner(&mut self, now: Time, buf: &mut [u8]) -> Result<PeerId, DropReason> {
+        match wire::parse_header(buf)? {
+            Header::Init { sender } => {
+                if buf.len() != handshake::INIT_LEN {
+                    return Err(DropReason::MalformedHeader);
+                }
+                let (hs, rs, payload) = handshake::read_init(&self.sh.host, buf)?;
+                self.sh.stats.pk.dh += 2;
+                let &i = self.by_static.get(&rs).ok_or(DropReason::UnknownHost)?;
+                self.channels[i].accept_init(&mut self.sh, &mut self.idx, now, hs, sender, payload)?;
+                Ok(PeerId(i))
+            }
+            Header::Response { receiver, sender } => {
+                let i = self.idx.peer(receiver).ok_or(DropReason::UnexpectedResponse)?;
+                self.channels[i].accept_response(&mut self.sh, &mut self.idx, now, receiver, sender, buf)?;
+                Ok(PeerId(i))
+            }
+            Header::Data {
+                scope,
+                receiver,
+                counter,
+            } => {
+                if buf.len() < HEADER_LEN {
+                    return Err(DropReason::MalformedHeader);
+                }
+                let i = self.idx.peer(receiver).ok_or(DropReason::UnknownIndex)?;
+                self.channels[i].on_data(&mut self.sh, now, scope, receiver, counter, buf)?;
+                Ok(PeerId(i))
+            }
+        }
+    }
+
+    /// Writes the next datagram to send into `buf` (give it at least `max_datagram` bytes).
+    pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<Transmit> {
+        let n = self.channels.len();
+        for k in 0..n {
+            let i = (self.rr + k) % n;
+            if let Some(len) = self.channels[i].poll_transmit(&mut self.sh, &mut self.idx, now, buf) {
+                self.rr = i;
+                return Some(Transmit { peer: PeerId(i), len });
+            }
+        }
+        None
+    }
+
+    /// When `handle_timeout` next has work.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.channels.iter().filter_map(|c| c.poll_timeout(&self.sh)).min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Time) {
+        for c in &mut self.channels {
+            c.handle_timeout(&mut self.sh, &mut self.idx, now);
+        }
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.sh.events.pop_front()
+    }
+}
+
+impl Endpoint {
+    /// Messages waiting or unacknowledged on every channel.
+    pub fn pending_messages_all(&self) -> usize {
+        self.channels.iter().map(|c| c.queued_messages() + c.inflight_messages()).sum()
+    }
+}

@@ -1,0 +1,134 @@
+//! Typed errors: [`Error`] for what a local caller did wrong, [`DropReason`] for every way a
+//! datagram from the network is refused. Drops are counted, never panic, and tell the peer nothing.
+
+use sealink_crypto::CryptoError;
+
+/// Errors returned to the local caller of the endpoint API.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("message of {len} bytes exceeds the limit of {max} bytes for this channel")]
+    MessageTooLarge { len: usize, max: usize },
+    #[error("unknown peer")]
+    UnknownPeer,
+    #[error("unknown local owner")]
+    UnknownOwner,
+    #[error("invalid owner name {0:?}: 1 to 64 bytes of [A-Za-z0-9._@+-]")]
+    InvalidName(String),
+    #[error("scope 'none' is refused unless the endpoint opts in with insecure_lab_plaintext")]
+    ScopeRefused,
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("handshake setup failed: {0}")]
+    Handshake(String),
+    #[error("too many messages waiting for this channel ({0}); back off")]
+    QueueFull(usize),
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+}
+
+/// Why a datagram (or a whole datagram's content) was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// Shorter than a header plus tag, or a header field out of range.
+    MalformedHeader,
+    /// Unsupported protocol version.
+    BadVersion,
+    /// Data for a receiver index we do not hold (stale, forged or from before a restart).
+    UnknownIndex,
+    /// Counter already seen inside the replay window.
+    Replayed,
+    /// Counter older than the replay window.
+    TooOld,
+    /// Tag or MAC did not verify (tampered, forged, or wrong key).
+    AuthFailed,
+    /// Session past its hard message-count or age limit.
+    SessionExpired,
+    /// A handshake message that did not decrypt or parse.
+    HandshakeFailed,
+    /// A handshake from a static key that is not in our trust set.
+    UnknownHost,
+    /// A handshake initiation whose timestamp is not newer than the last one accepted (replay).
+    StaleHandshake,
+    /// A handshake response that matches no initiation of ours.
+    UnexpectedResponse,
+    /// A simultaneous initiation we lose to by rule (the peer will answer ours instead).
+    HandshakeCollision,
+    /// The peer proposed a suite we do not accept.
+    SuiteRefused,
+    /// A datagram in scope "none" without the insecure lab opt-in.
+    ScopeRefused,
+    /// Authenticated but the frames inside did not parse.
+    MalformedFrame,
+    /// An owner introduction naming an owner missing from our directory.
+    UnknownOwner,
+    /// An owner introduction whose signature did not verify.
+    BadOwnerSignature,
+    /// An owner id reused for a different name.
+    OwnerConflict,
+    /// A message referring to an owner or destination id never introduced.
+    UnknownOwnerId,
+    /// A message sequence number beyond the receive window.
+    OutsideWindow,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 20] = [
+        DropReason::MalformedHeader,
+        DropReason::BadVersion,
+        DropReason::UnknownIndex,
+        DropReason::Replayed,
+        DropReason::TooOld,
+        DropReason::AuthFailed,
+        DropReason::SessionExpired,
+        DropReason::HandshakeFailed,
+        DropReason::UnknownHost,
+        DropReason::StaleHandshake,
+        DropReason::UnexpectedResponse,
+        DropReason::HandshakeCollision,
+        DropReason::SuiteRefused,
+        DropReason::ScopeRefused,
+        DropReason::MalformedFrame,
+        DropReason::UnknownOwner,
+        DropReason::BadOwnerSignature,
+        DropReason::OwnerConflict,
+        DropReason::UnknownOwnerId,
+        DropReason::OutsideWindow,
+    ];
+
+    pub fn index(self) -> usize {
+        DropReason::ALL.iter().position(|r| *r == self).unwrap_or(0)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::MalformedHeader => "malformed-header",
+            DropReason::BadVersion => "bad-version",
+            DropReason::UnknownIndex => "unknown-index",
+            DropReason::Replayed => "replayed",
+            DropReason::TooOld => "too-old",
+            DropReason::AuthFailed => "auth-failed",
+            DropReason::SessionExpired => "session-expired",
+            DropReason::HandshakeFailed => "handshake-failed",
+            DropReason::UnknownHost => "unknown-host",
+            DropReason::StaleHandshake => "stale-handshake",
+            DropReason::UnexpectedResponse => "unexpected-response",
+            DropReason::HandshakeCollision => "handshake-collision",
+            DropReason::SuiteRefused => "suite-refused",
+            DropReason::ScopeRefused => "scope-refused",
+            DropReason::MalformedFrame => "malformed-frame",
+            DropReason::UnknownOwner => "unknown-owner",
+            DropReason::BadOwnerSignature => "bad-owner-signature",
+            DropReason::OwnerConflict => "owner-conflict",
+            DropReason::UnknownOwnerId => "unknown-owner-id",
+            DropReason::OutsideWindow => "outside-window",
+        }
+    }
+}
+
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

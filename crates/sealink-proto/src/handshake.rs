@@ -1,0 +1,246 @@
+//! Channel establishment: a Noise IK handshake (snow), one round trip. The initiator knows the
+//! responder's static key from its trust set; the responder learns and checks the initiator's.
+//! The handshake payloads negotiate the suite and say whether this handshake continues an
+//! existing channel (a rekey) or starts a new one.
+
+use sealink_crypto::SuiteId;
+
+use crate::error::DropReason;
+use crate::wire::{HEADER_LEN, Header, write_header};
+
+pub const NOISE_PARAMS: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
+pub const PROLOGUE: &[u8] = b"sealink v1";
+
+/// suite (1) || flags (1) || timestamp (8, LE) || channel binding (32; zero for a new channel)
+pub const INIT_PAYLOAD_LEN: usize = 42;
+/// suite (1) || decision (1: 0 = new channel, 1 = continues the channel)
+pub const RESP_PAYLOAD_LEN: usize = 2;
+/// Header, e (32), encrypted s (32 + 16), encrypted payload (+16).
+pub const INIT_LEN: usize = HEADER_LEN + 32 + 48 + INIT_PAYLOAD_LEN + 16;
+/// Header, e (32), encrypted payload (+16).
+pub const RESP_LEN: usize = HEADER_LEN + 32 + RESP_PAYLOAD_LEN + 16;
+
+/// A host's static X25519 key pair.
+#[derive(Clone)]
+pub struct HostKey {
+    pub(crate) private: [u8; 32],
+    pub(crate) public: [u8; 32],
+}
+
+impl std::fmt::Debug for HostKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostKey").field("public", &self.public).finish_non_exhaustive()
+    }
+}
+
+impl HostKey {
+    /// A fresh random key pair.
+    pub fn generate() -> Result<Self, crate::Error> {
+        let kp = snow::Builder::new(params())
+            .generate_keypair()
+            .map_err(|e| crate::Error::Handshake(e.to_string()))?;
+        let mut k = HostKey {
+            private: [0; 32],
+            public: [0; 32],
+        };
+        k.private.copy_from_slice(&kp.private);
+        k.public.copy_from_slice(&kp.public);
+        Ok(k)
+    }
+    /// From a private key; the public key is derived.
+    pub fn from_private(private: [u8; 32]) -> Result<Self, crate::Error> {
+        let public = sealink_crypto::kx::x25519_public_key(&private)?;
+        Ok(HostKey { private, public })
+    }
+    pub fn public(&self) -> &[u8; 32] {
+        &self.public
+    }
+}
+
+fn params() -> snow::params::NoiseParams {
+    // The constant parses; a failure here would be a build defect caught by every test.
+    NOISE_PARAMS.parse().expect("valid noise params")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InitPayload {
+    pub suite: u8,
+    pub timestamp: u64,
+    pub binding: [u8; 32],
+}
+
+impl InitPayload {
+    fn encode(&self) -> [u8; INIT_PAYLOAD_LEN] {
+        let mut b = [0u8; INIT_PAYLOAD_LEN];
+        b[0] = self.suite;
+        b[2..10].copy_from_slice(&self.timestamp.to_le_bytes());
+        b[10..42].copy_from_slice(&self.binding);
+        b
+    }
+    fn decode(b: &[u8]) -> Option<Self> {
+        if b.len() != INIT_PAYLOAD_LEN || b[1] != 0 {
+            return None;
+        }
+        Some(InitPayload {
+            suite: b[0],
+            timestamp: u64::from_le_bytes(b[2..10].try_into().ok()?),
+            binding: b[10..42].try_into().ok()?,
+        })
+    }
+}
+
+/// The keys a finished handshake yields, and its hash (the channel binding of a new channel).
+pub(crate) struct Split {
+    pub send: [u8; 32],
+    pub recv: [u8; 32],
+    pub hash: [u8; 32],
+}
+
+fn finish(hs: &mut snow::HandshakeState) -> Option<Split> {
+    let hash: [u8; 32] = hs.get_handshake_hash().get(..32)?.try_into().ok()?;
+    let (a, b) = hs.dangerously_get_raw_split();
+    let (send, recv) = if hs.is_initiator() { (a, b) } else { (b, a) };
+    Some(Split { send, recv, hash })
+}
+
+/// Builds an initiation datagram; returns the handshake state to finish with the response.
+pub(crate) fn write_init(
+    host: &HostKey,
+    remote: &[u8; 32],
+    sender_index: u32,
+    payload: &InitPayload,
+) -> Result<(snow::HandshakeState, Vec<u8>), crate::Error> {
+    let err = |e: snow::Error| crate::Error::Handshake(e.to_string());
+    let mut hs = snow::Builder::new(params())
+        .local_private_key(&host.private)
+        .map_err(err)?
+        .remote_public_key(remote)
+        .map_err(err)?
+        .prologue(PROLOGUE)
+        .map_err(err)?
+        .build_initiator()
+        .map_err(err)?;
+    let mut pkt = vec![0u8; INIT_LEN];
+    let (h, body) = pkt.split_at_mut(HEADER_LEN);
+    write_header(
+        &Header::Init {
+            sender: sender_index,
+        },
+        h.try_into().map_err(|_| crate::Error::Handshake("header".into()))?,
+    );
+    let n = hs.write_message(&payload.encode(), body).map_err(err)?;
+    debug_assert_eq!(n, INIT_LEN - HEADER_LEN);
+    Ok((hs, pkt))
+}
+
+/// Reads an initiation addressed to `host`; returns the state, the initiator's static key and
+/// its payload.
+pub(crate) fn read_init(
+    host: &HostKey,
+    pkt: &[u8],
+) -> Result<(snow::HandshakeState, [u8; 32], InitPayload), DropReason> {
+    if pkt.len() != INIT_LEN {
+        return Err(DropReason::MalformedHeader);
+    }
+    let mut hs = snow::Builder::new(params())
+        .local_private_key(&host.private)
+        .and_then(|b| b.prologue(PROLOGUE))
+        .and_then(|b| b.build_responder())
+        .map_err(|_| DropReason::HandshakeFailed)?;
+    let mut payload = [0u8; INIT_LEN];
+    let n = hs
+        .read_message(&pkt[HEADER_LEN..], &mut payload)
+        .map_err(|_| DropReason::HandshakeFailed)?;
+    let p = InitPayload::decode(&payload[..n]).ok_or(DropReason::HandshakeFailed)?;
+    let rs: [u8; 32] = hs
+        .get_remote_static()
+        .and_then(|s| s.try_into().ok())
+        .ok_or(DropReason::HandshakeFailed)?;
+    Ok((hs, rs, p))
+}
+
+/// Writes the response; returns the datagram and the finished keys.
+pub(crate) fn write_response(
+    mut hs: snow::HandshakeState,
+    receiver: u32,
+    sender: u32,
+    suite: SuiteId,
+    continues: bool,
+) -> Result<(Vec<u8>, Split), DropReason> {
+    let mut pkt = vec![0u8; RESP_LEN];
+    let (h, body) = pkt.split_at_mut(HEADER_LEN);
+    write_header(
+        &Header::Response { receiver, sender },
+        h.try_into().map_err(|_| DropReason::HandshakeFailed)?,
+    );
+    hs.write_message(&[suite as u8, continues as u8], body)
+        .map_err(|_| DropReason::HandshakeFailed)?;
+    let split = finish(&mut hs).ok_or(DropReason::HandshakeFailed)?;
+    Ok((pkt, split))
+}
+
+/// Reads a response with the initiator's state; returns the suite, whether the responder
+/// continued the channel, and the keys.
+pub(crate) fn read_response(
+    hs: &mut snow::HandshakeState,
+    pkt: &[u8],
+) -> Result<(u8, bool, Split), DropReason> {
+    if pkt.len() != RESP_LEN {
+        return Err(DropReason::MalformedHeader);
+    }
+    let mut payload = [0u8; RESP_LEN];
+    let n = hs
+        .read_message(&pkt[HEADER_LEN..], &mut payload)
+        .map_err(|_| DropReason::HandshakeFailed)?;
+    if n != RESP_PAYLOAD_LEN || payload[1] > 1 {
+        return Err(DropReason::HandshakeFailed);
+    }
+    let split = finish(hs).ok_or(DropReason::HandshakeFailed)?;
+    Ok((payload[0], payload[1] == 1, split))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_agrees_on_keys() {
+        let a = HostKey::generate().unwrap();
+        let b = HostKey::generate().unwrap();
+        let p = InitPayload {
+            suite: 1,
+            timestamp: 5,
+            binding: [0; 32],
+        };
+        let (mut ihs, init) = write_init(&a, b.public(), 11, &p).unwrap();
+        assert_eq!(init.len(), INIT_LEN);
+        let (rhs, rs, got) = read_init(&b, &init).unwrap();
+        assert_eq!(&rs, a.public());
+        assert_eq!(got, p);
+        let (resp, rsplit) = write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false).unwrap();
+        assert_eq!(resp.len(), RESP_LEN);
+        let (suite, cont, isplit) = read_response(&mut ihs, &resp).unwrap();
+        assert_eq!((suite, cont), (1, false));
+        assert_eq!(isplit.send, rsplit.recv);
+        assert_eq!(isplit.recv, rsplit.send);
+        assert_eq!(isplit.hash, rsplit.hash);
+        assert_ne!(isplit.send, isplit.recv);
+    }
+
+    #[test]
+    fn wrong_responder_key_fails() {
+        let a = HostKey::generate().unwrap();
+        let b = HostKey::generate().unwrap();
+        let c = HostKey::generate().unwrap();
+        let p = InitPayload {
+            suite: 1,
+            timestamp: 5,
+            binding: [0; 32],
+        };
+        let (_, init) = write_init(&a, b.public(), 11, &p).unwrap();
+        assert_eq!(read_init(&c, &init).err(), Some(DropReason::HandshakeFailed));
+        let mut bad = init.clone();
+        bad[40] ^= 1;
+        assert_eq!(read_init(&b, &bad).err(), Some(DropReason::HandshakeFailed));
+    }
+}

@@ -1,0 +1,27 @@
+//! sans-IO sealink protocol core: wire format, Noise IK channel establishment, owners
+//! authenticated once per channel, per-message scope, anti-replay, piggybacking, reliable
+//! exactly-once delivery. No sockets and no clock reads: time is an argument.
+//! See docs/PROTOCOL.md for the byte layout and state machine.
+#![forbid(unsafe_code)]
+
+pub mod channel;
+pub mod config;
+pub mod endpoint;
+pub mod error;
+pub mod handshake;
+pub mod owner;
+mod recv_window;
+pub mod replay;
+pub mod sim;
+pub mod stats;
+pub mod time;
+pub mod wire;
+
+pub use config::{Config, Urgency};
+pub use endpoint::{Delivery, Endpoint, Event, MessageId, PeerId, Transmit};
+pub use error::{DropReason, Error};
+pub use handshake::HostKey;
+pub use owner::{Directory, LocalOwner, OwnerId};
+pub use sealink_crypto::{Scope, SuiteId};
+pub use stats::{PkOps, Stats};
+pub use time::Time;

@@ -1,0 +1,258 @@
+//! A simulated network for two endpoints, in virtual time: delay, jitter, loss, reordering,
+//! duplication and corruption, all from a seeded generator so every run can be replayed.
+//! Used by the tests and by `sealink demo`.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Duration;
+
+use crate::endpoint::{Endpoint, Event};
+use crate::time::Time;
+
+/// Faults and timing of the simulated link (the same in both directions).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkConfig {
+    pub delay: Duration,
+    /// Extra delay drawn uniformly from `[0, jitter)` per datagram.
+    pub jitter: Duration,
+    pub loss: f64,
+    pub duplicate: f64,
+    /// Probability that a datagram is held back by an extra `2 * delay` (overtaken by later ones).
+    pub reorder: f64,
+    /// Probability that one random bit of a datagram is flipped.
+    pub corrupt: f64,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig {
+            delay: Duration::from_millis(5),
+            jitter: Duration::ZERO,
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            corrupt: 0.0,
+        }
+    }
+}
+
+/// SplitMix64: a small deterministic generator for the simulation (not for cryptography).
+#[derive(Debug, Clone)]
+pub struct SimRng(u64);
+
+impl SimRng {
+    pub fn new(seed: u64) -> Self {
+        SimRng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
+    }
+    pub fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.unit() < p
+    }
+}
+
+/// Which endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    A,
+    B,
+}
+
+/// What the link did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    pub sent: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub corrupted: u64,
+    pub delivered: u64,
+}
+
+type InFlight = Reverse<(Time, u64, bool, Vec<u8>)>;
+
+/// Two endpoints joined by a simulated link.
+pub struct Pair {
+    pub a: Endpoint,
+    pub b: Endpoint,
+    pub link: LinkConfig,
+    pub rng: SimRng,
+    pub stats: LinkStats,
+    now: Time,
+    heap: BinaryHeap<InFlight>,
+    order: u64,
+    buf: Vec<u8>,
+    /// Events of each side with the virtual time they surfaced.
+    pub events_a: Vec<(Time, Event)>,
+    pub events_b: Vec<(Time, Event)>,
+    /// Every datagram put on the link, when capture is on: (from A?, bytes).
+    pub captured: Option<Vec<(bool, Vec<u8>)>>,
+}
+
+impl std::fmt::Debug for Pair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pair").field("now", &self.now).field("stats", &self.stats).finish_non_exhaustive()
+    }
+}
+
+impl Pair {
+    pub fn new(a: Endpoint, b: Endpoint, link: LinkConfig, seed: u64) -> Self {
+        let buf = vec![0u8; a.config().max_datagram.max(b.config().max_datagram)];
+        Pair {
+            a,
+            b,
+            link,
+            rng: SimRng::new(seed),
+            stats: LinkStats::default(),
+            now: Time::ZERO,
+            heap: BinaryHeap::new(),
+            order: 0,
+            buf,
+            events_a: Vec::new(),
+            events_b: Vec::new(),
+            captured: None,
+        }
+    }
+
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    pub fn endpoint(&mut self, side: Side) -> &mut Endpoint {
+        match side {
+            Side::A => &mut self.a,
+            Side::B => &mut self.b,
+        }
+    }
+
+    /// Moves every datagram both endpoints want to send onto the link.
+    pub fn transmit(&mut self) {
+        for from_a in [true, false] {
+            loop {
+                let ep = if from_a { &mut self.a } else { &mut self.b };
+                let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else { break };
+                let bytes = self.buf[..t.len].to_vec();
+                self.put_on_link(from_a, bytes);
+            }
+        }
+        self.collect_events();
+    }
+
+    fn put_on_link(&mut self, from_a: bool, bytes: Vec<u8>) {
+        self.stats.sent += 1;
+        if let Some(c) = &mut self.captured {
+            c.push((from_a, bytes.clone()));
+        }
+        if self.rng.chance(self.link.loss) {
+            self.stats.lost += 1;
+            return;
+        }
+        let copies = if self.rng.chance(self.link.duplicate) {
+            self.stats.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let mut b = bytes.clone();
+            let jitter = self.rng.below(self.link.jitter.as_nanos() as u64);
+            let mut delay = self.link.delay + Duration::from_nanos(jitter);
+            if self.rng.chance(self.link.reorder) {
+                self.stats.reordered += 1;
+                delay += self.link.delay * 2;
+            }
+            if self.rng.chance(self.link.corrupt) && !b.is_empty() {
+                self.stats.corrupted += 1;
+                let bit = self.rng.below(b.len() as u64 * 8);
+                b[(bit / 8) as usize] ^= 1 << (bit % 8);
+            }
+            self.inject_at(self.now + delay, from_a, b);
+        }
+    }
+
+    /// Schedules raw bytes to arrive at A (`to_b == false`) or B at time `at` (for attacks).
+    pub fn inject_at(&mut self, at: Time, to_b: bool, bytes: Vec<u8>) {
+        self.order += 1;
+        self.heap.push(Reverse((at, self.order, to_b, bytes)));
+    }
+
+    fn collect_events(&mut self) {
+        while let Some(e) = self.a.poll_event() {
+            self.events_a.push((self.now, e));
+        }
+        while let Some(e) = self.b.poll_event() {
+            self.events_b.push((self.now, e));
+        }
+    }
+
+    /// When something next happens, if anything.
+    pub fn next_time(&self) -> Option<Time> {
+        [
+            self.heap.peek().map(|Reverse((t, ..))| *t),
+            self.a.poll_timeout(),
+            self.b.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Advances to the next event no later than `until`; false when there is none.
+    pub fn step(&mut self, until: Time) -> bool {
+        self.transmit();
+        let Some(next) = self.next_time().filter(|t| *t <= until) else {
+            self.now = self.now.max(until);
+            return false;
+        };
+        self.now = self.now.max(next);
+        while let Some(Reverse((t, ..))) = self.heap.peek() {
+            if *t > self.now {
+                break;
+            }
+            let Some(Reverse((_, _, to_b, mut bytes))) = self.heap.pop() else { break };
+            self.stats.delivered += 1;
+            let ep = if to_b { &mut self.b } else { &mut self.a };
+            let _ = ep.handle(self.now, &mut bytes);
+        }
+        if self.a.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.a.handle_timeout(self.now);
+        }
+        if self.b.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.b.handle_timeout(self.now);
+        }
+        self.transmit();
+        true
+    }
+
+    /// Runs until `until` (virtual time).
+    pub fn run_until(&mut self, until: Time) {
+        while self.step(until) {}
+    }
+
+    /// Runs until nothing is left to do or `limit` is reached; returns the time it stopped.
+    pub fn run_idle(&mut self, limit: Time) -> Time {
+        while self.step(limit) {
+            if self.heap.is_empty()
+                && self.a.pending_messages_all() == 0
+                && self.b.pending_messages_all() == 0
+                && self.a.poll_timeout().is_none()
+                && self.b.poll_timeout().is_none()
+            {
+                break;
+            }
+        }
+        self.now
+    }
+}

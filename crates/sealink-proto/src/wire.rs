@@ -1,0 +1,588 @@
+//! Wire format: the 16-byte header and the frames inside a data body. Parsing is strict and
+//! bounds-checked: it returns an error on anything out of place and never panics.
+//! Byte layout: docs/PROTOCOL.md.
+
+use crate::error::DropReason;
+use sealink_crypto::Scope;
+
+pub const VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 16;
+/// Longest owner or destination name, in bytes.
+pub const MAX_NAME_LEN: usize = 64;
+pub const SIGNATURE_LEN: usize = 64;
+/// Most ranges an ACK frame may carry.
+pub const MAX_ACK_RANGES: usize = 32;
+/// Largest value a varint can hold (QUIC encoding, 62 bits).
+pub const VARINT_MAX: u64 = (1 << 62) - 1;
+
+pub const TYPE_INIT: u8 = 1;
+pub const TYPE_RESPONSE: u8 = 2;
+pub const TYPE_DATA: u8 = 3;
+
+pub const FRAME_PADDING: u8 = 0x00;
+pub const FRAME_ACK: u8 = 0x01;
+pub const FRAME_OWNER_INTRO: u8 = 0x02;
+pub const FRAME_DEST: u8 = 0x03;
+pub const FRAME_MSG: u8 = 0x04;
+pub const FRAME_PING: u8 = 0x05;
+
+/// A parsed header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    /// Handshake initiation; `sender` is the index the initiator wants data sent to.
+    Init { sender: u32 },
+    /// Handshake response to the initiation whose index is `receiver`.
+    Response { receiver: u32, sender: u32 },
+    /// Sealed data for the session indexed `receiver`.
+    Data { scope: Scope, receiver: u32, counter: u64 },
+}
+
+/// Parses the 16-byte header at the start of `buf`.
+pub fn parse_header(buf: &[u8]) -> Result<Header, DropReason> {
+    let h: &[u8; HEADER_LEN] = buf
+        .get(..HEADER_LEN)
+        .and_then(|s| s.try_into().ok())
+        .ok_or(DropReason::MalformedHeader)?;
+    if h[0] != VERSION {
+        return Err(DropReason::BadVersion);
+    }
+    if h[3] != 0 {
+        return Err(DropReason::MalformedHeader);
+    }
+    let a = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+    let b = u64::from_le_bytes([h[8], h[9], h[10], h[11], h[12], h[13], h[14], h[15]]);
+    match h[1] {
+        TYPE_INIT if h[2] == 0 && b == 0 => Ok(Header::Init { sender: a }),
+        TYPE_RESPONSE if h[2] == 0 && b >> 32 == 0 => Ok(Header::Response {
+            receiver: a,
+            sender: b as u32,
+        }),
+        TYPE_DATA => {
+            let scope = Scope::from_u8(h[2]).ok_or(DropReason::MalformedHeader)?;
+            Ok(Header::Data {
+                scope,
+                receiver: a,
+                counter: b,
+            })
+        }
+        _ => Err(DropReason::MalformedHeader),
+    }
+}
+
+/// Writes a header into `out`.
+pub fn write_header(h: &Header, out: &mut [u8; HEADER_LEN]) {
+    let (ty, flags, a, b) = match *h {
+        Header::Init { sender } => (TYPE_INIT, 0, sender, 0u64),
+        Header::Response { receiver, sender } => (TYPE_RESPONSE, 0, receiver, sender as u64),
+        Header::Data {
+            scope,
+            receiver,
+            counter,
+        } => (TYPE_DATA, scope as u8, receiver, counter),
+    };
+    out[0] = VERSION;
+    out[1] = ty;
+    out[2] = flags;
+    out[3] = 0;
+    out[4..8].copy_from_slice(&a.to_le_bytes());
+    out[8..16].copy_from_slice(&b.to_le_bytes());
+}
+
+/// Encoded length of a varint.
+pub const fn varint_len(v: u64) -> usize {
+    if v < 1 << 6 {
+        1
+    } else if v < 1 << 14 {
+        2
+    } else if v < 1 << 30 {
+        4
+    } else {
+        8
+    }
+}
+
+/// Bounds-checked reader over a byte slice.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+    pub fn remaining(&self) -> &'a [u8] {
+        &self.buf[self.pos.min(self.buf.len())..]
+    }
+    pub fn u8(&mut self) -> Option<u8> {
+        let b = *self.buf.get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let s = self.buf.get(self.pos..end)?;
+        self.pos = end;
+        Some(s)
+    }
+    /// QUIC variable-length integer; rejects non-minimal encodings so each value has one form.
+    pub fn varint(&mut self) -> Option<u64> {
+        let first = self.u8()?;
+        let len = 1usize << (first >> 6);
+        let mut v = u64::from(first & 0x3f);
+        for _ in 1..len {
+            v = (v << 8) | u64::from(self.u8()?);
+        }
+        if varint_len(v) != len {
+            return None;
+        }
+        Some(v)
+    }
+}
+
+/// Bounds-checked writer into a caller-owned slice.
+#[derive(Debug)]
+pub struct Writer<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl<'a> Writer<'a> {
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        Writer { buf, pos: 0 }
+    }
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+    pub fn u8(&mut self, v: u8) -> Option<()> {
+        *self.buf.get_mut(self.pos)? = v;
+        self.pos += 1;
+        Some(())
+    }
+    pub fn bytes(&mut self, v: &[u8]) -> Option<()> {
+        let end = self.pos.checked_add(v.len())?;
+        self.buf.get_mut(self.pos..end)?.copy_from_slice(v);
+        self.pos = end;
+        Some(())
+    }
+    pub fn varint(&mut self, v: u64) -> Option<()> {
+        if v > VARINT_MAX {
+            return None;
+        }
+        let len = varint_len(v);
+        let tag: u64 = match len {
+            1 => 0,
+            2 => 1,
+            4 => 2,
+            _ => 3,
+        };
+        let enc = (v | (tag << (len * 8 - 2))).to_be_bytes();
+        self.bytes(&enc[8 - len..])
+    }
+}
+
+/// True for a valid owner or destination name: 1..=64 bytes of `[A-Za-z0-9._@+-]`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'+' | b'-'))
+}
+
+/// An ACK frame: every message sequence number below `cumulative` was received, and so was
+/// every number in the listed ranges above it. Ranges are validated at parse time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckFrame<'a> {
+    pub cumulative: u64,
+    count: usize,
+    encoded: &'a [u8],
+}
+
+impl<'a> AckFrame<'a> {
+    /// The acknowledged ranges above `cumulative`, as half-open `[start, end)`, ascending.
+    pub fn ranges(&self) -> AckRanges<'a> {
+        AckRanges {
+            r: Reader::new(self.encoded),
+            left: self.count,
+            prev_end: self.cumulative,
+        }
+    }
+}
+
+/// Iterator over an [`AckFrame`]'s ranges.
+#[derive(Debug)]
+pub struct AckRanges<'a> {
+    r: Reader<'a>,
+    left: usize,
+    prev_end: u64,
+}
+
+impl Iterator for AckRanges<'_> {
+    type Item = (u64, u64);
+    fn next(&mut self) -> Option<(u64, u64)> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let gap = self.r.varint()?;
+        let len = self.r.varint()?;
+        let start = self.prev_end.checked_add(gap)?;
+        let end = start.checked_add(len)?;
+        self.prev_end = end;
+        Some((start, end))
+    }
+}
+
+/// One frame of a data body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// Zero bytes to the end of the body.
+    Padding,
+    Ack(AckFrame<'a>),
+    /// Introduces a sending owner: its channel-local id, its name, and its signature binding
+    /// both to this channel and direction.
+    OwnerIntro {
+        id: u64,
+        name: &'a str,
+        sig: &'a [u8; SIGNATURE_LEN],
+    },
+    /// Declares a destination owner name under a channel-local id.
+    Dest { id: u64, name: &'a str },
+    /// A user message.
+    Msg {
+        seq: u64,
+        from: u64,
+        to: u64,
+        data: &'a [u8],
+    },
+    /// Asks for an acknowledgement; carries nothing.
+    Ping,
+}
+
+fn read_name<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
+    let n = r.u8()? as usize;
+    let s = std::str::from_utf8(r.bytes(n)?).ok()?;
+    valid_name(s).then_some(s)
+}
+
+/// Iterates the frames of a data body; yields `Err` once on the first malformed frame.
+#[derive(Debug)]
+pub struct Frames<'a> {
+    r: Reader<'a>,
+    failed: bool,
+}
+
+impl<'a> Frames<'a> {
+    pub fn new(body: &'a [u8]) -> Self {
+        Frames {
+            r: Reader::new(body),
+            failed: false,
+        }
+    }
+
+    fn parse_one(&mut self) -> Option<Frame<'a>> {
+        let r = &mut self.r;
+        match r.u8()? {
+            FRAME_PADDING => {
+                if r.remaining().iter().all(|b| *b == 0) {
+                    let n = r.remaining().len();
+                    r.bytes(n)?;
+                    Some(Frame::Padding)
+                } else {
+                    None
+                }
+            }
+            FRAME_ACK => {
+                let cumulative = r.varint()?;
+                let count = r.varint()? as usize;
+                if count > MAX_ACK_RANGES {
+                    return None;
+                }
+                let start = r.remaining();
+                let mut prev_end = cumulative;
+                for _ in 0..count {
+                    let gap = r.varint()?;
+                    let len = r.varint()?;
+                    // Ranges are disjoint, non-adjacent and non-empty: `cumulative` itself was
+                    // not received (or it would be higher), so every range starts after a gap.
+                    if gap == 0 || len == 0 {
+                        return None;
+                    }
+                    let s = prev_end.checked_add(gap)?;
+                    prev_end = s.checked_add(len)?;
+                    if prev_end > VARINT_MAX {
+                        return None;
+                    }
+                }
+                let used = start.len() - r.remaining().len();
+                Some(Frame::Ack(AckFrame {
+                    cumulative,
+                    count,
+                    encoded: &start[..used],
+                }))
+            }
+            FRAME_OWNER_INTRO => {
+                let id = r.varint()?;
+                let name = read_name(r)?;
+                let sig = r.bytes(SIGNATURE_LEN)?.try_into().ok()?;
+                (id != 0).then_some(Frame::OwnerIntro { id, name, sig })
+            }
+            FRAME_DEST => {
+                let id = r.varint()?;
+                let name = read_name(r)?;
+                (id != 0).then_some(Frame::Dest { id, name })
+            }
+            FRAME_MSG => {
+                let seq = r.varint()?;
+                let from = r.varint()?;
+                let to = r.varint()?;
+                let len = r.varint()?;
+                let data = r.bytes(usize::try_from(len).ok()?)?;
+                (from != 0).then_some(Frame::Msg {
+                    seq,
+                    from,
+                    to,
+                    data,
+                })
+            }
+            FRAME_PING => Some(Frame::Ping),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Result<Frame<'a>, DropReason>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.r.is_empty() {
+            return None;
+        }
+        match self.parse_one() {
+            Some(f) => Some(Ok(f)),
+            None => {
+                self.failed = true;
+                Some(Err(DropReason::MalformedFrame))
+            }
+        }
+    }
+}
+
+/// Encoded size of a MSG frame carrying `len` bytes.
+pub fn msg_frame_len(seq: u64, from: u64, to: u64, len: usize) -> usize {
+    1 + varint_len(seq) + varint_len(from) + varint_len(to) + varint_len(len as u64) + len
+}
+
+pub fn write_msg(w: &mut Writer<'_>, seq: u64, from: u64, to: u64, data: &[u8]) -> Option<()> {
+    w.u8(FRAME_MSG)?;
+    w.varint(seq)?;
+    w.varint(from)?;
+    w.varint(to)?;
+    w.varint(data.len() as u64)?;
+    w.bytes(data)
+}
+
+pub fn owner_intro_len(id: u64, name: &str) -> usize {
+    1 + varint_len(id) + 1 + name.len() + SIGNATURE_LEN
+}
+
+pub fn write_owner_intro(w: &mut Writer<'_>, id: u64, name: &str, sig: &[u8; SIGNATURE_LEN]) -> Option<()> {
+    w.u8(FRAME_OWNER_INTRO)?;
+    w.varint(id)?;
+    w.u8(u8::try_from(name.len()).ok()?)?;
+    w.bytes(name.as_bytes())?;
+    w.bytes(sig)
+}
+
+pub fn dest_len(id: u64, name: &str) -> usize {
+    1 + varint_len(id) + 1 + name.len()
+}
+
+pub fn write_dest(w: &mut Writer<'_>, id: u64, name: &str) -> Option<()> {
+    w.u8(FRAME_DEST)?;
+    w.varint(id)?;
+    w.u8(u8::try_from(name.len()).ok()?)?;
+    w.bytes(name.as_bytes())
+}
+
+/// Writes an ACK frame for `cumulative` and ascending, disjoint, non-adjacent `ranges` above
+/// it (at most [`MAX_ACK_RANGES`]; the caller passes the newest ones).
+pub fn write_ack(w: &mut Writer<'_>, cumulative: u64, ranges: &[(u64, u64)]) -> Option<()> {
+    w.u8(FRAME_ACK)?;
+    w.varint(cumulative)?;
+    w.varint(ranges.len() as u64)?;
+    let mut prev = cumulative;
+    for &(s, e) in ranges {
+        w.varint(s.checked_sub(prev)?)?;
+        w.varint(e.checked_sub(s)?)?;
+        prev = e;
+    }
+    Some(())
+}
+
+pub fn ack_len(cumulative: u64, ranges: &[(u64, u64)]) -> usize {
+    let mut n = 1 + varint_len(cumulative) + varint_len(ranges.len() as u64);
+    let mut prev = cumulative;
+    for &(s, e) in ranges {
+        n += varint_len(s.saturating_sub(prev)) + varint_len(e.saturating_sub(s));
+        prev = e;
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn header_round_trip() {
+        for h in [
+            Header::Init { sender: 7 },
+            Header::Response {
+                receiver: 1,
+                sender: u32::MAX,
+            },
+            Header::Data {
+                scope: Scope::AuthOnly,
+                receiver: 42,
+                counter: u64::MAX,
+            },
+        ] {
+            let mut b = [0u8; HEADER_LEN];
+            write_header(&h, &mut b);
+            assert_eq!(parse_header(&b), Ok(h));
+        }
+    }
+
+    #[test]
+    fn header_rejects() {
+        assert_eq!(parse_header(&[1u8; 3]), Err(DropReason::MalformedHeader));
+        let mut b = [0u8; HEADER_LEN];
+        write_header(&Header::Init { sender: 1 }, &mut b);
+        b[0] = 2;
+        assert_eq!(parse_header(&b), Err(DropReason::BadVersion));
+        b[0] = 1;
+        b[3] = 1;
+        assert_eq!(parse_header(&b), Err(DropReason::MalformedHeader));
+        b[3] = 0;
+        b[9] = 1; // init must carry zero counter
+        assert_eq!(parse_header(&b), Err(DropReason::MalformedHeader));
+        b[9] = 0;
+        b[1] = 9;
+        assert_eq!(parse_header(&b), Err(DropReason::MalformedHeader));
+        b[1] = TYPE_DATA;
+        b[2] = 3;
+        assert_eq!(parse_header(&b), Err(DropReason::MalformedHeader));
+    }
+
+    #[test]
+    fn varint_rejects_non_minimal() {
+        // 5 encoded in two bytes.
+        let mut r = Reader::new(&[0x40, 0x05]);
+        assert_eq!(r.varint(), None);
+    }
+
+    #[test]
+    fn frames_round_trip() {
+        let mut buf = [0u8; 512];
+        let sig = [7u8; 64];
+        let mut w = Writer::new(&mut buf);
+        write_ack(&mut w, 10, &[(12, 15), (20, 21)]).unwrap();
+        write_owner_intro(&mut w, 1, "alice@a", &sig).unwrap();
+        write_dest(&mut w, 2, "bob").unwrap();
+        write_msg(&mut w, 99, 1, 2, b"hello").unwrap();
+        w.u8(FRAME_PING).unwrap();
+        let n = w.pos();
+        let frames: Vec<_> = Frames::new(&buf[..n]).collect::<Result<_, _>>().unwrap();
+        assert_eq!(frames.len(), 5);
+        match frames[0] {
+            Frame::Ack(a) => {
+                assert_eq!(a.cumulative, 10);
+                assert_eq!(a.ranges().collect::<Vec<_>>(), vec![(12, 15), (20, 21)]);
+            }
+            _ => panic!(),
+        }
+        assert_eq!(
+            frames[1],
+            Frame::OwnerIntro {
+                id: 1,
+                name: "alice@a",
+                sig: &sig
+            }
+        );
+        assert_eq!(frames[2], Frame::Dest { id: 2, name: "bob" });
+        assert_eq!(
+            frames[3],
+            Frame::Msg {
+                seq: 99,
+                from: 1,
+                to: 2,
+                data: b"hello"
+            }
+        );
+        assert_eq!(frames[4], Frame::Ping);
+        assert_eq!(ack_len(10, &[(12, 15), (20, 21)]), 7);
+        assert_eq!(msg_frame_len(99, 1, 2, 5), 1 + 2 + 1 + 1 + 1 + 5);
+    }
+
+    #[test]
+    fn bad_frames() {
+        for bad in [
+            &[0x09u8][..],                   // unknown type
+            &[FRAME_MSG, 1, 0, 0, 5, b'a'],  // from = 0
+            &[FRAME_MSG, 1, 1, 0, 5, b'a'],  // truncated data
+            &[FRAME_DEST, 1, 0],             // empty name
+            &[FRAME_DEST, 1, 1, b' '],       // bad char
+            &[FRAME_ACK, 5, 1, 0, 1],        // zero gap above non-zero cumulative
+            &[FRAME_ACK, 5, 1, 1, 0],        // empty range
+            &[FRAME_ACK, 0, 40],             // too many ranges
+            &[FRAME_PADDING, 0, 1],          // padding with data
+        ] {
+            let r: Result<Vec<_>, _> = Frames::new(bad).collect();
+            assert_eq!(r, Err(DropReason::MalformedFrame), "{bad:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn varint_round_trip(v in 0u64..=VARINT_MAX) {
+            let mut b = [0u8; 8];
+            let mut w = Writer::new(&mut b);
+            w.varint(v).unwrap();
+            let n = w.pos();
+            prop_assert_eq!(n, varint_len(v));
+            let mut r = Reader::new(&b[..n]);
+            prop_assert_eq!(r.varint(), Some(v));
+        }
+
+        #[test]
+        fn frames_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            for f in Frames::new(&data) {
+                if let Ok(Frame::Ack(a)) = f { let _ = a.ranges().count(); }
+            }
+            let _ = parse_header(&data);
+        }
+
+        #[test]
+        fn ack_round_trip(cum in 0u64..1_000_000, spans in proptest::collection::vec((1u64..50, 1u64..50), 0..MAX_ACK_RANGES)) {
+            let mut ranges = Vec::new();
+            let mut prev = cum;
+            for (gap, len) in spans { let s = prev + gap; ranges.push((s, s + len)); prev = s + len; }
+            let mut b = [0u8; 1024];
+            let mut w = Writer::new(&mut b);
+            write_ack(&mut w, cum, &ranges).unwrap();
+            let n = w.pos();
+            prop_assert_eq!(n, ack_len(cum, &ranges));
+            let f: Vec<_> = Frames::new(&b[..n]).collect::<Result<_, _>>().unwrap();
+            match f[0] { Frame::Ack(a) => { prop_assert_eq!(a.cumulative, cum); prop_assert_eq!(a.ranges().collect::<Vec<_>>(), ranges); } _ => prop_assert!(false) }
+        }
+    }
+}

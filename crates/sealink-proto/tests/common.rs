@@ -1,0 +1,58 @@
+//! Shared set-up for the protocol tests: two hosts, two owners each, trusting each other.
+#![allow(dead_code)]
+
+use sealink_crypto::sign::OwnerSigningKey;
+use sealink_proto::sim::{LinkConfig, Pair};
+use sealink_proto::{Config, Directory, Endpoint, HostKey, LocalOwner, OwnerId, PeerId};
+
+pub struct Setup {
+    pub pair: Pair,
+    pub a_peer: PeerId,
+    pub b_peer: PeerId,
+    pub a_owners: Vec<OwnerId>,
+    pub b_owners: Vec<OwnerId>,
+}
+
+pub const A_OWNERS: [&str; 2] = ["alice", "carol"];
+pub const B_OWNERS: [&str; 2] = ["bob", "dave"];
+
+pub fn owner_key(name: &str) -> OwnerSigningKey {
+    let mut seed = [0u8; 32];
+    for (i, b) in name.bytes().enumerate() {
+        seed[i % 32] ^= b;
+    }
+    seed[31] ^= 0x5a;
+    OwnerSigningKey::from_seed(&seed).unwrap()
+}
+
+pub fn setup_with(cfg_a: Config, cfg_b: Config, link: LinkConfig, seed: u64) -> Setup {
+    let ha = HostKey::generate().unwrap();
+    let hb = HostKey::generate().unwrap();
+    let mut dir = Directory::new();
+    for n in A_OWNERS.iter().chain(B_OWNERS.iter()) {
+        dir.insert(n, owner_key(n).public_key()).unwrap();
+    }
+    let mut a = Endpoint::new(cfg_a, ha.clone(), dir.clone()).unwrap();
+    let mut b = Endpoint::new(cfg_b, hb.clone(), dir).unwrap();
+    let a_peer = a.add_peer("b", *hb.public());
+    let b_peer = b.add_peer("a", *ha.public());
+    let a_owners = A_OWNERS
+        .iter()
+        .map(|n| a.add_owner(LocalOwner::new(n, owner_key(n)).unwrap()))
+        .collect();
+    let b_owners = B_OWNERS
+        .iter()
+        .map(|n| b.add_owner(LocalOwner::new(n, owner_key(n)).unwrap()))
+        .collect();
+    Setup {
+        pair: Pair::new(a, b, link, seed),
+        a_peer,
+        b_peer,
+        a_owners,
+        b_owners,
+    }
+}
+
+pub fn setup(link: LinkConfig, seed: u64) -> Setup {
+    setup_with(Config::default(), Config::default(), link, seed)
+}
