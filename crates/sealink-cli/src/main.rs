@@ -1,3 +1,274 @@
+//! `sealink`: key management, a simulated two-host demo, and benchmarks for the sealink protocol.
+#![forbid(unsafe_code)]
+
+mod bench;
+mod demo;
+mod error;
+// Only part of the key-file API is used by the commands so far.
 #[allow(dead_code)]
 mod keyfile;
-fn main() {}
+mod keys;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use sealink_crypto::SuiteId;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
+
+use crate::error::Result;
+use crate::keyfile::KeyKind;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sealink",
+    version,
+    about = "sealink: authenticated, optionally encrypted messaging between hosts and their owners",
+    after_help = "Examples:\n  sealink keygen host /etc/sealink/host.key\n  sealink demo --seed 7\n  sealink bench seal --sizes 1400 --suites aes128-gcm\n\nLogs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) to see more."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate a host or owner key pair (PATH, mode 0600, and PATH.pub)
+    #[command(after_help = "Example:\n  sealink keygen owner ~/.sealink/alice.key")]
+    Keygen(KeygenArgs),
+    /// Print the public key line of a private key file
+    #[command(after_help = "Example:\n  sealink pubkey ~/.sealink/alice.key")]
+    Pubkey(PubkeyArgs),
+    /// Work with trust files (the owners and hosts a node believes)
+    #[command(
+        subcommand,
+        after_help = "Example:\n  sealink trust check /etc/sealink/trust"
+    )]
+    Trust(TrustCommand),
+    /// Run two hosts over a simulated lossy link and check every message arrives exactly once
+    #[command(after_help = "Example:\n  sealink demo --seed 7 --messages 500 --loss 0.05")]
+    Demo(DemoArgs),
+    /// Measure performance
+    #[command(
+        subcommand,
+        after_help = "Example:\n  sealink bench seal --sizes 1400,8192 --runs 3"
+    )]
+    Bench(BenchCommand),
+}
+
+/// Kind of key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum KindArg {
+    /// A host's static X25519 key (channel handshakes)
+    Host,
+    /// An owner's Ed25519 signing key (message senders)
+    Owner,
+}
+
+impl From<KindArg> for KeyKind {
+    fn from(k: KindArg) -> Self {
+        match k {
+            KindArg::Host => KeyKind::Host,
+            KindArg::Owner => KeyKind::Owner,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct KeygenArgs {
+    /// Kind of key to generate
+    #[arg(value_enum)]
+    kind: KindArg,
+    /// Private key file to write; the public key goes to PATH.pub
+    path: PathBuf,
+    /// Replace existing files
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Debug, Args)]
+struct PubkeyArgs {
+    /// Private key file
+    path: PathBuf,
+    /// Kind of key (default: read from the file)
+    #[arg(long, value_enum)]
+    kind: Option<KindArg>,
+}
+
+#[derive(Debug, Subcommand)]
+enum TrustCommand {
+    /// Parse a trust file and summarize what it trusts
+    #[command(after_help = "Example:\n  sealink trust check /etc/sealink/trust")]
+    Check {
+        /// Trust file
+        file: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// Seed of the trace and the link (default: random, printed so the run can be replayed)
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Messages per direction
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    messages: u32,
+    /// Probability that the link loses a datagram, in [0, 1)
+    #[arg(long, default_value_t = 0.02, value_parser = parse_probability)]
+    loss: f64,
+    /// One-way link delay in milliseconds
+    #[arg(long = "delay-ms", default_value_t = 5.0, value_parser = parse_delay_ms)]
+    delay_ms: f64,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Protocol data path (seal + open of one datagram) against the raw AEAD library
+    #[command(
+        after_help = "Example:\n  sealink bench seal --sizes 64,1400 --suites aes128-gcm --seconds 0.5 --runs 7"
+    )]
+    Seal(SealArgs),
+}
+
+#[derive(Debug, Args)]
+struct SealArgs {
+    /// Payload sizes in bytes, comma separated
+    #[arg(long, value_delimiter = ',', default_value = "64,512,1400,8192,65000", value_parser = parse_size)]
+    sizes: Vec<usize>,
+    /// Suites, comma separated (aes128-gcm, aes256-gcm, chacha20-poly1305)
+    #[arg(long, value_delimiter = ',', default_value = "aes128-gcm,aes256-gcm,chacha20-poly1305", value_parser = parse_suite)]
+    suites: Vec<SuiteId>,
+    /// Seconds per timed run
+    #[arg(long, default_value_t = 0.3, value_parser = parse_seconds)]
+    seconds: f64,
+    /// Timed runs per measurement (the median is reported)
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+}
+
+fn parse_probability(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a probability in [0, 1)"))
+    }
+}
+
+fn parse_delay_ms(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=10_000.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a delay within 0..=10000 ms"))
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v > 0.0 && v <= 60.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within (0, 60] seconds"))
+    }
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (1..=bench::seal::MAX_SIZE).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within 1..={}", bench::seal::MAX_SIZE))
+    }
+}
+
+fn parse_suite(s: &str) -> Result<SuiteId, String> {
+    let suite = SuiteId::from_name(s.trim()).map_err(|e| e.to_string())?;
+    if suite.is_legacy() {
+        return Err(format!(
+            "{suite} is a legacy lab suite; choose from aes128-gcm, aes256-gcm, chacha20-poly1305"
+        ));
+    }
+    Ok(suite)
+}
+
+fn init_tracing() {
+    let filter = EnvFilter::builder()
+        .with_default_directive(LevelFilter::WARN.into())
+        .from_env_lossy();
+    // Fails only if a subscriber is already set, which cannot happen here.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Keygen(a) => keys::keygen(a.kind.into(), &a.path, a.force),
+        Command::Pubkey(a) => keys::pubkey(&a.path, a.kind.map(Into::into)),
+        Command::Trust(TrustCommand::Check { file }) => keys::trust_check(&file),
+        Command::Demo(a) => demo::run(&demo::Params {
+            seed: a.seed,
+            messages: a.messages as usize,
+            loss: a.loss,
+            delay: Duration::from_secs_f64(a.delay_ms / 1e3),
+        }),
+        Command::Bench(BenchCommand::Seal(a)) => bench::seal::run(&bench::seal::Params {
+            sizes: a.sizes,
+            suites: a.suites,
+            seconds: a.seconds,
+            runs: a.runs as usize,
+        }),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print to stdout and succeed; usage errors fail with 1 like
+            // every other error.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    init_tracing();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", error::chain(&*e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parsers() {
+        assert_eq!(parse_suite("AES128-GCM"), Ok(SuiteId::Aes128Gcm));
+        assert!(parse_suite("legacy-des-cbc-hmac-md5").is_err());
+        assert!(parse_suite("rot13").is_err());
+        assert_eq!(parse_size("1400"), Ok(1400));
+        assert!(parse_size("0").is_err());
+        assert!(parse_probability("1").is_err());
+        assert!(parse_seconds("0").is_err());
+        assert!(parse_delay_ms("-1").is_err());
+    }
+}

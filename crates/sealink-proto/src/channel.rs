@@ -10,14 +10,15 @@ use sealink_crypto::kdf::derive_packet_key;
 use sealink_crypto::sign::{self, SIGNATURE_LEN};
 use sealink_crypto::{PacketKey, Scope, SuiteId};
 
+use crate::datapath;
 use crate::endpoint::{Delivery, Event, Indexes, MessageId, PeerId, Shared};
 use crate::error::DropReason;
 use crate::handshake::{self, InitPayload, Split};
 use crate::owner::{RemoteOwner, intro_message};
 use crate::recv_window::RecvWindow;
-use crate::replay::{ReplayVerdict, ReplayWindow};
+use crate::replay::ReplayWindow;
 use crate::time::Time;
-use crate::wire::{self, Frame, Frames, HEADER_LEN, Header, MAX_ACK_RANGES, Writer};
+use crate::wire::{self, Frame, Frames, HEADER_LEN, MAX_ACK_RANGES, Writer};
 
 /// Keys and counters of one handshake's outcome.
 pub(crate) struct Session {
@@ -28,6 +29,11 @@ pub(crate) struct Session {
     next_counter: u64,
     replay: ReplayWindow,
     established: Time,
+    /// When we know the peer holds this session's keys: at once for the initiator; for the
+    /// responder, at the initiator's first datagram on it. Until then the responder keeps
+    /// sending on the previous session (WireGuard's rule), so a lost response cannot strand
+    /// its traffic on keys the initiator never got.
+    confirmed_at: Option<Time>,
     pub suite: SuiteId,
 }
 
@@ -85,6 +91,8 @@ pub(crate) struct Channel {
     last_init_ts_sent: u64,
     last_init_ts_accepted: u64,
     pending_tx: VecDeque<Vec<u8>>,
+    /// Send a datagram (a PING if nothing else) to confirm a session we initiated.
+    confirm_pending: bool,
     pub stats: ChannelStats,
 
     // Sending.
@@ -128,6 +136,7 @@ impl Channel {
             last_init_ts_sent: 0,
             last_init_ts_accepted: 0,
             pending_tx: VecDeque::new(),
+            confirm_pending: false,
             stats: ChannelStats::default(),
             next_seq: 0,
             queue: VecDeque::new(),
@@ -158,7 +167,38 @@ impl Channel {
 
     /// Established with a session we may still send on.
     pub fn is_established(&self, sh: &Shared, now: Time) -> bool {
-        self.current.as_ref().is_some_and(|s| sendable(s, sh, now))
+        self.send_session_index(sh, now).is_some()
+    }
+
+    /// Which session to send on: the current one once confirmed, else the previous one.
+    /// `Some(true)` = current, `Some(false)` = previous.
+    fn send_session_index(&self, sh: &Shared, now: Time) -> Option<bool> {
+        let ok = |s: &Option<Session>| {
+            s.as_ref()
+                .is_some_and(|s| s.confirmed_at.is_some() && sendable(s, sh, now))
+        };
+        if ok(&self.current) {
+            Some(true)
+        } else if ok(&self.previous) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    fn send_session(&mut self, sh: &Shared, now: Time) -> Option<&mut Session> {
+        match self.send_session_index(sh, now)? {
+            true => self.current.as_mut(),
+            false => self.previous.as_mut(),
+        }
+    }
+
+    /// A responder session not yet confirmed, younger than a handshake timeout: wait for it.
+    fn awaiting_confirmation(&self, sh: &Shared, now: Time) -> bool {
+        self.current.as_ref().is_some_and(|s| {
+            s.confirmed_at.is_none()
+                && now.saturating_since(s.established) < sh.cfg.handshake_timeout
+        })
     }
 
     pub fn queued_messages(&self) -> usize {
@@ -236,9 +276,13 @@ impl Channel {
 
     /// Starts a handshake if we have nothing to send on and none is under way.
     fn ensure_session(&mut self, sh: &mut Shared, idx: &mut Indexes, now: Time) {
-        let needs = match &self.current {
-            None => true,
-            Some(s) => !sendable(s, sh, now) || wants_rekey(s, sh, now),
+        let needs = match self.send_session_index(sh, now) {
+            None => !self.awaiting_confirmation(sh, now),
+            Some(cur) => {
+                let s = if cur { &self.current } else { &self.previous };
+                s.as_ref().is_some_and(|s| wants_rekey(s, sh, now))
+                    && !self.awaiting_confirmation(sh, now)
+            }
         };
         if needs && self.initiation.is_none() {
             self.start_handshake(sh, idx, now, 1);
@@ -274,7 +318,13 @@ impl Channel {
     }
 
     /// Next datagram for this channel, written into `out`.
-    pub fn poll_transmit(&mut self, sh: &mut Shared, idx: &mut Indexes, now: Time, out: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit(
+        &mut self,
+        sh: &mut Shared,
+        idx: &mut Indexes,
+        now: Time,
+        out: &mut [u8],
+    ) -> Option<usize> {
         while let Some(pkt) = self.pending_tx.pop_front() {
             if let Some(dst) = out.get_mut(..pkt.len()) {
                 dst.copy_from_slice(&pkt);
@@ -287,7 +337,7 @@ impl Channel {
             return None;
         }
         let want_data = self.flush && self.has_sendable_messages(sh);
-        if !want_data && !(self.ack_pending && self.ack_now) {
+        if !want_data && !(self.ack_pending && self.ack_now) && !self.confirm_pending {
             if self.flush && self.queue.is_empty() && self.retx.is_empty() {
                 self.flush = false;
                 self.earliest_deadline = None;
@@ -296,9 +346,7 @@ impl Channel {
         }
         let n = self.build_data(sh, now, out)?;
         self.count_sent(sh, n);
-        if self.current.as_ref().is_some_and(|s| wants_rekey(s, sh, now)) && self.initiation.is_none() {
-            self.start_handshake(sh, idx, now, 1);
-        }
+        self.ensure_session(sh, idx, now);
         Some(n)
     }
 
@@ -334,7 +382,7 @@ impl Channel {
     /// the peer may still lack. One seal, however many messages ride in it.
     fn build_data(&mut self, sh: &mut Shared, now: Time, out: &mut [u8]) -> Option<usize> {
         let max_len = sh.cfg.max_datagram.min(out.len());
-        let overhead = self.current.as_ref()?.suite.max_overhead();
+        let overhead = self.send_session(sh, now)?.suite.max_overhead();
         let body_cap = max_len.checked_sub(HEADER_LEN + overhead)?;
         let mut scope: Option<Scope> = None;
         let mut messages = 0u64;
@@ -343,7 +391,8 @@ impl Channel {
         {
             let mut w = Writer::new(&mut out[HEADER_LEN..HEADER_LEN + body_cap]);
             if self.ack_pending {
-                self.recv.newest_ranges(MAX_ACK_RANGES, &mut self.ack_scratch);
+                self.recv
+                    .newest_ranges(MAX_ACK_RANGES, &mut self.ack_scratch);
                 let cum = self.recv.cumulative();
                 if wire::ack_len(cum, &self.ack_scratch) <= w.remaining() {
                     wire::write_ack(&mut w, cum, &self.ack_scratch)?;
@@ -436,6 +485,11 @@ impl Channel {
                     self.earliest_deadline = None;
                 }
             }
+            if self.confirm_pending && !wrote {
+                w.u8(wire::FRAME_PING)?;
+                wrote = true;
+            }
+            self.confirm_pending = false;
             if !wrote {
                 return None;
             }
@@ -444,23 +498,20 @@ impl Channel {
         // Datagrams with only acknowledgements are authenticated, not encrypted: they carry
         // sequence numbers only.
         let scope = scope.unwrap_or(Scope::AuthOnly);
-        let s = self.current.as_mut()?;
+        let s = self.send_session(sh, now)?;
         let counter = s.next_counter;
         s.next_counter += 1;
-        let mut hdr = [0u8; HEADER_LEN];
-        wire::write_header(
-            &Header::Data {
-                scope,
-                receiver: s.remote_index,
-                counter,
-            },
-            &mut hdr,
-        );
-        out[..HEADER_LEN].copy_from_slice(&hdr);
-        let sealed = match s.send.seal_contiguous(counter, scope, &mut out[..max_len], HEADER_LEN, body_len) {
+        let len = match datapath::seal_datagram(
+            &s.send,
+            s.remote_index,
+            counter,
+            scope,
+            &mut out[..max_len],
+            body_len,
+        ) {
             Ok(n) => n,
             Err(e) => {
-                tracing::error!(error = %e, "seal failed");
+                tracing::error!(reason = %e, "seal failed");
                 return None;
             }
         };
@@ -469,7 +520,7 @@ impl Channel {
         } else {
             sh.stats.ack_only_datagrams_sent += 1;
         }
-        Some(HEADER_LEN + sealed)
+        Some(len)
     }
 
     /// The owner's signature over this channel's binding, made once per channel.
@@ -480,7 +531,13 @@ impl Channel {
             return Some(sig);
         }
         let local = sh.owners.get(from)?;
-        let msg = intro_message(&binding, sh.host.public(), &self.remote_static, owner.wire_id, &local.name);
+        let msg = intro_message(
+            &binding,
+            sh.host.public(),
+            &self.remote_static,
+            owner.wire_id,
+            &local.name,
+        );
         let sig = local.key.sign(&msg);
         sh.stats.pk.signs += 1;
         owner.sig = Some(sig);
@@ -506,6 +563,9 @@ impl Channel {
             .filter(|s| sh.cfg.accept_suites.contains(s))
             .filter(|s| !s.is_legacy() || sh.cfg.allow_insecure_legacy)
             .ok_or(DropReason::SuiteRefused)?;
+        // The initiation is authentic (Noise IK authenticates the initiator's static key) and
+        // fresh: record its timestamp now, so a replay of it is refused whatever we decide.
+        self.last_init_ts_accepted = payload.timestamp;
         if let Some(init) = &self.initiation {
             // Both sides opened at once: the greater static key wins, as ADP's greater name
             // chooses the key. The winner ignores the other's initiation; the loser abandons its
@@ -516,10 +576,16 @@ impl Channel {
             idx.free(init.local_index);
             self.initiation = None;
         }
-        self.last_init_ts_accepted = payload.timestamp;
         let continues = self.binding.is_some_and(|b| b == payload.binding);
         let local = idx.alloc(self.peer);
-        let (pkt, split) = match handshake::write_response(hs, sender_index, local, suite, continues) {
+        let (pkt, split) = match handshake::write_response(
+            hs,
+            sender_index,
+            local,
+            suite,
+            continues,
+            self.last_init_ts_sent,
+        ) {
             Ok(v) => v,
             Err(e) => {
                 idx.free(local);
@@ -527,7 +593,7 @@ impl Channel {
             }
         };
         sh.stats.pk.dh += 2;
-        let session = make_session(sh, &split, suite, local, sender_index, now)?;
+        let session = make_session(sh, &split, suite, local, sender_index, now, false)?;
         self.pending_tx.push_back(pkt);
         self.install(sh, idx, session, continues, split.hash);
         Ok(())
@@ -547,33 +613,61 @@ impl Channel {
             Some(i) if i.local_index == local_index => i,
             _ => return Err(DropReason::UnexpectedResponse),
         };
-        let (suite_byte, continues, split) = handshake::read_response(&mut init.hs, pkt)?;
-        let suite = SuiteId::from_u8(suite_byte)
+        let resp = handshake::read_response(&mut init.hs, pkt)?;
+        let (continues, split) = (resp.continues, resp.split);
+        self.last_init_ts_accepted = self.last_init_ts_accepted.max(resp.newest_peer_init);
+        let suite = SuiteId::from_u8(resp.suite)
             .filter(|s| *s == sh.cfg.suite)
             .ok_or(DropReason::SuiteRefused)?;
         sh.stats.pk.dh += 2;
-        let session = make_session(sh, &split, suite, local_index, sender_index, now)?;
+        let session = make_session(sh, &split, suite, local_index, sender_index, now, true)?;
         self.initiation = None;
         let continues = continues && self.binding.is_some();
         self.install(sh, idx, session, continues, split.hash);
         Ok(())
     }
 
-    fn install(&mut self, sh: &mut Shared, idx: &mut Indexes, session: Session, continues: bool, hash: [u8; 32]) {
+    fn install(
+        &mut self,
+        sh: &mut Shared,
+        idx: &mut Indexes,
+        session: Session,
+        continues: bool,
+        hash: [u8; 32],
+    ) {
         sh.stats.handshakes_completed += 1;
         self.stats.handshakes += 1;
-        if let Some(old) = self.previous.take() {
-            idx.free(old.local_index);
-        }
         if continues {
-            self.previous = self.current.take();
+            // Keep one confirmed session to send on while the new one awaits confirmation; an
+            // unconfirmed current one is superseded.
+            if self
+                .current
+                .as_ref()
+                .is_some_and(|c| c.confirmed_at.is_none())
+            {
+                if let Some(old) = self.current.take() {
+                    idx.free(old.local_index);
+                }
+            } else {
+                if let Some(old) = self.previous.take() {
+                    idx.free(old.local_index);
+                }
+                self.previous = self.current.take();
+            }
         } else {
+            if let Some(old) = self.previous.take() {
+                idx.free(old.local_index);
+            }
             if let Some(old) = self.current.take() {
                 idx.free(old.local_index);
             }
             self.reset_for_new_channel();
             self.binding = Some(hash);
+            sh.stats.channels_established += 1;
             sh.events.push_back(Event::ChannelUp { peer: self.peer });
+        }
+        if session.confirmed_at.is_some() {
+            self.confirm_pending = true;
         }
         self.current = Some(session);
         if !self.queue.is_empty() || !self.retx.is_empty() {
@@ -609,7 +703,10 @@ impl Channel {
             let seq = self.next_seq;
             self.next_seq += 1;
             let ow = self.tx_owners.get(&m.from).map_or(1, |o| o.wire_id);
-            let dw = m.to.as_ref().and_then(|d| self.tx_dests.get(d)).map_or(0, |d| d.wire_id);
+            let dw =
+                m.to.as_ref()
+                    .and_then(|d| self.tx_dests.get(d))
+                    .map_or(0, |d| d.wire_id);
             self.queued_bytes += wire::msg_frame_len(seq, ow, dw, m.data.len());
             self.queue.push_back((seq, m));
         }
@@ -632,28 +729,35 @@ impl Channel {
             (_, Some(s)) if s.local_index == receiver => s,
             _ => return Err(DropReason::UnknownIndex),
         };
+        let was_confirmed = session.confirmed_at.is_some();
         if now.saturating_since(session.established) >= sh.cfg.reject_after_time {
             return Err(DropReason::SessionExpired);
         }
-        match session.replay.check(counter) {
-            ReplayVerdict::Fresh => {}
-            ReplayVerdict::Replayed => return Err(DropReason::Replayed),
-            ReplayVerdict::TooOld => return Err(DropReason::TooOld),
+        let body = datapath::open_datagram(
+            &session.recv,
+            &mut session.replay,
+            scope,
+            counter,
+            sh.cfg.insecure_lab_plaintext,
+            buf,
+        )?;
+        if !was_confirmed {
+            session.confirmed_at = Some(now);
+            if !self.queue.is_empty() || !self.retx.is_empty() {
+                self.flush = true;
+            }
         }
-        if scope == Scope::None && !sh.cfg.insecure_lab_plaintext {
-            return Err(DropReason::ScopeRefused);
-        }
-        let sealed_len = buf.len() - HEADER_LEN;
-        let n = session
-            .recv
-            .open_contiguous(counter, scope, buf, HEADER_LEN, sealed_len)
-            .map_err(|_| DropReason::AuthFailed)?;
-        session.replay.accept(counter);
         self.stats.datagrams_received += 1;
-        self.process_frames(sh, now, scope, &buf[HEADER_LEN..HEADER_LEN + n])
+        self.process_frames(sh, now, scope, &buf[body])
     }
 
-    fn process_frames(&mut self, sh: &mut Shared, now: Time, scope: Scope, body: &[u8]) -> Result<(), DropReason> {
+    fn process_frames(
+        &mut self,
+        sh: &mut Shared,
+        now: Time,
+        scope: Scope,
+        body: &[u8],
+    ) -> Result<(), DropReason> {
         // Pass 1: parse everything and check every reference, verifying (and caching) owner
         // introductions. Nothing is delivered unless the whole datagram is acceptable, so a
         // datagram is either fully processed or not acknowledged at all.
@@ -669,7 +773,9 @@ impl Channel {
                     }
                 },
                 Frame::Msg { seq, from, to, .. } => {
-                    if !self.rx_owners.contains_key(&from) || (to != 0 && !self.rx_dests.contains_key(&to)) {
+                    if !self.rx_owners.contains_key(&from)
+                        || (to != 0 && !self.rx_dests.contains_key(&to))
+                    {
                         return Err(DropReason::UnknownOwnerId);
                     }
                     if seq >= self.recv.cumulative().saturating_add(sh.cfg.message_window) {
@@ -685,7 +791,12 @@ impl Channel {
         for f in Frames::new(body).flatten() {
             match f {
                 Frame::Ack(ack) => self.on_ack(sh, now, ack),
-                Frame::Msg { seq, from, to, data } => {
+                Frame::Msg {
+                    seq,
+                    from,
+                    to,
+                    data,
+                } => {
                     if self.recv.insert(seq) {
                         let from = self.rx_owners.get(&from).map(|o| o.name.clone());
                         let to = self.rx_dests.get(&to).cloned();
@@ -723,7 +834,13 @@ impl Channel {
         Ok(())
     }
 
-    fn learn_owner(&mut self, sh: &mut Shared, id: u64, name: &str, sig: &[u8; SIGNATURE_LEN]) -> Result<(), DropReason> {
+    fn learn_owner(
+        &mut self,
+        sh: &mut Shared,
+        id: u64,
+        name: &str,
+        sig: &[u8; SIGNATURE_LEN],
+    ) -> Result<(), DropReason> {
         if let Some(known) = self.rx_owners.get(&id) {
             if &*known.name != name {
                 return Err(DropReason::OwnerConflict);
@@ -789,7 +906,10 @@ impl Channel {
                 }
             }
         }
-        self.largest_acked_sent = Some(self.largest_acked_sent.map_or(m.last_sent, |t| t.max(m.last_sent)));
+        self.largest_acked_sent = Some(
+            self.largest_acked_sent
+                .map_or(m.last_sent, |t| t.max(m.last_sent)),
+        );
         if let Some(o) = self.tx_owners.get_mut(&m.from) {
             o.confirmed = true;
         }
@@ -828,11 +948,17 @@ impl Channel {
             }
             timed_out |= by_timeout;
             self.sent_log.pop_front();
-            let give_up = self.inflight.get(&seq).is_some_and(|m| m.transmissions >= sh.cfg.max_transmissions);
+            let give_up = self
+                .inflight
+                .get(&seq)
+                .is_some_and(|m| m.transmissions >= sh.cfg.max_transmissions);
             if give_up {
                 if let Some(m) = self.inflight.remove(&seq) {
                     sh.stats.messages_undeliverable += 1;
-                    sh.events.push_back(Event::Undeliverable { peer: self.peer, id: m.id });
+                    sh.events.push_back(Event::Undeliverable {
+                        peer: self.peer,
+                        id: m.id,
+                    });
                 }
             } else {
                 self.retx.push_back(seq);
@@ -869,7 +995,24 @@ impl Channel {
             }
         }
         if let (Some(_), Some(cur)) = (&self.previous, &self.current) {
-            at(cur.established + sh.cfg.keep_previous);
+            if let Some(c) = cur.confirmed_at {
+                at(c + sh.cfg.keep_previous);
+            }
+        }
+        // Waiting for a responder session's confirmation with nothing else to send on: if it
+        // does not come within a handshake timeout, we initiate ourselves.
+        let previous_usable = self
+            .previous
+            .as_ref()
+            .is_some_and(|p| p.confirmed_at.is_some());
+        if let Some(cur) = &self.current {
+            if cur.confirmed_at.is_none()
+                && !previous_usable
+                && self.initiation.is_none()
+                && (!self.queue.is_empty() || !self.retx.is_empty())
+            {
+                at(cur.established + sh.cfg.handshake_timeout);
+            }
         }
         t
     }
@@ -889,13 +1032,23 @@ impl Channel {
             }
         }
         if let (Some(_), Some(cur)) = (&self.previous, &self.current) {
-            if now >= cur.established + sh.cfg.keep_previous {
+            if cur
+                .confirmed_at
+                .is_some_and(|c| now >= c + sh.cfg.keep_previous)
+            {
                 if let Some(old) = self.previous.take() {
                     idx.free(old.local_index);
                 }
             }
         }
         self.detect_losses(sh, now);
+        // Several timeouts in a row with nothing acknowledged: the peer may have lost our
+        // session (a restart). A fresh handshake either continues the channel or, if the peer
+        // no longer knows it, starts a new one and everything pending is sent again.
+        if self.backoff >= 3 && !self.inflight.is_empty() && self.initiation.is_none() {
+            self.backoff = 0;
+            self.start_handshake(sh, idx, now, 1);
+        }
         if !self.flush && self.earliest_deadline.is_some_and(|d| d <= now) {
             self.flush = true;
         }
@@ -909,16 +1062,24 @@ impl Channel {
 
     /// The handshake failed for good: everything waiting for this peer is undeliverable.
     fn give_up(&mut self, sh: &mut Shared) {
-        sh.events.push_back(Event::HandshakeFailed { peer: self.peer });
+        sh.events
+            .push_back(Event::HandshakeFailed { peer: self.peer });
         let ids: Vec<MessageId> = self
             .queue
             .drain(..)
             .map(|(_, m)| m.id)
-            .chain(std::mem::take(&mut self.inflight).into_values().map(|m| m.id))
+            .chain(
+                std::mem::take(&mut self.inflight)
+                    .into_values()
+                    .map(|m| m.id),
+            )
             .collect();
         for id in ids {
             sh.stats.messages_undeliverable += 1;
-            sh.events.push_back(Event::Undeliverable { peer: self.peer, id });
+            sh.events.push_back(Event::Undeliverable {
+                peer: self.peer,
+                id,
+            });
         }
         self.retx.clear();
         self.sent_log.clear();
@@ -929,11 +1090,13 @@ impl Channel {
 }
 
 fn sendable(s: &Session, sh: &Shared, now: Time) -> bool {
-    s.next_counter < sh.cfg.reject_after_messages && now.saturating_since(s.established) < sh.cfg.reject_after_time
+    s.next_counter < sh.cfg.reject_after_messages
+        && now.saturating_since(s.established) < sh.cfg.reject_after_time
 }
 
 fn wants_rekey(s: &Session, sh: &Shared, now: Time) -> bool {
-    s.next_counter >= sh.cfg.rekey_after_messages || now.saturating_since(s.established) >= sh.cfg.rekey_after_time
+    s.next_counter >= sh.cfg.rekey_after_messages
+        || now.saturating_since(s.established) >= sh.cfg.rekey_after_time
 }
 
 fn make_session(
@@ -943,10 +1106,13 @@ fn make_session(
     local_index: u32,
     remote_index: u32,
     now: Time,
+    initiator: bool,
 ) -> Result<Session, DropReason> {
     let legacy = sh.cfg.allow_insecure_legacy;
-    let send = derive_packet_key(suite, &split.send, b"data", legacy).map_err(|_| DropReason::SuiteRefused)?;
-    let recv = derive_packet_key(suite, &split.recv, b"data", legacy).map_err(|_| DropReason::SuiteRefused)?;
+    let send = derive_packet_key(suite, &split.send, b"data", legacy)
+        .map_err(|_| DropReason::SuiteRefused)?;
+    let recv = derive_packet_key(suite, &split.recv, b"data", legacy)
+        .map_err(|_| DropReason::SuiteRefused)?;
     Ok(Session {
         local_index,
         remote_index,
@@ -955,6 +1121,7 @@ fn make_session(
         next_counter: 0,
         replay: ReplayWindow::new(),
         established: now,
+        confirmed_at: initiator.then_some(now),
         suite,
     })
 }

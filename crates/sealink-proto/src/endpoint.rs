@@ -47,12 +47,19 @@ pub struct Delivery {
 #[non_exhaustive]
 pub enum Event {
     /// A new channel with this peer is established (first contact, or after the peer restarted).
-    ChannelUp { peer: PeerId },
+    ChannelUp {
+        peer: PeerId,
+    },
     Message(Delivery),
     /// A message was given up on (peer unreachable or its owner refused).
-    Undeliverable { peer: PeerId, id: MessageId },
+    Undeliverable {
+        peer: PeerId,
+        id: MessageId,
+    },
     /// Every handshake attempt with this peer went unanswered.
-    HandshakeFailed { peer: PeerId },
+    HandshakeFailed {
+        peer: PeerId,
+    },
 }
 
 /// A datagram ready to go to `peer`; its bytes are the first `len` of the caller's buffer.
@@ -191,7 +198,9 @@ impl Endpoint {
 
     /// True once a channel with `peer` is established and usable.
     pub fn is_established(&self, peer: PeerId, now: Time) -> bool {
-        self.channels.get(peer.0).is_some_and(|c| c.is_established(&self.sh, now))
+        self.channels
+            .get(peer.0)
+            .is_some_and(|c| c.is_established(&self.sh, now))
     }
 
     pub fn channel_stats(&self, peer: PeerId) -> Option<&ChannelStats> {
@@ -233,7 +242,10 @@ impl Endpoint {
         }
         let max = self.sh.cfg.max_message_len();
         if data.len() > max {
-            return Err(Error::MessageTooLarge { len: data.len(), max });
+            return Err(Error::MessageTooLarge {
+                len: data.len(),
+                max,
+            });
         }
         let pending = ch.queued_messages() + ch.inflight_messages();
         if pending >= self.sh.cfg.max_queued_messages {
@@ -283,12 +295,29 @@ impl Endpoint {
                 let (hs, rs, payload) = handshake::read_init(&self.sh.host, buf)?;
                 self.sh.stats.pk.dh += 2;
                 let &i = self.by_static.get(&rs).ok_or(DropReason::UnknownHost)?;
-                self.channels[i].accept_init(&mut self.sh, &mut self.idx, now, hs, sender, payload)?;
+                self.channels[i].accept_init(
+                    &mut self.sh,
+                    &mut self.idx,
+                    now,
+                    hs,
+                    sender,
+                    payload,
+                )?;
                 Ok(PeerId(i))
             }
             Header::Response { receiver, sender } => {
-                let i = self.idx.peer(receiver).ok_or(DropReason::UnexpectedResponse)?;
-                self.channels[i].accept_response(&mut self.sh, &mut self.idx, now, receiver, sender, buf)?;
+                let i = self
+                    .idx
+                    .peer(receiver)
+                    .ok_or(DropReason::UnexpectedResponse)?;
+                self.channels[i].accept_response(
+                    &mut self.sh,
+                    &mut self.idx,
+                    now,
+                    receiver,
+                    sender,
+                    buf,
+                )?;
                 Ok(PeerId(i))
             }
             Header::Data {
@@ -311,9 +340,13 @@ impl Endpoint {
         let n = self.channels.len();
         for k in 0..n {
             let i = (self.rr + k) % n;
-            if let Some(len) = self.channels[i].poll_transmit(&mut self.sh, &mut self.idx, now, buf) {
+            if let Some(len) = self.channels[i].poll_transmit(&mut self.sh, &mut self.idx, now, buf)
+            {
                 self.rr = i;
-                return Some(Transmit { peer: PeerId(i), len });
+                return Some(Transmit {
+                    peer: PeerId(i),
+                    len,
+                });
             }
         }
         None
@@ -321,7 +354,10 @@ impl Endpoint {
 
     /// When `handle_timeout` next has work.
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.channels.iter().filter_map(|c| c.poll_timeout(&self.sh)).min()
+        self.channels
+            .iter()
+            .filter_map(|c| c.poll_timeout(&self.sh))
+            .min()
     }
 
     pub fn handle_timeout(&mut self, now: Time) {
@@ -338,6 +374,9 @@ impl Endpoint {
 impl Endpoint {
     /// Messages waiting or unacknowledged on every channel.
     pub fn pending_messages_all(&self) -> usize {
-        self.channels.iter().map(|c| c.queued_messages() + c.inflight_messages()).sum()
+        self.channels
+            .iter()
+            .map(|c| c.queued_messages() + c.inflight_messages())
+            .sum()
     }
 }

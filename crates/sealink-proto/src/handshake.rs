@@ -12,9 +12,13 @@ pub const NOISE_PARAMS: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
 pub const PROLOGUE: &[u8] = b"sealink v1";
 
 /// suite (1) || flags (1) || timestamp (8, LE) || channel binding (32; zero for a new channel)
-pub const INIT_PAYLOAD_LEN: usize = 42;
-/// suite (1) || decision (1: 0 = new channel, 1 = continues the channel)
-pub const RESP_PAYLOAD_LEN: usize = 2;
+/// || sender index (4, LE; repeats the header's so that it is authenticated)
+pub const INIT_PAYLOAD_LEN: usize = 46;
+/// suite (1) || decision (1: 0 = new channel, 1 = continues the channel) || receiver index (4)
+/// || sender index (4) (repeating the header's, authenticated) || the responder's newest
+/// initiation timestamp (8): every initiation it sent before answering is now stale, so one
+/// still in flight from a lost simultaneous open cannot later split the channel in two.
+pub const RESP_PAYLOAD_LEN: usize = 18;
 /// Header, e (32), encrypted s (32 + 16), encrypted payload (+16).
 pub const INIT_LEN: usize = HEADER_LEN + 32 + 48 + INIT_PAYLOAD_LEN + 16;
 /// Header, e (32), encrypted payload (+16).
@@ -29,7 +33,9 @@ pub struct HostKey {
 
 impl std::fmt::Debug for HostKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostKey").field("public", &self.public).finish_non_exhaustive()
+        f.debug_struct("HostKey")
+            .field("public", &self.public)
+            .finish_non_exhaustive()
     }
 }
 
@@ -70,15 +76,16 @@ pub(crate) struct InitPayload {
 }
 
 impl InitPayload {
-    fn encode(&self) -> [u8; INIT_PAYLOAD_LEN] {
+    fn encode(&self, sender_index: u32) -> [u8; INIT_PAYLOAD_LEN] {
         let mut b = [0u8; INIT_PAYLOAD_LEN];
         b[0] = self.suite;
         b[2..10].copy_from_slice(&self.timestamp.to_le_bytes());
         b[10..42].copy_from_slice(&self.binding);
+        b[42..46].copy_from_slice(&sender_index.to_le_bytes());
         b
     }
-    fn decode(b: &[u8]) -> Option<Self> {
-        if b.len() != INIT_PAYLOAD_LEN || b[1] != 0 {
+    fn decode(b: &[u8], sender_index: u32) -> Option<Self> {
+        if b.len() != INIT_PAYLOAD_LEN || b[1] != 0 || b[42..46] != sender_index.to_le_bytes() {
             return None;
         }
         Some(InitPayload {
@@ -126,9 +133,12 @@ pub(crate) fn write_init(
         &Header::Init {
             sender: sender_index,
         },
-        h.try_into().map_err(|_| crate::Error::Handshake("header".into()))?,
+        h.try_into()
+            .map_err(|_| crate::Error::Handshake("header".into()))?,
     );
-    let n = hs.write_message(&payload.encode(), body).map_err(err)?;
+    let n = hs
+        .write_message(&payload.encode(sender_index), body)
+        .map_err(err)?;
     debug_assert_eq!(n, INIT_LEN - HEADER_LEN);
     Ok((hs, pkt))
 }
@@ -142,6 +152,10 @@ pub(crate) fn read_init(
     if pkt.len() != INIT_LEN {
         return Err(DropReason::MalformedHeader);
     }
+    let sender_index = match crate::wire::parse_header(pkt)? {
+        Header::Init { sender } => sender,
+        _ => return Err(DropReason::MalformedHeader),
+    };
     let mut hs = snow::Builder::new(params())
         .local_private_key(&host.private)
         .and_then(|b| b.prologue(PROLOGUE))
@@ -151,7 +165,7 @@ pub(crate) fn read_init(
     let n = hs
         .read_message(&pkt[HEADER_LEN..], &mut payload)
         .map_err(|_| DropReason::HandshakeFailed)?;
-    let p = InitPayload::decode(&payload[..n]).ok_or(DropReason::HandshakeFailed)?;
+    let p = InitPayload::decode(&payload[..n], sender_index).ok_or(DropReason::HandshakeFailed)?;
     let rs: [u8; 32] = hs
         .get_remote_static()
         .and_then(|s| s.try_into().ok())
@@ -166,6 +180,7 @@ pub(crate) fn write_response(
     sender: u32,
     suite: SuiteId,
     continues: bool,
+    newest_own_init: u64,
 ) -> Result<(Vec<u8>, Split), DropReason> {
     let mut pkt = vec![0u8; RESP_LEN];
     let (h, body) = pkt.split_at_mut(HEADER_LEN);
@@ -173,30 +188,60 @@ pub(crate) fn write_response(
         &Header::Response { receiver, sender },
         h.try_into().map_err(|_| DropReason::HandshakeFailed)?,
     );
-    hs.write_message(&[suite as u8, continues as u8], body)
+    let mut payload = [0u8; RESP_PAYLOAD_LEN];
+    payload[0] = suite as u8;
+    payload[1] = continues as u8;
+    payload[2..6].copy_from_slice(&receiver.to_le_bytes());
+    payload[6..10].copy_from_slice(&sender.to_le_bytes());
+    payload[10..18].copy_from_slice(&newest_own_init.to_le_bytes());
+    hs.write_message(&payload, body)
         .map_err(|_| DropReason::HandshakeFailed)?;
     let split = finish(&mut hs).ok_or(DropReason::HandshakeFailed)?;
     Ok((pkt, split))
 }
 
-/// Reads a response with the initiator's state; returns the suite, whether the responder
-/// continued the channel, and the keys.
+/// What a response says.
+pub(crate) struct Response {
+    pub suite: u8,
+    pub continues: bool,
+    pub newest_peer_init: u64,
+    pub split: Split,
+}
+
+/// Reads a response with the initiator's state.
 pub(crate) fn read_response(
     hs: &mut snow::HandshakeState,
     pkt: &[u8],
-) -> Result<(u8, bool, Split), DropReason> {
+) -> Result<Response, DropReason> {
     if pkt.len() != RESP_LEN {
         return Err(DropReason::MalformedHeader);
     }
+    let (receiver, sender) = match crate::wire::parse_header(pkt)? {
+        Header::Response { receiver, sender } => (receiver, sender),
+        _ => return Err(DropReason::MalformedHeader),
+    };
     let mut payload = [0u8; RESP_LEN];
     let n = hs
         .read_message(&pkt[HEADER_LEN..], &mut payload)
         .map_err(|_| DropReason::HandshakeFailed)?;
-    if n != RESP_PAYLOAD_LEN || payload[1] > 1 {
+    if n != RESP_PAYLOAD_LEN
+        || payload[1] > 1
+        || payload[2..6] != receiver.to_le_bytes()
+        || payload[6..10] != sender.to_le_bytes()
+    {
         return Err(DropReason::HandshakeFailed);
     }
     let split = finish(hs).ok_or(DropReason::HandshakeFailed)?;
-    Ok((payload[0], payload[1] == 1, split))
+    Ok(Response {
+        suite: payload[0],
+        continues: payload[1] == 1,
+        newest_peer_init: u64::from_le_bytes(
+            payload[10..18]
+                .try_into()
+                .map_err(|_| DropReason::HandshakeFailed)?,
+        ),
+        split,
+    })
 }
 
 #[cfg(test)]
@@ -217,10 +262,11 @@ mod tests {
         let (rhs, rs, got) = read_init(&b, &init).unwrap();
         assert_eq!(&rs, a.public());
         assert_eq!(got, p);
-        let (resp, rsplit) = write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false).unwrap();
+        let (resp, rsplit) = write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false, 77).unwrap();
         assert_eq!(resp.len(), RESP_LEN);
-        let (suite, cont, isplit) = read_response(&mut ihs, &resp).unwrap();
-        assert_eq!((suite, cont), (1, false));
+        let r = read_response(&mut ihs, &resp).unwrap();
+        assert_eq!((r.suite, r.continues, r.newest_peer_init), (1, false, 77));
+        let isplit = r.split;
         assert_eq!(isplit.send, rsplit.recv);
         assert_eq!(isplit.recv, rsplit.send);
         assert_eq!(isplit.hash, rsplit.hash);
@@ -238,9 +284,16 @@ mod tests {
             binding: [0; 32],
         };
         let (_, init) = write_init(&a, b.public(), 11, &p).unwrap();
-        assert_eq!(read_init(&c, &init).err(), Some(DropReason::HandshakeFailed));
+        assert_eq!(
+            read_init(&c, &init).err(),
+            Some(DropReason::HandshakeFailed)
+        );
         let mut bad = init.clone();
         bad[40] ^= 1;
+        assert_eq!(read_init(&b, &bad).err(), Some(DropReason::HandshakeFailed));
+        // The header's sender index is authenticated through the payload.
+        let mut bad = init.clone();
+        bad[5] ^= 1;
         assert_eq!(read_init(&b, &bad).err(), Some(DropReason::HandshakeFailed));
     }
 }

@@ -47,7 +47,9 @@ pub struct LocalOwner {
 
 impl std::fmt::Debug for LocalOwner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalOwner").field("name", &self.name).finish()
+        f.debug_struct("LocalOwner")
+            .field("name", &self.name)
+            .finish()
     }
 }
 

@@ -93,6 +93,7 @@ pub struct Pair {
     now: Time,
     heap: BinaryHeap<InFlight>,
     order: u64,
+    stalls: u32,
     buf: Vec<u8>,
     /// Events of each side with the virtual time they surfaced.
     pub events_a: Vec<(Time, Event)>,
@@ -103,7 +104,10 @@ pub struct Pair {
 
 impl std::fmt::Debug for Pair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pair").field("now", &self.now).field("stats", &self.stats).finish_non_exhaustive()
+        f.debug_struct("Pair")
+            .field("now", &self.now)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
     }
 }
 
@@ -119,6 +123,7 @@ impl Pair {
             now: Time::ZERO,
             heap: BinaryHeap::new(),
             order: 0,
+            stalls: 0,
             buf,
             events_a: Vec::new(),
             events_b: Vec::new(),
@@ -142,7 +147,9 @@ impl Pair {
         for from_a in [true, false] {
             loop {
                 let ep = if from_a { &mut self.a } else { &mut self.b };
-                let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else { break };
+                let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else {
+                    break;
+                };
                 let bytes = self.buf[..t.len].to_vec();
                 self.put_on_link(from_a, bytes);
             }
@@ -216,12 +223,31 @@ impl Pair {
             self.now = self.now.max(until);
             return false;
         };
+        if next <= self.now
+            && self
+                .heap
+                .peek()
+                .is_none_or(|Reverse((t, ..))| *t > self.now)
+        {
+            // A timer that is due but not consumed would stop virtual time: a protocol bug.
+            self.stalls += 1;
+            assert!(
+                self.stalls < 10_000,
+                "timer livelock at {}: poll_timeout keeps returning {}",
+                self.now,
+                next
+            );
+        } else {
+            self.stalls = 0;
+        }
         self.now = self.now.max(next);
         while let Some(Reverse((t, ..))) = self.heap.peek() {
             if *t > self.now {
                 break;
             }
-            let Some(Reverse((_, _, to_b, mut bytes))) = self.heap.pop() else { break };
+            let Some(Reverse((_, _, to_b, mut bytes))) = self.heap.pop() else {
+                break;
+            };
             self.stats.delivered += 1;
             let ep = if to_b { &mut self.b } else { &mut self.a };
             let _ = ep.handle(self.now, &mut bytes);
@@ -254,5 +280,21 @@ impl Pair {
             }
         }
         self.now
+    }
+}
+
+impl Pair {
+    /// True when neither side reported an undeliverable message or a failed handshake.
+    pub fn pair_events_clean(&self) -> bool {
+        !self
+            .events_a
+            .iter()
+            .chain(self.events_b.iter())
+            .any(|(_, e)| {
+                matches!(
+                    e,
+                    Event::Undeliverable { .. } | Event::HandshakeFailed { .. }
+                )
+            })
     }
 }

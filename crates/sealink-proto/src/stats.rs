@@ -25,6 +25,9 @@ pub struct Stats {
     pub pk: PkOps,
     pub handshakes_initiated: u64,
     pub handshakes_completed: u64,
+    /// Channels started (first contact, or the peer had lost the previous one); owners sign
+    /// once per channel.
+    pub channels_established: u64,
     pub datagrams_sent: u64,
     pub datagrams_received: u64,
     pub bytes_sent: u64,

@@ -34,7 +34,11 @@ pub enum Header {
     /// Handshake response to the initiation whose index is `receiver`.
     Response { receiver: u32, sender: u32 },
     /// Sealed data for the session indexed `receiver`.
-    Data { scope: Scope, receiver: u32, counter: u64 },
+    Data {
+        scope: Scope,
+        receiver: u32,
+        counter: u64,
+    },
 }
 
 /// Parses the 16-byte header at the start of `buf`.
@@ -255,7 +259,10 @@ pub enum Frame<'a> {
         sig: &'a [u8; SIGNATURE_LEN],
     },
     /// Declares a destination owner name under a channel-local id.
-    Dest { id: u64, name: &'a str },
+    Dest {
+        id: u64,
+        name: &'a str,
+    },
     /// A user message.
     Msg {
         seq: u64,
@@ -393,7 +400,12 @@ pub fn owner_intro_len(id: u64, name: &str) -> usize {
     1 + varint_len(id) + 1 + name.len() + SIGNATURE_LEN
 }
 
-pub fn write_owner_intro(w: &mut Writer<'_>, id: u64, name: &str, sig: &[u8; SIGNATURE_LEN]) -> Option<()> {
+pub fn write_owner_intro(
+    w: &mut Writer<'_>,
+    id: u64,
+    name: &str,
+    sig: &[u8; SIGNATURE_LEN],
+) -> Option<()> {
     w.u8(FRAME_OWNER_INTRO)?;
     w.varint(id)?;
     w.u8(u8::try_from(name.len()).ok()?)?;
@@ -536,15 +548,15 @@ mod tests {
     #[test]
     fn bad_frames() {
         for bad in [
-            &[0x09u8][..],                   // unknown type
-            &[FRAME_MSG, 1, 0, 0, 5, b'a'],  // from = 0
-            &[FRAME_MSG, 1, 1, 0, 5, b'a'],  // truncated data
-            &[FRAME_DEST, 1, 0],             // empty name
-            &[FRAME_DEST, 1, 1, b' '],       // bad char
-            &[FRAME_ACK, 5, 1, 0, 1],        // zero gap above non-zero cumulative
-            &[FRAME_ACK, 5, 1, 1, 0],        // empty range
-            &[FRAME_ACK, 0, 40],             // too many ranges
-            &[FRAME_PADDING, 0, 1],          // padding with data
+            &[0x09u8][..],                  // unknown type
+            &[FRAME_MSG, 1, 0, 0, 5, b'a'], // from = 0
+            &[FRAME_MSG, 1, 1, 0, 5, b'a'], // truncated data
+            &[FRAME_DEST, 1, 0],            // empty name
+            &[FRAME_DEST, 1, 1, b' '],      // bad char
+            &[FRAME_ACK, 5, 1, 0, 1],       // zero gap above non-zero cumulative
+            &[FRAME_ACK, 5, 1, 1, 0],       // empty range
+            &[FRAME_ACK, 0, 40],            // too many ranges
+            &[FRAME_PADDING, 0, 1],         // padding with data
         ] {
             let r: Result<Vec<_>, _> = Frames::new(bad).collect();
             assert_eq!(r, Err(DropReason::MalformedFrame), "{bad:?}");

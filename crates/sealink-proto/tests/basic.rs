@@ -9,7 +9,12 @@ use sealink_proto::{DropReason, Event, Scope, Time, Urgency};
 fn deliveries(ev: &[(Time, Event)]) -> Vec<(Time, String, Option<String>, Vec<u8>)> {
     ev.iter()
         .filter_map(|(t, e)| match e {
-            Event::Message(d) => Some((*t, d.from.to_string(), d.to.as_deref().map(str::to_owned), d.data.clone())),
+            Event::Message(d) => Some((
+                *t,
+                d.from.to_string(),
+                d.to.as_deref().map(str::to_owned),
+                d.data.clone(),
+            )),
             _ => None,
         })
         .collect()
@@ -19,8 +24,16 @@ fn deliveries(ev: &[(Time, Event)]) -> Vec<(Time, String, Option<String>, Vec<u8
 fn handshake_and_delivery_both_ways() {
     let mut s = setup(LinkConfig::default(), 1);
     let p = &mut s.pair;
-    p.a.send(Time::ZERO, s.a_peer, s.a_owners[0], Some("bob"), b"hello bob", Urgency::Urgent, Scope::Encrypt)
-        .unwrap();
+    p.a.send(
+        Time::ZERO,
+        s.a_peer,
+        s.a_owners[0],
+        Some("bob"),
+        b"hello bob",
+        Urgency::Urgent,
+        Scope::Encrypt,
+    )
+    .unwrap();
     p.run_until(Time::from_millis(100));
     let got = deliveries(&p.events_b);
     assert_eq!(got.len(), 1);
@@ -30,8 +43,16 @@ fn handshake_and_delivery_both_ways() {
     // handshake 1 RTT (10 ms), then data one way (5 ms).
     assert_eq!(got[0].0, Time::from_millis(15));
     let now = p.now();
-    p.b.send(now, s.b_peer, s.b_owners[1], None, b"hi from dave", Urgency::Default, Scope::AuthOnly)
-        .unwrap();
+    p.b.send(
+        now,
+        s.b_peer,
+        s.b_owners[1],
+        None,
+        b"hi from dave",
+        Urgency::Default,
+        Scope::AuthOnly,
+    )
+    .unwrap();
     p.run_until(now + Duration::from_millis(100));
     let got = deliveries(&p.events_a);
     assert_eq!(got.len(), 1);
@@ -39,8 +60,16 @@ fn handshake_and_delivery_both_ways() {
     assert_eq!(got[0].3, b"hi from dave");
     // default timeout M (10 ms) plus 5 ms link.
     assert_eq!(got[0].0, now + Duration::from_millis(15));
-    assert!(p.events_a.iter().any(|(_, e)| matches!(e, Event::ChannelUp { .. })));
-    assert!(p.events_b.iter().any(|(_, e)| matches!(e, Event::ChannelUp { .. })));
+    assert!(
+        p.events_a
+            .iter()
+            .any(|(_, e)| matches!(e, Event::ChannelUp { .. }))
+    );
+    assert!(
+        p.events_b
+            .iter()
+            .any(|(_, e)| matches!(e, Event::ChannelUp { .. }))
+    );
     assert_eq!(p.a.stats().total_drops(), 0);
     assert_eq!(p.b.stats().total_drops(), 0);
 }
@@ -52,9 +81,21 @@ fn one_signature_per_owner_per_channel() {
     for i in 0..50u32 {
         let now = p.now();
         for (k, o) in s.a_owners.iter().enumerate() {
-            let urg = if i % 5 == 0 { Urgency::Urgent } else { Urgency::Default };
-            p.a.send(now, s.a_peer, *o, Some(common::B_OWNERS[k]), &i.to_le_bytes(), urg, Scope::Encrypt)
-                .unwrap();
+            let urg = if i % 5 == 0 {
+                Urgency::Urgent
+            } else {
+                Urgency::Default
+            };
+            p.a.send(
+                now,
+                s.a_peer,
+                *o,
+                Some(common::B_OWNERS[k]),
+                &i.to_le_bytes(),
+                urg,
+                Scope::Encrypt,
+            )
+            .unwrap();
         }
         p.run_until(now + Duration::from_millis(3));
     }
@@ -70,18 +111,34 @@ fn simultaneous_open_yields_one_channel() {
     for seed in 0..8 {
         let mut s = setup(LinkConfig::default(), seed);
         let p = &mut s.pair;
-        p.a.send(Time::ZERO, s.a_peer, s.a_owners[0], None, b"from a", Urgency::Urgent, Scope::Encrypt)
-            .unwrap();
-        p.b.send(Time::ZERO, s.b_peer, s.b_owners[0], None, b"from b", Urgency::Urgent, Scope::Encrypt)
-            .unwrap();
+        p.a.send(
+            Time::ZERO,
+            s.a_peer,
+            s.a_owners[0],
+            None,
+            b"from a",
+            Urgency::Urgent,
+            Scope::Encrypt,
+        )
+        .unwrap();
+        p.b.send(
+            Time::ZERO,
+            s.b_peer,
+            s.b_owners[0],
+            None,
+            b"from b",
+            Urgency::Urgent,
+            Scope::Encrypt,
+        )
+        .unwrap();
         p.run_until(Time::from_millis(200));
         assert_eq!(deliveries(&p.events_a).len(), 1);
         assert_eq!(deliveries(&p.events_b).len(), 1);
         // Exactly one handshake completed on each side and one side dropped the collision.
         assert_eq!(p.a.stats().handshakes_completed, 1, "seed {seed}");
         assert_eq!(p.b.stats().handshakes_completed, 1, "seed {seed}");
-        let collisions = p.a.stats().drops(DropReason::HandshakeCollision) + p.b.stats().drops(DropReason::HandshakeCollision);
+        let collisions = p.a.stats().drops(DropReason::HandshakeCollision)
+            + p.b.stats().drops(DropReason::HandshakeCollision);
         assert_eq!(collisions, 1);
     }
 }
-

@@ -26,8 +26,18 @@ pub fn owner_key(name: &str) -> OwnerSigningKey {
 }
 
 pub fn setup_with(cfg_a: Config, cfg_b: Config, link: LinkConfig, seed: u64) -> Setup {
-    let ha = HostKey::generate().unwrap();
-    let hb = HostKey::generate().unwrap();
+    // Host keys from the seed, so a failing case replays exactly (who wins a simultaneous
+    // open depends on the keys).
+    let mut rng = sealink_proto::sim::SimRng::new(seed ^ 0x5eed);
+    let mut key = || {
+        let mut k = [0u8; 32];
+        for c in k.chunks_mut(8) {
+            c.copy_from_slice(&rng.next_u64().to_le_bytes());
+        }
+        HostKey::from_private(k).unwrap()
+    };
+    let ha = key();
+    let hb = key();
     let mut dir = Directory::new();
     for n in A_OWNERS.iter().chain(B_OWNERS.iter()) {
         dir.insert(n, owner_key(n).public_key()).unwrap();

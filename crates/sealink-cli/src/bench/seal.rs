@@ -1,0 +1,501 @@
+//! `sealink bench seal`: throughput of the protocol's data path (frame header, header write, seal,
+//! header parse, replay check, open, frame parse) against the raw AEAD library on the same
+//! payload, one core, in place.
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::time::Duration;
+
+use sealink_crypto::raw::{self, RawAead};
+use sealink_crypto::{PacketKey, Scope, SuiteId, kdf};
+use sealink_proto::datapath;
+use sealink_proto::replay::ReplayWindow;
+use sealink_proto::sim::SimRng;
+use sealink_proto::wire::{self, FRAME_MSG, Frame, Frames, HEADER_LEN, Writer};
+
+use super::{median, timed};
+use crate::error::{Result, ResultExt, msg};
+use crate::output;
+
+/// Tag room after the body.
+const TAG_ROOM: usize = 16;
+/// Receiver index written into every header.
+const RECEIVER: u32 = 0x5EA1_0001;
+/// Sequence numbers run over `SEQ_BASE..SEQ_BASE + SEQ_SPAN`: every value has a 4-byte varint,
+/// so the frame header keeps its length and the payload never moves (a busy channel's case).
+const SEQ_BASE: u64 = 1 << 14;
+const SEQ_SPAN: u64 = (1 << 30) - (1 << 14);
+/// Owner and destination ids in the frame.
+const FROM: u64 = 1;
+const TO: u64 = 1;
+/// Within a run, the protocol and raw sides take turns of this long.
+const SLICE: Duration = Duration::from_millis(10);
+/// Largest payload accepted.
+pub const MAX_SIZE: usize = 1 << 24;
+/// The target: protocol / raw at or above this for aes128-gcm at `TARGET_MIN_SIZE` and above.
+const TARGET_RATIO: f64 = 0.9;
+const TARGET_MIN_SIZE: usize = 1400;
+
+/// Parameters of `sealink bench seal`.
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub sizes: Vec<usize>,
+    pub suites: Vec<SuiteId>,
+    pub seconds: f64,
+    pub runs: usize,
+}
+
+fn random_seed() -> Result<u64> {
+    let mut b = [0u8; 8];
+    sealink_crypto::sign::random_bytes(&mut b).context("the system random generator failed")?;
+    Ok(u64::from_le_bytes(b))
+}
+
+fn fill(rng: &mut SimRng, buf: &mut [u8]) {
+    for chunk in buf.chunks_mut(8) {
+        let r = rng.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&r[..chunk.len()]);
+    }
+}
+
+/// Writes a MSG frame header (type, seq, from, to, length) at the start of `out`.
+fn write_frame_header(out: &mut [u8], seq: u64, len: usize) -> Option<()> {
+    let mut w = Writer::new(out);
+    w.u8(FRAME_MSG)?;
+    w.varint(seq)?;
+    w.varint(FROM)?;
+    w.varint(TO)?;
+    w.varint(len as u64)
+}
+
+/// The protocol side: one datagram buffer, sealed and opened in place.
+struct Protocol<'k> {
+    tx: &'k PacketKey,
+    rx: &'k PacketKey,
+    buf: Vec<u8>,
+    size: usize,
+    frame_header_len: usize,
+    body_len: usize,
+}
+
+impl<'k> Protocol<'k> {
+    /// Lays out header room and one MSG frame carrying `size` fresh random bytes.
+    fn new(tx: &'k PacketKey, rx: &'k PacketKey, size: usize, seed: u64) -> Result<Self> {
+        let body_len = wire::msg_frame_len(SEQ_BASE, FROM, TO, size);
+        let mut buf = vec![0u8; HEADER_LEN + body_len + TAG_ROOM];
+        let mut payload = vec![0u8; size];
+        fill(&mut SimRng::new(seed), &mut payload);
+        let mut w = Writer::new(&mut buf[HEADER_LEN..HEADER_LEN + body_len]);
+        wire::write_msg(&mut w, SEQ_BASE, FROM, TO, &payload)
+            .ok_or_else(|| msg("cannot lay out the MSG frame"))?;
+        Ok(Protocol {
+            tx,
+            rx,
+            buf,
+            size,
+            frame_header_len: body_len - size,
+            body_len,
+        })
+    }
+
+    /// One datagram through the send and receive paths.
+    #[inline]
+    fn round_trip(&mut self, counter: u64, replay: &mut ReplayWindow) -> Result<(), &'static str> {
+        let seq = SEQ_BASE + counter % SEQ_SPAN;
+        let fh = &mut self.buf[HEADER_LEN..HEADER_LEN + self.frame_header_len];
+        write_frame_header(fh, seq, self.size).ok_or("frame header does not fit")?;
+        let len = datapath::seal_datagram(
+            self.tx,
+            RECEIVER,
+            counter,
+            Scope::Encrypt,
+            &mut self.buf,
+            self.body_len,
+        )
+        .map_err(|e| e.name())?;
+
+        let (scope, receiver, ctr) =
+            datapath::parse_data_header(&self.buf[..len]).map_err(|e| e.name())?;
+        if receiver != RECEIVER {
+            return Err("wrong receiver index");
+        }
+        let range =
+            datapath::open_datagram(self.rx, replay, scope, ctr, false, &mut self.buf[..len])
+                .map_err(|e| e.name())?;
+        let mut payload = None;
+        for frame in Frames::new(&self.buf[range]) {
+            match frame.map_err(|e| e.name())? {
+                Frame::Msg { seq: s, data, .. } if s == seq && payload.is_none() => {
+                    payload = Some(data)
+                }
+                _ => return Err("unexpected frame"),
+            }
+        }
+        let data = payload.ok_or("no MSG frame")?;
+        if data.len() != self.size {
+            return Err("payload length changed");
+        }
+        black_box(data);
+        Ok(())
+    }
+}
+
+/// The raw library side: payload || tag, sealed and opened in place.
+struct Raw<'k> {
+    key: &'k RawAead,
+    buf: Vec<u8>,
+    size: usize,
+    aad: [u8; HEADER_LEN],
+}
+
+impl<'k> Raw<'k> {
+    fn new(key: &'k RawAead, size: usize, seed: u64) -> Self {
+        let mut buf = vec![0u8; size + raw::TAG_LEN];
+        fill(&mut SimRng::new(seed), &mut buf[..size]);
+        let mut aad = [0u8; HEADER_LEN];
+        wire::write_header(
+            &wire::Header::Data {
+                scope: Scope::Encrypt,
+                receiver: RECEIVER,
+                counter: 0,
+            },
+            &mut aad,
+        );
+        Raw {
+            key,
+            buf,
+            size,
+            aad,
+        }
+    }
+
+    #[inline]
+    fn round_trip(&mut self, counter: u64) -> Result<(), &'static str> {
+        let mut nonce = [0u8; raw::NONCE_LEN];
+        nonce[4..].copy_from_slice(&counter.to_le_bytes());
+        let (data, tag_room) = self.buf.split_at_mut(self.size);
+        let tag = self.key.seal_in_place(nonce, &self.aad, data);
+        tag_room.copy_from_slice(&tag);
+        let n = self
+            .key
+            .open_in_place(nonce, &self.aad, &mut self.buf)
+            .map_err(|_| "raw open failed")?;
+        black_box(&self.buf[..n]);
+        Ok(())
+    }
+}
+
+/// One suite and size: medians of both sides.
+struct Row {
+    suite: SuiteId,
+    size: usize,
+    protocol: f64,
+    raw: f64,
+    /// Median of the per-run protocol/raw ratios (each run interleaves both sides, so its
+    /// ratio is a paired measurement that machine load mostly cancels out of).
+    ratio: f64,
+}
+
+impl Row {
+    fn ratio(&self) -> f64 {
+        self.ratio
+    }
+}
+
+fn gbps(bytes: u64, d: Duration) -> f64 {
+    bytes as f64 * 8.0 / d.as_secs_f64() / 1e9
+}
+
+/// Iterations between clock reads: about 64 KiB of payload per batch, at most 256 iterations.
+fn batch_for(size: usize) -> u64 {
+    (65_536 / (size + 64)).clamp(1, 256) as u64
+}
+
+fn measure(suite: SuiteId, size: usize, p: &Params, pb: &indicatif::ProgressBar) -> Result<Row> {
+    let mut secret = [0u8; 32];
+    sealink_crypto::sign::random_bytes(&mut secret)
+        .context("the system random generator failed")?;
+    let tx = kdf::derive_packet_key(suite, &secret, b"bench", false)?;
+    let rx = kdf::derive_packet_key(suite, &secret, b"bench", false)?;
+    let mut material = [0u8; kdf::MAX_KEY_LEN];
+    let material = &mut material[..suite.key_len()];
+    kdf::derive_key_material(suite, &secret, b"bench", material)?;
+    let raw_key = RawAead::new(suite, material)?;
+    material.fill(0);
+    secret.fill(0);
+
+    let duration = Duration::from_secs_f64(p.seconds);
+    let batch = batch_for(size);
+    let fail = |side: &str, e: &str| {
+        msg(format!(
+            "{side} round trip failed for {suite} at {size} B: {e}"
+        ))
+    };
+    let mut proto_runs = Vec::with_capacity(p.runs);
+    let mut raw_runs = Vec::with_capacity(p.runs);
+    let mut ratios = Vec::with_capacity(p.runs);
+    // Counters keep increasing across runs so that no nonce repeats under one key.
+    let mut proto_counter = 0u64;
+    let mut raw_counter = 0u64;
+    // Run 0 is the warm-up. Within a run the two sides alternate in short slices until each has
+    // had `duration`, so that the load of a shared machine weighs on both alike.
+    let slice = duration.min(SLICE);
+    for run in 0..=p.runs {
+        let mut proto = Protocol::new(&tx, &rx, size, random_seed()?)?;
+        let mut replay = ReplayWindow::new();
+        let mut rawb = Raw::new(&raw_key, size, random_seed()?);
+        let (mut pn, mut pd) = (0u64, Duration::ZERO);
+        let (mut rn, mut rd) = (0u64, Duration::ZERO);
+        while pd < duration || rd < duration {
+            if pd < duration {
+                let (n, d) = timed(slice, batch, || {
+                    let c = proto_counter;
+                    proto_counter += 1;
+                    proto.round_trip(c, &mut replay)
+                })
+                .map_err(|e| fail("protocol", e))?;
+                pn += n;
+                pd += d;
+            }
+            if rd < duration {
+                let (n, d) = timed(slice, batch, || {
+                    let c = raw_counter;
+                    raw_counter += 1;
+                    rawb.round_trip(c)
+                })
+                .map_err(|e| fail("raw", e))?;
+                rn += n;
+                rd += d;
+            }
+        }
+        pb.inc(1);
+        if run > 0 {
+            let (pg, rg) = (gbps(pn * size as u64, pd), gbps(rn * size as u64, rd));
+            proto_runs.push(pg);
+            raw_runs.push(rg);
+            ratios.push(pg / rg);
+        }
+    }
+    Ok(Row {
+        suite,
+        size,
+        protocol: median(&proto_runs),
+        raw: median(&raw_runs),
+        ratio: median(&ratios),
+    })
+}
+
+fn validate(p: &Params) -> Result<()> {
+    if p.sizes.is_empty() || p.suites.is_empty() {
+        return Err(msg("give at least one size and one suite"));
+    }
+    if let Some(s) = p.sizes.iter().find(|s| !(1..=MAX_SIZE).contains(*s)) {
+        return Err(msg(format!("size {s} is out of range 1..={MAX_SIZE}")));
+    }
+    if let Some(s) = p.suites.iter().find(|s| s.is_legacy()) {
+        return Err(msg(format!(
+            "suite {s} cannot be benchmarked here: the raw baseline covers aes128-gcm, aes256-gcm and chacha20-poly1305"
+        )));
+    }
+    if !(p.seconds.is_finite() && p.seconds > 0.0 && p.seconds <= 60.0) {
+        return Err(msg(format!(
+            "--seconds must be within (0, 60], got {}",
+            p.seconds
+        )));
+    }
+    if p.runs == 0 {
+        return Err(msg("--runs must be at least 1"));
+    }
+    Ok(())
+}
+
+fn render(rows: &[Row], out: &mut String) {
+    let head = ["suite", "size", "protocol Gbit/s", "raw Gbit/s", "ratio"];
+    let body: Vec<[String; 5]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.suite.name().to_owned(),
+                r.size.to_string(),
+                format!("{:.3}", r.protocol),
+                format!("{:.3}", r.raw),
+                format!("{:.3}", r.ratio()),
+            ]
+        })
+        .collect();
+    let mut w = head.map(str::len);
+    for r in &body {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.len());
+        }
+    }
+    let line = |cells: &[String; 5]| {
+        let mut s = String::from("|");
+        for (i, c) in cells.iter().enumerate() {
+            if i == 0 {
+                let _ = write!(s, " {c:<width$} |", width = w[i]);
+            } else {
+                let _ = write!(s, " {c:>width$} |", width = w[i]);
+            }
+        }
+        s
+    };
+    let _ = writeln!(out, "{}", line(&head.map(str::to_owned)));
+    let mut sep = String::from("|");
+    for (i, width) in w.iter().enumerate() {
+        let dashes = "-".repeat(*width);
+        if i == 0 {
+            let _ = write!(sep, " {dashes} |");
+        } else {
+            let _ = write!(sep, " {}: |", &dashes[1..]);
+        }
+    }
+    let _ = writeln!(out, "{sep}");
+    for r in &body {
+        let _ = writeln!(out, "{}", line(r));
+    }
+}
+
+fn target_line(rows: &[Row]) -> String {
+    let relevant: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.suite == SuiteId::Aes128Gcm && r.size >= TARGET_MIN_SIZE)
+        .collect();
+    let what = format!(
+        "target (protocol/raw >= {TARGET_RATIO} for aes128-gcm at {TARGET_MIN_SIZE} B and above)"
+    );
+    if relevant.is_empty() {
+        return format!(
+            "{what}: not evaluated (no aes128-gcm size >= {TARGET_MIN_SIZE} B measured)"
+        );
+    }
+    let misses: Vec<String> = relevant
+        .iter()
+        .filter(|r| r.ratio() < TARGET_RATIO)
+        .map(|r| format!("{} B at {:.3}", r.size, r.ratio()))
+        .collect();
+    let min = relevant
+        .iter()
+        .map(|r| r.ratio())
+        .fold(f64::INFINITY, f64::min);
+    if misses.is_empty() {
+        format!("{what}: met (lowest ratio {min:.3})")
+    } else {
+        format!("{what}: NOT met ({})", misses.join(", "))
+    }
+}
+
+/// Runs the bench and prints the table.
+pub fn run(p: &Params) -> Result<()> {
+    validate(p)?;
+    let mut out = String::new();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let _ = writeln!(
+        out,
+        "sealink bench seal: in-place seal + open of one datagram, scope encrypt, one thread ({cores} cores available)"
+    );
+    let _ = writeln!(
+        out,
+        "protocol: MSG frame header write, datapath::seal_datagram, parse_data_header, open_datagram (replay window), frame parse ({})",
+        sealink_crypto::suite::AEAD_BACKEND
+    );
+    let _ = writeln!(
+        out,
+        "raw:      {} seal_in_place + open_in_place, same payload, 16-byte AAD",
+        RawAead::LIBRARY
+    );
+    let _ = writeln!(
+        out,
+        "median of {} runs of {} s per side (after one warm-up run; the sides alternate in 10 ms slices), payload bytes only; Gbit/s = 10^9 bit/s",
+        p.runs, p.seconds
+    );
+    let _ = writeln!(
+        out,
+        "ratio: median of the per-run protocol/raw ratios (paired within each run)"
+    );
+    let _ = writeln!(out);
+
+    let steps = (p.suites.len() * p.sizes.len() * (p.runs + 1)) as u64;
+    let pb = output::progress(steps, "bench seal");
+    let mut rows = Vec::new();
+    let mut result = Ok(());
+    'outer: for &suite in &p.suites {
+        for &size in &p.sizes {
+            match measure(suite, size, p, &pb) {
+                Ok(r) => rows.push(r),
+                Err(e) => {
+                    result = Err(e);
+                    break 'outer;
+                }
+            }
+        }
+    }
+    pb.finish_and_clear();
+    result?;
+    render(&rows, &mut out);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", target_line(&rows));
+    output::print(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_paths_round_trip() {
+        let secret = [9u8; 32];
+        for suite in SuiteId::MODERN {
+            let tx = kdf::derive_packet_key(suite, &secret, b"t", false).unwrap();
+            let rx = kdf::derive_packet_key(suite, &secret, b"t", false).unwrap();
+            for size in [1, 64, 1400, 70_000] {
+                let mut p = Protocol::new(&tx, &rx, size, 1).unwrap();
+                let before =
+                    p.buf[HEADER_LEN + p.frame_header_len..HEADER_LEN + p.body_len].to_vec();
+                let mut replay = ReplayWindow::new();
+                for c in [0, 1, 2, SEQ_SPAN - 1, SEQ_SPAN] {
+                    p.round_trip(c, &mut replay).unwrap();
+                }
+                assert_eq!(
+                    &p.buf[HEADER_LEN + p.frame_header_len..HEADER_LEN + p.body_len],
+                    &before[..]
+                );
+                // A replayed counter is refused, and so is one far behind the window.
+                assert_eq!(p.round_trip(SEQ_SPAN, &mut replay), Err("replayed"));
+                assert_eq!(p.round_trip(1, &mut replay), Err("too-old"));
+
+                let mut m = [0u8; 32];
+                kdf::derive_key_material(suite, &secret, b"t", &mut m[..suite.key_len()]).unwrap();
+                let k = RawAead::new(suite, &m[..suite.key_len()]).unwrap();
+                let mut r = Raw::new(&k, size, 1);
+                let before = r.buf[..size].to_vec();
+                r.round_trip(0).unwrap();
+                r.round_trip(1).unwrap();
+                assert_eq!(&r.buf[..size], &before[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn target_evaluation() {
+        let row = |suite, size, protocol| Row {
+            suite,
+            size,
+            protocol,
+            raw: 1.0,
+            ratio: protocol,
+        };
+        assert!(target_line(&[row(SuiteId::Aes128Gcm, 64, 0.1)]).contains("not evaluated"));
+        assert!(
+            target_line(&[
+                row(SuiteId::Aes128Gcm, 1400, 0.95),
+                row(SuiteId::Aes256Gcm, 1400, 0.1)
+            ])
+            .contains(": met")
+        );
+        assert!(
+            target_line(&[row(SuiteId::Aes128Gcm, 8192, 0.8)])
+                .contains("NOT met (8192 B at 0.800)")
+        );
+    }
+}

@@ -1,0 +1,104 @@
+//! `sealink keygen`, `sealink pubkey` and `sealink trust check`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+
+use crate::error::{Result, msg};
+use crate::keyfile::{self, KeyFileError, KeyKind};
+use crate::output;
+
+/// Generates a key pair, writes `path` (0600) and `path.pub`, prints the public line on stdout
+/// and where the files went on stderr.
+pub fn keygen(kind: KeyKind, path: &Path, force: bool) -> Result<()> {
+    let mut private = keyfile::generate(kind)?;
+    let written = keyfile::write_keypair(path, kind, &private, force);
+    private.fill(0);
+    std::hint::black_box(&private);
+    let public = written?;
+    output::print(&format!("{}\n", keyfile::format_public(kind, &public)))?;
+    eprintln!(
+        "wrote {kind} private key to {} (mode 0600) and public key to {}",
+        path.display(),
+        keyfile::public_path(path).display()
+    );
+    Ok(())
+}
+
+/// Prints the public line of a private key file.
+pub fn pubkey(path: &Path, kind: Option<KeyKind>) -> Result<()> {
+    let (kind, mut private) = match kind {
+        Some(k) => (k, keyfile::read_private(path, k)?),
+        None => detect(path)?,
+    };
+    let public = keyfile::public_from_private(kind, &private);
+    private.fill(0);
+    std::hint::black_box(&private);
+    output::print(&format!("{}\n", keyfile::format_public(kind, &public?)))
+}
+
+/// Reads a private key of either kind, telling which by the file's tag.
+fn detect(path: &Path) -> Result<(KeyKind, [u8; keyfile::KEY_LEN])> {
+    let not_private = |found: &str| {
+        msg(format!(
+            "{}: this is {found}, not a private key file; give the private key file (the one without .pub)",
+            path.display()
+        ))
+    };
+    match keyfile::read_private(path, KeyKind::Host) {
+        Ok(k) => Ok((KeyKind::Host, k)),
+        Err(KeyFileError::WrongKind { .. }) => match keyfile::read_private(path, KeyKind::Owner) {
+            Ok(k) => Ok((KeyKind::Owner, k)),
+            Err(KeyFileError::WrongKind { found, .. }) => Err(not_private(found)),
+            Err(e) => Err(e.into()),
+        },
+        Err(KeyFileError::NotFound { .. }) => Err(msg(format!(
+            "private key file {} does not exist; create one with `sealink keygen`",
+            path.display()
+        ))),
+        Err(KeyFileError::Malformed { problem, .. }) => Err(msg(format!(
+            "{}: not a sealink private key file ({problem}); expected one line `{} <base64>` or `{} <base64>`",
+            path.display(),
+            KeyKind::Host.private_tag(),
+            KeyKind::Owner.private_tag(),
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Parses a trust file and prints what it trusts.
+pub fn trust_check(path: &Path) -> Result<()> {
+    let trust = keyfile::read_trust(path)?;
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: OK, {}, {}",
+        path.display(),
+        plural(trust.owners.len(), "owner"),
+        plural(trust.hosts.len(), "host")
+    );
+    let width = trust
+        .owners
+        .iter()
+        .chain(&trust.hosts)
+        .map(|(n, _)| n.len())
+        .max()
+        .unwrap_or(0);
+    for (kind, list) in [
+        (KeyKind::Owner, &trust.owners),
+        (KeyKind::Host, &trust.hosts),
+    ] {
+        for (name, key) in list {
+            let _ = writeln!(
+                out,
+                "  {:<5} {name:<width$}  {}",
+                kind.trust_keyword(),
+                B64.encode(key)
+            );
+        }
+    }
+    output::print(&out)
+}

@@ -1,0 +1,270 @@
+//! End-to-end tests of the `sealink` binary.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+fn sealink(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "sealink-cli-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+/// Asserts a failed run: exit code 1 and one `error: ` line on stderr.
+fn assert_error(o: &Output) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        stdout(o),
+        stderr(o)
+    );
+    let err = stderr(o);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    err
+}
+
+#[test]
+fn demo_small_run_checks_ok() {
+    let o = sealink(&["demo", "--seed", "7", "--messages", "300"]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "stdout: {out}\nstderr: {}", stderr(&o));
+    assert!(
+        out.lines().any(|l| l
+            .starts_with("check: all 600 messages delivered exactly once and intact")
+            && l.ends_with(": OK")),
+        "{out}"
+    );
+    assert!(out.contains("seed:   7"), "{out}");
+    assert!(out.contains("piggyback off"), "{out}");
+}
+
+#[test]
+fn keygen_writes_files_and_refuses_to_overwrite() {
+    let dir = TempDir::new("keygen");
+    let key = dir.join("host.key");
+    let o = sealink(&["keygen", "host", path_str(&key)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let line = stdout(&o);
+    assert!(line.starts_with("sealink-host "), "{line}");
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(stderr(&o).contains(path_str(&key)), "{}", stderr(&o));
+
+    let mode = fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let pub_path = dir.join("host.key.pub");
+    assert_eq!(fs::read_to_string(&pub_path).unwrap(), line);
+
+    // A second time without --force is refused and leaves the files alone.
+    let before = fs::read(&key).unwrap();
+    let o = sealink(&["keygen", "host", path_str(&key)]);
+    let err = assert_error(&o);
+    assert!(err.contains("--force"), "{err}");
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(fs::read(&key).unwrap(), before);
+
+    // With --force it is replaced.
+    let o = sealink(&["keygen", "host", path_str(&key), "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_ne!(stdout(&o), line);
+    assert_ne!(fs::read(&key).unwrap(), before);
+}
+
+#[test]
+fn pubkey_matches_keygen() {
+    let dir = TempDir::new("pubkey");
+    for kind in ["host", "owner"] {
+        let key = dir.join(&format!("{kind}.key"));
+        let o = sealink(&["keygen", kind, path_str(&key)]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let generated = stdout(&o);
+        assert!(
+            generated.starts_with(&format!("sealink-{kind} ")),
+            "{generated}"
+        );
+
+        // Kind read from the file.
+        let o = sealink(&["pubkey", path_str(&key)]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stdout(&o), generated);
+        // Kind given.
+        let o = sealink(&["pubkey", path_str(&key), "--kind", kind]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stdout(&o), generated);
+        // The wrong kind given.
+        let other = if kind == "host" { "owner" } else { "host" };
+        let err = assert_error(&sealink(&["pubkey", path_str(&key), "--kind", other]));
+        assert!(err.contains(&format!("{kind} private key")), "{err}");
+
+        // The public key file is not a private key.
+        let pub_path = dir.join(&format!("{kind}.key.pub"));
+        let err = assert_error(&sealink(&["pubkey", path_str(&pub_path)]));
+        assert!(err.contains("not a private key"), "{err}");
+    }
+}
+
+#[test]
+fn pubkey_missing_and_malformed_files() {
+    let dir = TempDir::new("pubkey-bad");
+    let missing = dir.join("nope.key");
+    let err = assert_error(&sealink(&["pubkey", path_str(&missing)]));
+    assert!(err.contains(path_str(&missing)), "{err}");
+    assert!(err.contains("does not exist"), "{err}");
+
+    let bad = dir.join("bad.key");
+    fs::write(&bad, "ssh-ed25519 AAAA\n").unwrap();
+    fs::set_permissions(&bad, fs::Permissions::from_mode(0o600)).unwrap();
+    let err = assert_error(&sealink(&["pubkey", path_str(&bad)]));
+    assert!(err.contains(path_str(&bad)), "{err}");
+    assert!(err.contains("not a sealink private key file"), "{err}");
+    assert!(err.contains("sealink-host-private <base64>"), "{err}");
+    assert!(err.contains("sealink-owner-private <base64>"), "{err}");
+
+    fs::write(&bad, "sealink-owner-private !!!notbase64!!!\n").unwrap();
+    let err = assert_error(&sealink(&["pubkey", path_str(&bad)]));
+    assert!(err.contains("base64"), "{err}");
+}
+
+#[test]
+fn trust_check_reports_summary_and_errors() {
+    let dir = TempDir::new("trust");
+    let alice = dir.join("alice.key");
+    let gw = dir.join("gw.key");
+    let a = stdout(&sealink(&["keygen", "owner", path_str(&alice)]));
+    let g = stdout(&sealink(&["keygen", "host", path_str(&gw)]));
+    let a_b64 = a.split_whitespace().nth(1).unwrap();
+    let g_b64 = g.split_whitespace().nth(1).unwrap();
+
+    let trust = dir.join("trust");
+    fs::write(
+        &trust,
+        format!("# test\nowner alice@example {a_b64}\nhost gw-1 {g_b64}  # gateway\n"),
+    )
+    .unwrap();
+    let o = sealink(&["trust", "check", path_str(&trust)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("1 owner, 1 host"), "{out}");
+    assert!(out.contains("alice@example"), "{out}");
+    assert!(out.contains("gw-1"), "{out}");
+
+    fs::write(
+        &trust,
+        format!("owner alice {a_b64}\n\nhost bad/name {g_b64}\n"),
+    )
+    .unwrap();
+    let err = assert_error(&sealink(&["trust", "check", path_str(&trust)]));
+    assert!(err.contains(&format!("{}:3", path_str(&trust))), "{err}");
+    assert!(err.contains("bad/name"), "{err}");
+
+    let err = assert_error(&sealink(&[
+        "trust",
+        "check",
+        path_str(&dir.join("missing")),
+    ]));
+    assert!(err.contains("trust file"), "{err}");
+}
+
+#[test]
+fn bench_seal_quick_table() {
+    let o = sealink(&[
+        "bench",
+        "seal",
+        "--sizes",
+        "64",
+        "--seconds",
+        "0.01",
+        "--runs",
+        "1",
+        "--suites",
+        "aes128-gcm",
+    ]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "stdout: {out}\nstderr: {}", stderr(&o));
+    assert!(out.contains("| suite"), "{out}");
+    assert!(out.contains("protocol Gbit/s"), "{out}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("| aes128-gcm"))
+        .unwrap_or_else(|| panic!("no row: {out}"));
+    let cells: Vec<&str> = row
+        .split('|')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(cells.len(), 5, "{row}");
+    assert_eq!(cells[1], "64");
+    for c in &cells[2..] {
+        let v: f64 = c.parse().unwrap_or_else(|_| panic!("{row}"));
+        assert!(v > 0.0, "{row}");
+    }
+    assert!(out.contains("not evaluated"), "{out}");
+}
+
+#[test]
+fn usage_errors_and_help() {
+    let o = sealink(&["bench", "seal", "--suites", "rot13"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
+
+    let o = sealink(&["--help"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("Examples:"), "{}", stdout(&o));
+    for sub in [
+        &["keygen"][..],
+        &["pubkey"],
+        &["trust", "check"],
+        &["demo"],
+        &["bench", "seal"],
+    ] {
+        let mut args = sub.to_vec();
+        args.push("--help");
+        let o = sealink(&args);
+        assert!(o.status.success(), "{sub:?}");
+        assert!(stdout(&o).contains("Example:"), "{sub:?}: {}", stdout(&o));
+    }
+}
