@@ -199,6 +199,8 @@ struct Problems {
     misrouted: Vec<u64>,
     unknown: usize,
     undeliverable: Vec<u64>,
+    /// Of those, how many had in fact been delivered (the sender gave up on the acknowledgement).
+    undeliverable_delivered: usize,
     handshake_failed: usize,
     /// The simulation stopped advancing virtual time.
     stall: Option<String>,
@@ -236,7 +238,13 @@ impl Problems {
         list("with wrong sender or destination names", &self.wrong_names);
         list("carried in a weaker scope than asked", &self.weaker_scope);
         list("delivered to the wrong host", &self.misrouted);
-        list("reported undeliverable", &self.undeliverable);
+        list("reported undeliverable to the sender", &self.undeliverable);
+        if self.undeliverable_delivered > 0 {
+            parts.push(format!(
+                "{} of the undeliverable ones had in fact been delivered (the sender gave up waiting for the acknowledgement)",
+                self.undeliverable_delivered
+            ));
+        }
         if self.unknown > 0 {
             parts.push(format!(
                 "{} deliveries of messages never sent",
@@ -253,12 +261,38 @@ impl Problems {
 /// Steps taken at one virtual instant before the simulation counts as stuck. Each step handles
 /// everything due at that instant, so a healthy run needs only a few.
 const STALL_STEPS: u32 = 10_000;
+/// Steps a run may take in all: a fixed allowance plus this many per message. A healthy run
+/// needs a few per message (arrivals, datagrams, timers).
+const STEPS_BASE: u64 = 1_000_000;
+const STEPS_PER_MESSAGE: u64 = 1_000;
+
+/// What the simulation was doing when it was stopped.
+fn stuck_report(pair: &Pair, why: String) -> String {
+    let now = pair.now();
+    let due = |t: Option<Time>| match t {
+        Some(t) if t <= now => format!("due at {t} (not later than now)"),
+        Some(t) => format!("next at {t}"),
+        None => "none".to_owned(),
+    };
+    format!(
+        "{why}; host A timer {}, host B timer {}; pending messages A {}, B {}; \
+         handshakes initiated/completed A {}/{}, B {}/{}",
+        due(pair.a.poll_timeout()),
+        due(pair.b.poll_timeout()),
+        pair.a.pending_messages_all(),
+        pair.b.pending_messages_all(),
+        pair.a.stats().handshakes_initiated,
+        pair.a.stats().handshakes_completed,
+        pair.b.stats().handshakes_initiated,
+        pair.b.stats().handshakes_completed,
+    )
+}
 
 /// Advances the pair to `until` (like `Pair::run_until`), or, with `until_idle`, until nothing is
 /// left to do (like `Pair::run_idle`) or `until` is reached. Unlike those it notices when virtual
-/// time stops moving (a timer that stays due after it was handled) and reports what was due
-/// instead of spinning forever.
-fn advance(pair: &mut Pair, until: Time, until_idle: bool) -> Result<(), String> {
+/// time stops moving (a timer that stays due after it was handled) or the run uses up its
+/// `budget` of steps, and reports what was pending instead of spinning forever.
+fn advance(pair: &mut Pair, until: Time, until_idle: bool, budget: &mut u64) -> Result<(), String> {
     let mut at = pair.now();
     let mut same = 0u32;
     while pair.step(until) {
@@ -269,6 +303,14 @@ fn advance(pair: &mut Pair, until: Time, until_idle: bool) -> Result<(), String>
         {
             return Ok(());
         }
+        *budget = budget.saturating_sub(1);
+        if *budget == 0 {
+            let why = format!(
+                "simulation did not settle: step budget used up at virtual time {}",
+                pair.now()
+            );
+            return Err(stuck_report(pair, why));
+        }
         if pair.now() != at {
             at = pair.now();
             same = 0;
@@ -276,25 +318,11 @@ fn advance(pair: &mut Pair, until: Time, until_idle: bool) -> Result<(), String>
         }
         same += 1;
         if same >= STALL_STEPS {
-            let now = pair.now();
-            let due = |t: Option<Time>| match t {
-                Some(t) if t <= now => format!("due at {t} (not later than now)"),
-                Some(t) => format!("next at {t}"),
-                None => "none".to_owned(),
-            };
-            return Err(format!(
-                "simulation stalled: virtual time stuck at {now} for {STALL_STEPS} steps; \
-                 host A timer {}, host B timer {}; pending messages A {}, B {}; \
-                 handshakes initiated/completed A {}/{}, B {}/{}",
-                due(pair.a.poll_timeout()),
-                due(pair.b.poll_timeout()),
-                pair.a.pending_messages_all(),
-                pair.b.pending_messages_all(),
-                pair.a.stats().handshakes_initiated,
-                pair.a.stats().handshakes_completed,
-                pair.b.stats().handshakes_initiated,
-                pair.b.stats().handshakes_completed,
-            ));
+            let why = format!(
+                "simulation stalled: virtual time stuck at {} for {STALL_STEPS} steps",
+                pair.now()
+            );
+            return Err(stuck_report(pair, why));
         }
     }
     Ok(())
@@ -343,8 +371,9 @@ fn run_trace(
     let mut ids_a: Vec<u64> = Vec::new();
     let mut ids_b: Vec<u64> = Vec::new();
     let mut stall = None;
+    let mut budget = STEPS_BASE + STEPS_PER_MESSAGE * trace.len() as u64;
     for m in trace {
-        if let Err(e) = advance(&mut pair, m.at, false) {
+        if let Err(e) = advance(&mut pair, m.at, false, &mut budget) {
             stall = Some(e);
             break;
         }
@@ -368,7 +397,7 @@ fn run_trace(
     }
     if stall.is_none() {
         let limit = pair.now() + DRAIN_LIMIT;
-        stall = advance(&mut pair, limit, true).err();
+        stall = advance(&mut pair, limit, true, &mut budget).err();
     }
     let end = pair.now();
 
@@ -435,6 +464,11 @@ fn run_trace(
     problems.missing = (0..total as u64)
         .filter(|n| delivered_at[*n as usize].is_none())
         .collect();
+    problems.undeliverable_delivered = problems
+        .undeliverable
+        .iter()
+        .filter(|n| delivered_at.get(**n as usize).is_some_and(Option::is_some))
+        .count();
     Ok(RunResult {
         piggyback,
         stats_a: pair.a.stats().clone(),

@@ -372,6 +372,12 @@ impl Endpoint {
 }
 
 impl Endpoint {
+    /// The host's private key, for tests that restart an endpoint with the same identity.
+    #[doc(hidden)]
+    pub fn host_private_for_tests(&self) -> [u8; 32] {
+        self.sh.host.private
+    }
+
     /// Messages waiting or unacknowledged on every channel.
     pub fn pending_messages_all(&self) -> usize {
         self.channels

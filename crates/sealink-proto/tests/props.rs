@@ -144,7 +144,7 @@ fn max_len() -> usize {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 96, .. ProptestConfig::default() })]
 
     /// Any message sequence, under loss, reordering, duplication and corruption, arrives
     /// exactly once and intact; owners cost one signature and one verification per channel.
