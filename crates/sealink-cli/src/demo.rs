@@ -860,6 +860,21 @@ fn check_counters(r: &RunResult) -> Vec<String> {
     bad
 }
 
+/// Runs one simulation, turning a panic inside it (the simulator asserts on a timer livelock,
+/// for one) into an error naming the seed, so that the run ends with a clear failure.
+fn guarded(seed: u64, f: impl FnOnce() -> Result<RunResult>) -> Result<RunResult> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("unknown panic");
+        Err(msg(format!(
+            "demo check FAILED: the simulation panicked (seed {seed}): {what}"
+        )))
+    })
+}
+
 /// Runs the demo; prints the report and returns an error if the check failed.
 pub fn run(p: &Params) -> Result<()> {
     if !(0.0..1.0).contains(&p.loss) {
@@ -930,8 +945,12 @@ pub fn run(p: &Params) -> Result<()> {
 
     let pb = output::progress(2 * total as u64, "demo");
     let runs = (|| -> Result<(RunResult, RunResult)> {
-        let on = run_trace(&trace, &keys, link, link_seed, true, &pb)?;
-        let off = run_trace(&trace, &keys, link, link_seed, false, &pb)?;
+        let on = guarded(seed, || {
+            run_trace(&trace, &keys, link, link_seed, true, &pb)
+        })?;
+        let off = guarded(seed, || {
+            run_trace(&trace, &keys, link, link_seed, false, &pb)
+        })?;
         Ok((on, off))
     })();
     pb.finish_and_clear();
@@ -1036,6 +1055,33 @@ mod tests {
         let urgent = a.iter().filter(|m| m.urgency == Urgency::Urgent).count();
         assert!((120..280).contains(&urgent), "{urgent}");
         assert_eq!(a.iter().filter(|m| m.from_a).count(), 500);
+    }
+
+    #[test]
+    fn a_seed_replays_the_run() {
+        let link = LinkConfig {
+            delay: Duration::from_millis(5),
+            jitter: Duration::from_millis(2),
+            loss: 0.05,
+            duplicate: 0.01,
+            reorder: 0.02,
+            corrupt: 0.01,
+        };
+        let go = || {
+            let keys = Keys::derive(11).unwrap();
+            let trace = make_trace(&mut SimRng::new(11), 150, 1123);
+            let r = run_trace(&trace, &keys, link, 12, true, &ProgressBar::hidden()).unwrap();
+            assert!(r.problems.is_empty(), "{}", r.problems.summary());
+            (
+                r.stats_a.datagrams_sent,
+                r.stats_b.datagrams_sent,
+                r.stats_a.messages_retransmitted,
+                r.link,
+                r.delivered_at,
+                r.end,
+            )
+        };
+        assert_eq!(go(), go());
     }
 
     #[test]

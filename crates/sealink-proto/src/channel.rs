@@ -337,7 +337,8 @@ impl Channel {
             return None;
         }
         let want_data = self.flush && self.has_sendable_messages(sh);
-        if !want_data && !(self.ack_pending && self.ack_now) && !self.confirm_pending {
+        let want_ack = self.ack_pending && self.ack_now;
+        if !want_data && !want_ack && !self.confirm_pending {
             if self.flush && self.queue.is_empty() && self.retx.is_empty() {
                 self.flush = false;
                 self.earliest_deadline = None;
@@ -797,6 +798,12 @@ impl Channel {
                     to,
                     data,
                 } => {
+                    // Out of order (a gap before it, or it fills one): acknowledge at once, as
+                    // QUIC does, so the sender's reordering threshold does not fire on a
+                    // message that merely arrived late.
+                    if seq != self.recv.cumulative() || self.recv.has_ranges() {
+                        self.ack_now = true;
+                    }
                     if self.recv.insert(seq) {
                         let from = self.rx_owners.get(&from).map(|o| o.name.clone());
                         let to = self.rx_dests.get(&to).cloned();
@@ -925,8 +932,10 @@ impl Channel {
         base * (1u32 << self.backoff.min(6))
     }
 
+    /// Sent this long before something already acknowledged: lost. QUIC's 9/8·srtt, plus the
+    /// peer's acknowledgement delay, which jitter can put between two acknowledgements.
     fn reorder_threshold(&self, sh: &Shared) -> Duration {
-        self.srtt.unwrap_or(sh.cfg.initial_rtt) * 9 / 8
+        self.srtt.unwrap_or(sh.cfg.initial_rtt) * 9 / 8 + sh.cfg.ack_delay
     }
 
     /// Marks messages lost: unacknowledged past the retransmission timeout, or sent well before

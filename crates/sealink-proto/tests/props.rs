@@ -61,9 +61,14 @@ fn payload(i: usize, size: usize) -> Vec<u8> {
     v
 }
 
+/// (index, sent at, from A?, from owner, to owner, payload, urgency)
+type Sent = (usize, Time, bool, String, Option<String>, Vec<u8>, Urgency);
+/// (delivered at, from A?, from owner, to owner, payload)
+type Delivered = (Time, bool, String, Option<String>, Vec<u8>);
+
 struct Outcome {
-    sent: Vec<(usize, Time, bool, String, Option<String>, Vec<u8>, Urgency)>,
-    delivered: Vec<(Time, bool, String, Option<String>, Vec<u8>)>,
+    sent: Vec<Sent>,
+    delivered: Vec<Delivered>,
 }
 
 /// Sends `msgs` over `s` at their times and runs until everything settles.

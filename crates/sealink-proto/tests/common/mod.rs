@@ -5,6 +5,7 @@ use sealink_crypto::sign::OwnerSigningKey;
 use sealink_proto::sim::{LinkConfig, Pair};
 use sealink_proto::{Config, Directory, Endpoint, HostKey, LocalOwner, OwnerId, PeerId};
 
+#[derive(Debug)]
 pub struct Setup {
     pub pair: Pair,
     pub a_peer: PeerId,
