@@ -145,7 +145,7 @@ struct SealArgs {
     #[arg(long, default_value_t = 0.3, value_parser = parse_seconds)]
     seconds: f64,
     /// Timed runs per measurement (the median is reported)
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: u32,
 }
 
