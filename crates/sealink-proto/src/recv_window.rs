@@ -51,11 +51,6 @@ impl RecvWindow {
         true
     }
 
-    /// True when some sequence numbers above the cumulative point were delivered (a gap).
-    pub fn has_ranges(&self) -> bool {
-        !self.above.is_empty()
-    }
-
     /// The newest `max` ranges above the cumulative point, ascending.
     pub fn newest_ranges(&self, max: usize, out: &mut Vec<(u64, u64)>) {
         out.clear();
