@@ -875,13 +875,13 @@ impl Channel {
                 break;
             }
             let m = e.remove();
-            self.acked(sh, now, m);
+            self.acked(now, m);
             any = true;
         }
         for (s, e) in ack.ranges() {
             while let Some((&seq, _)) = self.inflight.range(s..e).next() {
                 if let Some(m) = self.inflight.remove(&seq) {
-                    self.acked(sh, now, m);
+                    self.acked(now, m);
                     any = true;
                 }
             }
@@ -892,7 +892,7 @@ impl Channel {
         }
     }
 
-    fn acked(&mut self, sh: &Shared, now: Time, m: OutMsg) {
+    fn acked(&mut self, now: Time, m: OutMsg) {
         if m.transmissions == 1 {
             let sample = now.saturating_since(m.last_sent);
             match self.srtt {
@@ -917,7 +917,6 @@ impl Channel {
         if let Some(d) = m.to.as_ref().and_then(|d| self.tx_dests.get_mut(d)) {
             d.confirmed = true;
         }
-        let _ = sh;
     }
 
     fn rto(&self, sh: &Shared) -> Duration {
