@@ -131,6 +131,88 @@ enum BenchCommand {
         after_help = "Example:\n  sealink bench seal --sizes 64,1400 --suites aes128-gcm --seconds 0.5 --runs 7"
     )]
     Seal(SealArgs),
+    /// Table 1 of paper 001 redone: bulk ciphers and hashes, public-key operations, and GHASH
+    /// with and without the carry-less multiply instruction
+    #[command(
+        after_help = "Examples:\n  sealink bench crypto\n  sealink bench crypto --seconds 1 --runs 7 --size 16384\n  sealink bench crypto --quick\n\nThe software-only GHASH figure comes from bench/ghash-soft.sh (or --ghash-soft, which runs it)."
+    )]
+    Crypto(CryptoArgs),
+    /// Paper 000 rerun: protocol stacks through the parallel engine (PLP and CLP), throughput,
+    /// speedup, latency breakdown, serial fraction, CSV and SVG plots
+    #[command(
+        after_help = "Examples:\n  sealink bench stacks\n  sealink bench stacks --workers 2 --seconds 0.5 --runs 7 --out bench-out/stacks\n  sealink bench stacks --quick --stacks baseline,aes128-gcm"
+    )]
+    Stacks(StacksArgs),
+}
+
+#[derive(Debug, Args)]
+struct StacksArgs {
+    /// Workers 1..N (default: the number of cores)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=512))]
+    workers: Option<u32>,
+    /// Packet payload in bytes
+    #[arg(long, default_value_t = 4096, value_parser = parse_stacks_packet)]
+    packet: usize,
+    /// Seconds per timed run (default 0.3; 0.02 with --quick)
+    #[arg(long, value_parser = parse_seconds)]
+    seconds: Option<f64>,
+    /// Timed runs per point, after a warm-up run (default 5; 3 with --quick)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: Option<u32>,
+    /// Directory for the CSV files and SVG plots
+    #[arg(long, default_value = "bench-out/stacks")]
+    out: PathBuf,
+    /// Stacks, comma separated (baseline, md5, gcm-auth, des-md5, 3des-md5, aes128-gcm,
+    /// chacha20-poly1305; default all)
+    #[arg(long, value_delimiter = ',', value_parser = bench::stacks::stack_by_name)]
+    stacks: Vec<&'static bench::stacks::Stack>,
+    /// Smoke test: short runs, few connections (not a measurement)
+    #[arg(long)]
+    quick: bool,
+}
+
+fn parse_stacks_packet(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (1..=bench::stacks::MAX_PACKET).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is not within 1..={}",
+            bench::stacks::MAX_PACKET
+        ))
+    }
+}
+
+#[derive(Debug, Args)]
+struct CryptoArgs {
+    /// Seconds per timed run
+    #[arg(long, default_value_t = 0.3, value_parser = parse_seconds)]
+    seconds: f64,
+    /// Timed runs per measurement (the median is reported)
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Buffer size in bytes for the bulk algorithms and GHASH
+    #[arg(long, default_value_t = 8192, value_parser = parse_crypto_size)]
+    size: usize,
+    /// Smoke test: 5 ms per row, one run, buffers of at most 1 KiB (not a measurement)
+    #[arg(long)]
+    quick: bool,
+    /// Directory for crypto.csv (and where bench/ghash-soft.sh leaves ghash-soft.csv)
+    #[arg(long, default_value = "bench-out/crypto")]
+    out: PathBuf,
+    /// Run bench/ghash-soft.sh first: builds examples/ghash.rs with polyval forced to software
+    /// (needs cargo and this source tree; the first build takes minutes)
+    #[arg(long)]
+    ghash_soft: bool,
+}
+
+fn parse_crypto_size(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (1..=bench::crypto::MAX_SIZE).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within 1..={}", bench::crypto::MAX_SIZE))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -222,6 +304,30 @@ fn run(cli: Cli) -> Result<()> {
             suites: a.suites,
             seconds: a.seconds,
             runs: a.runs as usize,
+        }),
+        Command::Bench(BenchCommand::Crypto(a)) => bench::crypto::run(&bench::crypto::Params {
+            seconds: a.seconds,
+            runs: a.runs as usize,
+            size: a.size,
+            quick: a.quick,
+            out: a.out,
+            ghash_soft: a.ghash_soft,
+        }),
+        Command::Bench(BenchCommand::Stacks(a)) => bench::stacks::run(&bench::stacks::Params {
+            workers: a.workers.map_or_else(
+                || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                |w| w as usize,
+            ),
+            packet: a.packet,
+            seconds: a.seconds.unwrap_or(if a.quick { 0.02 } else { 0.3 }),
+            runs: a.runs.map_or(if a.quick { 3 } else { 5 }, |r| r as usize),
+            out: a.out,
+            stacks: if a.stacks.is_empty() {
+                bench::stacks::STACKS.iter().collect()
+            } else {
+                a.stacks
+            },
+            quick: a.quick,
         }),
     }
 }

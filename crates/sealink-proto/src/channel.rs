@@ -112,6 +112,8 @@ pub(crate) struct Channel {
     srtt: Option<Duration>,
     rttvar: Duration,
     backoff: u32,
+    /// Retransmission timeouts in a row since the last acknowledgement or handshake.
+    timeouts_since_handshake: u32,
 
     // Receiving.
     rx_owners: HashMap<u64, RemoteOwner>,
@@ -154,6 +156,7 @@ impl Channel {
             srtt: None,
             rttvar: Duration::ZERO,
             backoff: 0,
+            timeouts_since_handshake: 0,
             rx_owners: HashMap::new(),
             rx_dests: HashMap::new(),
             recv: RecvWindow::default(),
@@ -700,7 +703,9 @@ impl Channel {
         self.largest_acked_sent = None;
         self.queued_bytes = 0;
         self.next_seq = 0;
-        for m in pending {
+        for mut m in pending {
+            // New channel, new messages: earlier attempts went to keys the peer no longer has.
+            m.transmissions = 0;
             let seq = self.next_seq;
             self.next_seq += 1;
             let ow = self.tx_owners.get(&m.from).map_or(1, |o| o.wire_id);
@@ -888,6 +893,7 @@ impl Channel {
         }
         if any {
             self.backoff = 0;
+            self.timeouts_since_handshake = 0;
             self.detect_losses(sh, now);
         }
     }
@@ -971,6 +977,7 @@ impl Channel {
         }
         if timed_out {
             self.backoff += 1;
+            self.timeouts_since_handshake += 1;
         }
     }
 
@@ -1049,8 +1056,12 @@ impl Channel {
         // Several timeouts in a row with nothing acknowledged: the peer may have lost our
         // session (a restart). A fresh handshake either continues the channel or, if the peer
         // no longer knows it, starts a new one and everything pending is sent again.
-        if self.backoff >= 3 && !self.inflight.is_empty() && self.initiation.is_none() {
-            self.backoff = 0;
+        // (The retransmission backoff is kept: the peer may simply be on a lossy path.)
+        if self.timeouts_since_handshake >= 3
+            && !self.inflight.is_empty()
+            && self.initiation.is_none()
+        {
+            self.timeouts_since_handshake = 0;
             self.start_handshake(sh, idx, now, 1);
         }
         if !self.flush && self.earliest_deadline.is_some_and(|d| d <= now) {

@@ -451,3 +451,132 @@ fn regression_duplicate_delivery() {
         check_exactly_once(&o).unwrap();
     }
 }
+
+/// Found by `exactly_once_under_faults` (a simultaneous open under heavy loss): delivered
+/// messages were reported undeliverable because renumbering for a new channel kept their old
+/// transmission counts and re-handshakes reset the retransmission backoff.
+#[test]
+fn regression_false_undeliverable() {
+    let msgs = vec![
+        Msg {
+            from_a: true,
+            owner: 0,
+            to: None,
+            size: 114,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: false,
+            owner: 0,
+            to: None,
+            size: 42,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: true,
+            owner: 1,
+            to: Some(1),
+            size: 1089,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: true,
+            owner: 0,
+            to: None,
+            size: 600,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: false,
+            owner: 0,
+            to: Some(0),
+            size: 63,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: true,
+            owner: 0,
+            to: None,
+            size: 8,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: true,
+            owner: 0,
+            to: None,
+            size: 707,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: false,
+            owner: 1,
+            to: Some(1),
+            size: 1091,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: true,
+            owner: 0,
+            to: Some(0),
+            size: 572,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: true,
+            owner: 0,
+            to: None,
+            size: 8,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: false,
+            owner: 0,
+            to: None,
+            size: 117,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+        Msg {
+            from_a: true,
+            owner: 1,
+            to: None,
+            size: 622,
+            urgency: Urgency::Urgent,
+            scope: Scope::AuthOnly,
+            gap_us: 0,
+        },
+    ];
+    let link = LinkConfig {
+        delay: Duration::from_millis(5),
+        jitter: Duration::from_millis(2),
+        loss: 0.20277572316253,
+        duplicate: 0.15569880966330477,
+        reorder: 0.03457096669594653,
+        corrupt: 0.006451440102097612,
+    };
+    let mut s = setup(link, 5115567564800310795);
+    let o = run(&mut s, &msgs, Time::ZERO, Duration::from_secs(600));
+    check_exactly_once(&o).unwrap();
+    assert!(s.pair.pair_events_clean());
+}

@@ -1,7 +1,9 @@
 //! `sealink bench ...`: measurements. `seal` compares the protocol's per-datagram data path with
 //! the AEAD library called directly; more benches (stacks, crypto, socket) go next to it.
 
+pub mod crypto;
 pub mod seal;
+pub mod stacks;
 
 use std::time::{Duration, Instant};
 

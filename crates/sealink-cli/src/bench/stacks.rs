@@ -1,0 +1,1452 @@
+//! `sealink bench stacks`: paper 000 (Nahum et al. 1996) rerun on this machine. Protocol stacks
+//! composed from layers (datagram framing, then a MAC or a cipher + MAC) run through the
+//! parallel engine (`sealink-engine`): packet-level parallelism on one channel, connection-level
+//! parallelism on 12 channels, workers 1..N, send side and receive side, with in-memory drivers
+//! (paper 000 section 3.3). Writes CSV files and SVG plots and prints markdown tables that put
+//! the 1996 figures next to today's.
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sealink_crypto::raw::{self, RawAead};
+use sealink_crypto::{Scope, SuiteId, kdf};
+use sealink_engine::{
+    Channel, Clp, ClpPolicy, Engine, HEADER_ROOM, Layered, Op, Packet, Plp, seal_serial,
+};
+use sealink_proto::sim::SimRng;
+
+use super::median;
+use crate::error::{Result, ResultExt, msg};
+use crate::output;
+
+/// A protocol stack of the lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stack {
+    pub name: &'static str,
+    pub layers: &'static str,
+    pub suite: SuiteId,
+    pub scope: Scope,
+    /// The matching row of paper 000 (index into `PAPER`), if any.
+    paper: Option<usize>,
+}
+
+/// Every stack, in the paper's order first.
+pub const STACKS: [Stack; 7] = [
+    Stack {
+        name: "baseline",
+        layers: "framing only (scope none, insecure lab opt-in)",
+        suite: SuiteId::Aes128Gcm,
+        scope: Scope::None,
+        paper: Some(0),
+    },
+    Stack {
+        name: "md5",
+        layers: "framing + HMAC-MD5 (legacy-des-cbc-hmac-md5, scope auth)",
+        suite: SuiteId::LegacyDesCbcHmacMd5,
+        scope: Scope::AuthOnly,
+        paper: Some(1),
+    },
+    Stack {
+        name: "gcm-auth",
+        layers: "framing + AES-128-GCM tag only (scope auth)",
+        suite: SuiteId::Aes128Gcm,
+        scope: Scope::AuthOnly,
+        paper: None,
+    },
+    Stack {
+        name: "des-md5",
+        layers: "framing + DES-CBC + HMAC-MD5",
+        suite: SuiteId::LegacyDesCbcHmacMd5,
+        scope: Scope::Encrypt,
+        paper: Some(2),
+    },
+    Stack {
+        name: "3des-md5",
+        layers: "framing + 3DES-CBC + HMAC-MD5",
+        suite: SuiteId::Legacy3DesCbcHmacMd5,
+        scope: Scope::Encrypt,
+        paper: Some(3),
+    },
+    Stack {
+        name: "aes128-gcm",
+        layers: "framing + AES-128-GCM",
+        suite: SuiteId::Aes128Gcm,
+        scope: Scope::Encrypt,
+        paper: None,
+    },
+    Stack {
+        name: "chacha20-poly1305",
+        layers: "framing + ChaCha20-Poly1305",
+        suite: SuiteId::ChaCha20Poly1305,
+        scope: Scope::Encrypt,
+        paper: None,
+    },
+];
+
+/// Paper 000, Tables 1 and 2 (usec per 4 KiB packet on one 100 MHz R4400):
+/// (paper stack, PLP send, PLP recv, CLP send, CLP recv).
+const PAPER: [(&str, f64, f64, f64, f64); 4] = [
+    ("TCP/IP", 236.0, 189.0, 226.0, 214.0),
+    ("TCP/MD5/IP", 1737.0, 1708.0, 1772.0, 1769.0),
+    ("DES/TCP/MD5/IP", 8982.0, 9179.0, 8694.0, 8985.0),
+    ("3-DES/TCP/(MD5/)IP", 21461.0, 21121.0, 23150.0, 23237.0),
+];
+/// Paper 000 section 4.1, PLP send side at one processor, as quoted in the text (Mb/s).
+const PAPER_SEND_MBPS: [&str; 4] = ["~138", "18", "4.6", "1.5"];
+/// Paper 000's speedups at 12 processors as described in the text (figures 4, 6, 8, 10).
+const PAPER_SPEEDUP_PLP: [&str; 4] = ["minimal", "~8 (send)", "~linear", "~linear"];
+const PAPER_SPEEDUP_CLP: [&str; 4] = ["good", "~linear", "~linear", "~linear"];
+/// Paper 000's projection: "TCP/MD5/IP would bottleneck at about 16 processors, DES ... 30".
+const PAPER_PROJECTION: [&str; 4] = ["", "bottleneck ~16 procs", "scales to ~30 procs", ""];
+
+/// Packets per engine batch.
+const CHUNK: usize = 32;
+/// Packets per batch in the many-connections experiment (keeps 384 channels' buffers small).
+const CHUNK_MANY: usize = 8;
+/// Channels of the CLP experiments (paper 000: 12 connections).
+const CLP_CHANNELS: usize = 12;
+/// Connections of the figure 11 experiment.
+const CONNECTIONS: [usize; 6] = [12, 24, 48, 96, 192, 384];
+const CONNECTIONS_QUICK: [usize; 2] = [12, 24];
+/// Core counts of the projections.
+const PROJECT_AT: [f64; 4] = [12.0, 16.0, 64.0, 128.0];
+/// Confidence level of the intervals.
+const CONFIDENCE: f64 = 0.90;
+/// Targets of issue 3.
+const TARGET_SPEEDUP: f64 = 1.9;
+const TARGET_RAW_RATIO: f64 = 0.9;
+pub const MAX_PACKET: usize = 65_000;
+
+/// Parameters of `sealink bench stacks`.
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub workers: usize,
+    pub packet: usize,
+    pub seconds: f64,
+    pub runs: usize,
+    pub out: PathBuf,
+    pub stacks: Vec<&'static Stack>,
+    pub quick: bool,
+}
+
+/// Looks a stack up by name.
+pub fn stack_by_name(name: &str) -> std::result::Result<&'static Stack, String> {
+    STACKS
+        .iter()
+        .find(|s| s.name.eq_ignore_ascii_case(name.trim()))
+        .ok_or_else(|| {
+            let names: Vec<&str> = STACKS.iter().map(|s| s.name).collect();
+            format!("unknown stack {name:?}; choose from {}", names.join(", "))
+        })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Packet-level parallelism, one channel.
+    Plp,
+    /// Connection-level parallelism (processor-per-connection), 12 channels.
+    Clp,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Plp => "PLP",
+            Mode::Clp => "CLP",
+        }
+    }
+    fn channels(self) -> usize {
+        match self {
+            Mode::Plp => 1,
+            Mode::Clp => CLP_CHANNELS,
+        }
+    }
+}
+
+fn side_name(op: Op) -> &'static str {
+    match op {
+        Op::Seal => "send",
+        Op::Open => "recv",
+    }
+}
+
+/// Median and order-statistics confidence interval of a sample.
+#[derive(Debug, Clone, Copy)]
+struct Estimate {
+    median: f64,
+    lo: f64,
+    hi: f64,
+}
+
+/// The distribution-free confidence interval of the median: the widest symmetric pair of order
+/// statistics whose binomial coverage reaches `CONFIDENCE` (min..max if none does).
+fn estimate(values: &[f64]) -> Estimate {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return Estimate {
+            median: f64::NAN,
+            lo: f64::NAN,
+            hi: f64::NAN,
+        };
+    }
+    let (lo, hi) = ci_ranks(n);
+    Estimate {
+        median: median(&v),
+        lo: v[lo],
+        hi: v[hi],
+    }
+}
+
+/// 0-based ranks (lo, hi) of the interval [x_(j), x_(n-j+1)] (1-based) with the largest j whose
+/// coverage P(j <= B <= n - j), B ~ Bin(n, 1/2), is at least `CONFIDENCE`.
+fn ci_ranks(n: usize) -> (usize, usize) {
+    let pmf = |i: usize| -> f64 {
+        // C(n, i) / 2^n, in logs to stay finite for large n.
+        let ln_c: f64 = (1..=i)
+            .map(|k| ((n - i + k) as f64).ln() - (k as f64).ln())
+            .sum();
+        (ln_c - n as f64 * std::f64::consts::LN_2).exp()
+    };
+    let mut best = (0, n - 1);
+    for j in 1..=n / 2 {
+        let cover: f64 = (j..=n - j).map(pmf).sum();
+        if cover >= CONFIDENCE {
+            best = (j - 1, n - j);
+        } else {
+            break;
+        }
+    }
+    best
+}
+
+fn random_seed() -> Result<u64> {
+    let mut b = [0u8; 8];
+    sealink_crypto::sign::random_bytes(&mut b).context("the system random generator failed")?;
+    Ok(u64::from_le_bytes(b))
+}
+
+fn fill(rng: &mut SimRng, buf: &mut [u8]) {
+    for chunk in buf.chunks_mut(8) {
+        let r = rng.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&r[..chunk.len()]);
+    }
+}
+
+/// Fresh keys for a stack's channels (one key pair per channel, random secret).
+fn channels(stack: &Stack, n: usize) -> Result<Vec<Channel>> {
+    (0..n)
+        .map(|i| {
+            let mut secret = [0u8; 32];
+            sealink_crypto::sign::random_bytes(&mut secret)
+                .context("the system random generator failed")?;
+            let key = Arc::new(kdf::derive_packet_key(
+                stack.suite,
+                &secret,
+                b"bench stacks",
+                true,
+            )?);
+            secret.fill(0);
+            Ok(
+                Channel::new(Arc::clone(&key), key, 0x5EA1_0000 + i as u32, stack.scope)
+                    .with_insecure_plaintext(stack.scope == Scope::None),
+            )
+        })
+        .collect()
+}
+
+/// What the drivers feed into the engine.
+enum Source {
+    /// Send side: packets filled with random bytes, re-sealed as fast as they come back.
+    Send { size: usize },
+    /// Receive side: per channel a pool of real datagrams sealed beforehand, replayed in order
+    /// (the device copies each into the packet buffer; the window restarts at each wrap).
+    Recv { pools: Vec<Vec<Arc<[u8]>>> },
+}
+
+/// One engine, driven in a closed loop: `windows` consecutive windows of `window` each, the
+/// first a warm-up. Returns the payload Mbit/s of the timed windows.
+#[allow(clippy::too_many_arguments)]
+fn drive(
+    engine: &mut dyn Engine,
+    source: &Source,
+    nchan: usize,
+    size: usize,
+    chunk: usize,
+    workers: usize,
+    window: Duration,
+    windows: usize,
+) -> Result<Vec<f64>> {
+    let op = match source {
+        Source::Send { .. } => Op::Seal,
+        Source::Recv { .. } => Op::Open,
+    };
+    // Enough batches in flight to keep every worker busy while the caller releases output.
+    let per_chan = (2 * workers + 2).div_ceil(nchan).max(1);
+    let mut cursors = vec![0usize; nchan];
+    let mut rng = SimRng::new(random_seed()?);
+    let mut next_batch = |c: usize, mut packets: Vec<Packet>, engine: &mut dyn Engine| {
+        match source {
+            Source::Send { size } => {
+                for p in &mut packets {
+                    p.len = *size;
+                    p.status = Ok(());
+                }
+            }
+            Source::Recv { pools } => {
+                let pool = &pools[c];
+                if cursors[c] == 0 {
+                    engine.restart_replay_window(c);
+                }
+                for p in &mut packets {
+                    p.device = Some(Arc::clone(&pool[cursors[c]]));
+                    p.status = Ok(());
+                    cursors[c] = (cursors[c] + 1) % pool.len();
+                }
+            }
+        }
+        engine.submit(op, c, packets);
+    };
+    for c in 0..nchan {
+        for _ in 0..per_chan {
+            let packets: Vec<Packet> = (0..chunk)
+                .map(|_| {
+                    let mut buf = vec![0u8; HEADER_ROOM + size + 32];
+                    fill(&mut rng, &mut buf);
+                    Packet {
+                        buf,
+                        len: size,
+                        counter: 0,
+                        status: Ok(()),
+                        device: None,
+                    }
+                })
+                .collect();
+            next_batch(c, packets, engine);
+        }
+    }
+    let mut rates = Vec::with_capacity(windows);
+    let mut start = Instant::now();
+    let mut count = 0u64;
+    let mut failure = None;
+    while rates.len() < windows {
+        let b = engine
+            .recv()
+            .ok_or_else(|| msg("the engine returned nothing"))?;
+        if let Some(p) = b.packets.iter().find(|p| p.status.is_err()) {
+            failure = Some(p.status);
+            break;
+        }
+        black_box(&b.packets[0].buf[..16]);
+        count += b.packets.len() as u64;
+        let now = Instant::now();
+        let el = now - start;
+        if el >= window {
+            rates.push(count as f64 * size as f64 * 8.0 / el.as_secs_f64() / 1e6);
+            count = 0;
+            start = now;
+        }
+        next_batch(b.channel, b.packets, engine);
+    }
+    while engine.recv().is_some() {}
+    if let Some(Err(e)) = failure {
+        return Err(msg(format!(
+            "a packet was dropped by the engine: {}",
+            e.name()
+        )));
+    }
+    Ok(rates.split_off(1.min(rates.len())))
+}
+
+fn sealed_pools(
+    chans: &[Channel],
+    size: usize,
+    per_chan: usize,
+    chunk: usize,
+    workers: usize,
+) -> Result<Vec<Vec<Arc<[u8]>>>> {
+    // At least twice the packets in flight, a whole number of batches.
+    let inflight = (2 * workers + 2).div_ceil(chans.len()).max(1) * chunk;
+    let n = (2 * inflight).max(per_chan).div_ceil(chunk) * chunk;
+    let mut rng = SimRng::new(random_seed()?);
+    chans
+        .iter()
+        .map(|ch| {
+            let mut ch = ch.clone();
+            let mut ps: Vec<Packet> = (0..n)
+                .map(|_| {
+                    let mut body = vec![0u8; size];
+                    fill(&mut rng, &mut body);
+                    Packet::with_body(&body, 32)
+                })
+                .collect();
+            seal_serial(&mut ch, &mut ps);
+            ps.iter()
+                .map(|p| {
+                    p.status
+                        .map(|()| Arc::from(p.wire()))
+                        .map_err(|e| msg(format!("sealing the pool failed: {}", e.name())))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EngineKind {
+    Plp(usize),
+    Clp(ClpPolicy),
+    Layered,
+}
+
+/// Builds an engine for `stack` on `nchan` fresh channels and drives it.
+fn measure(
+    stack: &Stack,
+    kind: EngineKind,
+    op: Op,
+    nchan: usize,
+    chunk: usize,
+    p: &Params,
+    windows: usize,
+) -> Result<Vec<f64>> {
+    let chans = channels(stack, nchan)?;
+    let workers = match kind {
+        EngineKind::Plp(w) => w,
+        EngineKind::Clp(ClpPolicy::ProcessorPerConnection(w)) => w,
+        EngineKind::Clp(ClpPolicy::ThreadPerConnection) => nchan,
+        EngineKind::Layered => 2,
+    };
+    let source = match op {
+        Op::Seal => Source::Send { size: p.packet },
+        Op::Open => Source::Recv {
+            pools: sealed_pools(&chans, p.packet, 4 * CHUNK, chunk, workers)?,
+        },
+    };
+    let mut engine: Box<dyn Engine> = match kind {
+        EngineKind::Plp(w) => Box::new(Plp::new(chans, w)),
+        EngineKind::Clp(policy) => Box::new(Clp::new(chans, policy)),
+        EngineKind::Layered => Box::new(Layered::new(chans)),
+    };
+    drive(
+        engine.as_mut(),
+        &source,
+        nchan,
+        p.packet,
+        chunk,
+        workers,
+        Duration::from_secs_f64(p.seconds),
+        windows,
+    )
+    .with_context(|| format!("{} ({kind:?}, {})", stack.name, side_name(op)))
+}
+
+/// The raw library's seal rate (AES-128-GCM, one thread, same packet size), Mbit/s per window.
+fn raw_seal_rate(p: &Params) -> Result<Vec<f64>> {
+    let mut key = [0u8; 16];
+    sealink_crypto::sign::random_bytes(&mut key).context("the system random generator failed")?;
+    let k = RawAead::new(SuiteId::Aes128Gcm, &key)?;
+    let mut buf = vec![0u8; p.packet + raw::TAG_LEN];
+    fill(&mut SimRng::new(random_seed()?), &mut buf);
+    let aad = [0u8; HEADER_ROOM];
+    let mut counter = 0u64;
+    let window = Duration::from_secs_f64(p.seconds);
+    let mut rates = Vec::new();
+    for _ in 0..=p.runs {
+        let (n, d) = super::timed::<()>(window, CHUNK as u64, || {
+            let mut nonce = [0u8; raw::NONCE_LEN];
+            nonce[4..].copy_from_slice(&counter.to_le_bytes());
+            counter += 1;
+            let (data, tag_room) = buf.split_at_mut(p.packet);
+            let tag = k.seal_in_place(nonce, &aad, data);
+            tag_room.copy_from_slice(&tag);
+            black_box(&buf);
+            Ok(())
+        })
+        .map_err(|()| msg("raw seal failed"))?;
+        rates.push(n as f64 * p.packet as f64 * 8.0 / d.as_secs_f64() / 1e6);
+    }
+    Ok(rates.split_off(1))
+}
+
+/// One scaling curve: a stack, a side, a mode, workers 1..N.
+#[derive(Debug, Clone)]
+struct Curve {
+    stack: &'static Stack,
+    op: Op,
+    mode: Mode,
+    /// Index w-1: the estimate at w workers.
+    points: Vec<Estimate>,
+}
+
+impl Curve {
+    fn speedup(&self, w: usize) -> Estimate {
+        let one = self.points[0];
+        let at = self.points[w - 1];
+        Estimate {
+            median: at.median / one.median,
+            lo: at.lo / one.hi,
+            hi: at.hi / one.lo,
+        }
+    }
+    /// Serial fraction f of Amdahl's law S(w) = 1 / (f + (1 - f) / w), least squares over the
+    /// measured speedups in the linearised form 1/S - 1/w = f (1 - 1/w); clamped to [0, 1].
+    fn serial_fraction(&self) -> Option<f64> {
+        let (mut num, mut den) = (0.0, 0.0);
+        for w in 2..=self.points.len() {
+            let s = self.speedup(w).median;
+            let x = 1.0 - 1.0 / w as f64;
+            num += (1.0 / s - 1.0 / w as f64) * x;
+            den += x * x;
+        }
+        (den > 0.0).then(|| (num / den).clamp(0.0, 1.0))
+    }
+    fn us_per_packet(&self, size: usize) -> f64 {
+        size as f64 * 8.0 / self.points[0].median
+    }
+}
+
+fn amdahl(f: f64, n: f64) -> f64 {
+    1.0 / (f + (1.0 - f) / n)
+}
+
+fn validate(p: &Params) -> Result<()> {
+    if p.stacks.is_empty() {
+        return Err(msg("give at least one stack"));
+    }
+    if !(1..=MAX_PACKET).contains(&p.packet) {
+        return Err(msg(format!("--packet must be within 1..={MAX_PACKET}")));
+    }
+    if p.workers == 0 || p.workers > 512 {
+        return Err(msg("--workers must be within 1..=512"));
+    }
+    if !(p.seconds.is_finite() && p.seconds > 0.0 && p.seconds <= 60.0) {
+        return Err(msg("--seconds must be within (0, 60]"));
+    }
+    if p.runs == 0 {
+        return Err(msg("--runs must be at least 1"));
+    }
+    Ok(())
+}
+
+/// Runs the bench, writes CSV and SVG files into `p.out` and prints the tables.
+pub fn run(p: &Params) -> Result<()> {
+    validate(p)?;
+    std::fs::create_dir_all(&p.out)
+        .with_context(|| format!("cannot create {}", p.out.display()))?;
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let nw = p.workers;
+    let windows = p.runs + 1;
+    let connections: &[usize] = if p.quick {
+        &CONNECTIONS_QUICK
+    } else {
+        &CONNECTIONS
+    };
+    let many_runs = p.runs.min(3);
+    let ops = [Op::Seal, Op::Open];
+    let modes = [Mode::Plp, Mode::Clp];
+    let steps = 1 + p.stacks.len() as u64
+        * (ops.len() * modes.len() * nw + ops.len() + connections.len() * 2) as u64;
+    let pb = output::progress(steps, "bench stacks");
+    let result = (|| -> Result<String> {
+        // The raw rate is measured right before the aes128-gcm PLP send point at one worker, so
+        // that the two see the same machine load (or at the end without that stack).
+        let mut raw = None;
+        let mut curves = Vec::new();
+        let mut layered = Vec::new();
+        let mut many = Vec::new();
+        for &stack in &p.stacks {
+            for op in ops {
+                for mode in modes {
+                    let mut points = Vec::new();
+                    for w in 1..=nw {
+                        let kind = match mode {
+                            Mode::Plp => EngineKind::Plp(w),
+                            Mode::Clp => EngineKind::Clp(ClpPolicy::ProcessorPerConnection(w)),
+                        };
+                        if stack.name == "aes128-gcm"
+                            && op == Op::Seal
+                            && kind == EngineKind::Plp(1)
+                        {
+                            raw = Some(estimate(&raw_seal_rate(p)?));
+                            pb.inc(1);
+                        }
+                        let r = measure(stack, kind, op, mode.channels(), CHUNK, p, windows)?;
+                        points.push(estimate(&r));
+                        pb.inc(1);
+                    }
+                    curves.push(Curve {
+                        stack,
+                        op,
+                        mode,
+                        points,
+                    });
+                }
+                let r = measure(stack, EngineKind::Layered, op, 1, CHUNK, p, windows)?;
+                layered.push((stack, op, estimate(&r)));
+                pb.inc(1);
+            }
+            for &n in connections {
+                for policy in [
+                    ClpPolicy::ThreadPerConnection,
+                    ClpPolicy::ProcessorPerConnection(nw),
+                ] {
+                    let r = measure(
+                        stack,
+                        EngineKind::Clp(policy),
+                        Op::Seal,
+                        n,
+                        CHUNK_MANY,
+                        p,
+                        many_runs + 1,
+                    )?;
+                    many.push((stack, n, policy, estimate(&r)));
+                    pb.inc(1);
+                }
+            }
+        }
+        let raw = match raw {
+            Some(r) => r,
+            None => {
+                pb.inc(1);
+                estimate(&raw_seal_rate(p)?)
+            }
+        };
+        write_files(p, raw, &curves, &layered, &many)?;
+        Ok(render(p, cores, raw, &curves, &layered, &many, many_runs))
+    })();
+    pb.finish_and_clear();
+    output::print(&result?)
+}
+
+fn write_file(dir: &Path, name: &str, text: &str) -> Result<()> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn policy_name(p: ClpPolicy) -> &'static str {
+    match p {
+        ClpPolicy::ThreadPerConnection => "thread-per-connection",
+        ClpPolicy::ProcessorPerConnection(_) => "processor-per-connection",
+    }
+}
+
+fn write_files(
+    p: &Params,
+    raw: Estimate,
+    curves: &[Curve],
+    layered: &[(&Stack, Op, Estimate)],
+    many: &[(&Stack, usize, ClpPolicy, Estimate)],
+) -> Result<()> {
+    let mut s = String::from(
+        "stack,side,mode,channels,workers,packet_bytes,runs,mbps_median,mbps_ci90_lo,mbps_ci90_hi,speedup,speedup_ci90_lo,speedup_ci90_hi\n",
+    );
+    for c in curves {
+        for w in 1..=c.points.len() {
+            let e = c.points[w - 1];
+            let sp = c.speedup(w);
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{w},{},{},{:.3},{:.3},{:.3},{:.4},{:.4},{:.4}",
+                c.stack.name,
+                side_name(c.op),
+                c.mode.name(),
+                c.mode.channels(),
+                p.packet,
+                p.runs,
+                e.median,
+                e.lo,
+                e.hi,
+                sp.median,
+                sp.lo,
+                sp.hi
+            );
+        }
+    }
+    write_file(&p.out, "scaling.csv", &s)?;
+
+    let mut s = String::from("stack,side,mode,us_per_packet,incremental_us_over_baseline\n");
+    for c in curves {
+        let base = curves
+            .iter()
+            .find(|b| b.stack.name == "baseline" && b.op == c.op && b.mode == c.mode)
+            .map(|b| b.us_per_packet(p.packet));
+        let us = c.us_per_packet(p.packet);
+        let inc = base.map_or(String::new(), |b| format!("{:.3}", us - b));
+        let _ = writeln!(
+            s,
+            "{},{},{},{us:.3},{inc}",
+            c.stack.name,
+            side_name(c.op),
+            c.mode.name()
+        );
+    }
+    write_file(&p.out, "latency.csv", &s)?;
+
+    let mut s = String::from(
+        "stack,side,mode,serial_fraction,amdahl_ceiling,projected_12,projected_16,projected_64,projected_128\n",
+    );
+    for c in curves {
+        if let Some(f) = c.serial_fraction() {
+            let _ = write!(
+                s,
+                "{},{},{},{f:.4},{:.1}",
+                c.stack.name,
+                side_name(c.op),
+                c.mode.name(),
+                if f > 0.0 { 1.0 / f } else { f64::INFINITY }
+            );
+            for n in PROJECT_AT {
+                let _ = write!(s, ",{:.2}", amdahl(f, n));
+            }
+            s.push('\n');
+        }
+    }
+    write_file(&p.out, "serial_fraction.csv", &s)?;
+
+    let mut s =
+        String::from("stack,policy,connections,threads,mbps_median,mbps_ci90_lo,mbps_ci90_hi\n");
+    for (stack, n, policy, e) in many {
+        let threads = match policy {
+            ClpPolicy::ThreadPerConnection => *n,
+            ClpPolicy::ProcessorPerConnection(w) => *w,
+        };
+        let _ = writeln!(
+            s,
+            "{},{},{n},{threads},{:.3},{:.3},{:.3}",
+            stack.name,
+            policy_name(*policy),
+            e.median,
+            e.lo,
+            e.hi
+        );
+    }
+    write_file(&p.out, "connections.csv", &s)?;
+
+    let mut s = String::from("stack,side,layered_mbps,layered_ci90_lo,layered_ci90_hi\n");
+    for (stack, op, e) in layered {
+        let _ = writeln!(
+            s,
+            "{},{},{:.3},{:.3},{:.3}",
+            stack.name,
+            side_name(*op),
+            e.median,
+            e.lo,
+            e.hi
+        );
+    }
+    write_file(&p.out, "layered.csv", &s)?;
+    write_file(
+        &p.out,
+        "raw.csv",
+        &format!(
+            "library,suite,packet_bytes,mbps_median,mbps_ci90_lo,mbps_ci90_hi\n{},aes128-gcm,{},{:.3},{:.3},{:.3}\n",
+            RawAead::LIBRARY,
+            p.packet,
+            raw.median,
+            raw.lo,
+            raw.hi
+        ),
+    )?;
+
+    // Plots: throughput (log scale) and speedup (with the ideal line) vs workers.
+    for op in [Op::Seal, Op::Open] {
+        for mode in [Mode::Plp, Mode::Clp] {
+            let sel: Vec<&Curve> = curves
+                .iter()
+                .filter(|c| c.op == op && c.mode == mode)
+                .collect();
+            let tag = format!("{}-{}", mode.name().to_lowercase(), side_name(op));
+            let thr: Vec<(String, Vec<(f64, f64)>)> = sel
+                .iter()
+                .map(|c| {
+                    let pts = (1..=c.points.len())
+                        .map(|w| (w as f64, c.points[w - 1].median))
+                        .collect();
+                    (c.stack.name.to_owned(), pts)
+                })
+                .collect();
+            let title = format!(
+                "{} {}-side throughput ({} channel(s), {} B packets)",
+                mode.name(),
+                side_name(op),
+                mode.channels(),
+                p.packet
+            );
+            write_file(
+                &p.out,
+                &format!("throughput-{tag}.svg"),
+                &svg_chart(&title, "workers", "Mbit/s (log)", &thr, true, false),
+            )?;
+            let sp: Vec<(String, Vec<(f64, f64)>)> = sel
+                .iter()
+                .map(|c| {
+                    let pts = (1..=c.points.len())
+                        .map(|w| (w as f64, c.speedup(w).median))
+                        .collect();
+                    (c.stack.name.to_owned(), pts)
+                })
+                .collect();
+            let title = format!("{} {}-side speedup", mode.name(), side_name(op));
+            write_file(
+                &p.out,
+                &format!("speedup-{tag}.svg"),
+                &svg_chart(&title, "workers", "speedup", &sp, false, true),
+            )?;
+        }
+    }
+    let conn: Vec<(String, Vec<(f64, f64)>)> = p
+        .stacks
+        .iter()
+        .flat_map(|s| {
+            [
+                ClpPolicy::ThreadPerConnection,
+                ClpPolicy::ProcessorPerConnection(p.workers),
+            ]
+            .map(|pol| {
+                let pts = many
+                    .iter()
+                    .filter(|m| m.0.name == s.name && m.2 == pol)
+                    .map(|m| (m.1 as f64, m.3.median))
+                    .collect();
+                let short = match pol {
+                    ClpPolicy::ThreadPerConnection => "tpc",
+                    ClpPolicy::ProcessorPerConnection(_) => "ppc",
+                };
+                (format!("{} {short}", s.name), pts)
+            })
+        })
+        .collect();
+    write_file(
+        &p.out,
+        "connections.svg",
+        &svg_chart(
+            "CLP send side, many connections (tpc: thread per connection, ppc: processor per connection)",
+            "connections",
+            "Mbit/s (log)",
+            &conn,
+            true,
+            false,
+        ),
+    )
+}
+
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+/// A minimal line chart in SVG (no font or system dependency).
+fn svg_chart(
+    title: &str,
+    xlabel: &str,
+    ylabel: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    log_y: bool,
+    ideal: bool,
+) -> String {
+    let (w, h) = (720.0, 440.0);
+    let (l, r, t, b) = (70.0, 190.0, 40.0, 50.0);
+    let pts = series
+        .iter()
+        .flat_map(|s| s.1.iter())
+        .filter(|p| p.1.is_finite() && p.1 > 0.0);
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (1.0, 2.0, 1.0, 2.0);
+    }
+    if ideal {
+        y0 = y0.min(1.0);
+        y1 = y1.max(x1);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    let fy = |y: f64| if log_y { y.max(1e-9).log10() } else { y };
+    let (ly0, ly1) = if log_y {
+        (fy(y0).floor(), fy(y1).ceil().max(fy(y0).floor() + 1.0))
+    } else {
+        (0.0, y1 * 1.1)
+    };
+    let px = |x: f64| l + (x - x0) / (x1 - x0) * (w - l - r);
+    let py = |y: f64| h - b - (fy(y) - ly0) / (ly1 - ly0) * (h - t - b);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="22" text-anchor="middle" font-size="14">{}</text>"#,
+        w / 2.0,
+        esc(title)
+    );
+    let _ = writeln!(
+        s,
+        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{l}" y1="{t}" x2="{l}" y2="{}" stroke="black"/>"#,
+        h - b,
+        w - r,
+        h - b,
+        h - b
+    );
+    // x ticks at each distinct x.
+    let mut xs: Vec<f64> = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    for x in xs {
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{x}</text>"#,
+            px(x),
+            h - b + 16.0
+        );
+    }
+    // y ticks.
+    let ticks: Vec<f64> = if log_y {
+        (ly0 as i32..=ly1 as i32).map(|e| 10f64.powi(e)).collect()
+    } else {
+        (0..=5).map(|i| ly1 * i as f64 / 5.0).collect()
+    };
+    for y in ticks {
+        let _ = writeln!(
+            s,
+            r##"<line x1="{l}" y1="{0:.1}" x2="{1}" y2="{0:.1}" stroke="#ddd"/><text x="{2}" y="{3:.1}" text-anchor="end">{4}</text>"##,
+            py(y),
+            w - r,
+            l - 6.0,
+            py(y) + 4.0,
+            if log_y {
+                format!("{y}")
+            } else {
+                format!("{y:.1}")
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+        (l + w - r) / 2.0,
+        h - 12.0,
+        esc(xlabel)
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="16" y="{0}" text-anchor="middle" transform="rotate(-90 16 {0})">{1}</text>"#,
+        (t + h - b) / 2.0,
+        esc(ylabel)
+    );
+    let mut legend: Vec<(String, String, bool)> = Vec::new();
+    if ideal {
+        let _ = writeln!(
+            s,
+            r#"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="gray" stroke-dasharray="6 4"/>"#,
+            px(x0),
+            py(x0),
+            px(x1),
+            py(x1)
+        );
+        legend.push(("ideal (linear)".into(), "gray".into(), true));
+    }
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let path: Vec<String> = pts
+            .iter()
+            .filter(|p| p.1.is_finite() && p.1 > 0.0)
+            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="2" points="{}"/>"#,
+            path.join(" ")
+        );
+        for pt in &path {
+            let (cx, cy) = pt.split_once(',').unwrap_or(("0", "0"));
+            let _ = writeln!(s, r#"<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"/>"#);
+        }
+        legend.push((name.clone(), color.to_owned(), false));
+    }
+    for (i, (name, color, dashed)) in legend.iter().enumerate() {
+        let y = t + 10.0 + i as f64 * 18.0;
+        let x = w - r + 12.0;
+        let dash = if *dashed {
+            r#" stroke-dasharray="6 4""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{color}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"#,
+            x + 22.0,
+            x + 28.0,
+            y + 4.0,
+            esc(name)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn table(out: &mut String, head: &[&str], rows: &[Vec<String>]) {
+    let _ = writeln!(out, "| {} |", head.join(" | "));
+    let sep: Vec<String> = head
+        .iter()
+        .enumerate()
+        .map(|(i, _)| if i == 0 { "---".into() } else { "---:".into() })
+        .collect();
+    let _ = writeln!(out, "|{}|", sep.join("|"));
+    for r in rows {
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+    }
+    let _ = writeln!(out);
+}
+
+fn fmt_mbps(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn fmt_est(e: Estimate) -> String {
+    format!(
+        "{} [{}, {}]",
+        fmt_mbps(e.median),
+        fmt_mbps(e.lo),
+        fmt_mbps(e.hi)
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn render(
+    p: &Params,
+    cores: usize,
+    raw: Estimate,
+    curves: &[Curve],
+    layered: &[(&Stack, Op, Estimate)],
+    many: &[(&Stack, usize, ClpPolicy, Estimate)],
+    many_runs: usize,
+) -> String {
+    let nw = p.workers;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "sealink bench stacks: paper 000 (Nahum et al. 1996) rerun on this machine ({cores} cores available), {} B packets",
+        p.packet
+    );
+    let _ = writeln!(
+        out,
+        "each point: median of {} timed runs of {} s after a warm-up run, [90% order-statistics CI of the median; with fewer than 5 runs: min, max]",
+        p.runs, p.seconds
+    );
+    let _ = writeln!(
+        out,
+        "PLP: 1 channel, packet-level engine; CLP: {CLP_CHANNELS} channels, processor-per-connection; batches of {CHUNK} packets; Mbit/s = 10^6 bit/s of payload"
+    );
+    let _ = writeln!(
+        out,
+        "send: packets of random bytes (fresh seed per run) sealed as fast as possible; recv: a pool of real datagrams sealed beforehand, copied in by the in-memory device, opened and replay-checked"
+    );
+    let _ = writeln!(out, "output files: {}", p.out.display());
+    let _ = writeln!(out);
+    let _ = writeln!(out, "stacks:");
+    for s in &p.stacks {
+        let _ = writeln!(out, "- {}: {}", s.name, s.layers);
+    }
+    let _ = writeln!(out);
+
+    // Throughput and speedup.
+    let _ = writeln!(out, "### Throughput and speedup (paper 000 figures 3-10)\n");
+    let mut head: Vec<String> = vec!["stack".into(), "side".into(), "mode".into()];
+    for w in 1..=nw {
+        head.push(format!("{w}w Mbit/s"));
+    }
+    head.push(format!("speedup @{nw}w"));
+    head.push("1996: 1 proc Mb/s".into());
+    head.push("1996: speedup @12".into());
+    let rows: Vec<Vec<String>> = curves
+        .iter()
+        .map(|c| {
+            let mut r = vec![
+                c.stack.name.to_owned(),
+                side_name(c.op).to_owned(),
+                c.mode.name().to_owned(),
+            ];
+            for e in &c.points {
+                r.push(fmt_est(*e));
+            }
+            let sp = c.speedup(nw);
+            r.push(format!("{:.2} [{:.2}, {:.2}]", sp.median, sp.lo, sp.hi));
+            let paper = c.stack.paper.map(|i| {
+                let us = match (c.mode, c.op) {
+                    (Mode::Plp, Op::Seal) => PAPER[i].1,
+                    (Mode::Plp, Op::Open) => PAPER[i].2,
+                    (Mode::Clp, Op::Seal) => PAPER[i].3,
+                    (Mode::Clp, Op::Open) => PAPER[i].4,
+                };
+                let quoted = if (c.mode, c.op) == (Mode::Plp, Op::Seal) {
+                    format!(" (text: {})", PAPER_SEND_MBPS[i])
+                } else {
+                    String::new()
+                };
+                (format!("{:.1}{quoted}", 4096.0 * 8.0 / us), i)
+            });
+            match paper {
+                Some((m, i)) => {
+                    r.push(m);
+                    r.push(
+                        match c.mode {
+                            Mode::Plp => PAPER_SPEEDUP_PLP[i],
+                            Mode::Clp => PAPER_SPEEDUP_CLP[i],
+                        }
+                        .to_owned(),
+                    );
+                }
+                None => {
+                    r.push("-".into());
+                    r.push("-".into());
+                }
+            }
+            r
+        })
+        .collect();
+    let head_ref: Vec<&str> = head.iter().map(String::as_str).collect();
+    table(&mut out, &head_ref, &rows);
+    let _ = writeln!(
+        out,
+        "1996 columns: 12-processor SGI Challenge (100 MHz R4400), TCP stacks, 4 KiB packets; 1-processor Mb/s derived from Tables 1-2 latencies (4096 B x 8 / usec), speedups as described in the text.\n"
+    );
+
+    // Latency breakdown.
+    for (mode, name) in [(Mode::Plp, "Table 1 (PLP)"), (Mode::Clp, "Table 2 (CLP)")] {
+        let _ = writeln!(
+            out,
+            "### Latency breakdown, {name}: usec per packet at one worker, incremental cost over the baseline\n"
+        );
+        let find = |stack: &str, op: Op| {
+            curves
+                .iter()
+                .find(|c| c.stack.name == stack && c.op == op && c.mode == mode)
+                .map(|c| c.us_per_packet(p.packet))
+        };
+        let rows: Vec<Vec<String>> = p
+            .stacks
+            .iter()
+            .map(|s| {
+                let mut r = vec![s.name.to_owned()];
+                for op in [Op::Seal, Op::Open] {
+                    let us = find(s.name, op);
+                    let base = find("baseline", op);
+                    r.push(us.map_or("-".into(), |v| format!("{v:.2}")));
+                    r.push(match (us, base) {
+                        (Some(u), Some(b)) if s.name != "baseline" => format!("{:.2}", u - b),
+                        _ => String::new(),
+                    });
+                }
+                match s.paper {
+                    Some(i) => {
+                        let (ps, pr) = match mode {
+                            Mode::Plp => (PAPER[i].1, PAPER[i].2),
+                            Mode::Clp => (PAPER[i].3, PAPER[i].4),
+                        };
+                        let (bs, br) = match mode {
+                            Mode::Plp => (PAPER[0].1, PAPER[0].2),
+                            Mode::Clp => (PAPER[0].3, PAPER[0].4),
+                        };
+                        let inc = |v: f64, b: f64| {
+                            if i == 0 {
+                                String::new()
+                            } else {
+                                format!("{:.0}", v - b)
+                            }
+                        };
+                        r.push(PAPER[i].0.to_owned());
+                        r.push(format!("{ps:.0}"));
+                        r.push(inc(ps, bs));
+                        r.push(format!("{pr:.0}"));
+                        r.push(inc(pr, br));
+                    }
+                    None => r.extend(std::iter::repeat_n(String::from("-"), 5)),
+                }
+                r
+            })
+            .collect();
+        table(
+            &mut out,
+            &[
+                "stack",
+                "send us",
+                "inc",
+                "recv us",
+                "inc",
+                "1996 stack",
+                "1996 send us",
+                "inc",
+                "1996 recv us",
+                "inc",
+            ],
+            &rows,
+        );
+    }
+
+    // Many connections.
+    let _ = writeln!(
+        out,
+        "### CLP send side, thread-per-connection vs processor-per-connection ({nw} threads), paper 000 figure 11 (median of {many_runs} runs, batches of {CHUNK_MANY})\n"
+    );
+    let mut rows = Vec::new();
+    for s in &p.stacks {
+        let conns: Vec<usize> = {
+            let mut v: Vec<usize> = many
+                .iter()
+                .filter(|m| m.0.name == s.name)
+                .map(|m| m.1)
+                .collect();
+            v.dedup();
+            v
+        };
+        for n in conns {
+            let get = |tpc: bool| {
+                many.iter()
+                    .find(|m| {
+                        m.0.name == s.name
+                            && m.1 == n
+                            && matches!(m.2, ClpPolicy::ThreadPerConnection) == tpc
+                    })
+                    .map(|m| m.3)
+            };
+            if let (Some(t), Some(q)) = (get(true), get(false)) {
+                rows.push(vec![
+                    s.name.to_owned(),
+                    n.to_string(),
+                    fmt_est(t),
+                    fmt_est(q),
+                    format!("{:.2}", t.median / q.median),
+                ]);
+            }
+        }
+    }
+    table(
+        &mut out,
+        &[
+            "stack",
+            "connections",
+            "thread-per-conn Mbit/s",
+            "processor-per-conn Mbit/s",
+            "tpc/ppc",
+        ],
+        &rows,
+    );
+
+    // Serial fraction and projections.
+    let _ = writeln!(
+        out,
+        "### Serial fraction (Amdahl fit to the measured speedups at 1..{nw} workers) and PROJECTED speedups\n"
+    );
+    let rows: Vec<Vec<String>> = curves
+        .iter()
+        .filter_map(|c| {
+            let f = c.serial_fraction()?;
+            let mut r = vec![
+                c.stack.name.to_owned(),
+                side_name(c.op).to_owned(),
+                c.mode.name().to_owned(),
+                format!("{f:.3}"),
+                if f > 0.0 {
+                    format!("{:.0}", 1.0 / f)
+                } else {
+                    "unbounded".into()
+                },
+            ];
+            for n in PROJECT_AT {
+                r.push(format!("{:.1}", amdahl(f, n)));
+            }
+            r.push(
+                c.stack
+                    .paper
+                    .filter(|_| c.mode == Mode::Plp && c.op == Op::Seal)
+                    .map_or("", |i| PAPER_PROJECTION[i])
+                    .to_owned(),
+            );
+            Some(r)
+        })
+        .collect();
+    if rows.is_empty() {
+        let _ = writeln!(out, "(needs at least 2 workers)\n");
+    } else {
+        table(
+            &mut out,
+            &[
+                "stack",
+                "side",
+                "mode",
+                "serial fraction f",
+                "ceiling 1/f",
+                "proj. @12",
+                "proj. @16",
+                "proj. @64",
+                "proj. @128",
+                "1996 estimate",
+            ],
+            &rows,
+        );
+        let _ = writeln!(
+            out,
+            "Projections are Amdahl's law S(n) = 1 / (f + (1 - f) / n) with f fitted on this {cores}-core machine: extrapolations, not measurements. With only 2 workers, f is the deviation of one speedup from 2 and is sensitive to noise from other load on the machine.\n"
+        );
+    }
+
+    // Layered.
+    let _ = writeln!(
+        out,
+        "### Layered pipeline (one thread per layer: framing, crypto; output on the caller), 1 channel, vs PLP at {nw} workers\n"
+    );
+    let rows: Vec<Vec<String>> = layered
+        .iter()
+        .map(|(s, op, e)| {
+            let plp = curves
+                .iter()
+                .find(|c| c.stack.name == s.name && c.op == *op && c.mode == Mode::Plp)
+                .map(|c| c.points[nw - 1]);
+            vec![
+                s.name.to_owned(),
+                side_name(*op).to_owned(),
+                fmt_est(*e),
+                plp.map_or("-".into(), fmt_est),
+            ]
+        })
+        .collect();
+    table(
+        &mut out,
+        &[
+            "stack",
+            "side",
+            "layered Mbit/s",
+            &format!("PLP {nw}w Mbit/s"),
+        ],
+        &rows,
+    );
+
+    // Targets.
+    let _ = writeln!(out, "### Targets (issue 3)\n");
+    let _ = writeln!(
+        out,
+        "raw library seal rate ({}, aes128-gcm, {} B, one thread): {} Mbit/s",
+        RawAead::LIBRARY,
+        p.packet,
+        fmt_est(raw)
+    );
+    match curves
+        .iter()
+        .find(|c| c.stack.name == "aes128-gcm" && c.op == Op::Seal && c.mode == Mode::Plp)
+    {
+        Some(c) => {
+            let ratio = c.points[0].median / raw.median;
+            let _ = writeln!(
+                out,
+                "aes128-gcm PLP send, 1 worker / raw: {ratio:.3} (target >= {TARGET_RAW_RATIO}): {}",
+                if ratio >= TARGET_RAW_RATIO {
+                    "met"
+                } else {
+                    "NOT met"
+                }
+            );
+            if nw >= 2 {
+                let s = c.speedup(2);
+                let _ = writeln!(
+                    out,
+                    "aes128-gcm PLP send, speedup at 2 workers: {:.3} [{:.2}, {:.2}] (target >= {TARGET_SPEEDUP}): {}",
+                    s.median,
+                    s.lo,
+                    s.hi,
+                    if s.median >= TARGET_SPEEDUP {
+                        "met"
+                    } else {
+                        "NOT met"
+                    }
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(out, "aes128-gcm not measured: targets not evaluated");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ci_ranks_cover_90_percent() {
+        // n = 5: min..max covers 1 - 2/32 = 0.9375; the next pair only 0.625.
+        assert_eq!(ci_ranks(5), (0, 4));
+        // n = 3 cannot reach 90%: min..max.
+        assert_eq!(ci_ranks(3), (0, 2));
+        // n = 9: (x_2, x_8) covers 0.961, (x_3, x_7) covers 0.820.
+        assert_eq!(ci_ranks(9), (1, 7));
+        let e = estimate(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+        assert_eq!((e.median, e.lo, e.hi), (3.0, 1.0, 5.0));
+    }
+
+    #[test]
+    fn amdahl_fit_recovers_the_serial_fraction() {
+        let f = 0.1;
+        let points = (1..=4)
+            .map(|w| {
+                let v = 100.0 * amdahl(f, w as f64);
+                Estimate {
+                    median: v,
+                    lo: v,
+                    hi: v,
+                }
+            })
+            .collect();
+        let c = Curve {
+            stack: &STACKS[0],
+            op: Op::Seal,
+            mode: Mode::Plp,
+            points,
+        };
+        assert!((c.serial_fraction().unwrap() - f).abs() < 1e-9);
+        assert!((amdahl(0.0, 16.0) - 16.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn stacks_resolve_and_svg_is_well_formed() {
+        assert_eq!(
+            stack_by_name("AES128-GCM").unwrap().suite,
+            SuiteId::Aes128Gcm
+        );
+        assert!(stack_by_name("rot13").is_err());
+        let svg = svg_chart(
+            "t <x>",
+            "workers",
+            "Mbit/s",
+            &[("a".into(), vec![(1.0, 10.0), (2.0, 20.0)])],
+            true,
+            true,
+        );
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+        assert!(svg.contains("t &lt;x&gt;") && svg.contains("polyline"));
+    }
+}

@@ -1,0 +1,71 @@
+//! `sealink bench stacks --quick` end to end: tables on stdout, CSV and SVG files in --out.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+#[test]
+fn bench_stacks_quick_writes_tables_csv_and_svg() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("sealink-bench-stacks-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args([
+            "bench",
+            "stacks",
+            "--quick",
+            "--stacks",
+            "baseline,aes128-gcm",
+            "--workers",
+            "2",
+            "--seconds",
+            "0.02",
+            "--runs",
+            "1",
+            "--out",
+        ])
+        .arg(&dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "### Throughput and speedup",
+        "| aes128-gcm | send | PLP |",
+        "Table 1 (PLP)",
+        "Table 2 (CLP)",
+        "thread-per-connection vs processor-per-connection",
+        "PROJECTED",
+        "raw library seal rate",
+        "TCP/IP",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+    }
+    for f in [
+        "scaling.csv",
+        "latency.csv",
+        "serial_fraction.csv",
+        "connections.csv",
+        "layered.csv",
+        "raw.csv",
+        "throughput-plp-send.svg",
+        "speedup-plp-send.svg",
+        "throughput-clp-recv.svg",
+        "speedup-clp-recv.svg",
+        "connections.svg",
+    ] {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(text.len() > 40, "{f} is nearly empty");
+        if f.ends_with(".svg") {
+            assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+        }
+    }
+    let scaling = std::fs::read_to_string(dir.join("scaling.csv")).unwrap();
+    // header + 2 stacks x 2 sides x 2 modes x 2 workers
+    assert_eq!(scaling.lines().count(), 1 + 16, "{scaling}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

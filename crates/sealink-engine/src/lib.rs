@@ -1,0 +1,68 @@
+//! Parallel seal/open engine for many sealink channels (issue 3, after paper 000).
+//!
+//! Three pipelines share one interface ([`Engine`]): submit a batch of packets for one channel,
+//! receive batches back, in order per channel.
+//!
+//! * [`Plp`] (packet-level parallelism): a short serial step per channel on the submitting
+//!   thread (assign counters, take the next slot of the channel's ordered queue), the crypto on
+//!   any worker of a device-wide queue outside any lock, and release in order per channel. On
+//!   receive the workers open in parallel without touching the replay window; the replay
+//!   `accept` happens serially, in order, when a batch is released. This is WireGuard's
+//!   per-peer ordered queue over a device-wide ring.
+//! * [`Clp`] (connection-level parallelism): channels pinned to workers (`channel % workers`),
+//!   all channel state owned by its worker, nothing shared on the fast path. Thread-per-
+//!   connection and processor-per-connection are the two [`ClpPolicy`]s of paper 000.
+//! * [`Layered`]: one thread per layer (framing, crypto) handing packets on, then the output
+//!   (replay, delivery) on the caller: only a point of comparison.
+//!
+//! Every packet goes through [`sealink_proto::datapath`] or the same calls it makes, so the bytes
+//! are exactly what the protocol puts on the wire; [`seal_serial`] and [`open_serial`] are the
+//! single-threaded reference.
+#![forbid(unsafe_code)]
+
+mod clp;
+mod layered;
+mod packet;
+mod plp;
+
+pub use clp::{Clp, ClpPolicy};
+pub use layered::Layered;
+pub use packet::{Channel, HEADER_ROOM, Op, Packet, open_one, open_serial, seal_one, seal_serial};
+pub use plp::Plp;
+
+/// A batch of packets of one channel, as submitted and as released.
+#[derive(Debug)]
+pub struct Batch {
+    pub channel: usize,
+    pub op: Op,
+    pub packets: Vec<Packet>,
+}
+
+/// The common interface of the pipelines.
+pub trait Engine {
+    /// Hands a batch of packets of `channel` to the engine (the serial step runs here or, for
+    /// [`Clp`], on the channel's worker).
+    fn submit(&mut self, op: Op, channel: usize, packets: Vec<Packet>);
+    /// The next released batch, waiting (and, for [`Plp`], helping with the work) until one is
+    /// ready; `None` when nothing is in flight.
+    fn recv(&mut self) -> Option<Batch>;
+    /// Batches submitted and not yet returned by [`recv`](Engine::recv).
+    fn in_flight(&self) -> usize;
+    /// Lab hook for the receive-side drivers, which replay a pool of sealed packets: the next
+    /// open batch submitted for `channel` starts from an empty replay window, as if the sender
+    /// had restarted its counters under the same key. Never use it on a real channel.
+    fn restart_replay_window(&mut self, channel: usize);
+}
+
+/// Runs batches through an engine and returns them per channel in release order: a helper
+/// for tests and simple callers.
+pub fn run_all(engine: &mut dyn Engine, op: Op, batches: Vec<(usize, Vec<Packet>)>) -> Vec<Batch> {
+    for (c, p) in batches {
+        engine.submit(op, c, p);
+    }
+    let mut out = Vec::new();
+    while let Some(b) = engine.recv() {
+        out.push(b);
+    }
+    out
+}

@@ -1,0 +1,189 @@
+//! Channels, packets and the per-packet work (the single-threaded reference path).
+
+use std::sync::Arc;
+
+use sealink_crypto::{PacketKey, Scope};
+use sealink_proto::DropReason;
+use sealink_proto::datapath;
+use sealink_proto::replay::{ReplayVerdict, ReplayWindow};
+use sealink_proto::wire::HEADER_LEN;
+
+/// Bytes of header room in front of every packet's body.
+pub const HEADER_ROOM: usize = HEADER_LEN;
+
+/// Seal (send side) or open (receive side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Seal,
+    Open,
+}
+
+/// One channel's data-path state: keys, receiver index, next send counter, receive window.
+#[derive(Debug, Clone)]
+pub struct Channel {
+    pub tx: Arc<PacketKey>,
+    pub rx: Arc<PacketKey>,
+    /// Receiver index written into sealed headers and expected in opened ones.
+    pub receiver: u32,
+    /// Scope of sealed packets.
+    pub scope: Scope,
+    /// Accept scope "none" on receive (insecure lab opt-in).
+    pub allow_plaintext: bool,
+    pub next_counter: u64,
+    pub replay: ReplayWindow,
+}
+
+impl Channel {
+    pub fn new(tx: Arc<PacketKey>, rx: Arc<PacketKey>, receiver: u32, scope: Scope) -> Self {
+        Channel {
+            tx,
+            rx,
+            receiver,
+            scope,
+            allow_plaintext: false,
+            next_counter: 0,
+            replay: ReplayWindow::new(),
+        }
+    }
+    /// Accepts scope "none" on receive (the lab's baseline stack only).
+    pub fn with_insecure_plaintext(mut self, allow: bool) -> Self {
+        self.allow_plaintext = allow;
+        self
+    }
+    /// The serial step of the send side: the next counter.
+    pub fn take_counter(&mut self) -> u64 {
+        let c = self.next_counter;
+        self.next_counter += 1;
+        c
+    }
+    /// The serial step of the receive side, after authentication and in order: records the
+    /// counter in the replay window or refuses the packet.
+    pub fn accept(&mut self, p: &mut Packet) {
+        if p.status.is_ok() {
+            match self.replay.accept(p.counter) {
+                ReplayVerdict::Fresh => {}
+                ReplayVerdict::Replayed => p.status = Err(DropReason::Replayed),
+                ReplayVerdict::TooOld => p.status = Err(DropReason::TooOld),
+            }
+        }
+    }
+}
+
+/// A packet laid out as its datagram: `HEADER_ROOM` bytes of header, the body, room for the tag.
+///
+/// * before sealing, `len` is the body length (body at `buf[HEADER_ROOM..HEADER_ROOM + len]`);
+///   after sealing, `len` is the datagram length (`buf[..len]` is what goes on the wire);
+/// * before opening, `len` is the datagram length; after opening, `len` is the plaintext
+///   length (at `buf[HEADER_ROOM..HEADER_ROOM + len]`) and `counter` the datagram's counter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet {
+    pub buf: Vec<u8>,
+    pub len: usize,
+    pub counter: u64,
+    pub status: Result<(), DropReason>,
+    /// Receive-side drivers only: a sealed datagram that the worker first copies into `buf`
+    /// (the in-memory device's receive DMA), so that a pool of sealed packets can be opened
+    /// again and again without skipping work.
+    pub device: Option<Arc<[u8]>>,
+}
+
+impl Packet {
+    /// A packet to seal carrying `body`, with room for `overhead` bytes of tag/padding.
+    pub fn with_body(body: &[u8], overhead: usize) -> Self {
+        let mut buf = vec![0u8; HEADER_ROOM + body.len() + overhead];
+        buf[HEADER_ROOM..HEADER_ROOM + body.len()].copy_from_slice(body);
+        Packet {
+            buf,
+            len: body.len(),
+            counter: 0,
+            status: Ok(()),
+            device: None,
+        }
+    }
+    /// A received datagram to open.
+    pub fn datagram(bytes: &[u8]) -> Self {
+        Packet {
+            buf: bytes.to_vec(),
+            len: bytes.len(),
+            counter: 0,
+            status: Ok(()),
+            device: None,
+        }
+    }
+    /// The sealed datagram (after a successful seal).
+    pub fn wire(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+    /// The plaintext body (after a successful open).
+    pub fn body(&self) -> &[u8] {
+        &self.buf[HEADER_ROOM..HEADER_ROOM + self.len]
+    }
+}
+
+/// Seals one packet whose counter is already assigned (the parallel part of the send side).
+pub fn seal_one(key: &PacketKey, receiver: u32, scope: Scope, p: &mut Packet) {
+    match datapath::seal_datagram(key, receiver, p.counter, scope, &mut p.buf, p.len) {
+        Ok(n) => {
+            p.len = n;
+            p.status = Ok(());
+        }
+        Err(e) => p.status = Err(e),
+    }
+}
+
+/// Opens one datagram without touching any replay window (the parallel part of the receive
+/// side): parse the header, check the receiver index and scope, authenticate and decrypt.
+/// The caller must then [`Channel::accept`] the packets serially, in order.
+pub fn open_one(key: &PacketKey, receiver: u32, allow_plaintext: bool, p: &mut Packet) {
+    if let Some(src) = &p.device {
+        if p.buf.len() < src.len() {
+            p.buf.resize(src.len(), 0);
+        }
+        p.buf[..src.len()].copy_from_slice(src);
+        p.len = src.len();
+    }
+    p.status = open_inner(key, receiver, allow_plaintext, p);
+}
+
+fn open_inner(
+    key: &PacketKey,
+    receiver: u32,
+    allow_plaintext: bool,
+    p: &mut Packet,
+) -> Result<(), DropReason> {
+    let dg = p.buf.get_mut(..p.len).ok_or(DropReason::MalformedHeader)?;
+    let (scope, index, counter) = datapath::parse_data_header(dg)?;
+    if index != receiver {
+        return Err(DropReason::UnknownIndex);
+    }
+    if scope == Scope::None && !allow_plaintext {
+        return Err(DropReason::ScopeRefused);
+    }
+    p.counter = counter;
+    let sealed = dg
+        .len()
+        .checked_sub(HEADER_ROOM)
+        .ok_or(DropReason::MalformedHeader)?;
+    let n = key
+        .open_contiguous(counter, scope, dg, HEADER_ROOM, sealed)
+        .map_err(|_| DropReason::AuthFailed)?;
+    p.len = n;
+    Ok(())
+}
+
+/// The single-threaded reference of the send side: counters in order, then seal.
+pub fn seal_serial(ch: &mut Channel, packets: &mut [Packet]) {
+    for p in packets {
+        p.counter = ch.take_counter();
+        seal_one(&ch.tx, ch.receiver, ch.scope, p);
+    }
+}
+
+/// The single-threaded reference of the receive side, in the order of `open_datagram`'s checks
+/// (the window is checked by `accept`, after authentication).
+pub fn open_serial(ch: &mut Channel, packets: &mut [Packet]) {
+    for p in packets {
+        open_one(&ch.rx, ch.receiver, ch.allow_plaintext, p);
+        ch.accept(p);
+    }
+}
