@@ -169,6 +169,17 @@ struct StacksArgs {
     /// Smoke test: short runs, few connections (not a measurement)
     #[arg(long)]
     quick: bool,
+    /// Packets per engine batch in the scaling experiments
+    #[arg(long, default_value_t = bench::stacks::CHUNK, value_parser = parse_batch)]
+    batch: usize,
+}
+
+fn parse_batch(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(v) if (1..=4096).contains(&v) => Ok(v),
+        Ok(_) => Err("must be within 1..=4096".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn parse_stacks_packet(s: &str) -> Result<usize, String> {
@@ -328,6 +339,7 @@ fn run(cli: Cli) -> Result<()> {
                 a.stacks
             },
             quick: a.quick,
+            batch: a.batch,
         }),
     }
 }

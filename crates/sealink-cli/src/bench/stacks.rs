@@ -102,8 +102,8 @@ const PAPER_SPEEDUP_CLP: [&str; 4] = ["good", "~linear", "~linear", "~linear"];
 /// Paper 000's projection: "TCP/MD5/IP would bottleneck at about 16 processors, DES ... 30".
 const PAPER_PROJECTION: [&str; 4] = ["", "bottleneck ~16 procs", "scales to ~30 procs", ""];
 
-/// Packets per engine batch.
-const CHUNK: usize = 32;
+/// Packets per engine batch (default of `--batch`).
+pub const CHUNK: usize = 32;
 /// Packets per batch in the many-connections experiment (keeps 384 channels' buffers small).
 const CHUNK_MANY: usize = 8;
 /// Channels of the CLP experiments (paper 000: 12 connections).
@@ -130,6 +130,8 @@ pub struct Params {
     pub out: PathBuf,
     pub stacks: Vec<&'static Stack>,
     pub quick: bool,
+    /// Packets per engine batch in the scaling experiments.
+    pub batch: usize,
 }
 
 /// Looks a stack up by name.
@@ -423,7 +425,7 @@ fn measure(
     let source = match op {
         Op::Seal => Source::Send { size: p.packet },
         Op::Open => Source::Recv {
-            pools: sealed_pools(&chans, p.packet, 4 * CHUNK, chunk, workers)?,
+            pools: sealed_pools(&chans, p.packet, 4 * chunk, chunk, workers)?,
         },
     };
     let mut engine: Box<dyn Engine> = match kind {
@@ -574,7 +576,7 @@ pub fn run(p: &Params) -> Result<()> {
                             raw = Some(estimate(&raw_seal_rate(p)?));
                             pb.inc(1);
                         }
-                        let r = measure(stack, kind, op, mode.channels(), CHUNK, p, windows)?;
+                        let r = measure(stack, kind, op, mode.channels(), p.batch, p, windows)?;
                         points.push(estimate(&r));
                         pb.inc(1);
                     }
@@ -585,7 +587,7 @@ pub fn run(p: &Params) -> Result<()> {
                         points,
                     });
                 }
-                let r = measure(stack, EngineKind::Layered, op, 1, CHUNK, p, windows)?;
+                let r = measure(stack, EngineKind::Layered, op, 1, p.batch, p, windows)?;
                 layered.push((stack, op, estimate(&r)));
                 pb.inc(1);
             }
@@ -1059,7 +1061,8 @@ fn render(
     );
     let _ = writeln!(
         out,
-        "PLP: 1 channel, packet-level engine; CLP: {CLP_CHANNELS} channels, processor-per-connection; batches of {CHUNK} packets; Mbit/s = 10^6 bit/s of payload"
+        "PLP: 1 channel, packet-level engine; CLP: {CLP_CHANNELS} channels, processor-per-connection; batches of {} packets; Mbit/s = 10^6 bit/s of payload",
+        p.batch
     );
     let _ = writeln!(
         out,
