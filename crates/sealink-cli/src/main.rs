@@ -172,6 +172,9 @@ struct StacksArgs {
     /// Packets per engine batch in the scaling experiments
     #[arg(long, default_value_t = bench::stacks::CHUNK, value_parser = parse_batch)]
     batch: usize,
+    /// Pin engine worker threads to cores
+    #[arg(long)]
+    pin: bool,
 }
 
 fn parse_batch(s: &str) -> Result<usize, String> {
@@ -324,23 +327,26 @@ fn run(cli: Cli) -> Result<()> {
             out: a.out,
             ghash_soft: a.ghash_soft,
         }),
-        Command::Bench(BenchCommand::Stacks(a)) => bench::stacks::run(&bench::stacks::Params {
-            workers: a.workers.map_or_else(
-                || std::thread::available_parallelism().map_or(1, |n| n.get()),
-                |w| w as usize,
-            ),
-            packet: a.packet,
-            seconds: a.seconds.unwrap_or(if a.quick { 0.02 } else { 0.3 }),
-            runs: a.runs.map_or(if a.quick { 3 } else { 5 }, |r| r as usize),
-            out: a.out,
-            stacks: if a.stacks.is_empty() {
-                bench::stacks::STACKS.iter().collect()
-            } else {
-                a.stacks
-            },
-            quick: a.quick,
-            batch: a.batch,
-        }),
+        Command::Bench(BenchCommand::Stacks(a)) => {
+            sealink_engine::set_pin_workers(a.pin);
+            bench::stacks::run(&bench::stacks::Params {
+                workers: a.workers.map_or_else(
+                    || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    |w| w as usize,
+                ),
+                packet: a.packet,
+                seconds: a.seconds.unwrap_or(if a.quick { 0.02 } else { 0.3 }),
+                runs: a.runs.map_or(if a.quick { 3 } else { 5 }, |r| r as usize),
+                out: a.out,
+                stacks: if a.stacks.is_empty() {
+                    bench::stacks::STACKS.iter().collect()
+                } else {
+                    a.stacks
+                },
+                quick: a.quick,
+                batch: a.batch,
+            })
+        }
     }
 }
 

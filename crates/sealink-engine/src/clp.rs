@@ -50,11 +50,14 @@ impl Clp {
         let (done_tx, done_rx) = mpsc::channel::<Batch>();
         let mut to_workers = Vec::with_capacity(n);
         let mut threads = Vec::with_capacity(n);
-        for mine in owned {
+        for (i, mine) in owned.into_iter().enumerate() {
             let (tx, rx) = mpsc::channel::<Msg>();
             let done = done_tx.clone();
             to_workers.push(tx);
-            threads.push(std::thread::spawn(move || worker(mine, n, rx, done)));
+            threads.push(std::thread::spawn(move || {
+                crate::maybe_pin(i);
+                worker(mine, n, rx, done)
+            }));
         }
         Clp {
             to_workers,

@@ -30,6 +30,25 @@ pub use layered::Layered;
 pub use packet::{Channel, HEADER_ROOM, Op, Packet, open_one, open_serial, seal_one, seal_serial};
 pub use plp::Plp;
 
+static PIN_WORKERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Pins the worker threads of engines created from now on to cores (worker `i` on core
+/// `i mod cores`; for [`Plp`] the submitting thread is worker 0 and stays where it is). Off by
+/// default: the scheduler usually does as well, and pinning hurts when other work shares the
+/// machine.
+pub fn set_pin_workers(on: bool) {
+    PIN_WORKERS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Pins the calling worker thread if pinning is on; a failure to pin is not an error.
+pub(crate) fn maybe_pin(i: usize) {
+    if PIN_WORKERS.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Some(ids) = core_affinity::get_core_ids().filter(|ids| !ids.is_empty()) {
+            core_affinity::set_for_current(ids[i % ids.len()]);
+        }
+    }
+}
+
 /// A batch of packets of one channel, as submitted and as released.
 #[derive(Debug)]
 pub struct Batch {

@@ -147,10 +147,12 @@ impl Plp {
         let queue = Arc::new(Queue::default());
         let (done_tx, done_rx) = mpsc::channel::<Job>();
         let threads = (1..workers.max(1))
-            .map(|_| {
+            .map(|i| {
                 let q = Arc::clone(&queue);
                 let tx = done_tx.clone();
                 std::thread::spawn(move || {
+                    // The submitting thread is worker 0.
+                    crate::maybe_pin(i);
                     while let Some(mut job) = q.pop() {
                         job.run();
                         if tx.send(job).is_err() {

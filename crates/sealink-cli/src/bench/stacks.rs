@@ -102,8 +102,10 @@ const PAPER_SPEEDUP_CLP: [&str; 4] = ["good", "~linear", "~linear", "~linear"];
 /// Paper 000's projection: "TCP/MD5/IP would bottleneck at about 16 processors, DES ... 30".
 const PAPER_PROJECTION: [&str; 4] = ["", "bottleneck ~16 procs", "scales to ~30 procs", ""];
 
-/// Packets per engine batch (default of `--batch`).
-pub const CHUNK: usize = 32;
+/// Packets per engine batch (default of `--batch`). Measured on 2 cores (docs/RESULTS.md):
+/// 32 left the AES-128-GCM 2-worker speedup at 1.4-1.7 (hand-off cost per ~21 us batch);
+/// 192 reached 2.0-2.2 while one worker kept 0.98 of the raw seal rate; 512 fell out of cache.
+pub const CHUNK: usize = 192;
 /// Packets per batch in the many-connections experiment (keeps 384 channels' buffers small).
 const CHUNK_MANY: usize = 8;
 /// Channels of the CLP experiments (paper 000: 12 connections).
