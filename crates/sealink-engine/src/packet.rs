@@ -156,18 +156,9 @@ fn open_inner(
     if index != receiver {
         return Err(DropReason::UnknownIndex);
     }
-    if scope == Scope::None && !allow_plaintext {
-        return Err(DropReason::ScopeRefused);
-    }
     p.counter = counter;
-    let sealed = dg
-        .len()
-        .checked_sub(HEADER_ROOM)
-        .ok_or(DropReason::MalformedHeader)?;
-    let n = key
-        .open_contiguous(counter, scope, dg, HEADER_ROOM, sealed)
-        .map_err(|_| DropReason::AuthFailed)?;
-    p.len = n;
+    let body = datapath::open_in_place(key, scope, counter, allow_plaintext, dg)?;
+    p.len = body.len();
     Ok(())
 }
 

@@ -66,6 +66,21 @@ pub fn open_datagram(
         ReplayVerdict::Replayed => return Err(DropReason::Replayed),
         ReplayVerdict::TooOld => return Err(DropReason::TooOld),
     }
+    let body = open_in_place(key, scope, counter, allow_plaintext, buf)?;
+    replay.accept(counter);
+    Ok(body)
+}
+
+/// Opens a data datagram in place without touching a replay window: for callers that open on
+/// any core and check and record counters themselves, serially and in order (the parallel
+/// engine). Returns the plaintext body's range in `buf`.
+pub fn open_in_place(
+    key: &PacketKey,
+    scope: Scope,
+    counter: u64,
+    allow_plaintext: bool,
+    buf: &mut [u8],
+) -> Result<Range<usize>, DropReason> {
     if scope == Scope::None && !allow_plaintext {
         return Err(DropReason::ScopeRefused);
     }
@@ -76,6 +91,5 @@ pub fn open_datagram(
     let n = key
         .open_contiguous(counter, scope, buf, HEADER_LEN, sealed_len)
         .map_err(|_| DropReason::AuthFailed)?;
-    replay.accept(counter);
     Ok(HEADER_LEN..HEADER_LEN + n)
 }

@@ -25,7 +25,7 @@ use sealink_crypto::raw::{self, RawAead};
 use sealink_crypto::{SuiteId, legacy};
 use sealink_proto::sim::SimRng;
 
-use super::{median, timed};
+use super::{fill, median, random_seed, timed};
 use crate::error::{Result, ResultExt, msg};
 use crate::output;
 
@@ -105,23 +105,10 @@ impl Row {
     }
 }
 
-fn random_seed() -> Result<u64> {
-    let mut b = [0u8; 8];
-    sealink_crypto::sign::random_bytes(&mut b).context("the system random generator failed")?;
-    Ok(u64::from_le_bytes(b))
-}
-
 fn random_array<const N: usize>() -> Result<[u8; N]> {
     let mut b = [0u8; N];
     sealink_crypto::sign::random_bytes(&mut b).context("the system random generator failed")?;
     Ok(b)
-}
-
-fn fill(rng: &mut SimRng, buf: &mut [u8]) {
-    for chunk in buf.chunks_mut(8) {
-        let r = rng.next_u64().to_le_bytes();
-        chunk.copy_from_slice(&r[..chunk.len()]);
-    }
 }
 
 /// Iterations between clock reads: about 64 KiB per batch, at most 256 iterations.

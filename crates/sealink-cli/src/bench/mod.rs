@@ -7,6 +7,26 @@ pub mod stacks;
 
 use std::time::{Duration, Instant};
 
+use sealink_proto::sim::SimRng;
+
+use crate::error::{Result, ResultExt};
+
+/// A fresh seed from the system generator, so every run's buffers differ (the papers warn that
+/// constant buffers flatter ciphers).
+pub(crate) fn random_seed() -> Result<u64> {
+    let mut b = [0u8; 8];
+    sealink_crypto::sign::random_bytes(&mut b).context("the system random generator failed")?;
+    Ok(u64::from_le_bytes(b))
+}
+
+/// Fills `buf` with bytes from `rng`.
+pub(crate) fn fill(rng: &mut SimRng, buf: &mut [u8]) {
+    for chunk in buf.chunks_mut(8) {
+        let r = rng.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&r[..chunk.len()]);
+    }
+}
+
 /// Median of a non-empty list (mean of the two middle values for an even count).
 pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();

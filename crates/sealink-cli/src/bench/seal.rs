@@ -13,7 +13,7 @@ use sealink_proto::replay::ReplayWindow;
 use sealink_proto::sim::SimRng;
 use sealink_proto::wire::{self, FRAME_MSG, Frame, Frames, HEADER_LEN, Writer};
 
-use super::{median, timed};
+use super::{fill, median, random_seed, timed};
 use crate::error::{Result, ResultExt, msg};
 use crate::output;
 
@@ -43,19 +43,6 @@ pub struct Params {
     pub suites: Vec<SuiteId>,
     pub seconds: f64,
     pub runs: usize,
-}
-
-fn random_seed() -> Result<u64> {
-    let mut b = [0u8; 8];
-    sealink_crypto::sign::random_bytes(&mut b).context("the system random generator failed")?;
-    Ok(u64::from_le_bytes(b))
-}
-
-fn fill(rng: &mut SimRng, buf: &mut [u8]) {
-    for chunk in buf.chunks_mut(8) {
-        let r = rng.next_u64().to_le_bytes();
-        chunk.copy_from_slice(&r[..chunk.len()]);
-    }
 }
 
 /// Writes a MSG frame header (type, seq, from, to, length) at the start of `out`.

@@ -18,7 +18,7 @@ use sealink_engine::{
 };
 use sealink_proto::sim::SimRng;
 
-use super::median;
+use super::{fill, median, random_seed};
 use crate::error::{Result, ResultExt, msg};
 use crate::output;
 
@@ -226,19 +226,6 @@ fn ci_ranks(n: usize) -> (usize, usize) {
         }
     }
     best
-}
-
-fn random_seed() -> Result<u64> {
-    let mut b = [0u8; 8];
-    sealink_crypto::sign::random_bytes(&mut b).context("the system random generator failed")?;
-    Ok(u64::from_le_bytes(b))
-}
-
-fn fill(rng: &mut SimRng, buf: &mut [u8]) {
-    for chunk in buf.chunks_mut(8) {
-        let r = rng.next_u64().to_le_bytes();
-        chunk.copy_from_slice(&r[..chunk.len()]);
-    }
 }
 
 /// Fresh keys for a stack's channels (one key pair per channel, random secret).
