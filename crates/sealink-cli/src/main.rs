@@ -9,6 +9,7 @@ mod error;
 mod keyfile;
 mod keys;
 mod output;
+mod stream;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +52,12 @@ enum Command {
     /// Run two hosts over a simulated lossy link and check every message arrives exactly once
     #[command(after_help = "Example:\n  sealink demo --seed 7 --messages 500 --loss 0.05")]
     Demo(DemoArgs),
+    /// Send files (or standard input) to a `sealink recv`, sealed and striped over TCP
+    #[command(after_help = SEND_HELP)]
+    Send(SendArgs),
+    /// Receive files from `sealink send` into a directory (or standard output)
+    #[command(after_help = RECV_HELP)]
+    Recv(RecvArgs),
     /// Measure performance
     #[command(
         subcommand,
@@ -58,6 +65,25 @@ enum Command {
     )]
     Bench(BenchCommand),
 }
+
+const SEND_HELP: &str = "Examples:
+  sealink send big.iso 10.0.0.2
+  sealink send a.bin b.bin bob@10.0.0.2:7878 --streams 4
+  tar c dir | sealink send - 10.0.0.2 --as dir.tar
+
+Keys and trust default to $SEALINK_HOME (or ~/.sealink): host.key, owner.key, trust. The receiver
+must trust this host's and this owner's public keys; this side must trust the receiver's host key
+(`host NAME KEY` in the trust file; NAME@ picks one when several are trusted).
+`sealink send` exits 0 only after the receiver confirms it holds every file complete.";
+
+const RECV_HELP: &str = "Examples:
+  sealink recv --dir /srv/incoming
+  sealink recv --listen 127.0.0.1:9000 --dir . --once
+  sealink recv --once --stdout > dir.tar
+
+Each file is written under a hidden temporary name and renamed only after its last record has
+been verified and the stream's authenticated end has arrived; a failed transfer leaves no file.
+Existing files are kept unless --force. With --stdout, data is written in order as it arrives.";
 
 /// Kind of key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -109,6 +135,83 @@ enum TrustCommand {
 }
 
 #[derive(Debug, Args)]
+struct SendArgs {
+    /// Files to send ("-" reads standard input; it must come last)
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The receiver: [NAME@]HOST[:PORT] (port 7878 by default; NAME picks its trusted host key)
+    dest: String,
+    /// Trusted host name of the receiver (instead of NAME@)
+    #[arg(long)]
+    peer: Option<String>,
+    /// This host's private key [default: $SEALINK_HOME/host.key]
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// The sending owner's private key [default: $SEALINK_HOME/owner.key]
+    #[arg(long)]
+    owner: Option<PathBuf>,
+    /// Trust file [default: $SEALINK_HOME/trust]
+    #[arg(long)]
+    trust: Option<PathBuf>,
+    /// TCP connections to stripe over [default: one per core, at most 8]
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    streams: Option<u16>,
+    /// Suite (aes128-gcm, aes256-gcm, chacha20-poly1305)
+    #[arg(long, default_value = "aes128-gcm", value_parser = parse_suite)]
+    suite: SuiteId,
+    /// Authenticate only: data travels in clear, every record still carries a tag
+    #[arg(long)]
+    auth_only: bool,
+    /// Data bytes per record
+    #[arg(long, default_value_t = sealink_stream::DEFAULT_RECORD_DATA, value_parser = parse_record_size)]
+    record_size: usize,
+    /// Name under which standard input is stored
+    #[arg(long = "as", default_value = "stdin")]
+    stdin_name: String,
+    /// No progress bar, no summary line
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn parse_record_size(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
+    let max = sealink_proto::stream::record::MAX_RECORD_DATA;
+    if (512..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within 512..={max}"))
+    }
+}
+
+#[derive(Debug, Args)]
+struct RecvArgs {
+    /// Address to listen on (ADDR:PORT, or ADDR for port 7878)
+    #[arg(long, default_value = "0.0.0.0:7878")]
+    listen: String,
+    /// Directory to store received files in
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// Write the received data to standard output instead (implies --once)
+    #[arg(long, conflicts_with = "dir")]
+    stdout: bool,
+    /// Serve one transfer, then exit with its outcome
+    #[arg(long)]
+    once: bool,
+    /// Replace existing files
+    #[arg(long)]
+    force: bool,
+    /// This host's private key [default: $SEALINK_HOME/host.key]
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// Trust file: hosts that may connect, owners that may send [default: $SEALINK_HOME/trust]
+    #[arg(long)]
+    trust: Option<PathBuf>,
+    /// No progress bar, no summary lines
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(Debug, Args)]
 struct DemoArgs {
     /// Seed of the trace and the link (default: random, printed so the run can be replayed)
     #[arg(long)]
@@ -143,6 +246,31 @@ enum BenchCommand {
         after_help = "Examples:\n  sealink bench stacks\n  sealink bench stacks --workers 2 --seconds 0.5 --runs 7 --out bench-out/stacks\n  sealink bench stacks --quick --stacks baseline,aes128-gcm"
     )]
     Stacks(StacksArgs),
+    /// Paper 003 Tables I and II rerun: library, crypto-service and integrated (SO_CRYPT-like)
+    /// send paths over loopback TCP; seconds, Gbit/s, writes, copies, context switches, CSV
+    #[command(
+        after_help = "Examples:\n  sealink bench socket\n  sealink bench socket --size 256 --runs 5 --batch 32 --out bench-out/socket\n  sealink bench socket --quick"
+    )]
+    Socket(SocketArgs),
+}
+
+#[derive(Debug, Args)]
+struct SocketArgs {
+    /// Transfer per path and record size, in MiB (default 1024; 16 with --quick)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    size: Option<u64>,
+    /// Timed runs per point, after a warm-up transfer (default 3; 1 with --quick); medians reported
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: Option<u32>,
+    /// Records per write() on the integrated path
+    #[arg(long, default_value_t = bench::socket::DEFAULT_BATCH, value_parser = parse_batch)]
+    batch: usize,
+    /// Smoke test: 16 MiB, one run, no warm-up (not a measurement)
+    #[arg(long)]
+    quick: bool,
+    /// Directory for socket.csv
+    #[arg(long, default_value = "bench-out/socket")]
+    out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -307,6 +435,30 @@ fn run(cli: Cli) -> Result<()> {
         Command::Keygen(a) => keys::keygen(a.kind.into(), &a.path, a.force),
         Command::Pubkey(a) => keys::pubkey(&a.path, a.kind.map(Into::into)),
         Command::Trust(TrustCommand::Check { file }) => keys::trust_check(&file),
+        Command::Send(a) => stream::send(stream::SendParams {
+            files: a.files,
+            dest: a.dest,
+            peer: a.peer,
+            key: a.key,
+            owner: a.owner,
+            trust: a.trust,
+            streams: a.streams.map(usize::from),
+            suite: a.suite,
+            auth_only: a.auth_only,
+            record_size: a.record_size,
+            stdin_name: a.stdin_name,
+            quiet: a.quiet,
+        }),
+        Command::Recv(a) => stream::recv(stream::RecvParams {
+            listen: a.listen,
+            dir: a.dir,
+            stdout: a.stdout,
+            once: a.once,
+            force: a.force,
+            key: a.key,
+            trust: a.trust,
+            quiet: a.quiet,
+        }),
         Command::Demo(a) => demo::run(&demo::Params {
             seed: a.seed,
             messages: a.messages as usize,
@@ -347,6 +499,20 @@ fn run(cli: Cli) -> Result<()> {
                 batch: a.batch,
             })
         }
+        Command::Bench(BenchCommand::Socket(a)) => bench::socket::run(&bench::socket::Params {
+            size: a.size.map_or(
+                if a.quick {
+                    bench::socket::QUICK_SIZE
+                } else {
+                    1 << 30
+                },
+                |m| m << 20,
+            ),
+            runs: a.runs.map_or(if a.quick { 1 } else { 3 }, |r| r as usize),
+            batch: a.batch,
+            quick: a.quick,
+            out: a.out,
+        }),
     }
 }
 

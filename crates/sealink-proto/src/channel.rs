@@ -300,7 +300,13 @@ impl Channel {
             timestamp: ts,
             binding: self.binding.unwrap_or([0; 32]),
         };
-        match handshake::write_init(&sh.host, &self.remote_static, local, &payload) {
+        match handshake::write_init(
+            &sh.host,
+            handshake::PROLOGUE,
+            &self.remote_static,
+            local,
+            &payload,
+        ) {
             Ok((hs, pkt)) => {
                 self.last_init_ts_sent = ts;
                 sh.stats.pk.dh += 2;

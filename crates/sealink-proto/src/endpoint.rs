@@ -292,7 +292,8 @@ impl Endpoint {
                 if buf.len() != handshake::INIT_LEN {
                     return Err(DropReason::MalformedHeader);
                 }
-                let (hs, rs, payload) = handshake::read_init(&self.sh.host, buf)?;
+                let (hs, rs, payload) =
+                    handshake::read_init(&self.sh.host, handshake::PROLOGUE, buf)?;
                 self.sh.stats.pk.dh += 2;
                 let &i = self.by_static.get(&rs).ok_or(DropReason::UnknownHost)?;
                 self.channels[i].accept_init(

@@ -9,7 +9,10 @@ use crate::error::DropReason;
 use crate::wire::{HEADER_LEN, Header, write_header};
 
 pub const NOISE_PARAMS: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
+/// Prologue of datagram-mode channels.
 pub const PROLOGUE: &[u8] = b"sealink v1";
+/// Prologue of stream-mode sessions: a handshake made for one mode is useless in the other.
+pub const STREAM_PROLOGUE: &[u8] = b"sealink v1 stream";
 
 /// suite (1) || flags (1) || timestamp (8, LE) || channel binding (32; zero for a new channel)
 /// || sender index (4, LE; repeats the header's so that it is authenticated)
@@ -113,6 +116,7 @@ fn finish(hs: &mut snow::HandshakeState) -> Option<Split> {
 /// Builds an initiation datagram; returns the handshake state to finish with the response.
 pub(crate) fn write_init(
     host: &HostKey,
+    prologue: &[u8],
     remote: &[u8; 32],
     sender_index: u32,
     payload: &InitPayload,
@@ -123,7 +127,7 @@ pub(crate) fn write_init(
         .map_err(err)?
         .remote_public_key(remote)
         .map_err(err)?
-        .prologue(PROLOGUE)
+        .prologue(prologue)
         .map_err(err)?
         .build_initiator()
         .map_err(err)?;
@@ -147,6 +151,7 @@ pub(crate) fn write_init(
 /// its payload.
 pub(crate) fn read_init(
     host: &HostKey,
+    prologue: &[u8],
     pkt: &[u8],
 ) -> Result<(snow::HandshakeState, [u8; 32], InitPayload), DropReason> {
     if pkt.len() != INIT_LEN {
@@ -158,7 +163,7 @@ pub(crate) fn read_init(
     };
     let mut hs = snow::Builder::new(params())
         .local_private_key(&host.private)
-        .and_then(|b| b.prologue(PROLOGUE))
+        .and_then(|b| b.prologue(prologue))
         .and_then(|b| b.build_responder())
         .map_err(|_| DropReason::HandshakeFailed)?;
     let mut payload = [0u8; INIT_LEN];
@@ -257,9 +262,9 @@ mod tests {
             timestamp: 5,
             binding: [0; 32],
         };
-        let (mut ihs, init) = write_init(&a, b.public(), 11, &p).unwrap();
+        let (mut ihs, init) = write_init(&a, PROLOGUE, b.public(), 11, &p).unwrap();
         assert_eq!(init.len(), INIT_LEN);
-        let (rhs, rs, got) = read_init(&b, &init).unwrap();
+        let (rhs, rs, got) = read_init(&b, PROLOGUE, &init).unwrap();
         assert_eq!(&rs, a.public());
         assert_eq!(got, p);
         let (resp, rsplit) = write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false, 77).unwrap();
@@ -283,17 +288,23 @@ mod tests {
             timestamp: 5,
             binding: [0; 32],
         };
-        let (_, init) = write_init(&a, b.public(), 11, &p).unwrap();
+        let (_, init) = write_init(&a, PROLOGUE, b.public(), 11, &p).unwrap();
         assert_eq!(
-            read_init(&c, &init).err(),
+            read_init(&c, PROLOGUE, &init).err(),
             Some(DropReason::HandshakeFailed)
         );
         let mut bad = init.clone();
         bad[40] ^= 1;
-        assert_eq!(read_init(&b, &bad).err(), Some(DropReason::HandshakeFailed));
+        assert_eq!(
+            read_init(&b, PROLOGUE, &bad).err(),
+            Some(DropReason::HandshakeFailed)
+        );
         // The header's sender index is authenticated through the payload.
         let mut bad = init.clone();
         bad[5] ^= 1;
-        assert_eq!(read_init(&b, &bad).err(), Some(DropReason::HandshakeFailed));
+        assert_eq!(
+            read_init(&b, PROLOGUE, &bad).err(),
+            Some(DropReason::HandshakeFailed)
+        );
     }
 }

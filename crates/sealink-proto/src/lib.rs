@@ -15,6 +15,7 @@ mod recv_window;
 pub mod replay;
 pub mod sim;
 pub mod stats;
+pub mod stream;
 pub mod time;
 pub mod wire;
 

@@ -1,0 +1,352 @@
+//! `sealink send` and `sealink recv`: stream mode from the command line. Loads keys and trust,
+//! resolves the receiver, draws progress, prints the summary line.
+
+use std::io::IsTerminal;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sealink_crypto::sign::OwnerSigningKey;
+use sealink_crypto::{Scope, SuiteId};
+use sealink_proto::HostKey;
+use sealink_stream::{Dest, Progress, Receiver, RecvConfig, SendConfig, Source};
+
+use crate::error::{Result, ResultExt, msg};
+use crate::keyfile::{self, KeyKind};
+
+/// Where keys and the trust file live unless given: `$SEALINK_HOME`, else `~/.sealink`.
+pub fn home() -> PathBuf {
+    if let Some(h) = std::env::var_os("SEALINK_HOME") {
+        return PathBuf::from(h);
+    }
+    std::env::var_os("HOME")
+        .map_or_else(|| PathBuf::from("."), PathBuf::from)
+        .join(".sealink")
+}
+
+fn or_home(p: Option<PathBuf>, file: &str) -> PathBuf {
+    p.unwrap_or_else(|| home().join(file))
+}
+
+pub struct SendParams {
+    pub files: Vec<PathBuf>,
+    pub dest: String,
+    pub peer: Option<String>,
+    pub key: Option<PathBuf>,
+    pub owner: Option<PathBuf>,
+    pub trust: Option<PathBuf>,
+    pub streams: Option<usize>,
+    pub suite: SuiteId,
+    pub auth_only: bool,
+    pub record_size: usize,
+    pub stdin_name: String,
+    pub quiet: bool,
+}
+
+pub struct RecvParams {
+    pub listen: String,
+    pub dir: PathBuf,
+    pub stdout: bool,
+    pub once: bool,
+    pub force: bool,
+    pub key: Option<PathBuf>,
+    pub trust: Option<PathBuf>,
+    pub quiet: bool,
+}
+
+/// `[NAME@]HOST[:PORT]` → (trusted host name if given, socket address).
+fn parse_dest(dest: &str) -> Result<(Option<String>, String, SocketAddr)> {
+    let (name, hostport) = match dest.split_once('@') {
+        Some((n, h)) => (Some(n.to_owned()), h),
+        None => (None, dest),
+    };
+    let with_port = if hostport.parse::<SocketAddr>().is_ok()
+        || (hostport.matches(':').count() == 1 && !hostport.ends_with(']'))
+    {
+        hostport.to_owned()
+    } else if hostport.starts_with('[') || !hostport.contains(':') {
+        format!("{hostport}:{}", sealink_stream::DEFAULT_PORT)
+    } else {
+        format!("[{hostport}]:{}", sealink_stream::DEFAULT_PORT)
+    };
+    let addr = with_port
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {hostport}"))?
+        .next()
+        .ok_or_else(|| msg(format!("{hostport} has no address")))?;
+    let host = hostport
+        .rsplit_once(':')
+        .filter(|(h, p)| p.parse::<u16>().is_ok() && !h.is_empty())
+        .map_or(hostport, |(h, _)| h)
+        .trim_matches(['[', ']'])
+        .to_owned();
+    Ok((name, host, addr))
+}
+
+/// The receiver's public key: from NAME@ or --peer, else a trusted host named like the
+/// destination host, else the only trusted host.
+fn pick_peer(
+    hosts: &[(String, [u8; 32])],
+    explicit: Option<&str>,
+    host: &str,
+    trust: &Path,
+) -> Result<[u8; 32]> {
+    if let Some(n) = explicit {
+        return hosts
+            .iter()
+            .find(|(h, _)| h == n)
+            .map(|(_, k)| *k)
+            .ok_or_else(|| msg(format!("no host named {n:?} in {}", trust.display())));
+    }
+    if let Some((_, k)) = hosts.iter().find(|(h, _)| h == host) {
+        return Ok(*k);
+    }
+    match hosts {
+        [(_, k)] => Ok(*k),
+        [] => Err(msg(format!(
+            "{} trusts no host; add the receiver's `host NAME KEY` line",
+            trust.display()
+        ))),
+        _ => Err(msg(format!(
+            "{} trusts several hosts; say which one receives with NAME@HOST or --peer NAME",
+            trust.display()
+        ))),
+    }
+}
+
+fn load_host(path: &Path) -> Result<HostKey> {
+    let k = keyfile::read_private(path, KeyKind::Host)?;
+    Ok(HostKey::from_private(k)?)
+}
+
+/// A bar fed from `progress` by a thread until `stop`; hidden unless stderr is a terminal.
+fn bar_thread(
+    progress: Arc<Progress>,
+    quiet: bool,
+    label: &'static str,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let h = std::thread::spawn(move || {
+        if quiet || !std::io::stderr().is_terminal() {
+            return;
+        }
+        let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        let mut sized = false;
+        pb.set_style(
+            ProgressStyle::with_template("{msg:>9} {bytes} ({binary_bytes_per_sec}, {elapsed})")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        pb.set_message(label);
+        while !s.load(Ordering::Relaxed) {
+            let total = progress.total();
+            if !sized && total != 0 && total != u64::MAX {
+                pb.set_length(total);
+                pb.set_style(
+                    ProgressStyle::with_template(
+                        "{msg:>9} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+                    )
+                    .map(|st| st.progress_chars("=> "))
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                sized = true;
+            }
+            pb.set_position(progress.done());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        pb.finish_and_clear();
+    });
+    (stop, h)
+}
+
+fn summary(verb: &str, bytes: u64, files: usize, streams: usize, secs: f64) -> String {
+    let gbit = bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
+    format!(
+        "{verb} {bytes} bytes in {files} file{} over {streams} stream{} in {secs:.3} s ({gbit:.2} Gbit/s)",
+        if files == 1 { "" } else { "s" },
+        if streams == 1 { "" } else { "s" },
+    )
+}
+
+pub fn send(p: SendParams) -> Result<()> {
+    let trust_path = or_home(p.trust, "trust");
+    let trust = keyfile::read_trust(&trust_path)?;
+    let (name, host, addr) = parse_dest(&p.dest)?;
+    let peer = pick_peer(
+        &trust.hosts,
+        name.as_deref().or(p.peer.as_deref()),
+        &host,
+        &trust_path,
+    )?;
+    let host_key = load_host(&or_home(p.key, "host.key"))?;
+    let owner_seed = keyfile::read_private(&or_home(p.owner, "owner.key"), KeyKind::Owner)?;
+    let owner = OwnerSigningKey::from_seed(&owner_seed)?;
+    let mut sources = Vec::with_capacity(p.files.len());
+    for f in &p.files {
+        if f.as_os_str() == "-" {
+            sources.push(Source::Stdin {
+                name: p.stdin_name.clone(),
+            });
+            continue;
+        }
+        let name = f
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| msg(format!("{} has no usable file name", f.display())))?;
+        sources.push(Source::File {
+            path: f.clone(),
+            name: name.to_owned(),
+        });
+    }
+    let cfg = SendConfig {
+        host: host_key,
+        peer,
+        owner,
+        suite: p.suite,
+        scope: if p.auth_only {
+            Scope::AuthOnly
+        } else {
+            Scope::Encrypt
+        },
+        streams: p.streams.unwrap_or_else(sealink_stream::default_streams),
+        record_data: p.record_size,
+        batch_data: 1 << 20,
+    };
+    let progress = Arc::new(Progress::default());
+    let (stop, bar) = bar_thread(progress.clone(), p.quiet, "sending");
+    let r = sealink_stream::send(addr, &cfg, &sources, &progress);
+    stop.store(true, Ordering::Relaxed);
+    let _ = bar.join();
+    let rep = r.with_context(|| format!("sending to {addr} failed"))?;
+    if !p.quiet {
+        crate::output::print(&format!(
+            "{}\n",
+            summary(
+                "sent",
+                rep.bytes,
+                rep.files,
+                rep.streams,
+                rep.elapsed.as_secs_f64()
+            )
+        ))?;
+    }
+    Ok(())
+}
+
+pub fn recv(p: RecvParams) -> Result<()> {
+    let trust_path = or_home(p.trust, "trust");
+    let trust = keyfile::read_trust(&trust_path)?;
+    if trust.hosts.is_empty() || trust.owners.is_empty() {
+        return Err(msg(format!(
+            "{} must trust at least one host and one owner to receive anything",
+            trust_path.display()
+        )));
+    }
+    let host = load_host(&or_home(p.key, "host.key"))?;
+    let listen = if p.listen.parse::<SocketAddr>().is_ok() {
+        p.listen.clone()
+    } else {
+        format!("{}:{}", p.listen, sealink_stream::DEFAULT_PORT)
+    };
+    let addr = listen
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {}", p.listen))?
+        .next()
+        .ok_or_else(|| msg(format!("{} has no address", p.listen)))?;
+    let to_stdout = p.stdout;
+    let receiver = Receiver::bind(
+        addr,
+        RecvConfig {
+            host,
+            trusted_hosts: trust.hosts,
+            trusted_owners: trust.owners,
+            dest: if to_stdout {
+                Dest::Stdout
+            } else {
+                Dest::Dir(p.dir.clone())
+            },
+            overwrite: p.force,
+        },
+    )?;
+    let quiet = p.quiet;
+    if !quiet {
+        eprintln!(
+            "listening on {} (into {})",
+            receiver.local_addr(),
+            if to_stdout {
+                "standard output".to_owned()
+            } else {
+                p.dir.display().to_string()
+            }
+        );
+    }
+    let progress = Arc::new(Progress::default());
+    let (stop, bar) = bar_thread(progress.clone(), quiet || !p.once, "receiving");
+    let r = receiver.serve(p.once || to_stdout, progress, |r| match r {
+        Ok(rep) if !quiet => {
+            let line = summary(
+                "received",
+                rep.bytes,
+                rep.files.len(),
+                rep.streams,
+                rep.elapsed.as_secs_f64(),
+            ) + &format!(
+                " from {} (host {}, owner {})",
+                rep.peer, rep.host, rep.owner
+            );
+            if to_stdout {
+                eprintln!("{line}");
+            } else {
+                let _ = crate::output::print(&format!("{line}\n"));
+            }
+        }
+        Ok(_) => {}
+        Err(e) if !(p.once || to_stdout) => {
+            eprintln!("error: transfer failed: {}", crate::error::chain(e));
+        }
+        Err(_) => {}
+    });
+    stop.store(true, Ordering::Relaxed);
+    let _ = bar.join();
+    r.context("receiving failed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_parse() {
+        let (n, h, a) = parse_dest("bob@127.0.0.1:9000").unwrap();
+        assert_eq!(
+            (n.as_deref(), h.as_str(), a.port()),
+            (Some("bob"), "127.0.0.1", 9000)
+        );
+        let (n, h, a) = parse_dest("127.0.0.1").unwrap();
+        assert_eq!(
+            (n, h.as_str(), a.port()),
+            (None, "127.0.0.1", sealink_stream::DEFAULT_PORT)
+        );
+        let (_, h, a) = parse_dest("[::1]:7").unwrap();
+        assert_eq!((h.as_str(), a.port()), ("::1", 7));
+        let (_, _, a) = parse_dest("::1").unwrap();
+        assert_eq!(a.port(), sealink_stream::DEFAULT_PORT);
+        assert!(parse_dest("no-such-host.invalid").is_err());
+    }
+
+    #[test]
+    fn peer_choice() {
+        let t = Path::new("trust");
+        let one = vec![("a".to_owned(), [1u8; 32])];
+        let two = vec![("a".to_owned(), [1u8; 32]), ("b".to_owned(), [2u8; 32])];
+        assert_eq!(pick_peer(&one, None, "x", t).unwrap(), [1; 32]);
+        assert!(pick_peer(&two, None, "x", t).is_err());
+        assert_eq!(pick_peer(&two, None, "b", t).unwrap(), [2; 32]);
+        assert_eq!(pick_peer(&two, Some("b"), "a", t).unwrap(), [2; 32]);
+        assert!(pick_peer(&two, Some("c"), "a", t).is_err());
+        assert!(pick_peer(&[], None, "a", t).is_err());
+    }
+}

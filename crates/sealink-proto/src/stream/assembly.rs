@@ -1,0 +1,357 @@
+//! Where each data record belongs, and which have arrived.
+//!
+//! Sequence number 0 is the hello; data records follow from 1, file after file, each file cut
+//! into records of `record_data` bytes (the last one shorter); the end record comes right after
+//! the last data record. A file of unknown size (standard input) can only be the last one; its
+//! end is the first short record, or the end record. So a record's sequence number alone fixes
+//! its file and offset, stripes need no reordering before writing, and the receiver can tell
+//! exactly which records are missing.
+
+use super::StreamError;
+use super::body::{End, UNKNOWN_SIZE};
+
+/// Sequence number of the first data record.
+pub const FIRST_DATA_SEQ: u64 = 1;
+/// How far past the lowest missing record an unknown-size file may run (bounds the bitmap).
+const MAX_AHEAD: u64 = 1 << 24;
+
+/// File index and byte offset of a data record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    pub file: usize,
+    pub offset: u64,
+}
+
+/// The mapping from sequence numbers to file positions, shared by sender and receiver.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    record_data: u64,
+    /// (first data seq, size) per file.
+    files: Vec<(u64, u64)>,
+}
+
+/// A run of consecutive records of one file that the sender reads, seals and writes together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch {
+    pub file: usize,
+    pub first_seq: u64,
+    pub records: u64,
+    pub offset: u64,
+    pub bytes: u64,
+}
+
+impl Layout {
+    pub fn new(record_data: u32, sizes: impl IntoIterator<Item = u64>) -> Self {
+        let r = u64::from(record_data.max(1));
+        let mut next = FIRST_DATA_SEQ;
+        let files = sizes
+            .into_iter()
+            .map(|size| {
+                let base = next;
+                if size != UNKNOWN_SIZE {
+                    next = next.saturating_add(size.div_ceil(r));
+                }
+                (base, size)
+            })
+            .collect();
+        Self {
+            record_data: r,
+            files,
+        }
+    }
+
+    pub fn record_data(&self) -> u64 {
+        self.record_data
+    }
+
+    pub fn file_count(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Data records in all, if every size is known.
+    pub fn known_data_records(&self) -> Option<u64> {
+        let mut n = 0u64;
+        for &(_, size) in &self.files {
+            if size == UNKNOWN_SIZE {
+                return None;
+            }
+            n = n.saturating_add(size.div_ceil(self.record_data));
+        }
+        Some(n)
+    }
+
+    /// The file and offset of data record `seq`, checking that `data_len` is what that record
+    /// must hold (a full record, or the remainder for a file's last one; for a file of unknown
+    /// size any length from 1 to a full record).
+    pub fn place(&self, seq: u64, data_len: usize) -> Result<Placement, StreamError> {
+        let i = self.files.partition_point(|&(base, _)| base <= seq);
+        if seq < FIRST_DATA_SEQ || i == 0 {
+            return Err(StreamError::OutOfRange {
+                seq,
+                why: "not a data sequence number",
+            });
+        }
+        let file = i - 1;
+        let (base, size) = self.files[file];
+        let k = seq - base;
+        let offset = k.saturating_mul(self.record_data);
+        let len = data_len as u64;
+        let ok = if size == UNKNOWN_SIZE {
+            (1..=self.record_data).contains(&len)
+        } else {
+            if offset >= size {
+                return Err(StreamError::OutOfRange {
+                    seq,
+                    why: "past the end of its file",
+                });
+            }
+            len == self.record_data.min(size - offset)
+        };
+        if !ok {
+            return Err(StreamError::BadLength {
+                seq,
+                got: data_len,
+                expected: if size == UNKNOWN_SIZE {
+                    self.record_data as usize
+                } else {
+                    self.record_data.min(size - offset) as usize
+                },
+            });
+        }
+        Ok(Placement { file, offset })
+    }
+
+    /// The sender's batches for every file of known size: up to `per_batch` records each,
+    /// never spanning two files.
+    pub fn batches(&self, per_batch: u64) -> Vec<Batch> {
+        let per_batch = per_batch.max(1);
+        let mut out = Vec::new();
+        for (file, &(base, size)) in self.files.iter().enumerate() {
+            if size == UNKNOWN_SIZE {
+                continue;
+            }
+            let records = size.div_ceil(self.record_data);
+            let mut k = 0;
+            while k < records {
+                let n = per_batch.min(records - k);
+                let offset = k * self.record_data;
+                out.push(Batch {
+                    file,
+                    first_seq: base + k,
+                    records: n,
+                    offset,
+                    bytes: (n * self.record_data).min(size - offset),
+                });
+                k += n;
+            }
+        }
+        out
+    }
+}
+
+/// The receiver's account of a session's data records.
+#[derive(Debug)]
+pub struct Assembly {
+    layout: Layout,
+    seen: Vec<u64>,
+    /// Every data seq below this has arrived.
+    low: u64,
+    received: u64,
+    bytes: Vec<u64>,
+    /// For a last file of unknown size: the short record that ended it, and the highest seq.
+    short_end: Option<u64>,
+    highest: u64,
+}
+
+impl Assembly {
+    pub fn new(layout: Layout) -> Self {
+        let bits = layout.known_data_records().unwrap_or(0) as usize;
+        Self {
+            bytes: vec![0; layout.file_count()],
+            seen: Vec::with_capacity(bits.div_ceil(64)),
+            layout,
+            low: FIRST_DATA_SEQ,
+            received: 0,
+            short_end: None,
+            highest: 0,
+        }
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Data records accepted so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Data bytes accepted so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.iter().sum()
+    }
+
+    /// Accepts data record `seq` (already authenticated) once; says where to write it.
+    pub fn accept(&mut self, seq: u64, data_len: usize) -> Result<Placement, StreamError> {
+        let p = self.layout.place(seq, data_len)?;
+        let unknown = self.layout.files[p.file].1 == UNKNOWN_SIZE;
+        if unknown {
+            if seq >= self.low.saturating_add(MAX_AHEAD) {
+                return Err(StreamError::OutOfRange {
+                    seq,
+                    why: "too far ahead of the missing records",
+                });
+            }
+            let short = (data_len as u64) < self.layout.record_data;
+            if self.short_end.is_some_and(|s| seq > s) || (short && seq < self.highest) {
+                return Err(StreamError::OutOfRange {
+                    seq,
+                    why: "after the short record that ended the input",
+                });
+            }
+            if short {
+                self.short_end = Some(seq);
+            }
+        }
+        let bit = (seq - FIRST_DATA_SEQ) as usize;
+        let (w, m) = (bit / 64, 1u64 << (bit % 64));
+        if w >= self.seen.len() {
+            self.seen.resize(w + 1, 0);
+        }
+        if self.seen[w] & m != 0 {
+            return Err(StreamError::Replayed { seq });
+        }
+        self.seen[w] |= m;
+        self.received += 1;
+        self.highest = self.highest.max(seq);
+        self.bytes[p.file] += data_len as u64;
+        while self.is_seen(self.low) {
+            self.low += 1;
+        }
+        Ok(p)
+    }
+
+    fn is_seen(&self, seq: u64) -> bool {
+        let bit = (seq - FIRST_DATA_SEQ) as usize;
+        self.seen
+            .get(bit / 64)
+            .is_some_and(|w| w & (1 << (bit % 64)) != 0)
+    }
+
+    /// The sequence number an end record must carry, given its body.
+    pub fn end_seq(end: &End) -> u64 {
+        FIRST_DATA_SEQ.saturating_add(end.data_records)
+    }
+
+    /// Checks an authenticated end against what arrived: every record present, every file's
+    /// size as announced. Call once all stripes have closed.
+    pub fn finish(&self, end: &End) -> Result<(), StreamError> {
+        let bad = |why: String| StreamError::MalformedBody { what: "end", why };
+        if end.sizes.len() != self.layout.file_count() {
+            return Err(bad(format!(
+                "{} sizes for {} files",
+                end.sizes.len(),
+                self.layout.file_count()
+            )));
+        }
+        for (i, (&(_, announced), &size)) in self.layout.files.iter().zip(&end.sizes).enumerate() {
+            if announced != UNKNOWN_SIZE && announced != size {
+                return Err(bad(format!(
+                    "file {i} is {size} bytes, announced {announced}"
+                )));
+            }
+        }
+        let expected = match self.layout.known_data_records() {
+            Some(n) => n,
+            None => {
+                let last = self.layout.file_count() - 1;
+                let base = self.layout.files[last].0 - FIRST_DATA_SEQ;
+                base + end.sizes[last].div_ceil(self.layout.record_data)
+            }
+        };
+        if end.data_records != expected {
+            return Err(bad(format!(
+                "{} data records for {expected} announced",
+                end.data_records
+            )));
+        }
+        if self.received != expected || self.low != FIRST_DATA_SEQ + expected {
+            return Err(StreamError::Truncated {
+                received: self.received,
+                expected,
+            });
+        }
+        if self.bytes != end.sizes {
+            return Err(bad("file sizes differ from the data received".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_places_records_and_checks_lengths() {
+        let l = Layout::new(10, [25, 0, 10]);
+        assert_eq!(l.known_data_records(), Some(4));
+        assert_eq!(l.place(1, 10).unwrap(), Placement { file: 0, offset: 0 });
+        assert_eq!(
+            l.place(3, 5).unwrap(),
+            Placement {
+                file: 0,
+                offset: 20
+            }
+        );
+        assert!(l.place(3, 10).is_err());
+        assert_eq!(l.place(4, 10).unwrap(), Placement { file: 2, offset: 0 });
+        assert!(l.place(0, 10).is_err());
+        assert!(l.place(5, 10).is_err());
+        let b = l.batches(2);
+        assert_eq!(b.len(), 3);
+        assert_eq!((b[1].first_seq, b[1].records, b[1].bytes), (3, 1, 5));
+        assert_eq!((b[2].file, b[2].first_seq), (2, 4));
+    }
+
+    #[test]
+    fn assembly_detects_duplicates_gaps_and_truncation() {
+        let mut a = Assembly::new(Layout::new(10, [25]));
+        let end = End {
+            data_records: 3,
+            sizes: vec![25],
+        };
+        a.accept(3, 5).unwrap();
+        a.accept(1, 10).unwrap();
+        assert_eq!(a.accept(1, 10), Err(StreamError::Replayed { seq: 1 }));
+        assert!(matches!(a.finish(&end), Err(StreamError::Truncated { .. })));
+        a.accept(2, 10).unwrap();
+        a.finish(&end).unwrap();
+        assert_eq!(Assembly::end_seq(&end), 4);
+    }
+
+    #[test]
+    fn unknown_size_ends_at_the_short_record() {
+        let mut a = Assembly::new(Layout::new(10, [UNKNOWN_SIZE]));
+        a.accept(2, 10).unwrap();
+        a.accept(3, 4).unwrap();
+        assert!(a.accept(4, 10).is_err(), "nothing after the short record");
+        assert!(a.accept(1, 3).is_err(), "a second short record before it");
+        a.accept(1, 10).unwrap();
+        a.finish(&End {
+            data_records: 3,
+            sizes: vec![24],
+        })
+        .unwrap();
+        // An end that claims more than arrived is a truncation.
+        let mut b = Assembly::new(Layout::new(10, [UNKNOWN_SIZE]));
+        b.accept(1, 10).unwrap();
+        assert!(
+            b.finish(&End {
+                data_records: 2,
+                sizes: vec![20],
+            })
+            .is_err()
+        );
+    }
+}

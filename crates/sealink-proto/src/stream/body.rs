@@ -1,0 +1,347 @@
+//! Bodies of the control records. All integers little-endian; every decoder checks lengths
+//! and ranges and never panics.
+//!
+//! ```text
+//! hello: owner public key (32) | owner signature (64) | record data size u32 | stripes u16
+//!        | reserved u16 (0) | file count u32 | files
+//!   file: size u64 (u64::MAX: unknown, only for the last file) | mode u32 | name length u16 | name
+//! end:   data records u64 | file count u32 | final size u64 per file
+//! done:  bytes u64 | files u32
+//! abort: code u8 | message length u16 | message (UTF-8)
+//! ```
+
+use sealink_crypto::sign::{PUBLIC_KEY_LEN, SIGNATURE_LEN};
+
+use super::StreamError;
+use super::record::MAX_RECORD_DATA;
+
+/// Size of a file whose length is not known when the transfer starts (standard input).
+pub const UNKNOWN_SIZE: u64 = u64::MAX;
+/// Most files one session carries (bounds the receiver's open files and bookkeeping).
+pub const MAX_FILES: usize = 4096;
+/// Most stripes (TCP connections) one session uses.
+pub const MAX_STRIPES: usize = 64;
+/// Longest file name, in bytes (POSIX NAME_MAX).
+pub const MAX_NAME_LEN: usize = 255;
+const MAX_ABORT_MESSAGE: usize = 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEntry {
+    pub name: String,
+    pub size: u64,
+    pub mode: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    pub owner_public: [u8; PUBLIC_KEY_LEN],
+    pub owner_signature: [u8; SIGNATURE_LEN],
+    pub record_data: u32,
+    pub stripes: u16,
+    pub files: Vec<FileEntry>,
+}
+
+fn bad(what: &'static str, why: impl Into<String>) -> StreamError {
+    StreamError::MalformedBody {
+        what,
+        why: why.into(),
+    }
+}
+
+/// A name a receiver may create in its directory: one path component, no control characters,
+/// not `.` or `..`.
+pub fn valid_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c == '/' || c == '\\' || c.is_control())
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], StreamError> {
+        if self.b.len() < n {
+            return Err(bad(self.what, "truncated"));
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], StreamError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u16(&mut self) -> Result<u16, StreamError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+    fn u32(&mut self) -> Result<u32, StreamError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Result<u64, StreamError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    fn finish(self) -> Result<(), StreamError> {
+        if self.b.is_empty() {
+            Ok(())
+        } else {
+            Err(bad(self.what, "trailing bytes"))
+        }
+    }
+}
+
+impl Hello {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(108 + self.files.len() * 32);
+        v.extend_from_slice(&self.owner_public);
+        v.extend_from_slice(&self.owner_signature);
+        v.extend_from_slice(&self.record_data.to_le_bytes());
+        v.extend_from_slice(&self.stripes.to_le_bytes());
+        v.extend_from_slice(&0u16.to_le_bytes());
+        v.extend_from_slice(&(self.files.len() as u32).to_le_bytes());
+        for f in &self.files {
+            v.extend_from_slice(&f.size.to_le_bytes());
+            v.extend_from_slice(&f.mode.to_le_bytes());
+            v.extend_from_slice(&(f.name.len() as u16).to_le_bytes());
+            v.extend_from_slice(f.name.as_bytes());
+        }
+        v
+    }
+
+    /// Decodes and validates: record size, stripe count, file count, names (valid, distinct),
+    /// and that only the last file may have an unknown size.
+    pub fn decode(b: &[u8]) -> Result<Self, StreamError> {
+        const W: &str = "hello";
+        let mut r = Reader { b, what: W };
+        let owner_public = r.array()?;
+        let owner_signature = r.array()?;
+        let record_data = r.u32()?;
+        if record_data == 0 || record_data as usize > MAX_RECORD_DATA {
+            return Err(bad(W, format!("record size {record_data}")));
+        }
+        let stripes = r.u16()?;
+        if stripes == 0 || stripes as usize > MAX_STRIPES {
+            return Err(bad(W, format!("{stripes} stripes")));
+        }
+        if r.u16()? != 0 {
+            return Err(bad(W, "reserved field set"));
+        }
+        let n = r.u32()? as usize;
+        if n > MAX_FILES {
+            return Err(bad(W, format!("{n} files (at most {MAX_FILES})")));
+        }
+        let mut files: Vec<FileEntry> = Vec::with_capacity(n);
+        for i in 0..n {
+            let size = r.u64()?;
+            let mode = r.u32()?;
+            let len = r.u16()? as usize;
+            let name = std::str::from_utf8(r.take(len)?)
+                .map_err(|_| bad(W, "file name is not UTF-8"))?
+                .to_owned();
+            if !valid_file_name(&name) {
+                return Err(bad(
+                    W,
+                    format!("file name {name:?} is not a plain file name"),
+                ));
+            }
+            if size == UNKNOWN_SIZE && i + 1 != n {
+                return Err(bad(W, "only the last file may have an unknown size"));
+            }
+            if files.iter().any(|f| f.name == name) {
+                return Err(bad(W, format!("file name {name:?} appears twice")));
+            }
+            files.push(FileEntry { name, size, mode });
+        }
+        r.finish()?;
+        Ok(Self {
+            owner_public,
+            owner_signature,
+            record_data,
+            stripes,
+            files,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct End {
+    pub data_records: u64,
+    pub sizes: Vec<u64>,
+}
+
+impl End {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(12 + 8 * self.sizes.len());
+        v.extend_from_slice(&self.data_records.to_le_bytes());
+        v.extend_from_slice(&(self.sizes.len() as u32).to_le_bytes());
+        for s in &self.sizes {
+            v.extend_from_slice(&s.to_le_bytes());
+        }
+        v
+    }
+    pub fn decode(b: &[u8]) -> Result<Self, StreamError> {
+        let mut r = Reader { b, what: "end" };
+        let data_records = r.u64()?;
+        let n = r.u32()? as usize;
+        if n > MAX_FILES {
+            return Err(bad("end", format!("{n} files")));
+        }
+        let sizes = (0..n).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+        r.finish()?;
+        Ok(Self {
+            data_records,
+            sizes,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Done {
+    pub bytes: u64,
+    pub files: u32,
+}
+
+impl Done {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = self.bytes.to_le_bytes().to_vec();
+        v.extend_from_slice(&self.files.to_le_bytes());
+        v
+    }
+    pub fn decode(b: &[u8]) -> Result<Self, StreamError> {
+        let mut r = Reader { b, what: "done" };
+        let d = Self {
+            bytes: r.u64()?,
+            files: r.u32()?,
+        };
+        r.finish()?;
+        Ok(d)
+    }
+}
+
+/// Why a receiver gave up, as it tells the sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum AbortCode {
+    Other = 0,
+    /// The sender broke the protocol (bad record, replay, truncation).
+    Protocol = 1,
+    /// The receiver refused the transfer (untrusted owner, file exists).
+    Refused = 2,
+    /// The receiver could not store the data (disk full, permissions).
+    LocalIo = 3,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abort {
+    pub code: AbortCode,
+    pub message: String,
+}
+
+impl Abort {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut m = self.message.as_bytes();
+        if m.len() > MAX_ABORT_MESSAGE {
+            let mut cut = MAX_ABORT_MESSAGE;
+            while !self.message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            m = &m[..cut];
+        }
+        let mut v = vec![self.code as u8];
+        v.extend_from_slice(&(m.len() as u16).to_le_bytes());
+        v.extend_from_slice(m);
+        v
+    }
+    pub fn decode(b: &[u8]) -> Result<Self, StreamError> {
+        let mut r = Reader { b, what: "abort" };
+        let code = match r.array::<1>()?[0] {
+            1 => AbortCode::Protocol,
+            2 => AbortCode::Refused,
+            3 => AbortCode::LocalIo,
+            _ => AbortCode::Other,
+        };
+        let len = r.u16()? as usize;
+        if len > MAX_ABORT_MESSAGE {
+            return Err(bad("abort", "message too long"));
+        }
+        let message = String::from_utf8_lossy(r.take(len)?)
+            .chars()
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect();
+        r.finish()?;
+        Ok(Self { code, message })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello() -> Hello {
+        Hello {
+            owner_public: [1; 32],
+            owner_signature: [2; 64],
+            record_data: 16384,
+            stripes: 2,
+            files: vec![
+                FileEntry {
+                    name: "a.bin".into(),
+                    size: 5,
+                    mode: 0o644,
+                },
+                FileEntry {
+                    name: "stdin".into(),
+                    size: UNKNOWN_SIZE,
+                    mode: 0o600,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn bodies_round_trip() {
+        let h = hello();
+        assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
+        let e = End {
+            data_records: 9,
+            sizes: vec![1, 2],
+        };
+        assert_eq!(End::decode(&e.encode()).unwrap(), e);
+        let d = Done { bytes: 7, files: 1 };
+        assert_eq!(Done::decode(&d.encode()).unwrap(), d);
+        let a = Abort {
+            code: AbortCode::LocalIo,
+            message: "no space left on device".into(),
+        };
+        assert_eq!(Abort::decode(&a.encode()).unwrap(), a);
+    }
+
+    #[test]
+    fn hello_rejects_bad_names_and_layouts() {
+        for name in ["", ".", "..", "a/b", "../x", "x\n", &"n".repeat(256)] {
+            let mut h = hello();
+            h.files[0].name = name.into();
+            assert!(Hello::decode(&h.encode()).is_err(), "{name:?}");
+        }
+        let mut h = hello();
+        h.files[1].name = "a.bin".into();
+        assert!(Hello::decode(&h.encode()).is_err(), "duplicate names");
+        let mut h = hello();
+        h.files.swap(0, 1);
+        assert!(Hello::decode(&h.encode()).is_err(), "unknown size not last");
+        let mut h = hello();
+        h.record_data = 0;
+        assert!(Hello::decode(&h.encode()).is_err());
+        let b = hello().encode();
+        for cut in 0..b.len() {
+            assert!(Hello::decode(&b[..cut]).is_err());
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! Errors of a transfer, worded for the person running it.
+
+use std::path::PathBuf;
+
+use sealink_proto::stream::StreamError;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransferError {
+    #[error("{context}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Protocol(#[from] StreamError),
+    #[error("the receiver refused the transfer: {0}")]
+    Refused(String),
+    #[error("the receiver aborted the transfer: {0}")]
+    ReceiverAborted(String),
+    #[error("the sender aborted the transfer: {0}")]
+    SenderAborted(String),
+    #[error("the peer closed the connection {0}")]
+    PeerClosed(String),
+    #[error("{} already exists (use --force to replace it)", .0.display())]
+    Exists(PathBuf),
+    #[error("{0}")]
+    Usage(String),
+}
+
+pub(crate) trait IoContext<T> {
+    fn ctx(self, f: impl FnOnce() -> String) -> Result<T, TransferError>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, f: impl FnOnce() -> String) -> Result<T, TransferError> {
+        self.map_err(|source| TransferError::Io {
+            context: f(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,532 @@
+//! The sending side of a transfer.
+
+use std::fs::File;
+use std::io::{IoSliceMut, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use sealink_crypto::sign::OwnerSigningKey;
+use sealink_crypto::{PacketKey, Scope, SuiteId};
+use sealink_proto::HostKey;
+use sealink_proto::stream::assembly::{Batch, FIRST_DATA_SEQ};
+use sealink_proto::stream::body::{MAX_FILES, MAX_STRIPES, UNKNOWN_SIZE};
+use sealink_proto::stream::handshake::{Initiator, RESPONSE_MESSAGE_LEN};
+use sealink_proto::stream::record::{self, MAX_RECORD_DATA, RECORD_HEADER_LEN, RecordType};
+use sealink_proto::stream::{
+    Abort, AbortCode, Done, End, FileEntry, Hello, Layout, READY_SEQ, REPLY_SEQ, SENDER_ABORT_SEQ,
+    SessionKeys, StreamError,
+};
+
+use crate::Progress;
+use crate::conn::{self, KIND_INIT, MAGIC, SETUP_TIMEOUT};
+use crate::error::{IoContext, TransferError};
+use crate::files::{read_exact_at, read_up_to};
+
+/// How to send.
+#[derive(Debug)]
+pub struct SendConfig {
+    pub host: HostKey,
+    /// The receiving host's static public key.
+    pub peer: [u8; 32],
+    pub owner: OwnerSigningKey,
+    pub suite: SuiteId,
+    /// Encrypt (default) or authenticate only.
+    pub scope: Scope,
+    /// TCP connections to stripe over (1..=64).
+    pub streams: usize,
+    /// Data bytes per record.
+    pub record_data: usize,
+    /// Bytes of data per batch (one read, one write system call).
+    pub batch_data: usize,
+}
+
+/// One input of a transfer.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A regular file, sent under `name`.
+    File { path: PathBuf, name: String },
+    /// Standard input, sent under `name` (must be the last source).
+    Stdin { name: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct SendReport {
+    pub bytes: u64,
+    pub files: usize,
+    pub streams: usize,
+    /// From the first byte sent to the receiver's confirmation.
+    pub elapsed: Duration,
+}
+
+struct Input {
+    entry: FileEntry,
+    file: Option<File>,
+}
+
+fn open_sources(sources: &[Source]) -> Result<Vec<Input>, TransferError> {
+    use std::os::unix::fs::PermissionsExt;
+    if sources.is_empty() || sources.len() > MAX_FILES {
+        return Err(TransferError::Usage(format!(
+            "give 1 to {MAX_FILES} files to send"
+        )));
+    }
+    let mut out = Vec::with_capacity(sources.len());
+    for (i, s) in sources.iter().enumerate() {
+        match s {
+            Source::File { path, name } => {
+                let file = File::open(path).ctx(|| format!("cannot open {}", path.display()))?;
+                let meta = file
+                    .metadata()
+                    .ctx(|| format!("cannot stat {}", path.display()))?;
+                if !meta.is_file() {
+                    return Err(TransferError::Usage(format!(
+                        "{} is not a regular file",
+                        path.display()
+                    )));
+                }
+                out.push(Input {
+                    entry: FileEntry {
+                        name: name.clone(),
+                        size: meta.len(),
+                        mode: meta.permissions().mode() & 0o777,
+                    },
+                    file: Some(file),
+                });
+            }
+            Source::Stdin { name } => {
+                if i + 1 != sources.len() {
+                    return Err(TransferError::Usage(
+                        "standard input can only be the last thing sent".into(),
+                    ));
+                }
+                out.push(Input {
+                    entry: FileEntry {
+                        name: name.clone(),
+                        size: UNKNOWN_SIZE,
+                        mode: 0o644,
+                    },
+                    file: None,
+                });
+            }
+        }
+        let name = &out[i].entry.name;
+        if !sealink_proto::stream::body::valid_file_name(name)
+            || out[..i].iter().any(|o| &o.entry.name == name)
+        {
+            return Err(TransferError::Usage(format!(
+                "cannot send under the name {name:?}: names must be distinct plain file names"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+fn connect(addr: SocketAddr) -> Result<TcpStream, TransferError> {
+    let s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT)
+        .ctx(|| format!("cannot connect to {addr}"))?;
+    conn::tune(&s);
+    Ok(s)
+}
+
+fn handshake(s: &TcpStream, cfg: &SendConfig) -> Result<SessionKeys, TransferError> {
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let (init, msg) = Initiator::new(&cfg.host, &cfg.peer, cfg.suite, ts)?;
+    let mut first = Vec::with_capacity(5 + msg.len());
+    first.extend_from_slice(MAGIC);
+    first.push(KIND_INIT);
+    first.extend_from_slice(&msg);
+    (&*s)
+        .write_all(&first)
+        .ctx(|| "sending the handshake".into())?;
+    s.set_read_timeout(Some(SETUP_TIMEOUT))
+        .ctx(|| "socket".into())?;
+    let mut resp = [0u8; RESPONSE_MESSAGE_LEN];
+    match conn::read_full(s, &mut resp) {
+        Ok(true) => {}
+        Ok(false) | Err(_) => {
+            return Err(TransferError::PeerClosed(
+                "during the handshake (is this host in the receiver's trust file, and is the \
+                 receiver's host key the one you gave?)"
+                    .into(),
+            ));
+        }
+    }
+    s.set_read_timeout(None).ctx(|| "socket".into())?;
+    Ok(init.finish(&resp)?)
+}
+
+/// Shared state of the stripe workers.
+struct Work<'a> {
+    keys: &'a SessionKeys,
+    scope: Scope,
+    inputs: &'a [Input],
+    batches: Vec<Batch>,
+    next: AtomicUsize,
+    stdin: Option<Mutex<StdinState>>,
+    per_batch: usize,
+    record_data: usize,
+    failed: AtomicBool,
+    progress: &'a Progress,
+}
+
+struct StdinState {
+    next_seq: u64,
+    size: u64,
+    eof: bool,
+    input: std::io::Stdin,
+}
+
+impl Work<'_> {
+    /// One stripe: claim a batch, read it into the record slots, seal in place, one write.
+    fn run(&self, mut sock: &TcpStream) -> Result<(), TransferError> {
+        let slot = record::wire_len(self.record_data);
+        let mut buf = vec![0u8; slot * self.per_batch];
+        while !self.failed.load(Ordering::Relaxed) {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            let (first_seq, lens) = if let Some(b) = self.batches.get(i) {
+                let file = self.inputs[b.file]
+                    .file
+                    .as_ref()
+                    .expect("batches cover files only");
+                let lens = self.file_lens(b);
+                let mut iov: Vec<IoSliceMut<'_>> = buf
+                    .chunks_mut(slot)
+                    .zip(&lens)
+                    .map(|(s, &n)| IoSliceMut::new(&mut s[RECORD_HEADER_LEN..][..n]))
+                    .collect();
+                read_exact_at(file, &mut iov, b.offset)
+                    .ctx(|| format!("cannot read {}", self.inputs[b.file].entry.name))?;
+                (b.first_seq, lens)
+            } else if let Some(stdin) = &self.stdin {
+                match self.read_stdin(stdin, &mut buf, slot)? {
+                    Some(x) => x,
+                    None => break,
+                }
+            } else {
+                break;
+            };
+            let mut total = 0;
+            for (k, (s, &n)) in buf.chunks_mut(slot).zip(&lens).enumerate() {
+                total += record::seal_record(
+                    &self.keys.send,
+                    s,
+                    RecordType::Data,
+                    self.scope,
+                    first_seq + k as u64,
+                    n,
+                )?;
+            }
+            // Only a file's last record is short, and it ends its batch: the records are
+            // contiguous, one write sends them all.
+            sock.write_all(&buf[..total])
+                .ctx(|| "sending data".into())?;
+            self.progress.add(lens.iter().sum::<usize>() as u64);
+        }
+        Ok(())
+    }
+
+    fn file_lens(&self, b: &Batch) -> Vec<usize> {
+        let r = self.record_data as u64;
+        (0..b.records)
+            .map(|k| (b.bytes - k * r).min(r) as usize)
+            .collect()
+    }
+
+    /// Reads the next batch of standard input under the lock (input order is stream order).
+    fn read_stdin(
+        &self,
+        stdin: &Mutex<StdinState>,
+        buf: &mut [u8],
+        slot: usize,
+    ) -> Result<Option<(u64, Vec<usize>)>, TransferError> {
+        let mut st = stdin.lock().unwrap_or_else(|p| p.into_inner());
+        if st.eof {
+            return Ok(None);
+        }
+        let mut lens = Vec::with_capacity(self.per_batch);
+        let mut lock = st.input.lock();
+        for s in buf.chunks_mut(slot) {
+            let n = read_up_to(&mut lock, &mut s[RECORD_HEADER_LEN..][..self.record_data])
+                .ctx(|| "cannot read standard input".into())?;
+            if n > 0 {
+                lens.push(n);
+            }
+            if n < self.record_data {
+                drop(lock);
+                st.eof = true;
+                return Ok(self.take_stdin(&mut st, lens));
+            }
+        }
+        drop(lock);
+        Ok(self.take_stdin(&mut st, lens))
+    }
+
+    fn take_stdin(&self, st: &mut StdinState, lens: Vec<usize>) -> Option<(u64, Vec<usize>)> {
+        if lens.is_empty() {
+            return None;
+        }
+        let first = st.next_seq;
+        st.next_seq += lens.len() as u64;
+        st.size += lens.iter().sum::<usize>() as u64;
+        Some((first, lens))
+    }
+}
+
+/// Sends `sources` to the receiver at `addr`; returns once the receiver has confirmed that it
+/// holds every file complete under its final name.
+pub fn send(
+    addr: SocketAddr,
+    cfg: &SendConfig,
+    sources: &[Source],
+    progress: &Progress,
+) -> Result<SendReport, TransferError> {
+    if !(1..=MAX_STRIPES).contains(&cfg.streams) {
+        return Err(TransferError::Usage(format!(
+            "streams must be within 1..={MAX_STRIPES}"
+        )));
+    }
+    if !(1..=MAX_RECORD_DATA).contains(&cfg.record_data) {
+        return Err(TransferError::Usage(format!(
+            "record size must be within 1..={MAX_RECORD_DATA}"
+        )));
+    }
+    if cfg.scope == Scope::None {
+        return Err(TransferError::Usage(
+            "stream mode always authenticates".into(),
+        ));
+    }
+    let inputs = open_sources(sources)?;
+    let layout = Layout::new(cfg.record_data as u32, inputs.iter().map(|i| i.entry.size));
+    let known: u64 = inputs
+        .iter()
+        .filter(|i| i.entry.size != UNKNOWN_SIZE)
+        .map(|i| i.entry.size)
+        .sum();
+    progress.set_total(if inputs.iter().any(|i| i.entry.size == UNKNOWN_SIZE) {
+        u64::MAX
+    } else {
+        known
+    });
+
+    let start = Instant::now();
+    let control = connect(addr)?;
+    let keys = handshake(&control, cfg)?;
+    let mut socks = vec![control];
+    for stripe in 1..cfg.streams {
+        let s = connect(addr)?;
+        (&s).write_all(&conn::join_message(&keys.join_token, stripe as u16))
+            .ctx(|| "joining a stripe".into())?;
+        socks.push(s);
+    }
+
+    let intro = sealink_proto::stream::owner_intro(&keys.binding, cfg.host.public(), &cfg.peer);
+    let hello = Hello {
+        owner_public: cfg.owner.public_key(),
+        owner_signature: cfg.owner.sign(&intro),
+        record_data: cfg.record_data as u32,
+        stripes: cfg.streams as u16,
+        files: inputs.iter().map(|i| i.entry.clone()).collect(),
+    };
+    conn::write_record(
+        &socks[0],
+        &keys.send,
+        RecordType::Hello,
+        cfg.scope,
+        0,
+        &hello.encode(),
+    )?;
+    socks[0]
+        .set_read_timeout(Some(SETUP_TIMEOUT * 2))
+        .ctx(|| "socket".into())?;
+    match read_reply(&socks[0], &keys.recv, READY_SEQ)? {
+        (RecordType::Ready, _) => {}
+        _ => return Err(StreamError::MalformedHeader("expected the receiver's ready").into()),
+    }
+    socks[0].set_read_timeout(None).ctx(|| "socket".into())?;
+
+    let per_batch = (cfg.batch_data / cfg.record_data).clamp(1, 1024);
+    let stdin_base = layout.known_data_records().map_or_else(
+        || {
+            // The last file's first seq: the known files' records come before it.
+            FIRST_DATA_SEQ
+                + Layout::new(
+                    cfg.record_data as u32,
+                    inputs[..inputs.len() - 1].iter().map(|i| i.entry.size),
+                )
+                .known_data_records()
+                .unwrap_or(0)
+        },
+        |_| 0,
+    );
+    let work = Work {
+        keys: &keys,
+        scope: cfg.scope,
+        inputs: &inputs,
+        batches: layout.batches(per_batch as u64),
+        next: AtomicUsize::new(0),
+        stdin: inputs.last().filter(|i| i.file.is_none()).map(|_| {
+            Mutex::new(StdinState {
+                next_seq: stdin_base,
+                size: 0,
+                eof: false,
+                input: std::io::stdin(),
+            })
+        }),
+        per_batch,
+        record_data: cfg.record_data,
+        failed: AtomicBool::new(false),
+        progress,
+    };
+    let result = std::thread::scope(|sc| {
+        let handles: Vec<_> = socks
+            .iter()
+            .map(|s| {
+                let work = &work;
+                sc.spawn(move || {
+                    let r = work.run(s);
+                    if r.is_err() {
+                        work.failed.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        let mut first_err = None;
+        for h in handles {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(TransferError::Usage("a send worker panicked".into())));
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    });
+    if let Err(e) = result {
+        // A receiver that gave up says why on the control connection before closing.
+        if matches!(e, TransferError::Io { .. }) {
+            let _ = socks[0].set_read_timeout(Some(Duration::from_secs(2)));
+            if let Err(why @ (TransferError::ReceiverAborted(_) | TransferError::Refused(_))) =
+                read_reply(&socks[0], &keys.recv, REPLY_SEQ)
+            {
+                return Err(why);
+            }
+        }
+        // Tell the receiver why (best effort), so it reports more than a truncated stream.
+        let abort = Abort {
+            code: AbortCode::Other,
+            message: e.to_string(),
+        };
+        let _ = conn::write_record(
+            &socks[0],
+            &keys.send,
+            RecordType::Abort,
+            cfg.scope,
+            SENDER_ABORT_SEQ,
+            &abort.encode(),
+        );
+        return Err(e);
+    }
+
+    let mut sizes: Vec<u64> = inputs.iter().map(|i| i.entry.size).collect();
+    let mut data_records = layout.known_data_records().unwrap_or(0);
+    if let Some(st) = &work.stdin {
+        let st = st.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(last) = sizes.last_mut() {
+            *last = st.size;
+        }
+        data_records = st.next_seq - FIRST_DATA_SEQ;
+    }
+    let end = End {
+        data_records,
+        sizes: sizes.clone(),
+    };
+    conn::write_record(
+        &socks[0],
+        &keys.send,
+        RecordType::End,
+        cfg.scope,
+        FIRST_DATA_SEQ + data_records,
+        &end.encode(),
+    )?;
+    for s in &socks {
+        let _ = s.shutdown(Shutdown::Write);
+    }
+    let bytes: u64 = sizes.iter().sum();
+    wait_for_done(&socks[0], &keys.recv, bytes, inputs.len())?;
+    Ok(SendReport {
+        bytes,
+        files: inputs.len(),
+        streams: socks.len(),
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Reads the receiver's reply with sequence number `seq`: `Ok` with its type and body, or
+/// the receiver's abort as an error.
+fn read_reply(
+    s: &TcpStream,
+    key: &PacketKey,
+    seq: u64,
+) -> Result<(RecordType, Vec<u8>), TransferError> {
+    let closed = || {
+        TransferError::PeerClosed(
+            "before confirming the transfer; the receiver has not kept the files".into(),
+        )
+    };
+    let (hdr, body) = match conn::read_record(s, key) {
+        Ok(Some(r)) => r,
+        Ok(None) => return Err(closed()),
+        Err(TransferError::Io { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            return Err(closed());
+        }
+        Err(e) => return Err(e),
+    };
+    if hdr.kind == RecordType::Abort {
+        let a = Abort::decode(&body)?;
+        return Err(match a.code {
+            AbortCode::Refused => TransferError::Refused(a.message),
+            _ => TransferError::ReceiverAborted(a.message),
+        });
+    }
+    if hdr.seq != seq {
+        return Err(StreamError::OutOfRange {
+            seq: hdr.seq,
+            why: "not the receiver's reply",
+        }
+        .into());
+    }
+    Ok((hdr.kind, body))
+}
+
+/// The receiver answers once at the end, after it has verified and stored everything.
+fn wait_for_done(
+    s: &TcpStream,
+    key: &PacketKey,
+    bytes: u64,
+    files: usize,
+) -> Result<(), TransferError> {
+    match read_reply(s, key, REPLY_SEQ)? {
+        (RecordType::Done, body) => {
+            let d = Done::decode(&body)?;
+            if d.bytes != bytes || d.files as usize != files {
+                return Err(TransferError::ReceiverAborted(format!(
+                    "it confirmed {} bytes in {} files, {bytes} in {files} were sent",
+                    d.bytes, d.files
+                )));
+            }
+            Ok(())
+        }
+        _ => Err(StreamError::MalformedHeader("unexpected reply type").into()),
+    }
+}
