@@ -306,7 +306,7 @@ impl Session<'_> {
                 READY_SEQ,
                 &Abort {
                     code: AbortCode::Refused,
-                    message: e.to_string(),
+                    message: error_chain(&e),
                 }
                 .encode(),
             );

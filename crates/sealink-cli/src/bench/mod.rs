@@ -3,6 +3,7 @@
 
 pub mod crypto;
 pub mod seal;
+pub mod socket;
 pub mod stacks;
 
 use std::time::{Duration, Instant};

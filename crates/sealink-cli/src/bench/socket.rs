@@ -1,0 +1,902 @@
+//! `sealink bench socket`: Tables I and II of paper 003 (Burnside and Keromytis, "Accelerating
+//! Application-Level Security Protocols") rerun on this machine over TCP on 127.0.0.1.
+//!
+//! Three send paths move the same transfer of random bytes as AES-128-GCM records:
+//! - library (the paper's OpenSSL EVP): per record, copy the plaintext into an output buffer,
+//!   seal it there, one `write()`;
+//! - crypto service (`/dev/crypto`): per record, copy the plaintext into a request buffer, a
+//!   round trip to a crypto thread that seals it and copies the result out, one `write()`;
+//! - integrated (`SO_CRYPT`, in user space): the application's buffer has room for headers and
+//!   tags, records are sealed in place in the buffer that goes to the socket, and a batch of
+//!   records goes out per `write()`.
+//!
+//! One receiver, identical for all paths, reads large chunks, opens every record in place and
+//! counts bytes, so the comparison isolates the send path.
+
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use sealink_crypto::suite::TAG_LEN;
+use sealink_crypto::{PacketKey, Scope, SuiteId};
+use sealink_proto::sim::SimRng;
+
+use super::{fill, median, random_seed};
+use crate::error::{Result, ResultExt, chain, msg};
+use crate::output;
+
+/// Record header: version, type, flags, reserved, body length (u32 LE), sequence (u64 LE).
+/// The stream mode uses the same layout.
+pub const HEADER_LEN: usize = 16;
+const VERSION: u8 = 1;
+const TYPE_DATA: u8 = 2;
+/// Plaintext per record, as in the paper's 4k/8k/16k columns.
+pub const RECORD_SIZES: [usize; 3] = [4096, 8192, 16384];
+/// The application's data: a pre-filled random buffer reused cyclically (no file I/O timed).
+const SOURCE_LEN: usize = 64 << 20;
+/// Receiver read buffer.
+const RECV_BUF: usize = 1 << 20;
+/// Default records per write on the integrated path: 16 to 128 measured within noise of each
+/// other on 2 cores (256 MiB, 3 x 3 runs); 64 keeps writes at 256 KiB to 1 MiB.
+pub const DEFAULT_BATCH: usize = 64;
+/// Bytes of the transfer in --quick mode.
+pub const QUICK_SIZE: u64 = 16 << 20;
+/// Warm-up transfer per path and record size before the timed runs.
+const WARMUP_SIZE: u64 = 64 << 20;
+
+/// Parameters of `sealink bench socket`.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Plaintext bytes per transfer.
+    pub size: u64,
+    pub runs: usize,
+    /// Records per write on the integrated path.
+    pub batch: usize,
+    pub quick: bool,
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendPath {
+    Library,
+    Service,
+    Integrated,
+}
+
+impl SendPath {
+    pub const ALL: [SendPath; 3] = [SendPath::Library, SendPath::Service, SendPath::Integrated];
+    fn name(self) -> &'static str {
+        match self {
+            SendPath::Library => "library",
+            SendPath::Service => "crypto-service",
+            SendPath::Integrated => "integrated",
+        }
+    }
+    /// The paper's scenario this path stands for.
+    fn paper_name(self) -> &'static str {
+        match self {
+            SendPath::Library => "EVP",
+            SendPath::Service => "/dev/crypto",
+            SendPath::Integrated => "kernel",
+        }
+    }
+    /// Table I: seconds for 100 MB at 4k/8k/16k.
+    fn paper_seconds(self) -> [f64; 3] {
+        match self {
+            SendPath::Library => [32.79, 31.84, 32.38],
+            SendPath::Service => [4.13, 4.23, 4.72],
+            SendPath::Integrated => [3.80, 3.97, 4.27],
+        }
+    }
+}
+
+/// Table II: the paper's improvement of its kernel path over EVP and /dev/crypto, percent.
+const PAPER_IMPROVEMENT: [(SendPath, [u32; 3]); 2] = [
+    (SendPath::Library, [88, 88, 87]),
+    (SendPath::Service, [8, 6, 10]),
+];
+
+// --- Record framing -------------------------------------------------------------------------
+
+/// Writes the header of a data record with `body_len` = ciphertext + tag.
+pub fn write_header(h: &mut [u8], body_len: u32, seq: u64) {
+    h[..4].copy_from_slice(&[VERSION, TYPE_DATA, 0, 0]);
+    h[4..8].copy_from_slice(&body_len.to_le_bytes());
+    h[8..16].copy_from_slice(&seq.to_le_bytes());
+}
+
+/// Parses a header; returns (body length, sequence number).
+pub fn parse_header(h: &[u8]) -> Result<(usize, u64)> {
+    if h[..4] != [VERSION, TYPE_DATA, 0, 0] {
+        return Err(msg(format!(
+            "bad record header {:02x?} (want version 1, type data, no flags)",
+            &h[..4]
+        )));
+    }
+    let len = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes"));
+    Ok((
+        len as usize,
+        u64::from_le_bytes(h[8..16].try_into().expect("8 bytes")),
+    ))
+}
+
+/// Seals one record in place: `rec[HEADER_LEN..][..len]` holds the plaintext, `rec` has room for
+/// the tag. Writes the header (the AAD) first; returns the record's wire length.
+fn seal_record(key: &PacketKey, seq: u64, rec: &mut [u8], len: usize) -> Result<usize> {
+    write_header(rec, (len + TAG_LEN) as u32, seq);
+    let body = key
+        .seal_contiguous(seq, Scope::Encrypt, rec, HEADER_LEN, len)
+        .map_err(|e| msg(format!("sealing record {seq}: {e}")))?;
+    Ok(HEADER_LEN + body)
+}
+
+// --- Receiver -------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Received {
+    pub bytes: u64,
+    pub records: u64,
+    pub reads: u64,
+}
+
+/// Reads records until EOF, opening each in place; any bad header, out-of-order sequence number,
+/// failed tag or truncated record is an error. `max_plain` bounds the record size.
+pub fn receive(key: &PacketKey, r: &mut impl Read, max_plain: usize) -> Result<Received> {
+    let max_rec = HEADER_LEN + max_plain + TAG_LEN;
+    let mut buf = vec![0u8; RECV_BUF.max(2 * max_rec)];
+    let (mut start, mut end) = (0, 0);
+    let mut got = Received::default();
+    loop {
+        while end - start >= HEADER_LEN {
+            let (body, seq) = parse_header(&buf[start..])?;
+            if !(TAG_LEN..=max_plain + TAG_LEN).contains(&body) {
+                return Err(msg(format!(
+                    "record {seq}: body length {body} out of range"
+                )));
+            }
+            if seq != got.records {
+                return Err(msg(format!(
+                    "record sequence {seq} where {} was due",
+                    got.records
+                )));
+            }
+            if end - start < HEADER_LEN + body {
+                break;
+            }
+            let rec = &mut buf[start..start + HEADER_LEN + body];
+            let n = key
+                .open_contiguous(seq, Scope::Encrypt, rec, HEADER_LEN, body)
+                .map_err(|e| msg(format!("record {seq} failed authentication: {e}")))?;
+            got.bytes += n as u64;
+            got.records += 1;
+            start += HEADER_LEN + body;
+        }
+        // Move a partial record to the front only when the tail has no room for a whole one:
+        // at most one record copied per buffer's worth read.
+        if start == end {
+            (start, end) = (0, 0);
+        } else if buf.len() - start < max_rec {
+            buf.copy_within(start..end, 0);
+            (start, end) = (0, end - start);
+        }
+        let n = match r.read(&mut buf[end..]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).context("receiver read failed"),
+        };
+        got.reads += 1;
+        if n == 0 {
+            if start != end {
+                return Err(msg(format!(
+                    "stream ended inside record {} ({} bytes left over)",
+                    got.records,
+                    end - start
+                )));
+            }
+            return Ok(got);
+        }
+        end += n;
+    }
+}
+
+// --- Send paths -----------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Sent {
+    /// write() calls.
+    writes: u64,
+    /// User-space bytes copied (plaintext or records), counted at the copy sites.
+    copied: u64,
+    /// Context switches of the sending and service threads: voluntary, involuntary.
+    ctx: (u64, u64),
+}
+
+/// write_all, counting every write() call.
+fn write_all(s: &mut TcpStream, mut buf: &[u8], writes: &mut u64) -> Result<()> {
+    while !buf.is_empty() {
+        *writes += 1;
+        match s.write(buf) {
+            Ok(0) => return Err(msg("socket accepted no bytes")),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e).context("write failed"),
+        }
+    }
+    Ok(())
+}
+
+/// This thread's (voluntary, involuntary) context switches so far.
+fn ctx_switches() -> Result<(u64, u64)> {
+    let s = std::fs::read_to_string("/proc/thread-self/status")
+        .context("cannot read /proc/thread-self/status")?;
+    let field = |name: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+            .ok_or_else(|| msg(format!("no {name} in /proc/thread-self/status")))
+    };
+    Ok((
+        field("voluntary_ctxt_switches:")?,
+        field("nonvoluntary_ctxt_switches:")?,
+    ))
+}
+
+fn ctx_delta(a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+    (b.0 - a.0, b.1 - a.1)
+}
+
+/// The transfer: record `seq` carries `len` bytes taken from `src` at `off`.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    total: u64,
+    rec: usize,
+}
+
+impl Plan {
+    fn records(self) -> u64 {
+        self.total.div_ceil(self.rec as u64)
+    }
+    /// (source offset, length) of record `seq`; `src.len()` is a multiple of `rec`.
+    fn slice(self, seq: u64, src_len: usize) -> (usize, usize) {
+        let at = seq * self.rec as u64;
+        let len = (self.total - at).min(self.rec as u64) as usize;
+        ((at % src_len as u64) as usize, len)
+    }
+}
+
+fn send_library(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> Result<Sent> {
+    let c0 = ctx_switches()?;
+    let mut sent = Sent::default();
+    let mut out = vec![0u8; HEADER_LEN + plan.rec + TAG_LEN];
+    for seq in 0..plan.records() {
+        let (off, len) = plan.slice(seq, src.len());
+        // EVP-style: plaintext in, ciphertext out in another buffer.
+        out[HEADER_LEN..HEADER_LEN + len].copy_from_slice(&src[off..off + len]);
+        sent.copied += len as u64;
+        let n = seal_record(key, seq, &mut out, len)?;
+        write_all(s, &out[..n], &mut sent.writes)?;
+    }
+    sent.ctx = ctx_delta(c0, ctx_switches()?);
+    Ok(sent)
+}
+
+/// A request to the crypto service: the request buffer it seals and the app's output buffer it
+/// copies the result into (both handed back in the reply, so nothing is allocated per record).
+struct Job {
+    seq: u64,
+    len: usize,
+    req: Vec<u8>,
+    out: Vec<u8>,
+}
+
+fn send_service(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> Result<Sent> {
+    let (to_svc, jobs) = mpsc::channel::<Job>();
+    let (to_app, done) = mpsc::channel::<Result<Job>>();
+    std::thread::scope(|scope| {
+        let service = scope.spawn(move || -> Result<(u64, (u64, u64))> {
+            let c0 = ctx_switches()?;
+            let mut copied = 0;
+            for mut j in jobs {
+                let r = seal_record(key, j.seq, &mut j.req, j.len).map(|n| {
+                    j.out[..n].copy_from_slice(&j.req[..n]); // copy-out
+                    copied += n as u64;
+                    j
+                });
+                if to_app.send(r).is_err() {
+                    break;
+                }
+            }
+            Ok((copied, ctx_delta(c0, ctx_switches()?)))
+        });
+        let mut app = || -> Result<Sent> {
+            let c0 = ctx_switches()?;
+            let mut sent = Sent::default();
+            let size = HEADER_LEN + plan.rec + TAG_LEN;
+            let mut job = Job {
+                seq: 0,
+                len: 0,
+                req: vec![0u8; size],
+                out: vec![0u8; size],
+            };
+            for seq in 0..plan.records() {
+                let (off, len) = plan.slice(seq, src.len());
+                job.req[HEADER_LEN..HEADER_LEN + len].copy_from_slice(&src[off..off + len]); // copy-in
+                sent.copied += len as u64;
+                (job.seq, job.len) = (seq, len);
+                to_svc
+                    .send(job)
+                    .map_err(|_| msg("the crypto service stopped"))?;
+                job = done
+                    .recv()
+                    .map_err(|_| msg("the crypto service stopped"))??;
+                write_all(s, &job.out[..HEADER_LEN + len + TAG_LEN], &mut sent.writes)?;
+            }
+            sent.ctx = ctx_delta(c0, ctx_switches()?);
+            Ok(sent)
+        };
+        let sent = app();
+        drop(to_svc); // ends the service loop
+        let (copied, ctx) = service
+            .join()
+            .map_err(|_| msg("the crypto service panicked"))??;
+        let mut sent = sent?;
+        sent.copied += copied;
+        sent.ctx = (sent.ctx.0 + ctx.0, sent.ctx.1 + ctx.1);
+        Ok(sent)
+    })
+}
+
+fn send_integrated(
+    key: &PacketKey,
+    s: &mut TcpStream,
+    src: &[u8],
+    plan: Plan,
+    batch: usize,
+) -> Result<Sent> {
+    let c0 = ctx_switches()?;
+    let mut sent = Sent::default();
+    // The application's buffer, laid out as the wire wants it: [header | payload | tag] x batch.
+    let mut buf = vec![0u8; batch * (HEADER_LEN + plan.rec + TAG_LEN)];
+    let records = plan.records();
+    let mut seq = 0;
+    while seq < records {
+        let mut end = 0;
+        for _ in 0..batch.min((records - seq) as usize) {
+            let (off, len) = plan.slice(seq, src.len());
+            // The application writes its data once, into the payload slot (not a copy the
+            // send path adds); the record is then sealed where it lies.
+            let rec = &mut buf[end..end + HEADER_LEN + len + TAG_LEN];
+            rec[HEADER_LEN..HEADER_LEN + len].copy_from_slice(&src[off..off + len]);
+            end += seal_record(key, seq, rec, len)?;
+            seq += 1;
+        }
+        write_all(s, &buf[..end], &mut sent.writes)?;
+    }
+    sent.ctx = ctx_delta(c0, ctx_switches()?);
+    Ok(sent)
+}
+
+// --- One transfer ---------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    seconds: f64,
+    sent: Sent,
+    recv: Received,
+    seed: u64,
+}
+
+fn random_key() -> Result<[u8; 16]> {
+    let mut k = [0u8; 16];
+    sealink_crypto::sign::random_bytes(&mut k).context("the system random generator failed")?;
+    Ok(k)
+}
+
+/// One transfer of `plan.total` bytes over a fresh loopback connection; `src` is refilled from a
+/// fresh seed first.
+fn transfer(path: SendPath, plan: Plan, batch: usize, src: &mut [u8]) -> Result<Sample> {
+    let seed = random_seed()?;
+    fill(&mut SimRng::new(seed), src);
+    let key = random_key()?;
+    let seal = PacketKey::new(SuiteId::Aes128Gcm, &key, false).context("AES-128-GCM key")?;
+    let open = PacketKey::new(SuiteId::Aes128Gcm, &key, false).context("AES-128-GCM key")?;
+    let listener = TcpListener::bind("127.0.0.1:0").context("cannot listen on 127.0.0.1")?;
+    let mut tx = TcpStream::connect(listener.local_addr()?).context("cannot connect")?;
+    let (mut rx, _) = listener.accept().context("cannot accept")?;
+    tx.set_nodelay(true)?;
+    rx.set_nodelay(true)?;
+    let src = &*src;
+    std::thread::scope(|scope| {
+        let receiver = scope.spawn(move || {
+            let r = receive(&open, &mut rx, plan.rec);
+            (r, Instant::now())
+        });
+        let t0 = Instant::now();
+        let sent = match path {
+            SendPath::Library => send_library(&seal, &mut tx, src, plan),
+            SendPath::Service => send_service(&seal, &mut tx, src, plan),
+            SendPath::Integrated => send_integrated(&seal, &mut tx, src, plan, batch),
+        };
+        let _ = tx.shutdown(Shutdown::Write);
+        drop(tx);
+        let (recv, t1) = receiver.join().map_err(|_| msg("the receiver panicked"))?;
+        let (sent, recv) = match (sent, recv) {
+            (Ok(s), Ok(r)) => (s, r),
+            (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e),
+            (Err(s), Err(r)) => {
+                return Err(msg(format!(
+                    "receiver: {}; sender: {}",
+                    chain(&*r),
+                    chain(&*s)
+                )));
+            }
+        };
+        if recv.bytes != plan.total || recv.records != plan.records() {
+            return Err(msg(format!(
+                "received {} bytes in {} records, sent {} in {}",
+                recv.bytes,
+                recv.records,
+                plan.total,
+                plan.records()
+            )));
+        }
+        Ok(Sample {
+            seconds: (t1 - t0).as_secs_f64(),
+            sent,
+            recv,
+            seed,
+        })
+    })
+}
+
+// --- Reporting ------------------------------------------------------------------------------
+
+/// Medians over the runs of one path and record size.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    path: SendPath,
+    rec: usize,
+    seconds: f64,
+    writes: f64,
+    copied: f64,
+    ctx: (f64, f64),
+    reads: f64,
+}
+
+fn summarize(path: SendPath, rec: usize, samples: &[Sample]) -> Point {
+    let m = |f: &dyn Fn(&Sample) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
+    Point {
+        path,
+        rec,
+        seconds: m(&|s| s.seconds),
+        writes: m(&|s| s.sent.writes as f64),
+        copied: m(&|s| s.sent.copied as f64),
+        ctx: (m(&|s| s.sent.ctx.0 as f64), m(&|s| s.sent.ctx.1 as f64)),
+        reads: m(&|s| s.recv.reads as f64),
+    }
+}
+
+/// A markdown table; columns in `left` are left-aligned, the others right-aligned.
+fn render_table(head: &[&str], left: &[usize], body: &[Vec<String>], out: &mut String) {
+    let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for r in body {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.len());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = String>| {
+        let mut s = String::from("|");
+        for (i, c) in cells.enumerate() {
+            let _ = if left.contains(&i) {
+                write!(s, " {c:<0$} |", w[i])
+            } else {
+                write!(s, " {c:>0$} |", w[i])
+            };
+        }
+        s
+    };
+    let _ = writeln!(out, "{}", line(&mut head.iter().map(|h| h.to_string())));
+    let sep = (0..w.len()).map(|i| {
+        if left.contains(&i) {
+            "-".repeat(w[i])
+        } else {
+            format!("{}:", "-".repeat(w[i] - 1))
+        }
+    });
+    let _ = writeln!(out, "{}", line(&mut sep.collect::<Vec<_>>().into_iter()));
+    for r in body {
+        let _ = writeln!(out, "{}", line(&mut r.iter().cloned()));
+    }
+}
+
+fn kib(rec: usize) -> String {
+    format!("{}k", rec / 1024)
+}
+
+/// "Intel ... (2 cores)" from /proc/cpuinfo and the scheduler.
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                Some(
+                    l.strip_prefix("model name")?
+                        .split_once(':')?
+                        .1
+                        .trim()
+                        .to_owned(),
+                )
+            })
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    format!("{model}, {cores} cores available")
+}
+
+/// The UTC date and time now, as YYYY-MM-DD HH:MM UTC.
+fn utc_now() -> String {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, secs) = ((t / 86_400) as i64, t % 86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        secs / 3600,
+        secs / 60 % 60
+    )
+}
+
+fn render(p: &Params, points: &[Point], out: &mut String) {
+    let mib = p.size as f64 / (1 << 20) as f64;
+    let _ = writeln!(
+        out,
+        "sealink bench socket: paper 003 (Burnside and Keromytis) Tables I and II rerun on this machine"
+    );
+    let _ = writeln!(
+        out,
+        "machine: {}; date: {}; seeds: fresh per transfer (in the CSV)",
+        machine(),
+        utc_now()
+    );
+    if p.quick {
+        let _ = writeln!(
+            out,
+            "QUICK MODE: {mib} MiB, one run, no warm-up; a smoke test, not a measurement"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "transfer: {mib} MiB of random bytes per path and record size over its own TCP connection on 127.0.0.1 (TCP_NODELAY), AES-128-GCM records with a 16-byte header (the AAD) and 16-byte tag; {} run(s), medians{}",
+        p.runs,
+        if p.quick {
+            ""
+        } else {
+            ", after a 64 MiB warm-up per point"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "paths: library = copy into an output buffer, seal, one write() per record (EVP); crypto-service = copy into a request, round trip to a crypto thread that seals and copies out, one write() per record (/dev/crypto); integrated = records sealed in place in the buffer that goes to the socket, {} records per write() (SO_CRYPT in user space)",
+        p.batch
+    );
+    let _ = writeln!(
+        out,
+        "receiver: one thread per connection, identical for all paths, reads up to {} KiB at a time, opens and verifies every record in place; seconds run from the first send to the receiver's end of stream",
+        RECV_BUF >> 10
+    );
+    let _ = writeln!(out);
+
+    let _ = writeln!(out, "### Send paths\n");
+    let body: Vec<Vec<String>> = points
+        .iter()
+        .map(|q| {
+            let per = |v: f64| v / mib;
+            vec![
+                q.path.name().to_owned(),
+                kib(q.rec),
+                format!("{:.3}", q.seconds),
+                format!("{:.2}", p.size as f64 * 8.0 / q.seconds / 1e9),
+                format!("{:.1}", per(q.writes)),
+                format!("{:.2}", q.copied / p.size as f64),
+                format!("{:.0}", q.ctx.0 + q.ctx.1),
+                format!("{:.1}", per(q.ctx.0 + q.ctx.1)),
+                format!("{:.1}", per(q.reads)),
+            ]
+        })
+        .collect();
+    render_table(
+        &[
+            "path",
+            "record",
+            "seconds",
+            "Gbit/s",
+            "writes/MiB",
+            "copied B/B",
+            "ctx switches",
+            "ctx/MiB",
+            "recv reads/MiB",
+        ],
+        &[0, 1],
+        &body,
+        out,
+    );
+    let _ = writeln!(
+        out,
+        "\nGbit/s = 10^9 bit/s of plaintext; writes = write() calls of the sending side; copied B/B = user-space bytes copied per plaintext byte, counted at the copy sites (the integrated path's fill of its own buffer from the application's data is the application handing its data once, as in every path, and not counted); ctx switches = voluntary + involuntary of the sending and crypto-service threads (/proc/thread-self/status)\n"
+    );
+
+    let seconds = |path: SendPath, rec: usize| {
+        points
+            .iter()
+            .find(|q| q.path == path && q.rec == rec)
+            .map_or(f64::NAN, |q| q.seconds)
+    };
+    let _ = writeln!(
+        out,
+        "### Table I: seconds to encrypt and transfer (today: {mib} MiB over loopback; paper: 100 MB over Gbit Ethernet, 1.4 GHz Pentium III, Broadcom 5820)\n"
+    );
+    let mut head = vec!["scenario".to_owned()];
+    for r in RECORD_SIZES {
+        head.push(format!("{} today", kib(r)));
+        head.push(format!("{} paper", kib(r)));
+    }
+    let body: Vec<Vec<String>> = SendPath::ALL
+        .iter()
+        .map(|&path| {
+            let mut row = vec![format!("{} ({})", path.name(), path.paper_name())];
+            for (i, r) in RECORD_SIZES.into_iter().enumerate() {
+                row.push(format!("{:.3}", seconds(path, r)));
+                row.push(format!("{:.2}", path.paper_seconds()[i]));
+            }
+            row
+        })
+        .collect();
+    let head: Vec<&str> = head.iter().map(String::as_str).collect();
+    render_table(&head, &[0], &body, out);
+
+    let _ = writeln!(
+        out,
+        "\n### Table II: improvement of integrated (paper: kernel) over the others, (t_x - t_c) / t_x\n"
+    );
+    let body: Vec<Vec<String>> = PAPER_IMPROVEMENT
+        .iter()
+        .map(|&(path, paper)| {
+            let mut row = vec![format!("vs {} ({})", path.name(), path.paper_name())];
+            for (i, r) in RECORD_SIZES.into_iter().enumerate() {
+                let (tx, tc) = (seconds(path, r), seconds(SendPath::Integrated, r));
+                row.push(format!("{:.0}%", (tx - tc) / tx * 100.0));
+                row.push(format!("{}%", paper[i]));
+            }
+            row
+        })
+        .collect();
+    render_table(&head, &[0], &body, out);
+    let _ = writeln!(
+        out,
+        "\nThe paper's EVP figures reflect software 3DES/SHA-1 on a 2003 CPU against a crypto card; here all three paths run the same AES-NI AES-GCM, so the gaps measure system calls, copies and handoffs only."
+    );
+}
+
+fn write_csv(
+    dir: &Path,
+    p: &Params,
+    rows: &[(SendPath, usize, usize, Sample)],
+    points: &[Point],
+) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut s = String::from(
+        "path,record_bytes,run,bytes,seconds,gbps,writes,copied_bytes,ctx_voluntary,ctx_nonvoluntary,recv_reads,batch,seed\n",
+    );
+    for (path, rec, run, x) in rows {
+        let _ = writeln!(
+            s,
+            "{},{rec},{run},{},{},{},{},{},{},{},{},{},{}",
+            path.name(),
+            p.size,
+            x.seconds,
+            p.size as f64 * 8.0 / x.seconds / 1e9,
+            x.sent.writes,
+            x.sent.copied,
+            x.sent.ctx.0,
+            x.sent.ctx.1,
+            x.recv.reads,
+            p.batch,
+            x.seed
+        );
+    }
+    // Medians of each column over the runs.
+    for q in points {
+        let _ = writeln!(
+            s,
+            "{},{},median,{},{},{},{},{},{},{},{},{},",
+            q.path.name(),
+            q.rec,
+            p.size,
+            q.seconds,
+            p.size as f64 * 8.0 / q.seconds / 1e9,
+            q.writes,
+            q.copied,
+            q.ctx.0,
+            q.ctx.1,
+            q.reads,
+            p.batch
+        );
+    }
+    let path = dir.join("socket.csv");
+    std::fs::write(&path, s).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+/// Runs the bench, prints the tables and writes the CSV.
+pub fn run(p: &Params) -> Result<()> {
+    if p.size == 0 || p.runs == 0 || p.batch == 0 {
+        return Err(msg("--size, --runs and --batch must be at least 1"));
+    }
+    let max_rec = RECORD_SIZES[RECORD_SIZES.len() - 1];
+    // A multiple of every record size, so records never straddle the end of the source.
+    let src_len = (p.size.min(SOURCE_LEN as u64) as usize).next_multiple_of(max_rec);
+    let mut src = vec![0u8; src_len];
+    let warmup = !p.quick;
+    let points_n = (SendPath::ALL.len() * RECORD_SIZES.len()) as u64;
+    let pb = output::progress(
+        points_n * (p.runs as u64 + u64::from(warmup)),
+        "bench socket",
+    );
+    if warmup {
+        for rec in RECORD_SIZES {
+            for path in SendPath::ALL {
+                let plan = Plan {
+                    total: p.size.min(WARMUP_SIZE),
+                    rec,
+                };
+                transfer(path, plan, p.batch, &mut src).with_context(|| {
+                    format!("{} path, {} records (warm-up)", path.name(), kib(rec))
+                })?;
+                pb.inc(1);
+            }
+        }
+    }
+    // Runs outermost and paths interleaved, so drift in the machine's load hits all alike.
+    let mut rows = Vec::new();
+    for run in 0..p.runs {
+        for rec in RECORD_SIZES {
+            for path in SendPath::ALL {
+                let x = transfer(path, Plan { total: p.size, rec }, p.batch, &mut src)
+                    .with_context(|| format!("{} path, {} records", path.name(), kib(rec)))?;
+                rows.push((path, rec, run, x));
+                pb.inc(1);
+            }
+        }
+    }
+    pb.finish_and_clear();
+    let mut points = Vec::new();
+    for path in SendPath::ALL {
+        for rec in RECORD_SIZES {
+            let samples: Vec<Sample> = rows
+                .iter()
+                .filter(|r| r.0 == path && r.1 == rec)
+                .map(|r| r.3)
+                .collect();
+            points.push(summarize(path, rec, &samples));
+        }
+    }
+    let mut out = String::new();
+    render(p, &points, &mut out);
+    let csv = write_csv(&p.out, p, &rows, &points)?;
+    let _ = writeln!(out, "\nCSV: {}", csv.display());
+    output::print(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    fn key() -> PacketKey {
+        PacketKey::new(SuiteId::Aes128Gcm, &[7u8; 16], false).unwrap()
+    }
+
+    /// `n` sealed records of `len` bytes each, back to back.
+    fn stream(n: u64, len: usize) -> Vec<u8> {
+        let k = key();
+        let mut out = Vec::new();
+        for seq in 0..n {
+            let mut rec = vec![seq as u8; HEADER_LEN + len + TAG_LEN];
+            assert_eq!(seal_record(&k, seq, &mut rec, len).unwrap(), rec.len());
+            out.extend_from_slice(&rec);
+        }
+        out
+    }
+
+    #[test]
+    fn header_layout_round_trips() {
+        let mut h = [0u8; HEADER_LEN];
+        write_header(&mut h, 4096 + 16, 0x0102_0304_0506_0708);
+        assert_eq!(&h[..8], &[1, 2, 0, 0, 0x10, 0x10, 0, 0]);
+        assert_eq!(&h[8..], &[8, 7, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(parse_header(&h).unwrap(), (4112, 0x0102_0304_0506_0708));
+        h[2] = 1; // a flag nobody defined
+        assert!(parse_header(&h).is_err());
+    }
+
+    #[test]
+    fn records_round_trip_through_the_receiver() {
+        let s = stream(5, 1000);
+        let got = receive(&key(), &mut Cursor::new(s), 1000).unwrap();
+        assert_eq!((got.bytes, got.records), (5000, 5));
+    }
+
+    #[test]
+    fn tampered_record_is_rejected() {
+        // A ciphertext byte and the last tag byte of the second record.
+        for at in [HEADER_LEN + 10, HEADER_LEN + 100 + TAG_LEN - 1] {
+            let mut s = stream(3, 100);
+            s[(HEADER_LEN + 100 + TAG_LEN) + at] ^= 1; // in the second record
+            let e = receive(&key(), &mut Cursor::new(s), 100).unwrap_err();
+            assert!(
+                e.to_string().contains("record 1 failed authentication"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn reordered_truncated_and_oversized_streams_are_rejected() {
+        let mut s = stream(2, 100);
+        let n = s.len() / 2;
+        s.rotate_left(n);
+        assert!(receive(&key(), &mut Cursor::new(s), 100).is_err());
+        let s = stream(2, 100);
+        let e = receive(&key(), &mut Cursor::new(&s[..s.len() - 1]), 100).unwrap_err();
+        assert!(
+            e.to_string().contains("stream ended inside record 1"),
+            "{e}"
+        );
+        assert!(receive(&key(), &mut Cursor::new(stream(1, 101)), 100).is_err());
+    }
+
+    #[test]
+    fn every_path_delivers_and_counts() {
+        let mut src = vec![0u8; 64 << 10];
+        // 37 records of 4 KiB and a short last one.
+        let plan = Plan {
+            total: 37 * 4096 + 100,
+            rec: 4096,
+        };
+        for path in SendPath::ALL {
+            let x = transfer(path, plan, 8, &mut src).unwrap();
+            assert_eq!(x.recv.bytes, plan.total);
+            let (writes, copied) = match path {
+                SendPath::Library => (38, plan.total),
+                SendPath::Service => (38, 2 * plan.total + 38 * 32),
+                SendPath::Integrated => (5, 0),
+            };
+            assert!(
+                x.sent.writes >= writes,
+                "{path:?}: {} writes",
+                x.sent.writes
+            );
+            assert_eq!(x.sent.copied, copied, "{path:?}");
+        }
+    }
+
+    #[test]
+    fn utc_date_is_plausible() {
+        let d = utc_now();
+        assert!(
+            d.starts_with("20") && d.ends_with(" UTC") && d.len() == 20,
+            "{d}"
+        );
+    }
+}

@@ -1,0 +1,49 @@
+//! `sealink bench socket --quick` end to end: tables on stdout, socket.csv in --out.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+#[test]
+fn bench_socket_quick_writes_tables_and_csv() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("sealink-bench-socket-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args(["bench", "socket", "--quick", "--out"])
+        .arg(&dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "QUICK MODE",
+        "machine: ",
+        "### Send paths",
+        "| library        | 4k     |",
+        "| crypto-service | 16k    |",
+        "| integrated     | 8k     |",
+        "### Table I",
+        "| integrated (kernel)          |",
+        "32.79",
+        "### Table II",
+        "| vs crypto-service (/dev/crypto) |",
+        "socket.csv",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+    }
+    let csv = std::fs::read_to_string(dir.join("socket.csv")).expect("socket.csv");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("path,record_bytes,run,bytes,seconds,gbps,writes"));
+    // header + 9 runs + 9 medians
+    assert_eq!(lines.len(), 1 + 9 + 9, "{csv}");
+    for l in &lines[1..] {
+        let bytes: u64 = l.split(',').nth(3).unwrap().parse().unwrap();
+        assert_eq!(bytes, 16 << 20, "{l}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,497 @@
+//! Stream mode end to end: real `sealink recv` and `sealink send` processes over loopback TCP,
+//! with a relay of our own in between for the failure cases (truncation, forged and replayed
+//! records, dying peers). Every failure must end with a non-zero exit and no file under its
+//! final name (and no temporary file left behind).
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_sealink");
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "sealink-stream-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.join("small")).output();
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(home: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("SEALINK_HOME", home)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink")
+}
+
+/// Two hosts: `a` sends (host key, owner key, trusts b's host), `b` receives into `b/in`.
+struct Hosts {
+    dir: TempDir,
+}
+
+impl Hosts {
+    fn new(tag: &str) -> Self {
+        let dir = TempDir::new(tag);
+        for h in ["a", "b"] {
+            fs::create_dir_all(dir.join(h)).unwrap();
+            let key = dir.join(h).join("host.key");
+            assert!(
+                run(&dir.0, &["keygen", "host", key.to_str().unwrap()])
+                    .status
+                    .success()
+            );
+        }
+        let okey = dir.join("a").join("owner.key");
+        assert!(
+            run(&dir.0, &["keygen", "owner", okey.to_str().unwrap()])
+                .status
+                .success()
+        );
+        let public = |p: PathBuf| {
+            let t = fs::read_to_string(p).unwrap();
+            t.split_whitespace().nth(1).unwrap().to_owned()
+        };
+        fs::write(
+            dir.join("a").join("trust"),
+            format!("host bob {}\n", public(dir.join("b").join("host.key.pub"))),
+        )
+        .unwrap();
+        fs::write(
+            dir.join("b").join("trust"),
+            format!(
+                "host alice {}\nowner alice {}\n",
+                public(dir.join("a").join("host.key.pub")),
+                public(dir.join("a").join("owner.key.pub"))
+            ),
+        )
+        .unwrap();
+        fs::create_dir_all(dir.join("in")).unwrap();
+        Hosts { dir }
+    }
+    fn a(&self) -> PathBuf {
+        self.dir.join("a")
+    }
+    fn inbox(&self) -> PathBuf {
+        self.dir.join("in")
+    }
+
+    /// Starts `sealink recv --once` on an ephemeral port; returns the child and its address.
+    fn recv(&self, extra: &[&str], stdout: Stdio) -> (Child, SocketAddr, BufReader<ChildStderr>) {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["recv", "--once", "--listen", "127.0.0.1:0"]);
+        if !extra.contains(&"--stdout") {
+            cmd.arg("--dir").arg(self.inbox());
+        }
+        let mut c = cmd
+            .args(extra)
+            .env("SEALINK_HOME", self.dir.join("b"))
+            .env_remove("RUST_LOG")
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(c.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let addr = line
+            .strip_prefix("listening on ")
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .parse()
+            .unwrap();
+        (c, addr, err)
+    }
+
+    fn send_cmd(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("send")
+            .args(files)
+            .arg(format!("bob@{to}"))
+            .args(["--quiet"])
+            .args(extra)
+            .env("SEALINK_HOME", self.a())
+            .env_remove("RUST_LOG");
+        c
+    }
+
+    fn send(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Output {
+        self.send_cmd(files, to, extra).output().unwrap()
+    }
+
+    /// Files in the inbox, hidden temporary ones included.
+    fn inbox_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(self.inbox())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn finish(mut c: Child, mut err: BufReader<ChildStderr>) -> (std::process::ExitStatus, String) {
+    let mut rest = String::new();
+    let _ = err.read_to_string(&mut rest);
+    (c.wait().unwrap(), rest)
+}
+
+fn random_file(path: &Path, len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    fs::write(path, &data).unwrap();
+    data
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn files_arrive_identical_over_several_stripes() {
+    let h = Hosts::new("ok");
+    let big = h.dir.join("big.bin");
+    let data = random_file(&big, 24 << 20 | 12345, 1);
+    let small = h.dir.join("small.txt");
+    fs::write(&small, b"hello").unwrap();
+    let empty = h.dir.join("empty");
+    fs::write(&empty, b"").unwrap();
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
+    let o = h.send(&[&big, &small, &empty], addr, &["--streams", "3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (st, e) = finish(c, err);
+    assert!(st.success(), "{e}");
+    assert!(fs::read(h.inbox().join("big.bin")).unwrap() == data);
+    assert_eq!(fs::read(h.inbox().join("small.txt")).unwrap(), b"hello");
+    assert_eq!(fs::read(h.inbox().join("empty")).unwrap(), b"");
+    assert_eq!(h.inbox_names(), ["big.bin", "empty", "small.txt"]);
+
+    // Existing files are kept (and the transfer refused) unless --force.
+    fs::write(h.inbox().join("small.txt"), b"mine").unwrap();
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
+    let o = h.send(&[&small], addr, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("already exists"),
+        "{}",
+        text(&o)
+    );
+    let (st, _) = finish(c, err);
+    assert!(!st.success());
+    assert_eq!(fs::read(h.inbox().join("small.txt")).unwrap(), b"mine");
+    let (c, addr, err) = h.recv(&["--force"], Stdio::piped());
+    let o = h.send(
+        &[&small],
+        addr,
+        &["--suite", "chacha20-poly1305", "--auth-only"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(finish(c, err).0.success());
+    assert_eq!(fs::read(h.inbox().join("small.txt")).unwrap(), b"hello");
+}
+
+#[test]
+fn stdin_to_stdout_keeps_order_across_stripes() {
+    let h = Hosts::new("pipe");
+    let src = h.dir.join("src");
+    let data = random_file(&src, 9 << 20 | 77, 2);
+    // Into a file, not a pipe: nobody drains a pipe while `send` runs.
+    let out_path = h.dir.join("out");
+    let (c, addr, err) = h.recv(
+        &["--stdout"],
+        Stdio::from(fs::File::create(&out_path).unwrap()),
+    );
+    let o = h
+        .send_cmd(
+            &[Path::new("-")],
+            addr,
+            &["--streams", "4", "--record-size", "4096"],
+        )
+        .stdin(fs::File::open(&src).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let (status, _) = finish(c, err);
+    assert!(status.success());
+    let got = fs::read(&out_path).unwrap();
+    assert!(got == data, "stdout differs ({} bytes)", got.len());
+}
+
+#[test]
+fn untrusted_owner_is_refused() {
+    let h = Hosts::new("owner");
+    let other = h.a().join("other.key");
+    assert!(
+        run(&h.a(), &["keygen", "owner", other.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let f = h.dir.join("f");
+    fs::write(&f, b"data").unwrap();
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
+    let o = h.send(&[&f], addr, &["--owner", other.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("owner"),
+        "{}",
+        text(&o)
+    );
+    assert!(!finish(c, err).0.success());
+    assert!(h.inbox_names().is_empty());
+}
+
+/// What the relay does to the sender's bytes after the handshake.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Forward this many record bytes, then close both sides.
+    Truncate(usize),
+    /// Flip one bit this many record bytes in.
+    Flip(usize),
+    /// Send data record number `n` twice.
+    Replay(usize),
+}
+
+const PREAMBLE: usize = 5 + 158;
+
+/// A one-connection TCP relay to `to` that applies `fault` to the sender's record stream.
+fn relay(to: SocketAddr, fault: Fault) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    thread::spawn(move || {
+        let (mut c, _) = l.accept().unwrap();
+        let mut s = TcpStream::connect(to).unwrap();
+        let (mut c2, mut s2) = (c.try_clone().unwrap(), s.try_clone().unwrap());
+        thread::spawn(move || {
+            let _ = std::io::copy(&mut s2, &mut c2);
+            let _ = c2.shutdown(Shutdown::Write);
+        });
+        let mut pre = vec![0u8; PREAMBLE];
+        c.read_exact(&mut pre).unwrap();
+        s.write_all(&pre).unwrap();
+        let mut pos = 0usize;
+        let mut record = 0usize;
+        loop {
+            let mut h = [0u8; 16];
+            if c.read_exact(&mut h).is_err() {
+                break;
+            }
+            let len = u32::from_le_bytes(h[4..8].try_into().unwrap()) as usize;
+            let mut rec = h.to_vec();
+            rec.resize(16 + len, 0);
+            if c.read_exact(&mut rec[16..]).is_err() {
+                break;
+            }
+            match fault {
+                Fault::Truncate(n) if pos + rec.len() > n => {
+                    let _ = s.write_all(&rec[..n - pos]);
+                    let _ = s.shutdown(Shutdown::Both);
+                    let _ = c.shutdown(Shutdown::Both);
+                    return;
+                }
+                Fault::Flip(n) if (pos..pos + rec.len()).contains(&n) => rec[n - pos] ^= 4,
+                Fault::Replay(k) if h[1] == 2 && record == k => {
+                    let _ = s.write_all(&rec);
+                }
+                _ => {}
+            }
+            if h[1] == 2 {
+                record += 1;
+            }
+            pos += rec.len();
+            if s.write_all(&rec).is_err() {
+                break;
+            }
+        }
+        let _ = s.shutdown(Shutdown::Write);
+    });
+    addr
+}
+
+fn faulty_transfer(tag: &str, fault: Fault, expect: &str) {
+    let h = Hosts::new(tag);
+    let f = h.dir.join("f.bin");
+    random_file(&f, 3 << 20, 3);
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
+    let via = relay(addr, fault);
+    let o = h.send(&[&f], via, &["--streams", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let (st, e) = finish(c, err);
+    assert_eq!(st.code(), Some(1), "{e}");
+    assert!(e.contains(expect), "receiver said: {e}");
+    assert!(h.inbox_names().is_empty(), "{:?}", h.inbox_names());
+}
+
+#[test]
+fn truncated_stream_leaves_no_file() {
+    faulty_transfer("trunc", Fault::Truncate(1 << 20), "closed the connection");
+}
+
+#[test]
+fn forged_record_is_rejected() {
+    faulty_transfer("forge", Fault::Flip(500_000), "failed authentication");
+}
+
+#[test]
+fn replayed_record_is_rejected() {
+    faulty_transfer("replay", Fault::Replay(5), "arrived twice");
+}
+
+#[test]
+fn sender_dying_mid_transfer_leaves_no_file() {
+    let h = Hosts::new("killsend");
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
+    let mut s = h
+        .send_cmd(&[Path::new("-")], addr, &["--as", "piped"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = s.stdin.take().unwrap();
+    input.write_all(&vec![7u8; 1 << 20]).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    s.kill().unwrap();
+    let _ = s.wait();
+    drop(input);
+    let (st, e) = finish(c, err);
+    assert_eq!(st.code(), Some(1), "{e}");
+    assert!(e.contains("before the authenticated end"), "{e}");
+    assert!(h.inbox_names().is_empty(), "{:?}", h.inbox_names());
+}
+
+#[test]
+fn receiver_dying_mid_transfer_fails_the_sender() {
+    let h = Hosts::new("killrecv");
+    let (mut c, addr, _err) = h.recv(&[], Stdio::piped());
+    let mut s = h
+        .send_cmd(&[Path::new("-")], addr, &[])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = s.stdin.take().unwrap();
+    input.write_all(&vec![7u8; 1 << 20]).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    c.kill().unwrap();
+    let _ = c.wait();
+    // Keep feeding until the sender notices.
+    for _ in 0..200 {
+        if input.write_all(&[1u8; 1 << 16]).is_err() {
+            break;
+        }
+    }
+    drop(input);
+    let o = s.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let names = h.inbox_names();
+    assert!(names.iter().all(|n| n.starts_with('.')), "{names:?}");
+}
+
+#[test]
+fn full_disk_is_reported_and_leaves_no_file() {
+    let h = Hosts::new("full");
+    let small = h.inbox().join("small");
+    fs::create_dir_all(&small).unwrap();
+    let m = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&small)
+        .output();
+    if !m.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: cannot mount a small tmpfs here (not root?)");
+        return;
+    }
+    let f = h.dir.join("f.bin");
+    random_file(&f, 4 << 20, 4);
+    let mut c = Command::new(BIN)
+        .args(["recv", "--once", "--listen", "127.0.0.1:0", "--dir"])
+        .arg(&small)
+        .env("SEALINK_HOME", h.dir.join("b"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(c.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr: SocketAddr = line["listening on ".len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let o = h.send(&[&f], addr, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("No space left"),
+        "{}",
+        text(&o)
+    );
+    let (st, e) = finish(c, err);
+    assert_eq!(st.code(), Some(1), "{e}");
+    assert_eq!(fs::read_dir(&small).unwrap().count(), 0);
+
+    // Standard input has no size to reserve: the disk fills in the middle of the stream.
+    let mut c = Command::new(BIN)
+        .args(["recv", "--once", "--listen", "127.0.0.1:0", "--dir"])
+        .arg(&small)
+        .env("SEALINK_HOME", h.dir.join("b"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(c.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr: SocketAddr = line["listening on ".len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let o = h
+        .send_cmd(&[Path::new("-")], addr, &[])
+        .stdin(fs::File::open(&f).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("No space left"),
+        "{}",
+        text(&o)
+    );
+    let (st, e) = finish(c, err);
+    assert_eq!(st.code(), Some(1), "{e}");
+    assert_eq!(fs::read_dir(&small).unwrap().count(), 0);
+}
