@@ -9,7 +9,8 @@
 # Runs the three tools interleaved RUNS times and prints each run, the medians and the ratios.
 #
 # Environment: SIZE_MIB (2048), RUNS (5), SSH_PORT (22022), PLAIN_PORT (22023),
-# SEALINK_PORT (22024), STREAMS (sealink's default when unset).
+# SEALINK_PORT (22024), STREAMS (sealink's default when unset), SCP_FLAGS (extra scp flags, for
+# example -O for the legacy scp protocol instead of SFTP, today's default).
 # Usage: bash bench/compare-scp.sh
 set -euo pipefail
 
@@ -19,6 +20,8 @@ runs="${RUNS:-5}"
 ssh_port="${SSH_PORT:-22022}"
 plain_port="${PLAIN_PORT:-22023}"
 sl_port="${SEALINK_PORT:-22024}"
+scp_flags=()
+[ -n "${SCP_FLAGS:-}" ] && read -r -a scp_flags <<<"$SCP_FLAGS"
 streams=()
 [ -n "${STREAMS:-}" ] && streams=(--streams "$STREAMS")
 
@@ -68,6 +71,7 @@ UsePAM no
 StrictModes no
 Ciphers aes128-gcm@openssh.com
 Compression no
+Subsystem sftp internal-sftp
 EOF
 /usr/sbin/sshd -D -e -f "$work/ssh/sshd_config" 2>"$work/ssh/sshd.log" &
 pids+=($!)
@@ -75,14 +79,19 @@ ssh_opts=(-q -i "$work/ssh/client_key" -P "$ssh_port" -c aes128-gcm@openssh.com
   -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes
   -o Compression=no)
 for _ in $(seq 50); do
-  scp "${ssh_opts[@]}" /dev/null "$USER@127.0.0.1:/dev/null" 2>/dev/null && break
+  scp "${ssh_opts[@]}" "$work/ssh/client_key.pub" "$USER@127.0.0.1:$work/ssh/probe" 2>/dev/null && break
   sleep 0.1
 done
+if ! scp "${ssh_opts[@]}" "$work/ssh/client_key.pub" "$USER@127.0.0.1:$work/ssh/probe"; then
+  echo "the private sshd does not answer; its log:" >&2
+  cat "$work/ssh/sshd.log" >&2
+  exit 1
+fi
 # --- sealink keys: host a sends as owner alice to host b --------------------------------------
 mkdir -p "$work/a" "$work/b"
-"$sealink" keygen host "$work/a/host.key" >/dev/null
-"$sealink" keygen owner "$work/a/owner.key" >/dev/null
-"$sealink" keygen host "$work/b/host.key" >/dev/null
+"$sealink" keygen host "$work/a/host.key" >/dev/null 2>&1
+"$sealink" keygen owner "$work/a/owner.key" >/dev/null 2>&1
+"$sealink" keygen host "$work/b/host.key" >/dev/null 2>&1
 pub() { cut -d' ' -f2 "$1"; }
 echo "host bob $(pub "$work/b/host.key.pub")" >"$work/a/trust"
 printf 'host alice %s\nowner alice %s\n' "$(pub "$work/a/host.key.pub")" \
@@ -100,7 +109,7 @@ check() { cmp -s "$work/file" "$1" || { echo "copy $1 differs" >&2; exit 1; }; r
 run_scp() {
   local t0 t1
   t0=$(now)
-  scp "${ssh_opts[@]}" "$work/file" "$USER@127.0.0.1:$work/out-scp"
+  scp "${ssh_opts[@]}" "${scp_flags[@]}" "$work/file" "$USER@127.0.0.1:$work/out-scp"
   t1=$(now)
   check "$work/out-scp"
   echo "$t1 - $t0" | bc -l
