@@ -71,10 +71,12 @@ pub enum DropReason {
     UnknownOwnerId,
     /// A message sequence number beyond the receive window.
     OutsideWindow,
+    /// A handshake initiation refused by the flood limiter before any public-key work.
+    RateLimited,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 20] = [
+    pub const ALL: [DropReason; 21] = [
         DropReason::MalformedHeader,
         DropReason::BadVersion,
         DropReason::UnknownIndex,
@@ -95,6 +97,7 @@ impl DropReason {
         DropReason::OwnerConflict,
         DropReason::UnknownOwnerId,
         DropReason::OutsideWindow,
+        DropReason::RateLimited,
     ];
 
     pub fn index(self) -> usize {
@@ -123,6 +126,7 @@ impl DropReason {
             DropReason::OwnerConflict => "owner-conflict",
             DropReason::UnknownOwnerId => "unknown-owner-id",
             DropReason::OutsideWindow => "outside-window",
+            DropReason::RateLimited => "rate-limited",
         }
     }
 }

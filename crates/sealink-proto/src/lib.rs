@@ -11,6 +11,7 @@ pub mod endpoint;
 pub mod error;
 pub mod handshake;
 pub mod owner;
+pub mod ratelimit;
 mod recv_window;
 pub mod replay;
 pub mod sim;
