@@ -8,8 +8,11 @@ mod error;
 #[allow(dead_code)]
 mod keyfile;
 mod keys;
+mod msg;
 mod output;
+mod relay;
 mod stream;
+mod tunnel;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,12 +61,45 @@ enum Command {
     /// Receive files from `sealink send` into a directory (or standard output)
     #[command(after_help = RECV_HELP)]
     Recv(RecvArgs),
+    /// Datagram mode: owner-authenticated messages over UDP (`listen` prints, `send` delivers)
+    #[command(subcommand, after_help = MSG_HELP)]
+    Msg(MsgCommand),
+    /// Relay UDP both ways while injecting faults: loss, reordering, duplication, corruption, replay
+    #[command(after_help = RELAY_HELP)]
+    Relay(RelayArgs),
+    /// Tunnel mode: bring up a TUN interface carrying IP packets to peers (foreground)
+    #[command(after_help = tunnel::UP_HELP)]
+    Up(UpArgs),
+    /// Stop the tunnel NAME started by `sealink up` and wait until its interface is gone
+    #[command(after_help = "Example:\n  sealink down sl0")]
+    Down(DownArgs),
+    /// Print tunnel peers, endpoints, handshakes, bytes, datagrams and drops by reason
+    #[command(after_help = "Examples:\n  sealink show\n  sealink show sl0")]
+    Show(ShowArgs),
     /// Measure performance
     #[command(
         subcommand,
         after_help = "Example:\n  sealink bench seal --sizes 1400,8192 --runs 3"
     )]
     Bench(BenchCommand),
+}
+
+#[derive(Debug, Args)]
+struct UpArgs {
+    /// Tunnel configuration file (TOML; see the example below)
+    config: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct DownArgs {
+    /// Interface name given in the configuration (`[interface] name`)
+    name: String,
+}
+
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// Interface name; all running tunnels if left out
+    name: Option<String>,
 }
 
 const SEND_HELP: &str = "Examples:
@@ -84,6 +120,168 @@ const RECV_HELP: &str = "Examples:
 Each file is written under a hidden temporary name and renamed only after its last record has
 been verified and the stream's authenticated end has arrived; a failed transfer leaves no file.
 Existing files are kept unless --force. With --stdout, data is written in order as it arrives.";
+
+const MSG_HELP: &str = "Examples:
+  sealink msg listen --listen 0.0.0.0:7878
+  sealink msg send 10.0.0.2 'hello' 'second message' --to inbox --urgent
+  sealink msg listen --json --count 1
+
+Keys and trust default to $SEALINK_HOME (or ~/.sealink): host.key, owner.key, trust, as for
+`sealink send`. The listener trusts the `host` and `owner` lines of its trust file; the sender
+must trust the listener's host key and names itself after the `owner` line matching its key.";
+
+const RELAY_HELP: &str = "Examples:
+  sealink relay --listen 10.0.1.1:51820 --to 10.0.2.2:51820 --loss 0.05 --corrupt 0.02 --seed 7
+  sealink relay --listen 127.0.0.1:9000 --to 127.0.0.1:7878 --replay 0.1 --stats-every 1
+
+Every client source address gets its own upstream socket, so replies go back to the client they
+belong to. Each direction draws its faults independently: a lost datagram is dropped; a reordered
+one is held back until 1..=--reorder-depth later ones have passed (at most 25 ms); a duplicated one
+is sent twice; a corrupted one has one random bit flipped; a replayed one is captured as it goes
+out and the copy is sent again --replay-delay-ms later. Counters print on stdout at SIGINT or
+SIGTERM (and every --stats-every seconds).";
+
+#[derive(Debug, Args)]
+struct RelayArgs {
+    /// UDP address clients send to (ADDR:PORT; port 0 picks one, printed on stderr)
+    #[arg(long)]
+    listen: String,
+    /// UDP address datagrams are relayed to (ADDR:PORT)
+    #[arg(long)]
+    to: String,
+    /// Probability of dropping a datagram
+    #[arg(long, default_value_t = 0.0, value_parser = relay::parse_probability)]
+    loss: f64,
+    /// Probability of holding a datagram back behind later ones
+    #[arg(long, default_value_t = 0.0, value_parser = relay::parse_probability)]
+    reorder: f64,
+    /// A held datagram is released after 1..=N later ones
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
+    reorder_depth: u32,
+    /// Probability of sending a datagram twice
+    #[arg(long, default_value_t = 0.0, value_parser = relay::parse_probability)]
+    duplicate: f64,
+    /// Probability of flipping one random bit of a datagram
+    #[arg(long, default_value_t = 0.0, value_parser = relay::parse_probability)]
+    corrupt: f64,
+    /// Probability of capturing a datagram and sending a copy again later
+    #[arg(long, default_value_t = 0.0, value_parser = relay::parse_probability)]
+    replay: f64,
+    /// Delay before a captured datagram is replayed, in milliseconds
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    replay_delay_ms: u64,
+    /// Seed of the fault RNG (default: random, printed)
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Bandwidth limit per direction and client, in Mbit/s (default: none)
+    #[arg(long, value_parser = relay::parse_rate)]
+    rate_limit: Option<f64>,
+    /// Also print the counters every SECS seconds
+    #[arg(long, value_parser = parse_seconds)]
+    stats_every: Option<f64>,
+}
+
+#[derive(Debug, Subcommand)]
+enum MsgCommand {
+    /// Receive messages and print each: sender owner@host, scope, size, text (or hex)
+    #[command(after_help = MSG_LISTEN_HELP)]
+    Listen(MsgListenArgs),
+    /// Send messages to a `sealink msg listen`; exits 0 once every one is acknowledged
+    #[command(after_help = MSG_SEND_HELP)]
+    Send(MsgSendArgs),
+}
+
+const MSG_LISTEN_HELP: &str = "Examples:
+  sealink msg listen
+  sealink msg listen --listen 127.0.0.1:9000 --count 3
+  sealink msg listen --json | jq .text
+
+Each message prints as one line: `OWNER@HOST [to DEST] [SCOPE, N bytes]: TEXT`, where OWNER is
+verified against its signature and the trust file and HOST is the trusted host whose channel
+carried it; bytes that are not printable UTF-8 print as hex:... With --json, one object a line
+with from, peer, to, scope, bytes and text or hex. Runs until a signal, or --count messages.";
+
+const MSG_SEND_HELP: &str = "Examples:
+  sealink msg send 10.0.0.2 hello
+  sealink msg send bob@10.0.0.2:9000 'disk full' --to ops --urgent
+  sealink msg send 10.0.0.2 a b c --deadline 50 --auth-only
+
+Each MESSAGE argument is one message. Non-urgent messages may wait (up to the default 10 ms, or
+--deadline) to ride together in one datagram; --urgent sends at once. The command exits 0 only
+after the receiver has acknowledged every message, and fails after --timeout otherwise.";
+
+#[derive(Debug, Args)]
+struct MsgListenArgs {
+    /// UDP address to listen on (ADDR:PORT, or ADDR for port 7878)
+    #[arg(long, default_value = "0.0.0.0:7878")]
+    listen: String,
+    /// This host's private key [default: $SEALINK_HOME/host.key]
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// Trust file: hosts that may open channels, owners that may send [default: $SEALINK_HOME/trust]
+    #[arg(long)]
+    trust: Option<PathBuf>,
+    /// Print one JSON object per message
+    #[arg(long)]
+    json: bool,
+    /// Exit after this many messages
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    count: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+struct MsgSendArgs {
+    /// The receiver: [NAME@]HOST[:PORT] (UDP port 7878 by default; NAME picks its trusted host key)
+    dest: String,
+    /// Messages, one per argument
+    #[arg(required = true)]
+    messages: Vec<String>,
+    /// Trusted host name of the receiver (instead of NAME@)
+    #[arg(long)]
+    peer: Option<String>,
+    /// This host's private key [default: $SEALINK_HOME/host.key]
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// The sending owner's private key [default: $SEALINK_HOME/owner.key]
+    #[arg(long)]
+    owner: Option<PathBuf>,
+    /// The sending owner's name [default: the trust file's `owner` line with this key]
+    #[arg(long)]
+    from: Option<String>,
+    /// Destination owner at the receiver [default: the receiving host itself]
+    #[arg(long)]
+    to: Option<String>,
+    /// Trust file [default: $SEALINK_HOME/trust]
+    #[arg(long)]
+    trust: Option<PathBuf>,
+    /// Send at once, taking any queued messages along
+    #[arg(long, conflicts_with = "deadline")]
+    urgent: bool,
+    /// Longest a message may wait to ride with others, in milliseconds
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    deadline: Option<u64>,
+    /// Authenticate only: the message travels in clear, with a tag
+    #[arg(long)]
+    auth_only: bool,
+    /// Local UDP address [default: any address, a free port]
+    #[arg(long)]
+    listen: Option<String>,
+    /// Give up if not every message is acknowledged within this many seconds
+    #[arg(long, default_value_t = 30.0, value_parser = parse_timeout)]
+    timeout: f64,
+    /// No summary line
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v > 0.0 && v <= 3600.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within (0, 3600] seconds"))
+    }
+}
 
 /// Kind of key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -252,6 +450,34 @@ enum BenchCommand {
         after_help = "Examples:\n  sealink bench socket\n  sealink bench socket --size 256 --runs 5 --batch 32 --out bench-out/socket\n  sealink bench socket --quick"
     )]
     Socket(SocketArgs),
+    /// Datagram mode over loopback UDP: small-message throughput and urgent-message latency
+    /// with piggybacking on and off
+    #[command(
+        after_help = "Examples:\n  sealink bench datagram\n  sealink bench datagram --sizes 64,256 --seconds 2 --runs 3\n  sealink bench datagram --quick"
+    )]
+    Datagram(DatagramArgs),
+}
+
+#[derive(Debug, Args)]
+struct DatagramArgs {
+    /// Message sizes in bytes, comma separated
+    #[arg(long, value_delimiter = ',', default_value = "64,128,256", value_parser = bench::datagram::parse_size)]
+    sizes: Vec<usize>,
+    /// Seconds per timed run (default 2; 0.3 with --quick)
+    #[arg(long, value_parser = parse_seconds)]
+    seconds: Option<f64>,
+    /// Timed runs per point, medians reported (default 3; 1 with --quick)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    runs: Option<u32>,
+    /// Share of messages sent urgent, in [0, 1)
+    #[arg(long, default_value_t = 0.05, value_parser = parse_probability)]
+    urgent: f64,
+    /// Smoke test: short runs (not a measurement)
+    #[arg(long)]
+    quick: bool,
+    /// Send one datagram per system call (no UDP GSO), the per-packet cost of a classic stack
+    #[arg(long)]
+    no_gso: bool,
 }
 
 #[derive(Debug, Args)]
@@ -459,6 +685,51 @@ fn run(cli: Cli) -> Result<()> {
             trust: a.trust,
             quiet: a.quiet,
         }),
+        Command::Msg(MsgCommand::Listen(a)) => msg::listen(msg::ListenParams {
+            listen: a.listen,
+            key: a.key,
+            trust: a.trust,
+            json: a.json,
+            count: a.count,
+        }),
+        Command::Msg(MsgCommand::Send(a)) => msg::send(msg::SendParams {
+            dest: a.dest,
+            messages: a.messages,
+            peer: a.peer,
+            key: a.key,
+            owner: a.owner,
+            from: a.from,
+            to: a.to,
+            trust: a.trust,
+            urgency: match (a.urgent, a.deadline) {
+                (true, _) => sealink_udp::Urgency::Urgent,
+                (false, Some(ms)) => sealink_udp::Urgency::Deadline(Duration::from_millis(ms)),
+                (false, None) => sealink_udp::Urgency::Default,
+            },
+            auth_only: a.auth_only,
+            listen: a.listen,
+            timeout: Duration::from_secs_f64(a.timeout),
+            quiet: a.quiet,
+        }),
+        Command::Up(a) => tunnel::up(&a.config),
+        Command::Down(a) => tunnel::down(&a.name),
+        Command::Show(a) => tunnel::show(a.name.as_deref()),
+        Command::Relay(a) => relay::run(relay::Params {
+            listen: a.listen,
+            to: a.to,
+            faults: relay::FaultConfig {
+                loss: a.loss,
+                reorder: a.reorder,
+                duplicate: a.duplicate,
+                corrupt: a.corrupt,
+                replay: a.replay,
+                reorder_depth: a.reorder_depth,
+                replay_delay: Duration::from_millis(a.replay_delay_ms),
+                rate_limit: a.rate_limit.map(|mbit| mbit * 1e6 / 8.0),
+            },
+            seed: a.seed,
+            stats_every: a.stats_every.map(Duration::from_secs_f64),
+        }),
         Command::Demo(a) => demo::run(&demo::Params {
             seed: a.seed,
             messages: a.messages as usize,
@@ -497,6 +768,16 @@ fn run(cli: Cli) -> Result<()> {
                 },
                 quick: a.quick,
                 batch: a.batch,
+            })
+        }
+        Command::Bench(BenchCommand::Datagram(a)) => {
+            bench::datagram::run(&bench::datagram::Params {
+                sizes: a.sizes,
+                seconds: a.seconds.unwrap_or(if a.quick { 0.3 } else { 2.0 }),
+                runs: a.runs.map_or(if a.quick { 1 } else { 3 }, |r| r as usize),
+                urgent: a.urgent,
+                quick: a.quick,
+                no_gso: a.no_gso,
             })
         }
         Command::Bench(BenchCommand::Socket(a)) => bench::socket::run(&bench::socket::Params {

@@ -27,7 +27,7 @@ pub fn home() -> PathBuf {
         .join(".sealink")
 }
 
-fn or_home(p: Option<PathBuf>, file: &str) -> PathBuf {
+pub(crate) fn or_home(p: Option<PathBuf>, file: &str) -> PathBuf {
     p.unwrap_or_else(|| home().join(file))
 }
 
@@ -58,7 +58,7 @@ pub struct RecvParams {
 }
 
 /// `[NAME@]HOST[:PORT]` → (trusted host name if given, socket address).
-fn parse_dest(dest: &str) -> Result<(Option<String>, String, SocketAddr)> {
+pub(crate) fn parse_dest(dest: &str) -> Result<(Option<String>, String, SocketAddr)> {
     let (name, hostport) = match dest.split_once('@') {
         Some((n, h)) => (Some(n.to_owned()), h),
         None => (None, dest),
@@ -88,7 +88,7 @@ fn parse_dest(dest: &str) -> Result<(Option<String>, String, SocketAddr)> {
 
 /// The receiver's public key: from NAME@ or --peer, else a trusted host named like the
 /// destination host, else the only trusted host.
-fn pick_peer(
+pub(crate) fn pick_peer(
     hosts: &[(String, [u8; 32])],
     explicit: Option<&str>,
     host: &str,
@@ -117,7 +117,7 @@ fn pick_peer(
     }
 }
 
-fn load_host(path: &Path) -> Result<HostKey> {
+pub(crate) fn load_host(path: &Path) -> Result<HostKey> {
     let k = keyfile::read_private(path, KeyKind::Host)?;
     Ok(HostKey::from_private(k)?)
 }

@@ -13,6 +13,8 @@ pub const NOISE_PARAMS: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
 pub const PROLOGUE: &[u8] = b"sealink v1";
 /// Prologue of stream-mode sessions: a handshake made for one mode is useless in the other.
 pub const STREAM_PROLOGUE: &[u8] = b"sealink v1 stream";
+/// Prologue of tunnel-mode sessions (`sealink up`).
+pub const TUNNEL_PROLOGUE: &[u8] = b"sealink v1 tunnel";
 
 /// suite (1) || flags (1) || timestamp (8, LE) || channel binding (32; zero for a new channel)
 /// || sender index (4, LE; repeats the header's so that it is authenticated)

@@ -18,6 +18,7 @@ pub mod sim;
 pub mod stats;
 pub mod stream;
 pub mod time;
+pub mod tunnel;
 pub mod wire;
 
 pub use config::{Config, Urgency};

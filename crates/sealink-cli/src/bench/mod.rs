@@ -2,6 +2,7 @@
 //! the AEAD library called directly; more benches (stacks, crypto, socket) go next to it.
 
 pub mod crypto;
+pub mod datagram;
 pub mod seal;
 pub mod socket;
 pub mod stacks;

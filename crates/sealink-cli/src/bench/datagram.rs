@@ -1,0 +1,259 @@
+//! `sealink bench datagram`: datagram mode over real loopback UDP, piggybacking on and off.
+//!
+//! Two [`Node`]s in this process (each with its own I/O thread) share one channel. A sender thread
+//! offers small messages as fast as the channel takes them (back-pressure: at most
+//! `WINDOW` messages queued or unacknowledged), a share of them urgent; a receiver thread takes the
+//! deliveries. Every message carries its send time (nanoseconds since a shared start instant), so
+//! an urgent message's latency is its delivery time at the receiving node minus its send time.
+//! Reported per size and mode: messages/s delivered, data datagrams/s sent, messages per datagram,
+//! urgent latency p50/p99; then the ON/OFF throughput ratio.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use sealink_crypto::sign::OwnerSigningKey;
+use sealink_proto::sim::SimRng;
+use sealink_udp::{
+    Config, HostKey, LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Scope, Urgency,
+};
+
+use super::{fill, median, random_seed};
+use crate::error::{Result, ResultExt, msg};
+use crate::output;
+
+/// Largest message size the bench takes (one message always fits a datagram).
+pub const MAX_SIZE: usize = 1024;
+/// Messages queued or unacknowledged per channel before the sender backs off.
+const WINDOW: usize = 2048;
+/// Bytes of each message used for the send timestamp and the urgent flag.
+const STAMP: usize = 9;
+
+/// Parameters of `sealink bench datagram`.
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub sizes: Vec<usize>,
+    pub seconds: f64,
+    pub runs: usize,
+    /// Share of messages sent urgent.
+    pub urgent: f64,
+    pub quick: bool,
+    /// One datagram per send system call instead of GSO runs.
+    pub no_gso: bool,
+}
+
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (STAMP..=MAX_SIZE).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within {STAMP}..={MAX_SIZE}"))
+    }
+}
+
+/// One timed run's figures.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sample {
+    msgs_per_s: f64,
+    dgrams_per_s: f64,
+    msgs_per_dgram: f64,
+    p50_us: f64,
+    p99_us: f64,
+    urgent: usize,
+}
+
+pub fn run(p: &Params) -> Result<()> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
+         window {WINDOW} messages, {cores} core(s), GSO {}{}",
+        p.seconds,
+        p.runs,
+        p.urgent * 100.0,
+        if p.no_gso { "off" } else { "on" },
+        if p.quick {
+            " [--quick: smoke test, not a measurement]"
+        } else {
+            ""
+        }
+    );
+    let pb = output::progress((p.sizes.len() * 2 * p.runs) as u64, "datagram");
+    let mut rows = Vec::new();
+    for &size in &p.sizes {
+        let mut point = Vec::new();
+        for piggyback in [true, false] {
+            let mut samples = Vec::new();
+            for _ in 0..p.runs {
+                samples.push(one_run(size, piggyback, p.seconds, p.urgent, !p.no_gso)?);
+                pb.inc(1);
+            }
+            let m = |f: fn(&Sample) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
+            point.push(Sample {
+                msgs_per_s: m(|s| s.msgs_per_s),
+                dgrams_per_s: m(|s| s.dgrams_per_s),
+                msgs_per_dgram: m(|s| s.msgs_per_dgram),
+                p50_us: m(|s| s.p50_us),
+                p99_us: m(|s| s.p99_us),
+                urgent: samples.iter().map(|s| s.urgent).sum(),
+            });
+        }
+        rows.push((size, point));
+    }
+    pb.finish_and_clear();
+    let mut t = String::new();
+    t.push_str(&format!(
+        "{:>6} {:>9} {:>12} {:>12} {:>9} {:>11} {:>11} {:>8}\n",
+        "size", "piggyback", "msgs/s", "dgrams/s", "msgs/dgr", "urg p50 us", "urg p99 us", "urgent"
+    ));
+    for (size, point) in &rows {
+        for (s, on) in point.iter().zip(["on", "off"]) {
+            t.push_str(&format!(
+                "{:>6} {:>9} {:>12.0} {:>12.0} {:>9.2} {:>11.0} {:>11.0} {:>8}\n",
+                size,
+                on,
+                s.msgs_per_s,
+                s.dgrams_per_s,
+                s.msgs_per_dgram,
+                s.p50_us,
+                s.p99_us,
+                s.urgent
+            ));
+        }
+    }
+    t.push('\n');
+    for (size, point) in &rows {
+        let (on, off) = (&point[0], &point[1]);
+        t.push_str(&format!(
+            "{size:>4} B: throughput on/off = {:.2}x, urgent p99 on/off = {:.2}x\n",
+            on.msgs_per_s / off.msgs_per_s.max(1e-9),
+            on.p99_us / off.p99_us.max(1e-9)
+        ));
+    }
+    output::print(&t)
+}
+
+fn owner() -> Result<(LocalOwner, [u8; 32])> {
+    let key = OwnerSigningKey::from_seed(&OwnerSigningKey::generate_seed()?)?;
+    let public = key.public_key();
+    Ok((LocalOwner::new("bench", key)?, public))
+}
+
+fn one_run(
+    size: usize,
+    piggyback: bool,
+    seconds: f64,
+    urgent_share: f64,
+    gso: bool,
+) -> Result<Sample> {
+    let cfg = Config {
+        piggyback,
+        max_queued_messages: WINDOW,
+        ..Config::default()
+    };
+    let loopback = "127.0.0.1:0".parse()?;
+    let (ka, kb) = (HostKey::generate()?, HostKey::generate()?);
+    let (pa, pb) = (*ka.public(), *kb.public());
+    let (own, own_pub) = owner()?;
+    let mut cb = NodeConfig::new(loopback, kb);
+    cb.config = cfg.clone();
+    cb.gso = gso;
+    cb.directory.insert("bench", own_pub)?;
+    cb.peers.push(PeerConfig {
+        name: "a".into(),
+        public_key: pa,
+        addr: None,
+    });
+    let b = Arc::new(Node::start(cb).context("cannot start the receiving node")?);
+    let mut ca = NodeConfig::new(loopback, ka);
+    ca.config = cfg;
+    ca.gso = gso;
+    ca.peers.push(PeerConfig {
+        name: "b".into(),
+        public_key: pb,
+        addr: Some(b.local_addr()?),
+    });
+    let a = Node::start(ca).context("cannot start the sending node")?;
+    let me = a.add_owner(own);
+    let peer = a.peer_id("b").ok_or_else(|| msg("peer b missing"))?;
+
+    // Warm-up: handshake and owner introduction out of the timed window.
+    let t0 = Instant::now();
+    let mut rng = SimRng::new(random_seed()?);
+    let mut payload = vec![0u8; size];
+    fill(&mut rng, &mut payload);
+    a.send(peer, me, None, &payload, Urgency::Urgent, Scope::Encrypt)?;
+    a.flush(peer, Duration::from_secs(5))
+        .context("warm-up message not acknowledged")?;
+    while b.recv(Some(Duration::from_millis(1))).is_some() {}
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (b2, stop2) = (Arc::clone(&b), Arc::clone(&stop));
+    let receiver = std::thread::spawn(move || {
+        let mut lat = Vec::new();
+        while !stop2.load(Ordering::Relaxed) {
+            let Some(d) = b2.recv(Some(Duration::from_millis(50))) else {
+                continue;
+            };
+            if d.data.get(8) == Some(&1) {
+                let mut ns = [0u8; 8];
+                ns.copy_from_slice(&d.data[..8]);
+                let sent = Duration::from_nanos(u64::from_le_bytes(ns));
+                let at = d.received_at.duration_since(t0);
+                lat.push(at.saturating_sub(sent).as_secs_f64() * 1e6);
+            }
+        }
+        lat
+    });
+
+    let (sa, sb) = (a.stats(), b.stats());
+    let start = Instant::now();
+    let run_for = Duration::from_secs_f64(seconds);
+    while start.elapsed() < run_for {
+        let urgent = rng.chance(urgent_share);
+        let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        payload[..8].copy_from_slice(&ns.to_le_bytes());
+        payload[8] = u8::from(urgent);
+        let u = if urgent {
+            Urgency::Urgent
+        } else {
+            Urgency::Default
+        };
+        match a.send(peer, me, None, &payload, u, Scope::Encrypt) {
+            Ok(_) => {}
+            Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {
+                // Back-pressure: the window is full until acknowledgements arrive.
+                std::thread::sleep(Duration::from_micros(50));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let (ea, eb) = (a.stats(), b.stats());
+    stop.store(true, Ordering::Relaxed);
+    let mut lat = receiver
+        .join()
+        .map_err(|_| msg("receiver thread panicked"))?;
+    a.shutdown();
+    if let Ok(b) = Arc::try_unwrap(b) {
+        b.shutdown();
+    }
+    let delivered = eb.endpoint.messages_delivered - sb.endpoint.messages_delivered;
+    let dgrams = ea.endpoint.data_datagrams_sent - sa.endpoint.data_datagrams_sent;
+    let first_tx = ea.endpoint.messages_sent - sa.endpoint.messages_sent;
+    lat.sort_by(f64::total_cmp);
+    let pct = |q: f64| {
+        if lat.is_empty() {
+            f64::NAN
+        } else {
+            lat[((lat.len() - 1) as f64 * q).round() as usize]
+        }
+    };
+    Ok(Sample {
+        msgs_per_s: delivered as f64 / elapsed,
+        dgrams_per_s: dgrams as f64 / elapsed,
+        msgs_per_dgram: first_tx as f64 / (dgrams as f64).max(1.0),
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+        urgent: lat.len(),
+    })
+}

@@ -1,0 +1,282 @@
+//! `sealink msg listen` and `sealink msg send`: datagram mode from the command line. Keys and
+//! trust resolve as in stream mode (`$SEALINK_HOME` or `~/.sealink`; `host NAME KEY` and
+//! `owner NAME KEY` trust lines), and the UDP port defaults to stream mode's TCP port.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sealink_crypto::Scope;
+use sealink_crypto::sign::OwnerSigningKey;
+use sealink_udp::{Directory, LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency};
+
+use crate::error::{Result, ResultExt, msg};
+use crate::keyfile::{self, KeyKind};
+use crate::stream::{load_host, or_home, parse_dest, pick_peer};
+
+pub struct ListenParams {
+    pub listen: String,
+    pub key: Option<PathBuf>,
+    pub trust: Option<PathBuf>,
+    pub json: bool,
+    pub count: Option<u64>,
+}
+
+pub struct SendParams {
+    pub dest: String,
+    pub messages: Vec<String>,
+    pub peer: Option<String>,
+    pub key: Option<PathBuf>,
+    pub owner: Option<PathBuf>,
+    /// Owner name; default: the trust file's `owner` line with this owner's public key.
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub trust: Option<PathBuf>,
+    pub urgency: Urgency,
+    pub auth_only: bool,
+    pub listen: Option<String>,
+    pub timeout: Duration,
+    pub quiet: bool,
+}
+
+fn resolve_listen(s: &str) -> Result<SocketAddr> {
+    let with_port = if s.parse::<SocketAddr>().is_ok() {
+        s.to_owned()
+    } else {
+        format!("{s}:{}", sealink_stream::DEFAULT_PORT)
+    };
+    with_port
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {s}"))?
+        .next()
+        .ok_or_else(|| msg(format!("{s} has no address")))
+}
+
+pub fn listen(p: ListenParams) -> Result<()> {
+    let trust_path = or_home(p.trust, "trust");
+    let trust = keyfile::read_trust(&trust_path)?;
+    if trust.hosts.is_empty() || trust.owners.is_empty() {
+        return Err(msg(format!(
+            "{} must trust at least one host and one owner to receive anything",
+            trust_path.display()
+        )));
+    }
+    let host = load_host(&or_home(p.key, "host.key"))?;
+    let addr = resolve_listen(&p.listen)?;
+    let mut cfg = NodeConfig::new(addr, host);
+    cfg.directory = directory(&trust.owners)?;
+    // Senders' addresses are learned from their authenticated handshakes.
+    cfg.peers = trust
+        .hosts
+        .iter()
+        .map(|(name, k)| PeerConfig {
+            name: name.clone(),
+            public_key: *k,
+            addr: None,
+        })
+        .collect();
+    let node = Node::start(cfg).with_context(|| format!("cannot listen on {addr}"))?;
+    eprintln!("listening on {} (udp)", node.local_addr()?);
+    let mut n = 0u64;
+    while p.count.is_none_or(|c| n < c) {
+        let Some(d) = node.recv(None) else { break };
+        n += 1;
+        let line = if p.json { json_line(&d) } else { text_line(&d) };
+        crate::output::print(&line)?;
+    }
+    // Give the final acknowledgements a moment to leave before the socket closes.
+    std::thread::sleep(Duration::from_millis(50));
+    node.shutdown();
+    Ok(())
+}
+
+fn directory(owners: &[(String, [u8; 32])]) -> Result<Directory> {
+    let mut d = Directory::new();
+    for (name, k) in owners {
+        d.insert(name, *k)?;
+    }
+    Ok(d)
+}
+
+fn scope_name(s: Scope) -> &'static str {
+    match s {
+        Scope::Encrypt => "encrypt",
+        Scope::AuthOnly => "auth-only",
+        Scope::None => "none",
+    }
+}
+
+/// Printable as text: valid UTF-8 without control characters other than tab.
+fn as_text(data: &[u8]) -> Option<&str> {
+    std::str::from_utf8(data)
+        .ok()
+        .filter(|s| !s.chars().any(|c| c.is_control() && c != '\t'))
+}
+
+fn hex(data: &[u8]) -> String {
+    data.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn text_line(d: &sealink_udp::Delivery) -> String {
+    let to =
+        d.to.as_deref()
+            .map(|t| format!(" to {t}"))
+            .unwrap_or_default();
+    let body = match as_text(&d.data) {
+        Some(t) => t.to_owned(),
+        None => format!("hex:{}", hex(&d.data)),
+    };
+    format!(
+        "{}@{}{to} [{}, {} bytes]: {body}\n",
+        d.from,
+        d.peer_name,
+        scope_name(d.scope),
+        d.data.len()
+    )
+}
+
+fn json_str(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\t' => o.push_str("\\t"),
+            '\r' => o.push_str("\\r"),
+            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+fn json_line(d: &sealink_udp::Delivery) -> String {
+    let to = d.to.as_deref().map_or_else(|| "null".to_owned(), json_str);
+    let body = match as_text(&d.data) {
+        Some(t) => format!("\"text\":{}", json_str(t)),
+        None => format!("\"hex\":\"{}\"", hex(&d.data)),
+    };
+    format!(
+        "{{\"from\":{},\"peer\":{},\"to\":{to},\"scope\":\"{}\",\"bytes\":{},{body}}}\n",
+        json_str(&d.from),
+        json_str(&d.peer_name),
+        scope_name(d.scope),
+        d.data.len()
+    )
+}
+
+pub fn send(p: SendParams) -> Result<()> {
+    let trust_path = or_home(p.trust, "trust");
+    let trust = keyfile::read_trust(&trust_path)?;
+    let (name, host, addr) = parse_dest(&p.dest)?;
+    let peer_key = pick_peer(
+        &trust.hosts,
+        name.as_deref().or(p.peer.as_deref()),
+        &host,
+        &trust_path,
+    )?;
+    let peer_name = trust
+        .hosts
+        .iter()
+        .find(|(_, k)| *k == peer_key)
+        .map_or_else(|| host.clone(), |(n, _)| n.clone());
+    let host_key = load_host(&or_home(p.key, "host.key"))?;
+    let owner_path = or_home(p.owner, "owner.key");
+    let seed = keyfile::read_private(&owner_path, KeyKind::Owner)?;
+    let owner_key = OwnerSigningKey::from_seed(&seed)?;
+    let owner_name = match p.from {
+        Some(n) => n,
+        None => trust
+            .owners
+            .iter()
+            .find(|(_, k)| *k == owner_key.public_key())
+            .map(|(n, _)| n.clone())
+            .ok_or_else(|| {
+                msg(format!(
+                    "no `owner NAME KEY` line in {} matches {}; give the owner's name with --from",
+                    trust_path.display(),
+                    owner_path.display()
+                ))
+            })?,
+    };
+    let owner = LocalOwner::new(&owner_name, owner_key)?;
+    let listen = match &p.listen {
+        Some(l) => resolve_listen(l)?,
+        None if addr.is_ipv6() => "[::]:0".parse()?,
+        None => "0.0.0.0:0".parse()?,
+    };
+    let mut cfg = NodeConfig::new(listen, host_key);
+    cfg.peers.push(PeerConfig {
+        name: peer_name.clone(),
+        public_key: peer_key,
+        addr: Some(addr),
+    });
+    let node = Node::start(cfg).with_context(|| format!("cannot bind {listen}"))?;
+    let me = node.add_owner(owner);
+    let scope = if p.auth_only {
+        Scope::AuthOnly
+    } else {
+        Scope::Encrypt
+    };
+    for m in &p.messages {
+        node.send(
+            peer_name.as_str(),
+            me,
+            p.to.as_deref(),
+            m.as_bytes(),
+            p.urgency,
+            scope,
+        )
+        .with_context(|| format!("cannot queue a message of {} bytes", m.len()))?;
+    }
+    match node.flush(peer_name.as_str(), p.timeout) {
+        Ok(()) => {}
+        Err(NodeError::Timeout(t)) => {
+            return Err(msg(format!(
+                "not acknowledged by {peer_name} at {addr} within {t:?} (is `sealink msg listen` \
+                 running there, and does it trust this host and owner {owner_name}?)"
+            )));
+        }
+        Err(NodeError::Undeliverable(n)) => {
+            return Err(msg(format!(
+                "{n} message(s) undeliverable to {peer_name} at {addr} (peer unreachable or \
+                 handshake refused)"
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    node.shutdown();
+    if !p.quiet {
+        crate::output::print(&format!(
+            "delivered {} message{} from {owner_name} to {peer_name} ({addr})\n",
+            p.messages.len(),
+            if p.messages.len() == 1 { "" } else { "s" }
+        ))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_escapes() {
+        assert_eq!(json_str("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
+        assert_eq!(as_text(b"hi\tthere"), Some("hi\tthere"));
+        assert_eq!(as_text(b"\x00\xff"), None);
+        assert_eq!(hex(&[0, 0xab]), "00ab");
+    }
+
+    #[test]
+    fn listen_default_port() {
+        assert_eq!(
+            resolve_listen("127.0.0.1").unwrap().port(),
+            sealink_stream::DEFAULT_PORT
+        );
+        assert_eq!(resolve_listen("127.0.0.1:9").unwrap().port(), 9);
+    }
+}

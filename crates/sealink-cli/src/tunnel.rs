@@ -1,0 +1,93 @@
+//! `sealink up`, `sealink down`, `sealink show`: tunnel mode from the command line.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use sealink_proto::HostKey;
+use sealink_tunnel::{Config, TunnelError, control};
+
+use crate::error::{Result, ResultExt};
+use crate::keyfile::{self, KeyKind};
+
+pub const UP_HELP: &str = r#"Runs in the foreground until SIGINT/SIGTERM or `sealink down NAME`, then removes the
+interface. Prints `up: NAME` on stderr once the interface is up and configured.
+
+Example CONFIG (TOML):
+  [interface]
+  name = "sl0"                    # TUN name (default sl0)
+  private_key = "/etc/sealink/host.key"   # `sealink keygen host PATH`; relative to CONFIG
+  address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
+  listen_port = 51820
+  mtu = 1420                      # default 1420
+
+  [interface.piggyback]           # optional: small packets ride together
+  enabled = true                  # default true
+  small = 256                     # packets up to this many bytes may wait...
+  max_delay_us = 200              # ...at most this long...
+  queue_limit = 1400              # ...or until this many bytes are queued;
+                                  # a larger packet, or one with DSCP EF/CS6/CS7,
+                                  # flushes the queue and leaves at once
+
+  [[peer]]
+  name = "b"
+  public_key = "<base64 from the peer's host.key.pub, field 2>"
+  endpoint = "10.0.0.2:51820"     # optional: learned from authenticated packets
+  allowed_ips = ["10.9.0.2/32"]   # the peer's addresses inside the tunnel
+
+Packets to addresses outside every peer's allowed_ips are dropped (no-route); packets from a
+peer with a source outside its allowed_ips are dropped (source-not-allowed); `sealink show`
+counts both."#;
+
+pub fn up(config: &Path) -> Result<()> {
+    let cfg = Config::from_file(config).with_context(|| format!("config {}", config.display()))?;
+    let private = keyfile::read_private(&cfg.private_key, KeyKind::Host)?;
+    let host = HostKey::from_private(private)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).context("install signal handler")?;
+    }
+    sealink_tunnel::run(cfg, host, stop, |info| {
+        tracing::info!(
+            listen = %info.listen,
+            tun_offload = info.tun_offload,
+            udp_gso_segments = info.udp_gso_segments,
+            "tunnel up"
+        );
+        eprintln!("up: {}", info.name);
+    })?;
+    Ok(())
+}
+
+pub fn down(name: &str) -> Result<()> {
+    let answer = control::request(name, "down", Duration::from_secs(30))?;
+    if answer.trim() != "down" {
+        return Err(format!("tunnel {name} did not confirm it stopped: {answer:?}").into());
+    }
+    eprintln!("down: {name}");
+    Ok(())
+}
+
+pub fn show(name: Option<&str>) -> Result<()> {
+    let names = match name {
+        Some(n) => vec![n.to_owned()],
+        None => control::running(),
+    };
+    let mut first = true;
+    for n in names {
+        match control::request(&n, "show", Duration::from_secs(5)) {
+            Ok(text) => {
+                if !first {
+                    println!();
+                }
+                first = false;
+                print!("{text}");
+            }
+            // A socket left behind by a killed process: skip it when listing all.
+            Err(TunnelError::NotRunning(_)) if name.is_none() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! Datagram mode end to end: real `sealink msg listen` and `sealink msg send` processes over
+//! loopback UDP, keys and trust from $SEALINK_HOME; and the datagram bench's smoke run.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, ChildStderr, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sealink");
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "sealink-msg-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink")
+}
+
+fn public(p: PathBuf) -> String {
+    let t = fs::read_to_string(p).unwrap();
+    t.split_whitespace().nth(1).unwrap().to_owned()
+}
+
+/// Host `a` (sender: host key, owner key `alice`) and host `b` (listener). `b` trusts host `a`
+/// and, if `trust_owner`, owner alice; `a` trusts host `bob` and names its own owner.
+fn hosts(tag: &str, trust_owner: bool) -> TempDir {
+    let dir = TempDir::new(tag);
+    for h in ["a", "b"] {
+        fs::create_dir_all(dir.join(h)).unwrap();
+        let key = dir.join(h).join("host.key");
+        assert!(
+            run(&["keygen", "host", key.to_str().unwrap()])
+                .status
+                .success()
+        );
+    }
+    let okey = dir.join("a").join("owner.key");
+    assert!(
+        run(&["keygen", "owner", okey.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let alice = public(dir.join("a").join("owner.key.pub"));
+    fs::write(
+        dir.join("a").join("trust"),
+        format!(
+            "host bob {}\nowner alice {alice}\n",
+            public(dir.join("b").join("host.key.pub"))
+        ),
+    )
+    .unwrap();
+    // The listener must trust some owner to start; `mallory` is a stand-in when alice is not.
+    let owner_line = if trust_owner {
+        format!("owner alice {alice}\n")
+    } else {
+        format!(
+            "owner mallory {}\n",
+            public(dir.join("b").join("host.key.pub"))
+        )
+    };
+    fs::write(
+        dir.join("b").join("trust"),
+        format!(
+            "host alice {}\n{owner_line}",
+            public(dir.join("a").join("host.key.pub"))
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+fn listen(dir: &TempDir, extra: &[&str]) -> (Child, SocketAddr, BufReader<ChildStderr>) {
+    let mut c = Command::new(BIN)
+        .args(["msg", "listen", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env("SEALINK_HOME", dir.join("b"))
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(c.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .strip_prefix("listening on ")
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .parse()
+        .unwrap();
+    (c, addr, err)
+}
+
+fn send(dir: &TempDir, to: SocketAddr, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(["msg", "send", &format!("bob@{to}")])
+        .args(args)
+        .env("SEALINK_HOME", dir.join("a"))
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn send_is_acknowledged_and_listen_prints_verified_owner() {
+    let dir = hosts("ok", true);
+    let (mut l, addr, _err) = listen(&dir, &["--count", "3", "--json"]);
+    let out = send(
+        &dir,
+        addr,
+        &["hello", "world \"quoted\"", "--to", "inbox", "--urgent"],
+    );
+    assert!(
+        out.status.success(),
+        "send failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "delivered 2 messages from alice to bob (".to_owned() + &addr.to_string() + ")\n"
+    );
+    // A second process (a new channel from the same host) with a deadline, authenticate-only.
+    let out = send(
+        &dir,
+        addr,
+        &["third", "--deadline", "5", "--auth-only", "--quiet"],
+    );
+    assert!(
+        out.status.success(),
+        "send failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    let status = l.wait().unwrap();
+    assert!(status.success());
+    let mut printed = String::new();
+    l.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut printed)
+        .unwrap();
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            r#"{"from":"alice","peer":"alice","to":"inbox","scope":"encrypt","bytes":5,"text":"hello"}"#,
+            r#"{"from":"alice","peer":"alice","to":"inbox","scope":"encrypt","bytes":14,"text":"world \"quoted\""}"#,
+            r#"{"from":"alice","peer":"alice","to":null,"scope":"auth-only","bytes":5,"text":"third"}"#,
+        ]
+    );
+}
+
+#[test]
+fn text_output_and_untrusted_owner_is_refused() {
+    let dir = hosts("refused", false);
+    let (mut l, addr, _err) = listen(&dir, &[]);
+    // b does not trust owner alice: nothing is acknowledged, send fails after its timeout.
+    let out = send(&dir, addr, &["secret", "--urgent", "--timeout", "1"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not acknowledged"), "{err}");
+    l.kill().unwrap();
+    let _ = l.wait();
+    let mut printed = String::new();
+    l.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut printed)
+        .unwrap();
+    assert!(
+        printed.is_empty(),
+        "an untrusted owner's message was printed: {printed}"
+    );
+
+    // Text mode, with alice trusted.
+    let dir = hosts("text", true);
+    let (mut l, addr, _err) = listen(&dir, &["--count", "1"]);
+    let out = send(&dir, addr, &["hi there", "--quiet"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(l.wait().unwrap().success());
+    let mut printed = String::new();
+    l.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut printed)
+        .unwrap();
+    assert_eq!(printed, "alice@alice [encrypt, 8 bytes]: hi there\n");
+}
+
+#[test]
+fn send_without_listener_fails() {
+    let dir = hosts("none", true);
+    // A bound but silent UDP port: datagrams go nowhere useful.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let out = send(
+        &dir,
+        silent.local_addr().unwrap(),
+        &["x", "--timeout", "0.5"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not acknowledged"));
+    // No trusted owner matches and no --from: a clear error before anything is sent.
+    fs::write(
+        dir.join("a").join("trust"),
+        "host bob ".to_owned() + &public(dir.join("b").join("host.key.pub")) + "\n",
+    )
+    .unwrap();
+    let out = send(&dir, silent.local_addr().unwrap(), &["x"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--from"));
+}
+
+#[test]
+fn help_has_examples() {
+    for sub in ["listen", "send"] {
+        let out = run(&["msg", sub, "--help"]);
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Examples:"));
+    }
+}
+
+#[test]
+fn datagram_bench_quick_runs() {
+    let out = run(&[
+        "bench",
+        "datagram",
+        "--quick",
+        "--sizes",
+        "64",
+        "--seconds",
+        "0.1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("64 B: throughput on/off = "), "{s}");
+    let on = s
+        .lines()
+        .find(|l| l.trim_start().starts_with("64") && l.contains(" on "))
+        .unwrap();
+    let msgs: f64 = on.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(msgs > 0.0, "{s}");
+}

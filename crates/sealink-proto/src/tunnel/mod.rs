@@ -1,0 +1,995 @@
+//! Tunnel mode, sans-IO: IP packets carried to peers over sealed datagrams, in the manner of
+//! WireGuard but built from sealink's own pieces (the Noise IK handshake under
+//! [`TUNNEL_PROLOGUE`], the 16-byte data header, in-place seal/open and the RFC 6479 replay
+//! window of [`crate::datapath`]).
+//!
+//! A driver feeds the core packets read from a TUN device ([`Tunnel::encapsulate`]) and
+//! datagrams read from UDP ([`Tunnel::decapsulate`]), sends what [`Tunnel::poll_transmit`]
+//! yields, and calls [`Tunnel::handle_timeout`] at [`Tunnel::poll_timeout`]. Time is an
+//! argument; the core reads no clock and does no I/O.
+//!
+//! # Data body
+//! The sealed body of a data datagram holds zero or more IP packets, each preceded by its length
+//! as a big-endian u16 (length 0 is refused). An empty body is a keepalive (it confirms a new
+//! session to its responder).
+//!
+//! # Piggybacking policy (paper 002's ADP piggybacking, applied to IP packets)
+//! With [`PiggybackPolicy::enabled`], a packet of at most [`PiggybackPolicy::small`] bytes (a
+//! TCP ACK, a DNS query) is not sent at once: it joins its peer's queue, which leaves as one
+//! datagram when the first queued packet has waited [`PiggybackPolicy::max_delay`], or when the
+//! queue holds [`PiggybackPolicy::queue_limit`] bytes. Any larger packet is never delayed: it
+//! flushes the queue ahead of itself (order is kept) and leaves at once. So bulk and large
+//! packets see no added latency, and small ones at most `max_delay`. A small packet marked
+//! urgent by its sender (DSCP EF, CS6 or CS7: voice and network control) is treated as large:
+//! it waits for nothing and flushes the queue ahead of itself.
+//!
+//! # Cryptokey routing
+//! An outgoing packet goes to the peer whose allowed IPs contain its destination (longest
+//! prefix); none: dropped as [`TunnelDrop::NoRoute`]. An incoming packet must come from an
+//! address routed to the very peer whose keys opened it, or it is dropped as
+//! [`TunnelDrop::SourceNotAllowed`]. Every refused datagram or packet is counted by reason.
+//!
+//! # Sessions
+//! Each peer holds up to three sessions, as WireGuard does: `current` (sent on), `previous`
+//! (still opened after a rekey) and `next` (a responder's session, not sent on until the
+//! initiator's first datagram on it proves the initiator holds the keys). A handshake starts on
+//! the first packet for a peer without a usable session, is retried every
+//! [`TunnelConfig::handshake_timeout`], and is repeated when the current session is older than
+//! [`TunnelConfig::rekey_after_time`] or has sealed [`TunnelConfig::rekey_after_messages`].
+//! Handshake initiations pass the [`HandshakeLimiter`] before any public-key work.
+
+pub mod ip;
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Duration;
+
+use sealink_crypto::kdf::derive_packet_key;
+use sealink_crypto::{PacketKey, Scope, SuiteId};
+
+use crate::datapath::{open_datagram, seal_datagram};
+use crate::error::DropReason;
+pub use crate::handshake::TUNNEL_PROLOGUE;
+use crate::handshake::{self, HostKey, InitPayload, Split};
+use crate::ratelimit::{HandshakeLimiter, LimiterConfig};
+use crate::replay::ReplayWindow;
+use crate::time::Time;
+use crate::wire::{HEADER_LEN, Header, parse_header};
+
+pub use ip::{AllowedIps, IpNet, IpNetError, packet_addrs};
+
+/// Bytes a driver leaves in front of a packet handed to [`Tunnel::encapsulate`]: the data
+/// header and the packet's length field.
+pub const HEADROOM: usize = HEADER_LEN + LEN_FIELD;
+/// Bytes a driver leaves after the packet: the AEAD tag.
+pub const TAILROOM: usize = 16;
+const LEN_FIELD: usize = 2;
+/// Largest IP packet a body can frame.
+pub const MAX_PACKET: usize = u16::MAX as usize;
+
+/// When small packets ride together (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PiggybackPolicy {
+    pub enabled: bool,
+    /// Packets of at most this many bytes may wait for company...
+    pub small: usize,
+    /// ...at most this long...
+    pub max_delay: Duration,
+    /// ...or until this many bytes (packets plus their 2-byte length fields) are queued.
+    pub queue_limit: usize,
+}
+
+impl Default for PiggybackPolicy {
+    fn default() -> Self {
+        PiggybackPolicy {
+            enabled: true,
+            small: 256,
+            max_delay: Duration::from_micros(200),
+            queue_limit: 1400,
+        }
+    }
+}
+
+/// Tunnel-wide settings.
+#[derive(Debug, Clone)]
+pub struct TunnelConfig {
+    /// Suite proposed when initiating; any modern suite is accepted from an initiator.
+    pub suite: SuiteId,
+    /// MTU of the tunnel interface: the largest packet [`Tunnel::encapsulate`] accepts.
+    pub mtu: usize,
+    pub piggyback: PiggybackPolicy,
+    /// Interval between retransmissions of a handshake initiation.
+    pub handshake_timeout: Duration,
+    /// Initiations sent before the packets waiting for that peer are dropped.
+    pub handshake_attempts: u32,
+    pub rekey_after_time: Duration,
+    pub rekey_after_messages: u64,
+    /// A session is neither sent on nor opened past this age or count.
+    pub reject_after_time: Duration,
+    pub reject_after_messages: u64,
+    /// Packets held per peer while its handshake is under way.
+    pub staged_packets: usize,
+    pub limiter: LimiterConfig,
+    /// Seeds receiver index allocation (drivers pass a random value).
+    pub index_seed: u32,
+}
+
+impl Default for TunnelConfig {
+    fn default() -> Self {
+        TunnelConfig {
+            suite: SuiteId::Aes128Gcm,
+            mtu: 1420,
+            piggyback: PiggybackPolicy::default(),
+            handshake_timeout: Duration::from_secs(1),
+            handshake_attempts: 20,
+            rekey_after_time: Duration::from_secs(120),
+            rekey_after_messages: 1 << 60,
+            reject_after_time: Duration::from_secs(180),
+            reject_after_messages: u64::MAX - (1 << 16),
+            staged_packets: 128,
+            limiter: LimiterConfig::default(),
+            index_seed: 0x5EA1_1CC5,
+        }
+    }
+}
+
+impl TunnelConfig {
+    /// Checks the bounds the core relies on.
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        let bad = |m: &str| Err(crate::Error::Config(m.to_owned()));
+        if self.suite.is_legacy() {
+            return bad("tunnels use modern suites only");
+        }
+        if !(576..=MAX_PACKET - HEADROOM - TAILROOM).contains(&self.mtu) {
+            return bad("mtu must be within 576..=65497");
+        }
+        let p = &self.piggyback;
+        if p.enabled {
+            if p.small == 0 || p.small + LEN_FIELD > p.queue_limit {
+                return bad("piggyback: small must be positive and small + 2 <= queue_limit");
+            }
+            if p.queue_limit > self.mtu + LEN_FIELD {
+                return bad("piggyback: queue_limit must be at most mtu + 2 (one datagram)");
+            }
+        }
+        if self.handshake_attempts == 0 || self.handshake_timeout.is_zero() {
+            return bad("handshake attempts and timeout must be positive");
+        }
+        if self.rekey_after_time >= self.reject_after_time
+            || self.rekey_after_messages >= self.reject_after_messages
+        {
+            return bad("rekey limits must be below reject limits");
+        }
+        Ok(())
+    }
+}
+
+/// One peer as configured.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    pub name: String,
+    pub public_key: [u8; 32],
+    /// Where to send until an authenticated datagram tells otherwise.
+    pub endpoint: Option<SocketAddr>,
+    pub allowed_ips: Vec<IpNet>,
+}
+
+/// A peer's position in the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerIndex(pub usize);
+
+/// Why a packet or datagram was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TunnelDrop {
+    /// A datagram refused by the protocol core (malformed, forged, replayed, unknown index, ...).
+    Proto(DropReason),
+    /// An outgoing packet to an address outside every peer's allowed IPs.
+    NoRoute,
+    /// A packet from a peer with a source outside that peer's allowed IPs.
+    SourceNotAllowed,
+    /// Not a well-formed IPv4 or IPv6 packet (either direction), or larger than the MTU.
+    MalformedPacket,
+    /// The peer's endpoint is not known yet (no `endpoint` configured, nothing heard from it).
+    NoEndpoint,
+    /// Too many packets waiting for a handshake.
+    StagingFull,
+    /// Waiting packets dropped after the last handshake attempt went unanswered.
+    HandshakeTimeout,
+}
+
+const EXTRA_DROPS: [TunnelDrop; 6] = [
+    TunnelDrop::NoRoute,
+    TunnelDrop::SourceNotAllowed,
+    TunnelDrop::MalformedPacket,
+    TunnelDrop::NoEndpoint,
+    TunnelDrop::StagingFull,
+    TunnelDrop::HandshakeTimeout,
+];
+const N_DROPS: usize = DropReason::ALL.len() + EXTRA_DROPS.len();
+
+impl TunnelDrop {
+    pub fn name(self) -> &'static str {
+        match self {
+            TunnelDrop::Proto(r) => r.name(),
+            TunnelDrop::NoRoute => "no-route",
+            TunnelDrop::SourceNotAllowed => "source-not-allowed",
+            TunnelDrop::MalformedPacket => "malformed-packet",
+            TunnelDrop::NoEndpoint => "no-endpoint",
+            TunnelDrop::StagingFull => "staging-full",
+            TunnelDrop::HandshakeTimeout => "handshake-timeout",
+        }
+    }
+    fn index(self) -> usize {
+        match self {
+            TunnelDrop::Proto(r) => r.index(),
+            other => {
+                DropReason::ALL.len() + EXTRA_DROPS.iter().position(|d| *d == other).unwrap_or(0)
+            }
+        }
+    }
+    fn all() -> impl Iterator<Item = TunnelDrop> {
+        DropReason::ALL
+            .into_iter()
+            .map(TunnelDrop::Proto)
+            .chain(EXTRA_DROPS)
+    }
+}
+
+impl std::fmt::Display for TunnelDrop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<DropReason> for TunnelDrop {
+    fn from(r: DropReason) -> Self {
+        TunnelDrop::Proto(r)
+    }
+}
+
+/// Per-peer counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerStats {
+    /// IP packets and their bytes sent to / received from the peer.
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Datagrams (data and handshake) sent / accepted.
+    pub tx_datagrams: u64,
+    pub rx_datagrams: u64,
+    /// Packets that left sharing a datagram with others (piggybacked).
+    pub piggybacked: u64,
+    pub handshakes_initiated: u64,
+    pub handshakes_completed: u64,
+}
+
+/// What `show` prints about a peer.
+#[derive(Debug, Clone)]
+pub struct PeerStatus {
+    pub name: String,
+    pub public_key: [u8; 32],
+    pub endpoint: Option<SocketAddr>,
+    pub allowed_ips: Vec<IpNet>,
+    pub last_handshake: Option<Time>,
+    pub session_up: bool,
+    pub stats: PeerStats,
+}
+
+/// Outcome of [`Tunnel::encapsulate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encap {
+    /// Sealed in place: send `buf[..len]` to `dest`, after anything [`Tunnel::poll_transmit`]
+    /// now yields (queued small packets were flushed ahead of this one).
+    Sealed {
+        peer: PeerIndex,
+        dest: SocketAddr,
+        len: usize,
+    },
+    /// Copied into the core (piggyback queue, or waiting for a handshake).
+    Queued,
+    Dropped(TunnelDrop),
+}
+
+/// What an accepted datagram was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decap {
+    /// A handshake message; any answer is in [`Tunnel::poll_transmit`].
+    Handshake(PeerIndex),
+    /// Data: the ranges of the IP packets to deliver were pushed to the caller's vector.
+    Data(PeerIndex),
+}
+
+struct Session {
+    local_index: u32,
+    remote_index: u32,
+    send: PacketKey,
+    recv: PacketKey,
+    next_counter: u64,
+    replay: ReplayWindow,
+    established: Time,
+}
+
+struct Initiation {
+    hs: snow::HandshakeState,
+    local_index: u32,
+    sent_at: Time,
+    attempts: u32,
+}
+
+struct Peer {
+    cfg: PeerConfig,
+    endpoint: Option<SocketAddr>,
+    current: Option<Session>,
+    previous: Option<Session>,
+    next: Option<Session>,
+    initiation: Option<Initiation>,
+    last_init_ts_sent: u64,
+    last_init_ts_accepted: u64,
+    last_handshake: Option<Time>,
+    /// Packets waiting for a session.
+    staged: VecDeque<Vec<u8>>,
+    /// Framed small packets waiting for company (the piggyback queue).
+    queue: Vec<u8>,
+    queue_packets: u64,
+    queued_since: Option<Time>,
+    stats: PeerStats,
+}
+
+/// The tunnel core: peers, sessions, routing, piggyback queues and counters.
+pub struct Tunnel {
+    host: HostKey,
+    cfg: TunnelConfig,
+    peers: Vec<Peer>,
+    by_key: HashMap<[u8; 32], usize>,
+    indexes: HashMap<u32, usize>,
+    next_index: u32,
+    routes: AllowedIps,
+    limiter: HandshakeLimiter,
+    transmits: VecDeque<(SocketAddr, Vec<u8>)>,
+    spare: Vec<Vec<u8>>,
+    drops: [u64; N_DROPS],
+}
+
+impl std::fmt::Debug for Tunnel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tunnel")
+            .field("peers", &self.peers.len())
+            .field("transmits", &self.transmits.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    fn new(
+        suite: SuiteId,
+        split: &Split,
+        local_index: u32,
+        remote_index: u32,
+        now: Time,
+    ) -> Result<Self, DropReason> {
+        let key = |k: &[u8; 32]| {
+            derive_packet_key(suite, k, b"tunnel data", false).map_err(|_| DropReason::SuiteRefused)
+        };
+        Ok(Session {
+            local_index,
+            remote_index,
+            send: key(&split.send)?,
+            recv: key(&split.recv)?,
+            next_counter: 0,
+            replay: ReplayWindow::new(),
+            established: now,
+        })
+    }
+}
+
+impl Tunnel {
+    pub fn new(
+        host: HostKey,
+        cfg: TunnelConfig,
+        peers: Vec<PeerConfig>,
+    ) -> Result<Self, crate::Error> {
+        cfg.validate()?;
+        let mut by_key = HashMap::new();
+        let mut routes = AllowedIps::default();
+        for (i, p) in peers.iter().enumerate() {
+            if by_key.insert(p.public_key, i).is_some() {
+                return Err(crate::Error::Config(format!(
+                    "peer {:?}: public key listed twice",
+                    p.name
+                )));
+            }
+            if &p.public_key == host.public() {
+                return Err(crate::Error::Config(format!(
+                    "peer {:?}: public key is this host's own",
+                    p.name
+                )));
+            }
+            for n in &p.allowed_ips {
+                if routes.owner(*n).is_some_and(|o| o != i) {
+                    return Err(crate::Error::Config(format!(
+                        "peer {:?}: allowed IP {n} already belongs to another peer",
+                        p.name
+                    )));
+                }
+                routes.insert(*n, i);
+            }
+        }
+        let limiter = HandshakeLimiter::new(cfg.limiter);
+        Ok(Tunnel {
+            host,
+            next_index: cfg.index_seed,
+            peers: peers
+                .into_iter()
+                .map(|cfg| Peer {
+                    endpoint: cfg.endpoint,
+                    cfg,
+                    current: None,
+                    previous: None,
+                    next: None,
+                    initiation: None,
+                    last_init_ts_sent: 0,
+                    last_init_ts_accepted: 0,
+                    last_handshake: None,
+                    staged: VecDeque::new(),
+                    queue: Vec::new(),
+                    queue_packets: 0,
+                    queued_since: None,
+                    stats: PeerStats::default(),
+                })
+                .collect(),
+            cfg,
+            by_key,
+            indexes: HashMap::new(),
+            routes,
+            limiter,
+            transmits: VecDeque::new(),
+            spare: Vec::new(),
+            drops: [0; N_DROPS],
+        })
+    }
+
+    pub fn config(&self) -> &TunnelConfig {
+        &self.cfg
+    }
+
+    fn count(&mut self, d: TunnelDrop) -> TunnelDrop {
+        self.drops[d.index()] += 1;
+        d
+    }
+
+    /// Drop counters by reason name, zero ones left out.
+    pub fn drops(&self) -> Vec<(&'static str, u64)> {
+        TunnelDrop::all()
+            .map(|d| (d.name(), self.drops[d.index()]))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
+    /// How many times `d` happened.
+    pub fn drop_count(&self, d: TunnelDrop) -> u64 {
+        self.drops[d.index()]
+    }
+
+    pub fn peer_status(&self, now: Time) -> Vec<PeerStatus> {
+        self.peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PeerStatus {
+                name: p.cfg.name.clone(),
+                public_key: p.cfg.public_key,
+                endpoint: p.endpoint,
+                allowed_ips: self.routes.of_peer(i).collect(),
+                last_handshake: p.last_handshake,
+                session_up: p.current.as_ref().is_some_and(|s| self.sendable(s, now)),
+                stats: p.stats,
+            })
+            .collect()
+    }
+
+    fn alloc_index(&mut self, peer: usize) -> u32 {
+        loop {
+            // A multiplicative step spreads indexes; uniqueness comes from the map.
+            self.next_index = self.next_index.wrapping_add(0x9E37_79B9);
+            if self.next_index != 0 && !self.indexes.contains_key(&self.next_index) {
+                self.indexes.insert(self.next_index, peer);
+                return self.next_index;
+            }
+        }
+    }
+
+    fn free_session(&mut self, s: Option<Session>) {
+        if let Some(s) = s {
+            self.indexes.remove(&s.local_index);
+        }
+    }
+
+    fn sendable(&self, s: &Session, now: Time) -> bool {
+        s.next_counter < self.cfg.reject_after_messages
+            && now.saturating_since(s.established) < self.cfg.reject_after_time
+    }
+
+    fn wants_rekey(&self, s: &Session, now: Time) -> bool {
+        s.next_counter >= self.cfg.rekey_after_messages
+            || now.saturating_since(s.established) >= self.cfg.rekey_after_time
+    }
+
+    fn take_spare(&mut self) -> Vec<u8> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    // ------------------------------------------------------------------ sending
+
+    /// Routes and seals the IP packet at `buf[HEADROOM..HEADROOM + pkt_len]`; `buf` must extend
+    /// [`TAILROOM`] bytes past it. Sealed in place when it can leave at once (see [`Encap`]).
+    pub fn encapsulate(&mut self, now: Time, buf: &mut [u8], pkt_len: usize) -> Encap {
+        let Some(pkt) = buf.get(HEADROOM..HEADROOM + pkt_len) else {
+            return Encap::Dropped(self.count(TunnelDrop::MalformedPacket));
+        };
+        if pkt_len > self.cfg.mtu || buf.len() < HEADROOM + pkt_len + TAILROOM {
+            return Encap::Dropped(self.count(TunnelDrop::MalformedPacket));
+        }
+        let Some((_, dst)) = packet_addrs(pkt) else {
+            return Encap::Dropped(self.count(TunnelDrop::MalformedPacket));
+        };
+        let Some(pi) = self.routes.lookup(dst) else {
+            return Encap::Dropped(self.count(TunnelDrop::NoRoute));
+        };
+        let usable = self.peers[pi]
+            .current
+            .as_ref()
+            .map(|s| (self.sendable(s, now), self.wants_rekey(s, now)));
+        match usable {
+            Some((true, rekey)) => {
+                if rekey && self.peers[pi].initiation.is_none() {
+                    self.start_handshake(pi, now, 1);
+                }
+            }
+            _ => {
+                // No session to send on: hold the packet and make sure a handshake is under way.
+                let staged = &mut self.peers[pi].staged;
+                if staged.len() >= self.cfg.staged_packets {
+                    return Encap::Dropped(self.count(TunnelDrop::StagingFull));
+                }
+                staged.push_back(pkt.to_vec());
+                if self.peers[pi].initiation.is_none() {
+                    self.start_handshake(pi, now, 1);
+                }
+                return Encap::Queued;
+            }
+        }
+        let pb = self.cfg.piggyback;
+        if pb.enabled && pkt_len <= pb.small && !ip::is_urgent(&buf[HEADROOM..HEADROOM + pkt_len]) {
+            // Small: joins the queue; leaves with company, at the queue limit, or at the deadline.
+            if self.peers[pi].queue.len() + LEN_FIELD + pkt_len > pb.queue_limit {
+                self.flush_queue(pi, now);
+            }
+            let p = &mut self.peers[pi];
+            p.queue.extend_from_slice(&(pkt_len as u16).to_be_bytes());
+            p.queue
+                .extend_from_slice(&buf[HEADROOM..HEADROOM + pkt_len]);
+            p.queue_packets += 1;
+            p.queued_since.get_or_insert(now);
+            if p.queue.len() >= pb.queue_limit {
+                self.flush_queue(pi, now);
+            }
+            return Encap::Queued;
+        }
+        // Large (or piggybacking off): never waits; what is queued goes first, keeping order.
+        self.flush_queue(pi, now);
+        let Some(dest) = self.peers[pi].endpoint else {
+            return Encap::Dropped(self.count(TunnelDrop::NoEndpoint));
+        };
+        buf[HEADER_LEN..HEADROOM].copy_from_slice(&(pkt_len as u16).to_be_bytes());
+        match self.seal_on_current(pi, buf, LEN_FIELD + pkt_len) {
+            Some(len) => {
+                let st = &mut self.peers[pi].stats;
+                st.tx_packets += 1;
+                st.tx_bytes += pkt_len as u64;
+                st.tx_datagrams += 1;
+                Encap::Sealed {
+                    peer: PeerIndex(pi),
+                    dest,
+                    len,
+                }
+            }
+            None => Encap::Dropped(self.count(TunnelDrop::MalformedPacket)),
+        }
+    }
+
+    /// Seals `buf[HEADER_LEN..HEADER_LEN + body_len]` on the peer's current session.
+    fn seal_on_current(&mut self, pi: usize, buf: &mut [u8], body_len: usize) -> Option<usize> {
+        let s = self.peers[pi].current.as_mut()?;
+        let counter = s.next_counter;
+        s.next_counter += 1;
+        seal_datagram(
+            &s.send,
+            s.remote_index,
+            counter,
+            Scope::Encrypt,
+            buf,
+            body_len,
+        )
+        .ok()
+    }
+
+    /// Sends the piggyback queue as one datagram (through the transmit queue).
+    fn flush_queue(&mut self, pi: usize, now: Time) {
+        if self.peers[pi].queue.is_empty() {
+            return;
+        }
+        let n = self.peers[pi].queue_packets;
+        let body = std::mem::take(&mut self.peers[pi].queue);
+        self.send_body(pi, now, &body, n);
+        let p = &mut self.peers[pi];
+        p.queue = body;
+        p.queue.clear();
+        p.queue_packets = 0;
+        p.queued_since = None;
+    }
+
+    /// Seals a framed body (`packets` packets; 0 = keepalive) into a transmit.
+    fn send_body(&mut self, pi: usize, now: Time, body: &[u8], packets: u64) {
+        let usable = self.peers[pi]
+            .current
+            .as_ref()
+            .is_some_and(|s| self.sendable(s, now));
+        let Some(dest) = self.peers[pi].endpoint.filter(|_| usable) else {
+            let d = self.count(TunnelDrop::NoEndpoint);
+            self.drops[d.index()] += packets.saturating_sub(1);
+            return;
+        };
+        let mut out = self.take_spare();
+        out.clear();
+        out.resize(HEADER_LEN + body.len() + TAILROOM, 0);
+        out[HEADER_LEN..HEADER_LEN + body.len()].copy_from_slice(body);
+        match self.seal_on_current(pi, &mut out, body.len()) {
+            Some(len) => {
+                out.truncate(len);
+                let st = &mut self.peers[pi].stats;
+                st.tx_datagrams += 1;
+                st.tx_packets += packets;
+                st.tx_bytes += (body.len() as u64).saturating_sub(LEN_FIELD as u64 * packets);
+                if packets > 1 {
+                    st.piggybacked += packets;
+                }
+                self.transmits.push_back((dest, out));
+            }
+            None => self.spare.push(out),
+        }
+    }
+
+    /// Sends the packets that waited for a session, one per datagram.
+    fn release_staged(&mut self, pi: usize, now: Time) {
+        let mut body = self.take_spare();
+        while let Some(pkt) = self.peers[pi].staged.pop_front() {
+            body.clear();
+            body.extend_from_slice(&(pkt.len() as u16).to_be_bytes());
+            body.extend_from_slice(&pkt);
+            self.send_body(pi, now, &body, 1);
+        }
+        self.spare.push(body);
+    }
+
+    fn start_handshake(&mut self, pi: usize, now: Time, attempt: u32) {
+        let Some(dest) = self.peers[pi].endpoint else {
+            // Nowhere to send it; the packets that wait are dropped at the timeout.
+            self.count(TunnelDrop::NoEndpoint);
+            return;
+        };
+        if let Some(old) = self.peers[pi].initiation.take() {
+            self.indexes.remove(&old.local_index);
+        }
+        let local = self.alloc_index(pi);
+        let p = &mut self.peers[pi];
+        let ts = now.as_nanos().max(p.last_init_ts_sent + 1);
+        let payload = InitPayload {
+            suite: self.cfg.suite as u8,
+            timestamp: ts,
+            binding: [0; 32],
+        };
+        match handshake::write_init(
+            &self.host,
+            TUNNEL_PROLOGUE,
+            &p.cfg.public_key,
+            local,
+            &payload,
+        ) {
+            Ok((hs, pkt)) => {
+                p.last_init_ts_sent = ts;
+                p.stats.handshakes_initiated += 1;
+                p.stats.tx_datagrams += 1;
+                p.initiation = Some(Initiation {
+                    hs,
+                    local_index: local,
+                    sent_at: now,
+                    attempts: attempt,
+                });
+                self.transmits.push_back((dest, pkt));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot build tunnel handshake initiation");
+                self.indexes.remove(&local);
+            }
+        }
+    }
+
+    /// Next datagram to send (handshakes, flushed piggyback queues, staged packets): copied into
+    /// `out`, which should hold [`TunnelConfig::mtu`] + [`HEADROOM`] + [`TAILROOM`] bytes; one
+    /// that does not fit is dropped.
+    pub fn poll_transmit(&mut self, out: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        loop {
+            let (dest, d) = self.transmits.pop_front()?;
+            let n = d.len();
+            let fits = out.len() >= n;
+            if fits {
+                out[..n].copy_from_slice(&d);
+            }
+            self.spare.push(d);
+            if fits {
+                return Some((dest, n));
+            }
+            tracing::warn!(len = n, "transmit buffer too small; datagram dropped");
+        }
+    }
+
+    /// Whether [`Tunnel::poll_transmit`] has something.
+    pub fn has_transmit(&self) -> bool {
+        !self.transmits.is_empty()
+    }
+
+    /// When [`Tunnel::handle_timeout`] should next run: a piggyback deadline or a handshake
+    /// retransmission.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let delay = self.cfg.piggyback.max_delay;
+        self.peers
+            .iter()
+            .flat_map(|p| {
+                [
+                    p.queued_since.map(|t| t + delay),
+                    p.initiation
+                        .as_ref()
+                        .map(|i| i.sent_at + self.cfg.handshake_timeout),
+                ]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Flushes piggyback queues whose deadline passed and retries or abandons handshakes.
+    pub fn handle_timeout(&mut self, now: Time) {
+        let delay = self.cfg.piggyback.max_delay;
+        for pi in 0..self.peers.len() {
+            if self.peers[pi]
+                .queued_since
+                .is_some_and(|t| t + delay <= now)
+            {
+                self.flush_queue(pi, now);
+            }
+            let due = self.peers[pi]
+                .initiation
+                .as_ref()
+                .filter(|i| i.sent_at + self.cfg.handshake_timeout <= now)
+                .map(|i| i.attempts);
+            let Some(attempts) = due else { continue };
+            let fresh = self.peers[pi]
+                .current
+                .as_ref()
+                .is_some_and(|s| self.sendable(s, now) && !self.wants_rekey(s, now));
+            if fresh && self.peers[pi].staged.is_empty() {
+                // The peer's own handshake gave us a session meanwhile: stop asking.
+                if let Some(i) = self.peers[pi].initiation.take() {
+                    self.indexes.remove(&i.local_index);
+                }
+            } else if attempts >= self.cfg.handshake_attempts {
+                if let Some(i) = self.peers[pi].initiation.take() {
+                    self.indexes.remove(&i.local_index);
+                }
+                let n = self.peers[pi].staged.len() as u64;
+                self.peers[pi].staged.clear();
+                self.drops[TunnelDrop::HandshakeTimeout.index()] += n;
+            } else {
+                self.start_handshake(pi, now, attempts + 1);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- receiving
+
+    /// Authenticates and opens a datagram from `source` in place. For data, the ranges (in
+    /// `buf`) of the IP packets to deliver are pushed to `packets` (cleared first). Every
+    /// refusal is counted and returned; nothing from the network can make this panic.
+    pub fn decapsulate(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        buf: &mut [u8],
+        packets: &mut Vec<Range<usize>>,
+    ) -> Result<Decap, TunnelDrop> {
+        packets.clear();
+        let r = match parse_header(buf) {
+            Ok(Header::Init { .. }) => self.on_init(now, source, buf),
+            Ok(Header::Response { receiver, sender }) => {
+                self.on_response(now, source, receiver, sender, buf)
+            }
+            Ok(Header::Data {
+                scope,
+                receiver,
+                counter,
+            }) => self.on_data(now, source, scope, receiver, counter, buf, packets),
+            Err(e) => Err(e.into()),
+        };
+        r.map_err(|d| self.count(d))
+    }
+
+    fn on_init(&mut self, now: Time, source: SocketAddr, buf: &[u8]) -> Result<Decap, TunnelDrop> {
+        // Before any public-key work.
+        if !self.limiter.allow(now, source.ip()) {
+            return Err(DropReason::RateLimited.into());
+        }
+        let (hs, remote, payload) = handshake::read_init(&self.host, TUNNEL_PROLOGUE, buf)?;
+        let sender = match parse_header(buf)? {
+            Header::Init { sender } => sender,
+            _ => return Err(DropReason::MalformedHeader.into()),
+        };
+        let pi = *self.by_key.get(&remote).ok_or(DropReason::UnknownHost)?;
+        if payload.timestamp <= self.peers[pi].last_init_ts_accepted {
+            return Err(DropReason::StaleHandshake.into());
+        }
+        let suite = SuiteId::from_u8(payload.suite)
+            .filter(|s| SuiteId::MODERN.contains(s))
+            .ok_or(DropReason::SuiteRefused)?;
+        // Authentic and fresh: record it so a replay is refused whatever happens next.
+        self.peers[pi].last_init_ts_accepted = payload.timestamp;
+        let local = self.alloc_index(pi);
+        let newest = self.peers[pi].last_init_ts_sent;
+        let (pkt, split) = match handshake::write_response(hs, sender, local, suite, false, newest)
+        {
+            Ok(v) => v,
+            Err(e) => {
+                self.indexes.remove(&local);
+                return Err(e.into());
+            }
+        };
+        let session = match Session::new(suite, &split, local, sender, now) {
+            Ok(s) => s,
+            Err(e) => {
+                self.indexes.remove(&local);
+                return Err(e.into());
+            }
+        };
+        let old = self.peers[pi].next.replace(session);
+        self.free_session(old);
+        let p = &mut self.peers[pi];
+        p.endpoint = Some(source);
+        p.last_handshake = Some(now);
+        p.stats.handshakes_completed += 1;
+        p.stats.rx_datagrams += 1;
+        p.stats.tx_datagrams += 1;
+        self.transmits.push_back((source, pkt));
+        Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    fn on_response(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        receiver: u32,
+        sender: u32,
+        buf: &[u8],
+    ) -> Result<Decap, TunnelDrop> {
+        let pi = *self
+            .indexes
+            .get(&receiver)
+            .ok_or(DropReason::UnexpectedResponse)?;
+        let init = match &mut self.peers[pi].initiation {
+            Some(i) if i.local_index == receiver => i,
+            _ => return Err(DropReason::UnexpectedResponse.into()),
+        };
+        let resp = handshake::read_response(&mut init.hs, buf)?;
+        let suite = SuiteId::from_u8(resp.suite)
+            .filter(|s| *s == self.cfg.suite)
+            .ok_or(DropReason::SuiteRefused)?;
+        let session = Session::new(suite, &resp.split, receiver, sender, now)?;
+        let p = &mut self.peers[pi];
+        p.initiation = None;
+        p.last_init_ts_accepted = p.last_init_ts_accepted.max(resp.newest_peer_init);
+        let old_prev = p.previous.take();
+        p.previous = p.current.replace(session);
+        p.endpoint = Some(source);
+        p.last_handshake = Some(now);
+        p.stats.handshakes_completed += 1;
+        p.stats.rx_datagrams += 1;
+        self.free_session(old_prev);
+        if self.peers[pi].staged.is_empty() {
+            // Nothing to send: a keepalive confirms the session to the responder now.
+            self.send_body(pi, now, &[], 0);
+        } else {
+            self.release_staged(pi, now);
+        }
+        Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_data(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        scope: Scope,
+        receiver: u32,
+        counter: u64,
+        buf: &mut [u8],
+        packets: &mut Vec<Range<usize>>,
+    ) -> Result<Decap, TunnelDrop> {
+        if scope != Scope::Encrypt {
+            return Err(DropReason::ScopeRefused.into());
+        }
+        let pi = *self
+            .indexes
+            .get(&receiver)
+            .ok_or(DropReason::UnknownIndex)?;
+        let reject_after = self.cfg.reject_after_time;
+        let p = &mut self.peers[pi];
+        let (session, is_next) = match (&mut p.current, &mut p.previous, &mut p.next) {
+            (Some(s), _, _) if s.local_index == receiver => (s, false),
+            (_, Some(s), _) if s.local_index == receiver => (s, false),
+            (_, _, Some(s)) if s.local_index == receiver => (s, true),
+            // The index belongs to an initiation, not a session.
+            _ => return Err(DropReason::UnknownIndex.into()),
+        };
+        if now.saturating_since(session.established) >= reject_after {
+            return Err(DropReason::SessionExpired.into());
+        }
+        let body = open_datagram(
+            &session.recv,
+            &mut session.replay,
+            scope,
+            counter,
+            false,
+            buf,
+        )?;
+        p.endpoint = Some(source);
+        p.stats.rx_datagrams += 1;
+        if is_next {
+            // The initiator used the new keys: it holds them, so they become ours to send on.
+            let old_prev = p.previous.take();
+            p.previous = p.current.take();
+            p.current = p.next.take();
+            self.free_session(old_prev);
+            if !self.peers[pi].staged.is_empty() {
+                self.release_staged(pi, now);
+            }
+        }
+        // Frames: u16 length, packet; each packet's source must route back to this peer.
+        let mut at = body.start;
+        let mut bad_source = 0;
+        let mut malformed = 0;
+        while at < body.end {
+            let len = match buf.get(at..at + LEN_FIELD) {
+                Some(b) => usize::from(u16::from_be_bytes([b[0], b[1]])),
+                None => return Err(DropReason::MalformedFrame.into()),
+            };
+            let start = at + LEN_FIELD;
+            let end = start + len;
+            if len == 0 || end > body.end {
+                return Err(DropReason::MalformedFrame.into());
+            }
+            match packet_addrs(&buf[start..end]) {
+                None => malformed += 1,
+                Some((src, _)) if self.routes.lookup(src) != Some(pi) => bad_source += 1,
+                Some(_) => packets.push(start..end),
+            }
+            at = end;
+        }
+        self.drops[TunnelDrop::SourceNotAllowed.index()] += bad_source;
+        self.drops[TunnelDrop::MalformedPacket.index()] += malformed;
+        let st = &mut self.peers[pi].stats;
+        st.rx_packets += packets.len() as u64;
+        st.rx_bytes += packets.iter().map(|r| r.len() as u64).sum::<u64>();
+        Ok(Decap::Data(PeerIndex(pi)))
+    }
+}
+
+#[cfg(test)]
+mod tests;

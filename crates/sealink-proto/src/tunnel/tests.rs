@@ -1,0 +1,472 @@
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+
+const A_ADDR: &str = "192.0.2.1:51820";
+const B_ADDR: &str = "192.0.2.2:51820";
+
+fn sa(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// An IPv4 UDP packet of `total` bytes from `src` to `dst` with a recognisable payload.
+fn v4(src: [u8; 4], dst: [u8; 4], total: usize, fill: u8) -> Vec<u8> {
+    let mut p = vec![fill; total];
+    p[0] = 0x45;
+    p[1] = 0;
+    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+    p[9] = 17;
+    p[12..16].copy_from_slice(&src);
+    p[16..20].copy_from_slice(&dst);
+    p
+}
+
+const IP_A: [u8; 4] = [10, 9, 0, 1];
+const IP_B: [u8; 4] = [10, 9, 0, 2];
+
+struct Pair {
+    a: Tunnel,
+    b: Tunnel,
+    now: Time,
+    /// Datagrams in flight: (from, to, bytes).
+    wire: Vec<(SocketAddr, SocketAddr, Vec<u8>)>,
+    /// Packets delivered to each side's TUN.
+    got_a: Vec<Vec<u8>>,
+    got_b: Vec<Vec<u8>>,
+}
+
+fn pair_with(cfg: TunnelConfig) -> Pair {
+    let ka = HostKey::generate().unwrap();
+    let kb = HostKey::generate().unwrap();
+    let a = Tunnel::new(
+        ka.clone(),
+        cfg.clone(),
+        vec![PeerConfig {
+            name: "b".into(),
+            public_key: *kb.public(),
+            endpoint: Some(sa(B_ADDR)),
+            allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
+        }],
+    )
+    .unwrap();
+    let b = Tunnel::new(
+        kb,
+        cfg,
+        vec![PeerConfig {
+            name: "a".into(),
+            public_key: *ka.public(),
+            endpoint: None,
+            allowed_ips: vec!["10.9.0.1/32".parse().unwrap()],
+        }],
+    )
+    .unwrap();
+    Pair {
+        a,
+        b,
+        now: Time::from_millis(1_000),
+        wire: Vec::new(),
+        got_a: Vec::new(),
+        got_b: Vec::new(),
+    }
+}
+
+fn pair() -> Pair {
+    pair_with(TunnelConfig::default())
+}
+
+impl Pair {
+    /// Hands `pkt` to A's (or B's) TUN side; sealed datagrams go on the wire.
+    fn send(&mut self, from_a: bool, pkt: &[u8]) -> Encap {
+        let mut buf = vec![0u8; HEADROOM + pkt.len() + TAILROOM];
+        buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
+        let (t, me) = if from_a {
+            (&mut self.a, sa(A_ADDR))
+        } else {
+            (&mut self.b, sa(B_ADDR))
+        };
+        let r = t.encapsulate(self.now, &mut buf, pkt.len());
+        self.collect();
+        if let Encap::Sealed { dest, len, .. } = r {
+            self.wire.push((me, dest, buf[..len].to_vec()));
+        }
+        r
+    }
+
+    fn collect(&mut self) {
+        let mut out = vec![0u8; 2048];
+        while let Some((d, n)) = self.a.poll_transmit(&mut out) {
+            self.wire.push((sa(A_ADDR), d, out[..n].to_vec()));
+        }
+        while let Some((d, n)) = self.b.poll_transmit(&mut out) {
+            self.wire.push((sa(B_ADDR), d, out[..n].to_vec()));
+        }
+    }
+
+    /// Delivers one datagram to the side it is addressed to.
+    fn deliver(
+        &mut self,
+        from: SocketAddr,
+        to: SocketAddr,
+        mut d: Vec<u8>,
+    ) -> Result<Decap, TunnelDrop> {
+        let (t, got) = if to == sa(A_ADDR) {
+            (&mut self.a, &mut self.got_a)
+        } else {
+            (&mut self.b, &mut self.got_b)
+        };
+        let mut ranges = Vec::new();
+        let r = t.decapsulate(self.now, from, &mut d, &mut ranges);
+        for rg in ranges {
+            got.push(d[rg].to_vec());
+        }
+        self.collect();
+        r
+    }
+
+    /// Delivers everything in flight until the wire is empty.
+    fn run(&mut self) {
+        for _ in 0..100 {
+            if self.wire.is_empty() {
+                return;
+            }
+            for (f, t, d) in std::mem::take(&mut self.wire) {
+                let _ = self.deliver(f, t, d);
+            }
+        }
+        panic!("the wire never went quiet");
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now = self.now + d;
+        self.a.handle_timeout(self.now);
+        self.b.handle_timeout(self.now);
+        self.collect();
+    }
+}
+
+#[test]
+fn round_trip_through_two_cores() {
+    let mut p = pair();
+    let first = v4(IP_A, IP_B, 1000, 1);
+    assert_eq!(
+        p.send(true, &first),
+        Encap::Queued,
+        "staged until the handshake"
+    );
+    assert_eq!(p.wire.len(), 1, "one initiation");
+    p.run();
+    assert_eq!(p.got_b, vec![first]);
+    // Established: large packets seal in place, both ways.
+    for i in 0..50u8 {
+        let pkt = v4(IP_A, IP_B, 1420, i);
+        assert!(matches!(p.send(true, &pkt), Encap::Sealed { .. }));
+        let back = v4(IP_B, IP_A, 600 + usize::from(i), i);
+        assert!(matches!(p.send(false, &back), Encap::Sealed { .. }));
+    }
+    p.run();
+    assert_eq!(p.got_b.len(), 51);
+    assert_eq!(p.got_a.len(), 50);
+    assert_eq!(p.got_b[50], v4(IP_A, IP_B, 1420, 49));
+    let st = &p.a.peer_status(p.now)[0];
+    assert!(st.session_up);
+    assert_eq!(st.stats.tx_packets, 51);
+    assert_eq!(st.stats.rx_packets, 50);
+    assert_eq!(st.endpoint, Some(sa(B_ADDR)));
+    // B learned A's endpoint from authenticated datagrams.
+    assert_eq!(p.b.peer_status(p.now)[0].endpoint, Some(sa(A_ADDR)));
+    assert!(p.a.drops().is_empty(), "{:?}", p.a.drops());
+    assert!(p.b.drops().is_empty(), "{:?}", p.b.drops());
+}
+
+fn established() -> Pair {
+    let mut p = pair();
+    p.send(true, &v4(IP_A, IP_B, 100, 0));
+    p.run();
+    p.got_b.clear();
+    p
+}
+
+#[test]
+fn tampered_replayed_and_unknown_are_dropped_and_counted() {
+    let mut p = established();
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 1200, 7)),
+        Encap::Sealed { .. }
+    ));
+    let (f, t, d) = p.wire.pop().unwrap();
+    for i in [0usize, 4, 9, 16, 40, d.len() - 1] {
+        let mut bad = d.clone();
+        bad[i] ^= 0x20;
+        assert!(p.deliver(f, t, bad).is_err(), "tampered byte {i} accepted");
+    }
+    assert_eq!(p.deliver(f, t, d.clone()), Ok(Decap::Data(PeerIndex(0))));
+    assert_eq!(
+        p.deliver(f, t, d.clone()),
+        Err(TunnelDrop::Proto(DropReason::Replayed))
+    );
+    assert_eq!(p.got_b.len(), 1, "only the genuine datagram delivered");
+    assert_eq!(p.b.drop_count(DropReason::Replayed.into()), 1);
+    assert!(p.b.drop_count(DropReason::AuthFailed.into()) >= 3);
+    let mut unknown = d.clone();
+    unknown[4..8].copy_from_slice(&0xdead_beefu32.to_le_bytes());
+    assert_eq!(
+        p.deliver(f, t, unknown),
+        Err(TunnelDrop::Proto(DropReason::UnknownIndex))
+    );
+    assert_eq!(
+        p.deliver(f, t, vec![1, 3, 0]),
+        Err(TunnelDrop::Proto(DropReason::MalformedHeader))
+    );
+}
+
+#[test]
+fn allowed_ips_both_ways() {
+    let mut p = established();
+    // Outgoing: a destination outside every peer's allowed IPs.
+    assert_eq!(
+        p.send(true, &v4(IP_A, [10, 9, 0, 99], 500, 0)),
+        Encap::Dropped(TunnelDrop::NoRoute)
+    );
+    assert_eq!(p.a.drop_count(TunnelDrop::NoRoute), 1);
+    // Incoming: A's host sends with a spoofed source; B refuses it after opening it.
+    assert!(matches!(
+        p.send(true, &v4([10, 9, 0, 50], IP_B, 500, 0)),
+        Encap::Sealed { .. }
+    ));
+    p.run();
+    assert!(p.got_b.is_empty());
+    assert_eq!(p.b.drop_count(TunnelDrop::SourceNotAllowed), 1);
+    // Not an IP packet at all.
+    assert_eq!(
+        p.send(true, &[0x99; 40]),
+        Encap::Dropped(TunnelDrop::MalformedPacket)
+    );
+}
+
+#[test]
+fn small_packets_ride_together_until_the_deadline() {
+    let mut p = established();
+    for i in 0..5 {
+        assert_eq!(p.send(true, &v4(IP_A, IP_B, 60, i)), Encap::Queued);
+    }
+    assert!(p.wire.is_empty(), "small packets wait");
+    let deadline = p.a.poll_timeout().unwrap();
+    assert_eq!(deadline, p.now + Duration::from_micros(200));
+    p.advance(Duration::from_micros(199));
+    assert!(p.wire.is_empty(), "not before the deadline");
+    p.advance(Duration::from_micros(1));
+    assert_eq!(p.wire.len(), 1, "one datagram for all five");
+    p.run();
+    assert_eq!(p.got_b.len(), 5);
+    assert_eq!(p.got_b[4], v4(IP_A, IP_B, 60, 4));
+    assert_eq!(p.a.peer_status(p.now)[0].stats.piggybacked, 5);
+}
+
+#[test]
+fn a_large_packet_flushes_the_queue_ahead_of_itself() {
+    let mut p = established();
+    p.send(true, &v4(IP_A, IP_B, 80, 1));
+    p.send(true, &v4(IP_A, IP_B, 80, 2));
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 1400, 3)),
+        Encap::Sealed { .. }
+    ));
+    assert_eq!(p.wire.len(), 2, "queue and the large packet, at once");
+    assert_eq!(p.a.poll_timeout(), None, "nothing left waiting");
+    p.run();
+    let fills: Vec<u8> = p.got_b.iter().map(|x| x[30]).collect();
+    assert_eq!(fills, vec![1, 2, 3], "order kept");
+}
+
+#[test]
+fn urgent_small_packets_do_not_wait() {
+    let mut p = established();
+    p.send(true, &v4(IP_A, IP_B, 60, 1));
+    let mut ef = v4(IP_A, IP_B, 60, 2);
+    ef[1] = 46 << 2; // DSCP EF
+    assert!(matches!(p.send(true, &ef), Encap::Sealed { .. }));
+    assert_eq!(
+        p.wire.len(),
+        2,
+        "the queue went first, the urgent packet at once"
+    );
+    p.run();
+    assert_eq!(p.got_b.len(), 2);
+    let mut v6 = vec![0u8; 40];
+    v6[0] = 0x60 | (46 >> 2);
+    v6[1] = (46 & 3) << 6;
+    assert!(ip::is_urgent(&v6));
+    assert!(!ip::is_urgent(&v4(IP_A, IP_B, 60, 0)));
+}
+
+#[test]
+fn queue_limit_flushes_without_waiting() {
+    let mut cfg = TunnelConfig::default();
+    cfg.piggyback.queue_limit = 500;
+    let mut p = pair_with(cfg);
+    p.send(true, &v4(IP_A, IP_B, 100, 0));
+    p.run();
+    p.got_b.clear();
+    for i in 0..4 {
+        p.send(true, &v4(IP_A, IP_B, 200, i));
+    }
+    // 202 + 202 fit in 500; the third flushes the first two; the fourth joins the third.
+    assert_eq!(p.wire.len(), 1);
+    p.run();
+    assert_eq!(p.got_b.len(), 2);
+    p.advance(Duration::from_micros(200));
+    p.run();
+    assert_eq!(p.got_b.len(), 4);
+}
+
+#[test]
+fn piggybacking_off_sends_every_packet_at_once() {
+    let mut cfg = TunnelConfig::default();
+    cfg.piggyback.enabled = false;
+    let mut p = pair_with(cfg);
+    p.send(true, &v4(IP_A, IP_B, 100, 0));
+    p.run();
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 60, 0)),
+        Encap::Sealed { .. }
+    ));
+}
+
+#[test]
+fn handshake_is_retried_then_abandoned() {
+    let mut p = pair();
+    p.send(true, &v4(IP_A, IP_B, 300, 0));
+    assert_eq!(p.wire.len(), 1);
+    p.wire.clear(); // the initiation is lost
+    assert_eq!(p.a.poll_timeout(), Some(p.now + Duration::from_secs(1)));
+    p.advance(Duration::from_secs(1));
+    assert_eq!(p.wire.len(), 1, "retried");
+    p.run();
+    assert_eq!(
+        p.got_b.len(),
+        1,
+        "the staged packet arrives after the retry"
+    );
+
+    let mut q = pair();
+    q.send(true, &v4(IP_A, IP_B, 300, 0));
+    for _ in 0..25 {
+        q.wire.clear();
+        q.advance(Duration::from_secs(1));
+    }
+    assert_eq!(q.a.drop_count(TunnelDrop::HandshakeTimeout), 1);
+    assert_eq!(q.a.peer_status(q.now)[0].stats.handshakes_initiated, 20);
+    assert_eq!(q.a.poll_timeout(), None);
+}
+
+#[test]
+fn rekey_after_time_keeps_traffic_flowing() {
+    let mut p = established();
+    p.now = p.now + Duration::from_secs(121);
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 1000, 1)),
+        Encap::Sealed { .. }
+    ));
+    assert_eq!(p.wire.len(), 2, "a new initiation rides beside the data");
+    p.run();
+    assert_eq!(p.got_b.len(), 1);
+    assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_completed, 2);
+    // Both sides now use the new session; B sends back on it.
+    assert!(matches!(
+        p.send(false, &v4(IP_B, IP_A, 1000, 2)),
+        Encap::Sealed { .. }
+    ));
+    p.run();
+    assert_eq!(p.got_a.len(), 1);
+    // Past the reject time without a rekey, nothing is sent on the old keys.
+    p.now = p.now + Duration::from_secs(200);
+    assert_eq!(p.send(true, &v4(IP_A, IP_B, 1000, 3)), Encap::Queued);
+    p.run();
+    assert_eq!(p.got_b.len(), 2);
+}
+
+#[test]
+fn roaming_updates_the_endpoint() {
+    let mut p = established();
+    p.send(false, &v4(IP_B, IP_A, 1000, 1));
+    let (_, to, d) = p.wire.pop().unwrap();
+    let roamed = sa("198.51.100.7:4000");
+    assert!(p.deliver(roamed, to, d).is_ok());
+    assert_eq!(p.a.peer_status(p.now)[0].endpoint, Some(roamed));
+    // An unauthenticated datagram from elsewhere does not move it.
+    p.send(false, &v4(IP_B, IP_A, 1000, 2));
+    let (_, to, mut d) = p.wire.pop().unwrap();
+    d[30] ^= 1;
+    assert!(p.deliver(sa("203.0.113.9:1"), to, d).is_err());
+    assert_eq!(p.a.peer_status(p.now)[0].endpoint, Some(roamed));
+}
+
+#[test]
+fn initiation_flood_is_rate_limited_and_replays_are_stale() {
+    let mut p = pair();
+    p.send(true, &v4(IP_A, IP_B, 300, 0));
+    let (f, t, init) = p.wire.pop().unwrap();
+    assert!(p.deliver(f, t, init.clone()).is_ok());
+    assert_eq!(
+        p.deliver(f, t, init.clone()),
+        Err(TunnelDrop::Proto(DropReason::StaleHandshake))
+    );
+    for _ in 0..100 {
+        let _ = p.deliver(f, t, init.clone());
+    }
+    assert!(p.b.drop_count(DropReason::RateLimited.into()) > 50);
+}
+
+#[test]
+fn config_is_validated() {
+    let mut c = TunnelConfig::default();
+    c.piggyback.small = 1500;
+    assert!(c.validate().is_err());
+    let mut c = TunnelConfig::default();
+    c.piggyback.queue_limit = 5000;
+    assert!(c.validate().is_err());
+    let c = TunnelConfig {
+        mtu: 100,
+        ..TunnelConfig::default()
+    };
+    assert!(c.validate().is_err());
+    assert!(TunnelConfig::default().validate().is_ok());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Random bytes, and valid datagrams with random bytes changed, never panic and are never
+    /// delivered unless unchanged.
+    #[test]
+    fn forged_datagrams_are_never_delivered(
+        junk in proptest::collection::vec(any::<u8>(), 0..200),
+        flips in proptest::collection::vec((any::<usize>(), 1u8..=255), 1..4),
+        sizes in proptest::collection::vec(20usize..1420, 1..6),
+    ) {
+        let mut p = established();
+        let _ = p.deliver(sa(A_ADDR), sa(B_ADDR), junk);
+        prop_assert!(p.got_b.is_empty());
+        for (i, s) in sizes.iter().enumerate() {
+            p.send(true, &v4(IP_A, IP_B, *s, i as u8));
+        }
+        p.advance(Duration::from_millis(1));
+        let sent = std::mem::take(&mut p.wire);
+        for (f, t, d) in &sent {
+            let mut bad = d.clone();
+            for (at, x) in &flips {
+                let n = bad.len();
+                bad[at % n] ^= x;
+            }
+            prop_assert!(p.deliver(*f, *t, bad).is_err());
+        }
+        prop_assert!(p.got_b.is_empty());
+        for (f, t, d) in sent {
+            prop_assert!(p.deliver(f, t, d).is_ok());
+        }
+        prop_assert_eq!(p.got_b.len(), sizes.len());
+    }
+}

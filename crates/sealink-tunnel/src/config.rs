@@ -1,0 +1,316 @@
+//! The tunnel configuration file (TOML, in the spirit of wg-quick). Parsing is strict: unknown
+//! keys, missing keys and bad values are errors naming the offending key.
+//!
+//! ```toml
+//! [interface]
+//! name = "sl0"                    # TUN name (default sl0)
+//! private_key = "/path/host.key"  # written by `sealink keygen host PATH`
+//! address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
+//! listen_port = 51820
+//! mtu = 1420                      # default 1420
+//!
+//! [interface.piggyback]           # optional: small packets ride together
+//! enabled = true                  # default true
+//! small = 256                     # packets up to this many bytes may wait...
+//! max_delay_us = 200              # ...at most this long...
+//! queue_limit = 1400              # ...or until this many bytes are queued
+//!
+//! [[peer]]
+//! name = "b"
+//! public_key = "<base64 from host.key.pub, field 2>"
+//! endpoint = "10.0.0.2:51820"     # optional
+//! allowed_ips = ["10.9.0.2/32"]
+//! ```
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine;
+use serde::Deserialize;
+
+use sealink_proto::tunnel::{IpNet, PeerConfig, PiggybackPolicy, TunnelConfig};
+
+use crate::error::TunnelError;
+
+/// Longest interface name Linux accepts (IFNAMSIZ - 1).
+const MAX_IFNAME: usize = 15;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    interface: RawInterface,
+    #[serde(default)]
+    peer: Vec<RawPeer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInterface {
+    name: Option<String>,
+    private_key: PathBuf,
+    address: String,
+    listen_port: u16,
+    mtu: Option<u32>,
+    piggyback: Option<RawPiggyback>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPiggyback {
+    enabled: Option<bool>,
+    small: Option<u32>,
+    max_delay_us: Option<u64>,
+    queue_limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPeer {
+    name: String,
+    public_key: String,
+    endpoint: Option<String>,
+    allowed_ips: Vec<String>,
+}
+
+/// A parsed, checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub name: String,
+    pub private_key: PathBuf,
+    /// The interface's own address and its prefix length.
+    pub address: IpAddr,
+    pub prefix: u8,
+    pub listen_port: u16,
+    pub core: TunnelConfig,
+    pub peers: Vec<PeerConfig>,
+}
+
+fn bad(key: impl Into<String>, msg: impl Into<String>) -> TunnelError {
+    TunnelError::Config {
+        key: key.into(),
+        msg: msg.into(),
+    }
+}
+
+/// Decodes a host public key: the base64 field of a `.pub` file, or the whole line.
+pub fn parse_public_key(s: &str) -> Option<[u8; 32]> {
+    let field = s.split_whitespace().last()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(field)
+        .ok()?;
+    bytes.try_into().ok()
+}
+
+impl Config {
+    pub fn from_file(path: &Path) -> Result<Self, TunnelError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TunnelError::Io {
+            what: format!("read config {}", path.display()),
+            source: e,
+        })?;
+        let mut cfg = Self::parse(&text)?;
+        // A relative key path is relative to the config file, as wg-quick users expect.
+        if cfg.private_key.is_relative() {
+            if let Some(dir) = path.parent() {
+                cfg.private_key = dir.join(&cfg.private_key);
+            }
+        }
+        Ok(cfg)
+    }
+
+    pub fn parse(text: &str) -> Result<Self, TunnelError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| TunnelError::Toml(e.to_string()))?;
+        let i = raw.interface;
+        let name = i.name.unwrap_or_else(|| "sl0".into());
+        if name.is_empty()
+            || name.len() > MAX_IFNAME
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+        {
+            return Err(bad(
+                "interface.name",
+                format!("{name:?}: 1 to 15 characters of [A-Za-z0-9_.-]"),
+            ));
+        }
+        let (addr, prefix) = i.address.split_once('/').ok_or_else(|| {
+            bad(
+                "interface.address",
+                "expected ADDRESS/PREFIX, e.g. 10.9.0.1/24",
+            )
+        })?;
+        let address: IpAddr = addr.parse().map_err(|_| {
+            bad(
+                "interface.address",
+                format!("{addr:?} is not an IP address"),
+            )
+        })?;
+        let max = if address.is_ipv4() { 32 } else { 128 };
+        let prefix: u8 = prefix.parse().ok().filter(|p| *p <= max).ok_or_else(|| {
+            bad(
+                "interface.address",
+                format!("prefix {prefix:?} is not within 0..={max}"),
+            )
+        })?;
+        if i.listen_port == 0 {
+            return Err(bad("interface.listen_port", "must be within 1..=65535"));
+        }
+        let mut core = TunnelConfig::default();
+        if let Some(m) = i.mtu {
+            if !(576..=9000).contains(&m) {
+                return Err(bad(
+                    "interface.mtu",
+                    format!("{m} is not within 576..=9000"),
+                ));
+            }
+            core.mtu = m as usize;
+        }
+        let mut pb = PiggybackPolicy::default();
+        if let Some(p) = i.piggyback {
+            pb.enabled = p.enabled.unwrap_or(pb.enabled);
+            if let Some(s) = p.small {
+                pb.small = s as usize;
+            }
+            if let Some(d) = p.max_delay_us {
+                if d > 1_000_000 {
+                    return Err(bad(
+                        "interface.piggyback.max_delay_us",
+                        "at most 1000000 (1 s)",
+                    ));
+                }
+                pb.max_delay = Duration::from_micros(d);
+            }
+            if let Some(q) = p.queue_limit {
+                pb.queue_limit = q as usize;
+            }
+        }
+        if pb.queue_limit > core.mtu + 2 {
+            return Err(bad(
+                "interface.piggyback.queue_limit",
+                format!(
+                    "at most mtu + 2 ({}): the queue leaves as one datagram",
+                    core.mtu + 2
+                ),
+            ));
+        }
+        if pb.enabled && (pb.small == 0 || pb.small + 2 > pb.queue_limit) {
+            return Err(bad(
+                "interface.piggyback.small",
+                format!(
+                    "must be within 1..=queue_limit - 2 ({})",
+                    pb.queue_limit.saturating_sub(2)
+                ),
+            ));
+        }
+        core.piggyback = pb;
+        core.validate()
+            .map_err(|e| bad("interface", e.to_string()))?;
+
+        let mut peers = Vec::with_capacity(raw.peer.len());
+        for (n, p) in raw.peer.into_iter().enumerate() {
+            let key = |k: &str| format!("peer[{n}].{k}");
+            if p.name.is_empty() || p.name.len() > 64 {
+                return Err(bad(key("name"), "1 to 64 characters"));
+            }
+            let public_key = parse_public_key(&p.public_key).ok_or_else(|| {
+                bad(
+                    key("public_key"),
+                    "expected the base64 key of a host .pub file (32 bytes)",
+                )
+            })?;
+            let endpoint = match p.endpoint {
+                None => None,
+                Some(e) => Some(
+                    resolve(&e)
+                        .ok_or_else(|| bad(key("endpoint"), format!("{e:?} is not HOST:PORT")))?,
+                ),
+            };
+            let mut allowed_ips = Vec::new();
+            for a in &p.allowed_ips {
+                allowed_ips.push(
+                    a.parse::<IpNet>()
+                        .map_err(|e| bad(key("allowed_ips"), format!("{a:?}: {e}")))?,
+                );
+            }
+            peers.push(PeerConfig {
+                name: p.name,
+                public_key,
+                endpoint,
+                allowed_ips,
+            });
+        }
+        Ok(Config {
+            name,
+            private_key: i.private_key,
+            address,
+            prefix,
+            listen_port: i.listen_port,
+            core,
+            peers,
+        })
+    }
+}
+
+fn resolve(s: &str) -> Option<SocketAddr> {
+    if let Ok(a) = s.parse() {
+        return Some(a);
+    }
+    s.to_socket_addrs().ok()?.next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "sealink-host AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
+    fn sample() -> String {
+        format!(
+            r#"
+[interface]
+private_key = "host.key"
+address = "10.9.0.1/24"
+listen_port = 51820
+
+[interface.piggyback]
+small = 128
+max_delay_us = 100
+
+[[peer]]
+name = "b"
+public_key = "{KEY}"
+endpoint = "10.0.0.2:51820"
+allowed_ips = ["10.9.0.2/32", "fd00::/64"]
+"#
+        )
+    }
+
+    #[test]
+    fn parses_the_documented_example() {
+        let c = Config::parse(&sample()).unwrap();
+        assert_eq!(c.name, "sl0");
+        assert_eq!(c.core.mtu, 1420);
+        assert_eq!(c.prefix, 24);
+        assert_eq!(c.core.piggyback.small, 128);
+        assert_eq!(c.core.piggyback.max_delay, Duration::from_micros(100));
+        assert_eq!(c.peers.len(), 1);
+        assert_eq!(c.peers[0].allowed_ips.len(), 2);
+        assert_eq!(c.peers[0].endpoint, Some("10.0.0.2:51820".parse().unwrap()));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = Config::parse(&sample().replace("listen_port", "listen_prot")).unwrap_err();
+        assert!(e.to_string().contains("listen_prot"), "{e}");
+        let e = Config::parse(&sample().replace("10.9.0.2/32", "10.9.0.2/40")).unwrap_err();
+        assert!(e.to_string().contains("peer[0].allowed_ips"), "{e}");
+        let e = Config::parse(&sample().replace(KEY, "nope")).unwrap_err();
+        assert!(e.to_string().contains("peer[0].public_key"), "{e}");
+        let e = Config::parse(&sample().replace("small = 128", "small = 5000")).unwrap_err();
+        assert!(e.to_string().contains("piggyback.small"), "{e}");
+        let e = Config::parse(&sample().replace("10.9.0.1/24", "10.9.0.1")).unwrap_err();
+        assert!(e.to_string().contains("interface.address"), "{e}");
+        let e = Config::parse(&sample().replace("\"10.0.0.2:51820\"", "\"x\"")).unwrap_err();
+        assert!(e.to_string().contains("peer[0].endpoint"), "{e}");
+    }
+}

@@ -1,0 +1,113 @@
+//! The control socket's text protocol (one request line: `show` or `down`) and its client side.
+//! `show` output is line-oriented with `key=value` counters so scripts can grep it.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use base64::Engine;
+use sealink_proto::Time;
+use sealink_proto::tunnel::PeerStatus;
+
+use crate::error::{TunnelError, io};
+use crate::{RUN_DIR, UpInfo, socket_path};
+
+fn b64(k: &[u8; 32]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(k)
+}
+
+/// The text `sealink show` prints for one interface.
+pub fn format_status(
+    info: &UpInfo,
+    public_key: &[u8; 32],
+    now: Time,
+    peers: &[PeerStatus],
+    drops: &[(&'static str, u64)],
+) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "interface: {}", info.name);
+    let _ = writeln!(s, "  public key: {}", b64(public_key));
+    let _ = writeln!(s, "  listening: {}", info.listen);
+    let _ = writeln!(
+        s,
+        "  offload: tun={} udp_gso_segments={}",
+        if info.tun_offload { "tso+gro" } else { "off" },
+        info.udp_gso_segments
+    );
+    if drops.is_empty() {
+        let _ = writeln!(s, "  drops: none");
+    } else {
+        let list: Vec<String> = drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
+        let _ = writeln!(s, "  drops: {}", list.join(" "));
+    }
+    for p in peers {
+        let _ = writeln!(s, "\npeer: {}", p.name);
+        let _ = writeln!(s, "  public key: {}", b64(&p.public_key));
+        let _ = writeln!(
+            s,
+            "  endpoint: {}",
+            p.endpoint
+                .map_or("(unknown)".to_string(), |e| e.to_string())
+        );
+        let ips: Vec<String> = p.allowed_ips.iter().map(|n| n.to_string()).collect();
+        let _ = writeln!(s, "  allowed ips: {}", ips.join(", "));
+        let hs = match p.last_handshake {
+            None => "never".to_string(),
+            Some(t) => format!("{:.1} s ago", now.saturating_since(t).as_secs_f64()),
+        };
+        let _ = writeln!(
+            s,
+            "  latest handshake: {hs} (session {})",
+            if p.session_up { "up" } else { "down" }
+        );
+        let st = &p.stats;
+        let _ = writeln!(
+            s,
+            "  transfer: rx_bytes={} tx_bytes={} rx_packets={} tx_packets={}",
+            st.rx_bytes, st.tx_bytes, st.rx_packets, st.tx_packets
+        );
+        let _ = writeln!(
+            s,
+            "  datagrams: rx={} tx={} piggybacked_packets={} handshakes={}/{}",
+            st.rx_datagrams,
+            st.tx_datagrams,
+            st.piggybacked,
+            st.handshakes_completed,
+            st.handshakes_initiated
+        );
+    }
+    s
+}
+
+/// Sends `request` to the tunnel `name` and returns its whole answer (for `down`: once the
+/// tunnel has stopped and removed its interface).
+pub fn request(name: &str, request: &str, timeout: Duration) -> Result<String, TunnelError> {
+    let path = socket_path(name);
+    let mut s = UnixStream::connect(&path).map_err(|_| TunnelError::NotRunning(name.into()))?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(io("control socket"))?;
+    writeln!(s, "{request}").map_err(io(format!("write to {}", path.display())))?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)
+        .map_err(io(format!("read from {}", path.display())))?;
+    Ok(answer)
+}
+
+/// Names of the tunnels with a control socket.
+pub fn running() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(RUN_DIR)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_suffix(".sock"))
+                        .map(str::to_owned)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}

@@ -1,0 +1,14 @@
+//! sealink datagram mode over UDP: [`UdpIo`] (batched UDP with GSO/GRO through quinn-udp) and
+//! [`Node`], which drives one sans-IO [`sealink_proto::Endpoint`] over a socket on a background
+//! thread: owner-authenticated messages with urgency, piggybacking and per-channel statistics.
+
+pub mod io;
+pub mod node;
+
+pub use io::{RecvBuffers, UdpIo, UdpOptions};
+pub use node::{Delivery, Node, NodeConfig, NodeError, NodeStats, PeerConfig, PeerRef};
+pub use sealink_proto::channel::ChannelStats;
+pub use sealink_proto::ratelimit::LimiterConfig;
+pub use sealink_proto::{
+    Config, Directory, HostKey, LocalOwner, MessageId, OwnerId, PeerId, Scope, Urgency,
+};

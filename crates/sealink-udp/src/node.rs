@@ -1,0 +1,687 @@
+//! [`Node`]: one [`Endpoint`] driven over a [`UdpIo`] socket by a background thread.
+//!
+//! The I/O thread loops: receive a batch (GRO + `recvmmsg`), feed each datagram to the endpoint,
+//! run due timers, drain `poll_transmit` into one contiguous buffer and send runs of equal-sized
+//! datagrams to the same peer as one GSO call. Application threads call [`Node::send`] (which
+//! queues into the endpoint under a mutex and wakes the I/O thread) and [`Node::recv`].
+//!
+//! Handshake initiations cost the endpoint two Diffie-Hellman operations, so they pass through a
+//! [`HandshakeLimiter`] keyed by source IP before the endpoint sees them; data of established
+//! channels never does (a flood delays new handshakes only).
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sealink_proto::channel::ChannelStats;
+use sealink_proto::ratelimit::{HandshakeLimiter, LimiterConfig};
+use sealink_proto::wire::{self, Header};
+use sealink_proto::{
+    Config, Directory, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId, PeerId, Scope,
+    Stats, Time, Urgency,
+};
+
+use crate::io::{RecvBuffers, UdpIo, UdpOptions};
+
+/// Errors of the [`Node`] API.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Proto(#[from] sealink_proto::Error),
+    #[error("no peer named {0:?}")]
+    UnknownPeer(String),
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("{0} message(s) could not be delivered")]
+    Undeliverable(usize),
+    #[error("the node's I/O thread has stopped")]
+    Stopped,
+}
+
+/// A peer host the node trusts.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    pub name: String,
+    /// Its static X25519 public key.
+    pub public_key: [u8; 32],
+    /// Where to send until an authenticated datagram says otherwise (`None`: learn it when the
+    /// peer contacts us first).
+    pub addr: Option<SocketAddr>,
+}
+
+/// Everything [`Node::start`] needs.
+#[derive(Debug)]
+pub struct NodeConfig {
+    pub listen: SocketAddr,
+    pub host: HostKey,
+    /// Owners whose messages this node believes (name → Ed25519 key).
+    pub directory: Directory,
+    pub peers: Vec<PeerConfig>,
+    pub config: Config,
+    pub limiter: LimiterConfig,
+    pub udp: UdpOptions,
+    /// Send runs of equal-sized datagrams to one peer with one GSO system call (default true;
+    /// false sends one datagram per call, the classic per-packet cost).
+    pub gso: bool,
+}
+
+impl NodeConfig {
+    /// Defaults for everything but identity: listen on `listen`, default protocol config,
+    /// limiter and socket options, no peers, empty directory.
+    pub fn new(listen: SocketAddr, host: HostKey) -> Self {
+        NodeConfig {
+            listen,
+            host,
+            directory: Directory::new(),
+            peers: Vec::new(),
+            config: Config::default(),
+            limiter: LimiterConfig::default(),
+            udp: UdpOptions::default(),
+            gso: true,
+        }
+    }
+}
+
+/// Names a peer in [`Node::send`]: by id or by configured name.
+#[derive(Debug, Clone, Copy)]
+pub enum PeerRef<'a> {
+    Id(PeerId),
+    Name(&'a str),
+}
+
+impl From<PeerId> for PeerRef<'_> {
+    fn from(p: PeerId) -> Self {
+        PeerRef::Id(p)
+    }
+}
+
+impl<'a> From<&'a str> for PeerRef<'a> {
+    fn from(n: &'a str) -> Self {
+        PeerRef::Name(n)
+    }
+}
+
+/// A message received by this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub peer: PeerId,
+    /// Configured name of the peer host the channel authenticated.
+    pub peer_name: Arc<str>,
+    /// The sending owner, verified by its signature on this channel.
+    pub from: Arc<str>,
+    /// The destination owner the sender named (`None`: this host).
+    pub to: Option<Arc<str>>,
+    pub scope: Scope,
+    pub data: Vec<u8>,
+    /// When the I/O thread handed it over.
+    pub received_at: Instant,
+}
+
+/// Counters of a node: the endpoint's own plus the driver's.
+#[derive(Debug, Clone, Default)]
+pub struct NodeStats {
+    /// Endpoint counters (public-key operations, datagrams, messages, drops by reason).
+    pub endpoint: Stats,
+    /// Initiations refused by the flood limiter before any public-key work.
+    pub rate_limited: u64,
+    /// Source addresses the limiter tracks now (never above `max_sources`).
+    pub limiter_sources: usize,
+    /// Datagrams the endpoint produced for a peer whose address is not known yet.
+    pub no_address: u64,
+    /// `sendmsg` failures (the protocol retransmits).
+    pub send_errors: u64,
+    /// Send system calls and the datagrams they carried (GSO puts several in one).
+    pub send_calls: u64,
+    pub datagrams_out: u64,
+    /// Receive batches and datagrams received in them.
+    pub recv_batches: u64,
+    pub datagrams_in: u64,
+}
+
+impl NodeStats {
+    /// Drops of every kind, limiter refusals included.
+    pub fn total_drops(&self) -> u64 {
+        self.endpoint.total_drops() + self.rate_limited
+    }
+}
+
+/// Most undeliverable message ids remembered for [`Node::take_undeliverable`].
+const UNDELIVERABLE_KEEP: usize = 1 << 16;
+
+struct State {
+    ep: Endpoint,
+    addrs: Vec<Option<SocketAddr>>,
+    limiter: HandshakeLimiter,
+    stats: NodeStats,
+    undeliverable: VecDeque<(PeerId, MessageId)>,
+    /// Bumped by the I/O thread after each round, so waiters see progress.
+    rounds: u64,
+}
+
+struct Shared {
+    io: UdpIo,
+    state: Mutex<State>,
+    /// Signalled after each I/O round (waiters for acknowledgements).
+    progress: Condvar,
+    deliveries: Mutex<VecDeque<Delivery>>,
+    delivered: Condvar,
+    stop: AtomicBool,
+    /// A wake-up is already pending: later senders skip the eventfd write.
+    wake_pending: AtomicBool,
+    clock: Clock,
+}
+
+/// Wall-clock based, monotonic: handshake timestamps must keep increasing across restarts.
+struct Clock {
+    base: Time,
+    start: Instant,
+}
+
+impl Clock {
+    fn new() -> Self {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Clock {
+            base: Time::ZERO + wall,
+            start: Instant::now(),
+        }
+    }
+    fn now(&self) -> Time {
+        self.base + self.start.elapsed()
+    }
+}
+
+/// A sealink datagram-mode node: one UDP socket, one endpoint, one I/O thread.
+pub struct Node {
+    sh: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    names: Arc<Mutex<Vec<Arc<str>>>>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("local_addr", &self.sh.io.local_addr().ok())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding the lock leaves consistent-enough counters; keep going.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Node {
+    /// Binds the socket, builds the endpoint with the configured peers, starts the I/O thread.
+    pub fn start(cfg: NodeConfig) -> Result<Node, NodeError> {
+        let io = UdpIo::bind(cfg.listen, &cfg.udp)?;
+        let mut ep = Endpoint::new(cfg.config, cfg.host, cfg.directory)?;
+        let mut addrs = Vec::new();
+        let mut names = Vec::new();
+        for p in &cfg.peers {
+            let id = ep.add_peer(&p.name, p.public_key);
+            if id.index() == addrs.len() {
+                addrs.push(p.addr);
+                names.push(Arc::from(p.name.as_str()));
+            }
+        }
+        let sh = Arc::new(Shared {
+            io,
+            state: Mutex::new(State {
+                ep,
+                addrs,
+                limiter: HandshakeLimiter::new(cfg.limiter),
+                stats: NodeStats::default(),
+                undeliverable: VecDeque::new(),
+                rounds: 0,
+            }),
+            progress: Condvar::new(),
+            deliveries: Mutex::new(VecDeque::new()),
+            delivered: Condvar::new(),
+            stop: AtomicBool::new(false),
+            wake_pending: AtomicBool::new(false),
+            clock: Clock::new(),
+        });
+        let names = Arc::new(Mutex::new(names));
+        let (sh2, names2) = (Arc::clone(&sh), Arc::clone(&names));
+        let thread = std::thread::Builder::new()
+            .name("sealink-node".into())
+            .spawn(move || io_thread(&sh2, &names2, cfg.gso))?;
+        Ok(Node {
+            sh,
+            thread: Some(thread),
+            names,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.sh.io.local_addr()
+    }
+
+    /// Registers a local owner that may send.
+    pub fn add_owner(&self, owner: LocalOwner) -> OwnerId {
+        lock(&self.sh.state).ep.add_owner(owner)
+    }
+
+    /// Trusts another peer host (or returns the id it already has).
+    pub fn add_peer(&self, p: PeerConfig) -> PeerId {
+        let mut st = lock(&self.sh.state);
+        let id = st.ep.add_peer(&p.name, p.public_key);
+        if id.index() == st.addrs.len() {
+            st.addrs.push(p.addr);
+            lock(&self.names).push(Arc::from(p.name.as_str()));
+        } else if p.addr.is_some() {
+            st.addrs[id.index()] = p.addr;
+        }
+        id
+    }
+
+    /// The id of the peer configured under `name`.
+    pub fn peer_id(&self, name: &str) -> Option<PeerId> {
+        let st = lock(&self.sh.state);
+        st.ep.peers().find(|&p| st.ep.peer_name(p) == Some(name))
+    }
+
+    /// Where datagrams to `peer` go now (configured, or learned from its authenticated datagrams).
+    pub fn peer_addr(&self, peer: PeerId) -> Option<SocketAddr> {
+        lock(&self.sh.state)
+            .addrs
+            .get(peer.index())
+            .copied()
+            .flatten()
+    }
+
+    fn resolve(&self, st: &State, peer: PeerRef<'_>) -> Result<PeerId, NodeError> {
+        match peer {
+            PeerRef::Id(p) if p.index() < st.addrs.len() => Ok(p),
+            PeerRef::Id(p) => Err(NodeError::UnknownPeer(format!("#{}", p.index()))),
+            PeerRef::Name(n) => st
+                .ep
+                .peers()
+                .find(|&p| st.ep.peer_name(p) == Some(n))
+                .ok_or_else(|| NodeError::UnknownPeer(n.to_owned())),
+        }
+    }
+
+    /// Queues `data` from local owner `from` to owner `to` (`None`: the peer host itself) on the
+    /// channel to `peer`, opening it if needed. Thread-safe; wakes the I/O thread. Delivery is
+    /// reliable and exactly once, or the id shows up in [`Node::take_undeliverable`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn send<'a>(
+        &self,
+        peer: impl Into<PeerRef<'a>>,
+        from: OwnerId,
+        to: Option<&str>,
+        data: &[u8],
+        urgency: Urgency,
+        scope: Scope,
+    ) -> Result<MessageId, NodeError> {
+        if self.sh.stop.load(Ordering::Relaxed) {
+            return Err(NodeError::Stopped);
+        }
+        let id = {
+            let mut st = lock(&self.sh.state);
+            let p = self.resolve(&st, peer.into())?;
+            let now = self.sh.clock.now();
+            st.ep.send(now, p, from, to, data, urgency, scope)?
+        };
+        self.sh.wake();
+        Ok(id)
+    }
+
+    /// Largest message [`Node::send`] accepts.
+    pub fn max_message_len(&self) -> usize {
+        lock(&self.sh.state).ep.max_message_len()
+    }
+
+    /// The next received message, waiting up to `timeout` (`None`: until one arrives or the node
+    /// stops).
+    pub fn recv(&self, timeout: Option<Duration>) -> Option<Delivery> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut q = lock(&self.sh.deliveries);
+        loop {
+            if let Some(d) = q.pop_front() {
+                return Some(d);
+            }
+            if self.sh.stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            q = match deadline {
+                None => self.sh.delivered.wait(q).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let left = d
+                        .checked_duration_since(Instant::now())
+                        .filter(|l| !l.is_zero())?;
+                    self.sh
+                        .delivered
+                        .wait_timeout(q, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    /// Every message received so far, without waiting.
+    pub fn drain(&self) -> Vec<Delivery> {
+        lock(&self.sh.deliveries).drain(..).collect()
+    }
+
+    /// Waits until every message sent to `peer` has been acknowledged or given up on. Errors with
+    /// [`NodeError::Undeliverable`] if any was given up on since the last call (their ids are
+    /// consumed), with [`NodeError::Timeout`] if some are still pending after `timeout`.
+    pub fn flush<'a>(
+        &self,
+        peer: impl Into<PeerRef<'a>>,
+        timeout: Duration,
+    ) -> Result<(), NodeError> {
+        let deadline = Instant::now() + timeout;
+        let mut st = lock(&self.sh.state);
+        let p = self.resolve(&st, peer.into())?;
+        loop {
+            if st.ep.pending_messages(p) == 0 {
+                let before = st.undeliverable.len();
+                st.undeliverable.retain(|(q, _)| *q != p);
+                let lost = before - st.undeliverable.len();
+                return if lost == 0 {
+                    Ok(())
+                } else {
+                    Err(NodeError::Undeliverable(lost))
+                };
+            }
+            if self.sh.stop.load(Ordering::Relaxed) {
+                return Err(NodeError::Stopped);
+            }
+            let Some(left) = deadline
+                .checked_duration_since(Instant::now())
+                .filter(|l| !l.is_zero())
+            else {
+                return Err(NodeError::Timeout(timeout));
+            };
+            st = self
+                .sh
+                .progress
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Messages sent to `peer` that are queued or not yet acknowledged.
+    pub fn pending(&self, peer: PeerId) -> usize {
+        lock(&self.sh.state).ep.pending_messages(peer)
+    }
+
+    /// Messages given up on (peer unreachable, owner refused) since the last call.
+    pub fn take_undeliverable(&self) -> Vec<(PeerId, MessageId)> {
+        lock(&self.sh.state).undeliverable.drain(..).collect()
+    }
+
+    /// True once a channel with `peer` is established.
+    pub fn is_established(&self, peer: PeerId) -> bool {
+        let st = lock(&self.sh.state);
+        st.ep.is_established(peer, self.sh.clock.now())
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> NodeStats {
+        let st = lock(&self.sh.state);
+        let mut s = st.stats.clone();
+        s.endpoint = st.ep.stats().clone();
+        s.rate_limited = st.limiter.refused();
+        s.limiter_sources = st.limiter.tracked_sources();
+        s
+    }
+
+    /// A snapshot of one channel's counters.
+    pub fn channel_stats(&self, peer: PeerId) -> Option<ChannelStats> {
+        lock(&self.sh.state).ep.channel_stats(peer).cloned()
+    }
+
+    /// Configured peers, by id order, with their names.
+    pub fn peers(&self) -> Vec<(PeerId, Arc<str>)> {
+        let st = lock(&self.sh.state);
+        let names = lock(&self.names);
+        st.ep.peers().zip(names.iter().cloned()).collect()
+    }
+
+    /// Stops the I/O thread (pending messages are abandoned) and waits for it.
+    pub fn shutdown(mut self) {
+        self.stop_thread();
+    }
+
+    fn stop_thread(&mut self) {
+        self.sh.stop.store(true, Ordering::Relaxed);
+        self.sh.io.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.sh.delivered.notify_all();
+        self.sh.progress.notify_all();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop_thread();
+    }
+}
+
+impl Shared {
+    fn wake(&self) {
+        if !self.wake_pending.swap(true, Ordering::AcqRel) {
+            self.io.wake();
+        }
+    }
+}
+
+/// One run of equal-sized datagrams to one destination, contiguous in the send buffer.
+struct Run {
+    dest: SocketAddr,
+    start: usize,
+    seg: usize,
+    len: usize,
+    /// A shorter last segment ends a GSO run.
+    closed: bool,
+}
+
+/// Receive batch size (quinn-udp caps `recvmmsg` at its BATCH_SIZE anyway).
+const RECV_BATCH: usize = 32;
+/// Longest the I/O thread sleeps without a timer: it rechecks the stop flag this often.
+const IDLE_WAIT: Duration = Duration::from_millis(250);
+
+fn io_thread(sh: &Shared, names: &Mutex<Vec<Arc<str>>>, gso: bool) {
+    let mut bufs = RecvBuffers::new(RECV_BATCH);
+    let max_datagram = lock(&sh.state).ep.config().max_datagram;
+    let max_segs = if gso {
+        sh.io.max_gso_segments().clamp(1, 64)
+    } else {
+        1
+    };
+    let mut out = vec![0u8; max_datagram * 64];
+    let mut runs: Vec<Run> = Vec::new();
+    let mut events: Vec<Delivery> = Vec::new();
+    while !sh.stop.load(Ordering::Relaxed) {
+        // Work queued by `send` before this point is seen below; later sends wake us again.
+        sh.wake_pending.store(false, Ordering::Release);
+        let timeout = {
+            let st = lock(&sh.state);
+            let now = sh.clock.now();
+            match st.ep.poll_timeout() {
+                Some(t) if t <= now => Some(Duration::ZERO),
+                Some(t) => Some(t.saturating_since(now).min(IDLE_WAIT)),
+                None => Some(IDLE_WAIT),
+            }
+        };
+        let mut guard: Option<MutexGuard<'_, State>> = None;
+        let mut now = Time::ZERO;
+        let r = sh.io.recv_timeout(&mut bufs, timeout, |src, d| {
+            let st = guard.get_or_insert_with(|| {
+                now = sh.clock.now();
+                lock(&sh.state)
+            });
+            on_datagram(st, now, src, d);
+        });
+        let mut st = guard.unwrap_or_else(|| lock(&sh.state));
+        match r {
+            Ok(n) if n > 0 => {
+                st.stats.recv_batches += 1;
+                st.stats.datagrams_in += n as u64;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "UDP receive failed");
+                drop(st);
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        }
+        let now = sh.clock.now();
+        if st.ep.poll_timeout().is_some_and(|t| t <= now) {
+            st.ep.handle_timeout(now);
+        }
+        drain_events(&mut st, names, &mut events);
+        // Transmit until the endpoint has nothing more, releasing the lock around each send burst.
+        loop {
+            let more = gather(&mut st, now, &mut out, max_datagram, max_segs, &mut runs);
+            drop(st);
+            let (mut calls, mut errors, mut dgrams) = (0u64, 0u64, 0u64);
+            for r in runs.drain(..) {
+                calls += 1;
+                dgrams += r.len.div_ceil(r.seg) as u64;
+                if let Err(e) = sh.io.send(r.dest, &out[r.start..r.start + r.len], r.seg) {
+                    errors += 1;
+                    tracing::debug!(error = %e, dest = %r.dest, "UDP send failed");
+                }
+            }
+            st = lock(&sh.state);
+            st.stats.send_calls += calls;
+            st.stats.send_errors += errors;
+            st.stats.datagrams_out += dgrams;
+            if !more {
+                break;
+            }
+        }
+        st.rounds = st.rounds.wrapping_add(1);
+        drop(st);
+        sh.progress.notify_all();
+        if !events.is_empty() {
+            lock(&sh.deliveries).extend(events.drain(..));
+            sh.delivered.notify_all();
+        }
+    }
+}
+
+/// Feeds one datagram to the endpoint, initiations through the limiter first.
+fn on_datagram(st: &mut State, now: Time, src: SocketAddr, d: &mut [u8]) {
+    if let Ok(Header::Init { .. }) = wire::parse_header(d) {
+        if !st.limiter.allow(now, canonical_ip(src.ip())) {
+            return;
+        }
+    }
+    if let Ok(peer) = st.ep.handle(now, d) {
+        // Authenticated (and not a replay): the peer is reachable here now (roaming).
+        if let Some(a) = st.addrs.get_mut(peer.index()) {
+            *a = Some(src);
+        }
+    }
+}
+
+/// IPv4-mapped IPv6 sources count as their IPv4 address in the limiter.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(ip, |v4: Ipv4Addr| IpAddr::V4(v4)),
+        v4 => v4,
+    }
+}
+
+fn drain_events(st: &mut State, names: &Mutex<Vec<Arc<str>>>, out: &mut Vec<Delivery>) {
+    let at = Instant::now();
+    while let Some(ev) = st.ep.poll_event() {
+        match ev {
+            Event::Message(m) => {
+                let peer_name = lock(names)
+                    .get(m.peer.index())
+                    .cloned()
+                    .unwrap_or_else(|| Arc::from("?"));
+                out.push(Delivery {
+                    peer: m.peer,
+                    peer_name,
+                    from: m.from,
+                    to: m.to,
+                    scope: m.scope,
+                    data: m.data,
+                    received_at: at,
+                });
+            }
+            Event::Undeliverable { peer, id } => {
+                if st.undeliverable.len() == UNDELIVERABLE_KEEP {
+                    st.undeliverable.pop_front();
+                }
+                st.undeliverable.push_back((peer, id));
+            }
+            Event::HandshakeFailed { peer } => {
+                tracing::info!(peer = peer.index(), "handshake with peer failed");
+            }
+            Event::ChannelUp { peer } => {
+                tracing::debug!(peer = peer.index(), "channel up");
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Pulls transmits into `out` back to back and groups them into GSO runs. Returns true when the
+/// buffer filled up before the endpoint ran dry.
+fn gather(
+    st: &mut State,
+    now: Time,
+    out: &mut [u8],
+    max_datagram: usize,
+    max_segs: usize,
+    runs: &mut Vec<Run>,
+) -> bool {
+    let mut off = 0;
+    let mut cur: Option<Run> = None;
+    while off + max_datagram <= out.len() {
+        let Some(t) = st.ep.poll_transmit(now, &mut out[off..off + max_datagram]) else {
+            runs.extend(cur);
+            return false;
+        };
+        let Some(dest) = st.addrs.get(t.peer.index()).copied().flatten() else {
+            // Nowhere to send yet; the protocol retransmits once the address is learned.
+            st.stats.no_address += 1;
+            continue;
+        };
+        match &mut cur {
+            Some(r)
+                if r.dest == dest && !r.closed && t.len <= r.seg && r.len / r.seg < max_segs =>
+            {
+                r.len += t.len;
+                r.closed = t.len < r.seg;
+            }
+            _ => {
+                runs.extend(cur.take());
+                cur = Some(Run {
+                    dest,
+                    start: off,
+                    seg: t.len,
+                    len: t.len,
+                    closed: false,
+                });
+            }
+        }
+        off += t.len;
+    }
+    runs.extend(cur);
+    true
+}
