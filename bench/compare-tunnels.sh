@@ -222,6 +222,8 @@ flow() {
 }
 
 declare -A results=()
+# Other work on the machine skews every figure: the load average goes into the report.
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 log "measuring ${active[*]}: $runs runs of ${secs} s each, interleaved"
 for r in $(seq "$runs"); do
   for t in "${active[@]}"; do
@@ -239,6 +241,7 @@ declare -A med=()
 for t in "${active[@]}"; do med[$t]="$(median <<<"${results[$t]}")"; done
 echo
 echo "one iperf3 TCP flow, ${secs} s, median of $runs runs (veth MTU 1500, tunnels MTU 1420), $(nproc) cores"
+echo "load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %10s %10s %10s   %s\n' tunnel "Gbit/s" "vs wg-go" "vs plain" "runs"
 for t in plain wg-go boringtun sealink; do
   want "$t" || continue

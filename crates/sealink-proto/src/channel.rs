@@ -989,6 +989,12 @@ impl Channel {
 
     // ---------------------------------------------------------------- timers
 
+    /// Queued messages must leave now (an urgent one, a full queue or a due deadline): no
+    /// timer stands for this, so a driver that sleeps until `poll_timeout` must be woken.
+    pub fn flush_pending(&self) -> bool {
+        self.flush
+    }
+
     pub fn poll_timeout(&self, sh: &Shared) -> Option<Time> {
         let mut t: Option<Time> = None;
         let mut at = |x: Time| t = Some(t.map_or(x, |y| y.min(x)));

@@ -203,6 +203,12 @@ impl Endpoint {
             .is_some_and(|c| c.is_established(&self.sh, now))
     }
 
+    /// Whether the channel to `peer` has messages that must leave now, beyond what
+    /// `poll_timeout` says (a driver uses it to decide whether a sleeping I/O loop needs waking).
+    pub fn flush_pending(&self, peer: PeerId) -> bool {
+        self.channels.get(peer.0).is_some_and(|c| c.flush_pending())
+    }
+
     pub fn channel_stats(&self, peer: PeerId) -> Option<&ChannelStats> {
         self.channels.get(peer.0).map(|c| &c.stats)
     }

@@ -162,6 +162,8 @@ struct State {
     undeliverable: VecDeque<(PeerId, MessageId)>,
     /// Bumped by the I/O thread after each round, so waiters see progress.
     rounds: u64,
+    /// When the I/O thread's current wait ends (it sleeps until the earliest timer).
+    io_sleep_until: Time,
 }
 
 struct Shared {
@@ -241,6 +243,7 @@ impl Node {
                 stats: NodeStats::default(),
                 undeliverable: VecDeque::new(),
                 rounds: 0,
+                io_sleep_until: Time::ZERO,
             }),
             progress: Condvar::new(),
             deliveries: Mutex::new(VecDeque::new()),
@@ -326,13 +329,24 @@ impl Node {
         if self.sh.stop.load(Ordering::Relaxed) {
             return Err(NodeError::Stopped);
         }
-        let id = {
+        let (id, wake) = {
             let mut st = lock(&self.sh.state);
             let p = self.resolve(&st, peer.into())?;
             let now = self.sh.clock.now();
-            st.ep.send(now, p, from, to, data, urgency, scope)?
+            let id = st.ep.send(now, p, from, to, data, urgency, scope)?;
+            // Wake the I/O thread only if this message changes its plan: something must leave
+            // now, a handshake must start, or a deadline falls before the time it sleeps until.
+            // A non-urgent message that will wait anyway costs no system call and no context
+            // switch (the per-message cost piggybacking exists to avoid).
+            let wake = matches!(urgency, Urgency::Urgent)
+                || st.ep.flush_pending(p)
+                || !st.ep.is_established(p, now)
+                || st.ep.poll_timeout().is_none_or(|t| t < st.io_sleep_until);
+            (id, wake)
         };
-        self.sh.wake();
+        if wake {
+            self.sh.wake();
+        }
         Ok(id)
     }
 
@@ -512,13 +526,16 @@ fn io_thread(sh: &Shared, names: &Mutex<Vec<Arc<str>>>, gso: bool) {
         // Work queued by `send` before this point is seen below; later sends wake us again.
         sh.wake_pending.store(false, Ordering::Release);
         let timeout = {
-            let st = lock(&sh.state);
+            let mut st = lock(&sh.state);
             let now = sh.clock.now();
-            match st.ep.poll_timeout() {
-                Some(t) if t <= now => Some(Duration::ZERO),
-                Some(t) => Some(t.saturating_since(now).min(IDLE_WAIT)),
-                None => Some(IDLE_WAIT),
-            }
+            let t = match st.ep.poll_timeout() {
+                Some(t) if t <= now => Duration::ZERO,
+                Some(t) => t.saturating_since(now).min(IDLE_WAIT),
+                None => IDLE_WAIT,
+            };
+            // Published under the lock `send` takes: it wakes us only for earlier deadlines.
+            st.io_sleep_until = now + t;
+            Some(t)
         };
         let mut guard: Option<MutexGuard<'_, State>> = None;
         let mut now = Time::ZERO;
