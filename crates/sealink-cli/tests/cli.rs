@@ -1,10 +1,12 @@
 //! End-to-end tests of the `sealink` binary.
 
+mod common;
+use common::TempDir;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 fn sealink(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sealink"))
@@ -20,32 +22,6 @@ fn stdout(o: &Output) -> String {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "sealink-cli-test-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }
 
 fn path_str(p: &Path) -> &str {
@@ -85,7 +61,7 @@ fn demo_small_run_checks_ok() {
 
 #[test]
 fn keygen_writes_files_and_refuses_to_overwrite() {
-    let dir = TempDir::new("keygen");
+    let dir = TempDir::new("cli", "keygen");
     let key = dir.join("host.key");
     let o = sealink(&["keygen", "host", path_str(&key)]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -116,7 +92,7 @@ fn keygen_writes_files_and_refuses_to_overwrite() {
 
 #[test]
 fn pubkey_matches_keygen() {
-    let dir = TempDir::new("pubkey");
+    let dir = TempDir::new("cli", "pubkey");
     for kind in ["host", "owner"] {
         let key = dir.join(&format!("{kind}.key"));
         let o = sealink(&["keygen", kind, path_str(&key)]);
@@ -149,7 +125,7 @@ fn pubkey_matches_keygen() {
 
 #[test]
 fn pubkey_missing_and_malformed_files() {
-    let dir = TempDir::new("pubkey-bad");
+    let dir = TempDir::new("cli", "pubkey-bad");
     let missing = dir.join("nope.key");
     let err = assert_error(&sealink(&["pubkey", path_str(&missing)]));
     assert!(err.contains(path_str(&missing)), "{err}");
@@ -171,7 +147,7 @@ fn pubkey_missing_and_malformed_files() {
 
 #[test]
 fn trust_check_reports_summary_and_errors() {
-    let dir = TempDir::new("trust");
+    let dir = TempDir::new("cli", "trust");
     let alice = dir.join("alice.key");
     let gw = dir.join("gw.key");
     let a = stdout(&sealink(&["keygen", "owner", path_str(&alice)]));

@@ -1,39 +1,16 @@
 //! Datagram mode end to end: real `sealink msg listen` and `sealink msg send` processes over
 //! loopback UDP, keys and trust from $SEALINK_HOME; and the datagram bench's smoke run.
 
+mod common;
+use common::TempDir;
+
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sealink");
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "sealink-msg-test-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN)
@@ -51,7 +28,7 @@ fn public(p: PathBuf) -> String {
 /// Host `a` (sender: host key, owner key `alice`) and host `b` (listener). `b` trusts host `a`
 /// and, if `trust_owner`, owner alice; `a` trusts host `bob` and names its own owner.
 fn hosts(tag: &str, trust_owner: bool) -> TempDir {
-    let dir = TempDir::new(tag);
+    let dir = TempDir::new("msg", tag);
     for h in ["a", "b"] {
         fs::create_dir_all(dir.join(h)).unwrap();
         let key = dir.join(h).join("host.key");

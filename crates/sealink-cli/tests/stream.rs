@@ -3,30 +3,24 @@
 //! records, dying peers). Every failure must end with a non-zero exit and no file under its
 //! final name (and no temporary file left behind).
 
+mod common;
+
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_sealink");
 
-struct TempDir(PathBuf);
+/// The shared temp dir, plus: the tmpfs the full-disk test mounts at `in/small` is unmounted first.
+struct TempDir(common::TempDir);
 
 impl TempDir {
     fn new(tag: &str) -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "sealink-stream-test-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
+        TempDir(common::TempDir::new("stream", tag))
     }
     fn join(&self, name: &str) -> PathBuf {
         self.0.join(name)
@@ -35,8 +29,9 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.join("small")).output();
-        let _ = fs::remove_dir_all(&self.0);
+        let _ = Command::new("umount")
+            .arg(self.join("in").join("small"))
+            .output();
     }
 }
 
@@ -61,14 +56,14 @@ impl Hosts {
             fs::create_dir_all(dir.join(h)).unwrap();
             let key = dir.join(h).join("host.key");
             assert!(
-                run(&dir.0, &["keygen", "host", key.to_str().unwrap()])
+                run(&dir.0.0, &["keygen", "host", key.to_str().unwrap()])
                     .status
                     .success()
             );
         }
         let okey = dir.join("a").join("owner.key");
         assert!(
-            run(&dir.0, &["keygen", "owner", okey.to_str().unwrap()])
+            run(&dir.0.0, &["keygen", "owner", okey.to_str().unwrap()])
                 .status
                 .success()
         );
