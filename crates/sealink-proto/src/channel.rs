@@ -2,7 +2,7 @@
 //! piggyback queue, reliable delivery (sequence numbers, acknowledgements, retransmission),
 //! and the owner caches in both directions.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use crate::datapath;
 use crate::endpoint::{Delivery, Event, Indexes, MessageId, PeerId, Shared};
 use crate::error::DropReason;
 use crate::handshake::{self, InitPayload, Split};
+use crate::inflight::Inflight;
 use crate::owner::{RemoteOwner, intro_message};
 use crate::recv_window::RecvWindow;
 use crate::replay::ReplayWindow;
@@ -101,11 +102,12 @@ pub(crate) struct Channel {
     queued_bytes: usize,
     earliest_deadline: Option<Time>,
     flush: bool,
-    inflight: BTreeMap<u64, OutMsg>,
+    inflight: Inflight<OutMsg>,
     retx: VecDeque<u64>,
     sent_log: VecDeque<(Time, u64)>,
     largest_acked_sent: Option<Time>,
-    tx_owners: HashMap<usize, TxOwner>,
+    /// Indexed by local owner index (dense and small).
+    tx_owners: Vec<Option<TxOwner>>,
     next_owner_id: u64,
     tx_dests: HashMap<Arc<str>, TxDest>,
     next_dest_id: u64,
@@ -123,6 +125,9 @@ pub(crate) struct Channel {
     ack_now: bool,
     ack_deadline: Option<Time>,
     eliciting_since_ack: u32,
+    /// Messages received since our last ACK: big piggybacked datagrams must not hold the
+    /// acknowledgement of a sender's whole window until the delay timer.
+    messages_since_ack: usize,
     ack_scratch: Vec<(u64, u64)>,
 }
 
@@ -145,11 +150,11 @@ impl Channel {
             queued_bytes: 0,
             earliest_deadline: None,
             flush: false,
-            inflight: BTreeMap::new(),
+            inflight: Inflight::default(),
             retx: VecDeque::new(),
             sent_log: VecDeque::new(),
             largest_acked_sent: None,
-            tx_owners: HashMap::new(),
+            tx_owners: Vec::new(),
             next_owner_id: 1,
             tx_dests: HashMap::new(),
             next_dest_id: 1,
@@ -164,6 +169,7 @@ impl Channel {
             ack_now: false,
             ack_deadline: None,
             eliciting_since_ack: 0,
+            messages_since_ack: 0,
             ack_scratch: Vec::with_capacity(MAX_ACK_RANGES),
         }
     }
@@ -253,8 +259,11 @@ impl Channel {
     }
 
     fn tx_owner(&mut self, from: usize) -> &mut TxOwner {
+        if from >= self.tx_owners.len() {
+            self.tx_owners.resize_with(from + 1, || None);
+        }
         let next = &mut self.next_owner_id;
-        self.tx_owners.entry(from).or_insert_with(|| {
+        self.tx_owners[from].get_or_insert_with(|| {
             let wire_id = *next;
             *next += 1;
             TxOwner {
@@ -368,8 +377,7 @@ impl Channel {
 
     fn window_base(&self) -> u64 {
         self.inflight
-            .first_key_value()
-            .map(|(k, _)| *k)
+            .first_seq()
             .or_else(|| self.queue.front().map(|(s, _)| *s))
             .unwrap_or(self.next_seq)
     }
@@ -384,7 +392,7 @@ impl Channel {
     }
 
     fn has_sendable_messages(&self, sh: &Shared) -> bool {
-        self.retx.iter().any(|s| self.inflight.contains_key(s)) || self.queue_front_in_window(sh)
+        self.retx.iter().any(|&s| self.inflight.contains(s)) || self.queue_front_in_window(sh)
     }
 
     /// Builds and seals one data datagram: a pending ACK, then retransmissions, then queued
@@ -410,6 +418,7 @@ impl Channel {
                     self.ack_now = false;
                     self.ack_deadline = None;
                     self.eliciting_since_ack = 0;
+                    self.messages_since_ack = 0;
                     wrote = true;
                 }
             }
@@ -418,7 +427,7 @@ impl Channel {
                 let mut dests: Vec<u64> = Vec::new();
                 loop {
                     let (seq, from_retx) = match self.retx.front() {
-                        Some(&s) if !self.inflight.contains_key(&s) => {
+                        Some(&s) if !self.inflight.contains(s) => {
                             self.retx.pop_front();
                             continue;
                         }
@@ -430,12 +439,12 @@ impl Channel {
                         None => break,
                     };
                     let m = if from_retx {
-                        self.inflight.get(&seq)?
+                        self.inflight.get(seq)?
                     } else {
                         &self.queue.front()?.1
                     };
                     let (from, to, len, mscope) = (m.from, m.to.clone(), m.data.len(), m.scope);
-                    let owner = self.tx_owners.get(&from)?;
+                    let owner = self.tx_owners.get(from)?.as_ref()?;
                     let owner_wire = owner.wire_id;
                     let need_intro = !owner.confirmed && !intros.contains(&owner_wire);
                     let (dest_wire, need_dest) = match &to {
@@ -445,10 +454,9 @@ impl Channel {
                         }
                         None => (0, false),
                     };
-                    let owner_name = sh.owners.get(from)?.name.clone();
                     let mut need = wire::msg_frame_len(seq, owner_wire, dest_wire, len);
                     if need_intro {
-                        need += wire::owner_intro_len(owner_wire, &owner_name);
+                        need += wire::owner_intro_len(owner_wire, &sh.owners.get(from)?.name);
                     }
                     if let (true, Some(d)) = (need_dest, &to) {
                         need += wire::dest_len(dest_wire, d);
@@ -458,7 +466,8 @@ impl Channel {
                     }
                     if need_intro {
                         let sig = self.owner_signature(sh, from)?;
-                        wire::write_owner_intro(&mut w, owner_wire, &owner_name, &sig)?;
+                        let owner_name = &sh.owners.get(from)?.name;
+                        wire::write_owner_intro(&mut w, owner_wire, owner_name, &sig)?;
                         intros.push(owner_wire);
                     }
                     if let (true, Some(d)) = (need_dest, &to) {
@@ -469,7 +478,7 @@ impl Channel {
                         self.retx.pop_front();
                         sh.stats.messages_retransmitted += 1;
                         self.stats.messages_retransmitted += 1;
-                        self.inflight.get_mut(&seq)?
+                        self.inflight.get_mut(seq)?
                     } else {
                         let (_, m) = self.queue.pop_front()?;
                         self.queued_bytes = self
@@ -477,7 +486,7 @@ impl Channel {
                             .saturating_sub(wire::msg_frame_len(seq, owner_wire, dest_wire, len));
                         sh.stats.messages_sent += 1;
                         self.stats.messages_sent += 1;
-                        self.inflight.entry(seq).or_insert(m)
+                        self.inflight.insert(seq, m)
                     };
                     wire::write_msg(&mut w, seq, owner_wire, dest_wire, &m.data)?;
                     m.last_sent = now;
@@ -536,7 +545,7 @@ impl Channel {
     /// The owner's signature over this channel's binding, made once per channel.
     fn owner_signature(&mut self, sh: &mut Shared, from: usize) -> Option<[u8; SIGNATURE_LEN]> {
         let binding = self.binding?;
-        let owner = self.tx_owners.get_mut(&from)?;
+        let owner = self.tx_owners.get_mut(from)?.as_mut()?;
         if let Some(sig) = owner.sig {
             return Some(sig);
         }
@@ -695,14 +704,15 @@ impl Channel {
         self.ack_now = false;
         self.ack_deadline = None;
         self.eliciting_since_ack = 0;
-        for o in self.tx_owners.values_mut() {
+        self.messages_since_ack = 0;
+        for o in self.tx_owners.iter_mut().flatten() {
             o.sig = None;
             o.confirmed = false;
         }
         for d in self.tx_dests.values_mut() {
             d.confirmed = false;
         }
-        let mut pending: Vec<OutMsg> = std::mem::take(&mut self.inflight).into_values().collect();
+        let mut pending: Vec<OutMsg> = self.inflight.take_all().collect();
         pending.extend(self.queue.drain(..).map(|(_, m)| m));
         self.retx.clear();
         self.sent_log.clear();
@@ -714,7 +724,11 @@ impl Channel {
             m.transmissions = 0;
             let seq = self.next_seq;
             self.next_seq += 1;
-            let ow = self.tx_owners.get(&m.from).map_or(1, |o| o.wire_id);
+            let ow = self
+                .tx_owners
+                .get(m.from)
+                .and_then(Option::as_ref)
+                .map_or(1, |o| o.wire_id);
             let dw =
                 m.to.as_ref()
                     .and_then(|d| self.tx_dests.get(d))
@@ -774,8 +788,14 @@ impl Channel {
         // introductions. Nothing is delivered unless the whole datagram is acceptable, so a
         // datagram is either fully processed or not acknowledged at all.
         let mut eliciting = false;
+        // Piggybacked messages mostly come from one owner: look it up once per run.
+        let mut checked_from = None;
+        // Parsed once; pass 2 walks the frames kept here.
+        let mut frames = Vec::with_capacity(32);
         for f in Frames::new(body) {
-            match f? {
+            let f = f?;
+            frames.push(f);
+            match f {
                 Frame::OwnerIntro { id, name, sig } => self.learn_owner(sh, id, name, sig)?,
                 Frame::Dest { id, name } => match self.rx_dests.get(&id) {
                     Some(n) if &**n != name => return Err(DropReason::OwnerConflict),
@@ -785,9 +805,13 @@ impl Channel {
                     }
                 },
                 Frame::Msg { seq, from, to, .. } => {
-                    if !self.rx_owners.contains_key(&from)
-                        || (to != 0 && !self.rx_dests.contains_key(&to))
-                    {
+                    if checked_from != Some(from) {
+                        if !self.rx_owners.contains_key(&from) {
+                            return Err(DropReason::UnknownOwnerId);
+                        }
+                        checked_from = Some(from);
+                    }
+                    if to != 0 && !self.rx_dests.contains_key(&to) {
                         return Err(DropReason::UnknownOwnerId);
                     }
                     if seq >= self.recv.cumulative().saturating_add(sh.cfg.message_window) {
@@ -800,7 +824,8 @@ impl Channel {
             }
         }
         // Pass 2: apply.
-        for f in Frames::new(body).flatten() {
+        let mut last_from: Option<(u64, Arc<str>)> = None;
+        for f in frames {
             match f {
                 Frame::Ack(ack) => self.on_ack(sh, now, ack),
                 Frame::Msg {
@@ -809,9 +834,20 @@ impl Channel {
                     to,
                     data,
                 } => {
+                    self.messages_since_ack += 1;
                     if self.recv.insert(seq) {
-                        let from = self.rx_owners.get(&from).map(|o| o.name.clone());
-                        let to = self.rx_dests.get(&to).cloned();
+                        let from = match &last_from {
+                            Some((id, name)) if *id == from => Some(name.clone()),
+                            _ => self.rx_owners.get(&from).map(|o| {
+                                last_from = Some((from, o.name.clone()));
+                                o.name.clone()
+                            }),
+                        };
+                        let to = if to == 0 {
+                            None
+                        } else {
+                            self.rx_dests.get(&to).cloned()
+                        };
                         if let Some(from) = from {
                             sh.stats.messages_delivered += 1;
                             sh.stats.message_bytes_delivered += data.len() as u64;
@@ -836,7 +872,9 @@ impl Channel {
         if eliciting {
             self.ack_pending = true;
             self.eliciting_since_ack += 1;
-            if self.eliciting_since_ack >= sh.cfg.ack_every {
+            if self.eliciting_since_ack >= sh.cfg.ack_every
+                || self.messages_since_ack >= sh.cfg.ack_every_messages
+            {
                 self.ack_now = true;
             }
             if self.ack_deadline.is_none() {
@@ -880,33 +918,22 @@ impl Channel {
     }
 
     fn on_ack(&mut self, sh: &mut Shared, now: Time, ack: wire::AckFrame<'_>) {
-        let mut any = false;
-        while let Some(e) = self.inflight.first_entry() {
-            if *e.key() >= ack.cumulative {
-                break;
-            }
-            let m = e.remove();
-            self.acked(now, m);
-            any = true;
+        let mut acc = Acked::default();
+        while let Some((_, m)) = self.inflight.pop_below(ack.cumulative) {
+            acc.note(&mut self.tx_owners, &mut self.tx_dests, m);
         }
         for (s, e) in ack.ranges() {
-            while let Some((&seq, _)) = self.inflight.range(s..e).next() {
-                if let Some(m) = self.inflight.remove(&seq) {
-                    self.acked(now, m);
-                    any = true;
-                }
-            }
+            self.inflight.remove_range(s, e, |_, m| {
+                acc.note(&mut self.tx_owners, &mut self.tx_dests, m);
+            });
         }
-        if any {
-            self.backoff = 0;
-            self.timeouts_since_handshake = 0;
-            self.detect_losses(sh, now);
+        if !acc.any {
+            return;
         }
-    }
-
-    fn acked(&mut self, now: Time, m: OutMsg) {
-        if m.transmissions == 1 {
-            let sample = now.saturating_since(m.last_sent);
+        // One RTT sample per acknowledgement, from the newest message it covers that was sent
+        // once (QUIC's rule): messages that shared a datagram would otherwise count many times.
+        if let Some(sent) = acc.newest_first_tx {
+            let sample = now.saturating_since(sent);
             match self.srtt {
                 None => {
                     self.srtt = Some(sample);
@@ -919,16 +946,12 @@ impl Channel {
                 }
             }
         }
-        self.largest_acked_sent = Some(
-            self.largest_acked_sent
-                .map_or(m.last_sent, |t| t.max(m.last_sent)),
-        );
-        if let Some(o) = self.tx_owners.get_mut(&m.from) {
-            o.confirmed = true;
+        if let Some(t) = acc.newest_sent {
+            self.largest_acked_sent = Some(self.largest_acked_sent.map_or(t, |la| la.max(t)));
         }
-        if let Some(d) = m.to.as_ref().and_then(|d| self.tx_dests.get_mut(d)) {
-            d.confirmed = true;
-        }
+        self.backoff = 0;
+        self.timeouts_since_handshake = 0;
+        self.detect_losses(sh, now);
     }
 
     fn rto(&self, sh: &Shared) -> Duration {
@@ -952,7 +975,7 @@ impl Channel {
         let thresh = self.reorder_threshold(sh);
         let mut timed_out = false;
         while let Some(&(t, seq)) = self.sent_log.front() {
-            let live = self.inflight.get(&seq).is_some_and(|m| m.last_sent == t);
+            let live = self.inflight.get(seq).is_some_and(|m| m.last_sent == t);
             if !live {
                 self.sent_log.pop_front();
                 continue;
@@ -966,10 +989,10 @@ impl Channel {
             self.sent_log.pop_front();
             let give_up = self
                 .inflight
-                .get(&seq)
+                .get(seq)
                 .is_some_and(|m| m.transmissions >= sh.cfg.max_transmissions);
             if give_up {
-                if let Some(m) = self.inflight.remove(&seq) {
+                if let Some(m) = self.inflight.remove(seq) {
                     sh.stats.messages_undeliverable += 1;
                     sh.events.push_back(Event::Undeliverable {
                         peer: self.peer,
@@ -1095,11 +1118,7 @@ impl Channel {
             .queue
             .drain(..)
             .map(|(_, m)| m.id)
-            .chain(
-                std::mem::take(&mut self.inflight)
-                    .into_values()
-                    .map(|m| m.id),
-            )
+            .chain(self.inflight.take_all().map(|m| m.id))
             .collect();
         for id in ids {
             sh.stats.messages_undeliverable += 1;
@@ -1113,6 +1132,39 @@ impl Channel {
         self.queued_bytes = 0;
         self.flush = false;
         self.earliest_deadline = None;
+    }
+}
+
+/// What one ACK frame released, gathered message by message.
+#[derive(Default)]
+struct Acked {
+    any: bool,
+    /// Latest send time of an acknowledged message (loss detection by reordering).
+    newest_sent: Option<Time>,
+    /// Latest send time of an acknowledged message sent only once (an unambiguous RTT sample).
+    newest_first_tx: Option<Time>,
+}
+
+impl Acked {
+    fn note(
+        &mut self,
+        owners: &mut [Option<TxOwner>],
+        dests: &mut HashMap<Arc<str>, TxDest>,
+        m: OutMsg,
+    ) {
+        self.any = true;
+        let max = |t: Option<Time>| Some(t.map_or(m.last_sent, |t| t.max(m.last_sent)));
+        self.newest_sent = max(self.newest_sent);
+        if m.transmissions == 1 {
+            self.newest_first_tx = max(self.newest_first_tx);
+        }
+        // The peer holds whatever introduced this message's owner and destination.
+        if let Some(Some(o)) = owners.get_mut(m.from) {
+            o.confirmed = true;
+        }
+        if let Some(d) = m.to.as_ref().and_then(|d| dests.get_mut(d)) {
+            d.confirmed = true;
+        }
     }
 }
 

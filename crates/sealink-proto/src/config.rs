@@ -44,8 +44,10 @@ pub struct Config {
     pub piggyback: bool,
     /// Longest an acknowledgement waits to ride on data before going alone.
     pub ack_delay: Duration,
-    /// Acknowledge at once after this many datagrams carrying messages.
+    /// Acknowledge at once after this many datagrams carrying messages...
     pub ack_every: u32,
+    /// ...or this many messages (large datagrams carry hundreds).
+    pub ack_every_messages: usize,
     /// Retransmission interval of a handshake initiation.
     pub handshake_timeout: Duration,
     /// Initiations sent before giving up on a peer (its queued messages become undeliverable).
@@ -86,6 +88,7 @@ impl Default for Config {
             piggyback: true,
             ack_delay: Duration::from_millis(5),
             ack_every: 8,
+            ack_every_messages: 256,
             handshake_timeout: Duration::from_secs(1),
             handshake_attempts: 20,
             rekey_after_messages: 1 << 48,
@@ -150,8 +153,14 @@ impl Config {
         if self.rekey_after_time >= self.reject_after_time {
             return bad("rekey_after_time must be below reject_after_time");
         }
-        if self.max_transmissions == 0 || self.handshake_attempts == 0 || self.ack_every == 0 {
-            return bad("max_transmissions, handshake_attempts and ack_every must be positive");
+        if self.max_transmissions == 0
+            || self.handshake_attempts == 0
+            || self.ack_every == 0
+            || self.ack_every_messages == 0
+        {
+            return bad(
+                "max_transmissions, handshake_attempts, ack_every and ack_every_messages must be positive",
+            );
         }
         Ok(())
     }

@@ -10,6 +10,7 @@ pub mod datapath;
 pub mod endpoint;
 pub mod error;
 pub mod handshake;
+mod inflight;
 pub mod owner;
 pub mod ratelimit;
 mod recv_window;

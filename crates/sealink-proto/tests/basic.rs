@@ -142,3 +142,58 @@ fn simultaneous_open_yields_one_channel() {
         assert_eq!(collisions, 1);
     }
 }
+
+/// One large datagram carrying hundreds of piggybacked messages is acknowledged at once
+/// (`ack_every_messages`), not after the delayed-ACK timer: otherwise a sender whose whole
+/// window fits one datagram stalls for `ack_delay` per window.
+#[test]
+fn big_piggybacked_datagram_is_acknowledged_at_once() {
+    let big = || {
+        let mut c = sealink_proto::Config {
+            max_datagram: 65_000,
+            ack_delay: Duration::from_secs(1),
+            ..Default::default()
+        };
+        c.queue_limit = c.max_body();
+        c
+    };
+    let mut s = setup_with(big(), big(), LinkConfig::default(), 7);
+    let p = &mut s.pair;
+    // Open the channel first, so all messages below share one datagram.
+    p.a.send(
+        Time::ZERO,
+        s.a_peer,
+        s.a_owners[0],
+        None,
+        b"open",
+        Urgency::Urgent,
+        Scope::Encrypt,
+    )
+    .unwrap();
+    p.run_until(Time::from_millis(20));
+    let now = p.now();
+    let n = 300;
+    for i in 0..n {
+        let u = if i + 1 == n {
+            Urgency::Urgent
+        } else {
+            Urgency::Default
+        };
+        p.a.send(
+            now,
+            s.a_peer,
+            s.a_owners[0],
+            None,
+            &[7u8; 64],
+            u,
+            Scope::Encrypt,
+        )
+        .unwrap();
+    }
+    let sent_before = p.a.stats().data_datagrams_sent;
+    // One way 5 ms, the ACK back 5 ms: far below the 1 s delayed-ACK timer.
+    p.run_until(now + Duration::from_millis(15));
+    assert_eq!(p.a.stats().data_datagrams_sent - sent_before, 1);
+    assert_eq!(deliveries(&p.events_b).len(), n + 1);
+    assert_eq!(p.a.pending_messages(s.a_peer), 0, "not acknowledged yet");
+}

@@ -6,7 +6,9 @@ pub mod io;
 pub mod node;
 
 pub use io::{RecvBuffers, UdpIo, UdpOptions};
-pub use node::{Delivery, Node, NodeConfig, NodeError, NodeStats, PeerConfig, PeerRef};
+pub use node::{
+    Delivery, Node, NodeConfig, NodeError, NodeStats, Outgoing, PeerConfig, PeerRef, Queued,
+};
 pub use sealink_proto::channel::ChannelStats;
 pub use sealink_proto::ratelimit::LimiterConfig;
 pub use sealink_proto::{

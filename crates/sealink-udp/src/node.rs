@@ -107,6 +107,29 @@ impl<'a> From<&'a str> for PeerRef<'a> {
     }
 }
 
+/// One message of a [`Node::send_batch`].
+#[derive(Debug, Clone, Copy)]
+pub struct Outgoing<'a> {
+    pub data: &'a [u8],
+    pub urgency: Urgency,
+    pub scope: Scope,
+}
+
+/// What [`Node::send_batch`] queued: `count` messages with consecutive ids from `first`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queued {
+    pub first: MessageId,
+    pub count: usize,
+}
+
+impl Queued {
+    /// The ids of the queued messages, in batch order.
+    pub fn ids(&self) -> impl Iterator<Item = MessageId> + use<> {
+        let first = self.first.0;
+        (first..first + self.count as u64).map(MessageId)
+    }
+}
+
 /// A message received by this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
@@ -326,28 +349,72 @@ impl Node {
         urgency: Urgency,
         scope: Scope,
     ) -> Result<MessageId, NodeError> {
+        let q = self.send_batch(
+            peer,
+            from,
+            to,
+            &[Outgoing {
+                data,
+                urgency,
+                scope,
+            }],
+        )?;
+        Ok(q.first)
+    }
+
+    /// Queues several messages from `from` to `to` on the channel to `peer` under one lock, one
+    /// clock read and at most one wake-up of the I/O thread: the per-message cost of a
+    /// high-rate sender. Messages are queued in order until one is refused; if the first is
+    /// refused the error is returned, otherwise the count queued (fewer than given when the
+    /// channel pushed back or a later message is invalid: resubmit the rest to see why).
+    pub fn send_batch<'a>(
+        &self,
+        peer: impl Into<PeerRef<'a>>,
+        from: OwnerId,
+        to: Option<&str>,
+        msgs: &[Outgoing<'_>],
+    ) -> Result<Queued, NodeError> {
         if self.sh.stop.load(Ordering::Relaxed) {
             return Err(NodeError::Stopped);
         }
-        let (id, wake) = {
+        let (queued, wake) = {
             let mut st = lock(&self.sh.state);
             let p = self.resolve(&st, peer.into())?;
             let now = self.sh.clock.now();
-            let id = st.ep.send(now, p, from, to, data, urgency, scope)?;
-            // Wake the I/O thread only if this message changes its plan: something must leave
+            let mut first = None;
+            let mut count = 0;
+            let mut urgent = false;
+            for m in msgs {
+                match st.ep.send(now, p, from, to, m.data, m.urgency, m.scope) {
+                    Ok(id) => {
+                        first.get_or_insert(id);
+                        count += 1;
+                        urgent |= matches!(m.urgency, Urgency::Urgent);
+                    }
+                    Err(e) if count == 0 => return Err(e.into()),
+                    Err(_) => break,
+                }
+            }
+            let Some(first) = first else {
+                return Ok(Queued {
+                    first: MessageId(0),
+                    count: 0,
+                });
+            };
+            // Wake the I/O thread only if these messages change its plan: something must leave
             // now, a handshake must start, or a deadline falls before the time it sleeps until.
-            // A non-urgent message that will wait anyway costs no system call and no context
+            // Non-urgent messages that will wait anyway cost no system call and no context
             // switch (the per-message cost piggybacking exists to avoid).
-            let wake = matches!(urgency, Urgency::Urgent)
+            let wake = urgent
                 || st.ep.flush_pending(p)
                 || !st.ep.is_established(p, now)
                 || st.ep.poll_timeout().is_none_or(|t| t < st.io_sleep_until);
-            (id, wake)
+            (Queued { first, count }, wake)
         };
         if wake {
             self.sh.wake();
         }
-        Ok(id)
+        Ok(queued)
     }
 
     /// Largest message [`Node::send`] accepts.
@@ -358,14 +425,39 @@ impl Node {
     /// The next received message, waiting up to `timeout` (`None`: until one arrives or the node
     /// stops).
     pub fn recv(&self, timeout: Option<Duration>) -> Option<Delivery> {
-        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut q = self.wait_deliveries(timeout)?;
+        q.pop_front()
+    }
+
+    /// Moves every message received so far into `out`, first waiting up to `timeout` (`None`:
+    /// until one arrives or the node stops) if there is none. Returns how many were added: one
+    /// lock per batch instead of one per message.
+    pub fn recv_batch(&self, out: &mut Vec<Delivery>, timeout: Option<Duration>) -> usize {
+        let Some(mut q) = self.wait_deliveries(timeout) else {
+            return 0;
+        };
+        let n = q.len();
+        out.extend(q.drain(..));
+        n
+    }
+
+    /// The delivery queue, locked, once it holds something; `None` on timeout or stop.
+    fn wait_deliveries(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Option<MutexGuard<'_, VecDeque<Delivery>>> {
         let mut q = lock(&self.sh.deliveries);
+        // The clock is read only if there is something to wait for.
+        let mut deadline = None;
         loop {
-            if let Some(d) = q.pop_front() {
-                return Some(d);
+            if !q.is_empty() {
+                return Some(q);
             }
             if self.sh.stop.load(Ordering::Relaxed) {
                 return None;
+            }
+            if let (None, Some(t)) = (deadline, timeout) {
+                deadline = Some(Instant::now() + t);
             }
             q = match deadline {
                 None => self.sh.delivered.wait(q).unwrap_or_else(|e| e.into_inner()),
@@ -623,10 +715,11 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 
 fn drain_events(st: &mut State, names: &Mutex<Vec<Arc<str>>>, out: &mut Vec<Delivery>) {
     let at = Instant::now();
+    let names = lock(names);
     while let Some(ev) = st.ep.poll_event() {
         match ev {
             Event::Message(m) => {
-                let peer_name = lock(names)
+                let peer_name = names
                     .get(m.peer.index())
                     .cloned()
                     .unwrap_or_else(|| Arc::from("?"));

@@ -12,7 +12,8 @@ use sealink_proto::DropReason;
 use sealink_proto::handshake::INIT_LEN;
 use sealink_proto::wire::{self, HEADER_LEN, Header};
 use sealink_udp::{
-    HostKey, LimiterConfig, LocalOwner, Node, NodeConfig, PeerConfig, PeerId, Scope, Urgency,
+    HostKey, LimiterConfig, LocalOwner, MessageId, Node, NodeConfig, NodeError, Outgoing,
+    PeerConfig, PeerId, Scope, Urgency,
 };
 
 const LOOPBACK: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
@@ -71,6 +72,84 @@ fn wait_for(cond: impl Fn() -> bool) {
         assert!(Instant::now() < end, "condition not reached within 5 s");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// `send_batch` queues in order with consecutive ids, stops at the first refused message and
+/// reports it when nothing could be queued; `recv_batch` hands over everything in order.
+#[test]
+fn batched_send_and_receive_keep_order_and_report_refusals() {
+    let (alice, ka) = owner("alice");
+    let (a, b, peer_b, _) = pair(&[("alice", ka)], LimiterConfig::default());
+    let me = a.add_owner(alice);
+    let max = a.max_message_len();
+    let data: Vec<Vec<u8>> = (0..100u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    let mut next = 0u64;
+    for chunk in data.chunks(25) {
+        let msgs: Vec<Outgoing<'_>> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Outgoing {
+                data: d,
+                urgency: if i % 10 == 9 {
+                    Urgency::Urgent
+                } else {
+                    Urgency::Default
+                },
+                scope: Scope::Encrypt,
+            })
+            .collect();
+        let q = a.send_batch(peer_b, me, None, &msgs).unwrap();
+        assert_eq!(q.count, 25);
+        let ids: Vec<MessageId> = q.ids().collect();
+        if next > 0 {
+            assert_eq!(ids[0], MessageId(next), "ids continue across batches");
+        }
+        assert!(ids.windows(2).all(|w| w[1].0 == w[0].0 + 1));
+        next = ids[24].0 + 1;
+    }
+    // A batch whose third message is too large: the first two are queued, the rest not.
+    let big = vec![0u8; max + 1];
+    let ok = |d: &'static [u8]| Outgoing {
+        data: d,
+        urgency: Urgency::Urgent,
+        scope: Scope::Encrypt,
+    };
+    let bad = Outgoing {
+        data: &big,
+        urgency: Urgency::Urgent,
+        scope: Scope::Encrypt,
+    };
+    let q = a
+        .send_batch(peer_b, me, None, &[ok(b"x1"), ok(b"x2"), bad, ok(b"x3")])
+        .unwrap();
+    assert_eq!(q.count, 2);
+    let e = a
+        .send_batch(peer_b, me, None, &[bad, ok(b"x3")])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            NodeError::Proto(sealink_proto::Error::MessageTooLarge { .. })
+        ),
+        "{e}"
+    );
+    a.flush(peer_b, Duration::from_secs(5)).unwrap();
+    let mut got = Vec::new();
+    let end = Instant::now() + Duration::from_secs(5);
+    while got.len() < 102 && Instant::now() < end {
+        b.recv_batch(&mut got, Some(Duration::from_millis(100)));
+    }
+    let want: Vec<Vec<u8>> = data
+        .iter()
+        .cloned()
+        .chain([b"x1".to_vec(), b"x2".to_vec()])
+        .collect();
+    let got: Vec<Vec<u8>> = got.into_iter().map(|d| d.data).collect();
+    assert_eq!(got, want);
+    assert_eq!(
+        b.recv_batch(&mut Vec::new(), Some(Duration::from_millis(50))),
+        0
+    );
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! `sealink bench datagram`: datagram mode over real loopback UDP, piggybacking on and off.
 //!
 //! Two [`Node`]s in this process (each with its own I/O thread) share one channel. A sender thread
-//! offers small messages as fast as the channel takes them (back-pressure: at most
-//! `WINDOW` messages queued or unacknowledged), a share of them urgent; a receiver thread takes the
-//! deliveries. Every message carries its send time (nanoseconds since a shared start instant), so
-//! an urgent message's latency is its delivery time at the receiving node minus its send time.
+//! offers small messages as fast as the channel takes them, `BATCH` per [`Node::send_batch`] call
+//! (back-pressure: at most `WINDOW` messages queued or unacknowledged), a share of them urgent; a
+//! receiver thread takes the deliveries in batches. Every message carries its send time
+//! (nanoseconds since a shared start instant), so an urgent message's latency is its delivery
+//! time at the receiving node minus its send time. Both modes use the same batched API: what
+//! differs is only whether messages share datagrams.
 //! Reported per size and mode: messages/s delivered, data datagrams/s sent, messages per datagram,
 //! urgent latency p50/p99; then the ON/OFF throughput ratio.
 
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_proto::sim::SimRng;
 use sealink_udp::{
-    Config, HostKey, LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Scope, Urgency,
+    Config, HostKey, LocalOwner, Node, NodeConfig, NodeError, Outgoing, PeerConfig, Scope, Urgency,
 };
 
 use super::{fill, median, random_seed};
@@ -26,6 +28,8 @@ use crate::output;
 pub const MAX_SIZE: usize = 1024;
 /// Messages queued or unacknowledged per channel before the sender backs off.
 const WINDOW: usize = 2048;
+/// Messages offered per `send_batch` call (one lock and one clock read for all of them).
+const BATCH: usize = 32;
 /// Bytes of each message used for the send timestamp and the urgent flag.
 const STAMP: usize = 9;
 
@@ -40,6 +44,8 @@ pub struct Params {
     pub quick: bool,
     /// One datagram per send system call instead of GSO runs.
     pub no_gso: bool,
+    /// Largest datagram built (the piggyback queue limit follows it).
+    pub max_datagram: usize,
 }
 
 pub fn parse_size(s: &str) -> Result<usize, String> {
@@ -66,10 +72,11 @@ pub fn run(p: &Params) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
-         window {WINDOW} messages, {cores} core(s), GSO {}{}",
+         window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}{}",
         p.seconds,
         p.runs,
         p.urgent * 100.0,
+        p.max_datagram,
         if p.no_gso { "off" } else { "on" },
         if p.quick {
             " [--quick: smoke test, not a measurement]"
@@ -84,7 +91,7 @@ pub fn run(p: &Params) -> Result<()> {
         for piggyback in [true, false] {
             let mut samples = Vec::new();
             for _ in 0..p.runs {
-                samples.push(one_run(size, piggyback, p.seconds, p.urgent, !p.no_gso)?);
+                samples.push(one_run(size, piggyback, p, !p.no_gso)?);
                 pb.inc(1);
             }
             let m = |f: fn(&Sample) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
@@ -138,18 +145,15 @@ fn owner() -> Result<(LocalOwner, [u8; 32])> {
     Ok((LocalOwner::new("bench", key)?, public))
 }
 
-fn one_run(
-    size: usize,
-    piggyback: bool,
-    seconds: f64,
-    urgent_share: f64,
-    gso: bool,
-) -> Result<Sample> {
-    let cfg = Config {
+fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample> {
+    let (seconds, urgent_share) = (p.seconds, p.urgent);
+    let mut cfg = Config {
         piggyback,
         max_queued_messages: WINDOW,
+        max_datagram: p.max_datagram,
         ..Config::default()
     };
+    cfg.queue_limit = cfg.max_body();
     let loopback = "127.0.0.1:0".parse()?;
     let (ka, kb) = (HostKey::generate()?, HostKey::generate()?);
     let (pa, pb) = (*ka.public(), *kb.public());
@@ -190,37 +194,53 @@ fn one_run(
     let (b2, stop2) = (Arc::clone(&b), Arc::clone(&stop));
     let receiver = std::thread::spawn(move || {
         let mut lat = Vec::new();
+        let mut batch = Vec::new();
         while !stop2.load(Ordering::Relaxed) {
-            let Some(d) = b2.recv(Some(Duration::from_millis(50))) else {
-                continue;
-            };
-            if d.data.get(8) == Some(&1) {
-                let mut ns = [0u8; 8];
-                ns.copy_from_slice(&d.data[..8]);
-                let sent = Duration::from_nanos(u64::from_le_bytes(ns));
-                let at = d.received_at.duration_since(t0);
-                lat.push(at.saturating_sub(sent).as_secs_f64() * 1e6);
+            b2.recv_batch(&mut batch, Some(Duration::from_millis(50)));
+            for d in batch.drain(..) {
+                if d.data.get(8) == Some(&1) {
+                    let mut ns = [0u8; 8];
+                    ns.copy_from_slice(&d.data[..8]);
+                    let sent = Duration::from_nanos(u64::from_le_bytes(ns));
+                    let at = d.received_at.duration_since(t0);
+                    lat.push(at.saturating_sub(sent).as_secs_f64() * 1e6);
+                }
             }
         }
         lat
     });
 
     let (sa, sb) = (a.stats(), b.stats());
+    let mut payloads = vec![payload; BATCH];
+    let mut urgency = [Urgency::Default; BATCH];
     let start = Instant::now();
     let run_for = Duration::from_secs_f64(seconds);
-    while start.elapsed() < run_for {
-        let urgent = rng.chance(urgent_share);
-        let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        payload[..8].copy_from_slice(&ns.to_le_bytes());
-        payload[8] = u8::from(urgent);
-        let u = if urgent {
-            Urgency::Urgent
-        } else {
-            Urgency::Default
-        };
-        match a.send(peer, me, None, &payload, u, Scope::Encrypt) {
-            Ok(_) => {}
-            Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {
+    loop {
+        let now = t0.elapsed();
+        if now.saturating_sub(start.duration_since(t0)) >= run_for {
+            break;
+        }
+        // One stamp per batch: its messages are all handed over at this instant.
+        let ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+        for (p, u) in payloads.iter_mut().zip(urgency.iter_mut()) {
+            let urgent = rng.chance(urgent_share);
+            p[..8].copy_from_slice(&ns.to_le_bytes());
+            p[8] = u8::from(urgent);
+            *u = if urgent {
+                Urgency::Urgent
+            } else {
+                Urgency::Default
+            };
+        }
+        let msgs: [Outgoing<'_>; BATCH] = std::array::from_fn(|i| Outgoing {
+            data: &payloads[i],
+            urgency: urgency[i],
+            scope: Scope::Encrypt,
+        });
+        match a.send_batch(peer, me, None, &msgs) {
+            // Messages past a partial batch were never accepted: the next batch replaces them.
+            Ok(q) if q.count == BATCH => {}
+            Ok(_) | Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {
                 // Back-pressure: the window is full until acknowledgements arrive.
                 std::thread::sleep(Duration::from_micros(50));
             }
