@@ -115,7 +115,8 @@ pub struct Outgoing<'a> {
     pub scope: Scope,
 }
 
-/// What [`Node::send_batch`] queued: `count` messages with consecutive ids from `first`.
+/// What [`Node::send_batch`] queued: `count` messages with consecutive ids from `first`
+/// (`first` means nothing when `count` is 0: an empty batch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Queued {
     pub first: MessageId,
