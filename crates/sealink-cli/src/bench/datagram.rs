@@ -215,9 +215,11 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     let mut urgency = [Urgency::Default; BATCH];
     let start = Instant::now();
     let run_for = Duration::from_secs_f64(seconds);
+    // One clock read per batch serves both the stop check and the stamp.
+    let end = start.duration_since(t0) + run_for;
     loop {
         let now = t0.elapsed();
-        if now.saturating_sub(start.duration_since(t0)) >= run_for {
+        if now >= end {
             break;
         }
         // One stamp per batch: its messages are all handed over at this instant.
