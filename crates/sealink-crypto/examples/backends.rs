@@ -10,17 +10,26 @@
 //! interleaved repetition by repetition so that drifting machine load hits both alike. Prints
 //! the median (and min..max) throughput in GB/s (10^9 bytes per second of plaintext) and the
 //! ratio ring / aws-lc-rs.
+//!
+//! Two tables: the libraries called directly (`raw`), then the same through
+//! `PacketKey::with_backend` (seal, scope encrypt, 12-byte header as AAD: what sealink runs).
+//! The header line says which backend `PacketKey::new` picks on this machine, and why.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use sealink_crypto::SuiteId;
 use sealink_crypto::raw::RawAead;
 use sealink_crypto::raw::ring_backend::RingAead;
 use sealink_crypto::sign::random_bytes;
+use sealink_crypto::suite::{Backend, chosen_backend};
+use sealink_crypto::{PacketKey, Scope, SuiteId};
 
 const SIZES: [usize; 2] = [1400, 16 * 1024];
-const SUITES: [SuiteId; 2] = [SuiteId::Aes128Gcm, SuiteId::ChaCha20Poly1305];
+const SUITES: [SuiteId; 3] = [
+    SuiteId::Aes128Gcm,
+    SuiteId::Aes256Gcm,
+    SuiteId::ChaCha20Poly1305,
+];
 const AAD: [u8; 12] = [0x5e; 12];
 
 fn nonce(counter: u64) -> [u8; 12] {
@@ -63,6 +72,55 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+type Seal<'a> = &'a mut dyn FnMut(u64, &mut [u8]) -> [u8; 16];
+
+/// Interleaved measurement of two seal functions (aws-lc-rs first, ring second) over `buf`;
+/// prints one row.
+fn compare(
+    label: &str,
+    size: usize,
+    mut seals: [Seal<'_>; 2],
+    buf: &mut [u8],
+    reps: usize,
+    rep_ms: u64,
+) {
+    let mut counter = 0u64;
+
+    // Warm-up (about 300 ms per backend) and calibration.
+    let mut iters = [0u64; 2];
+    for (i, seal) in seals.iter_mut().enumerate() {
+        let start = Instant::now();
+        let mut n = 0u64;
+        while start.elapsed() < Duration::from_millis(300) {
+            run(&mut **seal, buf, &mut counter, 100);
+            n += 100;
+        }
+        let per_iter = start.elapsed().as_secs_f64() / n as f64;
+        iters[i] = ((rep_ms as f64 / 1000.0) / per_iter).max(1.0) as u64;
+    }
+
+    let mut gbps = [Vec::new(), Vec::new()];
+    for _ in 0..reps {
+        for (i, seal) in seals.iter_mut().enumerate() {
+            let d = run(&mut **seal, buf, &mut counter, iters[i]);
+            gbps[i].push((iters[i] as f64 * size as f64) / d.as_secs_f64() / 1e9);
+        }
+    }
+    let fmt = |v: &mut Vec<f64>| {
+        let m = median(v);
+        format!("{m:.3} [{:.3}..{:.3}]", v[0], v[v.len() - 1])
+    };
+    let (ma, mr) = (median(&mut gbps[0]), median(&mut gbps[1]));
+    println!(
+        "{:<28} {:>7} {:>26} {:>26} {:>10.3}",
+        label,
+        size,
+        fmt(&mut gbps[0]),
+        fmt(&mut gbps[1]),
+        mr / ma
+    );
+}
+
 fn main() {
     let reps = arg("--reps", 9).max(1) as usize;
     let rep_ms = arg("--ms", 250);
@@ -71,8 +129,10 @@ fn main() {
         "backends: seal throughput, {reps} reps x ~{rep_ms} ms each after warm-up; loadavg at start: {}",
         loadavg.trim()
     );
+    let (chosen, why) = chosen_backend();
+    println!("PacketKey::new picks: {chosen} ({why})");
     println!(
-        "{:<18} {:>7} {:>26} {:>26} {:>10}",
+        "{:<28} {:>7} {:>26} {:>26} {:>10}",
         "suite", "size", "aws-lc-rs GB/s med [min..max]", "ring GB/s med [min..max]", "ring/aws"
     );
     for suite in SUITES {
@@ -85,52 +145,44 @@ fn main() {
             let ring = RingAead::new(suite, &key).expect("key");
             let mut seal_aws = |c: u64, b: &mut [u8]| aws.seal_in_place(nonce(c), &AAD, b);
             let mut seal_ring = |c: u64, b: &mut [u8]| ring.seal_in_place(nonce(c), &AAD, b);
-            let mut counter = 0u64;
-
-            // Warm-up (about 300 ms per backend) and calibration.
-            let mut iters = [0u64; 2];
-            for (i, seal) in [
-                &mut seal_aws as &mut dyn FnMut(u64, &mut [u8]) -> [u8; 16],
-                &mut seal_ring,
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                let start = Instant::now();
-                let mut n = 0u64;
-                while start.elapsed() < Duration::from_millis(300) {
-                    run(seal, &mut buf, &mut counter, 100);
-                    n += 100;
-                }
-                let per_iter = start.elapsed().as_secs_f64() / n as f64;
-                iters[i] = ((rep_ms as f64 / 1000.0) / per_iter).max(1.0) as u64;
-            }
-
-            let mut gbps = [Vec::new(), Vec::new()];
-            for _ in 0..reps {
-                for (i, seal) in [
-                    &mut seal_aws as &mut dyn FnMut(u64, &mut [u8]) -> [u8; 16],
-                    &mut seal_ring,
-                ]
-                .into_iter()
-                .enumerate()
-                {
-                    let d = run(seal, &mut buf, &mut counter, iters[i]);
-                    gbps[i].push((iters[i] as f64 * size as f64) / d.as_secs_f64() / 1e9);
-                }
-            }
-            let fmt = |v: &mut Vec<f64>| {
-                let m = median(v);
-                format!("{m:.3} [{:.3}..{:.3}]", v[0], v[v.len() - 1])
-            };
-            let (ma, mr) = (median(&mut gbps[0]), median(&mut gbps[1]));
-            println!(
-                "{:<18} {:>7} {:>26} {:>26} {:>10.3}",
-                suite.name(),
+            let label = format!("raw {}", suite.name());
+            compare(
+                &label,
                 size,
-                fmt(&mut gbps[0]),
-                fmt(&mut gbps[1]),
-                mr / ma
+                [&mut seal_aws, &mut seal_ring],
+                &mut buf,
+                reps,
+                rep_ms,
+            );
+        }
+    }
+    for suite in SUITES {
+        for size in SIZES {
+            let mut key = vec![0u8; suite.key_len()];
+            random_bytes(&mut key).expect("rng");
+            // Body plus tag room; the measured length is `size` bytes of plaintext.
+            let mut buf = vec![0u8; size + 16];
+            random_bytes(&mut buf).expect("rng");
+            let keys =
+                Backend::ALL.map(|b| PacketKey::with_backend(b, suite, &key, false).expect("key"));
+            let [aws, ring] = &keys;
+            let seal_with = |k: &PacketKey, c: u64, b: &mut [u8]| {
+                let n = b.len() - 16;
+                k.seal(c, Scope::Encrypt, &AAD, b, n).expect("seal");
+                let mut t = [0u8; 16];
+                t.copy_from_slice(&b[n..]);
+                t
+            };
+            let mut seal_aws = |c: u64, b: &mut [u8]| seal_with(aws, c, b);
+            let mut seal_ring = |c: u64, b: &mut [u8]| seal_with(ring, c, b);
+            let label = format!("PacketKey {}", suite.name());
+            compare(
+                &label,
+                size,
+                [&mut seal_aws, &mut seal_ring],
+                &mut buf,
+                reps,
+                rep_ms,
             );
         }
     }

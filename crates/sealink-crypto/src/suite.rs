@@ -19,6 +19,10 @@
 //! plaintext) the AEAD libraries need as one slice; the split form copies header || plaintext
 //! into a scratch buffer for that case (stack for small datagrams, else a per-thread buffer that
 //! is reused across calls), so it never allocates per packet either.
+//!
+//! The AEAD suites run on aws-lc-rs or ring ([`Backend`]), both compiled in. [`PacketKey::new`]
+//! takes the one [`chosen_backend`] picks once per process from the CPU's features (overridable
+//! with [`BACKEND_ENV`]); [`PacketKey::with_backend`] names one. The two give the same bytes.
 
 use std::cell::RefCell;
 
@@ -147,26 +151,248 @@ impl std::str::FromStr for SuiteId {
 pub const TAG_LEN: usize = 16;
 /// Length of the HMAC-MD5 key at the end of a legacy suite's key material.
 pub const LEGACY_MAC_KEY_LEN: usize = 16;
-/// Name of the library behind [`PacketKey`]'s AEAD suites.
-pub const AEAD_BACKEND: &str = backend::NAME;
-
-/// The AEAD library behind [`PacketKey`]. aws-lc-rs and ring share this API, so switching the
-/// backend is the one `use` line below (plus [`NAME`]).
-mod backend {
-    pub(super) use aws_lc_rs::aead::{
-        AES_128_GCM, AES_256_GCM, Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, Tag, UnboundKey,
-    };
-    pub(super) const NAME: &str = "aws-lc-rs";
+/// The AEAD libraries behind [`PacketKey`]'s modern suites. Both are compiled in; a key runs on
+/// the one [`chosen_backend`] picks for this CPU ([`PacketKey::new`]) or on one named explicitly
+/// ([`PacketKey::with_backend`]). Both give byte-identical output (same suites, same layout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Backend {
+    /// aws-lc-rs (AWS-LC): AES-GCM on AES-NI + PCLMULQDQ, and VAES + VPCLMULQDQ with AVX-512.
+    AwsLc,
+    /// ring (BoringSSL's assembly): AES-GCM on AES-NI + PCLMULQDQ, and VAES + VPCLMULQDQ with
+    /// AVX2 (no AVX-512 path).
+    Ring,
 }
 
-use backend::{Aad, LessSafeKey, Nonce};
+impl Backend {
+    /// Every backend.
+    pub const ALL: [Backend; 2] = [Backend::AwsLc, Backend::Ring];
+
+    /// The library's crate name: "aws-lc-rs" or "ring" (what [`BACKEND_ENV`] takes).
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::AwsLc => "aws-lc-rs",
+            Backend::Ring => "ring",
+        }
+    }
+    /// Parses a [`name`](Self::name) (ASCII case-insensitively, surrounding blanks ignored);
+    /// "aws-lc" and "awslc" are taken for aws-lc-rs too.
+    pub fn from_name(name: &str) -> Option<Self> {
+        let name = name.trim();
+        if name.eq_ignore_ascii_case("ring") {
+            Some(Backend::Ring)
+        } else if ["aws-lc-rs", "aws-lc", "awslc"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n))
+        {
+            Some(Backend::AwsLc)
+        } else {
+            None
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Environment variable that overrides the CPU-based choice of [`chosen_backend`]: `ring` or
+/// `aws-lc-rs` (read once per process; an empty value counts as unset, any other value is
+/// ignored and the reason says so).
+pub const BACKEND_ENV: &str = "SEALINK_AEAD_BACKEND";
+
+/// The backend [`PacketKey::new`] uses, and why: decided once per process from
+/// [`BACKEND_ENV`] if set, else from the CPU's features (x86_64):
+/// * AVX-512 (F, BW, DQ, VL: what AWS-LC itself requires) + VAES + VPCLMULQDQ: aws-lc-rs, whose
+///   VAES-AVX512 AES-GCM is the fastest there;
+/// * VAES + VPCLMULQDQ + AVX2 without that AVX-512: ring, whose VAES-AVX2 AES-GCM aws-lc-rs lacks
+///   (AES-128-GCM seal measured 1.6x aws-lc-rs at 1400 B and 1.8x at 16 KiB on an AMD EPYC
+///   without AVX-512; ChaCha20-Poly1305 is a tie: docs/RESULTS.md);
+/// * otherwise, and on other architectures: aws-lc-rs.
+pub fn chosen_backend() -> (Backend, &'static str) {
+    static CHOICE: std::sync::OnceLock<(Backend, String)> = std::sync::OnceLock::new();
+    let (backend, why) = CHOICE.get_or_init(|| {
+        let env = std::env::var_os(BACKEND_ENV);
+        decide(env.as_deref(), cpu_choice(cpu_features()))
+    });
+    (*backend, why.as_str())
+}
+
+/// The AES features that decide the backend (x86_64).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct CpuFeatures {
+    avx2: bool,
+    /// AVX512F, AVX512BW, AVX512DQ and AVX512VL, all usable (OS saves the state).
+    avx512: bool,
+    vaes: bool,
+    vpclmulqdq: bool,
+}
+
+/// This CPU's features; `None` off x86_64.
+fn cpu_features() -> Option<CpuFeatures> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        Some(CpuFeatures {
+            avx2: has!("avx2"),
+            avx512: has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl"),
+            vaes: has!("vaes"),
+            vpclmulqdq: has!("vpclmulqdq"),
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+/// The backend for these CPU features (`None`: not x86_64), and why.
+fn cpu_choice(f: Option<CpuFeatures>) -> (Backend, &'static str) {
+    let Some(f) = f else {
+        return (Backend::AwsLc, "not x86_64: the default");
+    };
+    let wide = f.vaes && f.vpclmulqdq;
+    if wide && f.avx512 {
+        (Backend::AwsLc, "VAES-AVX512 path")
+    } else if wide && f.avx2 {
+        (Backend::Ring, "VAES-AVX2 path, which aws-lc-rs lacks")
+    } else {
+        (Backend::AwsLc, "no VAES+VPCLMULQDQ: the default")
+    }
+}
+
+/// Applies the [`BACKEND_ENV`] override (`env`) to the CPU's choice.
+fn decide(env: Option<&std::ffi::OsStr>, cpu: (Backend, &'static str)) -> (Backend, String) {
+    let (cpu_backend, cpu_why) = cpu;
+    match env {
+        None => (cpu_backend, cpu_why.to_owned()),
+        Some(v) if v.is_empty() => (cpu_backend, cpu_why.to_owned()),
+        Some(v) => match v.to_str().and_then(Backend::from_name) {
+            Some(b) => (
+                b,
+                format!("set by {BACKEND_ENV}; the CPU check alone picks {cpu_backend}: {cpu_why}"),
+            ),
+            None => (
+                cpu_backend,
+                format!(
+                    "{BACKEND_ENV}={v:?} ignored (not ring or aws-lc-rs); {cpu_why}",
+                    v = v.to_string_lossy()
+                ),
+            ),
+        },
+    }
+}
 
 /// Nonce = 4 zero bytes || counter (little endian).
 #[inline]
-fn nonce(counter: u64) -> Nonce {
+fn nonce_bytes(counter: u64) -> [u8; 12] {
     let mut n = [0u8; 12];
     n[4..].copy_from_slice(&counter.to_le_bytes());
-    Nonce::assume_unique_for_key(n)
+    n
+}
+
+/// The one AEAD operation pair [`PacketKey`] needs, over both libraries' `LessSafeKey`. Each
+/// packet dispatches once (the `match` on [`Inner`]), then runs monomorphized code.
+trait AeadLib {
+    /// Encrypts `data` in place with AAD `aad`; writes the tag to `tag` (`TAG_LEN` bytes).
+    fn seal_tag(
+        &self,
+        counter: u64,
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &mut [u8],
+    ) -> Result<(), CryptoError>;
+    /// Checks `tag` and decrypts `data` in place.
+    fn open_tag(
+        &self,
+        counter: u64,
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), CryptoError>;
+}
+
+impl AeadLib for aws_lc_rs::aead::LessSafeKey {
+    #[inline]
+    fn seal_tag(
+        &self,
+        counter: u64,
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        use aws_lc_rs::aead::{Aad, Nonce};
+        let t = self
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce_bytes(counter)),
+                Aad::from(aad),
+                data,
+            )
+            .map_err(|_| CryptoError::Malformed)?;
+        tag.copy_from_slice(t.as_ref());
+        Ok(())
+    }
+    #[inline]
+    fn open_tag(
+        &self,
+        counter: u64,
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), CryptoError> {
+        use aws_lc_rs::aead::{Aad, Nonce};
+        self.open_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce_bytes(counter)),
+            Aad::from(aad),
+            tag,
+            data,
+        )
+        .map(|_| ())
+        .map_err(|_| CryptoError::AuthFailed)
+    }
+}
+
+impl AeadLib for ring::aead::LessSafeKey {
+    #[inline]
+    fn seal_tag(
+        &self,
+        counter: u64,
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        use ring::aead::{Aad, Nonce};
+        let t = self
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce_bytes(counter)),
+                Aad::from(aad),
+                data,
+            )
+            .map_err(|_| CryptoError::Malformed)?;
+        tag.copy_from_slice(t.as_ref());
+        Ok(())
+    }
+    #[inline]
+    fn open_tag(
+        &self,
+        counter: u64,
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), CryptoError> {
+        use ring::aead::{Aad, Nonce, Tag};
+        let tag = Tag::try_from(tag).map_err(|_| CryptoError::AuthFailed)?;
+        self.open_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce_bytes(counter)),
+            Aad::from(aad),
+            tag,
+            data,
+            0..,
+        )
+        .map(|_| ())
+        .map_err(|_| CryptoError::AuthFailed)
+    }
 }
 
 /// Header || data copies for split-form AEAD AuthOnly up to this size go on the stack.
@@ -195,23 +421,90 @@ fn with_joined<R>(a: &[u8], b: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
     }
 }
 
-/// Tag of an empty-plaintext AEAD seal with AAD = `aad` (GMAC / Poly1305 over the data).
+/// [`PacketKey::seal`] for an AEAD suite and a protecting scope (`len` already checked).
 #[inline]
-fn aead_auth_tag(key: &LessSafeKey, counter: u64, aad: &[u8]) -> Result<backend::Tag, CryptoError> {
-    key.seal_in_place_separate_tag(nonce(counter), Aad::from(aad), &mut [])
-        .map_err(|_| CryptoError::Malformed)
+fn aead_seal<K: AeadLib>(
+    k: &K,
+    counter: u64,
+    scope: Scope,
+    header: &[u8],
+    body: &mut [u8],
+    len: usize,
+) -> Result<usize, CryptoError> {
+    let need = len + TAG_LEN;
+    if body.len() < need {
+        return Err(CryptoError::BufferTooSmall {
+            need,
+            have: body.len(),
+        });
+    }
+    let (data, rest) = body.split_at_mut(len);
+    let tag = &mut rest[..TAG_LEN];
+    if scope == Scope::Encrypt {
+        k.seal_tag(counter, header, data, tag)?;
+    } else {
+        // AuthOnly: the tag of an empty-plaintext seal with AAD = header || data.
+        with_joined(header, data, |aad| k.seal_tag(counter, aad, &mut [], tag))?;
+    }
+    Ok(need)
 }
 
+/// [`PacketKey::open`] for an AEAD suite and a protecting scope (`len` already checked).
 #[inline]
-fn aead_auth_verify(
-    key: &LessSafeKey,
+fn aead_open<K: AeadLib>(
+    k: &K,
     counter: u64,
-    aad: &[u8],
-    tag: &[u8],
-) -> Result<(), CryptoError> {
-    key.open_in_place_separate_tag(nonce(counter), Aad::from(aad), tag, &mut [])
-        .map(|_| ())
-        .map_err(|_| CryptoError::AuthFailed)
+    scope: Scope,
+    header: &[u8],
+    body: &mut [u8],
+    len: usize,
+) -> Result<usize, CryptoError> {
+    let plen = len.checked_sub(TAG_LEN).ok_or(CryptoError::AuthFailed)?;
+    let (data, tag) = body[..len].split_at_mut(plen);
+    if scope == Scope::Encrypt {
+        k.open_tag(counter, header, data, tag)?;
+    } else {
+        with_joined(header, data, |aad| k.open_tag(counter, aad, &mut [], tag))?;
+    }
+    Ok(plen)
+}
+
+/// [`PacketKey::seal_contiguous`] for an AEAD suite in [`Scope::AuthOnly`]: no copy.
+#[inline]
+fn aead_auth_seal_contiguous<K: AeadLib>(
+    k: &K,
+    counter: u64,
+    buf: &mut [u8],
+    header_len: usize,
+    len: usize,
+) -> Result<usize, CryptoError> {
+    check_len(&buf[header_len..], len)?;
+    let end = header_len + len;
+    if buf.len() < end + TAG_LEN {
+        return Err(CryptoError::BufferTooSmall {
+            need: len + TAG_LEN,
+            have: buf.len() - header_len,
+        });
+    }
+    let (aad, rest) = buf.split_at_mut(end);
+    k.seal_tag(counter, aad, &mut [], &mut rest[..TAG_LEN])?;
+    Ok(len + TAG_LEN)
+}
+
+/// [`PacketKey::open_contiguous`] for an AEAD suite in [`Scope::AuthOnly`]: no copy.
+#[inline]
+fn aead_auth_open_contiguous<K: AeadLib>(
+    k: &K,
+    counter: u64,
+    buf: &[u8],
+    header_len: usize,
+    len: usize,
+) -> Result<usize, CryptoError> {
+    check_len(&buf[header_len..], len)?;
+    let plen = len.checked_sub(TAG_LEN).ok_or(CryptoError::AuthFailed)?;
+    let (aad, tag) = buf[..header_len + len].split_at(header_len + plen);
+    k.open_tag(counter, aad, &mut [], tag)?;
+    Ok(plen)
 }
 
 #[inline]
@@ -226,7 +519,11 @@ fn check_len(body: &[u8], len: usize) -> Result<(), CryptoError> {
 }
 
 enum Inner {
-    Aead(LessSafeKey),
+    AwsLc(aws_lc_rs::aead::LessSafeKey),
+    // Boxed: ring keeps its key schedule and GHASH table inline (over 500 bytes); aws-lc-rs's
+    // key is a pointer to its context already. One indirection either way, none allocated per
+    // packet.
+    Ring(Box<ring::aead::LessSafeKey>),
     // Boxed: the key schedules are large, and legacy keys are rare (lab only).
     Des(Box<LegacyKey<des::Des>>),
     Tdes(Box<LegacyKey<des::TdesEde3>>),
@@ -270,8 +567,19 @@ pub struct ContiguousItem<'a> {
 }
 
 impl PacketKey {
-    /// Builds a key; refuses legacy suites unless `allow_insecure_legacy`.
+    /// Builds a key; refuses legacy suites unless `allow_insecure_legacy`. AEAD suites run on
+    /// the backend [`chosen_backend`] picks for this CPU.
     pub fn new(
+        suite: SuiteId,
+        key: &[u8],
+        allow_insecure_legacy: bool,
+    ) -> Result<Self, CryptoError> {
+        Self::with_backend(chosen_backend().0, suite, key, allow_insecure_legacy)
+    }
+    /// Like [`new`](Self::new), with the AEAD suites on `backend` (legacy suites ignore it):
+    /// for tests and benches that compare the backends.
+    pub fn with_backend(
+        backend: Backend,
         suite: SuiteId,
         key: &[u8],
         allow_insecure_legacy: bool,
@@ -280,27 +588,36 @@ impl PacketKey {
             return Err(CryptoError::LegacyRefused(suite.name()));
         }
         let expected = suite.key_len();
-        if key.len() != expected {
-            return Err(CryptoError::BadKeyLength {
-                suite: suite.name(),
-                expected,
-                got: key.len(),
-            });
-        }
-        let aead = |alg| {
-            backend::UnboundKey::new(alg, key)
-                .map(|k| Inner::Aead(LessSafeKey::new(k)))
-                .map_err(|_| CryptoError::BadKeyLength {
-                    suite: suite.name(),
-                    expected,
-                    got: key.len(),
-                })
+        let bad_len = || CryptoError::BadKeyLength {
+            suite: suite.name(),
+            expected,
+            got: key.len(),
         };
+        if key.len() != expected {
+            return Err(bad_len());
+        }
+        // The same algorithm constant, on the chosen library.
+        macro_rules! aead {
+            ($alg:ident) => {
+                match backend {
+                    Backend::AwsLc => {
+                        use aws_lc_rs::aead::{LessSafeKey, UnboundKey, $alg};
+                        let k = UnboundKey::new(&$alg, key).map_err(|_| bad_len())?;
+                        Inner::AwsLc(LessSafeKey::new(k))
+                    }
+                    Backend::Ring => {
+                        use ring::aead::{LessSafeKey, UnboundKey, $alg};
+                        let k = UnboundKey::new(&$alg, key).map_err(|_| bad_len())?;
+                        Inner::Ring(Box::new(LessSafeKey::new(k)))
+                    }
+                }
+            };
+        }
         let mac_split = key.len() - LEGACY_MAC_KEY_LEN;
         let inner = match suite {
-            SuiteId::Aes128Gcm => aead(&backend::AES_128_GCM)?,
-            SuiteId::Aes256Gcm => aead(&backend::AES_256_GCM)?,
-            SuiteId::ChaCha20Poly1305 => aead(&backend::CHACHA20_POLY1305)?,
+            SuiteId::Aes128Gcm => aead!(AES_128_GCM),
+            SuiteId::Aes256Gcm => aead!(AES_256_GCM),
+            SuiteId::ChaCha20Poly1305 => aead!(CHACHA20_POLY1305),
             SuiteId::LegacyDesCbcHmacMd5 => Inner::Des(Box::new(LegacyKey::new(
                 &key[..mac_split],
                 &key[mac_split..],
@@ -311,6 +628,14 @@ impl PacketKey {
             )?)),
         };
         Ok(Self { suite, inner })
+    }
+    /// The AEAD library this key runs on; `None` for the legacy suites.
+    pub fn backend(&self) -> Option<Backend> {
+        match self.inner {
+            Inner::AwsLc(_) => Some(Backend::AwsLc),
+            Inner::Ring(_) => Some(Backend::Ring),
+            Inner::Des(_) | Inner::Tdes(_) => None,
+        }
     }
     pub fn suite(&self) -> SuiteId {
         self.suite
@@ -330,37 +655,14 @@ impl PacketKey {
         len: usize,
     ) -> Result<usize, CryptoError> {
         check_len(body, len)?;
-        match (scope, &self.inner) {
-            (Scope::None, _) => Ok(len),
-            (Scope::Encrypt, Inner::Aead(k)) => {
-                let need = len + TAG_LEN;
-                if body.len() < need {
-                    return Err(CryptoError::BufferTooSmall {
-                        need,
-                        have: body.len(),
-                    });
-                }
-                let (data, rest) = body.split_at_mut(len);
-                let tag = k
-                    .seal_in_place_separate_tag(nonce(counter), Aad::from(header), data)
-                    .map_err(|_| CryptoError::Malformed)?;
-                rest[..TAG_LEN].copy_from_slice(tag.as_ref());
-                Ok(need)
-            }
-            (Scope::AuthOnly, Inner::Aead(k)) => {
-                let need = len + TAG_LEN;
-                if body.len() < need {
-                    return Err(CryptoError::BufferTooSmall {
-                        need,
-                        have: body.len(),
-                    });
-                }
-                let tag = with_joined(header, &body[..len], |aad| aead_auth_tag(k, counter, aad))?;
-                body[len..need].copy_from_slice(tag.as_ref());
-                Ok(need)
-            }
-            (_, Inner::Des(k)) => k.seal(counter, scope == Scope::Encrypt, header, body, len),
-            (_, Inner::Tdes(k)) => k.seal(counter, scope == Scope::Encrypt, header, body, len),
+        if scope == Scope::None {
+            return Ok(len);
+        }
+        match &self.inner {
+            Inner::AwsLc(k) => aead_seal(k, counter, scope, header, body, len),
+            Inner::Ring(k) => aead_seal(&**k, counter, scope, header, body, len),
+            Inner::Des(k) => k.seal(counter, scope == Scope::Encrypt, header, body, len),
+            Inner::Tdes(k) => k.seal(counter, scope == Scope::Encrypt, header, body, len),
         }
     }
     /// Opens `body[..len]` in place; returns the plaintext length (plaintext at `body[..n]`).
@@ -377,23 +679,14 @@ impl PacketKey {
         len: usize,
     ) -> Result<usize, CryptoError> {
         check_len(body, len)?;
-        match (scope, &self.inner) {
-            (Scope::None, _) => Ok(len),
-            (Scope::Encrypt, Inner::Aead(k)) => {
-                let plen = len.checked_sub(TAG_LEN).ok_or(CryptoError::AuthFailed)?;
-                let (data, tag) = body[..len].split_at_mut(plen);
-                k.open_in_place_separate_tag(nonce(counter), Aad::from(header), tag, data)
-                    .map_err(|_| CryptoError::AuthFailed)?;
-                Ok(plen)
-            }
-            (Scope::AuthOnly, Inner::Aead(k)) => {
-                let plen = len.checked_sub(TAG_LEN).ok_or(CryptoError::AuthFailed)?;
-                let (data, tag) = body[..len].split_at(plen);
-                with_joined(header, data, |aad| aead_auth_verify(k, counter, aad, tag))?;
-                Ok(plen)
-            }
-            (_, Inner::Des(k)) => k.open(counter, scope == Scope::Encrypt, header, body, len),
-            (_, Inner::Tdes(k)) => k.open(counter, scope == Scope::Encrypt, header, body, len),
+        if scope == Scope::None {
+            return Ok(len);
+        }
+        match &self.inner {
+            Inner::AwsLc(k) => aead_open(k, counter, scope, header, body, len),
+            Inner::Ring(k) => aead_open(&**k, counter, scope, header, body, len),
+            Inner::Des(k) => k.open(counter, scope == Scope::Encrypt, header, body, len),
+            Inner::Tdes(k) => k.open(counter, scope == Scope::Encrypt, header, body, len),
         }
     }
     /// Seals the body `buf[header_len..header_len + len]` in place, authenticating the header
@@ -408,26 +701,19 @@ impl PacketKey {
         len: usize,
     ) -> Result<usize, CryptoError> {
         check_len(buf, header_len)?;
+        if scope == Scope::AuthOnly {
+            match &self.inner {
+                Inner::AwsLc(k) => {
+                    return aead_auth_seal_contiguous(k, counter, buf, header_len, len);
+                }
+                Inner::Ring(k) => {
+                    return aead_auth_seal_contiguous(&**k, counter, buf, header_len, len);
+                }
+                Inner::Des(_) | Inner::Tdes(_) => {}
+            }
+        }
         let (header, body) = buf.split_at_mut(header_len);
-        let Inner::Aead(k) = &self.inner else {
-            return self.seal(counter, scope, header, body, len);
-        };
-        if scope != Scope::AuthOnly {
-            return self.seal(counter, scope, header, body, len);
-        }
-        check_len(body, len)?;
-        let end = header_len + len;
-        let need = end + TAG_LEN;
-        if buf.len() < need {
-            return Err(CryptoError::BufferTooSmall {
-                need: len + TAG_LEN,
-                have: buf.len() - header_len,
-            });
-        }
-        let (aad, rest) = buf.split_at_mut(end);
-        let tag = aead_auth_tag(k, counter, aad)?;
-        rest[..TAG_LEN].copy_from_slice(tag.as_ref());
-        Ok(len + TAG_LEN)
+        self.seal(counter, scope, header, body, len)
     }
     /// Opens the body `buf[header_len..header_len + len]` in place, checking the header
     /// `buf[..header_len]`; returns the body's plaintext length (plaintext at
@@ -441,18 +727,19 @@ impl PacketKey {
         len: usize,
     ) -> Result<usize, CryptoError> {
         check_len(buf, header_len)?;
-        let (header, body) = buf.split_at_mut(header_len);
-        let Inner::Aead(k) = &self.inner else {
-            return self.open(counter, scope, header, body, len);
-        };
-        if scope != Scope::AuthOnly {
-            return self.open(counter, scope, header, body, len);
+        if scope == Scope::AuthOnly {
+            match &self.inner {
+                Inner::AwsLc(k) => {
+                    return aead_auth_open_contiguous(k, counter, buf, header_len, len);
+                }
+                Inner::Ring(k) => {
+                    return aead_auth_open_contiguous(&**k, counter, buf, header_len, len);
+                }
+                Inner::Des(_) | Inner::Tdes(_) => {}
+            }
         }
-        check_len(body, len)?;
-        let plen = len.checked_sub(TAG_LEN).ok_or(CryptoError::AuthFailed)?;
-        let (aad, tag) = buf[..header_len + len].split_at(header_len + plen);
-        aead_auth_verify(k, counter, aad, tag)?;
-        Ok(plen)
+        let (header, body) = buf.split_at_mut(header_len);
+        self.open(counter, scope, header, body, len)
     }
     /// Seals every item of a batch (one call amortises dispatch over many packets).
     pub fn seal_batch(&self, scope: Scope, items: &mut [BatchItem<'_>]) {
@@ -488,5 +775,106 @@ mod tests {
     fn packet_key_is_send_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
         assert_send_sync::<PacketKey>();
+    }
+
+    const NONE: CpuFeatures = CpuFeatures {
+        avx2: false,
+        avx512: false,
+        vaes: false,
+        vpclmulqdq: false,
+    };
+    const VAES_AVX2: CpuFeatures = CpuFeatures {
+        avx2: true,
+        avx512: false,
+        vaes: true,
+        vpclmulqdq: true,
+    };
+    const VAES_AVX512: CpuFeatures = CpuFeatures {
+        avx512: true,
+        ..VAES_AVX2
+    };
+
+    #[test]
+    fn cpu_choice_follows_the_features() {
+        assert_eq!(
+            cpu_choice(Some(VAES_AVX512)),
+            (Backend::AwsLc, "VAES-AVX512 path")
+        );
+        assert_eq!(
+            cpu_choice(Some(VAES_AVX2)),
+            (Backend::Ring, "VAES-AVX2 path, which aws-lc-rs lacks")
+        );
+        // VAES without VPCLMULQDQ (or without AVX2) has no wide path in either library.
+        for f in [
+            NONE,
+            CpuFeatures {
+                vpclmulqdq: false,
+                ..VAES_AVX2
+            },
+            CpuFeatures {
+                vaes: false,
+                ..VAES_AVX512
+            },
+            CpuFeatures {
+                avx2: false,
+                ..VAES_AVX2
+            },
+        ] {
+            assert_eq!(cpu_choice(Some(f)).0, Backend::AwsLc, "{f:?}");
+        }
+        assert_eq!(cpu_choice(None).0, Backend::AwsLc);
+    }
+
+    #[test]
+    fn env_override() {
+        use std::ffi::OsStr;
+        let cpu = cpu_choice(Some(VAES_AVX2));
+        assert_eq!(decide(None, cpu), (Backend::Ring, cpu.1.to_owned()));
+        assert_eq!(
+            decide(Some(OsStr::new("")), cpu),
+            (Backend::Ring, cpu.1.to_owned())
+        );
+        for (v, b) in [
+            ("aws-lc-rs", Backend::AwsLc),
+            ("AWS-LC", Backend::AwsLc),
+            (" ring ", Backend::Ring),
+        ] {
+            let (got, why) = decide(Some(OsStr::new(v)), cpu);
+            assert_eq!(got, b, "{v}");
+            assert!(why.starts_with("set by SEALINK_AEAD_BACKEND"), "{why}");
+            assert!(why.contains(cpu.1), "{why}");
+        }
+        let (got, why) = decide(Some(OsStr::new("openssl")), cpu);
+        assert_eq!(got, Backend::Ring);
+        assert!(why.contains("\"openssl\" ignored"), "{why}");
+        assert!(why.ends_with(cpu.1), "{why}");
+    }
+
+    #[test]
+    fn backend_names_round_trip() {
+        for b in Backend::ALL {
+            assert_eq!(Backend::from_name(b.name()), Some(b));
+            assert_eq!(b.to_string(), b.name());
+        }
+        assert_eq!(Backend::from_name("boringssl"), None);
+    }
+
+    #[test]
+    fn chosen_backend_is_stable_and_used_by_new() {
+        let (b, why) = chosen_backend();
+        assert!(!why.is_empty());
+        assert_eq!(chosen_backend(), (b, why));
+        for suite in SuiteId::MODERN {
+            let k = PacketKey::new(suite, &vec![7u8; suite.key_len()], false).unwrap();
+            assert_eq!(k.backend(), Some(b));
+            for other in Backend::ALL {
+                let k = PacketKey::with_backend(other, suite, &vec![7u8; suite.key_len()], false)
+                    .unwrap();
+                assert_eq!(k.backend(), Some(other));
+            }
+        }
+        let legacy = SuiteId::LegacyDesCbcHmacMd5;
+        let k = PacketKey::new(legacy, &vec![7u8; legacy.key_len()], true).unwrap();
+        assert_eq!(k.backend(), None);
     }
 }

@@ -20,6 +20,7 @@ use sealink_crypto::legacy::{
 };
 use sealink_crypto::raw::ring_backend::RingAead;
 use sealink_crypto::sign::{OwnerSigningKey, verify};
+use sealink_crypto::suite::Backend;
 use sealink_crypto::{CryptoError, PacketKey, RawAead, Scope, SuiteId};
 
 // ---------------------------------------------------------------------------------------------
@@ -215,45 +216,55 @@ fn aes_gcm_mcgrew_viega_vectors_raw() {
 }
 
 /// Test cases 1, 2, 13, 14 use the all-zero IV, which is exactly PacketKey's nonce for counter 0
-/// (4 zero bytes || 0u64 little endian), with an empty AAD (= empty header).
+/// (4 zero bytes || 0u64 little endian), with an empty AAD (= empty header). On both backends.
 #[test]
 fn aes_gcm_vectors_through_packet_key() {
-    for (suite, c) in gcm_cases() {
-        if c.iv != [0; 12] {
-            continue;
+    for backend in Backend::ALL {
+        for (suite, c) in gcm_cases() {
+            check_packet_key_vector(backend, suite, &c);
         }
-        let key = PacketKey::new(suite, c.key, false).unwrap();
-        let mut body = vec![0u8; c.pt.len() + 16];
-        body[..c.pt.len()].copy_from_slice(c.pt);
-        let n = key
-            .seal(0, Scope::Encrypt, &[], &mut body, c.pt.len())
-            .unwrap();
-        assert_eq!(n, c.pt.len() + 16);
-        assert_eq!(&body[..c.pt.len()], c.ct, "{}", c.name);
-        assert_eq!(&body[c.pt.len()..n], &c.tag, "{}", c.name);
+    }
+}
+
+fn check_packet_key_vector(backend: Backend, suite: SuiteId, c: &GcmCase<'_>) {
+    if c.iv != [0; 12] {
+        return;
+    }
+    let key = PacketKey::with_backend(backend, suite, c.key, false).unwrap();
+    assert_eq!(key.backend(), Some(backend));
+    let name = format!("{} ({backend})", c.name);
+    let c = &GcmCase { name: &name, ..*c };
+    let mut body = vec![0u8; c.pt.len() + 16];
+    body[..c.pt.len()].copy_from_slice(c.pt);
+    let n = key
+        .seal(0, Scope::Encrypt, &[], &mut body, c.pt.len())
+        .unwrap();
+    assert_eq!(n, c.pt.len() + 16);
+    assert_eq!(&body[..c.pt.len()], c.ct, "{}", c.name);
+    assert_eq!(&body[c.pt.len()..n], &c.tag, "{}", c.name);
+    assert_eq!(
+        key.open(0, Scope::Encrypt, &[], &mut body, n),
+        Ok(c.pt.len())
+    );
+    assert_eq!(&body[..c.pt.len()], c.pt);
+    // Empty plaintext: AuthOnly over an empty header and body is the same GCM computation.
+    if c.pt.is_empty() {
+        let mut body = [0u8; 16];
+        assert_eq!(key.seal(0, Scope::AuthOnly, &[], &mut body, 0), Ok(16));
+        assert_eq!(body, c.tag, "{} auth-only", c.name);
+        let mut buf = [0u8; 16];
         assert_eq!(
-            key.open(0, Scope::Encrypt, &[], &mut body, n),
-            Ok(c.pt.len())
+            key.seal_contiguous(0, Scope::AuthOnly, &mut buf, 0, 0),
+            Ok(16)
         );
-        assert_eq!(&body[..c.pt.len()], c.pt);
-        // Empty plaintext: AuthOnly over an empty header and body is the same GCM computation.
-        if c.pt.is_empty() {
-            let mut body = [0u8; 16];
-            assert_eq!(key.seal(0, Scope::AuthOnly, &[], &mut body, 0), Ok(16));
-            assert_eq!(body, c.tag, "{} auth-only", c.name);
-            let mut buf = [0u8; 16];
-            assert_eq!(
-                key.seal_contiguous(0, Scope::AuthOnly, &mut buf, 0, 0),
-                Ok(16)
-            );
-            assert_eq!(buf, c.tag, "{} auth-only contiguous", c.name);
-        }
+        assert_eq!(buf, c.tag, "{} auth-only contiguous", c.name);
     }
 }
 
 /// PacketKey output checked against the raw library with the layout computed independently:
 /// nonce = 4 zero bytes || counter LE; Encrypt: AAD = header; AuthOnly: empty plaintext,
 /// AAD = header || body.
+/// Runs on both backends, each against both raw libraries.
 #[test]
 fn packet_key_layout_matches_raw_aead() {
     let header = hex!("5e a1 01 02 03 04 05 06 07 08 09 0a");
@@ -261,17 +272,27 @@ fn packet_key_layout_matches_raw_aead() {
     let mut nonce = [0u8; 12];
     nonce[4..].copy_from_slice(&counter.to_le_bytes());
     assert_eq!(nonce, hex!("00000000 0807060504030201"));
-    for suite in SuiteId::MODERN {
+    let combos = Backend::ALL
+        .into_iter()
+        .flat_map(|b| SuiteId::MODERN.map(|s| (b, s)))
+        .flat_map(|(b, s)| [(b, s, false), (b, s, true)]);
+    for (backend, suite, raw_on_ring) in combos {
         let k: Vec<u8> = (0..suite.key_len() as u8)
             .map(|i| i.wrapping_mul(7) ^ 0x5a)
             .collect();
-        let pk = PacketKey::new(suite, &k, false).unwrap();
-        let raw = RawAead::new(suite, &k).unwrap();
+        let pk = PacketKey::with_backend(backend, suite, &k, false).unwrap();
+        let raw: Box<dyn Raw> = if raw_on_ring {
+            Box::new(RingAead::new(suite, &k).unwrap())
+        } else {
+            Box::new(RawAead::new(suite, &k).unwrap())
+        };
+        let raw_lib = if raw_on_ring { "ring" } else { "aws-lc-rs" };
+        let suite = format!("{suite} on {backend} vs raw {raw_lib}");
         let pt = &P64[..50];
 
         // Encrypt
         let mut expect = pt.to_vec();
-        let tag = raw.seal_in_place(nonce, &header, &mut expect);
+        let tag = raw.seal(nonce, &header, &mut expect);
         expect.extend_from_slice(&tag);
         let mut body = [0u8; 50 + 16];
         body[..50].copy_from_slice(pt);
@@ -284,7 +305,7 @@ fn packet_key_layout_matches_raw_aead() {
         // AuthOnly
         let mut aad = header.to_vec();
         aad.extend_from_slice(pt);
-        let tag = raw.seal_in_place(nonce, &aad, &mut []);
+        let tag = raw.seal(nonce, &aad, &mut []);
         let mut body = [0u8; 50 + 16];
         body[..50].copy_from_slice(pt);
         assert_eq!(
@@ -516,11 +537,14 @@ fn kdf_matches_hand_rolled_hkdf() {
         if !suite.is_legacy() {
             // The derived PacketKey is the key from that material.
             let a = derive_packet_key(suite, &secret, label, false).unwrap();
-            let b = PacketKey::new(suite, &got, false).unwrap();
-            let (mut x, mut y) = ([7u8; 40], [7u8; 40]);
+            let mut x = [7u8; 40];
             a.seal(9, Scope::Encrypt, b"h", &mut x, 24).unwrap();
-            b.seal(9, Scope::Encrypt, b"h", &mut y, 24).unwrap();
-            assert_eq!(x, y);
+            for backend in Backend::ALL {
+                let b = PacketKey::with_backend(backend, suite, &got, false).unwrap();
+                let mut y = [7u8; 40];
+                b.seal(9, Scope::Encrypt, b"h", &mut y, 24).unwrap();
+                assert_eq!(x, y, "{suite} on {backend}");
+            }
         } else {
             assert_eq!(
                 derive_packet_key(suite, &secret, label, false).unwrap_err(),

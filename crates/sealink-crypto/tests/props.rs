@@ -1,7 +1,9 @@
 //! Property tests of the packet layer: round trips, tamper detection, batch == single,
-//! split == contiguous, legacy opt-in.
+//! split == contiguous, legacy opt-in, and the two AEAD backends (aws-lc-rs, ring) agreeing
+//! byte for byte and opening each other's output.
 
 use proptest::prelude::*;
+use sealink_crypto::suite::Backend;
 use sealink_crypto::{BatchItem, ContiguousItem, CryptoError, PacketKey, Scope, SuiteId};
 
 const LEGACY: [SuiteId; 2] = [SuiteId::LegacyDesCbcHmacMd5, SuiteId::Legacy3DesCbcHmacMd5];
@@ -15,6 +17,9 @@ fn legacy() -> impl Strategy<Value = SuiteId> {
 }
 fn any_suite() -> impl Strategy<Value = SuiteId> {
     prop::sample::select(SuiteId::ALL.to_vec())
+}
+fn backend() -> impl Strategy<Value = Backend> {
+    prop::sample::select(Backend::ALL.to_vec())
 }
 fn scope() -> impl Strategy<Value = Scope> {
     prop::sample::select(SCOPES.to_vec())
@@ -43,6 +48,13 @@ fn key_bytes(suite: SuiteId, seed: u64) -> Vec<u8> {
 }
 fn key(suite: SuiteId, seed: u64) -> PacketKey {
     PacketKey::new(suite, &key_bytes(suite, seed), true).unwrap()
+}
+fn key_on(backend: Backend, suite: SuiteId, seed: u64) -> PacketKey {
+    let k = PacketKey::with_backend(backend, suite, &key_bytes(suite, seed), true).unwrap();
+    if !suite.is_legacy() {
+        assert_eq!(k.backend(), Some(backend));
+    }
+    k
 }
 
 /// Seals with the split form; returns the sealed body (exactly its sealed length).
@@ -104,10 +116,11 @@ proptest! {
 
     #[test]
     fn round_trip_all_suites_and_scopes(
+        backend in backend(),
         suite in any_suite(), scope in scope(), seed in any::<u64>(), counter in any::<u64>(),
         header in header(), pt in data(),
     ) {
-        let k = key(suite, seed);
+        let k = key_on(backend, suite, seed);
         let sealed = seal(&k, counter, scope, &header, &pt);
         prop_assert_eq!(sealed.len(), expected_sealed_len(suite, scope, pt.len()));
         prop_assert!(sealed.len() <= pt.len() + suite.max_overhead());
@@ -133,10 +146,11 @@ proptest! {
 
     #[test]
     fn any_single_bit_flip_fails(
+        backend in backend(),
         suite in any_suite(), scope in protecting_scope(), seed in any::<u64>(), counter in any::<u64>(),
         header in header(), pt in data(), pos in any::<prop::sample::Index>(), bit in 0u8..8,
     ) {
-        let k = key(suite, seed);
+        let k = key_on(backend, suite, seed);
         let sealed = seal(&k, counter, scope, &header, &pt);
         // Flip one bit anywhere in header || body || tag.
         let mut h = header.clone();
@@ -149,15 +163,16 @@ proptest! {
 
     #[test]
     fn wrong_counter_scope_or_key_fails(
+        backend in backend(),
         suite in any_suite(), scope in protecting_scope(), seed in any::<u64>(), counter in any::<u64>(),
         delta in 1u64.., header in header(), pt in data(),
     ) {
-        let k = key(suite, seed);
+        let k = key_on(backend, suite, seed);
         let sealed = seal(&k, counter, scope, &header, &pt);
         let other = counter.wrapping_add(delta);
         prop_assert_eq!(open(&k, other, scope, &header, &sealed), Err(CryptoError::AuthFailed));
         prop_assert_eq!(open_contig(&k, other, scope, &header, &sealed), Err(CryptoError::AuthFailed));
-        let k2 = key(suite, seed ^ 1);
+        let k2 = key_on(backend, suite, seed ^ 1);
         prop_assert_eq!(open(&k2, counter, scope, &header, &sealed), Err(CryptoError::AuthFailed));
         // Truncating the sealed body fails (never panics).
         for cut in [1usize, 8, 16, 17, 24, 25] {
@@ -169,10 +184,11 @@ proptest! {
 
     #[test]
     fn batch_matches_single(
+        backend in backend(),
         suite in any_suite(), scope in scope(), seed in any::<u64>(), counter0 in any::<u64>(),
         packets in prop::collection::vec((header(), prop::collection::vec(any::<u8>(), 0..1500)), 0..8),
     ) {
-        let k = key(suite, seed);
+        let k = key_on(backend, suite, seed);
         let ov = suite.max_overhead();
         let singles: Vec<Vec<u8>> = packets
             .iter()
@@ -258,10 +274,11 @@ proptest! {
 
     #[test]
     fn short_buffers_are_errors_not_panics(
+        backend in backend(),
         suite in any_suite(), scope in protecting_scope(), seed in any::<u64>(), pt in data(), short in 1usize..25,
         header in header(),
     ) {
-        let k = key(suite, seed);
+        let k = key_on(backend, suite, seed);
         let need = expected_sealed_len(suite, scope, pt.len());
         let room = need - short.min(need - pt.len());
         let mut body = pt.clone();
@@ -284,12 +301,173 @@ proptest! {
 
     #[test]
     fn random_garbage_never_opens(
+        backend in backend(),
         suite in any_suite(), scope in protecting_scope(), seed in any::<u64>(), counter in any::<u64>(),
         header in header(), garbage in prop::collection::vec(any::<u8>(), 0..200),
     ) {
-        let k = key(suite, seed);
+        let k = key_on(backend, suite, seed);
         prop_assert_eq!(open(&k, counter, scope, &header, &garbage), Err(CryptoError::AuthFailed));
         prop_assert_eq!(open_contig(&k, counter, scope, &header, &garbage), Err(CryptoError::AuthFailed));
+    }
+}
+
+/// Bodies for the backend comparison: mostly 0..2000 bytes, now and then above 16 KiB (the
+/// libraries' wide AES-GCM paths and the split form's per-thread AuthOnly scratch buffer).
+fn cross_body() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        12 => prop::collection::vec(any::<u8>(), 0..2000),
+        1 => prop::collection::vec(any::<u8>(), 16 * 1024 + 1..20 * 1024),
+    ]
+}
+
+/// The same key material on each backend.
+fn both_backends(suite: SuiteId, seed: u64) -> (PacketKey, PacketKey) {
+    (
+        key_on(Backend::AwsLc, suite, seed),
+        key_on(Backend::Ring, suite, seed),
+    )
+}
+
+/// aws-lc-rs and ring give byte-identical sealed bodies in the split and contiguous forms, and
+/// each opens the other's output (and refuses it tampered).
+fn check_backends_agree(
+    suite: SuiteId,
+    scope: Scope,
+    seed: u64,
+    counter: u64,
+    header: &[u8],
+    pt: &[u8],
+) -> Result<(), TestCaseError> {
+    let (aws, ring) = both_backends(suite, seed);
+    let sealed = seal(&aws, counter, scope, header, pt);
+    prop_assert_eq!(sealed.len(), expected_sealed_len(suite, scope, pt.len()));
+    prop_assert!(
+        seal(&ring, counter, scope, header, pt) == sealed,
+        "{suite} {scope:?} split: ring differs from aws-lc-rs ({} B)",
+        pt.len()
+    );
+    for k in [&aws, &ring] {
+        prop_assert!(
+            seal_contig(k, counter, scope, header, pt) == sealed,
+            "{suite} {scope:?} contiguous on {:?} differs ({} B)",
+            k.backend(),
+            pt.len()
+        );
+    }
+    // Each opens what the other sealed (both forms); same sealed bytes, so this is also "each
+    // opens its own".
+    for k in [&aws, &ring] {
+        prop_assert!(open(k, counter, scope, header, &sealed).as_deref() == Ok(pt));
+        prop_assert!(open_contig(k, counter, scope, header, &sealed).as_deref() == Ok(pt));
+    }
+    if scope != Scope::None {
+        let mut bad = sealed.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 0x80;
+        for k in [&aws, &ring] {
+            prop_assert_eq!(
+                open(k, counter, scope, header, &bad),
+                Err(CryptoError::AuthFailed)
+            );
+            prop_assert_eq!(
+                open_contig(k, counter.wrapping_add(1), scope, header, &sealed),
+                Err(CryptoError::AuthFailed)
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn backends_agree_byte_for_byte(
+        suite in modern(), scope in scope(), seed in any::<u64>(), counter in any::<u64>(),
+        header in header(), pt in cross_body(),
+    ) {
+        check_backends_agree(suite, scope, seed, counter, &header, &pt)?;
+    }
+
+    #[test]
+    fn backends_agree_in_batches(
+        suite in modern(), scope in protecting_scope(), seed in any::<u64>(), counter0 in any::<u64>(),
+        packets in prop::collection::vec((header(), prop::collection::vec(any::<u8>(), 0..1500)), 0..6),
+    ) {
+        let (aws, ring) = both_backends(suite, seed);
+        // Seal the batch on ring; every packet must equal aws-lc-rs's single seal, and open on
+        // aws-lc-rs in a batch.
+        let mut bodies: Vec<Vec<u8>> = packets.iter().map(|(_, p)| { let mut b = p.clone(); b.resize(p.len() + 16, 0); b }).collect();
+        let mut items: Vec<BatchItem<'_>> = packets
+            .iter()
+            .zip(bodies.iter_mut())
+            .enumerate()
+            .map(|(i, ((h, p), body))| BatchItem { counter: counter0.wrapping_add(i as u64), header: h, body, len: p.len(), result: Err(CryptoError::AuthFailed) })
+            .collect();
+        ring.seal_batch(scope, &mut items);
+        let lens: Vec<usize> = items.iter().map(|it| it.result.clone().unwrap()).collect();
+        drop(items);
+        for (i, ((body, n), (h, p))) in bodies.iter().zip(&lens).zip(&packets).enumerate() {
+            prop_assert_eq!(&body[..*n], &seal(&aws, counter0.wrapping_add(i as u64), scope, h, p)[..]);
+        }
+        let mut items: Vec<BatchItem<'_>> = packets
+            .iter()
+            .zip(bodies.iter_mut())
+            .zip(&lens)
+            .enumerate()
+            .map(|(i, (((h, _), body), n))| BatchItem { counter: counter0.wrapping_add(i as u64), header: h, body, len: *n, result: Err(CryptoError::AuthFailed) })
+            .collect();
+        aws.open_batch(scope, &mut items);
+        let out: Vec<usize> = items.iter().map(|it| it.result.clone().unwrap()).collect();
+        drop(items);
+        for ((body, n), (_, p)) in bodies.iter().zip(&out).zip(&packets) {
+            prop_assert_eq!(&body[..*n], &p[..]);
+        }
+    }
+}
+
+/// Every modern suite and scope at sizes around the libraries' block and stride boundaries and
+/// above 16 KiB, deterministically (the proptest draws large bodies only now and then).
+#[test]
+fn backends_agree_at_boundary_and_large_sizes() {
+    let sizes = [
+        0usize,
+        1,
+        15,
+        16,
+        17,
+        63,
+        64,
+        65,
+        95,
+        96,
+        127,
+        128,
+        129,
+        255,
+        256,
+        257,
+        511,
+        512,
+        1400,
+        2032,
+        2048,
+        4096,
+        16 * 1024,
+        16 * 1024 + 1,
+        16 * 1024 + 15,
+        65_536 + 7,
+    ];
+    for suite in SuiteId::MODERN {
+        for scope in SCOPES {
+            for (i, &size) in sizes.iter().enumerate() {
+                let pt: Vec<u8> = (0..size).map(|j| (j * 31 + i) as u8).collect();
+                let header: Vec<u8> = (0..(i * 5) % 64).map(|j| j as u8 ^ 0xa5).collect();
+                let seed = 0x5ea1_0000 + i as u64;
+                check_backends_agree(suite, scope, seed, u64::MAX - i as u64, &header, &pt)
+                    .unwrap_or_else(|e| panic!("{suite} {scope:?} {size} B: {e}"));
+            }
+        }
     }
 }
 

@@ -23,11 +23,13 @@
 mod clp;
 mod layered;
 mod packet;
+pub mod pipeline;
 mod plp;
 
 pub use clp::{Clp, ClpPolicy};
 pub use layered::Layered;
 pub use packet::{Channel, HEADER_ROOM, Op, Packet, open_one, open_serial, seal_one, seal_serial};
+pub use pipeline::{Pipeline, Work};
 pub use plp::Plp;
 
 static PIN_WORKERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

@@ -381,10 +381,19 @@ pub fn run(p: &Params) -> Result<()> {
         out,
         "sealink bench seal: in-place seal + open of one datagram, scope encrypt, one thread ({cores} cores available)"
     );
+    let (backend, why) = sealink_crypto::suite::chosen_backend();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+                .map(|(_, m)| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    let _ = writeln!(out, "AEAD backend: {backend} ({why}; CPU: {cpu})");
     let _ = writeln!(
         out,
-        "protocol: MSG frame header write, datapath::seal_datagram, parse_data_header, open_datagram (replay window), frame parse ({})",
-        sealink_crypto::suite::AEAD_BACKEND
+        "protocol: MSG frame header write, datapath::seal_datagram, parse_data_header, open_datagram (replay window), frame parse ({backend})"
     );
     let _ = writeln!(
         out,

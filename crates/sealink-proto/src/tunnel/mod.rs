@@ -15,13 +15,31 @@
 //!
 //! # Piggybacking policy (paper 002's ADP piggybacking, applied to IP packets)
 //! With [`PiggybackPolicy::enabled`], a packet of at most [`PiggybackPolicy::small`] bytes (a
-//! TCP ACK, a DNS query) is not sent at once: it joins its peer's queue, which leaves as one
-//! datagram when the first queued packet has waited [`PiggybackPolicy::max_delay`], or when the
-//! queue holds [`PiggybackPolicy::queue_limit`] bytes. Any larger packet is never delayed: it
-//! flushes the queue ahead of itself (order is kept) and leaves at once. So bulk and large
-//! packets see no added latency, and small ones at most `max_delay`. A small packet marked
-//! urgent by its sender (DSCP EF, CS6 or CS7: voice and network control) is treated as large:
-//! it waits for nothing and flushes the queue ahead of itself.
+//! TCP ACK, a DNS query) may join its peer's queue, which leaves as one datagram. When it leaves
+//! depends on [`PiggybackPolicy::mode`]:
+//! * [`PiggybackMode::Autocork`] (the default, after TCP autocorking): the queue waits only
+//!   while a datagram for that peer is in flight, i.e. reserved by [`Tunnel::encapsulate_reserve`]
+//!   and not yet reported sent with [`Tunnel::sent`]. When a driver ends a batch
+//!   ([`Tunnel::end_batch`]) the queues of idle peers leave at once, and a busy peer's queue
+//!   leaves when its last send completes. An idle link so adds no latency at all; under load,
+//!   small packets ride with the next datagram. [`PiggybackPolicy::max_delay`] stays as a
+//!   backstop for drivers that never call `end_batch`.
+//! * [`PiggybackMode::Timer`] (the paper's explicit policy): the queue leaves when its first
+//!   packet has waited [`PiggybackPolicy::max_delay`].
+//!
+//! In both modes the queue also leaves when it holds [`PiggybackPolicy::queue_limit`] bytes, and
+//! any larger packet is never delayed: it flushes the queue ahead of itself (order is kept) and
+//! leaves at once. A small packet marked urgent by its sender (DSCP EF, CS6 or CS7: voice and
+//! network control) is treated as large.
+//!
+//! # Serial and parallel halves
+//! Each per-packet step is split so that the cryptography can run on any core with no lock
+//! held: [`Tunnel::encapsulate_reserve`] (serial: route, session, counter, piggyback queue)
+//! returns a [`SealJob`] whose [`SealJob::seal`] runs anywhere; [`Tunnel::decapsulate_reserve`]
+//! (serial: header, index, session, replay check) returns an [`OpenJob`] whose
+//! [`OpenJob::open`] runs anywhere, and [`Tunnel::decapsulate_finish`] (serial, in order: replay
+//! accept, session confirmation, framing, source check) completes it. [`Tunnel::encapsulate`]
+//! and [`Tunnel::decapsulate`] are the two halves run back to back: the serial reference.
 //!
 //! # Cryptokey routing
 //! An outgoing packet goes to the peer whose allowed IPs contain its destination (longest
@@ -43,17 +61,18 @@ pub mod ip;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sealink_crypto::kdf::derive_packet_key;
 use sealink_crypto::{PacketKey, Scope, SuiteId};
 
-use crate::datapath::{open_datagram, seal_datagram};
+use crate::datapath::{open_in_place, seal_datagram};
 use crate::error::DropReason;
 pub use crate::handshake::TUNNEL_PROLOGUE;
 use crate::handshake::{self, HostKey, InitPayload, Split};
 use crate::ratelimit::{HandshakeLimiter, LimiterConfig};
-use crate::replay::ReplayWindow;
+use crate::replay::{ReplayVerdict, ReplayWindow};
 use crate::time::Time;
 use crate::wire::{HEADER_LEN, Header, parse_header};
 
@@ -68,13 +87,23 @@ const LEN_FIELD: usize = 2;
 /// Largest IP packet a body can frame.
 pub const MAX_PACKET: usize = u16::MAX as usize;
 
+/// When a piggyback queue leaves (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PiggybackMode {
+    /// Wait only while a datagram for the peer is in flight; never on a timer when idle.
+    Autocork,
+    /// Wait up to `max_delay` (paper 002's ADP policy).
+    Timer,
+}
+
 /// When small packets ride together (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PiggybackPolicy {
     pub enabled: bool,
+    pub mode: PiggybackMode,
     /// Packets of at most this many bytes may wait for company...
     pub small: usize,
-    /// ...at most this long...
+    /// ...at most this long (in autocork mode: a backstop)...
     pub max_delay: Duration,
     /// ...or until this many bytes (packets plus their 2-byte length fields) are queued.
     pub queue_limit: usize,
@@ -84,6 +113,7 @@ impl Default for PiggybackPolicy {
     fn default() -> Self {
         PiggybackPolicy {
             enabled: true,
+            mode: PiggybackMode::Autocork,
             small: 256,
             max_delay: Duration::from_micros(200),
             queue_limit: 1400,
@@ -196,15 +226,18 @@ pub enum TunnelDrop {
     StagingFull,
     /// Waiting packets dropped after the last handshake attempt went unanswered.
     HandshakeTimeout,
+    /// A local failure to seal (a bug or a buffer too small), not something the network sent.
+    SealFailed,
 }
 
-const EXTRA_DROPS: [TunnelDrop; 6] = [
+const EXTRA_DROPS: [TunnelDrop; 7] = [
     TunnelDrop::NoRoute,
     TunnelDrop::SourceNotAllowed,
     TunnelDrop::MalformedPacket,
     TunnelDrop::NoEndpoint,
     TunnelDrop::StagingFull,
     TunnelDrop::HandshakeTimeout,
+    TunnelDrop::SealFailed,
 ];
 const N_DROPS: usize = DropReason::ALL.len() + EXTRA_DROPS.len();
 
@@ -218,6 +251,7 @@ impl TunnelDrop {
             TunnelDrop::NoEndpoint => "no-endpoint",
             TunnelDrop::StagingFull => "staging-full",
             TunnelDrop::HandshakeTimeout => "handshake-timeout",
+            TunnelDrop::SealFailed => "seal-failed",
         }
     }
     fn index(self) -> usize {
@@ -292,6 +326,82 @@ pub enum Encap {
     Dropped(TunnelDrop),
 }
 
+/// Outcome of [`Tunnel::encapsulate_reserve`]: the serial half of sending a packet.
+#[derive(Debug, Clone)]
+pub enum Reserve {
+    /// Routed, counter taken, length field written: seal the buffer with `job` (on any thread,
+    /// no lock held), send `buf[..len]` to `dest` after anything [`Tunnel::poll_transmit`] now
+    /// yields, then report it with [`Tunnel::sent`].
+    Seal {
+        peer: PeerIndex,
+        dest: SocketAddr,
+        job: SealJob,
+    },
+    /// Copied into the core (piggyback queue, or waiting for a handshake).
+    Queued,
+    Dropped(TunnelDrop),
+}
+
+/// The parallel half of sending one datagram: everything it needs, nothing shared but the key.
+#[derive(Debug, Clone)]
+pub struct SealJob {
+    key: Arc<PacketKey>,
+    receiver: u32,
+    counter: u64,
+    body_len: usize,
+}
+
+impl SealJob {
+    /// Writes the header and seals the body in place; returns the datagram's length.
+    pub fn seal(&self, buf: &mut [u8]) -> Result<usize, DropReason> {
+        seal_datagram(
+            &self.key,
+            self.receiver,
+            self.counter,
+            Scope::Encrypt,
+            buf,
+            self.body_len,
+        )
+    }
+    /// The datagram's counter.
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+}
+
+/// Outcome of [`Tunnel::decapsulate_reserve`].
+#[derive(Debug, Clone)]
+pub enum DecapReserve {
+    /// A handshake message, fully handled; any answer is in [`Tunnel::poll_transmit`].
+    Handshake(PeerIndex),
+    /// A data datagram that passed the cheap checks: open it with the job (on any thread, no
+    /// lock held), then hand the result to [`Tunnel::decapsulate_finish`].
+    Open(OpenJob),
+}
+
+/// The parallel half of receiving one data datagram.
+#[derive(Debug, Clone)]
+pub struct OpenJob {
+    peer: usize,
+    local_index: u32,
+    counter: u64,
+    key: Arc<PacketKey>,
+}
+
+impl OpenJob {
+    /// Authenticates and decrypts `buf` (the whole datagram) in place; returns the body's range.
+    /// Touches no replay window: [`Tunnel::decapsulate_finish`] records the counter.
+    pub fn open(&self, buf: &mut [u8]) -> Result<Range<usize>, DropReason> {
+        open_in_place(&self.key, Scope::Encrypt, self.counter, false, buf)
+    }
+    pub fn peer(&self) -> PeerIndex {
+        PeerIndex(self.peer)
+    }
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+}
+
 /// What an accepted datagram was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decap {
@@ -304,8 +414,8 @@ pub enum Decap {
 struct Session {
     local_index: u32,
     remote_index: u32,
-    send: PacketKey,
-    recv: PacketKey,
+    send: Arc<PacketKey>,
+    recv: Arc<PacketKey>,
     next_counter: u64,
     replay: ReplayWindow,
     established: Time,
@@ -334,6 +444,8 @@ struct Peer {
     queue: Vec<u8>,
     queue_packets: u64,
     queued_since: Option<Time>,
+    /// Datagrams reserved and not yet reported sent (autocork).
+    in_flight: u64,
     stats: PeerStats,
 }
 
@@ -349,6 +461,8 @@ pub struct Tunnel {
     limiter: HandshakeLimiter,
     transmits: VecDeque<(SocketAddr, Vec<u8>)>,
     spare: Vec<Vec<u8>>,
+    /// Peers with a non-empty piggyback queue (autocork's end-of-batch check).
+    corked: Vec<usize>,
     drops: [u64; N_DROPS],
 }
 
@@ -361,6 +475,21 @@ impl std::fmt::Debug for Tunnel {
     }
 }
 
+impl Peer {
+    fn session(&self, local_index: u32) -> Option<&Session> {
+        [&self.current, &self.previous, &self.next]
+            .into_iter()
+            .flatten()
+            .find(|s| s.local_index == local_index)
+    }
+    fn session_mut(&mut self, local_index: u32) -> Option<&mut Session> {
+        [&mut self.current, &mut self.previous, &mut self.next]
+            .into_iter()
+            .flatten()
+            .find(|s| s.local_index == local_index)
+    }
+}
+
 impl Session {
     fn new(
         suite: SuiteId,
@@ -370,7 +499,9 @@ impl Session {
         now: Time,
     ) -> Result<Self, DropReason> {
         let key = |k: &[u8; 32]| {
-            derive_packet_key(suite, k, b"tunnel data", false).map_err(|_| DropReason::SuiteRefused)
+            derive_packet_key(suite, k, b"tunnel data", false)
+                .map(Arc::new)
+                .map_err(|_| DropReason::SuiteRefused)
         };
         Ok(Session {
             local_index,
@@ -436,6 +567,7 @@ impl Tunnel {
                     queue: Vec::new(),
                     queue_packets: 0,
                     queued_since: None,
+                    in_flight: 0,
                     stats: PeerStats::default(),
                 })
                 .collect(),
@@ -446,6 +578,7 @@ impl Tunnel {
             limiter,
             transmits: VecDeque::new(),
             spare: Vec::new(),
+            corked: Vec::new(),
             drops: [0; N_DROPS],
         })
     }
@@ -523,18 +656,39 @@ impl Tunnel {
 
     /// Routes and seals the IP packet at `buf[HEADROOM..HEADROOM + pkt_len]`; `buf` must extend
     /// [`TAILROOM`] bytes past it. Sealed in place when it can leave at once (see [`Encap`]).
+    /// The serial reference: [`Tunnel::encapsulate_reserve`] and [`SealJob::seal`] back to back.
+    /// The datagram counts as sent at once (no autocork wait behind it).
     pub fn encapsulate(&mut self, now: Time, buf: &mut [u8], pkt_len: usize) -> Encap {
+        match self.encapsulate_reserve(now, buf, pkt_len) {
+            Reserve::Seal { peer, dest, job } => {
+                let r = job.seal(buf);
+                self.sent(now, peer, 1);
+                match r {
+                    Ok(len) => Encap::Sealed { peer, dest, len },
+                    Err(_) => Encap::Dropped(self.count(TunnelDrop::SealFailed)),
+                }
+            }
+            Reserve::Queued => Encap::Queued,
+            Reserve::Dropped(d) => Encap::Dropped(d),
+        }
+    }
+
+    /// The serial half of [`Tunnel::encapsulate`]: routes the packet at
+    /// `buf[HEADROOM..HEADROOM + pkt_len]`, queues it or takes the next counter of the peer's
+    /// session and writes the length field. The caller seals with the returned [`SealJob`]
+    /// (anywhere, no lock held), sends, and reports the send with [`Tunnel::sent`].
+    pub fn encapsulate_reserve(&mut self, now: Time, buf: &mut [u8], pkt_len: usize) -> Reserve {
         let Some(pkt) = buf.get(HEADROOM..HEADROOM + pkt_len) else {
-            return Encap::Dropped(self.count(TunnelDrop::MalformedPacket));
+            return Reserve::Dropped(self.count(TunnelDrop::MalformedPacket));
         };
         if pkt_len > self.cfg.mtu || buf.len() < HEADROOM + pkt_len + TAILROOM {
-            return Encap::Dropped(self.count(TunnelDrop::MalformedPacket));
+            return Reserve::Dropped(self.count(TunnelDrop::MalformedPacket));
         }
         let Some((_, dst)) = packet_addrs(pkt) else {
-            return Encap::Dropped(self.count(TunnelDrop::MalformedPacket));
+            return Reserve::Dropped(self.count(TunnelDrop::MalformedPacket));
         };
         let Some(pi) = self.routes.lookup(dst) else {
-            return Encap::Dropped(self.count(TunnelDrop::NoRoute));
+            return Reserve::Dropped(self.count(TunnelDrop::NoRoute));
         };
         let usable = self.peers[pi]
             .current
@@ -550,22 +704,26 @@ impl Tunnel {
                 // No session to send on: hold the packet and make sure a handshake is under way.
                 let staged = &mut self.peers[pi].staged;
                 if staged.len() >= self.cfg.staged_packets {
-                    return Encap::Dropped(self.count(TunnelDrop::StagingFull));
+                    return Reserve::Dropped(self.count(TunnelDrop::StagingFull));
                 }
                 staged.push_back(pkt.to_vec());
                 if self.peers[pi].initiation.is_none() {
                     self.start_handshake(pi, now, 1);
                 }
-                return Encap::Queued;
+                return Reserve::Queued;
             }
         }
         let pb = self.cfg.piggyback;
         if pb.enabled && pkt_len <= pb.small && !ip::is_urgent(&buf[HEADROOM..HEADROOM + pkt_len]) {
-            // Small: joins the queue; leaves with company, at the queue limit, or at the deadline.
+            // Small: joins the queue; leaves with company, at the queue limit, when the peer's
+            // sends complete (autocork) or at the deadline.
             if self.peers[pi].queue.len() + LEN_FIELD + pkt_len > pb.queue_limit {
                 self.flush_queue(pi, now);
             }
             let p = &mut self.peers[pi];
+            if p.queue.is_empty() {
+                self.corked.push(pi);
+            }
             p.queue.extend_from_slice(&(pkt_len as u16).to_be_bytes());
             p.queue
                 .extend_from_slice(&buf[HEADROOM..HEADROOM + pkt_len]);
@@ -574,50 +732,89 @@ impl Tunnel {
             if p.queue.len() >= pb.queue_limit {
                 self.flush_queue(pi, now);
             }
-            return Encap::Queued;
+            return Reserve::Queued;
         }
         // Large (or piggybacking off): never waits; what is queued goes first, keeping order.
         self.flush_queue(pi, now);
         let Some(dest) = self.peers[pi].endpoint else {
-            return Encap::Dropped(self.count(TunnelDrop::NoEndpoint));
+            return Reserve::Dropped(self.count(TunnelDrop::NoEndpoint));
         };
         buf[HEADER_LEN..HEADROOM].copy_from_slice(&(pkt_len as u16).to_be_bytes());
-        match self.seal_on_current(pi, buf, LEN_FIELD + pkt_len) {
-            Some(len) => {
-                let st = &mut self.peers[pi].stats;
-                st.tx_packets += 1;
-                st.tx_bytes += pkt_len as u64;
-                st.tx_datagrams += 1;
-                Encap::Sealed {
-                    peer: PeerIndex(pi),
-                    dest,
-                    len,
-                }
-            }
-            None => Encap::Dropped(self.count(TunnelDrop::MalformedPacket)),
+        let Some(job) = self.reserve_on_current(pi, LEN_FIELD + pkt_len) else {
+            return Reserve::Dropped(self.count(TunnelDrop::SealFailed));
+        };
+        let p = &mut self.peers[pi];
+        p.in_flight += 1;
+        let st = &mut p.stats;
+        st.tx_packets += 1;
+        st.tx_bytes += pkt_len as u64;
+        st.tx_datagrams += 1;
+        Reserve::Seal {
+            peer: PeerIndex(pi),
+            dest,
+            job,
         }
+    }
+
+    /// Reports that `n` datagrams reserved for `peer` were sent (or given up). In autocork mode
+    /// the peer's piggyback queue leaves once nothing is in flight any more.
+    pub fn sent(&mut self, now: Time, peer: PeerIndex, n: u64) {
+        let Some(p) = self.peers.get_mut(peer.0) else {
+            return;
+        };
+        p.in_flight = p.in_flight.saturating_sub(n);
+        if p.in_flight == 0 && !p.queue.is_empty() && self.autocork() {
+            self.flush_queue(peer.0, now);
+        }
+    }
+
+    /// Ends a batch of packets from the TUN device: in autocork mode the piggyback queues of
+    /// peers with nothing in flight leave now (an idle link adds no delay).
+    pub fn end_batch(&mut self, now: Time) {
+        if !self.autocork() {
+            return;
+        }
+        let mut k = 0;
+        while k < self.corked.len() {
+            let pi = self.corked[k];
+            if self.peers[pi].in_flight == 0 {
+                // flush_queue removes pi from `corked`.
+                self.flush_queue(pi, now);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    fn autocork(&self) -> bool {
+        self.cfg.piggyback.enabled && self.cfg.piggyback.mode == PiggybackMode::Autocork
+    }
+
+    /// Takes the next counter on the peer's current session: the serial step of sealing.
+    fn reserve_on_current(&mut self, pi: usize, body_len: usize) -> Option<SealJob> {
+        let s = self.peers[pi].current.as_mut()?;
+        let counter = s.next_counter;
+        s.next_counter += 1;
+        Some(SealJob {
+            key: Arc::clone(&s.send),
+            receiver: s.remote_index,
+            counter,
+            body_len,
+        })
     }
 
     /// Seals `buf[HEADER_LEN..HEADER_LEN + body_len]` on the peer's current session.
     fn seal_on_current(&mut self, pi: usize, buf: &mut [u8], body_len: usize) -> Option<usize> {
-        let s = self.peers[pi].current.as_mut()?;
-        let counter = s.next_counter;
-        s.next_counter += 1;
-        seal_datagram(
-            &s.send,
-            s.remote_index,
-            counter,
-            Scope::Encrypt,
-            buf,
-            body_len,
-        )
-        .ok()
+        self.reserve_on_current(pi, body_len)?.seal(buf).ok()
     }
 
     /// Sends the piggyback queue as one datagram (through the transmit queue).
     fn flush_queue(&mut self, pi: usize, now: Time) {
         if self.peers[pi].queue.is_empty() {
             return;
+        }
+        if let Some(k) = self.corked.iter().position(|&c| c == pi) {
+            self.corked.swap_remove(k);
         }
         let n = self.peers[pi].queue_packets;
         let body = std::mem::take(&mut self.peers[pi].queue);
@@ -799,7 +996,9 @@ impl Tunnel {
 
     /// Authenticates and opens a datagram from `source` in place. For data, the ranges (in
     /// `buf`) of the IP packets to deliver are pushed to `packets` (cleared first). Every
-    /// refusal is counted and returned; nothing from the network can make this panic.
+    /// refusal is counted and returned; nothing from the network can make this panic. The serial
+    /// reference: [`Tunnel::decapsulate_reserve`], [`OpenJob::open`] and
+    /// [`Tunnel::decapsulate_finish`] back to back.
     pub fn decapsulate(
         &mut self,
         now: Time,
@@ -808,19 +1007,160 @@ impl Tunnel {
         packets: &mut Vec<Range<usize>>,
     ) -> Result<Decap, TunnelDrop> {
         packets.clear();
-        let r = match parse_header(buf) {
-            Ok(Header::Init { .. }) => self.on_init(now, source, buf),
-            Ok(Header::Response { receiver, sender }) => {
-                self.on_response(now, source, receiver, sender, buf)
+        match self.decapsulate_reserve(now, source, buf)? {
+            DecapReserve::Handshake(p) => Ok(Decap::Handshake(p)),
+            DecapReserve::Open(job) => {
+                let opened = job.open(buf);
+                self.decapsulate_finish(now, source, &job, opened, buf, packets)
             }
+        }
+    }
+
+    /// The serial first half of receiving: parses the header and handles handshakes whole; for
+    /// data, finds the session and checks scope, age and the replay window (without recording
+    /// the counter), and returns the [`OpenJob`]. Every refusal is counted.
+    pub fn decapsulate_reserve(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        buf: &[u8],
+    ) -> Result<DecapReserve, TunnelDrop> {
+        let r = match parse_header(buf) {
+            Ok(Header::Init { .. }) => self.on_init(now, source, buf).map(handshake_done),
+            Ok(Header::Response { receiver, sender }) => self
+                .on_response(now, source, receiver, sender, buf)
+                .map(handshake_done),
             Ok(Header::Data {
                 scope,
                 receiver,
                 counter,
-            }) => self.on_data(now, source, scope, receiver, counter, buf, packets),
+            }) => self.reserve_data(now, scope, receiver, counter),
             Err(e) => Err(e.into()),
         };
         r.map_err(|d| self.count(d))
+    }
+
+    fn reserve_data(
+        &mut self,
+        now: Time,
+        scope: Scope,
+        receiver: u32,
+        counter: u64,
+    ) -> Result<DecapReserve, TunnelDrop> {
+        if scope != Scope::Encrypt {
+            return Err(DropReason::ScopeRefused.into());
+        }
+        let pi = *self
+            .indexes
+            .get(&receiver)
+            .ok_or(DropReason::UnknownIndex)?;
+        let session = self.peers[pi]
+            .session(receiver)
+            // The index belongs to an initiation, not a session.
+            .ok_or(DropReason::UnknownIndex)?;
+        if now.saturating_since(session.established) >= self.cfg.reject_after_time {
+            return Err(DropReason::SessionExpired.into());
+        }
+        match session.replay.check(counter) {
+            ReplayVerdict::Fresh => {}
+            ReplayVerdict::Replayed => return Err(DropReason::Replayed.into()),
+            ReplayVerdict::TooOld => return Err(DropReason::TooOld.into()),
+        }
+        Ok(DecapReserve::Open(OpenJob {
+            peer: pi,
+            local_index: receiver,
+            counter,
+            key: Arc::clone(&session.recv),
+        }))
+    }
+
+    /// The serial second half of receiving a data datagram, in the order the datagrams arrived
+    /// for that session: takes the result of [`OpenJob::open`] on `buf`, records the counter in
+    /// the replay window (refusing a duplicate that was opened in parallel), confirms a new
+    /// session, learns the endpoint, and pushes the ranges of the IP packets to deliver onto
+    /// `packets` (appended, not cleared). Every refusal is counted.
+    pub fn decapsulate_finish(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        job: &OpenJob,
+        opened: Result<Range<usize>, DropReason>,
+        buf: &[u8],
+        packets: &mut Vec<Range<usize>>,
+    ) -> Result<Decap, TunnelDrop> {
+        let r = self.finish_data(now, source, job, opened, buf, packets);
+        r.map_err(|d| self.count(d))
+    }
+
+    fn finish_data(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        job: &OpenJob,
+        opened: Result<Range<usize>, DropReason>,
+        buf: &[u8],
+        packets: &mut Vec<Range<usize>>,
+    ) -> Result<Decap, TunnelDrop> {
+        let body = opened?;
+        let pi = job.peer;
+        let p = self.peers.get_mut(pi).ok_or(DropReason::UnknownIndex)?;
+        // The session may have been retired while the datagram was being opened.
+        let session = p
+            .session_mut(job.local_index)
+            .ok_or(DropReason::UnknownIndex)?;
+        match session.replay.accept(job.counter) {
+            ReplayVerdict::Fresh => {}
+            ReplayVerdict::Replayed => return Err(DropReason::Replayed.into()),
+            ReplayVerdict::TooOld => return Err(DropReason::TooOld.into()),
+        }
+        let is_next = p
+            .next
+            .as_ref()
+            .is_some_and(|s| s.local_index == job.local_index);
+        p.endpoint = Some(source);
+        p.stats.rx_datagrams += 1;
+        if is_next {
+            // The initiator used the new keys: it holds them, so they become ours to send on.
+            let old_prev = p.previous.take();
+            p.previous = p.current.take();
+            p.current = p.next.take();
+            self.free_session(old_prev);
+            if !self.peers[pi].staged.is_empty() {
+                self.release_staged(pi, now);
+            }
+        }
+        // Frames: u16 length, packet; each packet's source must route back to this peer.
+        let first = packets.len();
+        let mut at = body.start;
+        let mut bad_source = 0;
+        let mut malformed = 0;
+        while at < body.end {
+            let len = match buf.get(at..at + LEN_FIELD) {
+                Some(b) => usize::from(u16::from_be_bytes([b[0], b[1]])),
+                None => {
+                    packets.truncate(first);
+                    return Err(DropReason::MalformedFrame.into());
+                }
+            };
+            let start = at + LEN_FIELD;
+            let end = start + len;
+            if len == 0 || end > body.end {
+                packets.truncate(first);
+                return Err(DropReason::MalformedFrame.into());
+            }
+            match packet_addrs(&buf[start..end]) {
+                None => malformed += 1,
+                Some((src, _)) if self.routes.lookup(src) != Some(pi) => bad_source += 1,
+                Some(_) => packets.push(start..end),
+            }
+            at = end;
+        }
+        self.drops[TunnelDrop::SourceNotAllowed.index()] += bad_source;
+        self.drops[TunnelDrop::MalformedPacket.index()] += malformed;
+        let st = &mut self.peers[pi].stats;
+        st.rx_packets += (packets.len() - first) as u64;
+        st.rx_bytes += packets[first..].iter().map(|r| r.len() as u64).sum::<u64>();
+        Ok(Decap::Data(PeerIndex(pi)))
     }
 
     fn on_init(&mut self, now: Time, source: SocketAddr, buf: &[u8]) -> Result<Decap, TunnelDrop> {
@@ -910,84 +1250,11 @@ impl Tunnel {
         }
         Ok(Decap::Handshake(PeerIndex(pi)))
     }
+}
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_data(
-        &mut self,
-        now: Time,
-        source: SocketAddr,
-        scope: Scope,
-        receiver: u32,
-        counter: u64,
-        buf: &mut [u8],
-        packets: &mut Vec<Range<usize>>,
-    ) -> Result<Decap, TunnelDrop> {
-        if scope != Scope::Encrypt {
-            return Err(DropReason::ScopeRefused.into());
-        }
-        let pi = *self
-            .indexes
-            .get(&receiver)
-            .ok_or(DropReason::UnknownIndex)?;
-        let reject_after = self.cfg.reject_after_time;
-        let p = &mut self.peers[pi];
-        let (session, is_next) = match (&mut p.current, &mut p.previous, &mut p.next) {
-            (Some(s), _, _) if s.local_index == receiver => (s, false),
-            (_, Some(s), _) if s.local_index == receiver => (s, false),
-            (_, _, Some(s)) if s.local_index == receiver => (s, true),
-            // The index belongs to an initiation, not a session.
-            _ => return Err(DropReason::UnknownIndex.into()),
-        };
-        if now.saturating_since(session.established) >= reject_after {
-            return Err(DropReason::SessionExpired.into());
-        }
-        let body = open_datagram(
-            &session.recv,
-            &mut session.replay,
-            scope,
-            counter,
-            false,
-            buf,
-        )?;
-        p.endpoint = Some(source);
-        p.stats.rx_datagrams += 1;
-        if is_next {
-            // The initiator used the new keys: it holds them, so they become ours to send on.
-            let old_prev = p.previous.take();
-            p.previous = p.current.take();
-            p.current = p.next.take();
-            self.free_session(old_prev);
-            if !self.peers[pi].staged.is_empty() {
-                self.release_staged(pi, now);
-            }
-        }
-        // Frames: u16 length, packet; each packet's source must route back to this peer.
-        let mut at = body.start;
-        let mut bad_source = 0;
-        let mut malformed = 0;
-        while at < body.end {
-            let len = match buf.get(at..at + LEN_FIELD) {
-                Some(b) => usize::from(u16::from_be_bytes([b[0], b[1]])),
-                None => return Err(DropReason::MalformedFrame.into()),
-            };
-            let start = at + LEN_FIELD;
-            let end = start + len;
-            if len == 0 || end > body.end {
-                return Err(DropReason::MalformedFrame.into());
-            }
-            match packet_addrs(&buf[start..end]) {
-                None => malformed += 1,
-                Some((src, _)) if self.routes.lookup(src) != Some(pi) => bad_source += 1,
-                Some(_) => packets.push(start..end),
-            }
-            at = end;
-        }
-        self.drops[TunnelDrop::SourceNotAllowed.index()] += bad_source;
-        self.drops[TunnelDrop::MalformedPacket.index()] += malformed;
-        let st = &mut self.peers[pi].stats;
-        st.rx_packets += packets.len() as u64;
-        st.rx_bytes += packets.iter().map(|r| r.len() as u64).sum::<u64>();
-        Ok(Decap::Data(PeerIndex(pi)))
+fn handshake_done(d: Decap) -> DecapReserve {
+    match d {
+        Decap::Handshake(p) | Decap::Data(p) => DecapReserve::Handshake(p),
     }
 }
 
