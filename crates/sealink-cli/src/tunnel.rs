@@ -53,6 +53,9 @@ pub fn up(config: &Path) -> Result<()> {
             listen = %info.listen,
             tun_offload = info.tun_offload,
             udp_gso_segments = info.udp_gso_segments,
+            queues = info.queues,
+            udp_sockets = info.udp_sockets,
+            workers = info.workers,
             "tunnel up"
         );
         eprintln!("up: {}", info.name);

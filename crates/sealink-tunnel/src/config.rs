@@ -8,11 +8,14 @@
 //! address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
 //! listen_port = 51820
 //! mtu = 1420                      # default 1420
+//! workers = 2                     # crypto worker threads; default: the core count; 0: inline
+//! queues = 2                      # TUN queues and UDP sockets; default: the core count
 //!
 //! [interface.piggyback]           # optional: small packets ride together
 //! enabled = true                  # default true
+//! mode = "autocork"               # wait only while a send is in flight (default), or "timer"
 //! small = 256                     # packets up to this many bytes may wait...
-//! max_delay_us = 200              # ...at most this long...
+//! max_delay_us = 200              # ...at most this long (autocork: a backstop)...
 //! queue_limit = 1400              # ...or until this many bytes are queued
 //!
 //! [[peer]]
@@ -29,7 +32,7 @@ use std::time::Duration;
 use base64::Engine;
 use serde::Deserialize;
 
-use sealink_proto::tunnel::{IpNet, PeerConfig, PiggybackPolicy, TunnelConfig};
+use sealink_proto::tunnel::{IpNet, PeerConfig, PiggybackMode, PiggybackPolicy, TunnelConfig};
 
 use crate::error::TunnelError;
 
@@ -52,6 +55,8 @@ struct RawInterface {
     address: String,
     listen_port: u16,
     mtu: Option<u32>,
+    workers: Option<u32>,
+    queues: Option<u32>,
     piggyback: Option<RawPiggyback>,
 }
 
@@ -59,6 +64,7 @@ struct RawInterface {
 #[serde(deny_unknown_fields)]
 struct RawPiggyback {
     enabled: Option<bool>,
+    mode: Option<String>,
     small: Option<u32>,
     max_delay_us: Option<u64>,
     queue_limit: Option<u32>,
@@ -82,6 +88,10 @@ pub struct Config {
     pub address: IpAddr,
     pub prefix: u8,
     pub listen_port: u16,
+    /// Crypto worker threads (`None`: the core count; 0: inline on the readers).
+    pub workers: Option<usize>,
+    /// TUN queues and UDP sockets (`None`: the core count).
+    pub queues: Option<usize>,
     pub core: TunnelConfig,
     pub peers: Vec<PeerConfig>,
 }
@@ -165,9 +175,25 @@ impl Config {
             }
             core.mtu = m as usize;
         }
+        if i.workers.is_some_and(|w| w > 256) {
+            return Err(bad("interface.workers", "at most 256"));
+        }
+        if i.queues.is_some_and(|q| q == 0 || q > 256) {
+            return Err(bad("interface.queues", "must be within 1..=256"));
+        }
         let mut pb = PiggybackPolicy::default();
         if let Some(p) = i.piggyback {
             pb.enabled = p.enabled.unwrap_or(pb.enabled);
+            match p.mode.as_deref() {
+                None | Some("autocork") => {}
+                Some("timer") => pb.mode = PiggybackMode::Timer,
+                Some(m) => {
+                    return Err(bad(
+                        "interface.piggyback.mode",
+                        format!("{m:?}: expected \"autocork\" or \"timer\""),
+                    ));
+                }
+            }
             if let Some(s) = p.small {
                 pb.small = s as usize;
             }
@@ -245,6 +271,8 @@ impl Config {
             address,
             prefix,
             listen_port: i.listen_port,
+            workers: i.workers.map(|w| w as usize),
+            queues: i.queues.map(|q| q as usize),
             core,
             peers,
         })

@@ -35,6 +35,14 @@ pub fn format_status(
         if info.tun_offload { "tso+gro" } else { "off" },
         info.udp_gso_segments
     );
+    let _ = writeln!(
+        s,
+        "  data path: tun_queues={} udp_sockets={} crypto_workers={} aead={}",
+        info.queues,
+        info.udp_sockets,
+        info.workers,
+        sealink_crypto::suite::chosen_backend().0.name()
+    );
     if drops.is_empty() {
         let _ = writeln!(s, "  drops: none");
     } else {

@@ -1,22 +1,31 @@
 //! sealink tunnel mode: the I/O driver around the sans-IO core [`sealink_proto::tunnel`].
 //!
-//! Three threads share the core behind one mutex, held only for the core's bookkeeping and the
-//! in-place seal/open of a batch, never across a system call:
-//! - TUN reader: reads a batch of packets from the TUN device (with offloads: one TSO super-packet
-//!   split into MTU-sized segments, placed at a fixed stride in one buffer so that each lands
-//!   after [`HEADROOM`] bytes), seals each in place, and sends runs of full-size datagrams for
-//!   one peer with one UDP GSO call straight from that buffer (no copy).
-//! - UDP reader: receives a batch of datagrams (GRO), opens each in place, and writes the packets
-//!   to the TUN device (with offloads: TCP segments coalesced back into one super-packet).
-//! - timer: handshake retransmissions and piggyback deadlines (woken early when a small packet
-//!   starts a queue).
+//! The data path is split the way the core splits each per-packet step: the serial half runs
+//! under the core's one mutex, the cryptography runs on [`sealink_engine::Pipeline`] workers with
+//! no lock held, and the results leave in order.
+//! - TUN readers, one per queue of a multi-queue TUN device: read a batch (with offloads, a TSO
+//!   super-packet split into MTU-sized segments at a fixed stride, each after [`HEADROOM`]
+//!   bytes), reserve every packet under the lock (route, session, counter; small packets join
+//!   the piggyback queue), and submit the batch. A worker seals every slot in place; the
+//!   release, in order per queue, sends runs of full-size datagrams for one peer with one UDP
+//!   GSO call straight from the batch buffer and reports the sends to the core (autocork).
+//! - UDP readers, one per `SO_REUSEPORT` socket: receive a batch (GRO), reserve every datagram
+//!   under the lock (header, index, session, replay check; handshakes are handled whole), and
+//!   submit it. A worker opens every datagram in place; the release, in order per socket,
+//!   finishes them under the lock (replay accept, session confirmation, framing, source check)
+//!   and writes the packets to the TUN device straight from the receive buffers (with offloads,
+//!   TCP segments coalesced back into one super-packet: the only copy).
+//! - timer: handshake retransmissions and piggyback deadlines.
 //!
-//! The calling thread serves the control socket `/run/sealink/NAME.sock` (`show`, `down`) and
-//! watches the stop flag (set by signals); on stop, the threads are interrupted and joined and
-//! the TUN device is closed, which removes the interface.
+//! Batch buffers are owned by their reader and come back through the release, so the data
+//! path allocates and copies nothing per packet. With zero workers everything runs inline on the
+//! readers. The calling thread serves the control socket `/run/sealink/NAME.sock` (`show`,
+//! `down`) and watches the stop flag (set by signals); on stop, the threads are interrupted and
+//! joined and the TUN device is closed, which removes the interface.
 
 pub mod config;
 pub mod control;
+mod datapath;
 mod error;
 
 use std::io::{self, BufRead, BufReader, Write};
@@ -30,11 +39,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sealink_proto::HostKey;
 use sealink_proto::Time;
-use sealink_proto::tunnel::{Encap, HEADROOM, TAILROOM, Tunnel};
-use sealink_udp::{RecvBuffers, UdpIo, UdpOptions};
-use tun_rs::{
-    DeviceBuilder, GROTable, IDEAL_BATCH_SIZE, InterruptEvent, SyncDevice, VIRTIO_NET_HDR_LEN,
-};
+use sealink_engine::Pipeline;
+use sealink_proto::tunnel::{HEADROOM, TAILROOM, Tunnel};
+use sealink_udp::{UdpIo, UdpOptions};
+use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
 
 pub use config::Config;
 pub use error::TunnelError;
@@ -57,6 +65,11 @@ pub struct UpInfo {
     pub tun_offload: bool,
     /// Segments one UDP GSO send may carry (1: no GSO).
     pub udp_gso_segments: usize,
+    /// TUN queues (multi-queue device) and UDP sockets (`SO_REUSEPORT`), one reader each.
+    pub queues: usize,
+    pub udp_sockets: usize,
+    /// Crypto worker threads of the engine (0: sealed and opened inline on the readers).
+    pub workers: usize,
 }
 
 /// Monotonic time on a wall-clock origin: deadlines never jump, and handshake timestamps keep
@@ -81,12 +94,14 @@ impl Clock {
     }
 }
 
-struct Shared {
+pub(crate) struct Shared {
     core: Mutex<Tunnel>,
     timer: Condvar,
     stop: std::sync::Arc<AtomicBool>,
-    udp: UdpIo,
-    dev: SyncDevice,
+    /// `SO_REUSEPORT` sockets on the listen port; socket 0 also sends the timer's datagrams.
+    udp: Vec<UdpIo>,
+    /// Queues of the (multi-queue) TUN device.
+    devs: Vec<SyncDevice>,
     intr: InterruptEvent,
     clock: Clock,
     offload: bool,
@@ -104,15 +119,15 @@ impl Shared {
     fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
-    fn send(&self, dest: SocketAddr, data: &[u8], segment: usize) {
-        if let Err(e) = self.udp.send(dest, data, segment) {
+    fn send(&self, sock: usize, dest: SocketAddr, data: &[u8], segment: usize) {
+        if let Err(e) = self.udp[sock].send(dest, data, segment) {
             tracing::debug!(%dest, error = %e, "udp send failed");
         }
     }
 }
 
 /// Pooled copies of datagrams the core queued (handshakes, piggyback flushes, staged packets).
-struct Outbox {
+pub(crate) struct Outbox {
     bufs: Vec<Vec<u8>>,
     items: Vec<(SocketAddr, usize)>,
     size: usize,
@@ -153,30 +168,77 @@ impl Outbox {
     }
 }
 
-/// Creates the TUN device, trying offloads first.
-fn create_device(cfg: &Config) -> Result<(SyncDevice, bool), TunnelError> {
-    let build = |offload: bool| {
+/// Creates the TUN device with `queues` queues (multi-queue when more than one), trying
+/// offloads first; fewer queues when the kernel refuses more.
+fn create_device(cfg: &Config, queues: usize) -> Result<(Vec<SyncDevice>, bool), TunnelError> {
+    let build = |offload: bool, multi: bool| {
         let mut b = DeviceBuilder::new()
             .name(&cfg.name)
             .mtu(cfg.core.mtu as u16)
-            .offload(offload);
+            .offload(offload)
+            .multi_queue(multi);
         b = match cfg.address {
             std::net::IpAddr::V4(a) => b.ipv4(a, cfg.prefix, None),
             std::net::IpAddr::V6(a) => b.ipv6(a, cfg.prefix),
         };
         b.build_sync()
     };
-    match build(true) {
+    let multi = queues > 1;
+    let (first, offload) = match build(true, multi) {
         Ok(d) => {
             let on = d.tcp_gso();
-            Ok((d, on))
+            (d, on)
         }
         Err(e) => {
             tracing::info!(error = %e, "TUN offloads unavailable; using plain reads and writes");
-            let d = build(false).map_err(io(format!("create TUN device {}", cfg.name)))?;
-            Ok((d, false))
+            let d = build(false, multi).map_err(io(format!("create TUN device {}", cfg.name)))?;
+            (d, false)
+        }
+    };
+    let mut devs = vec![first];
+    while devs.len() < queues {
+        match devs[0].try_clone() {
+            Ok(d) => devs.push(d),
+            Err(e) => {
+                tracing::info!(error = %e, queues = devs.len(), "cannot open another TUN queue");
+                break;
+            }
         }
     }
+    Ok((devs, offload))
+}
+
+/// Binds `n` UDP sockets on the listen port (dual-stack first, else IPv4), `SO_REUSEPORT` when
+/// more than one; the kernel spreads peers over them by address.
+fn bind_udp(port: u16, n: usize) -> Result<Vec<UdpIo>, TunnelError> {
+    let opts = UdpOptions {
+        reuse_port: n > 1,
+        ..UdpOptions::default()
+    };
+    let first = UdpIo::bind(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)), &opts)
+        .or_else(|_| UdpIo::bind(SocketAddr::from(([0, 0, 0, 0], port)), &opts))
+        .map_err(io(format!("bind UDP port {port}")))?;
+    let local = first.local_addr().map_err(io("UDP local address"))?;
+    let mut socks = vec![first];
+    while socks.len() < n {
+        // The same address and port the first one got (also when port 0 picked one).
+        let addr = SocketAddr::new(
+            if local.is_ipv6() {
+                Ipv6Addr::UNSPECIFIED.into()
+            } else {
+                std::net::Ipv4Addr::UNSPECIFIED.into()
+            },
+            local.port(),
+        );
+        match UdpIo::bind(addr, &opts) {
+            Ok(s) => socks.push(s),
+            Err(e) => {
+                tracing::info!(error = %e, "cannot bind another UDP socket");
+                break;
+            }
+        }
+    }
+    Ok(socks)
 }
 
 /// Runs the tunnel in the calling thread until `stop` is set (by a signal handler, or by
@@ -200,16 +262,14 @@ pub fn run(
     core_cfg.index_seed = rand_seed();
     let public_key = *host.public();
     let core = Tunnel::new(host, core_cfg, cfg.peers.clone())?;
-    let (dev, offload) = create_device(&cfg)?;
-    let listen = SocketAddr::from((Ipv6Addr::UNSPECIFIED, cfg.listen_port));
-    let udp = UdpIo::bind(listen, &UdpOptions::default())
-        .or_else(|_| {
-            UdpIo::bind(
-                SocketAddr::from(([0, 0, 0, 0], cfg.listen_port)),
-                &UdpOptions::default(),
-            )
-        })
-        .map_err(io(format!("bind UDP port {}", cfg.listen_port)))?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let queues = cfg.queues.unwrap_or(cores).max(1);
+    let workers = cfg.workers.unwrap_or(cores);
+    let (devs, offload) = create_device(&cfg, queues)?;
+    let udp = bind_udp(cfg.listen_port, queues)?;
+    let listen = udp[0]
+        .local_addr()
+        .unwrap_or(SocketAddr::from((Ipv6Addr::UNSPECIFIED, cfg.listen_port)));
     let listener = UnixListener::bind(&sock_path)
         .map_err(io(format!("bind control socket {}", sock_path.display())))?;
     // Only root may stop the tunnel or read its peers.
@@ -221,47 +281,64 @@ pub fn run(
     let intr = InterruptEvent::new().map_err(io("interrupt event"))?;
     let info = UpInfo {
         name: cfg.name.clone(),
-        listen: udp.local_addr().unwrap_or(listen),
+        listen,
         tun_offload: offload,
-        udp_gso_segments: udp.max_gso_segments(),
+        udp_gso_segments: udp[0].max_gso_segments(),
+        queues: devs.len(),
+        udp_sockets: udp.len(),
+        workers,
     };
-    let sh = Shared {
+    let sh = std::sync::Arc::new(Shared {
         core: Mutex::new(core),
         timer: Condvar::new(),
         stop,
         udp,
-        dev,
+        devs,
         intr,
         clock: Clock::new(),
         offload,
         stride: HEADROOM + cfg.core.mtu + TAILROOM,
         info: info.clone(),
         public_key,
-    };
+    });
+    let (nq, ns) = (sh.devs.len(), sh.udp.len());
+    // Lanes: one per TUN queue, then one per UDP socket.
+    let pipe = Pipeline::new(std::sync::Arc::clone(&sh), nq + ns, workers);
     let mut waiters = Vec::new();
     std::thread::scope(|s| {
-        let spawn = |name: &str, f: fn(&Shared)| {
-            let sh = &sh;
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn_scoped(s, move || f(sh))
-        };
-        let threads = [
-            spawn("sl-tun", tun_loop),
-            spawn("sl-udp", udp_loop),
-            spawn("sl-timer", timer_loop),
-        ];
-        if threads.iter().all(|t| t.is_ok()) {
+        let (sh, pipe) = (&*sh, &pipe);
+        let mut ok = true;
+        for q in 0..nq {
+            ok &= std::thread::Builder::new()
+                .name(format!("sl-tun-{q}"))
+                .spawn_scoped(s, move || datapath::tun_loop(sh, pipe, q))
+                .is_ok();
+        }
+        for k in 0..ns {
+            ok &= std::thread::Builder::new()
+                .name(format!("sl-udp-{k}"))
+                .spawn_scoped(s, move || datapath::udp_loop(sh, pipe, k, nq + k))
+                .is_ok();
+        }
+        ok &= std::thread::Builder::new()
+            .name("sl-timer".into())
+            .spawn_scoped(s, move || timer_loop(sh))
+            .is_ok();
+        if ok {
             on_up(&info);
-            control_loop(&sh, &listener, &mut waiters);
+            control_loop(sh, &listener, &mut waiters);
         } else {
             tracing::error!("cannot start the tunnel threads");
         }
         sh.stop.store(true, Ordering::SeqCst);
-        sh.udp.wake();
+        for u in &sh.udp {
+            u.wake();
+        }
         let _ = sh.intr.trigger();
         sh.timer.notify_all();
     });
+    // Workers finish what is queued and hand the last reference to the shared state back.
+    drop(pipe);
     // Closing the (non-persistent) TUN device removes the interface.
     drop(sh);
     // The kernel unregisters the device shortly after the close: wait, so that `down` and
@@ -341,160 +418,6 @@ fn serve(sh: &Shared, stream: UnixStream) -> Option<UnixStream> {
     }
 }
 
-/// A datagram to send from the TUN thread: a slot of the packet buffer, or an outbox copy.
-#[derive(Clone, Copy)]
-enum Item {
-    Slot {
-        i: usize,
-        dest: SocketAddr,
-        len: usize,
-    },
-    Out(usize),
-}
-
-fn tun_loop(sh: &Shared) {
-    let stride = sh.stride;
-    let batch = if sh.offload { IDEAL_BATCH_SIZE } else { 1 };
-    let mut slots = vec![0u8; stride * batch];
-    let mut original = vec![0u8; VIRTIO_NET_HDR_LEN + 65_535];
-    let mut sizes = vec![0usize; batch];
-    let mut items: Vec<Item> = Vec::with_capacity(batch * 2);
-    let mut out = Outbox::new(stride);
-    while !sh.stopping() {
-        let n = {
-            let mut bufs: Vec<&mut [u8]> = slots.chunks_mut(stride).collect();
-            match sh.dev.recv_multiple_intr(
-                &mut original,
-                &mut bufs,
-                &mut sizes,
-                HEADROOM,
-                &sh.intr,
-            ) {
-                Ok(n) => n,
-                Err(_) if sh.stopping() => break,
-                Err(e) => {
-                    tracing::debug!(error = %e, "TUN read failed");
-                    continue;
-                }
-            }
-        };
-        items.clear();
-        out.clear();
-        let mut queued = false;
-        {
-            let mut core = sh.lock();
-            let now = sh.clock.now();
-            for (i, &size) in sizes.iter().enumerate().take(n) {
-                let slot = &mut slots[i * stride..(i + 1) * stride];
-                let r = core.encapsulate(now, slot, size);
-                // Datagrams the core queued (a piggyback flush) go before this packet.
-                let first = out.items.len();
-                let k = out.drain(&mut core);
-                items.extend((first..first + k).map(Item::Out));
-                match r {
-                    Encap::Sealed { dest, len, .. } => items.push(Item::Slot { i, dest, len }),
-                    Encap::Queued => queued = true,
-                    Encap::Dropped(_) => {}
-                }
-            }
-        }
-        if queued {
-            sh.timer.notify_one();
-        }
-        send_items(sh, &slots, &items, &out);
-    }
-}
-
-/// Sends in order; consecutive full-stride slots to one destination leave in one GSO call.
-fn send_items(sh: &Shared, slots: &[u8], items: &[Item], out: &Outbox) {
-    let stride = sh.stride;
-    let mut k = 0;
-    while k < items.len() {
-        match items[k] {
-            Item::Out(o) => {
-                let (d, b) = out.get(o);
-                sh.send(d, b, b.len());
-                k += 1;
-            }
-            Item::Slot { i, dest, len } => {
-                let (mut last_i, mut last_len, mut j) = (i, len, k);
-                while last_len == stride {
-                    match items.get(j + 1) {
-                        Some(&Item::Slot {
-                            i: i2,
-                            dest: d2,
-                            len: l2,
-                        }) if d2 == dest && i2 == last_i + 1 => {
-                            j += 1;
-                            last_i = i2;
-                            last_len = l2;
-                        }
-                        _ => break,
-                    }
-                }
-                let seg = if j > k { stride } else { len };
-                sh.send(dest, &slots[i * stride..last_i * stride + last_len], seg);
-                k = j + 1;
-            }
-        }
-    }
-}
-
-fn udp_loop(sh: &Shared) {
-    let off = if sh.offload { VIRTIO_NET_HDR_LEN } else { 0 };
-    let mut rb = RecvBuffers::new(64);
-    let mut ranges = Vec::new();
-    let mut pkts: Vec<Vec<u8>> = Vec::new();
-    let mut out = Outbox::new(sh.stride);
-    let mut gro = GROTable::default();
-    let _ = sh.udp.set_read_timeout(Some(Duration::from_millis(250)));
-    while !sh.stopping() {
-        let mut npk = 0;
-        out.clear();
-        // The lock is taken at the batch's first datagram and held until the batch is opened:
-        // the callbacks run back to back after the receive system call returns.
-        let mut held: Option<(MutexGuard<'_, Tunnel>, Time)> = None;
-        let r = sh.udp.recv(&mut rb, |src, dgram| {
-            let (core, now) = held.get_or_insert_with(|| (sh.lock(), sh.clock.now()));
-            if core.decapsulate(*now, src, dgram, &mut ranges).is_ok() {
-                for r in &ranges {
-                    if npk == pkts.len() {
-                        pkts.push(Vec::with_capacity(off + 65_535));
-                    }
-                    let b = &mut pkts[npk];
-                    b.clear();
-                    b.resize(off, 0);
-                    b.extend_from_slice(&dgram[r.clone()]);
-                    npk += 1;
-                }
-            }
-            out.drain(core);
-        });
-        drop(held);
-        if let Err(e) = r {
-            tracing::debug!(error = %e, "UDP receive failed");
-            continue;
-        }
-        if npk > 0 {
-            if sh.offload {
-                if let Err(e) = sh.dev.send_multiple(&mut gro, &mut pkts[..npk], off) {
-                    tracing::debug!(error = %e, "TUN write failed");
-                }
-            } else {
-                for p in &pkts[..npk] {
-                    if let Err(e) = sh.dev.send(p) {
-                        tracing::debug!(error = %e, "TUN write failed");
-                    }
-                }
-            }
-        }
-        for k in 0..out.items.len() {
-            let (d, b) = out.get(k);
-            sh.send(d, b, b.len());
-        }
-    }
-}
-
 fn timer_loop(sh: &Shared) {
     let mut out = Outbox::new(sh.stride);
     let mut core = sh.lock();
@@ -506,7 +429,7 @@ fn timer_loop(sh: &Shared) {
             drop(core);
             for k in 0..out.items.len() {
                 let (d, b) = out.get(k);
-                sh.send(d, b, b.len());
+                sh.send(0, d, b, b.len());
             }
             core = sh.lock();
             continue;

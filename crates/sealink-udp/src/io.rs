@@ -65,7 +65,24 @@ pub struct RecvBuffers {
     meta: Vec<RecvMeta>,
 }
 
+/// Where a received datagram lies: its source, the buffer of [`RecvBuffers`] and the range in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    pub source: SocketAddr,
+    pub buf: usize,
+    pub range: std::ops::Range<usize>,
+}
+
 impl RecvBuffers {
+    /// Buffer `i` (see [`Segment::buf`]).
+    pub fn buf_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.bufs[i]
+    }
+    /// All buffers, for callers that split them into disjoint regions.
+    pub fn bufs_mut(&mut self) -> &mut [Box<[u8]>] {
+        &mut self.bufs
+    }
+
     /// `batch` buffers (at least one) of 64 KiB each; one `recvmmsg` fills at most `batch` of them.
     pub fn new(batch: usize) -> Self {
         let batch = batch.clamp(1, quinn_udp::BATCH_SIZE.max(1));
@@ -230,6 +247,15 @@ impl UdpIo {
         timeout: Option<Duration>,
         mut f: impl FnMut(SocketAddr, &mut [u8]),
     ) -> io::Result<usize> {
+        self.recv_inner(bufs, timeout, &mut |seg: Segment, d: &mut [u8]| f(seg.source, d))
+    }
+
+    fn recv_inner(
+        &self,
+        bufs: &mut RecvBuffers,
+        timeout: Option<Duration>,
+        f: &mut impl FnMut(Segment, &mut [u8]),
+    ) -> io::Result<usize> {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             let n = {
@@ -239,7 +265,7 @@ impl UdpIo {
                     .recv(UdpSockRef::from(&self.socket), &mut slices, &mut bufs.meta)
             };
             match n {
-                Ok(n) => return Ok(self.deliver(bufs, n, &mut f)),
+                Ok(n) => return Ok(self.deliver(bufs, n, f)),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 // An ICMP error queued for an earlier send: not a datagram; keep receiving.
                 Err(e)
@@ -287,10 +313,10 @@ impl UdpIo {
         &self,
         bufs: &mut RecvBuffers,
         n: usize,
-        f: &mut impl FnMut(SocketAddr, &mut [u8]),
+        f: &mut impl FnMut(Segment, &mut [u8]),
     ) -> usize {
         let mut count = 0;
-        for (meta, buf) in bufs.meta.iter().zip(bufs.bufs.iter_mut()).take(n) {
+        for (i, (meta, buf)) in bufs.meta.iter().zip(bufs.bufs.iter_mut()).take(n).enumerate() {
             let src = unmap(meta.addr);
             let len = meta.len.min(buf.len());
             let stride = if meta.stride == 0 {
@@ -298,12 +324,30 @@ impl UdpIo {
             } else {
                 meta.stride
             };
-            for d in buf[..len].chunks_mut(stride) {
-                f(src, d);
+            for (k, d) in buf[..len].chunks_mut(stride).enumerate() {
+                let start = k * stride;
+                let seg = Segment {
+                    source: src,
+                    buf: i,
+                    range: start..start + d.len(),
+                };
+                f(seg, d);
                 count += 1;
             }
         }
         count
+    }
+
+    /// [`UdpIo::recv_timeout`] that also tells where each datagram lies in `bufs`, so that a
+    /// caller can keep the buffers and work on the datagrams in place later
+    /// ([`RecvBuffers::buf_mut`]).
+    pub fn recv_segments(
+        &self,
+        bufs: &mut RecvBuffers,
+        timeout: Option<Duration>,
+        mut f: impl FnMut(Segment, &mut [u8]),
+    ) -> io::Result<usize> {
+        self.recv_inner(bufs, timeout, &mut f)
     }
 
     fn map_dest(&self, dest: SocketAddr) -> SocketAddr {

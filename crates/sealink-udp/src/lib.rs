@@ -5,7 +5,7 @@
 pub mod io;
 pub mod node;
 
-pub use io::{RecvBuffers, UdpIo, UdpOptions};
+pub use io::{RecvBuffers, Segment, UdpIo, UdpOptions};
 pub use node::{
     Delivery, Node, NodeConfig, NodeError, NodeStats, Outgoing, PeerConfig, PeerRef, Queued,
 };

@@ -1,0 +1,537 @@
+//! The data path: TUN and UDP readers that reserve under the core's lock, batches sealed and
+//! opened on the engine's workers, and in-order release (see the crate documentation).
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use sealink_engine::{Pipeline, Work};
+use sealink_proto::DropReason;
+use sealink_proto::Time;
+use sealink_proto::tunnel::{DecapReserve, HEADROOM, OpenJob, PeerIndex, Reserve, SealJob, Tunnel};
+use sealink_udp::{RecvBuffers, Segment};
+use tun_rs::{ExpandBuffer, GROTable, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
+
+use crate::{Outbox, Shared};
+
+/// Batches each reader may have in flight (its buffers): enough to keep the workers busy while
+/// it reads the next one.
+const BATCHES_PER_READER: usize = 4;
+/// Datagrams one `recvmmsg` may return (each up to a 64 KiB GRO super-buffer).
+const RECV_BATCH: usize = 16;
+
+/// A reader's buffers: taken to read into, handed back by the release.
+pub(crate) struct Pool<T> {
+    free: Mutex<Vec<T>>,
+    back: Condvar,
+}
+
+impl<T> Pool<T> {
+    fn new(items: Vec<T>) -> Arc<Self> {
+        Arc::new(Pool {
+            free: Mutex::new(items),
+            back: Condvar::new(),
+        })
+    }
+    fn lock(&self) -> MutexGuard<'_, Vec<T>> {
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn put(&self, t: T) {
+        self.lock().push(t);
+        self.back.notify_one();
+    }
+    /// A free batch; while none is free, helps the workers, then waits briefly. `None` when
+    /// stopping.
+    fn take(&self, sh: &Shared, pipe: &Pipeline<Batch>) -> Option<T> {
+        loop {
+            if sh.stopping() {
+                return None;
+            }
+            if let Some(t) = self.lock().pop() {
+                return Some(t);
+            }
+            if pipe.help() {
+                continue;
+            }
+            let g = self.lock();
+            if g.is_empty() {
+                let _ = self.back.wait_timeout(g, Duration::from_millis(5));
+            }
+        }
+    }
+}
+
+/// One unit of engine work.
+pub(crate) enum Batch {
+    Tx(Box<TxBatch>),
+    Rx(Box<RxBatch>),
+}
+
+impl Work for Batch {
+    type Ctx = Shared;
+    fn run(&mut self, _: &Shared) {
+        match self {
+            Batch::Tx(b) => b.seal(),
+            Batch::Rx(b) => b.open(),
+        }
+    }
+    fn release(self, sh: &Shared) {
+        match self {
+            Batch::Tx(b) => b.release(sh),
+            Batch::Rx(b) => b.release(sh),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ TUN -> UDP
+
+/// A datagram to send: a slot of the batch buffer, or a copy the core queued.
+enum TxItem {
+    Slot {
+        i: usize,
+        peer: PeerIndex,
+        dest: SocketAddr,
+        job: SealJob,
+        /// Datagram length once sealed; 0: the seal failed.
+        len: usize,
+    },
+    Out(usize),
+}
+
+pub(crate) struct TxBatch {
+    queue: usize,
+    stride: usize,
+    slots: Vec<u8>,
+    sizes: Vec<usize>,
+    original: Vec<u8>,
+    items: Vec<TxItem>,
+    out: Outbox,
+    pool: Arc<Pool<Box<TxBatch>>>,
+}
+
+impl TxBatch {
+    fn seal(&mut self) {
+        let stride = self.stride;
+        for it in &mut self.items {
+            if let TxItem::Slot { i, job, len, .. } = it {
+                let slot = &mut self.slots[*i * stride..(*i + 1) * stride];
+                *len = job.seal(slot).unwrap_or(0);
+            }
+        }
+    }
+
+    fn release(mut self: Box<Self>, sh: &Shared) {
+        let sock = self.queue % sh.udp.len();
+        self.send_items(sh, sock);
+        // Report the sends (autocork) and send what that flushed.
+        let mut reported = 0;
+        {
+            let mut core = sh.lock();
+            let now = sh.clock.now();
+            for it in &self.items {
+                if let TxItem::Slot { peer, .. } = it {
+                    core.sent(now, *peer, 1);
+                    reported += 1;
+                }
+            }
+            self.out.clear();
+            if reported > 0 {
+                self.out.drain(&mut core);
+            }
+        }
+        for k in 0..self.out.items.len() {
+            let (d, b) = self.out.get(k);
+            sh.send(sock, d, b, b.len());
+        }
+        self.items.clear();
+        self.out.clear();
+        let pool = Arc::clone(&self.pool);
+        pool.put(self);
+    }
+
+    /// Sends in order; consecutive full-stride slots to one destination leave in one GSO call.
+    fn send_items(&self, sh: &Shared, sock: usize) {
+        let stride = self.stride;
+        let items = &self.items;
+        let mut k = 0;
+        while k < items.len() {
+            match &items[k] {
+                TxItem::Out(o) => {
+                    let (d, b) = self.out.get(*o);
+                    sh.send(sock, d, b, b.len());
+                    k += 1;
+                }
+                TxItem::Slot { len: 0, .. } => k += 1,
+                TxItem::Slot { i, dest, len, .. } => {
+                    let (i, dest, len) = (*i, *dest, *len);
+                    let (mut last_i, mut last_len, mut j) = (i, len, k);
+                    while last_len == stride {
+                        match items.get(j + 1) {
+                            Some(TxItem::Slot {
+                                i: i2,
+                                dest: d2,
+                                len: l2,
+                                ..
+                            }) if *d2 == dest && *i2 == last_i + 1 && *l2 > 0 => {
+                                j += 1;
+                                last_i = *i2;
+                                last_len = *l2;
+                            }
+                            _ => break,
+                        }
+                    }
+                    let seg = if j > k { stride } else { len };
+                    sh.send(
+                        sock,
+                        dest,
+                        &self.slots[i * stride..last_i * stride + last_len],
+                        seg,
+                    );
+                    k = j + 1;
+                }
+            }
+        }
+    }
+}
+
+/// Reads TUN queue `q` until stopped.
+pub(crate) fn tun_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize) {
+    let stride = sh.stride;
+    let batch = if sh.offload { IDEAL_BATCH_SIZE } else { 1 };
+    let pool = Pool::new(Vec::new());
+    for _ in 0..BATCHES_PER_READER {
+        pool.put(Box::new(TxBatch {
+            queue: q,
+            stride,
+            slots: vec![0u8; stride * batch],
+            sizes: vec![0usize; batch],
+            original: vec![0u8; VIRTIO_NET_HDR_LEN + 65_535],
+            items: Vec::with_capacity(batch * 2),
+            out: Outbox::new(stride),
+            pool: Arc::clone(&pool),
+        }));
+    }
+    let dev = &sh.devs[q];
+    while let Some(mut b) = pool.take(sh, pipe) {
+        let n = {
+            let TxBatch {
+                slots,
+                sizes,
+                original,
+                ..
+            } = &mut *b;
+            let mut bufs: Vec<&mut [u8]> = slots.chunks_mut(stride).collect();
+            match dev.recv_multiple_intr(original, &mut bufs, sizes, HEADROOM, &sh.intr) {
+                Ok(n) => n,
+                Err(e) => {
+                    if !sh.stopping() {
+                        tracing::debug!(error = %e, "TUN read failed");
+                    }
+                    pool.put(b);
+                    continue;
+                }
+            }
+        };
+        b.items.clear();
+        b.out.clear();
+        let mut queued = false;
+        {
+            let mut core = sh.lock();
+            let now = sh.clock.now();
+            let TxBatch {
+                slots,
+                sizes,
+                items,
+                out,
+                ..
+            } = &mut *b;
+            for (i, &size) in sizes.iter().enumerate().take(n) {
+                let slot = &mut slots[i * stride..(i + 1) * stride];
+                let r = core.encapsulate_reserve(now, slot, size);
+                // Datagrams the core queued (a piggyback flush) go before this packet.
+                let first = out.items.len();
+                let k = out.drain(&mut core);
+                items.extend((first..first + k).map(TxItem::Out));
+                match r {
+                    Reserve::Seal { peer, dest, job } => items.push(TxItem::Slot {
+                        i,
+                        peer,
+                        dest,
+                        job,
+                        len: 0,
+                    }),
+                    Reserve::Queued => queued = true,
+                    Reserve::Dropped(_) => {}
+                }
+            }
+            // Autocork: the queues of idle peers leave now, after this batch's packets.
+            core.end_batch(now);
+            let first = out.items.len();
+            let k = out.drain(&mut core);
+            items.extend((first..first + k).map(TxItem::Out));
+        }
+        if queued {
+            sh.timer.notify_one();
+        }
+        if b.items.is_empty() {
+            pool.put(b);
+        } else {
+            pipe.submit(q, Batch::Tx(b));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ UDP -> TUN
+
+struct RxEntry {
+    seg: Segment,
+    job: OpenJob,
+    opened: Result<Range<usize>, DropReason>,
+}
+
+pub(crate) struct RxBatch {
+    sock: usize,
+    rb: RecvBuffers,
+    entries: Vec<RxEntry>,
+    out: Outbox,
+    ranges: Vec<Range<usize>>,
+    /// Packets to write: (receive buffer, range in it, first packet of its datagram).
+    pkts: Vec<(usize, Range<usize>, bool)>,
+    /// Copies for packets that cannot be written in place (coalesced runs, piggybacked).
+    spills: Vec<Vec<u8>>,
+    gro: GROTable,
+    pool: Arc<Pool<Box<RxBatch>>>,
+}
+
+impl RxBatch {
+    fn open(&mut self) {
+        for e in &mut self.entries {
+            let buf = &mut self.rb.buf_mut(e.seg.buf)[e.seg.range.clone()];
+            e.opened = e.job.open(buf);
+        }
+    }
+
+    fn release(mut self: Box<Self>, sh: &Shared) {
+        self.pkts.clear();
+        self.out.clear();
+        {
+            let mut core = sh.lock();
+            let now = sh.clock.now();
+            let RxBatch {
+                rb,
+                entries,
+                ranges,
+                pkts,
+                out,
+                ..
+            } = &mut *self;
+            for e in entries.iter_mut() {
+                ranges.clear();
+                let opened = std::mem::replace(&mut e.opened, Err(DropReason::AuthFailed));
+                let dg = &rb.buf_mut(e.seg.buf)[e.seg.range.clone()];
+                if core
+                    .decapsulate_finish(now, e.seg.source, &e.job, opened, dg, ranges)
+                    .is_ok()
+                {
+                    let base = e.seg.range.start;
+                    for (k, r) in ranges.iter().enumerate() {
+                        pkts.push((e.seg.buf, base + r.start..base + r.end, k == 0));
+                    }
+                }
+            }
+            out.drain(&mut core);
+        }
+        if !self.pkts.is_empty() {
+            self.write_tun(sh);
+        }
+        for k in 0..self.out.items.len() {
+            let (d, b) = self.out.get(k);
+            sh.send(self.sock, d, b, b.len());
+        }
+        self.entries.clear();
+        let pool = Arc::clone(&self.pool);
+        pool.put(self);
+    }
+
+    /// Writes the opened packets to the TUN device from the receive buffers.
+    fn write_tun(&mut self, sh: &Shared) {
+        let dev = &sh.devs[self.sock % sh.devs.len()];
+        let off = if sh.offload { VIRTIO_NET_HDR_LEN } else { 0 };
+        if self.spills.len() < self.pkts.len() {
+            self.spills.resize_with(self.pkts.len(), Vec::new);
+        }
+        let mut bufs = in_place(
+            self.rb.bufs_mut(),
+            &mut self.spills,
+            &self.pkts,
+            off,
+        );
+        if sh.offload {
+            if let Err(e) = dev.send_multiple(&mut self.gro, &mut bufs, off) {
+                tracing::debug!(error = %e, "TUN write failed");
+            }
+        } else {
+            for b in &bufs {
+                if let Err(e) = dev.send(b.as_ref()) {
+                    tracing::debug!(error = %e, "TUN write failed");
+                }
+            }
+        }
+    }
+}
+
+/// A packet for the TUN write: `off` bytes of room and the packet, in the receive buffer where
+/// it was opened, or copied out (spilled) once it must grow or cannot have its room in place.
+struct TunBuf<'a> {
+    slice: &'a mut [u8],
+    spill: &'a mut Vec<u8>,
+    spilled: bool,
+}
+
+impl TunBuf<'_> {
+    fn spill(&mut self) {
+        if !self.spilled {
+            self.spill.clear();
+            self.spill.extend_from_slice(self.slice);
+            self.spilled = true;
+        }
+    }
+}
+
+impl AsRef<[u8]> for TunBuf<'_> {
+    fn as_ref(&self) -> &[u8] {
+        if self.spilled { self.spill } else { self.slice }
+    }
+}
+
+impl AsMut<[u8]> for TunBuf<'_> {
+    fn as_mut(&mut self) -> &mut [u8] {
+        if self.spilled {
+            self.spill
+        } else {
+            self.slice
+        }
+    }
+}
+
+impl ExpandBuffer for TunBuf<'_> {
+    fn buf_capacity(&self) -> usize {
+        // Growing spills into a vector that grows as needed.
+        self.spill.capacity().max(2 * 65_536)
+    }
+    fn buf_resize(&mut self, new_len: usize, value: u8) {
+        self.spill();
+        self.spill.resize(new_len, value);
+    }
+    fn buf_extend_from_slice(&mut self, src: &[u8]) {
+        self.spill();
+        self.spill.extend_from_slice(src);
+    }
+}
+
+/// Splits the receive buffers into one disjoint region per packet (`off` bytes of room before
+/// it). A packet whose room would overlap the previous packet (the second and later packets of
+/// a piggybacked datagram) is copied into its spill instead. `pkts` is in buffer order.
+fn in_place<'a>(
+    bufs: &'a mut [Box<[u8]>],
+    spills: &'a mut [Vec<u8>],
+    pkts: &[(usize, Range<usize>, bool)],
+    off: usize,
+) -> Vec<TunBuf<'a>> {
+    let mut out = Vec::with_capacity(pkts.len());
+    let mut spills = spills.iter_mut();
+    let mut bufs = bufs.iter_mut().enumerate();
+    let mut cur: Option<(usize, &'a mut [u8], usize)> = None;
+    for (bi, r, first) in pkts {
+        while cur.as_ref().is_none_or(|(i, _, _)| i != bi) {
+            match bufs.next() {
+                Some((i, b)) => cur = Some((i, &mut b[..], 0)),
+                None => return out,
+            }
+        }
+        let Some(spill) = spills.next() else {
+            return out;
+        };
+        let Some((i, rest, consumed)) = cur.take() else {
+            return out;
+        };
+        if *first && r.start >= off + consumed {
+            let (_, tail) = rest.split_at_mut(r.start - off - consumed);
+            let (region, tail) = tail.split_at_mut(r.end - r.start + off);
+            out.push(TunBuf {
+                slice: region,
+                spill,
+                spilled: false,
+            });
+            cur = Some((i, tail, r.end));
+        } else {
+            spill.clear();
+            spill.resize(off, 0);
+            spill.extend_from_slice(&rest[r.start - consumed..r.end - consumed]);
+            out.push(TunBuf {
+                slice: &mut [],
+                spill,
+                spilled: true,
+            });
+            cur = Some((i, rest, consumed));
+        }
+    }
+    out
+}
+
+/// Reads UDP socket `s` until stopped.
+pub(crate) fn udp_loop(sh: &Shared, pipe: &Pipeline<Batch>, s: usize, lane: usize) {
+    let pool = Pool::new(Vec::new());
+    for _ in 0..BATCHES_PER_READER {
+        pool.put(Box::new(RxBatch {
+            sock: s,
+            rb: RecvBuffers::new(RECV_BATCH),
+            entries: Vec::new(),
+            out: Outbox::new(sh.stride),
+            ranges: Vec::new(),
+            pkts: Vec::new(),
+            spills: Vec::new(),
+            gro: GROTable::default(),
+            pool: Arc::clone(&pool),
+        }));
+    }
+    let udp = &sh.udp[s];
+    while let Some(mut b) = pool.take(sh, pipe) {
+        b.entries.clear();
+        b.out.clear();
+        let r = {
+            // The lock is taken at the batch's first datagram and held until all are reserved:
+            // the callbacks run back to back after the receive system call returns.
+            let mut held: Option<(MutexGuard<'_, Tunnel>, Time)> = None;
+            let RxBatch {
+                rb, entries, out, ..
+            } = &mut *b;
+            udp.recv_segments(rb, Some(Duration::from_millis(250)), |seg, d| {
+                let (core, now) = held.get_or_insert_with(|| (sh.lock(), sh.clock.now()));
+                if let Ok(DecapReserve::Open(job)) = core.decapsulate_reserve(*now, seg.source, d)
+                {
+                    entries.push(RxEntry {
+                        seg,
+                        job,
+                        opened: Err(DropReason::AuthFailed),
+                    });
+                }
+                out.drain(core);
+            })
+        };
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "UDP receive failed");
+        }
+        if b.entries.is_empty() {
+            // Handshakes only (or nothing): answer here.
+            for k in 0..b.out.items.len() {
+                let (d, data) = b.out.get(k);
+                sh.send(s, d, data, data.len());
+            }
+            pool.put(b);
+        } else {
+            pipe.submit(lane, Batch::Rx(b));
+        }
+    }
+}
