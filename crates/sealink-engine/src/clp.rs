@@ -136,11 +136,6 @@ impl Engine for Clp {
     fn in_flight(&self) -> usize {
         self.in_flight
     }
-
-    fn restart_replay_window(&mut self, channel: usize) {
-        let n = self.to_workers.len();
-        let _ = self.to_workers[channel % n].send(Msg::Restart(channel));
-    }
 }
 
 impl Drop for Clp {
@@ -149,5 +144,12 @@ impl Drop for Clp {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+impl crate::lab::LabEngine for Clp {
+    fn restart_replay_window(&mut self, channel: usize) {
+        let n = self.to_workers.len();
+        let _ = self.to_workers[channel % n].send(Msg::Restart(channel));
     }
 }

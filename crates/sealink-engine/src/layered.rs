@@ -181,10 +181,6 @@ impl Engine for Layered {
     fn in_flight(&self) -> usize {
         self.in_flight
     }
-
-    fn restart_replay_window(&mut self, channel: usize) {
-        self.restart_next[channel] = true;
-    }
 }
 
 impl Drop for Layered {
@@ -193,5 +189,11 @@ impl Drop for Layered {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+impl crate::lab::LabEngine for Layered {
+    fn restart_replay_window(&mut self, channel: usize) {
+        self.restart_next[channel] = true;
     }
 }

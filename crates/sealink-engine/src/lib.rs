@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 mod clp;
+pub mod lab;
 mod layered;
 mod packet;
 pub mod pipeline;
@@ -69,15 +70,15 @@ pub trait Engine {
     fn recv(&mut self) -> Option<Batch>;
     /// Batches submitted and not yet returned by [`recv`](Engine::recv).
     fn in_flight(&self) -> usize;
-    /// Lab hook for the receive-side drivers, which replay a pool of sealed packets: the next
-    /// open batch submitted for `channel` starts from an empty replay window, as if the sender
-    /// had restarted its counters under the same key. Never use it on a real channel.
-    fn restart_replay_window(&mut self, channel: usize);
 }
 
 /// Runs batches through an engine and returns them per channel in release order: a helper
 /// for tests and simple callers.
-pub fn run_all(engine: &mut dyn Engine, op: Op, batches: Vec<(usize, Vec<Packet>)>) -> Vec<Batch> {
+pub fn run_all<E: Engine + ?Sized>(
+    engine: &mut E,
+    op: Op,
+    batches: Vec<(usize, Vec<Packet>)>,
+) -> Vec<Batch> {
     for (c, p) in batches {
         engine.submit(op, c, p);
     }

@@ -81,13 +81,21 @@ pub struct Packet {
     pub len: usize,
     pub counter: u64,
     pub status: Result<(), DropReason>,
-    /// Receive-side drivers only: a sealed datagram that the worker first copies into `buf`
-    /// (the in-memory device's receive DMA), so that a pool of sealed packets can be opened
-    /// again and again without skipping work.
-    pub device: Option<Arc<[u8]>>,
+    /// Lab drivers only ([`crate::lab`]): a sealed datagram the worker first copies into `buf`.
+    pub(crate) device: Option<Arc<[u8]>>,
 }
 
 impl Packet {
+    /// A packet over `buf` with `len` (see the type's documentation for what `len` means).
+    pub fn new(buf: Vec<u8>, len: usize) -> Self {
+        Packet {
+            buf,
+            len,
+            counter: 0,
+            status: Ok(()),
+            device: None,
+        }
+    }
     /// A packet to seal carrying `body`, with room for `overhead` bytes of tag/padding.
     pub fn with_body(body: &[u8], overhead: usize) -> Self {
         let mut buf = vec![0u8; HEADER_ROOM + body.len() + overhead];

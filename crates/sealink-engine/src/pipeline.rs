@@ -46,8 +46,11 @@ struct Lane<W> {
     releasing: bool,
 }
 
+/// Queued items (lane, sequence, item) and the shutdown flag.
+type Jobs<W> = (VecDeque<(usize, u64, W)>, bool);
+
 struct Queue<W> {
-    jobs: Mutex<(VecDeque<(usize, u64, W)>, bool)>,
+    jobs: Mutex<Jobs<W>>,
     queued: AtomicUsize,
     sleepers: AtomicUsize,
     ready: Condvar,

@@ -278,10 +278,6 @@ impl Engine for Plp {
     fn in_flight(&self) -> usize {
         self.in_flight + self.ready.len()
     }
-
-    fn restart_replay_window(&mut self, channel: usize) {
-        self.chans[channel].restart_window = true;
-    }
 }
 
 impl Drop for Plp {
@@ -291,5 +287,11 @@ impl Drop for Plp {
             let _ = t.join();
         }
         let _ = &self.done_tx;
+    }
+}
+
+impl crate::lab::LabEngine for Plp {
+    fn restart_replay_window(&mut self, channel: usize) {
+        self.chans[channel].restart_window = true;
     }
 }

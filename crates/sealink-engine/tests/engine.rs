@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use sealink_crypto::{PacketKey, Scope, SuiteId};
+use sealink_engine::lab::{self, LabEngine};
 use sealink_engine::{
     Channel, Clp, ClpPolicy, Engine, Layered, Op, Packet, Plp, run_all, seal_serial,
 };
@@ -50,7 +51,7 @@ enum Kind {
     Layered,
 }
 
-fn engine(kind: Kind, channels: Vec<Channel>, workers: usize) -> Box<dyn Engine> {
+fn engine(kind: Kind, channels: Vec<Channel>, workers: usize) -> Box<dyn LabEngine> {
     match kind {
         Kind::Plp => Box::new(Plp::new(channels, workers)),
         Kind::ClpProcessor => Box::new(Clp::new(
@@ -247,13 +248,7 @@ fn device_copy_reopens_a_pool() {
     for _ in 0..3 {
         let batch: Vec<Packet> = pool
             .iter()
-            .map(|d| Packet {
-                buf: vec![0; d.len()],
-                len: 0,
-                counter: 0,
-                status: Ok(()),
-                device: Some(Arc::clone(d)),
-            })
+            .map(|d| lab::from_device(Arc::clone(d)))
             .collect();
         e.restart_replay_window(0);
         e.submit(Op::Open, 0, batch);

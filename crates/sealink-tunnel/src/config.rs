@@ -8,8 +8,9 @@
 //! address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
 //! listen_port = 51820
 //! mtu = 1420                      # default 1420
-//! workers = 2                     # crypto worker threads; default: the core count; 0: inline
-//! queues = 2                      # TUN queues and UDP sockets; default: the core count
+//! workers = 4                     # crypto worker threads; 0: inline on the readers
+//! queues = 4                      # TUN queues and UDP sockets
+//!                                 # (default both: the core count; up to 2 cores: 0 and 1)
 //!
 //! [interface.piggyback]           # optional: small packets ride together
 //! enabled = true                  # default true

@@ -361,12 +361,7 @@ impl RxBatch {
         if self.spills.len() < self.pkts.len() {
             self.spills.resize_with(self.pkts.len(), Vec::new);
         }
-        let mut bufs = in_place(
-            self.rb.bufs_mut(),
-            &mut self.spills,
-            &self.pkts,
-            off,
-        );
+        let mut bufs = in_place(self.rb.bufs_mut(), &mut self.spills, &self.pkts, off);
         if sh.offload {
             if let Err(e) = dev.send_multiple(&mut self.gro, &mut bufs, off) {
                 tracing::debug!(error = %e, "TUN write failed");
@@ -407,11 +402,7 @@ impl AsRef<[u8]> for TunBuf<'_> {
 
 impl AsMut<[u8]> for TunBuf<'_> {
     fn as_mut(&mut self) -> &mut [u8] {
-        if self.spilled {
-            self.spill
-        } else {
-            self.slice
-        }
+        if self.spilled { self.spill } else { self.slice }
     }
 }
 
@@ -509,8 +500,7 @@ pub(crate) fn udp_loop(sh: &Shared, pipe: &Pipeline<Batch>, s: usize, lane: usiz
             } = &mut *b;
             udp.recv_segments(rb, Some(Duration::from_millis(250)), |seg, d| {
                 let (core, now) = held.get_or_insert_with(|| (sh.lock(), sh.clock.now()));
-                if let Ok(DecapReserve::Open(job)) = core.decapsulate_reserve(*now, seg.source, d)
-                {
+                if let Ok(DecapReserve::Open(job)) = core.decapsulate_reserve(*now, seg.source, d) {
                     entries.push(RxEntry {
                         seg,
                         job,

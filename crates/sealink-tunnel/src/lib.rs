@@ -37,9 +37,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+use sealink_engine::Pipeline;
 use sealink_proto::HostKey;
 use sealink_proto::Time;
-use sealink_engine::Pipeline;
 use sealink_proto::tunnel::{HEADROOM, TAILROOM, Tunnel};
 use sealink_udp::{UdpIo, UdpOptions};
 use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
@@ -208,6 +208,16 @@ fn create_device(cfg: &Config, queues: usize) -> Result<(Vec<SyncDevice>, bool),
     Ok((devs, offload))
 }
 
+/// TUN queues and crypto workers: the config's, else by core count. Up to two cores, the
+/// readers (one TUN, one UDP) already keep both busy, and hand-offs to workers only cost: on the
+/// 2-core bench inline sealing and opening beat two workers and two queues in every test
+/// (docs/RESULTS.md §10). Beyond two cores: a queue and a worker per core (not measured here).
+fn data_path_shape(cfg: &Config) -> (usize, usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (q, w) = if cores <= 2 { (1, 0) } else { (cores, cores) };
+    (cfg.queues.unwrap_or(q).max(1), cfg.workers.unwrap_or(w))
+}
+
 /// Binds `n` UDP sockets on the listen port (dual-stack first, else IPv4), `SO_REUSEPORT` when
 /// more than one; the kernel spreads peers over them by address.
 fn bind_udp(port: u16, n: usize) -> Result<Vec<UdpIo>, TunnelError> {
@@ -262,9 +272,7 @@ pub fn run(
     core_cfg.index_seed = rand_seed();
     let public_key = *host.public();
     let core = Tunnel::new(host, core_cfg, cfg.peers.clone())?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let queues = cfg.queues.unwrap_or(cores).max(1);
-    let workers = cfg.workers.unwrap_or(cores);
+    let (queues, workers) = data_path_shape(&cfg);
     let (devs, offload) = create_device(&cfg, queues)?;
     let udp = bind_udp(cfg.listen_port, queues)?;
     let listen = udp[0]

@@ -247,7 +247,9 @@ impl UdpIo {
         timeout: Option<Duration>,
         mut f: impl FnMut(SocketAddr, &mut [u8]),
     ) -> io::Result<usize> {
-        self.recv_inner(bufs, timeout, &mut |seg: Segment, d: &mut [u8]| f(seg.source, d))
+        self.recv_inner(bufs, timeout, &mut |seg: Segment, d: &mut [u8]| {
+            f(seg.source, d)
+        })
     }
 
     fn recv_inner(
@@ -316,7 +318,13 @@ impl UdpIo {
         f: &mut impl FnMut(Segment, &mut [u8]),
     ) -> usize {
         let mut count = 0;
-        for (i, (meta, buf)) in bufs.meta.iter().zip(bufs.bufs.iter_mut()).take(n).enumerate() {
+        for (i, (meta, buf)) in bufs
+            .meta
+            .iter()
+            .zip(bufs.bufs.iter_mut())
+            .take(n)
+            .enumerate()
+        {
             let src = unmap(meta.addr);
             let len = meta.len.min(buf.len());
             let stride = if meta.stride == 0 {

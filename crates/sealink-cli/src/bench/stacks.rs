@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 
 use sealink_crypto::raw::{self, RawAead};
 use sealink_crypto::{Scope, SuiteId, kdf};
-use sealink_engine::{
-    Channel, Clp, ClpPolicy, Engine, HEADER_ROOM, Layered, Op, Packet, Plp, seal_serial,
-};
+use sealink_engine::lab::{self, LabEngine};
+use sealink_engine::{Channel, Clp, ClpPolicy, HEADER_ROOM, Layered, Op, Packet, Plp, seal_serial};
 use sealink_proto::sim::SimRng;
 
 use super::{fill, median, random_seed};
@@ -263,7 +262,7 @@ enum Source {
 /// first a warm-up. Returns the payload Mbit/s of the timed windows.
 #[allow(clippy::too_many_arguments)]
 fn drive(
-    engine: &mut dyn Engine,
+    engine: &mut dyn LabEngine,
     source: &Source,
     nchan: usize,
     size: usize,
@@ -280,7 +279,7 @@ fn drive(
     let per_chan = (2 * workers + 2).div_ceil(nchan).max(1);
     let mut cursors = vec![0usize; nchan];
     let mut rng = SimRng::new(random_seed()?);
-    let mut next_batch = |c: usize, mut packets: Vec<Packet>, engine: &mut dyn Engine| {
+    let mut next_batch = |c: usize, mut packets: Vec<Packet>, engine: &mut dyn LabEngine| {
         match source {
             Source::Send { size } => {
                 for p in &mut packets {
@@ -294,7 +293,7 @@ fn drive(
                     engine.restart_replay_window(c);
                 }
                 for p in &mut packets {
-                    p.device = Some(Arc::clone(&pool[cursors[c]]));
+                    lab::set_device(p, Arc::clone(&pool[cursors[c]]));
                     p.status = Ok(());
                     cursors[c] = (cursors[c] + 1) % pool.len();
                 }
@@ -308,13 +307,7 @@ fn drive(
                 .map(|_| {
                     let mut buf = vec![0u8; HEADER_ROOM + size + 32];
                     fill(&mut rng, &mut buf);
-                    Packet {
-                        buf,
-                        len: size,
-                        counter: 0,
-                        status: Ok(()),
-                        device: None,
-                    }
+                    Packet::new(buf, size)
                 })
                 .collect();
             next_batch(c, packets, engine);
@@ -417,7 +410,7 @@ fn measure(
             pools: sealed_pools(&chans, p.packet, 4 * chunk, chunk, workers)?,
         },
     };
-    let mut engine: Box<dyn Engine> = match kind {
+    let mut engine: Box<dyn LabEngine> = match kind {
         EngineKind::Plp(w) => Box::new(Plp::new(chans, w)),
         EngineKind::Clp(policy) => Box::new(Clp::new(chans, policy)),
         EngineKind::Layered => Box::new(Layered::new(chans)),
