@@ -1,8 +1,9 @@
 //! The underlying AEAD library called directly, with no protocol around it: the baseline the
 //! `sealink bench seal` ratio is measured against.
 //!
-//! [`RawAead`] is aws-lc-rs (the library behind [`PacketKey`](crate::PacketKey));
-//! [`ring_backend::RingAead`] is the same thing on ring, used only to compare the two backends.
+//! [`RawAead`] is aws-lc-rs, [`ring_backend::RingAead`] the same thing on ring, and
+//! [`ChosenRaw`] whichever of the two [`PacketKey`](crate::PacketKey) runs on with this CPU
+//! ([`crate::suite::chosen_backend`]), so that a bench compares the protocol with its own library.
 
 use crate::{CryptoError, SuiteId};
 
@@ -97,4 +98,54 @@ pub mod ring_backend {
         ring,
         "ring"
     );
+}
+
+/// The raw AEAD on the library [`crate::suite::chosen_backend`] picked for this process.
+#[derive(Debug)]
+pub enum ChosenRaw {
+    AwsLc(RawAead),
+    Ring(Box<ring_backend::RingAead>),
+}
+
+impl ChosenRaw {
+    /// A key on the chosen backend (see [`RawAead::new`]).
+    pub fn new(suite: SuiteId, key: &[u8]) -> Result<Self, CryptoError> {
+        Ok(match crate::suite::chosen_backend().0 {
+            crate::suite::Backend::Ring => {
+                ChosenRaw::Ring(Box::new(ring_backend::RingAead::new(suite, key)?))
+            }
+            crate::suite::Backend::AwsLc => ChosenRaw::AwsLc(RawAead::new(suite, key)?),
+        })
+    }
+    /// Name of the library.
+    pub fn library(&self) -> &'static str {
+        match self {
+            ChosenRaw::AwsLc(_) => RawAead::LIBRARY,
+            ChosenRaw::Ring(_) => ring_backend::RingAead::LIBRARY,
+        }
+    }
+    /// See [`RawAead::seal_in_place`].
+    pub fn seal_in_place(
+        &self,
+        nonce: [u8; NONCE_LEN],
+        aad: &[u8],
+        in_out: &mut [u8],
+    ) -> [u8; TAG_LEN] {
+        match self {
+            ChosenRaw::AwsLc(k) => k.seal_in_place(nonce, aad, in_out),
+            ChosenRaw::Ring(k) => k.seal_in_place(nonce, aad, in_out),
+        }
+    }
+    /// See [`RawAead::open_in_place`].
+    pub fn open_in_place(
+        &self,
+        nonce: [u8; NONCE_LEN],
+        aad: &[u8],
+        in_out_with_tag: &mut [u8],
+    ) -> Result<usize, CryptoError> {
+        match self {
+            ChosenRaw::AwsLc(k) => k.open_in_place(nonce, aad, in_out_with_tag),
+            ChosenRaw::Ring(k) => k.open_in_place(nonce, aad, in_out_with_tag),
+        }
+    }
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::Duration;
 
-use sealink_crypto::raw::{self, RawAead};
+use sealink_crypto::raw::{self, ChosenRaw as RawAead};
 use sealink_crypto::{PacketKey, Scope, SuiteId, kdf};
 use sealink_proto::datapath;
 use sealink_proto::replay::ReplayWindow;
@@ -397,8 +397,8 @@ pub fn run(p: &Params) -> Result<()> {
     );
     let _ = writeln!(
         out,
-        "raw:      {} seal_in_place + open_in_place, same payload, 16-byte AAD",
-        RawAead::LIBRARY
+        "raw:      {} seal_in_place + open_in_place, same payload, 16-byte AAD (the library the protocol runs on)",
+        sealink_crypto::suite::chosen_backend().0.name()
     );
     let _ = writeln!(
         out,
