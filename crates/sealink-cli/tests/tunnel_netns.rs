@@ -109,6 +109,11 @@ impl Lab {
     }
 
     fn write_configs(&self) -> [PathBuf; 2] {
+        self.write_configs_with("")
+    }
+
+    /// Configs with `extra` lines added to `[interface]`.
+    fn write_configs_with(&self, extra: &str) -> [PathBuf; 2] {
         let keys = [self.public_key(0), self.public_key(1)];
         [0usize, 1].map(|side| {
             let other = 1 - side;
@@ -119,7 +124,7 @@ impl Lab {
                 ""
             };
             let cfg = format!(
-                "[interface]\nname = \"{}\"\nprivate_key = \"host{side}.key\"\naddress = \"10.202.0.{}/24\"\nlisten_port = 51820\n\n[[peer]]\nname = \"peer{other}\"\npublic_key = \"{}\"\n{endpoint}allowed_ips = [\"10.202.0.{}/32\"]\n",
+                "[interface]\nname = \"{}\"\nprivate_key = \"host{side}.key\"\naddress = \"10.202.0.{}/24\"\nlisten_port = 51820\n{extra}\n[[peer]]\nname = \"peer{other}\"\npublic_key = \"{}\"\n{endpoint}allowed_ips = [\"10.202.0.{}/32\"]\n",
                 self.ifname[side],
                 side + 1,
                 keys[other],
@@ -245,29 +250,7 @@ fn tunnel_between_namespaces() {
         println!("ping not installed: ping step skipped (TCP transfer below still runs)");
     }
 
-    assert!(have("python3"), "python3 is needed for the TCP transfer");
-    // TCP transfer of 8 MiB of random bytes, checked by SHA-256 on both ends.
-    let mut sink = Command::new("ip")
-        .args(["netns", "exec", &lab.ns[1], "python3", "-c", SINK])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(sink.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "listening");
-    let sent = lab.exec(0, &["python3", "-c", SOURCE, &(8 << 20).to_string()]);
-    assert!(
-        sent.status.success(),
-        "sender: {}",
-        String::from_utf8_lossy(&sent.stderr)
-    );
-    let mut got = String::new();
-    out.read_line(&mut got).unwrap();
-    let _ = sink.wait();
-    let sent = String::from_utf8_lossy(&sent.stdout);
-    assert_eq!(got.trim(), sent.trim(), "bytes and SHA-256 must match");
-    assert!(got.starts_with(&(8 << 20).to_string()));
+    transfer(&lab, 8 << 20);
 
     // show: the peer, a live session, counters.
     let s0 = lab.show(0);
@@ -313,4 +296,63 @@ fn tunnel_between_namespaces() {
     let status = lab.children[0].as_mut().unwrap().wait().unwrap();
     assert!(status.success(), "exit status after down: {status}");
     assert!(!std::path::Path::new(&format!("/run/sealink/{}.sock", lab.ifname[0])).exists());
+}
+
+/// A TCP transfer of `n` random bytes from side 0 to side 1, checked by SHA-256 on both ends.
+fn transfer(lab: &Lab, n: usize) {
+    assert!(have("python3"), "python3 is needed for the TCP transfer");
+    // TCP transfer of n of random bytes, checked by SHA-256 on both ends.
+    let mut sink = Command::new("ip")
+        .args(["netns", "exec", &lab.ns[1], "python3", "-c", SINK])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(sink.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "listening");
+    let sent = lab.exec(0, &["python3", "-c", SOURCE, &n.to_string()]);
+    assert!(
+        sent.status.success(),
+        "sender: {}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let mut got = String::new();
+    out.read_line(&mut got).unwrap();
+    let _ = sink.wait();
+    let sent = String::from_utf8_lossy(&sent.stdout);
+    assert_eq!(got.trim(), sent.trim(), "bytes and SHA-256 must match");
+    assert!(got.starts_with(&n.to_string()));
+}
+
+/// The engine-threaded data path: several crypto workers, a multi-queue TUN device and
+/// `SO_REUSEPORT` sockets (the default on machines with more than two cores), across real
+/// namespaces: ping, a checked TCP transfer, and `show` reporting the shape.
+#[test]
+fn parallel_data_path_between_namespaces() {
+    let Some(mut lab) = Lab::new("p") else { return };
+    let cfgs = lab.write_configs_with("workers = 3\nqueues = 3\n");
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    if have("ping") {
+        let o = lab.exec(
+            0,
+            &["ping", "-c", "3", "-i", "0.2", "-W", "5", "10.202.0.2"],
+        );
+        assert!(
+            o.status.success(),
+            "ping: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    transfer(&lab, 16 << 20);
+    for side in 0..2 {
+        let s = lab.show(side);
+        assert!(s.contains("crypto_workers=3"), "{s}");
+        assert!(s.contains("tun_queues=3"), "{s}");
+        assert!(s.contains("udp_sockets=3"), "{s}");
+        assert_eq!(counter(&s, "auth-failed"), 0, "{s}");
+        assert_eq!(counter(&s, "replayed"), 0, "{s}");
+    }
+    assert!(counter(&lab.show(1), "rx_bytes") >= 16 << 20);
 }
