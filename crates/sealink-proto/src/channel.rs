@@ -6,38 +6,21 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sealink_crypto::kdf::derive_packet_key;
 use sealink_crypto::sign::{self, SIGNATURE_LEN};
-use sealink_crypto::{PacketKey, Scope, SuiteId};
+use sealink_crypto::{Scope, SuiteId};
 
 use crate::datapath;
-use crate::endpoint::{Delivery, Event, Indexes, MessageId, PeerId, Shared};
 use crate::error::DropReason;
 use crate::handshake::{self, InitPayload, Split};
 use crate::inflight::Inflight;
 use crate::owner::{RemoteOwner, intro_message};
 use crate::recv_window::RecvWindow;
-use crate::replay::ReplayWindow;
+use crate::session::{IndexTable, Limits, Session};
+use crate::shared::{Delivery, Event, MessageId, PeerId, Shared};
 use crate::time::Time;
 use crate::wire::{self, Frame, Frames, HEADER_LEN, MAX_ACK_RANGES, Writer};
 
 /// Keys and counters of one handshake's outcome.
-pub(crate) struct Session {
-    pub local_index: u32,
-    pub remote_index: u32,
-    send: PacketKey,
-    recv: PacketKey,
-    next_counter: u64,
-    replay: ReplayWindow,
-    established: Time,
-    /// When we know the peer holds this session's keys: at once for the initiator; for the
-    /// responder, at the initiator's first datagram on it. Until then the responder keeps
-    /// sending on the previous session (WireGuard's rule), so a lost response cannot strand
-    /// its traffic on keys the initiator never got.
-    confirmed_at: Option<Time>,
-    pub suite: SuiteId,
-}
-
 /// Our handshake in progress: the channel is tentative until the response arrives.
 pub(crate) struct Initiation {
     hs: snow::HandshakeState,
@@ -223,7 +206,7 @@ impl Channel {
     pub fn enqueue(
         &mut self,
         sh: &mut Shared,
-        idx: &mut Indexes,
+        idx: &mut IndexTable,
         now: Time,
         id: MessageId,
         from: usize,
@@ -287,7 +270,7 @@ impl Channel {
     }
 
     /// Starts a handshake if we have nothing to send on and none is under way.
-    fn ensure_session(&mut self, sh: &mut Shared, idx: &mut Indexes, now: Time) {
+    fn ensure_session(&mut self, sh: &mut Shared, idx: &mut IndexTable, now: Time) {
         let needs = match self.send_session_index(sh, now) {
             None => !self.awaiting_confirmation(sh, now),
             Some(cur) => {
@@ -301,8 +284,8 @@ impl Channel {
         }
     }
 
-    fn start_handshake(&mut self, sh: &mut Shared, idx: &mut Indexes, now: Time, attempt: u32) {
-        let local = idx.alloc(self.peer);
+    fn start_handshake(&mut self, sh: &mut Shared, idx: &mut IndexTable, now: Time, attempt: u32) {
+        let local = idx.alloc(self.peer.0);
         let ts = now.as_nanos().max(self.last_init_ts_sent + 1);
         let payload = InitPayload {
             suite: sh.cfg.suite as u8,
@@ -339,7 +322,7 @@ impl Channel {
     pub fn poll_transmit(
         &mut self,
         sh: &mut Shared,
-        idx: &mut Indexes,
+        idx: &mut IndexTable,
         now: Time,
         out: &mut [u8],
     ) -> Option<usize> {
@@ -569,7 +552,7 @@ impl Channel {
     pub fn accept_init(
         &mut self,
         sh: &mut Shared,
-        idx: &mut Indexes,
+        idx: &mut IndexTable,
         now: Time,
         hs: snow::HandshakeState,
         sender_index: u32,
@@ -596,7 +579,7 @@ impl Channel {
             self.initiation = None;
         }
         let continues = self.binding.is_some_and(|b| b == payload.binding);
-        let local = idx.alloc(self.peer);
+        let local = idx.alloc(self.peer.0);
         let (pkt, split) = match handshake::write_response(
             hs,
             sender_index,
@@ -622,7 +605,7 @@ impl Channel {
     pub fn accept_response(
         &mut self,
         sh: &mut Shared,
-        idx: &mut Indexes,
+        idx: &mut IndexTable,
         now: Time,
         local_index: u32,
         sender_index: u32,
@@ -649,7 +632,7 @@ impl Channel {
     fn install(
         &mut self,
         sh: &mut Shared,
-        idx: &mut Indexes,
+        idx: &mut IndexTable,
         session: Session,
         continues: bool,
         hash: [u8; 32],
@@ -1063,7 +1046,7 @@ impl Channel {
         t
     }
 
-    pub fn handle_timeout(&mut self, sh: &mut Shared, idx: &mut Indexes, now: Time) {
+    pub fn handle_timeout(&mut self, sh: &mut Shared, idx: &mut IndexTable, now: Time) {
         if let Some(i) = &self.initiation {
             if now >= i.sent_at + sh.cfg.handshake_timeout {
                 let attempts = i.attempts;
@@ -1168,14 +1151,21 @@ impl Acked {
     }
 }
 
+fn limits(sh: &Shared) -> Limits {
+    Limits {
+        rekey_after_time: sh.cfg.rekey_after_time,
+        rekey_after_messages: sh.cfg.rekey_after_messages,
+        reject_after_time: sh.cfg.reject_after_time,
+        reject_after_messages: sh.cfg.reject_after_messages,
+    }
+}
+
 fn sendable(s: &Session, sh: &Shared, now: Time) -> bool {
-    s.next_counter < sh.cfg.reject_after_messages
-        && now.saturating_since(s.established) < sh.cfg.reject_after_time
+    s.sendable(&limits(sh), now)
 }
 
 fn wants_rekey(s: &Session, sh: &Shared, now: Time) -> bool {
-    s.next_counter >= sh.cfg.rekey_after_messages
-        || now.saturating_since(s.established) >= sh.cfg.rekey_after_time
+    s.wants_rekey(&limits(sh), now)
 }
 
 fn make_session(
@@ -1188,19 +1178,14 @@ fn make_session(
     initiator: bool,
 ) -> Result<Session, DropReason> {
     let legacy = sh.cfg.allow_insecure_legacy;
-    let send = derive_packet_key(suite, &split.send, b"data", legacy)
-        .map_err(|_| DropReason::SuiteRefused)?;
-    let recv = derive_packet_key(suite, &split.recv, b"data", legacy)
-        .map_err(|_| DropReason::SuiteRefused)?;
-    Ok(Session {
+    Session::new(
+        suite,
+        split,
+        b"data",
+        legacy,
         local_index,
         remote_index,
-        send,
-        recv,
-        next_counter: 0,
-        replay: ReplayWindow::new(),
-        established: now,
-        confirmed_at: initiator.then_some(now),
-        suite,
-    })
+        now,
+        initiator,
+    )
 }

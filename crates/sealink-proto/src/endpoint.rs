@@ -12,99 +12,13 @@ use crate::config::{Config, Urgency};
 use crate::error::{DropReason, Error};
 use crate::handshake::{self, HostKey};
 use crate::owner::{Directory, LocalOwner, OwnerId};
+use crate::session::IndexTable;
 use crate::stats::Stats;
 use crate::time::Time;
 use crate::wire::{self, HEADER_LEN, Header};
 
-/// A peer host, by the order it was added.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PeerId(pub(crate) usize);
-
-impl PeerId {
-    pub fn index(self) -> usize {
-        self.0
-    }
-}
-
-/// Names a sent message in [`Event::Undeliverable`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MessageId(pub u64);
-
-/// A message delivered to this host.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Delivery {
-    pub peer: PeerId,
-    /// The sending owner, authenticated on this channel.
-    pub from: Arc<str>,
-    /// The destination owner named by the sender, or `None` for the host itself.
-    pub to: Option<Arc<str>>,
-    /// The scope of the datagram that carried it.
-    pub scope: Scope,
-    pub data: Vec<u8>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Event {
-    /// A new channel with this peer is established (first contact, or after the peer restarted).
-    ChannelUp {
-        peer: PeerId,
-    },
-    Message(Delivery),
-    /// A message was given up on (peer unreachable or its owner refused).
-    Undeliverable {
-        peer: PeerId,
-        id: MessageId,
-    },
-    /// Every handshake attempt with this peer went unanswered.
-    HandshakeFailed {
-        peer: PeerId,
-    },
-}
-
-/// A datagram ready to go to `peer`; its bytes are the first `len` of the caller's buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    pub peer: PeerId,
-    pub len: usize,
-}
-
-/// State every channel reads: configuration, identity, owners, counters, events.
-pub(crate) struct Shared {
-    pub cfg: Config,
-    pub host: HostKey,
-    pub directory: Directory,
-    pub owners: Vec<LocalOwner>,
-    pub stats: Stats,
-    pub events: VecDeque<Event>,
-}
-
-/// Receiver indexes in use, mapped to their peer.
-#[derive(Debug, Default)]
-pub(crate) struct Indexes {
-    next: u32,
-    map: HashMap<u32, usize>,
-}
-
-impl Indexes {
-    pub fn alloc(&mut self, peer: PeerId) -> u32 {
-        loop {
-            // A multiplicative step spreads indexes so they are not trivially guessable in
-            // sequence; uniqueness comes from the map.
-            self.next = self.next.wrapping_add(0x9E37_79B9);
-            if self.next != 0 && !self.map.contains_key(&self.next) {
-                self.map.insert(self.next, peer.0);
-                return self.next;
-            }
-        }
-    }
-    pub fn free(&mut self, i: u32) {
-        self.map.remove(&i);
-    }
-    fn peer(&self, i: u32) -> Option<usize> {
-        self.map.get(&i).copied()
-    }
-}
+use crate::shared::Shared;
+pub use crate::shared::{Delivery, Event, MessageId, PeerId, Transmit};
 
 /// One host's sealink endpoint.
 pub struct Endpoint {
@@ -112,7 +26,7 @@ pub struct Endpoint {
     channels: Vec<Channel>,
     by_static: HashMap<[u8; 32], usize>,
     names: Vec<Arc<str>>,
-    idx: Indexes,
+    idx: IndexTable,
     next_msg: u64,
     rr: usize,
 }
@@ -143,10 +57,7 @@ impl Endpoint {
             channels: Vec::new(),
             by_static: HashMap::new(),
             names: Vec::new(),
-            idx: Indexes {
-                next: u32::from_le_bytes(seed),
-                map: HashMap::new(),
-            },
+            idx: IndexTable::with_seed(u32::from_le_bytes(seed)),
             next_msg: 0,
             rr: 0,
         })
@@ -315,7 +226,7 @@ impl Endpoint {
             Header::Response { receiver, sender } => {
                 let i = self
                     .idx
-                    .peer(receiver)
+                    .owner(receiver)
                     .ok_or(DropReason::UnexpectedResponse)?;
                 self.channels[i].accept_response(
                     &mut self.sh,
@@ -335,7 +246,7 @@ impl Endpoint {
                 if buf.len() < HEADER_LEN {
                     return Err(DropReason::MalformedHeader);
                 }
-                let i = self.idx.peer(receiver).ok_or(DropReason::UnknownIndex)?;
+                let i = self.idx.owner(receiver).ok_or(DropReason::UnknownIndex)?;
                 self.channels[i].on_data(&mut self.sh, now, scope, receiver, counter, buf)?;
                 Ok(PeerId(i))
             }

@@ -15,6 +15,8 @@ pub mod owner;
 pub mod ratelimit;
 mod recv_window;
 pub mod replay;
+pub mod session;
+mod shared;
 pub mod sim;
 pub mod stats;
 pub mod stream;

@@ -61,18 +61,16 @@ pub mod ip;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::sync::Arc;
 use std::time::Duration;
 
-use sealink_crypto::kdf::derive_packet_key;
-use sealink_crypto::{PacketKey, Scope, SuiteId};
+use sealink_crypto::{Scope, SuiteId};
 
-use crate::datapath::{open_in_place, seal_datagram};
 use crate::error::DropReason;
 pub use crate::handshake::TUNNEL_PROLOGUE;
-use crate::handshake::{self, HostKey, InitPayload, Split};
+use crate::handshake::{self, HostKey, InitPayload};
 use crate::ratelimit::{HandshakeLimiter, LimiterConfig};
-use crate::replay::{ReplayVerdict, ReplayWindow};
+pub use crate::session::SealJob;
+use crate::session::{self, IndexTable, Limits, Session};
 use crate::time::Time;
 use crate::wire::{HEADER_LEN, Header, parse_header};
 
@@ -84,6 +82,8 @@ pub const HEADROOM: usize = HEADER_LEN + LEN_FIELD;
 /// Bytes a driver leaves after the packet: the AEAD tag.
 pub const TAILROOM: usize = 16;
 const LEN_FIELD: usize = 2;
+/// Label of the tunnel's data keys in the key derivation.
+const TUNNEL_DATA_LABEL: &[u8] = b"tunnel data";
 /// Largest IP packet a body can frame.
 pub const MAX_PACKET: usize = u16::MAX as usize;
 
@@ -342,33 +342,6 @@ pub enum Reserve {
     Dropped(TunnelDrop),
 }
 
-/// The parallel half of sending one datagram: everything it needs, nothing shared but the key.
-#[derive(Debug, Clone)]
-pub struct SealJob {
-    key: Arc<PacketKey>,
-    receiver: u32,
-    counter: u64,
-    body_len: usize,
-}
-
-impl SealJob {
-    /// Writes the header and seals the body in place; returns the datagram's length.
-    pub fn seal(&self, buf: &mut [u8]) -> Result<usize, DropReason> {
-        seal_datagram(
-            &self.key,
-            self.receiver,
-            self.counter,
-            Scope::Encrypt,
-            buf,
-            self.body_len,
-        )
-    }
-    /// The datagram's counter.
-    pub fn counter(&self) -> u64 {
-        self.counter
-    }
-}
-
 /// Outcome of [`Tunnel::decapsulate_reserve`].
 #[derive(Debug, Clone)]
 pub enum DecapReserve {
@@ -379,26 +352,24 @@ pub enum DecapReserve {
     Open(OpenJob),
 }
 
-/// The parallel half of receiving one data datagram.
+/// The parallel half of receiving one data datagram, with the peer it belongs to.
 #[derive(Debug, Clone)]
 pub struct OpenJob {
     peer: usize,
-    local_index: u32,
-    counter: u64,
-    key: Arc<PacketKey>,
+    job: session::OpenJob,
 }
 
 impl OpenJob {
     /// Authenticates and decrypts `buf` (the whole datagram) in place; returns the body's range.
     /// Touches no replay window: [`Tunnel::decapsulate_finish`] records the counter.
     pub fn open(&self, buf: &mut [u8]) -> Result<Range<usize>, DropReason> {
-        open_in_place(&self.key, Scope::Encrypt, self.counter, false, buf)
+        self.job.open(buf)
     }
     pub fn peer(&self) -> PeerIndex {
         PeerIndex(self.peer)
     }
     pub fn counter(&self) -> u64 {
-        self.counter
+        self.job.counter()
     }
 }
 
@@ -409,16 +380,6 @@ pub enum Decap {
     Handshake(PeerIndex),
     /// Data: the ranges of the IP packets to deliver were pushed to the caller's vector.
     Data(PeerIndex),
-}
-
-struct Session {
-    local_index: u32,
-    remote_index: u32,
-    send: Arc<PacketKey>,
-    recv: Arc<PacketKey>,
-    next_counter: u64,
-    replay: ReplayWindow,
-    established: Time,
 }
 
 struct Initiation {
@@ -455,8 +416,7 @@ pub struct Tunnel {
     cfg: TunnelConfig,
     peers: Vec<Peer>,
     by_key: HashMap<[u8; 32], usize>,
-    indexes: HashMap<u32, usize>,
-    next_index: u32,
+    indexes: IndexTable,
     routes: AllowedIps,
     limiter: HandshakeLimiter,
     transmits: VecDeque<(SocketAddr, Vec<u8>)>,
@@ -487,31 +447,6 @@ impl Peer {
             .into_iter()
             .flatten()
             .find(|s| s.local_index == local_index)
-    }
-}
-
-impl Session {
-    fn new(
-        suite: SuiteId,
-        split: &Split,
-        local_index: u32,
-        remote_index: u32,
-        now: Time,
-    ) -> Result<Self, DropReason> {
-        let key = |k: &[u8; 32]| {
-            derive_packet_key(suite, k, b"tunnel data", false)
-                .map(Arc::new)
-                .map_err(|_| DropReason::SuiteRefused)
-        };
-        Ok(Session {
-            local_index,
-            remote_index,
-            send: key(&split.send)?,
-            recv: key(&split.recv)?,
-            next_counter: 0,
-            replay: ReplayWindow::new(),
-            established: now,
-        })
     }
 }
 
@@ -548,9 +483,9 @@ impl Tunnel {
             }
         }
         let limiter = HandshakeLimiter::new(cfg.limiter);
+        let indexes = IndexTable::with_seed(cfg.index_seed);
         Ok(Tunnel {
             host,
-            next_index: cfg.index_seed,
             peers: peers
                 .into_iter()
                 .map(|cfg| Peer {
@@ -573,7 +508,7 @@ impl Tunnel {
                 .collect(),
             cfg,
             by_key,
-            indexes: HashMap::new(),
+            indexes,
             routes,
             limiter,
             transmits: VecDeque::new(),
@@ -622,30 +557,30 @@ impl Tunnel {
     }
 
     fn alloc_index(&mut self, peer: usize) -> u32 {
-        loop {
-            // A multiplicative step spreads indexes; uniqueness comes from the map.
-            self.next_index = self.next_index.wrapping_add(0x9E37_79B9);
-            if self.next_index != 0 && !self.indexes.contains_key(&self.next_index) {
-                self.indexes.insert(self.next_index, peer);
-                return self.next_index;
-            }
-        }
+        self.indexes.alloc(peer)
     }
 
     fn free_session(&mut self, s: Option<Session>) {
         if let Some(s) = s {
-            self.indexes.remove(&s.local_index);
+            self.indexes.free(s.local_index);
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            rekey_after_time: self.cfg.rekey_after_time,
+            rekey_after_messages: self.cfg.rekey_after_messages,
+            reject_after_time: self.cfg.reject_after_time,
+            reject_after_messages: self.cfg.reject_after_messages,
         }
     }
 
     fn sendable(&self, s: &Session, now: Time) -> bool {
-        s.next_counter < self.cfg.reject_after_messages
-            && now.saturating_since(s.established) < self.cfg.reject_after_time
+        s.sendable(&self.limits(), now)
     }
 
     fn wants_rekey(&self, s: &Session, now: Time) -> bool {
-        s.next_counter >= self.cfg.rekey_after_messages
-            || now.saturating_since(s.established) >= self.cfg.rekey_after_time
+        s.wants_rekey(&self.limits(), now)
     }
 
     fn take_spare(&mut self) -> Vec<u8> {
@@ -793,17 +728,9 @@ impl Tunnel {
     /// Takes the next counter on the peer's current session: the serial step of sealing.
     fn reserve_on_current(&mut self, pi: usize, body_len: usize) -> Option<SealJob> {
         let s = self.peers[pi].current.as_mut()?;
-        let counter = s.next_counter;
-        s.next_counter += 1;
-        Some(SealJob {
-            key: Arc::clone(&s.send),
-            receiver: s.remote_index,
-            counter,
-            body_len,
-        })
+        Some(s.reserve_seal(Scope::Encrypt, body_len))
     }
 
-    /// Seals `buf[HEADER_LEN..HEADER_LEN + body_len]` on the peer's current session.
     fn seal_on_current(&mut self, pi: usize, buf: &mut [u8], body_len: usize) -> Option<usize> {
         self.reserve_on_current(pi, body_len)?.seal(buf).ok()
     }
@@ -876,7 +803,7 @@ impl Tunnel {
             return;
         };
         if let Some(old) = self.peers[pi].initiation.take() {
-            self.indexes.remove(&old.local_index);
+            self.indexes.free(old.local_index);
         }
         let local = self.alloc_index(pi);
         let p = &mut self.peers[pi];
@@ -907,7 +834,7 @@ impl Tunnel {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot build tunnel handshake initiation");
-                self.indexes.remove(&local);
+                self.indexes.free(local);
             }
         }
     }
@@ -977,11 +904,11 @@ impl Tunnel {
             if fresh && self.peers[pi].staged.is_empty() {
                 // The peer's own handshake gave us a session meanwhile: stop asking.
                 if let Some(i) = self.peers[pi].initiation.take() {
-                    self.indexes.remove(&i.local_index);
+                    self.indexes.free(i.local_index);
                 }
             } else if attempts >= self.cfg.handshake_attempts {
                 if let Some(i) = self.peers[pi].initiation.take() {
-                    self.indexes.remove(&i.local_index);
+                    self.indexes.free(i.local_index);
                 }
                 let n = self.peers[pi].staged.len() as u64;
                 self.peers[pi].staged.clear();
@@ -1050,28 +977,19 @@ impl Tunnel {
         if scope != Scope::Encrypt {
             return Err(DropReason::ScopeRefused.into());
         }
-        let pi = *self
+        let pi = self
             .indexes
-            .get(&receiver)
+            .owner(receiver)
             .ok_or(DropReason::UnknownIndex)?;
         let session = self.peers[pi]
             .session(receiver)
             // The index belongs to an initiation, not a session.
             .ok_or(DropReason::UnknownIndex)?;
-        if now.saturating_since(session.established) >= self.cfg.reject_after_time {
+        if session.expired(&self.limits(), now) {
             return Err(DropReason::SessionExpired.into());
         }
-        match session.replay.check(counter) {
-            ReplayVerdict::Fresh => {}
-            ReplayVerdict::Replayed => return Err(DropReason::Replayed.into()),
-            ReplayVerdict::TooOld => return Err(DropReason::TooOld.into()),
-        }
-        Ok(DecapReserve::Open(OpenJob {
-            peer: pi,
-            local_index: receiver,
-            counter,
-            key: Arc::clone(&session.recv),
-        }))
+        let job = session.reserve_open(Scope::Encrypt, counter, false)?;
+        Ok(DecapReserve::Open(OpenJob { peer: pi, job }))
     }
 
     /// The serial second half of receiving a data datagram, in the order the datagrams arrived
@@ -1105,18 +1023,14 @@ impl Tunnel {
         let pi = job.peer;
         let p = self.peers.get_mut(pi).ok_or(DropReason::UnknownIndex)?;
         // The session may have been retired while the datagram was being opened.
-        let session = p
-            .session_mut(job.local_index)
-            .ok_or(DropReason::UnknownIndex)?;
-        match session.replay.accept(job.counter) {
-            ReplayVerdict::Fresh => {}
-            ReplayVerdict::Replayed => return Err(DropReason::Replayed.into()),
-            ReplayVerdict::TooOld => return Err(DropReason::TooOld.into()),
-        }
+        let local_index = job.job.local_index();
+        let session = p.session_mut(local_index).ok_or(DropReason::UnknownIndex)?;
+        session.accept(job.job.counter())?;
+        session.confirmed_at.get_or_insert(now);
         let is_next = p
             .next
             .as_ref()
-            .is_some_and(|s| s.local_index == job.local_index);
+            .is_some_and(|s| s.local_index == local_index);
         p.endpoint = Some(source);
         p.stats.rx_datagrams += 1;
         if is_next {
@@ -1188,14 +1102,23 @@ impl Tunnel {
         {
             Ok(v) => v,
             Err(e) => {
-                self.indexes.remove(&local);
+                self.indexes.free(local);
                 return Err(e.into());
             }
         };
-        let session = match Session::new(suite, &split, local, sender, now) {
+        let session = match Session::new(
+            suite,
+            &split,
+            TUNNEL_DATA_LABEL,
+            false,
+            local,
+            sender,
+            now,
+            false,
+        ) {
             Ok(s) => s,
             Err(e) => {
-                self.indexes.remove(&local);
+                self.indexes.free(local);
                 return Err(e.into());
             }
         };
@@ -1219,9 +1142,9 @@ impl Tunnel {
         sender: u32,
         buf: &[u8],
     ) -> Result<Decap, TunnelDrop> {
-        let pi = *self
+        let pi = self
             .indexes
-            .get(&receiver)
+            .owner(receiver)
             .ok_or(DropReason::UnexpectedResponse)?;
         let init = match &mut self.peers[pi].initiation {
             Some(i) if i.local_index == receiver => i,
@@ -1231,7 +1154,16 @@ impl Tunnel {
         let suite = SuiteId::from_u8(resp.suite)
             .filter(|s| *s == self.cfg.suite)
             .ok_or(DropReason::SuiteRefused)?;
-        let session = Session::new(suite, &resp.split, receiver, sender, now)?;
+        let session = Session::new(
+            suite,
+            &resp.split,
+            TUNNEL_DATA_LABEL,
+            false,
+            receiver,
+            sender,
+            now,
+            true,
+        )?;
         let p = &mut self.peers[pi];
         p.initiation = None;
         p.last_init_ts_accepted = p.last_init_ts_accepted.max(resp.newest_peer_init);

@@ -1,0 +1,284 @@
+//! The session layer shared by the ADP channel ([`crate::channel`]) and the tunnel
+//! ([`crate::tunnel`]): one session's keys, counter, replay window and age; the limits that
+//! decide when it is rekeyed and when it is dead; the receiver-index table; key derivation from
+//! a handshake's split; and the two halves of the per-datagram work that may leave the owner's
+//! lock ([`SealJob`], [`OpenJob`]).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sealink_crypto::kdf::derive_packet_key;
+use sealink_crypto::{PacketKey, Scope, SuiteId};
+
+use crate::datapath::{open_in_place, seal_datagram};
+use crate::error::DropReason;
+use crate::handshake::Split;
+use crate::replay::{ReplayVerdict, ReplayWindow};
+use crate::time::Time;
+
+/// When a session should be replaced, and when it must not be used any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub rekey_after_time: Duration,
+    pub rekey_after_messages: u64,
+    pub reject_after_time: Duration,
+    pub reject_after_messages: u64,
+}
+
+/// One session: the keys of both directions (shared with workers that seal and open outside
+/// the owner's lock), the receiver indexes, the next send counter and the replay window.
+#[derive(Debug)]
+pub struct Session {
+    pub local_index: u32,
+    pub remote_index: u32,
+    pub send: Arc<PacketKey>,
+    pub recv: Arc<PacketKey>,
+    pub next_counter: u64,
+    pub replay: ReplayWindow,
+    pub established: Time,
+    /// When we know the peer holds these keys: at once for the initiator; for the responder,
+    /// at the initiator's first datagram on it.
+    pub confirmed_at: Option<Time>,
+    pub suite: SuiteId,
+}
+
+impl Session {
+    /// Derives both directions' keys from a handshake split under `label`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        suite: SuiteId,
+        split: &Split,
+        label: &[u8],
+        allow_legacy: bool,
+        local_index: u32,
+        remote_index: u32,
+        now: Time,
+        initiator: bool,
+    ) -> Result<Self, DropReason> {
+        let key = |k: &[u8; 32]| {
+            derive_packet_key(suite, k, label, allow_legacy)
+                .map(Arc::new)
+                .map_err(|_| DropReason::SuiteRefused)
+        };
+        Ok(Session {
+            local_index,
+            remote_index,
+            send: key(&split.send)?,
+            recv: key(&split.recv)?,
+            next_counter: 0,
+            replay: ReplayWindow::new(),
+            established: now,
+            confirmed_at: initiator.then_some(now),
+            suite,
+        })
+    }
+
+    /// May still be sent on.
+    pub fn sendable(&self, l: &Limits, now: Time) -> bool {
+        self.next_counter < l.reject_after_messages
+            && now.saturating_since(self.established) < l.reject_after_time
+    }
+
+    /// Should be replaced by a new handshake.
+    pub fn wants_rekey(&self, l: &Limits, now: Time) -> bool {
+        self.next_counter >= l.rekey_after_messages
+            || now.saturating_since(self.established) >= l.rekey_after_time
+    }
+
+    /// Too old to open anything any more.
+    pub fn expired(&self, l: &Limits, now: Time) -> bool {
+        now.saturating_since(self.established) >= l.reject_after_time
+    }
+
+    /// The serial step of sending: takes the next counter and returns the job that seals a
+    /// body of `body_len` bytes under it.
+    pub fn reserve_seal(&mut self, scope: Scope, body_len: usize) -> SealJob {
+        let counter = self.next_counter;
+        self.next_counter += 1;
+        SealJob {
+            key: Arc::clone(&self.send),
+            receiver: self.remote_index,
+            counter,
+            scope,
+            body_len,
+        }
+    }
+
+    /// The serial first step of receiving: checks the replay window (without recording) and
+    /// returns the key to open with.
+    pub fn reserve_open(
+        &self,
+        scope: Scope,
+        counter: u64,
+        allow_plaintext: bool,
+    ) -> Result<OpenJob, DropReason> {
+        match self.replay.check(counter) {
+            ReplayVerdict::Fresh => {}
+            ReplayVerdict::Replayed => return Err(DropReason::Replayed),
+            ReplayVerdict::TooOld => return Err(DropReason::TooOld),
+        }
+        Ok(OpenJob {
+            key: Arc::clone(&self.recv),
+            local_index: self.local_index,
+            counter,
+            scope,
+            allow_plaintext,
+        })
+    }
+
+    /// The serial last step of receiving, after authentication and in arrival order: records
+    /// the counter, refusing a duplicate that was opened in parallel with its original.
+    pub fn accept(&mut self, counter: u64) -> Result<(), DropReason> {
+        match self.replay.accept(counter) {
+            ReplayVerdict::Fresh => Ok(()),
+            ReplayVerdict::Replayed => Err(DropReason::Replayed),
+            ReplayVerdict::TooOld => Err(DropReason::TooOld),
+        }
+    }
+}
+
+/// The parallel half of sending one datagram: everything it needs, nothing shared but the key.
+#[derive(Debug, Clone)]
+pub struct SealJob {
+    key: Arc<PacketKey>,
+    receiver: u32,
+    counter: u64,
+    scope: Scope,
+    body_len: usize,
+}
+
+impl SealJob {
+    /// Writes the header and seals `buf[HEADER_LEN..HEADER_LEN + body_len]` in place; returns
+    /// the datagram's length.
+    pub fn seal(&self, buf: &mut [u8]) -> Result<usize, DropReason> {
+        seal_datagram(
+            &self.key,
+            self.receiver,
+            self.counter,
+            self.scope,
+            buf,
+            self.body_len,
+        )
+    }
+    /// The datagram's counter.
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+}
+
+/// The parallel half of receiving one data datagram.
+#[derive(Debug, Clone)]
+pub struct OpenJob {
+    key: Arc<PacketKey>,
+    local_index: u32,
+    counter: u64,
+    scope: Scope,
+    allow_plaintext: bool,
+}
+
+impl OpenJob {
+    /// Authenticates and decrypts `buf` (the whole datagram) in place; returns the body's
+    /// range. Touches no replay window: the owner records the counter ([`Session::accept`]).
+    pub fn open(&self, buf: &mut [u8]) -> Result<Range<usize>, DropReason> {
+        open_in_place(
+            &self.key,
+            self.scope,
+            self.counter,
+            self.allow_plaintext,
+            buf,
+        )
+    }
+    /// The receiver index the datagram named (to find the session again at finish).
+    pub fn local_index(&self) -> u32 {
+        self.local_index
+    }
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+}
+
+/// Receiver indexes in use, each mapped to its owner (a peer's position).
+#[derive(Debug, Default)]
+pub struct IndexTable {
+    next: u32,
+    map: HashMap<u32, usize>,
+}
+
+impl IndexTable {
+    /// A table whose allocation sequence starts from `seed` (drivers pass a random value).
+    pub fn with_seed(seed: u32) -> Self {
+        IndexTable {
+            next: seed,
+            map: HashMap::new(),
+        }
+    }
+    /// A fresh non-zero index for `owner`.
+    pub fn alloc(&mut self, owner: usize) -> u32 {
+        loop {
+            // A multiplicative step spreads indexes so they are not trivially guessable in
+            // sequence; uniqueness comes from the map.
+            self.next = self.next.wrapping_add(0x9E37_79B9);
+            if self.next != 0 && !self.map.contains_key(&self.next) {
+                self.map.insert(self.next, owner);
+                return self.next;
+            }
+        }
+    }
+    pub fn free(&mut self, index: u32) {
+        self.map.remove(&index);
+    }
+    pub fn owner(&self, index: u32) -> Option<usize> {
+        self.map.get(&index).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_are_unique_nonzero_and_freed() {
+        let mut t = IndexTable::with_seed(0u32.wrapping_sub(0x9E37_79B9));
+        let a = t.alloc(1);
+        assert_ne!(a, 0, "zero is never handed out");
+        let b = t.alloc(2);
+        assert_ne!(a, b);
+        assert_eq!(t.owner(a), Some(1));
+        t.free(a);
+        assert_eq!(t.owner(a), None);
+        assert_eq!(t.owner(b), Some(2));
+    }
+
+    #[test]
+    fn limits_decide_rekey_and_rejection() {
+        let split = Split {
+            send: [1; 32],
+            recv: [2; 32],
+            hash: [0; 32],
+        };
+        let l = Limits {
+            rekey_after_time: Duration::from_secs(120),
+            rekey_after_messages: 10,
+            reject_after_time: Duration::from_secs(180),
+            reject_after_messages: 20,
+        };
+        let t0 = Time::from_millis(1000);
+        let mut s = Session::new(SuiteId::Aes128Gcm, &split, b"t", false, 5, 6, t0, true)
+            .expect("modern suite");
+        assert!(s.sendable(&l, t0) && !s.wants_rekey(&l, t0));
+        s.next_counter = 10;
+        assert!(s.wants_rekey(&l, t0) && s.sendable(&l, t0));
+        s.next_counter = 20;
+        assert!(!s.sendable(&l, t0));
+        s.next_counter = 0;
+        let late = t0 + Duration::from_secs(180);
+        assert!(s.expired(&l, late) && !s.sendable(&l, late));
+        assert!(s.accept(3).is_ok());
+        assert_eq!(s.accept(3), Err(DropReason::Replayed));
+    }
+}
