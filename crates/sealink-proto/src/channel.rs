@@ -3,19 +3,20 @@
 //! and the owner caches in both directions.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sealink_crypto::sign::{self, SIGNATURE_LEN};
+use sealink_crypto::suite::TAG_LEN;
 use sealink_crypto::{Scope, SuiteId};
 
-use crate::datapath;
 use crate::error::DropReason;
 use crate::handshake::{self, InitPayload, Split};
 use crate::inflight::Inflight;
 use crate::owner::{RemoteOwner, intro_message};
 use crate::recv_window::RecvWindow;
-use crate::session::{IndexTable, Limits, Session};
+use crate::session::{IndexTable, Limits, OpenJob, SealJob, Session};
 use crate::shared::{Delivery, Event, MessageId, PeerId, Shared};
 use crate::time::Time;
 use crate::wire::{self, Frame, Frames, HEADER_LEN, MAX_ACK_RANGES, Writer};
@@ -325,12 +326,13 @@ impl Channel {
         idx: &mut IndexTable,
         now: Time,
         out: &mut [u8],
-    ) -> Option<usize> {
+        defer: bool,
+    ) -> Option<(usize, Option<SealJob>)> {
         while let Some(pkt) = self.pending_tx.pop_front() {
             if let Some(dst) = out.get_mut(..pkt.len()) {
                 dst.copy_from_slice(&pkt);
                 self.count_sent(sh, pkt.len());
-                return Some(pkt.len());
+                return Some((pkt.len(), None));
             }
             tracing::warn!("transmit buffer too small for a handshake datagram");
         }
@@ -346,10 +348,10 @@ impl Channel {
             }
             return None;
         }
-        let n = self.build_data(sh, now, out)?;
+        let (n, job) = self.build_data(sh, now, out, defer)?;
         self.count_sent(sh, n);
         self.ensure_session(sh, idx, now);
-        Some(n)
+        Some((n, job))
     }
 
     fn count_sent(&mut self, sh: &mut Shared, n: usize) {
@@ -381,7 +383,17 @@ impl Channel {
     /// Builds and seals one data datagram: a pending ACK, then retransmissions, then queued
     /// messages in order, each preceded by the owner introduction and destination declaration
     /// the peer may still lack. One seal, however many messages ride in it.
-    fn build_data(&mut self, sh: &mut Shared, now: Time, out: &mut [u8]) -> Option<usize> {
+    ///
+    /// With `defer`, an AEAD datagram is left unsealed (header room and body written, counter
+    /// taken) and its [`SealJob`] returned with the length it will have once sealed, so that the
+    /// caller can seal it outside its lock; legacy suites are always sealed here.
+    fn build_data(
+        &mut self,
+        sh: &mut Shared,
+        now: Time,
+        out: &mut [u8],
+        defer: bool,
+    ) -> Option<(usize, Option<SealJob>)> {
         let max_len = sh.cfg.max_datagram.min(out.len());
         let overhead = self.send_session(sh, now)?.suite.max_overhead();
         let body_cap = max_len.checked_sub(HEADER_LEN + overhead)?;
@@ -501,28 +513,27 @@ impl Channel {
         // sequence numbers only.
         let scope = scope.unwrap_or(Scope::AuthOnly);
         let s = self.send_session(sh, now)?;
-        let counter = s.next_counter;
-        s.next_counter += 1;
-        let len = match datapath::seal_datagram(
-            &s.send,
-            s.remote_index,
-            counter,
-            scope,
-            &mut out[..max_len],
-            body_len,
-        ) {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::error!(reason = %e, "seal failed");
-                return None;
-            }
+        let job = s.reserve_seal(scope, body_len);
+        let deferred = (defer && !s.suite.is_legacy()).then(|| {
+            let tag = if scope == Scope::None { 0 } else { TAG_LEN };
+            HEADER_LEN + body_len + tag
+        });
+        let (len, job) = match deferred {
+            Some(len) => (len, Some(job)),
+            None => match job.seal(&mut out[..max_len]) {
+                Ok(n) => (n, None),
+                Err(e) => {
+                    tracing::error!(reason = %e, "seal failed");
+                    return None;
+                }
+            },
         };
         if messages > 0 {
             sh.stats.data_datagrams_sent += 1;
         } else {
             sh.stats.ack_only_datagrams_sent += 1;
         }
-        Some(len)
+        Some((len, job))
     }
 
     /// The owner's signature over this channel's binding, made once per channel.
@@ -723,33 +734,38 @@ impl Channel {
 
     // ---------------------------------------------------------------- receiving
 
-    /// A data datagram addressed to one of this channel's sessions.
-    pub fn on_data(
+    /// The serial first half of receiving: session, age and replay check (nothing recorded).
+    pub fn reserve_data(
         &mut self,
-        sh: &mut Shared,
+        sh: &Shared,
         now: Time,
         scope: Scope,
         receiver: u32,
         counter: u64,
-        buf: &mut [u8],
-    ) -> Result<(), DropReason> {
-        let session = match (&mut self.current, &mut self.previous) {
-            (Some(s), _) if s.local_index == receiver => s,
-            (_, Some(s)) if s.local_index == receiver => s,
-            _ => return Err(DropReason::UnknownIndex),
-        };
-        let was_confirmed = session.confirmed_at.is_some();
-        if now.saturating_since(session.established) >= sh.cfg.reject_after_time {
+    ) -> Result<OpenJob, DropReason> {
+        let session = self.session_mut(receiver).ok_or(DropReason::UnknownIndex)?;
+        if session.expired(&limits(sh), now) {
             return Err(DropReason::SessionExpired);
         }
-        let body = datapath::open_datagram(
-            &session.recv,
-            &mut session.replay,
-            scope,
-            counter,
-            sh.cfg.insecure_lab_plaintext,
-            buf,
-        )?;
+        session.reserve_open(scope, counter, sh.cfg.insecure_lab_plaintext)
+    }
+
+    /// The serial second half, in arrival order: records the counter (refusing a duplicate
+    /// opened in parallel), confirms the session, and processes the frames.
+    pub fn finish_data(
+        &mut self,
+        sh: &mut Shared,
+        now: Time,
+        job: &OpenJob,
+        opened: Result<Range<usize>, DropReason>,
+        buf: &[u8],
+    ) -> Result<(), DropReason> {
+        let body = opened?;
+        let session = self
+            .session_mut(job.local_index())
+            .ok_or(DropReason::UnknownIndex)?;
+        let was_confirmed = session.confirmed_at.is_some();
+        session.accept(job.counter())?;
         if !was_confirmed {
             session.confirmed_at = Some(now);
             if !self.queue.is_empty() || !self.retx.is_empty() {
@@ -757,7 +773,14 @@ impl Channel {
             }
         }
         self.stats.datagrams_received += 1;
-        self.process_frames(sh, now, scope, &buf[body])
+        self.process_frames(sh, now, job.scope(), &buf[body])
+    }
+
+    fn session_mut(&mut self, local_index: u32) -> Option<&mut Session> {
+        [&mut self.current, &mut self.previous]
+            .into_iter()
+            .flatten()
+            .find(|s| s.local_index == local_index)
     }
 
     fn process_frames(

@@ -3,6 +3,7 @@
 //! with `send` for outgoing messages and `poll_event` for deliveries. No I/O, no clock reads.
 
 use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 use std::sync::Arc;
 
 use sealink_crypto::Scope;
@@ -17,8 +18,18 @@ use crate::stats::Stats;
 use crate::time::Time;
 use crate::wire::{self, HEADER_LEN, Header};
 
+pub use crate::session::{OpenJob, SealJob};
 use crate::shared::Shared;
 pub use crate::shared::{Delivery, Event, MessageId, PeerId, Transmit};
+
+/// Outcome of [`Endpoint::handle_reserve`].
+#[derive(Debug, Clone)]
+pub enum Reserved {
+    /// A handshake message, handled whole.
+    Done(PeerId),
+    /// A data datagram to open with `job`, then finish with [`Endpoint::handle_finish`].
+    Open { peer: PeerId, job: OpenJob },
+}
 
 /// One host's sealink endpoint.
 pub struct Endpoint {
@@ -191,19 +202,61 @@ impl Endpoint {
     }
 
     /// Processes one datagram from the network. The buffer is decrypted in place. Returns the
-    /// peer it came from, or why it was dropped (already counted in the stats).
+    /// peer it came from, or why it was dropped (already counted in the stats). The serial
+    /// reference: [`Endpoint::handle_reserve`], [`OpenJob::open`] and
+    /// [`Endpoint::handle_finish`] back to back.
     pub fn handle(&mut self, now: Time, datagram: &mut [u8]) -> Result<PeerId, DropReason> {
+        match self.handle_reserve(now, datagram)? {
+            Reserved::Done(p) => Ok(p),
+            Reserved::Open { peer, job } => {
+                let opened = job.open(datagram);
+                self.handle_finish(now, peer, &job, opened, datagram)
+            }
+        }
+    }
+
+    /// The serial first half of [`Endpoint::handle`]: handshakes are handled whole; a data
+    /// datagram is checked (header, index, session, age, replay window) and its [`OpenJob`]
+    /// returned, to be opened anywhere and finished with [`Endpoint::handle_finish`].
+    pub fn handle_reserve(&mut self, now: Time, datagram: &[u8]) -> Result<Reserved, DropReason> {
         self.sh.stats.datagrams_received += 1;
         self.sh.stats.bytes_received += datagram.len() as u64;
         let r = self.handle_inner(now, datagram);
         if let Err(reason) = r {
-            self.sh.stats.drop(reason);
-            tracing::trace!(%reason, "datagram dropped");
+            self.count_drop(reason);
         }
         r
     }
 
-    fn handle_inner(&mut self, now: Time, buf: &mut [u8]) -> Result<PeerId, DropReason> {
+    /// The serial second half of [`Endpoint::handle`], in arrival order per peer: records the
+    /// counter, then acknowledgements, owners and deliveries (see [`Endpoint::poll_event`]).
+    pub fn handle_finish(
+        &mut self,
+        now: Time,
+        peer: PeerId,
+        job: &OpenJob,
+        opened: Result<Range<usize>, DropReason>,
+        datagram: &[u8],
+    ) -> Result<PeerId, DropReason> {
+        let r = match self.channels.get_mut(peer.0) {
+            Some(c) => c.finish_data(&mut self.sh, now, job, opened, datagram),
+            None => Err(DropReason::UnknownIndex),
+        };
+        match r {
+            Ok(()) => Ok(peer),
+            Err(reason) => {
+                self.count_drop(reason);
+                Err(reason)
+            }
+        }
+    }
+
+    fn count_drop(&mut self, reason: DropReason) {
+        self.sh.stats.drop(reason);
+        tracing::trace!(%reason, "datagram dropped");
+    }
+
+    fn handle_inner(&mut self, now: Time, buf: &[u8]) -> Result<Reserved, DropReason> {
         match wire::parse_header(buf)? {
             Header::Init { sender } => {
                 if buf.len() != handshake::INIT_LEN {
@@ -221,7 +274,7 @@ impl Endpoint {
                     sender,
                     payload,
                 )?;
-                Ok(PeerId(i))
+                Ok(Reserved::Done(PeerId(i)))
             }
             Header::Response { receiver, sender } => {
                 let i = self
@@ -236,7 +289,7 @@ impl Endpoint {
                     sender,
                     buf,
                 )?;
-                Ok(PeerId(i))
+                Ok(Reserved::Done(PeerId(i)))
             }
             Header::Data {
                 scope,
@@ -247,24 +300,51 @@ impl Endpoint {
                     return Err(DropReason::MalformedHeader);
                 }
                 let i = self.idx.owner(receiver).ok_or(DropReason::UnknownIndex)?;
-                self.channels[i].on_data(&mut self.sh, now, scope, receiver, counter, buf)?;
-                Ok(PeerId(i))
+                let job = self.channels[i].reserve_data(&self.sh, now, scope, receiver, counter)?;
+                Ok(Reserved::Open {
+                    peer: PeerId(i),
+                    job,
+                })
             }
         }
     }
 
     /// Writes the next datagram to send into `buf` (give it at least `max_datagram` bytes).
     pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<Transmit> {
+        self.poll_transmit_inner(now, buf, false).map(|(t, _)| t)
+    }
+
+    /// [`Endpoint::poll_transmit`] that leaves an AEAD data datagram unsealed: `buf[..len]` is
+    /// final once the returned [`SealJob`] has sealed it (anywhere, no lock needed). Handshakes
+    /// and legacy suites come back sealed, with no job.
+    pub fn poll_transmit_deferred(
+        &mut self,
+        now: Time,
+        buf: &mut [u8],
+    ) -> Option<(Transmit, Option<SealJob>)> {
+        self.poll_transmit_inner(now, buf, true)
+    }
+
+    fn poll_transmit_inner(
+        &mut self,
+        now: Time,
+        buf: &mut [u8],
+        defer: bool,
+    ) -> Option<(Transmit, Option<SealJob>)> {
         let n = self.channels.len();
         for k in 0..n {
             let i = (self.rr + k) % n;
-            if let Some(len) = self.channels[i].poll_transmit(&mut self.sh, &mut self.idx, now, buf)
+            if let Some((len, job)) =
+                self.channels[i].poll_transmit(&mut self.sh, &mut self.idx, now, buf, defer)
             {
                 self.rr = i;
-                return Some(Transmit {
-                    peer: PeerId(i),
-                    len,
-                });
+                return Some((
+                    Transmit {
+                        peer: PeerId(i),
+                        len,
+                    },
+                    job,
+                ));
             }
         }
         None
