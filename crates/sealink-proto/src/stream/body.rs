@@ -271,10 +271,19 @@ impl Abort {
         if len > MAX_ABORT_MESSAGE {
             return Err(bad("abort", "message too long"));
         }
-        let message = String::from_utf8_lossy(r.take(len)?)
+        let mut message: String = String::from_utf8_lossy(r.take(len)?)
             .chars()
             .map(|c| if c.is_control() { '?' } else { c })
             .collect();
+        // Each invalid byte became a 3-byte replacement character: cap the text again, so
+        // that what decodes also encodes unchanged.
+        if message.len() > MAX_ABORT_MESSAGE {
+            let mut cut = MAX_ABORT_MESSAGE;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
         r.finish()?;
         Ok(Self { code, message })
     }
@@ -283,6 +292,17 @@ impl Abort {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn abort_with_invalid_utf8_round_trips() {
+        // Found by the stream_parser fuzz target: invalid bytes grow threefold when replaced.
+        let mut b = vec![4u8];
+        b.extend_from_slice(&(MAX_ABORT_MESSAGE as u16).to_le_bytes());
+        b.extend(std::iter::repeat_n(0xFFu8, MAX_ABORT_MESSAGE));
+        let a = Abort::decode(&b).unwrap();
+        assert!(a.message.len() <= MAX_ABORT_MESSAGE);
+        assert_eq!(Abort::decode(&a.encode()).unwrap(), a);
+    }
 
     fn hello() -> Hello {
         Hello {
