@@ -21,11 +21,14 @@ Example CONFIG (TOML):
   address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
   listen_port = 51820
   mtu = 1420                      # default 1420
+  workers = 4                     # crypto threads; 0: inline (default: core count; 0 up to 2 cores)
+  queues = 4                      # TUN queues and UDP sockets (default: core count; 1 up to 2)
 
   [interface.piggyback]           # optional: small packets ride together
   enabled = true                  # default true
+  mode = "autocork"               # wait only while a send is in flight (default), or "timer"
   small = 256                     # packets up to this many bytes may wait...
-  max_delay_us = 200              # ...at most this long...
+  max_delay_us = 200              # ...at most this long (autocork: a backstop)...
   queue_limit = 1400              # ...or until this many bytes are queued;
                                   # a larger packet, or one with DSCP EF/CS6/CS7,
                                   # flushes the queue and leaves at once

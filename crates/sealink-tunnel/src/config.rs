@@ -341,5 +341,38 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         assert!(e.to_string().contains("interface.address"), "{e}");
         let e = Config::parse(&sample().replace("\"10.0.0.2:51820\"", "\"x\"")).unwrap_err();
         assert!(e.to_string().contains("peer[0].endpoint"), "{e}");
+        let with = |line: &str| {
+            sample().replace(
+                "[interface.piggyback]",
+                &format!("{line}\n[interface.piggyback]"),
+            )
+        };
+        let e = Config::parse(&with("queues = 0")).unwrap_err();
+        assert!(e.to_string().contains("interface.queues"), "{e}");
+        let e = Config::parse(&with("workers = 1000")).unwrap_err();
+        assert!(e.to_string().contains("interface.workers"), "{e}");
+        let e = Config::parse(&sample().replace("small = 128", "small = 128\nmode = \"soon\""))
+            .unwrap_err();
+        assert!(e.to_string().contains("interface.piggyback.mode"), "{e}");
+    }
+
+    #[test]
+    fn data_path_and_piggyback_mode_keys() {
+        let c = Config::parse(&sample()).unwrap();
+        assert_eq!(
+            (c.workers, c.queues),
+            (None, None),
+            "defaults come from the core count"
+        );
+        assert_eq!(c.core.piggyback.mode, PiggybackMode::Autocork);
+        let text = sample()
+            .replace(
+                "[interface.piggyback]",
+                "workers = 0\nqueues = 2\n[interface.piggyback]",
+            )
+            .replace("small = 128", "small = 128\nmode = \"timer\"");
+        let c = Config::parse(&text).unwrap();
+        assert_eq!((c.workers, c.queues), (Some(0), Some(2)));
+        assert_eq!(c.core.piggyback.mode, PiggybackMode::Timer);
     }
 }
