@@ -313,26 +313,33 @@ trait AeadLib {
     ) -> Result<(), CryptoError>;
 }
 
+/// `seal_tag` reads the same on both libraries (their `seal_in_place_separate_tag` agree).
+macro_rules! seal_tag_via {
+    ($lib:ident) => {
+        #[inline]
+        fn seal_tag(
+            &self,
+            counter: u64,
+            aad: &[u8],
+            data: &mut [u8],
+            tag: &mut [u8],
+        ) -> Result<(), CryptoError> {
+            use $lib::aead::{Aad, Nonce};
+            let t = self
+                .seal_in_place_separate_tag(
+                    Nonce::assume_unique_for_key(nonce_bytes(counter)),
+                    Aad::from(aad),
+                    data,
+                )
+                .map_err(|_| CryptoError::Malformed)?;
+            tag.copy_from_slice(t.as_ref());
+            Ok(())
+        }
+    };
+}
+
 impl AeadLib for aws_lc_rs::aead::LessSafeKey {
-    #[inline]
-    fn seal_tag(
-        &self,
-        counter: u64,
-        aad: &[u8],
-        data: &mut [u8],
-        tag: &mut [u8],
-    ) -> Result<(), CryptoError> {
-        use aws_lc_rs::aead::{Aad, Nonce};
-        let t = self
-            .seal_in_place_separate_tag(
-                Nonce::assume_unique_for_key(nonce_bytes(counter)),
-                Aad::from(aad),
-                data,
-            )
-            .map_err(|_| CryptoError::Malformed)?;
-        tag.copy_from_slice(t.as_ref());
-        Ok(())
-    }
+    seal_tag_via!(aws_lc_rs);
     #[inline]
     fn open_tag(
         &self,
@@ -354,25 +361,7 @@ impl AeadLib for aws_lc_rs::aead::LessSafeKey {
 }
 
 impl AeadLib for ring::aead::LessSafeKey {
-    #[inline]
-    fn seal_tag(
-        &self,
-        counter: u64,
-        aad: &[u8],
-        data: &mut [u8],
-        tag: &mut [u8],
-    ) -> Result<(), CryptoError> {
-        use ring::aead::{Aad, Nonce};
-        let t = self
-            .seal_in_place_separate_tag(
-                Nonce::assume_unique_for_key(nonce_bytes(counter)),
-                Aad::from(aad),
-                data,
-            )
-            .map_err(|_| CryptoError::Malformed)?;
-        tag.copy_from_slice(t.as_ref());
-        Ok(())
-    }
+    seal_tag_via!(ring);
     #[inline]
     fn open_tag(
         &self,

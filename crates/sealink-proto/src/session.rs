@@ -31,17 +31,17 @@ pub struct Limits {
 /// the owner's lock), the receiver indexes, the next send counter and the replay window.
 #[derive(Debug)]
 pub struct Session {
-    pub local_index: u32,
-    pub remote_index: u32,
-    pub send: Arc<PacketKey>,
-    pub recv: Arc<PacketKey>,
-    pub next_counter: u64,
-    pub replay: ReplayWindow,
-    pub established: Time,
+    pub(crate) local_index: u32,
+    pub(crate) remote_index: u32,
+    pub(crate) send: Arc<PacketKey>,
+    pub(crate) recv: Arc<PacketKey>,
+    pub(crate) next_counter: u64,
+    pub(crate) replay: ReplayWindow,
+    pub(crate) established: Time,
     /// When we know the peer holds these keys: at once for the initiator; for the responder,
     /// at the initiator's first datagram on it.
-    pub confirmed_at: Option<Time>,
-    pub suite: SuiteId,
+    pub(crate) confirmed_at: Option<Time>,
+    pub(crate) suite: SuiteId,
 }
 
 impl Session {

@@ -125,20 +125,28 @@ impl TxBatch {
         let sock = self.queue % sh.udp.len();
         self.send_items(sh, sock);
         // Report the sends (autocork) and send what that flushed.
-        let mut reported = 0;
         {
             let mut core = sh.lock();
             let now = sh.clock.now();
+            // One report per run of slots for the same peer (a batch is usually one run).
+            let mut run: Option<(PeerIndex, u64)> = None;
             for it in &self.items {
                 if let TxItem::Slot { peer, .. } = it {
-                    core.sent(now, *peer, 1);
-                    reported += 1;
+                    match &mut run {
+                        Some((p, n)) if p == peer => *n += 1,
+                        _ => {
+                            if let Some((p, n)) = run.replace((*peer, 1)) {
+                                core.sent(now, p, n);
+                            }
+                        }
+                    }
                 }
             }
-            self.out.clear();
-            if reported > 0 {
-                self.out.drain(&mut core);
+            if let Some((p, n)) = run {
+                core.sent(now, p, n);
             }
+            self.out.clear();
+            self.out.drain(&mut core);
         }
         for k in 0..self.out.items.len() {
             let (d, b) = self.out.get(k);
