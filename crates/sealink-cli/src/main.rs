@@ -478,6 +478,10 @@ struct DatagramArgs {
     /// Send one datagram per system call (no UDP GSO), the per-packet cost of a classic stack
     #[arg(long)]
     no_gso: bool,
+    /// Engine workers per node that seal and open (0: inline on the node's I/O thread; default:
+    /// 0 on two cores or fewer, else one per core)
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=256))]
+    workers: Option<u16>,
     /// Largest datagram, and so the piggyback queue limit (1400 suits any Ethernet path; the
     /// paper's nominal queue limit was 64 KiB, which loopback's MTU allows: try 65507)
     #[arg(long, default_value_t = 1400, value_parser = clap::value_parser!(u16).range(512..=65507))]
@@ -782,6 +786,7 @@ fn run(cli: Cli) -> Result<()> {
                 urgent: a.urgent,
                 quick: a.quick,
                 no_gso: a.no_gso,
+                workers: a.workers.map(usize::from),
                 max_datagram: usize::from(a.max_datagram),
             })
         }

@@ -26,12 +26,22 @@ mod layered;
 mod packet;
 pub mod pipeline;
 mod plp;
+mod pool;
 
 pub use clp::{Clp, ClpPolicy};
 pub use layered::Layered;
 pub use packet::{Channel, HEADER_ROOM, Op, Packet, open_one, open_serial, seal_one, seal_serial};
 pub use pipeline::{Pipeline, Work};
 pub use plp::Plp;
+pub use pool::Pool;
+
+/// Crypto workers a product data path starts when its config names none: none on two cores or
+/// fewer (the reading threads and the application already fill them, and inline was measured
+/// faster there: docs/RESULTS.md §10c), else one per core.
+pub fn default_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores <= 2 { 0 } else { cores }
+}
 
 static PIN_WORKERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 

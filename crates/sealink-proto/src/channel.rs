@@ -25,6 +25,8 @@ use crate::wire::{self, Frame, Frames, HEADER_LEN, MAX_ACK_RANGES, Writer};
 /// Our handshake in progress: the channel is tentative until the response arrives.
 pub(crate) struct Initiation {
     hs: snow::HandshakeState,
+    /// The initiation as sent, to send again when a simultaneous open shows it may be lost.
+    packet: Vec<u8>,
     pub local_index: u32,
     sent_at: Time,
     attempts: u32,
@@ -304,9 +306,10 @@ impl Channel {
                 self.last_init_ts_sent = ts;
                 sh.stats.pk.dh += 2;
                 sh.stats.handshakes_initiated += 1;
-                self.pending_tx.push_back(pkt);
+                self.pending_tx.push_back(pkt.clone());
                 self.initiation = Some(Initiation {
                     hs,
+                    packet: pkt,
                     local_index: local,
                     sent_at: now,
                     attempts: attempt,
@@ -584,7 +587,13 @@ impl Channel {
             // chooses the key. The winner ignores the other's initiation; the loser abandons its
             // own and answers.
             if sh.host.public() > &self.remote_static {
-                return Err(DropReason::HandshakeCollision);
+                // The loser answers ours only if it arrives: it may have been lost, or never
+                // sent (a driver that did not know the peer's address yet). Send it again now;
+                // `Ok` lets the driver learn the address this authentic initiation came from.
+                // Costs nothing when ours did arrive: the loser refuses the copy as stale.
+                sh.stats.drop(DropReason::HandshakeCollision);
+                self.pending_tx.push_back(init.packet.clone());
+                return Ok(());
             }
             idx.free(init.local_index);
             self.initiation = None;

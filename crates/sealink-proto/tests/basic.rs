@@ -143,6 +143,47 @@ fn simultaneous_open_yields_one_channel() {
     }
 }
 
+/// A simultaneous open whose winner's initiation never reaches the loser (lost, or never sent
+/// by a driver that did not yet know the loser's address): the winner sends it again as soon as
+/// the loser's initiation arrives, instead of leaving both waiting for the handshake timeout.
+#[test]
+fn simultaneous_open_recovers_at_once_when_the_winners_initiation_is_lost() {
+    for seed in 0..8 {
+        let mut s = setup(LinkConfig::default(), seed);
+        let p = &mut s.pair;
+        for (ep, peer, owner, data) in [
+            (&mut p.a, s.a_peer, s.a_owners[0], b"from a"),
+            (&mut p.b, s.b_peer, s.b_owners[0], b"from b"),
+        ] {
+            ep.send(
+                Time::ZERO,
+                peer,
+                owner,
+                None,
+                data,
+                Urgency::Urgent,
+                Scope::Encrypt,
+            )
+            .unwrap();
+        }
+        let winner = if p.a.host_public() > p.b.host_public() {
+            &mut p.a
+        } else {
+            &mut p.b
+        };
+        let mut buf = vec![0u8; 65_536];
+        let lost = winner.poll_transmit(Time::ZERO, &mut buf).unwrap();
+        assert!(matches!(
+            sealink_proto::wire::parse_header(&buf[..lost.len]),
+            Ok(sealink_proto::wire::Header::Init { .. })
+        ));
+        // Well inside the 1 s handshake timeout.
+        p.run_until(Time::from_millis(200));
+        assert_eq!(deliveries(&p.events_a).len(), 1, "seed {seed}");
+        assert_eq!(deliveries(&p.events_b).len(), 1, "seed {seed}");
+    }
+}
+
 /// One large datagram carrying hundreds of piggybacked messages is acknowledged at once
 /// (`ack_every_messages`), not after the delayed-ACK timer: otherwise a sender whose whole
 /// window fits one datagram stalls for `ack_delay` per window.

@@ -3,10 +3,10 @@
 
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
-use sealink_engine::{Pipeline, Work};
+use sealink_engine::{Pipeline, Pool, Work};
 use sealink_proto::DropReason;
 use sealink_proto::Time;
 use sealink_proto::tunnel::{DecapReserve, HEADROOM, OpenJob, PeerIndex, Reserve, SealJob, Tunnel};
@@ -20,47 +20,6 @@ use crate::{Outbox, Shared};
 const BATCHES_PER_READER: usize = 4;
 /// Datagrams one `recvmmsg` may return (each up to a 64 KiB GRO super-buffer).
 const RECV_BATCH: usize = 16;
-
-/// A reader's buffers: taken to read into, handed back by the release.
-pub(crate) struct Pool<T> {
-    free: Mutex<Vec<T>>,
-    back: Condvar,
-}
-
-impl<T> Pool<T> {
-    fn new(items: Vec<T>) -> Arc<Self> {
-        Arc::new(Pool {
-            free: Mutex::new(items),
-            back: Condvar::new(),
-        })
-    }
-    fn lock(&self) -> MutexGuard<'_, Vec<T>> {
-        self.free.lock().unwrap_or_else(|e| e.into_inner())
-    }
-    fn put(&self, t: T) {
-        self.lock().push(t);
-        self.back.notify_one();
-    }
-    /// A free batch; while none is free, helps the workers, then waits briefly. `None` when
-    /// stopping.
-    fn take(&self, sh: &Shared, pipe: &Pipeline<Batch>) -> Option<T> {
-        loop {
-            if sh.stopping() {
-                return None;
-            }
-            if let Some(t) = self.lock().pop() {
-                return Some(t);
-            }
-            if pipe.help() {
-                continue;
-            }
-            let g = self.lock();
-            if g.is_empty() {
-                let _ = self.back.wait_timeout(g, Duration::from_millis(5));
-            }
-        }
-    }
-}
 
 /// One unit of engine work.
 pub(crate) enum Batch {
@@ -221,7 +180,7 @@ pub(crate) fn tun_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize) {
         }));
     }
     let dev = &sh.devs[q];
-    while let Some(mut b) = pool.take(sh, pipe) {
+    while let Some(mut b) = pool.take(pipe, || sh.stopping()) {
         let n = {
             let TxBatch {
                 slots,
@@ -496,7 +455,7 @@ pub(crate) fn udp_loop(sh: &Shared, pipe: &Pipeline<Batch>, s: usize, lane: usiz
         }));
     }
     let udp = &sh.udp[s];
-    while let Some(mut b) = pool.take(sh, pipe) {
+    while let Some(mut b) = pool.take(pipe, || sh.stopping()) {
         b.entries.clear();
         b.out.clear();
         let r = {

@@ -214,8 +214,11 @@ fn create_device(cfg: &Config, queues: usize) -> Result<(Vec<SyncDevice>, bool),
 /// (docs/RESULTS.md §10). Beyond two cores: a queue and a worker per core (not measured here).
 fn data_path_shape(cfg: &Config) -> (usize, usize) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (q, w) = if cores <= 2 { (1, 0) } else { (cores, cores) };
-    (cfg.queues.unwrap_or(q).max(1), cfg.workers.unwrap_or(w))
+    let q = if cores <= 2 { 1 } else { cores };
+    (
+        cfg.queues.unwrap_or(q).max(1),
+        cfg.workers.unwrap_or_else(sealink_engine::default_workers),
+    )
 }
 
 /// Binds `n` UDP sockets on the listen port (dual-stack first, else IPv4), `SO_REUSEPORT` when

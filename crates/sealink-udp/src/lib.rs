@@ -4,6 +4,7 @@
 
 pub mod io;
 pub mod node;
+mod node_path;
 
 pub use io::{RecvBuffers, Segment, UdpIo, UdpOptions};
 pub use node::{

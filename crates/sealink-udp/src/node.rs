@@ -1,16 +1,18 @@
 //! [`Node`]: one [`Endpoint`] driven over a [`UdpIo`] socket by a background thread.
 //!
-//! The I/O thread loops: receive a batch (GRO + `recvmmsg`), feed each datagram to the endpoint,
-//! run due timers, drain `poll_transmit` into one contiguous buffer and send runs of equal-sized
-//! datagrams to the same peer as one GSO call. Application threads call [`Node::send`] (which
-//! queues into the endpoint under a mutex and wakes the I/O thread) and [`Node::recv`].
+//! The I/O thread loops: receive a batch (GRO + `recvmmsg`), reserve each datagram in the
+//! endpoint, run due timers, drain `poll_transmit_deferred` into one contiguous buffer; the opens
+//! and seals run on `sealink-engine`'s ordered pipeline outside the state lock, and runs of
+//! equal-sized datagrams to one peer leave as one GSO call (see `node_path`). Application
+//! threads call [`Node::send`] (which queues into the endpoint under a mutex and wakes the I/O
+//! thread) and [`Node::recv`].
 //!
 //! Handshake initiations cost the endpoint two Diffie-Hellman operations, so they pass through a
 //! [`HandshakeLimiter`] keyed by source IP before the endpoint sees them; data of established
 //! channels never does (a flood delays new handshakes only).
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -18,13 +20,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sealink_proto::channel::ChannelStats;
 use sealink_proto::ratelimit::{HandshakeLimiter, LimiterConfig};
-use sealink_proto::wire::{self, Header};
 use sealink_proto::{
     Config, Directory, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId, PeerId, Scope,
     Stats, Time, Urgency,
 };
 
-use crate::io::{RecvBuffers, UdpIo, UdpOptions};
+use crate::io::{UdpIo, UdpOptions};
 
 /// Errors of the [`Node`] API.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +70,9 @@ pub struct NodeConfig {
     /// Send runs of equal-sized datagrams to one peer with one GSO system call (default true;
     /// false sends one datagram per call, the classic per-packet cost).
     pub gso: bool,
+    /// Engine worker threads that seal and open (`None`: [`sealink_engine::default_workers`];
+    /// 0: inline on the I/O thread).
+    pub workers: Option<usize>,
 }
 
 impl NodeConfig {
@@ -84,6 +88,7 @@ impl NodeConfig {
             limiter: LimiterConfig::default(),
             udp: UdpOptions::default(),
             gso: true,
+            workers: None,
         }
     }
 }
@@ -166,6 +171,8 @@ pub struct NodeStats {
     /// Receive batches and datagrams received in them.
     pub recv_batches: u64,
     pub datagrams_in: u64,
+    /// Datagrams not sent because sealing them failed locally (never a network drop).
+    pub seal_failures: u64,
 }
 
 impl NodeStats {
@@ -178,33 +185,37 @@ impl NodeStats {
 /// Most undeliverable message ids remembered for [`Node::take_undeliverable`].
 const UNDELIVERABLE_KEEP: usize = 1 << 16;
 
-struct State {
-    ep: Endpoint,
-    addrs: Vec<Option<SocketAddr>>,
-    limiter: HandshakeLimiter,
-    stats: NodeStats,
-    undeliverable: VecDeque<(PeerId, MessageId)>,
+pub(crate) struct State {
+    pub(crate) ep: Endpoint,
+    pub(crate) addrs: Vec<Option<SocketAddr>>,
+    pub(crate) limiter: HandshakeLimiter,
+    pub(crate) stats: NodeStats,
+    pub(crate) undeliverable: VecDeque<(PeerId, MessageId)>,
     /// Bumped by the I/O thread after each round, so waiters see progress.
-    rounds: u64,
+    pub(crate) rounds: u64,
     /// When the I/O thread's current wait ends (it sleeps until the earliest timer).
-    io_sleep_until: Time,
+    pub(crate) io_sleep_until: Time,
 }
 
-struct Shared {
-    io: UdpIo,
-    state: Mutex<State>,
+pub(crate) struct Shared {
+    pub(crate) io: UdpIo,
+    pub(crate) state: Mutex<State>,
     /// Signalled after each I/O round (waiters for acknowledgements).
-    progress: Condvar,
-    deliveries: Mutex<VecDeque<Delivery>>,
-    delivered: Condvar,
-    stop: AtomicBool,
+    pub(crate) progress: Condvar,
+    pub(crate) deliveries: Mutex<VecDeque<Delivery>>,
+    pub(crate) delivered: Condvar,
+    pub(crate) stop: AtomicBool,
     /// A wake-up is already pending: later senders skip the eventfd write.
-    wake_pending: AtomicBool,
-    clock: Clock,
+    pub(crate) wake_pending: AtomicBool,
+    pub(crate) clock: Clock,
+    /// Configured peer names, by id.
+    pub(crate) names: Mutex<Vec<Arc<str>>>,
+    /// Engine worker threads (0: seal and open inline on the I/O thread).
+    pub(crate) workers: usize,
 }
 
 /// Wall-clock based, monotonic: handshake timestamps must keep increasing across restarts.
-struct Clock {
+pub(crate) struct Clock {
     base: Time,
     start: Instant,
 }
@@ -219,7 +230,7 @@ impl Clock {
             start: Instant::now(),
         }
     }
-    fn now(&self) -> Time {
+    pub(crate) fn now(&self) -> Time {
         self.base + self.start.elapsed()
     }
 }
@@ -228,7 +239,6 @@ impl Clock {
 pub struct Node {
     sh: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
-    names: Arc<Mutex<Vec<Arc<str>>>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -239,7 +249,7 @@ impl std::fmt::Debug for Node {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere while holding the lock leaves consistent-enough counters; keep going.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -275,16 +285,16 @@ impl Node {
             stop: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             clock: Clock::new(),
+            names: Mutex::new(names),
+            workers: cfg.workers.unwrap_or_else(sealink_engine::default_workers),
         });
-        let names = Arc::new(Mutex::new(names));
-        let (sh2, names2) = (Arc::clone(&sh), Arc::clone(&names));
+        let sh2 = Arc::clone(&sh);
         let thread = std::thread::Builder::new()
             .name("sealink-node".into())
-            .spawn(move || io_thread(&sh2, &names2, cfg.gso))?;
+            .spawn(move || crate::node_path::io_thread(sh2, cfg.gso))?;
         Ok(Node {
             sh,
             thread: Some(thread),
-            names,
         })
     }
 
@@ -303,7 +313,7 @@ impl Node {
         let id = st.ep.add_peer(&p.name, p.public_key);
         if id.index() == st.addrs.len() {
             st.addrs.push(p.addr);
-            lock(&self.names).push(Arc::from(p.name.as_str()));
+            lock(&self.sh.names).push(Arc::from(p.name.as_str()));
         } else if p.addr.is_some() {
             st.addrs[id.index()] = p.addr;
         }
@@ -555,7 +565,7 @@ impl Node {
     /// Configured peers, by id order, with their names.
     pub fn peers(&self) -> Vec<(PeerId, Arc<str>)> {
         let st = lock(&self.sh.state);
-        let names = lock(&self.names);
+        let names = lock(&self.sh.names);
         st.ep.peers().zip(names.iter().cloned()).collect()
     }
 
@@ -582,139 +592,23 @@ impl Drop for Node {
 }
 
 impl Shared {
-    fn wake(&self) {
+    /// Hands received messages to [`Node::recv`] waiters.
+    pub(crate) fn deliver(&self, events: &mut Vec<Delivery>) {
+        if !events.is_empty() {
+            lock(&self.deliveries).extend(events.drain(..));
+            self.delivered.notify_all();
+        }
+    }
+
+    pub(crate) fn wake(&self) {
         if !self.wake_pending.swap(true, Ordering::AcqRel) {
             self.io.wake();
         }
     }
 }
 
-/// One run of equal-sized datagrams to one destination, contiguous in the send buffer.
-struct Run {
-    dest: SocketAddr,
-    start: usize,
-    seg: usize,
-    len: usize,
-    /// A shorter last segment ends a GSO run.
-    closed: bool,
-}
-
-/// Receive batch size (quinn-udp caps `recvmmsg` at its BATCH_SIZE anyway).
-const RECV_BATCH: usize = 32;
-/// Longest the I/O thread sleeps without a timer: it rechecks the stop flag this often.
-const IDLE_WAIT: Duration = Duration::from_millis(250);
-
-fn io_thread(sh: &Shared, names: &Mutex<Vec<Arc<str>>>, gso: bool) {
-    let mut bufs = RecvBuffers::new(RECV_BATCH);
-    let max_datagram = lock(&sh.state).ep.config().max_datagram;
-    let max_segs = if gso {
-        sh.io.max_gso_segments().clamp(1, 64)
-    } else {
-        1
-    };
-    let mut out = vec![0u8; max_datagram * 64];
-    let mut runs: Vec<Run> = Vec::new();
-    let mut events: Vec<Delivery> = Vec::new();
-    while !sh.stop.load(Ordering::Relaxed) {
-        // Work queued by `send` before this point is seen below; later sends wake us again.
-        sh.wake_pending.store(false, Ordering::Release);
-        let timeout = {
-            let mut st = lock(&sh.state);
-            let now = sh.clock.now();
-            let t = match st.ep.poll_timeout() {
-                Some(t) if t <= now => Duration::ZERO,
-                Some(t) => t.saturating_since(now).min(IDLE_WAIT),
-                None => IDLE_WAIT,
-            };
-            // Published under the lock `send` takes: it wakes us only for earlier deadlines.
-            st.io_sleep_until = now + t;
-            Some(t)
-        };
-        let mut guard: Option<MutexGuard<'_, State>> = None;
-        let mut now = Time::ZERO;
-        let r = sh.io.recv_timeout(&mut bufs, timeout, |src, d| {
-            let st = guard.get_or_insert_with(|| {
-                now = sh.clock.now();
-                lock(&sh.state)
-            });
-            on_datagram(st, now, src, d);
-        });
-        let mut st = guard.unwrap_or_else(|| lock(&sh.state));
-        match r {
-            Ok(n) if n > 0 => {
-                st.stats.recv_batches += 1;
-                st.stats.datagrams_in += n as u64;
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "UDP receive failed");
-                drop(st);
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-        }
-        let now = sh.clock.now();
-        if st.ep.poll_timeout().is_some_and(|t| t <= now) {
-            st.ep.handle_timeout(now);
-        }
-        drain_events(&mut st, names, &mut events);
-        // Transmit until the endpoint has nothing more, releasing the lock around each send burst.
-        loop {
-            let more = gather(&mut st, now, &mut out, max_datagram, max_segs, &mut runs);
-            drop(st);
-            let (mut calls, mut errors, mut dgrams) = (0u64, 0u64, 0u64);
-            for r in runs.drain(..) {
-                calls += 1;
-                dgrams += r.len.div_ceil(r.seg) as u64;
-                if let Err(e) = sh.io.send(r.dest, &out[r.start..r.start + r.len], r.seg) {
-                    errors += 1;
-                    tracing::debug!(error = %e, dest = %r.dest, "UDP send failed");
-                }
-            }
-            st = lock(&sh.state);
-            st.stats.send_calls += calls;
-            st.stats.send_errors += errors;
-            st.stats.datagrams_out += dgrams;
-            if !more {
-                break;
-            }
-        }
-        st.rounds = st.rounds.wrapping_add(1);
-        drop(st);
-        sh.progress.notify_all();
-        if !events.is_empty() {
-            lock(&sh.deliveries).extend(events.drain(..));
-            sh.delivered.notify_all();
-        }
-    }
-}
-
-/// Feeds one datagram to the endpoint, initiations through the limiter first.
-fn on_datagram(st: &mut State, now: Time, src: SocketAddr, d: &mut [u8]) {
-    if let Ok(Header::Init { .. }) = wire::parse_header(d) {
-        if !st.limiter.allow(now, canonical_ip(src.ip())) {
-            return;
-        }
-    }
-    if let Ok(peer) = st.ep.handle(now, d) {
-        // Authenticated (and not a replay): the peer is reachable here now (roaming).
-        if let Some(a) = st.addrs.get_mut(peer.index()) {
-            *a = Some(src);
-        }
-    }
-}
-
-/// IPv4-mapped IPv6 sources count as their IPv4 address in the limiter.
-fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or(ip, |v4: Ipv4Addr| IpAddr::V4(v4)),
-        v4 => v4,
-    }
-}
-
-fn drain_events(st: &mut State, names: &Mutex<Vec<Arc<str>>>, out: &mut Vec<Delivery>) {
+/// Moves the endpoint's events out: messages into `out`, given-up ids into the state.
+pub(crate) fn drain_events(st: &mut State, names: &Mutex<Vec<Arc<str>>>, out: &mut Vec<Delivery>) {
     let at = Instant::now();
     let names = lock(names);
     while let Some(ev) = st.ep.poll_event() {
@@ -749,50 +643,4 @@ fn drain_events(st: &mut State, names: &Mutex<Vec<Arc<str>>>, out: &mut Vec<Deli
             _ => {}
         }
     }
-}
-
-/// Pulls transmits into `out` back to back and groups them into GSO runs. Returns true when the
-/// buffer filled up before the endpoint ran dry.
-fn gather(
-    st: &mut State,
-    now: Time,
-    out: &mut [u8],
-    max_datagram: usize,
-    max_segs: usize,
-    runs: &mut Vec<Run>,
-) -> bool {
-    let mut off = 0;
-    let mut cur: Option<Run> = None;
-    while off + max_datagram <= out.len() {
-        let Some(t) = st.ep.poll_transmit(now, &mut out[off..off + max_datagram]) else {
-            runs.extend(cur);
-            return false;
-        };
-        let Some(dest) = st.addrs.get(t.peer.index()).copied().flatten() else {
-            // Nowhere to send yet; the protocol retransmits once the address is learned.
-            st.stats.no_address += 1;
-            continue;
-        };
-        match &mut cur {
-            Some(r)
-                if r.dest == dest && !r.closed && t.len <= r.seg && r.len / r.seg < max_segs =>
-            {
-                r.len += t.len;
-                r.closed = t.len < r.seg;
-            }
-            _ => {
-                runs.extend(cur.take());
-                cur = Some(Run {
-                    dest,
-                    start: off,
-                    seg: t.len,
-                    len: t.len,
-                    closed: false,
-                });
-            }
-        }
-        off += t.len;
-    }
-    runs.extend(cur);
-    true
 }

@@ -24,8 +24,17 @@ fn owner(name: &str) -> (LocalOwner, [u8; 32]) {
     (LocalOwner::new(name, key).unwrap(), public)
 }
 
-/// Node `a` knows `b`'s address; `b` learns `a`'s from the handshake. `b` trusts `owners`.
+/// Node `a` knows `b`'s address; `b` learns `a`'s from the handshake. Both trust `owners`.
 fn pair(owners: &[(&str, [u8; 32])], limiter: LimiterConfig) -> (Node, Node, PeerId, PeerId) {
+    pair_with(owners, limiter, None)
+}
+
+/// [`pair`] with a given number of engine workers on both nodes.
+fn pair_with(
+    owners: &[(&str, [u8; 32])],
+    limiter: LimiterConfig,
+    workers: Option<usize>,
+) -> (Node, Node, PeerId, PeerId) {
     let (ka, kb) = (HostKey::generate().unwrap(), HostKey::generate().unwrap());
     let (pa, pb) = (*ka.public(), *kb.public());
     let mut cb = NodeConfig::new(LOOPBACK, kb);
@@ -38,6 +47,7 @@ fn pair(owners: &[(&str, [u8; 32])], limiter: LimiterConfig) -> (Node, Node, Pee
         addr: None,
     });
     cb.limiter = limiter;
+    cb.workers = workers;
     let b = Node::start(cb).unwrap();
     let mut ca = NodeConfig::new(LOOPBACK, ka);
     ca.peers.push(PeerConfig {
@@ -45,6 +55,10 @@ fn pair(owners: &[(&str, [u8; 32])], limiter: LimiterConfig) -> (Node, Node, Pee
         public_key: pb,
         addr: Some(b.local_addr().unwrap()),
     });
+    for (n, k) in owners {
+        ca.directory.insert(n, *k).unwrap();
+    }
+    ca.workers = workers;
     let a = Node::start(ca).unwrap();
     let (b_at_a, a_at_b) = (a.peer_id("b").unwrap(), b.peer_id("a").unwrap());
     (a, b, b_at_a, a_at_b)
@@ -150,6 +164,88 @@ fn batched_send_and_receive_keep_order_and_report_refusals() {
         b.recv_batch(&mut Vec::new(), Some(Duration::from_millis(50))),
         0
     );
+}
+
+/// Both nodes seal and open on engine workers (and inline, for comparison) while both send at
+/// once: every message of mixed sizes, scopes and urgencies arrives once, in order, on each side.
+#[test]
+fn engine_workers_carry_both_directions_in_order() {
+    for workers in [Some(0), Some(3)] {
+        let (alice, ka) = owner("alice");
+        let (bob, kb) = owner("bob");
+        let (a, b, peer_b, peer_a) = pair_with(
+            &[("alice", ka), ("bob", kb)],
+            LimiterConfig::default(),
+            workers,
+        );
+        let (me_a, me_b) = (a.add_owner(alice), b.add_owner(bob));
+        let msgs: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| {
+                let mut m = i.to_le_bytes().to_vec();
+                m.resize(4 + (i as usize * 37) % 900, (i % 251) as u8);
+                m
+            })
+            .collect();
+        let send_all = |node: &Node, peer: PeerId, me| {
+            for (i, chunk) in msgs.chunks(50).enumerate() {
+                let out: Vec<Outgoing<'_>> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(k, d)| Outgoing {
+                        data: d,
+                        urgency: if k == 49 {
+                            Urgency::Urgent
+                        } else {
+                            Urgency::Default
+                        },
+                        scope: if (i + k) % 3 == 0 {
+                            Scope::AuthOnly
+                        } else {
+                            Scope::Encrypt
+                        },
+                    })
+                    .collect();
+                let mut sent = 0;
+                while sent < out.len() {
+                    sent += node.send_batch(peer, me, None, &out[sent..]).unwrap().count;
+                    if sent < out.len() {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+            }
+            if let Err(e) = node.flush(peer, Duration::from_secs(20)) {
+                panic!("{e}: {:?}", node.stats());
+            }
+        };
+        let want: Vec<&[u8]> = msgs.iter().map(Vec::as_slice).collect();
+        std::thread::scope(|s| {
+            let ta = s.spawn(|| send_all(&a, peer_b, me_a));
+            let tb = s.spawn(|| send_all(&b, peer_a, me_b));
+            let at_b = collect(&b, msgs.len(), Duration::from_secs(20));
+            let at_a = collect(&a, msgs.len(), Duration::from_secs(20));
+            ta.join().unwrap();
+            tb.join().unwrap();
+            for (got, from) in [(at_b, "alice"), (at_a, "bob")] {
+                assert!(got.iter().all(|d| &*d.from == from), "{workers:?}");
+                let got: Vec<&[u8]> = got.iter().map(|d| d.data.as_slice()).collect();
+                assert_eq!(got.len(), want.len(), "workers {workers:?}");
+                assert!(
+                    got == want,
+                    "workers {workers:?}: out of order or corrupted"
+                );
+            }
+        });
+        let (sa, sb) = (a.stats(), b.stats());
+        for s in [&sa, &sb] {
+            assert_eq!(s.seal_failures, 0);
+            // Both open at once: one side may refuse the other's initiation (and the other a
+            // copy of its winner's); nothing else may be dropped.
+            let other = s.endpoint.total_drops()
+                - s.endpoint.drops(DropReason::HandshakeCollision)
+                - s.endpoint.drops(DropReason::StaleHandshake);
+            assert_eq!(other, 0, "{workers:?}: {:?}", s.endpoint);
+        }
+    }
 }
 
 #[test]

@@ -44,6 +44,8 @@ pub struct Params {
     pub quick: bool,
     /// One datagram per send system call instead of GSO runs.
     pub no_gso: bool,
+    /// Engine workers per node (`None`: the node's default).
+    pub workers: Option<usize>,
     /// Largest datagram built (the piggyback queue limit follows it).
     pub max_datagram: usize,
 }
@@ -72,12 +74,14 @@ pub fn run(p: &Params) -> Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
         "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
-         window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}{}",
+         window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
+         {} engine worker(s) per node{}",
         p.seconds,
         p.runs,
         p.urgent * 100.0,
         p.max_datagram,
         if p.no_gso { "off" } else { "on" },
+        p.workers.unwrap_or_else(sealink_engine::default_workers),
         if p.quick {
             " [--quick: smoke test, not a measurement]"
         } else {
@@ -161,6 +165,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     let mut cb = NodeConfig::new(loopback, kb);
     cb.config = cfg.clone();
     cb.gso = gso;
+    cb.workers = p.workers;
     cb.directory.insert("bench", own_pub)?;
     cb.peers.push(PeerConfig {
         name: "a".into(),
@@ -171,6 +176,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     let mut ca = NodeConfig::new(loopback, ka);
     ca.config = cfg;
     ca.gso = gso;
+    ca.workers = p.workers;
     ca.peers.push(PeerConfig {
         name: "b".into(),
         public_key: pb,

@@ -1,0 +1,377 @@
+//! The [`crate::Node`]'s I/O thread and its data path through [`sealink_engine::Pipeline`].
+//!
+//! Receive: one `recvmmsg` fills a batch's buffers; each datagram's serial first half
+//! ([`Endpoint::handle_reserve`]: header, index, session, replay window; handshakes whole) runs
+//! under the state lock as it arrives. The batch's opens run on an engine worker with no lock
+//! held, and its release finishes them in arrival order ([`Endpoint::handle_finish`]: replay
+//! accept, acknowledgements, deliveries).
+//!
+//! Transmit: `poll_transmit_deferred` fills a batch's buffer with unsealed datagrams under the
+//! lock; a worker seals them in place and the release sends them, runs of equal-sized datagrams
+//! to one peer as one GSO call.
+//!
+//! Both kinds of batch go down one ordered lane, so datagrams leave in the order the endpoint
+//! made them. With zero workers (the default on two cores or fewer, where the I/O thread and
+//! the application already fill the cores) everything runs inline on the I/O thread, with the
+//! lock released around the crypto all the same.
+//!
+//! [`Endpoint::handle_reserve`]: sealink_proto::Endpoint::handle_reserve
+//! [`Endpoint::handle_finish`]: sealink_proto::Endpoint::handle_finish
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use sealink_engine::{Pipeline, Pool, Work};
+use sealink_proto::endpoint::Reserved;
+use sealink_proto::session::{OpenJob, SealJob};
+use sealink_proto::wire::{self, Header};
+use sealink_proto::{DropReason, PeerId, Time};
+
+use crate::io::{RecvBuffers, Segment};
+use crate::node::{Delivery, Shared, State, drain_events, lock};
+
+/// Receive batch size (quinn-udp caps `recvmmsg` at its BATCH_SIZE anyway).
+const RECV_BATCH: usize = 32;
+/// Longest the I/O thread sleeps without a timer: it rechecks the stop flag this often.
+const IDLE_WAIT: Duration = Duration::from_millis(250);
+/// Batches of each kind in flight: enough to keep workers busy while the I/O thread goes on.
+const BATCHES: usize = 4;
+/// Datagrams one transmit batch holds (at most one GSO call's worth per run).
+const TX_DATAGRAMS: usize = 64;
+
+/// One unit of engine work.
+pub(crate) enum Batch {
+    Rx(Box<RxBatch>),
+    Tx(Box<TxBatch>),
+}
+
+impl Work for Batch {
+    type Ctx = Shared;
+    fn run(&mut self, _: &Shared) {
+        match self {
+            Batch::Rx(b) => b.open(),
+            Batch::Tx(b) => b.seal(),
+        }
+    }
+    fn release(self, sh: &Shared) {
+        match self {
+            Batch::Rx(b) => b.release(sh),
+            Batch::Tx(b) => b.release(sh),
+        }
+    }
+}
+
+struct RxEntry {
+    seg: Segment,
+    peer: PeerId,
+    job: OpenJob,
+    opened: Result<Range<usize>, DropReason>,
+}
+
+/// Received datagrams whose opens are deferred to the engine.
+pub(crate) struct RxBatch {
+    rb: RecvBuffers,
+    entries: Vec<RxEntry>,
+    events: Vec<Delivery>,
+    pool: Arc<Pool<Box<RxBatch>>>,
+}
+
+impl RxBatch {
+    fn open(&mut self) {
+        for e in &mut self.entries {
+            let buf = &mut self.rb.buf_mut(e.seg.buf)[e.seg.range.clone()];
+            e.opened = e.job.open(buf);
+        }
+    }
+
+    fn release(mut self: Box<Self>, sh: &Shared) {
+        {
+            let mut st = lock(&sh.state);
+            let now = sh.clock.now();
+            let RxBatch {
+                rb,
+                entries,
+                events,
+                ..
+            } = &mut *self;
+            for e in entries.drain(..) {
+                let dg = &rb.buf_mut(e.seg.buf)[e.seg.range.clone()];
+                if let Ok(peer) = st.ep.handle_finish(now, e.peer, &e.job, e.opened, dg) {
+                    // Authenticated and not a replay: the peer is reachable here now (roaming).
+                    if let Some(a) = st.addrs.get_mut(peer.index()) {
+                        *a = Some(e.seg.source);
+                    }
+                }
+            }
+            drain_events(&mut st, &sh.names, events);
+            st.rounds = st.rounds.wrapping_add(1);
+        }
+        sh.progress.notify_all();
+        sh.deliver(&mut self.events);
+        if sh.workers > 0 {
+            // Acknowledgements may be due; the I/O thread may be asleep in its receive.
+            sh.wake();
+        }
+        let pool = Arc::clone(&self.pool);
+        pool.put(self);
+    }
+}
+
+/// One run of equal-sized datagrams to one destination, contiguous in the send buffer.
+struct Run {
+    dest: SocketAddr,
+    start: usize,
+    seg: usize,
+    len: usize,
+    /// A shorter last segment ends a GSO run.
+    closed: bool,
+    /// A datagram of the run failed to seal: the run is not sent.
+    failed: bool,
+}
+
+/// Datagrams to send, sealed by the engine.
+pub(crate) struct TxBatch {
+    out: Vec<u8>,
+    runs: Vec<Run>,
+    /// Datagrams to seal: (offset in `out`, run, job).
+    jobs: Vec<(usize, usize, SealJob)>,
+    pool: Arc<Pool<Box<TxBatch>>>,
+}
+
+impl TxBatch {
+    fn seal(&mut self) {
+        for (off, run, job) in &self.jobs {
+            if job.seal(&mut self.out[*off..]).is_err() {
+                self.runs[*run].failed = true;
+            }
+        }
+    }
+
+    fn release(mut self: Box<Self>, sh: &Shared) {
+        let (mut calls, mut errors, mut dgrams, mut failed) = (0u64, 0u64, 0u64, 0u64);
+        for r in &self.runs {
+            let n = r.len.div_ceil(r.seg) as u64;
+            if r.failed {
+                // Never put an unsealed datagram on the wire; the protocol retransmits.
+                failed += n;
+                continue;
+            }
+            calls += 1;
+            dgrams += n;
+            if let Err(e) = sh
+                .io
+                .send(r.dest, &self.out[r.start..r.start + r.len], r.seg)
+            {
+                errors += 1;
+                tracing::debug!(error = %e, dest = %r.dest, "UDP send failed");
+            }
+        }
+        {
+            let mut st = lock(&sh.state);
+            st.stats.send_calls += calls;
+            st.stats.send_errors += errors;
+            st.stats.datagrams_out += dgrams;
+            st.stats.seal_failures += failed;
+        }
+        self.runs.clear();
+        self.jobs.clear();
+        let pool = Arc::clone(&self.pool);
+        pool.put(self);
+    }
+
+    /// Pulls transmits into `out` back to back and groups them into GSO runs. Returns true when
+    /// the buffer filled up before the endpoint ran dry.
+    fn gather(&mut self, st: &mut State, now: Time, max_datagram: usize, max_segs: usize) -> bool {
+        let mut off = 0;
+        let mut cur: Option<Run> = None;
+        let full = loop {
+            if off + max_datagram > self.out.len() {
+                break true;
+            }
+            let Some((t, job)) = st
+                .ep
+                .poll_transmit_deferred(now, &mut self.out[off..off + max_datagram])
+            else {
+                break false;
+            };
+            let Some(dest) = st.addrs.get(t.peer.index()).copied().flatten() else {
+                // Nowhere to send yet; the protocol retransmits once the address is learned.
+                st.stats.no_address += 1;
+                continue;
+            };
+            match &mut cur {
+                Some(r)
+                    if r.dest == dest
+                        && !r.closed
+                        && t.len <= r.seg
+                        && r.len / r.seg < max_segs =>
+                {
+                    r.len += t.len;
+                    r.closed = t.len < r.seg;
+                }
+                _ => {
+                    self.runs.extend(cur.take());
+                    cur = Some(Run {
+                        dest,
+                        start: off,
+                        seg: t.len,
+                        len: t.len,
+                        closed: false,
+                        failed: false,
+                    });
+                }
+            }
+            if let Some(job) = job {
+                self.jobs.push((off, self.runs.len(), job));
+            }
+            off += t.len;
+        };
+        self.runs.extend(cur);
+        full
+    }
+}
+
+/// The I/O thread: receive, timers, transmit, until stopped.
+pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
+    let pipe = Pipeline::new(Arc::clone(&sh), 1, sh.workers);
+    let max_datagram = lock(&sh.state).ep.config().max_datagram;
+    let max_segs = if gso {
+        sh.io.max_gso_segments().clamp(1, 64)
+    } else {
+        1
+    };
+    let rx_pool = Pool::new(Vec::new());
+    let tx_pool = Pool::new(Vec::new());
+    let batches = if sh.workers == 0 { 1 } else { BATCHES };
+    for _ in 0..batches {
+        rx_pool.put(Box::new(RxBatch {
+            rb: RecvBuffers::new(RECV_BATCH),
+            entries: Vec::new(),
+            events: Vec::new(),
+            pool: Arc::clone(&rx_pool),
+        }));
+        tx_pool.put(Box::new(TxBatch {
+            out: vec![0u8; max_datagram * TX_DATAGRAMS],
+            runs: Vec::new(),
+            jobs: Vec::new(),
+            pool: Arc::clone(&tx_pool),
+        }));
+    }
+    let stopping = || sh.stop.load(Ordering::Relaxed);
+    let mut events: Vec<Delivery> = Vec::new();
+    while !stopping() {
+        // Work queued by `send` before this point is seen below; later sends wake us again.
+        sh.wake_pending.store(false, Ordering::Release);
+        let timeout = {
+            let mut st = lock(&sh.state);
+            let now = sh.clock.now();
+            let t = match st.ep.poll_timeout() {
+                Some(t) if t <= now => Duration::ZERO,
+                Some(t) => t.saturating_since(now).min(IDLE_WAIT),
+                None => IDLE_WAIT,
+            };
+            // Published under the lock `send` takes: it wakes us only for earlier deadlines.
+            st.io_sleep_until = now + t;
+            Some(t)
+        };
+        let Some(mut rx) = rx_pool.take(&pipe, stopping) else {
+            break;
+        };
+        let r = {
+            // The lock is taken at the batch's first datagram and held until all are reserved:
+            // the callbacks run back to back after the receive system call returns.
+            let mut held = None;
+            let RxBatch { rb, entries, .. } = &mut *rx;
+            let r = sh.io.recv_segments(rb, timeout, |seg, d| {
+                let (st, now) = held.get_or_insert_with(|| (lock(&sh.state), sh.clock.now()));
+                reserve(st, *now, seg, d, entries);
+            });
+            let mut st = held.map_or_else(|| lock(&sh.state), |(st, _)| st);
+            if let Ok(n @ 1..) = r {
+                st.stats.recv_batches += 1;
+                st.stats.datagrams_in += n as u64;
+            }
+            r
+        };
+        if rx.entries.is_empty() {
+            rx_pool.put(rx);
+        } else {
+            pipe.submit(0, Batch::Rx(rx));
+        }
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "UDP receive failed");
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        {
+            let mut st = lock(&sh.state);
+            let now = sh.clock.now();
+            if st.ep.poll_timeout().is_some_and(|t| t <= now) {
+                st.ep.handle_timeout(now);
+            }
+            drain_events(&mut st, &sh.names, &mut events);
+        }
+        // Transmit until the endpoint has nothing more; the lock is held only while gathering.
+        while let Some(mut tx) = tx_pool.take(&pipe, stopping) {
+            let more = {
+                let mut st = lock(&sh.state);
+                let now = sh.clock.now();
+                tx.gather(&mut st, now, max_datagram, max_segs)
+            };
+            if tx.runs.is_empty() {
+                tx_pool.put(tx);
+            } else {
+                pipe.submit(0, Batch::Tx(tx));
+            }
+            if !more {
+                break;
+            }
+        }
+        {
+            let mut st = lock(&sh.state);
+            st.rounds = st.rounds.wrapping_add(1);
+        }
+        sh.progress.notify_all();
+        sh.deliver(&mut events);
+    }
+    // Dropping the pipeline finishes what is queued, so every batch is released.
+    drop(pipe);
+}
+
+/// The serial first half for one datagram: initiations through the limiter first, handshakes
+/// whole, data datagrams reserved for the engine.
+fn reserve(st: &mut State, now: Time, seg: Segment, d: &[u8], entries: &mut Vec<RxEntry>) {
+    if let Ok(Header::Init { .. }) = wire::parse_header(d) {
+        if !st.limiter.allow(now, canonical_ip(seg.source.ip())) {
+            return;
+        }
+    }
+    match st.ep.handle_reserve(now, d) {
+        Ok(Reserved::Done(peer)) => {
+            // An authenticated handshake: the peer is reachable here now (roaming).
+            if let Some(a) = st.addrs.get_mut(peer.index()) {
+                *a = Some(seg.source);
+            }
+        }
+        Ok(Reserved::Open { peer, job }) => entries.push(RxEntry {
+            seg,
+            peer,
+            job,
+            opened: Err(DropReason::AuthFailed),
+        }),
+        Err(_) => {}
+    }
+}
+
+/// IPv4-mapped IPv6 sources count as their IPv4 address in the limiter.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(ip, |v4: Ipv4Addr| IpAddr::V4(v4)),
+        v4 => v4,
+    }
+}
