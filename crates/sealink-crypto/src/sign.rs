@@ -2,8 +2,6 @@
 
 use aws_lc_rs::signature::{ED25519, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
 
-use zeroize::Zeroizing;
-
 use crate::CryptoError;
 
 pub const PUBLIC_KEY_LEN: usize = 32;
@@ -38,10 +36,11 @@ impl OwnerSigningKey {
             .map_err(|_| CryptoError::Malformed)?;
         Ok(Self { pair, public })
     }
-    /// A fresh random seed from the system generator, wiped when dropped.
-    pub fn generate_seed() -> Result<Zeroizing<[u8; SEED_LEN]>, CryptoError> {
-        let mut seed = Zeroizing::new([0u8; SEED_LEN]);
-        random_bytes(&mut *seed)?;
+    /// A fresh random seed from the system generator (used by tests, benches and examples;
+    /// `sealink keygen` wraps its keys in `Zeroizing`).
+    pub fn generate_seed() -> Result<[u8; SEED_LEN], CryptoError> {
+        let mut seed = [0u8; SEED_LEN];
+        random_bytes(&mut seed)?;
         Ok(seed)
     }
     pub fn public_key(&self) -> [u8; PUBLIC_KEY_LEN] {
