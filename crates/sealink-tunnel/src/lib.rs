@@ -387,8 +387,9 @@ fn bind_private(path: &Path) -> Result<UnixListener, TunnelError> {
     r.map_err(io(format!("bind control socket {}", path.display())))
 }
 
-/// The peer's uid if it may use the control socket (root or the tunnel's own uid), else the
-/// refusal to send it.
+/// Whether the connected peer may use the control socket (its `SO_PEERCRED` uid is root or
+/// the tunnel's own); if not, the refusal line to send it. The 0700 directory already keeps
+/// other users out; this holds even if that directory's mode is widened by hand.
 fn authorize(sh: &Shared, stream: &UnixStream) -> Result<(), String> {
     match rustix::net::sockopt::socket_peercred(stream) {
         Ok(cred) => {
