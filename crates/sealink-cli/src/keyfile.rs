@@ -4,7 +4,9 @@
 //!
 //! A private key file holds one line, `sealink-host-private <base64>` (an
 //! X25519 private key) or `sealink-owner-private <base64>` (an Ed25519 seed).
-//! It must not be readable or writable by group or others (mode `0600`).
+//! It must not be readable or writable by group or others (mode `0600`): a
+//! wider mode is refused, not just warned about, since the key may already
+//! have leaked and a warning in a service log goes unread.
 //! The matching public key lives next to it in `PATH.pub`, one line
 //! `sealink-host <base64>` or `sealink-owner <base64>`. The base64 is the
 //! standard alphabet with padding, encoding exactly 32 bytes. Files end with
@@ -24,6 +26,20 @@
 //! Names are 1 to 64 bytes from `A-Z a-z 0-9 . _ @ + -`; owner names and host
 //! names are separate namespaces. Listing the same name twice with the same
 //! key is harmless; with a different key it is an error.
+//!
+//! # Refusals
+//!
+//! * Key and trust files that other users could have written are refused, as
+//!   ssh's StrictModes does: the file or its directory writable by group or
+//!   others (a directory with the sticky bit excepted), or owned by a user
+//!   other than us and root ([`sealink_tunnel::secure_file`]).
+//! * Public keys of small order are refused in public key files and trust
+//!   files ([`sealink_crypto::weak_keys`]): an all-zero or small-order X25519
+//!   key makes every handshake secret public, an Ed25519 identity or other
+//!   small-order key lets anyone sign as that owner.
+//!
+//! Secrets read or generated here are wiped when dropped ([`Zeroizing`]),
+//! with the text and base64 buffers they passed through.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -35,6 +51,9 @@ use std::path::{Path, PathBuf};
 use aws_lc_rs::signature::KeyPair as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use sealink_crypto::weak_keys;
+use sealink_tunnel::secure_file::{self, InsecureFile};
+use zeroize::Zeroizing;
 
 /// Length in bytes of every key handled here.
 pub const KEY_LEN: usize = 32;
@@ -185,6 +204,15 @@ pub enum KeyFileError {
     /// The cryptographic library rejected a private key.
     #[error("cannot derive a public key from {what}: the key was rejected")]
     InvalidKey { what: &'static str },
+    /// A public key of small order (all-zero included): see [`weak_reason`].
+    #[error("{}: {}", origin(path), weak_reason(*kind))]
+    WeakKey {
+        path: Option<PathBuf>,
+        kind: KeyKind,
+    },
+    /// A key or trust file that other users could have written.
+    #[error(transparent)]
+    Insecure(#[from] InsecureFile),
     /// A trust file entry is wrong.
     #[error("{}: {problem}", trust_location(path, *line))]
     Trust {
@@ -218,6 +246,9 @@ pub enum TrustProblem {
     /// The key does not decode to 32 bytes.
     #[error("key is {0} bytes long, expected 32")]
     WrongLength(usize),
+    /// The key is of small order (all-zero included): see [`weak_reason`].
+    #[error("{}", weak_reason(*.0))]
+    WeakKey(KeyKind),
     /// The same name was already listed with another key.
     #[error("{keyword} {name} is already listed with a different key on line {first_line}")]
     DuplicateName {
@@ -225,6 +256,26 @@ pub enum TrustProblem {
         name: String,
         first_line: usize,
     },
+}
+
+/// Why a small-order public key of `kind` is refused.
+pub fn weak_reason(kind: KeyKind) -> &'static str {
+    match kind {
+        KeyKind::Host => {
+            "small-order host key (all zeros or another point of order dividing 8): a handshake with it gives a secret anyone can compute; refusing it"
+        }
+        KeyKind::Owner => {
+            "small-order owner key (the identity or another point of order dividing 8): anyone could sign as this owner; refusing it"
+        }
+    }
+}
+
+/// Whether `key` is a small-order public key of `kind`.
+fn is_weak(kind: KeyKind, key: &[u8; KEY_LEN]) -> bool {
+    match kind {
+        KeyKind::Host => weak_keys::x25519_public_is_degenerate(key),
+        KeyKind::Owner => weak_keys::ed25519_public_is_weak(key),
+    }
 }
 
 fn origin(path: &Option<PathBuf>) -> String {
@@ -259,16 +310,13 @@ pub struct TrustFile {
     pub hosts: Vec<(String, [u8; KEY_LEN])>,
 }
 
-/// Best-effort erasure of secret bytes before their memory is freed.
-fn wipe(mut bytes: Vec<u8>) {
-    bytes.fill(0);
-    std::hint::black_box(&bytes);
-}
+/// A private key (X25519 private key or Ed25519 seed), wiped when dropped.
+pub type PrivateKey = Zeroizing<[u8; KEY_LEN]>;
 
 /// A fresh random private key (X25519 private key or Ed25519 seed).
-pub fn generate(kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFileError> {
-    let mut key = [0u8; KEY_LEN];
-    aws_lc_rs::rand::fill(&mut key).map_err(|_| KeyFileError::Random)?;
+pub fn generate(kind: KeyKind) -> Result<PrivateKey, KeyFileError> {
+    let mut key = Zeroizing::new([0u8; KEY_LEN]);
+    aws_lc_rs::rand::fill(&mut *key).map_err(|_| KeyFileError::Random)?;
     // Make sure the library accepts it before anyone stores it.
     public_from_private(kind, &key)?;
     Ok(key)
@@ -324,9 +372,10 @@ pub fn format_public(kind: KeyKind, public: &[u8; KEY_LEN]) -> String {
 /// Write a private key to `path` (mode 0600) and its public key to
 /// `path.pub` (mode 0644, subject to the umask). Returns the public key.
 ///
-/// Without `force`, refuses if either file already exists. With `force`,
-/// existing files are replaced and the private key file's mode is reset to
-/// 0600 before the key is written into it.
+/// Without `force`, refuses if either file already exists (anything at the
+/// path, a symlink included). With `force`, each file is written to a fresh
+/// temporary file beside it and renamed over it: whatever was at the path,
+/// a symlink included, is replaced, never written through.
 pub fn write_keypair(
     path: &Path,
     kind: KeyKind,
@@ -346,22 +395,27 @@ pub fn write_keypair(
         }
     }
 
-    let private_line = format!("{} {}\n", kind.private_tag(), B64.encode(private));
-    let result = write_file(
+    let b64 = Zeroizing::new(B64.encode(private));
+    let tag = kind.private_tag();
+    // Sized up front so that no reallocation leaves a copy of the key behind.
+    let mut private_line = Zeroizing::new(String::with_capacity(tag.len() + b64.len() + 2));
+    private_line.push_str(tag);
+    private_line.push(' ');
+    private_line.push_str(&b64);
+    private_line.push('\n');
+    write_file(
         path,
         file_what(kind, true),
-        &private_line,
+        private_line.as_bytes(),
         PRIVATE_MODE,
         force,
-    );
-    wipe(private_line.into_bytes());
-    result?;
+    )?;
 
     let public_line = format!("{}\n", format_public(kind, &public));
     write_file(
         &pub_path,
         file_what(kind, false),
-        &public_line,
+        public_line.as_bytes(),
         PUBLIC_MODE,
         force,
     )?;
@@ -371,7 +425,7 @@ pub fn write_keypair(
 fn write_file(
     path: &Path,
     what: &'static str,
-    contents: &str,
+    contents: &[u8],
     mode: u32,
     force: bool,
 ) -> Result<(), KeyFileError> {
@@ -381,40 +435,89 @@ fn write_file(
         path: path.to_path_buf(),
         error,
     };
-    let mut options = OpenOptions::new();
-    options.write(true).mode(mode);
     if force {
-        options.create(true).truncate(true);
-    } else {
-        options.create_new(true);
+        return replace_file(path, contents, mode).map_err(|e| io_err("write", e));
     }
-    let mut file = options.open(path).map_err(|e| {
-        if e.kind() == io::ErrorKind::AlreadyExists {
-            KeyFileError::AlreadyExists {
-                path: path.to_path_buf(),
+    // O_CREAT | O_EXCL: fails on anything at the path, a (dangling) symlink included.
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                KeyFileError::AlreadyExists {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                io_err("create", e)
             }
-        } else {
-            io_err("create", e)
-        }
-    })?;
-    if force && mode == PRIVATE_MODE {
-        // An existing file keeps its old mode; tighten it before writing.
-        file.set_permissions(fs::Permissions::from_mode(PRIVATE_MODE))
-            .map_err(|e| io_err("set permissions on", e))?;
-    }
-    file.write_all(contents.as_bytes())
-        .map_err(|e| io_err("write", e))?;
+        })?;
+    file.write_all(contents).map_err(|e| io_err("write", e))?;
     file.sync_all().map_err(|e| io_err("write", e))?;
     Ok(())
 }
 
-/// Open `path` and read at most `limit` bytes of UTF-8 text.
+/// Writes `contents` to a new temporary file beside `path` (mode `mode`, created with
+/// O_EXCL) and renames it over `path`. The rename replaces the directory entry itself, so a
+/// symlink at `path` is replaced rather than followed, and a reader sees the old file or the
+/// whole new one. The temporary file is removed on failure.
+fn replace_file(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, "the path does not name a file")
+    })?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut attempt = 0;
+    let (tmp, mut file) = loop {
+        let mut nonce = [0u8; 8];
+        aws_lc_rs::rand::fill(&mut nonce)
+            .map_err(|_| io::Error::other("random generator failed"))?;
+        let mut tmp_name = std::ffi::OsString::from(".");
+        tmp_name.push(name);
+        tmp_name.push(format!(".tmp-{:016x}", u64::from_le_bytes(nonce)));
+        let tmp = dir.join(tmp_name);
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)
+        {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
+            Err(e) => return Err(e),
+        }
+    };
+    let written = (|| {
+        if mode == PRIVATE_MODE {
+            // Exactly 0600 whatever the umask left.
+            file.set_permissions(fs::Permissions::from_mode(PRIVATE_MODE))?;
+        }
+        file.write_all(contents)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written?;
+    // Make the rename durable; a directory that cannot be opened or synced is not an error.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Open `path` and read at most `limit` bytes of UTF-8 text (wiped when dropped: it may be a
+/// private key).
 fn read_text(
     path: &Path,
     what: &'static str,
     limit: u64,
     missing_is_not_found: bool,
-) -> Result<(File, String), KeyFileError> {
+) -> Result<(File, Zeroizing<String>), KeyFileError> {
     let io_err = |error| KeyFileError::Io {
         action: "read",
         what,
@@ -431,22 +534,24 @@ fn read_text(
             io_err(e)
         }
     })?;
-    let mut bytes = Vec::new();
+    // Sized for the whole file up front: growing the buffer would leave copies behind.
+    let size = file.metadata().map_or(0, |m| m.len()).min(limit + 1);
+    let mut bytes = Zeroizing::new(Vec::with_capacity(size as usize + 1));
     (&file)
         .take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(io_err)?;
     if bytes.len() as u64 > limit {
-        wipe(bytes);
         return Err(io_err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("file is larger than {limit} bytes"),
         )));
     }
-    match String::from_utf8(bytes) {
-        Ok(text) => Ok((file, text)),
+    // Moves the buffer out (no copy); on failure it comes back and is wiped.
+    match String::from_utf8(std::mem::take(&mut *bytes)) {
+        Ok(text) => Ok((file, Zeroizing::new(text))),
         Err(e) => {
-            wipe(e.into_bytes());
+            drop(Zeroizing::new(e.into_bytes()));
             Err(io_err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "file is not UTF-8 text",
@@ -456,16 +561,13 @@ fn read_text(
 }
 
 /// Decode padded standard base64 that must be exactly 32 bytes.
-fn decode_key(b64: &str) -> Result<[u8; KEY_LEN], Result<base64::DecodeError, usize>> {
-    let bytes = B64.decode(b64).map_err(Ok)?;
+fn decode_key(b64: &str) -> Result<PrivateKey, Result<base64::DecodeError, usize>> {
+    let bytes = Zeroizing::new(B64.decode(b64).map_err(Ok)?);
     if bytes.len() != KEY_LEN {
-        let len = bytes.len();
-        wipe(bytes);
-        return Err(Err(len));
+        return Err(Err(bytes.len()));
     }
-    let mut key = [0u8; KEY_LEN];
+    let mut key = Zeroizing::new([0u8; KEY_LEN]);
     key.copy_from_slice(&bytes);
-    wipe(bytes);
     Ok(key)
 }
 
@@ -476,7 +578,7 @@ fn parse_key_text(
     private: bool,
     path: Option<&Path>,
     allow_bare: bool,
-) -> Result<[u8; KEY_LEN], KeyFileError> {
+) -> Result<PrivateKey, KeyFileError> {
     let expected_tag = if private {
         kind.private_tag()
     } else {
@@ -519,7 +621,7 @@ fn parse_key_text(
         None if allow_bare => text,
         None => return Err(malformed("the key type is missing")),
     };
-    decode_key(b64).map_err(|e| match e {
+    let key = decode_key(b64).map_err(|e| match e {
         Ok(error) => KeyFileError::BadBase64 {
             path: path.map(Path::to_path_buf),
             error,
@@ -528,20 +630,27 @@ fn parse_key_text(
             path: path.map(Path::to_path_buf),
             len,
         },
-    })
+    })?;
+    if !private && is_weak(kind, &key) {
+        return Err(KeyFileError::WeakKey {
+            path: path.map(Path::to_path_buf),
+            kind,
+        });
+    }
+    Ok(key)
 }
 
 /// Read a private key file written by [`write_keypair`].
 ///
-/// Fails if the file is accessible by group or others.
-pub fn read_private(path: &Path, kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFileError> {
+/// Fails if the file is accessible by group or others, or another user could
+/// have written it.
+pub fn read_private(path: &Path, kind: KeyKind) -> Result<PrivateKey, KeyFileError> {
     let what = file_what(kind, true);
     let (file, text) = read_text(path, what, MAX_KEY_FILE_LEN, true)?;
-    let parsed = parse_key_text(&text, kind, true, Some(path), false);
-    wipe(text.into_bytes());
     // Parse first so that handing us a public key file (typically mode 0644)
     // is reported as such rather than as a permissions problem.
-    let key = parsed?;
+    let key = parse_key_text(&text, kind, true, Some(path), false)?;
+    drop(text);
     let meta = file.metadata().map_err(|error| KeyFileError::Io {
         action: "read",
         what,
@@ -555,20 +664,23 @@ pub fn read_private(path: &Path, kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFile
             mode,
         });
     }
+    secure_file::check_file(&file, path, what)?;
     Ok(key)
 }
 
 /// Read a public key file (`sealink-host <base64>` or `sealink-owner
 /// <base64>`; a bare base64 key is accepted too).
 pub fn read_public(path: &Path, kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFileError> {
-    let (_, text) = read_text(path, file_what(kind, false), MAX_KEY_FILE_LEN, true)?;
-    parse_key_text(&text, kind, false, Some(path), true)
+    let what = file_what(kind, false);
+    let (file, text) = read_text(path, what, MAX_KEY_FILE_LEN, true)?;
+    secure_file::check_file(&file, path, what)?;
+    parse_key_text(&text, kind, false, Some(path), true).map(|k| *k)
 }
 
 /// Parse a public key given as text: `sealink-host <base64>` /
 /// `sealink-owner <base64>`, or just the base64.
 pub fn parse_public(s: &str, kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFileError> {
-    parse_key_text(s, kind, false, None, true)
+    parse_key_text(s, kind, false, None, true).map(|k| *k)
 }
 
 /// Whether `name` is a valid trust-file name: 1 to 64 bytes from
@@ -587,7 +699,8 @@ pub fn parse_trust(text: &str) -> Result<TrustFile, KeyFileError> {
 
 /// Read and parse a trust file.
 pub fn read_trust(path: &Path) -> Result<TrustFile, KeyFileError> {
-    let (_, text) = read_text(path, "trust", MAX_TRUST_FILE_LEN, false)?;
+    let (file, text) = read_text(path, "trust", MAX_TRUST_FILE_LEN, false)?;
+    secure_file::check_file(&file, path, "trust file")?;
     parse_trust_inner(&text, Some(path))
 }
 
@@ -621,12 +734,15 @@ fn parse_trust_inner(text: &str, path: Option<&Path>) -> Result<TrustFile, KeyFi
         if !valid_name(name) {
             return Err(err(TrustProblem::BadName(name.to_owned())));
         }
-        let key = decode_key(b64).map_err(|e| {
+        let key = *decode_key(b64).map_err(|e| {
             err(match e {
                 Ok(error) => TrustProblem::BadBase64(error),
                 Err(len) => TrustProblem::WrongLength(len),
             })
         })?;
+        if is_weak(kind, &key) {
+            return Err(err(TrustProblem::WeakKey(kind)));
+        }
         if let Some(&(first_line, first_key)) = seen.get(&(kind, name)) {
             if first_key == key {
                 continue;
@@ -717,7 +833,7 @@ mod tests {
             let a = generate(kind).unwrap();
             let b = generate(kind).unwrap();
             assert_ne!(a, b);
-            assert_ne!(a, [0; 32]);
+            assert_ne!(*a, [0; 32]);
             public_from_private(kind, &a).unwrap();
         }
     }
@@ -908,14 +1024,14 @@ mod tests {
             B64.encode(key)
         );
         write_mode(&path, &text, 0o600);
-        assert_eq!(read_private(&path, KeyKind::Host).unwrap(), key);
+        assert_eq!(*read_private(&path, KeyKind::Host).unwrap(), key);
         // No trailing newline at all is fine too.
         write_mode(
             &path,
             &format!("{} {}", KeyKind::Host.private_tag(), B64.encode(key)),
             0o600,
         );
-        assert_eq!(read_private(&path, KeyKind::Host).unwrap(), key);
+        assert_eq!(*read_private(&path, KeyKind::Host).unwrap(), key);
     }
 
     #[test]
@@ -1192,5 +1308,120 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("trust file"), "{msg}");
         assert!(msg.contains(&missing.display().to_string()), "{msg}");
+    }
+
+    /// Small-order encodings: X25519 0, 1 (with bit 255 set), p - 1; Ed25519 identity,
+    /// identity with the sign bit, y = p + 1 (non-canonical identity), (0, -1).
+    fn weak(kind: KeyKind) -> Vec<[u8; 32]> {
+        let top = |first: u8, last: u8| {
+            let mut k = [0xffu8; 32];
+            k[0] = first;
+            k[31] = last;
+            k
+        };
+        let mut one = [0u8; 32];
+        one[0] = 1;
+        match kind {
+            KeyKind::Host => {
+                let mut one_high = one;
+                one_high[31] = 0x80;
+                vec![[0; 32], one_high, top(0xec, 0x7f)]
+            }
+            KeyKind::Owner => {
+                let mut id_sign = one;
+                id_sign[31] = 0x80;
+                vec![one, id_sign, top(0xee, 0x7f), top(0xec, 0x7f)]
+            }
+        }
+    }
+
+    #[test]
+    fn weak_public_keys_are_refused() {
+        let dir = TempDir::new("weak");
+        for kind in [KeyKind::Host, KeyKind::Owner] {
+            for key in weak(kind) {
+                // A public key file.
+                let path = dir.join("weak.pub");
+                write_mode(&path, &format!("{}\n", format_public(kind, &key)), 0o644);
+                let err = read_public(&path, kind).unwrap_err();
+                assert!(
+                    matches!(&err, KeyFileError::WeakKey { kind: k, .. } if *k == kind),
+                    "{kind} {key:02x?}: {err:?}"
+                );
+                let msg = err.to_string();
+                assert!(msg.contains(&path.display().to_string()), "{msg}");
+                assert!(msg.contains("small-order"), "{msg}");
+                // A key given as text.
+                let err = parse_public(&B64.encode(key), kind).unwrap_err();
+                assert!(matches!(err, KeyFileError::WeakKey { .. }), "{err:?}");
+                // A trust file line.
+                let text = format!("# x\n{} n {}\n", kind.trust_keyword(), B64.encode(key));
+                let (line, p) = trust_problem(&text);
+                assert_eq!((line, p), (2, TrustProblem::WeakKey(kind)));
+            }
+        }
+        // The same bytes are fine as the other kind when they are not weak there.
+        let mut two = [0u8; 32];
+        two[0] = 2;
+        parse_public(&B64.encode(two), KeyKind::Host).unwrap();
+    }
+
+    #[test]
+    fn force_replaces_symlinks_instead_of_following_them() {
+        let dir = TempDir::new("symlink");
+        let victim = dir.join("victim");
+        write_mode(&victim, "precious\n", 0o644);
+        let path = dir.join("host.key");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        std::os::unix::fs::symlink(dir.join("nowhere"), public_path(&path)).unwrap();
+        // Without --force a symlink counts as an existing file.
+        let key = generate(KeyKind::Host).unwrap();
+        let err = write_keypair(&path, KeyKind::Host, &key, false).unwrap_err();
+        assert!(matches!(err, KeyFileError::AlreadyExists { .. }), "{err:?}");
+        let public = write_keypair(&path, KeyKind::Host, &key, true).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert!(!dir.join("nowhere").exists());
+        assert!(fs::symlink_metadata(&path).unwrap().is_file());
+        assert_eq!(mode_of(&path), 0o600);
+        assert_eq!(*read_private(&path, KeyKind::Host).unwrap(), *key);
+        assert_eq!(
+            read_public(&public_path(&path), KeyKind::Host).unwrap(),
+            public
+        );
+        let left: Vec<_> = fs::read_dir(&dir.0).unwrap().collect();
+        assert_eq!(left.len(), 3, "temporary files left: {left:?}");
+    }
+
+    #[test]
+    fn files_others_can_write_are_refused() {
+        let dir = TempDir::new("strict");
+        fs::set_permissions(&dir.0, fs::Permissions::from_mode(0o755)).unwrap();
+        let trust = dir.join("trust");
+        write_mode(&trust, &format!("host gw {}\n", b64(5)), 0o666);
+        let err = read_trust(&trust).unwrap_err();
+        assert!(matches!(err, KeyFileError::Insecure(_)), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("trust file"), "{msg}");
+        assert!(msg.contains("writable by group or others"), "{msg}");
+        fs::set_permissions(&trust, fs::Permissions::from_mode(0o644)).unwrap();
+        read_trust(&trust).unwrap();
+
+        let path = dir.join("owner.key");
+        let key = generate(KeyKind::Owner).unwrap();
+        write_keypair(&path, KeyKind::Owner, &key, false).unwrap();
+        write_mode(
+            &public_path(&path),
+            &fs::read_to_string(public_path(&path)).unwrap(),
+            0o646,
+        );
+        let err = read_public(&public_path(&path), KeyKind::Owner).unwrap_err();
+        assert!(matches!(err, KeyFileError::Insecure(_)), "{err:?}");
+        // A private key in a directory anyone may write to.
+        fs::set_permissions(&dir.0, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = read_private(&path, KeyKind::Owner).unwrap_err();
+        assert!(matches!(err, KeyFileError::Insecure(_)), "{err:?}");
+        assert!(err.to_string().contains("its directory"), "{err}");
+        fs::set_permissions(&dir.0, fs::Permissions::from_mode(0o755)).unwrap();
+        read_private(&path, KeyKind::Owner).unwrap();
     }
 }

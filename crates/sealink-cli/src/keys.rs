@@ -13,11 +13,8 @@ use crate::output;
 /// Generates a key pair, writes `path` (0600) and `path.pub`, prints the public line on stdout
 /// and where the files went on stderr.
 pub fn keygen(kind: KeyKind, path: &Path, force: bool) -> Result<()> {
-    let mut private = keyfile::generate(kind)?;
-    let written = keyfile::write_keypair(path, kind, &private, force);
-    private.fill(0);
-    std::hint::black_box(&private);
-    let public = written?;
+    let private = keyfile::generate(kind)?;
+    let public = keyfile::write_keypair(path, kind, &private, force)?;
     output::print(&format!("{}\n", keyfile::format_public(kind, &public)))?;
     eprintln!(
         "wrote {kind} private key to {} (mode 0600) and public key to {}",
@@ -29,18 +26,17 @@ pub fn keygen(kind: KeyKind, path: &Path, force: bool) -> Result<()> {
 
 /// Prints the public line of a private key file.
 pub fn pubkey(path: &Path, kind: Option<KeyKind>) -> Result<()> {
-    let (kind, mut private) = match kind {
+    let (kind, private) = match kind {
         Some(k) => (k, keyfile::read_private(path, k)?),
         None => detect(path)?,
     };
-    let public = keyfile::public_from_private(kind, &private);
-    private.fill(0);
-    std::hint::black_box(&private);
-    output::print(&format!("{}\n", keyfile::format_public(kind, &public?)))
+    let public = keyfile::public_from_private(kind, &private)?;
+    drop(private);
+    output::print(&format!("{}\n", keyfile::format_public(kind, &public)))
 }
 
 /// Reads a private key of either kind, telling which by the file's tag.
-fn detect(path: &Path) -> Result<(KeyKind, [u8; keyfile::KEY_LEN])> {
+fn detect(path: &Path) -> Result<(KeyKind, keyfile::PrivateKey)> {
     let not_private = |found: &str| {
         msg(format!(
             "{}: this is {found}, not a private key file; give the private key file (the one without .pub)",

@@ -88,18 +88,32 @@ enum Command {
 struct UpArgs {
     /// Tunnel configuration file (TOML; see the example below)
     config: PathBuf,
+    #[command(flatten)]
+    run_dir: RunDirArg,
 }
 
 #[derive(Debug, Args)]
 struct DownArgs {
     /// Interface name given in the configuration (`[interface] name`)
     name: String,
+    #[command(flatten)]
+    run_dir: RunDirArg,
 }
 
 #[derive(Debug, Args)]
 struct ShowArgs {
-    /// Interface name; all running tunnels if left out
+    /// Interface name; all running tunnels of this network namespace if left out
     name: Option<String>,
+    #[command(flatten)]
+    run_dir: RunDirArg,
+}
+
+#[derive(Debug, Args)]
+struct RunDirArg {
+    /// Directory of the control sockets (one 0700 subdirectory per network namespace)
+    /// [default: $SEALINK_RUN_DIR, else /run/sealink]
+    #[arg(long, value_name = "DIR")]
+    run_dir: Option<PathBuf>,
 }
 
 const SEND_HELP: &str = "Examples:
@@ -719,9 +733,9 @@ fn run(cli: Cli) -> Result<()> {
             timeout: Duration::from_secs_f64(a.timeout),
             quiet: a.quiet,
         }),
-        Command::Up(a) => tunnel::up(&a.config),
-        Command::Down(a) => tunnel::down(&a.name),
-        Command::Show(a) => tunnel::show(a.name.as_deref()),
+        Command::Up(a) => tunnel::up(&a.config, a.run_dir.run_dir),
+        Command::Down(a) => tunnel::down(&a.name, a.run_dir.run_dir),
+        Command::Show(a) => tunnel::show(a.name.as_deref(), a.run_dir.run_dir),
         Command::Relay(a) => relay::run(relay::Params {
             listen: a.listen,
             to: a.to,

@@ -119,7 +119,8 @@ pub(crate) fn pick_peer(
 
 pub(crate) fn load_host(path: &Path) -> Result<HostKey> {
     let k = keyfile::read_private(path, KeyKind::Host)?;
-    Ok(HostKey::from_private(k)?)
+    // HostKey keeps its own copy (sealink-proto); ours is wiped on return.
+    Ok(HostKey::from_private(*k)?)
 }
 
 /// A bar fed from `progress` by a thread until `stop`; hidden unless stderr is a terminal.

@@ -1,12 +1,12 @@
 //! `sealink up`, `sealink down`, `sealink show`: tunnel mode from the command line.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use sealink_proto::HostKey;
-use sealink_tunnel::{Config, TunnelError, control};
+use sealink_tunnel::{Config, RunDir, TunnelError, control};
 
 use crate::error::{Result, ResultExt};
 use crate::keyfile::{self, KeyKind};
@@ -41,17 +41,25 @@ Example CONFIG (TOML):
 
 Packets to addresses outside every peer's allowed_ips are dropped (no-route); packets from a
 peer with a source outside its allowed_ips are dropped (source-not-allowed); `sealink show`
-counts both."#;
+counts both.
 
-pub fn up(config: &Path) -> Result<()> {
+The config and the key file must not be writable by other users (nor the key readable by
+them). The control socket is RUN_DIR/net-INODE/NAME.sock (RUN_DIR: --run-dir, else
+$SEALINK_RUN_DIR, else /run/sealink; INODE names the network namespace, so `show` and `down`
+must run in the tunnel's namespace); only root and the tunnel's uid may use it. Once set up,
+the tunnel drops every capability."#;
+
+pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
     let cfg = Config::from_file(config).with_context(|| format!("config {}", config.display()))?;
     let private = keyfile::read_private(&cfg.private_key, KeyKind::Host)?;
-    let host = HostKey::from_private(private)?;
+    let host = HostKey::from_private(*private)?;
+    drop(private);
+    let run_dir = RunDir::new(run_dir);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).context("install signal handler")?;
     }
-    sealink_tunnel::run(cfg, host, stop, |info| {
+    sealink_tunnel::run(cfg, host, &run_dir, stop, |info| {
         tracing::info!(
             listen = %info.listen,
             tun_offload = info.tun_offload,
@@ -66,8 +74,8 @@ pub fn up(config: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn down(name: &str) -> Result<()> {
-    let answer = control::request(name, "down", Duration::from_secs(30))?;
+pub fn down(name: &str, run_dir: Option<PathBuf>) -> Result<()> {
+    let answer = control::request(&RunDir::new(run_dir), name, "down", Duration::from_secs(30))?;
     if answer.trim() != "down" {
         return Err(format!("tunnel {name} did not confirm it stopped: {answer:?}").into());
     }
@@ -75,14 +83,21 @@ pub fn down(name: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn show(name: Option<&str>) -> Result<()> {
+pub fn show(name: Option<&str>, run_dir: Option<PathBuf>) -> Result<()> {
+    let run_dir = RunDir::new(run_dir);
     let names = match name {
         Some(n) => vec![n.to_owned()],
-        None => control::running(),
+        None => control::running(&run_dir),
     };
     let mut first = true;
     for n in names {
-        match control::request(&n, "show", Duration::from_secs(5)) {
+        match control::request(&run_dir, &n, "show", Duration::from_secs(5)) {
+            // Refused (e.g. by peer credentials): an error, not a status.
+            Ok(text) if text.starts_with("error: ") => {
+                return Err(
+                    format!("tunnel {n}: {}", text.trim_start_matches("error: ").trim()).into(),
+                );
+            }
             Ok(text) => {
                 if !first {
                     println!();

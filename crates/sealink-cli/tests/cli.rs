@@ -244,3 +244,138 @@ fn usage_errors_and_help() {
         assert!(stdout(&o).contains("Example:"), "{sub:?}: {}", stdout(&o));
     }
 }
+
+/// `keygen --force` replaces the paths themselves: symlinks planted there are replaced, and the
+/// files they point to (or would create) are left alone.
+#[test]
+fn keygen_force_does_not_follow_symlinks() {
+    use std::os::unix::fs::symlink;
+    let dir = TempDir::new("cli", "keygen-symlink");
+    let victim = dir.join("victim");
+    fs::write(&victim, "precious\n").unwrap();
+    let key = dir.join("host.key");
+    symlink(&victim, &key).unwrap();
+    // A dangling link: following it would create a file where it points.
+    let elsewhere = dir.join("elsewhere");
+    symlink(&elsewhere, dir.join("host.key.pub")).unwrap();
+
+    let o = sealink(&["keygen", "host", path_str(&key), "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(!elsewhere.exists(), "the public key followed the link");
+    for p in [key.clone(), dir.join("host.key.pub")] {
+        let meta = fs::symlink_metadata(&p).unwrap();
+        assert!(
+            meta.file_type().is_file(),
+            "{} is not a plain file",
+            p.display()
+        );
+    }
+    assert_eq!(
+        fs::symlink_metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let o = sealink(&["pubkey", path_str(&key)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        fs::read_to_string(dir.join("host.key.pub")).unwrap()
+    );
+    // No temporary files left beside them.
+    let mut names: Vec<String> = fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["host.key", "host.key.pub", "victim"]);
+}
+
+/// Trust files others can write (the file, or its directory without the sticky bit) or that
+/// another non-root user owns are refused, as ssh's StrictModes does.
+#[test]
+fn trust_files_others_can_write_are_refused() {
+    let dir = TempDir::new("cli", "trust-perms");
+    let key = dir.join("gw.key");
+    assert!(
+        sealink(&["keygen", "host", path_str(&key)])
+            .status
+            .success()
+    );
+    let line = fs::read_to_string(dir.join("gw.key.pub")).unwrap();
+    let trust = dir.join("trust");
+    fs::write(
+        &trust,
+        format!("host gw {}", line.split_whitespace().nth(1).unwrap()),
+    )
+    .unwrap();
+    let set = |p: &Path, m: u32| fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap();
+
+    set(&trust, 0o644);
+    let o = sealink(&["trust", "check", path_str(&trust)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    for m in [0o666, 0o646, 0o664, 0o620] {
+        set(&trust, m);
+        let err = assert_error(&sealink(&["trust", "check", path_str(&trust)]));
+        assert!(err.contains(path_str(&trust)), "{err}");
+        assert!(err.contains("writable by group or others"), "{err}");
+        assert!(err.contains(&format!("{m:04o}")), "{err}");
+    }
+    set(&trust, 0o644);
+
+    // Owned by another user.
+    std::os::unix::fs::chown(&trust, Some(65534), None).unwrap();
+    let err = assert_error(&sealink(&["trust", "check", path_str(&trust)]));
+    assert!(err.contains("owned by uid 65534"), "{err}");
+    std::os::unix::fs::chown(&trust, Some(0), None).unwrap();
+
+    // In a directory anyone can write to (no sticky bit): anyone could replace it.
+    set(&dir.0, 0o777);
+    let err = assert_error(&sealink(&["trust", "check", path_str(&trust)]));
+    assert!(err.contains("directory"), "{err}");
+    assert!(err.contains(path_str(&dir.0)), "{err}");
+    // With the sticky bit (like /tmp) only the owner may replace it.
+    set(&dir.0, 0o1777);
+    assert!(
+        sealink(&["trust", "check", path_str(&trust)])
+            .status
+            .success()
+    );
+    set(&dir.0, 0o755);
+}
+
+/// All-zero and small-order public keys are refused wherever they are loaded: trust files
+/// (host and owner lines) and tunnel configs.
+#[test]
+fn degenerate_public_keys_are_refused() {
+    let dir = TempDir::new("cli", "weak-keys");
+    let trust = dir.join("trust");
+    let zero = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    // The Ed25519 identity, canonical and with y = p + 1 (non-canonical).
+    let identity = "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    let identity_noncanonical = "7v///////////////////////////////////////38=";
+    for (line, what) in [
+        (format!("host gw {zero}"), "host"),
+        (format!("owner alice {identity}"), "owner"),
+        (format!("owner alice {identity_noncanonical}"), "owner"),
+    ] {
+        fs::write(&trust, format!("# ok\n{line}\n")).unwrap();
+        let err = assert_error(&sealink(&["trust", "check", path_str(&trust)]));
+        assert!(err.contains(&format!("{}:2", path_str(&trust))), "{err}");
+        assert!(err.contains("small-order"), "{err}");
+        assert!(err.contains(what), "{err}");
+    }
+
+    let cfg = dir.join("t.toml");
+    fs::write(
+        &cfg,
+        format!(
+            "[interface]\nname = \"slweak{}\"\nprivate_key = \"missing.key\"\naddress = \"10.9.0.1/24\"\nlisten_port = 51820\n[[peer]]\nname = \"b\"\npublic_key = \"{zero}\"\nallowed_ips = [\"10.9.0.2/32\"]\n",
+            std::process::id() % 10_000
+        ),
+    )
+    .unwrap();
+    let err = assert_error(&sealink(&["up", path_str(&cfg)]));
+    assert!(err.contains("peer[0].public_key"), "{err}");
+    assert!(err.contains("small-order"), "{err}");
+}

@@ -203,9 +203,10 @@ impl Shown {
     }
 }
 
-fn show(name: &str) -> Shown {
-    let o = Command::new(SEALINK)
-        .args(["show", name])
+/// `sealink show NAME` in the tunnel's network namespace (control sockets are per namespace).
+fn show(ns: &str, name: &str) -> Shown {
+    let o = Command::new("ip")
+        .args(["netns", "exec", ns, SEALINK, "show", name])
         .output()
         .expect("sealink show");
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -332,7 +333,7 @@ fn tcp_through_a_hostile_relay_arrives_intact_and_forgeries_are_dropped() {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     let scratch = Scratch(dir.clone());
-    // Interface names double as control socket names (/run/sealink/NAME.sock): unique per run.
+    // Interface names double as control socket names (RUN_DIR/net-INODE/NAME.sock): unique per run.
     let (ta, tb) = (format!("sla{tag}"), format!("slb{tag}"));
     let (pa, pb) = (keygen(&dir, &ta), keygen(&dir, &tb));
     // A knows B only by the relay's address; B learns A's (the relay's upstream socket) from
@@ -440,7 +441,7 @@ fn tcp_through_a_hostile_relay_arrives_intact_and_forgeries_are_dropped() {
 
     // Let the last replays (300 ms after capture) reach the tunnels before reading counters.
     thread::sleep(Duration::from_millis(500));
-    let (sa, sb) = (show(&ta), show(&tb));
+    let (sa, sb) = (show(&na, &ta), show(&nb, &tb));
     let r = relay_stats(&relay.stop());
     eprintln!("relay: {r:?}\n{}\n{}", sa.text, sb.text);
     let rs = |dir: &str, k: &str| r[&format!("{dir}.{k}")];

@@ -5,7 +5,7 @@
 //! so a failing assertion leaves nothing behind.
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -35,6 +35,9 @@ struct Lab {
     ns: [String; 2],
     ifname: [String; 2],
     dir: PathBuf,
+    /// `SEALINK_RUN_DIR` of every command run here (inside `dir`), so tests do not share
+    /// `/run/sealink`.
+    run_dir: PathBuf,
     /// `sealink up` of each side.
     children: [Option<Child>; 2],
 }
@@ -48,9 +51,6 @@ impl Drop for Lab {
         for n in &self.ns {
             let _ = sh("ip", &["netns", "del", n]);
         }
-        for i in &self.ifname {
-            let _ = std::fs::remove_file(format!("/run/sealink/{i}.sock"));
-        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -58,6 +58,11 @@ impl Drop for Lab {
 impl Lab {
     /// None (after printing why) where network namespaces cannot be created.
     fn new(tag: &str) -> Option<Lab> {
+        Self::named(tag, false)
+    }
+
+    /// With `same_name`, both tunnels get one interface name (each in its own namespace).
+    fn named(tag: &str, same_name: bool) -> Option<Lab> {
         let id = format!("{}{}", tag, std::process::id() % 100_000);
         let ns = [format!("sl{id}a"), format!("sl{id}b")];
         let o = sh("ip", &["netns", "add", &ns[0]]);
@@ -69,9 +74,15 @@ impl Lab {
             return None;
         }
         let dir = std::env::temp_dir().join(format!("sealink-tunnel-{id}"));
+        let ifname = if same_name {
+            [format!("t{id}"), format!("t{id}")]
+        } else {
+            [format!("t{id}a"), format!("t{id}b")]
+        };
         let lab = Lab {
-            ifname: [format!("t{id}a"), format!("t{id}b")],
+            ifname,
             ns: ns.clone(),
+            run_dir: dir.join("run"),
             dir,
             children: [None, None],
         };
@@ -98,7 +109,11 @@ impl Lab {
     fn exec(&self, side: usize, args: &[&str]) -> Output {
         let mut a = vec!["netns", "exec", &self.ns[side]];
         a.extend_from_slice(args);
-        sh("ip", &a)
+        Command::new("ip")
+            .args(&a)
+            .env("SEALINK_RUN_DIR", &self.run_dir)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run ip {a:?}: {e}"))
     }
 
     fn public_key(&self, side: usize) -> String {
@@ -141,6 +156,7 @@ impl Lab {
         let mut child = Command::new("ip")
             .args(["netns", "exec", &self.ns[side], BIN, "up"])
             .arg(cfg)
+            .env("SEALINK_RUN_DIR", &self.run_dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -295,7 +311,29 @@ fn tunnel_between_namespaces() {
     assert!(!lab.has_link(1), "interface still there after SIGTERM");
     let status = lab.children[0].as_mut().unwrap().wait().unwrap();
     assert!(status.success(), "exit status after down: {status}");
-    assert!(!std::path::Path::new(&format!("/run/sealink/{}.sock", lab.ifname[0])).exists());
+    assert!(
+        sockets(&lab.run_dir).is_empty(),
+        "control sockets left behind: {:?}",
+        sockets(&lab.run_dir)
+    );
+}
+
+/// Control sockets under a run directory (one level of per-namespace directories).
+fn sockets(run_dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut out = Vec::new();
+    let mut dirs = vec![run_dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                dirs.push(e.path());
+            } else if t.is_socket() {
+                out.push(e.path());
+            }
+        }
+    }
+    out
 }
 
 /// A TCP transfer of `n` random bytes from side 0 to side 1, checked by SHA-256 on both ends.
@@ -355,4 +393,184 @@ fn parallel_data_path_between_namespaces() {
         assert_eq!(counter(&s, "replayed"), 0, "{s}");
     }
     assert!(counter(&lab.show(1), "rx_bytes") >= 16 << 20);
+}
+
+/// Mode bits of `p` (permissions only).
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Connects to a control socket as user nobody (uid 65534) and sends `request`; prints
+/// `connect-error ERRNO` or `reply TEXT`.
+const AS_NOBODY: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("connect-error", e.errno); sys.exit(0)
+s.settimeout(5)
+s.sendall((sys.argv[2] + "\n").encode())
+data = b""
+while True:
+    try:
+        d = s.recv(4096)
+    except OSError:
+        break
+    if not d:
+        break
+    data += d
+print("reply", data.decode(errors="replace").strip())
+"#;
+
+fn as_nobody(sock: &Path, request: &str) -> String {
+    use std::os::unix::process::CommandExt;
+    let o = Command::new("python3")
+        .args(["-c", AS_NOBODY])
+        .arg(sock)
+        .arg(request)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("python3 as nobody");
+    assert!(
+        o.status.success(),
+        "client: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+}
+
+/// The control socket lives in a 0700 directory per network namespace under the run
+/// directory, is created 0600, and another uid can neither connect nor, with the directories
+/// opened up by hand, get an answer (the tunnel checks SO_PEERCRED). Once up, the tunnel holds
+/// no capabilities in any thread.
+#[test]
+fn control_socket_is_private_and_capabilities_dropped() {
+    let Some(mut lab) = Lab::new("c") else { return };
+    assert!(
+        have("python3"),
+        "python3 is needed for the client as nobody"
+    );
+    let cfgs = lab.write_configs();
+    lab.up(0, &cfgs[0]);
+    let run = lab.run_dir.clone();
+    assert!(run.is_dir(), "SEALINK_RUN_DIR {} not used", run.display());
+    assert_eq!(mode(&run), 0o700, "run directory mode");
+    let socks = sockets(&run);
+    assert_eq!(socks.len(), 1, "{socks:?}");
+    let sock = &socks[0];
+    let nsdir = sock.parent().unwrap();
+    assert_ne!(nsdir, run, "socket not keyed by network namespace");
+    assert!(
+        nsdir
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("net-"),
+        "{}",
+        nsdir.display()
+    );
+    assert_eq!(mode(nsdir), 0o700, "namespace directory mode");
+    assert_eq!(mode(sock), 0o600, "socket mode");
+
+    // Found from the same namespace; not from another one.
+    assert!(
+        lab.show(0)
+            .contains(&format!("interface: {}", lab.ifname[0]))
+    );
+    let o = lab.exec(1, &[BIN, "show", &lab.ifname[0]]);
+    assert!(!o.status.success(), "found from another namespace");
+
+    // Another uid cannot reach the socket.
+    let r = as_nobody(sock, "show");
+    assert_eq!(r, "connect-error 13", "nobody got: {r}");
+    // With the directories and the socket opened up, the tunnel still refuses it.
+    use std::os::unix::fs::PermissionsExt;
+    for (p, m) in [(&run, 0o755), (&nsdir.to_path_buf(), 0o755), (sock, 0o666)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    }
+    let r = as_nobody(sock, "show");
+    assert!(r.starts_with("reply"), "nobody: {r}");
+    assert!(!r.contains("interface:"), "nobody read the status: {r}");
+    assert!(r.contains("permission denied"), "{r}");
+    let r = as_nobody(sock, "down");
+    assert!(r.contains("permission denied"), "{r}");
+    assert!(lab.has_link(0), "nobody stopped the tunnel");
+    assert!(lab.show(0).contains("peer: peer1"));
+
+    // No capabilities left in any thread of the running tunnel.
+    let pid = lab.children[0].as_ref().unwrap().id();
+    // `ip netns exec` execs the command in place: this is sealink itself.
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    assert_eq!(comm.trim(), "sealink");
+    let tasks: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert!(tasks.len() > 1, "expected the data path threads");
+    for t in tasks {
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+        for key in ["CapEff:", "CapPrm:", "CapInh:", "CapAmb:"] {
+            let v = status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .unwrap()
+                .trim();
+            assert_eq!(v, "0000000000000000", "{key} of {:?}", t.path());
+        }
+    }
+
+    // Root still stops it, and the socket is removed.
+    let o = lab.exec(0, &[BIN, "down", &lab.ifname[0]]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!lab.has_link(0));
+    assert!(sockets(&run).is_empty());
+}
+
+/// Two tunnels with the same interface name, each in its own network namespace, run at once;
+/// `show` and `down` in each namespace reach that namespace's tunnel.
+#[test]
+fn same_interface_name_in_two_namespaces() {
+    let Some(mut lab) = Lab::named("s", true) else {
+        return;
+    };
+    assert_eq!(lab.ifname[0], lab.ifname[1]);
+    let name = lab.ifname[0].clone();
+    let cfgs = lab.write_configs();
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    assert!(lab.has_link(0) && lab.has_link(1));
+    if have("ping") {
+        let o = lab.exec(
+            0,
+            &["ping", "-c", "2", "-i", "0.2", "-W", "5", "10.202.0.2"],
+        );
+        assert!(
+            o.status.success(),
+            "ping: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    assert!(lab.show(0).contains("peer: peer1"));
+    assert!(lab.show(1).contains("peer: peer0"));
+    // `show` without a name lists the tunnel of its own namespace only.
+    let o = lab.exec(0, &[BIN, "show"]);
+    let all = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(all.matches("interface:").count(), 1, "{all}");
+    assert!(all.contains("peer: peer1"), "{all}");
+
+    let o = lab.exec(0, &[BIN, "down", &name]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!lab.has_link(0));
+    assert!(
+        lab.has_link(1),
+        "down in one namespace stopped the other tunnel"
+    );
+    assert!(lab.show(1).contains("peer: peer0"));
+    let o = lab.exec(1, &[BIN, "down", &name]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!lab.has_link(1));
 }

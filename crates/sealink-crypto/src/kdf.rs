@@ -2,6 +2,8 @@
 
 use aws_lc_rs::hkdf::{HKDF_SHA256, KeyType, Salt};
 
+use zeroize::Zeroizing;
+
 use crate::{CryptoError, PacketKey, SuiteId};
 
 /// The longest key material any suite takes (3DES: 24-byte cipher key || 16-byte MAC key).
@@ -49,11 +51,9 @@ pub fn derive_packet_key(
     if suite.is_legacy() && !allow_insecure_legacy {
         return Err(CryptoError::LegacyRefused(suite.name()));
     }
-    let mut buf = [0u8; MAX_KEY_LEN];
+    // Wiped when dropped, on the error paths too.
+    let mut buf = Zeroizing::new([0u8; MAX_KEY_LEN]);
     let key = &mut buf[..suite.key_len()];
     derive_key_material(suite, secret, label, key)?;
-    let result = PacketKey::new(suite, key, allow_insecure_legacy);
-    buf.fill(0);
-    std::hint::black_box(&buf);
-    result
+    PacketKey::new(suite, key, allow_insecure_legacy)
 }

@@ -6,6 +6,7 @@
 //! * [`kdf`]: HKDF-SHA-256 expansion of handshake output into suite keys.
 //! * [`sign`]: Ed25519 owner keys and verification.
 //! * [`legacy`]: DES-CBC, 3DES-CBC, MD5, HMAC-MD5, for the lab only.
+//! * [`weak_keys`]: small-order X25519 and Ed25519 public keys, refused wherever keys are loaded.
 //! * [`raw`]: the underlying library called directly, the baseline the benches compare against.
 #![forbid(unsafe_code)]
 
@@ -16,6 +17,7 @@ pub mod legacy;
 pub mod raw;
 pub mod sign;
 pub mod suite;
+pub mod weak_keys;
 
 pub use error::CryptoError;
 pub use raw::RawAead;

@@ -8,7 +8,9 @@ pub const PUBLIC_KEY_LEN: usize = 32;
 pub const SIGNATURE_LEN: usize = 64;
 pub const SEED_LEN: usize = 32;
 
-/// An owner's Ed25519 signing key, made from a 32-byte seed.
+/// An owner's Ed25519 signing key, made from a 32-byte seed. The key lives inside aws-lc
+/// (an `EVP_PKEY`), whose `OPENSSL_free` cleanses the memory when the key is dropped; no copy of
+/// the seed is kept here.
 pub struct OwnerSigningKey {
     pair: Ed25519KeyPair,
     public: [u8; PUBLIC_KEY_LEN],
@@ -34,7 +36,8 @@ impl OwnerSigningKey {
             .map_err(|_| CryptoError::Malformed)?;
         Ok(Self { pair, public })
     }
-    /// A fresh random seed from the system generator.
+    /// A fresh random seed from the system generator (used by tests, benches and examples;
+    /// `sealink keygen` wraps its keys in `Zeroizing`).
     pub fn generate_seed() -> Result<[u8; SEED_LEN], CryptoError> {
         let mut seed = [0u8; SEED_LEN];
         random_bytes(&mut seed)?;

@@ -507,6 +507,11 @@ fn check_len(body: &[u8], len: usize) -> Result<(), CryptoError> {
     Ok(())
 }
 
+/// Key wiping on drop: aws-lc-rs keys live in an `EVP_AEAD_CTX` that aws-lc frees with
+/// `OPENSSL_free`, which cleanses the allocation; the DES/3DES key schedules wipe themselves
+/// (the `des` crate's `zeroize` feature). ring's key schedule is plain data with no wipe hook
+/// (and this crate forbids the unsafe code it would take), and the HMAC-MD5 state of the legacy
+/// suites is not wiped either.
 enum Inner {
     AwsLc(aws_lc_rs::aead::LessSafeKey),
     // Boxed: ring keeps its key schedule and GHASH table inline (over 500 bytes); aws-lc-rs's

@@ -26,6 +26,7 @@
 //! allowed_ips = ["10.9.0.2/32"]
 //! ```
 
+use std::io::Read as _;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -114,11 +115,17 @@ pub fn parse_public_key(s: &str) -> Option<[u8; 32]> {
 }
 
 impl Config {
+    /// Reads and parses a config file; refuses one that other users can write (see
+    /// [`crate::secure_file`]): it names the peers this host believes.
     pub fn from_file(path: &Path) -> Result<Self, TunnelError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TunnelError::Io {
+        let read_err = |e| TunnelError::Io {
             what: format!("read config {}", path.display()),
             source: e,
-        })?;
+        };
+        let mut file = std::fs::File::open(path).map_err(read_err)?;
+        crate::secure_file::check_file(&file, path, "tunnel config")?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(read_err)?;
         let mut cfg = Self::parse(&text)?;
         // A relative key path is relative to the config file, as wg-quick users expect.
         if cfg.private_key.is_relative() {
@@ -245,6 +252,13 @@ impl Config {
                     "expected the base64 key of a host .pub file (32 bytes)",
                 )
             })?;
+            if sealink_crypto::weak_keys::x25519_public_is_degenerate(&public_key) {
+                return Err(bad(
+                    key("public_key"),
+                    "an all-zero or small-order X25519 key: every handshake with it would give a \
+                     secret anyone can compute; use the key from the peer's host.key.pub",
+                ));
+            }
             let endpoint = match p.endpoint {
                 None => None,
                 Some(e) => Some(
@@ -291,7 +305,7 @@ fn resolve(s: &str) -> Option<SocketAddr> {
 mod tests {
     use super::*;
 
-    const KEY: &str = "sealink-host AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    const KEY: &str = "sealink-host hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=";
 
     fn sample() -> String {
         format!(
@@ -374,5 +388,39 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         let c = Config::parse(&text).unwrap();
         assert_eq!((c.workers, c.queues), (Some(0), Some(2)));
         assert_eq!(c.core.piggyback.mode, PiggybackMode::Timer);
+    }
+
+    #[test]
+    fn small_order_peer_keys_are_refused() {
+        let zero = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+        // u = 1 with bit 255 set: X25519 ignores that bit.
+        let one_high = "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAIA=";
+        // p - 1
+        let p_minus_1 = "7P///////////////////////////////////////38=";
+        for k in [zero, one_high, p_minus_1] {
+            let e = Config::parse(&sample().replace(KEY, k)).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains("peer[0].public_key"), "{msg}");
+            assert!(msg.contains("small-order"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn config_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("sealink-config-perm-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = dir.join("t.toml");
+        std::fs::write(&path, sample()).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let c = Config::from_file(&path).unwrap();
+        assert_eq!(c.private_key, dir.join("host.key"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let msg = Config::from_file(&path).unwrap_err().to_string();
+        assert!(msg.contains("writable by group or others"), "{msg}");
+        assert!(msg.contains("tunnel config"), "{msg}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

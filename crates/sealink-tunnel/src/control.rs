@@ -10,7 +10,7 @@ use sealink_proto::Time;
 use sealink_proto::tunnel::PeerStatus;
 
 use crate::error::{TunnelError, io};
-use crate::{RUN_DIR, UpInfo, socket_path};
+use crate::{RunDir, UpInfo};
 
 fn b64(k: &[u8; 32]) -> String {
     base64::engine::general_purpose::STANDARD.encode(k)
@@ -23,6 +23,7 @@ pub fn format_status(
     now: Time,
     peers: &[PeerStatus],
     drops: &[(&'static str, u64)],
+    control_refused: u64,
 ) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -48,6 +49,12 @@ pub fn format_status(
     } else {
         let list: Vec<String> = drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
         let _ = writeln!(s, "  drops: {}", list.join(" "));
+    }
+    if control_refused > 0 {
+        let _ = writeln!(
+            s,
+            "  control: refused={control_refused} (peers neither root nor the owner)"
+        );
     }
     for p in peers {
         let _ = writeln!(s, "\npeer: {}", p.name);
@@ -88,10 +95,15 @@ pub fn format_status(
     s
 }
 
-/// Sends `request` to the tunnel `name` and returns its whole answer (for `down`: once the
-/// tunnel has stopped and removed its interface).
-pub fn request(name: &str, request: &str, timeout: Duration) -> Result<String, TunnelError> {
-    let path = socket_path(name);
+/// Sends `request` to the tunnel `name` of this network namespace and returns its whole answer
+/// (for `down`: once the tunnel has stopped and removed its interface).
+pub fn request(
+    run_dir: &RunDir,
+    name: &str,
+    request: &str,
+    timeout: Duration,
+) -> Result<String, TunnelError> {
+    let path = run_dir.socket_path(name);
     let mut s = UnixStream::connect(&path).map_err(|_| TunnelError::NotRunning(name.into()))?;
     s.set_read_timeout(Some(timeout))
         .map_err(io("control socket"))?;
@@ -102,9 +114,9 @@ pub fn request(name: &str, request: &str, timeout: Duration) -> Result<String, T
     Ok(answer)
 }
 
-/// Names of the tunnels with a control socket.
-pub fn running() -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(RUN_DIR)
+/// Names of the tunnels of this network namespace with a control socket.
+pub fn running(run_dir: &RunDir) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(run_dir.dir())
         .map(|rd| {
             rd.filter_map(|e| e.ok())
                 .filter_map(|e| {

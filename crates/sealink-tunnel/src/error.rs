@@ -20,6 +20,8 @@ pub enum TunnelError {
     NotRunning(String),
     #[error(transparent)]
     Proto(#[from] sealink_proto::Error),
+    #[error(transparent)]
+    Insecure(#[from] crate::secure_file::InsecureFile),
 }
 
 pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TunnelError {

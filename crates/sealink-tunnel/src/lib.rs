@@ -19,21 +19,25 @@
 //!
 //! Batch buffers are owned by their reader and come back through the release, so the data
 //! path allocates and copies nothing per packet. With zero workers everything runs inline on the
-//! readers. The calling thread serves the control socket `/run/sealink/NAME.sock` (`show`,
-//! `down`) and watches the stop flag (set by signals); on stop, the threads are interrupted and
-//! joined and the TUN device is closed, which removes the interface.
+//! readers. The calling thread serves the control socket `RUN_DIR/net-INODE/NAME.sock` (see
+//! [`RunDir`]; `show`, `down`, answered to root and the tunnel's own uid only) and watches the
+//! stop flag (set by signals); on stop, the threads are interrupted and joined and the TUN
+//! device is closed, which removes the interface. Set-up ends by dropping every capability
+//! ([`privs`]).
 
 pub mod config;
 pub mod control;
 mod datapath;
 mod error;
+mod privs;
+pub mod rundir;
+pub mod secure_file;
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{Ipv6Addr, SocketAddr};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -47,14 +51,7 @@ use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
 pub use config::Config;
 pub use error::TunnelError;
 use error::io;
-
-/// Directory of the control sockets.
-pub const RUN_DIR: &str = "/run/sealink";
-
-/// Control socket of the tunnel `name`.
-pub fn socket_path(name: &str) -> PathBuf {
-    PathBuf::from(RUN_DIR).join(format!("{name}.sock"))
-}
+pub use rundir::RunDir;
 
 /// What is up, as reported to the caller once the interface is configured.
 #[derive(Debug, Clone)]
@@ -109,6 +106,10 @@ pub(crate) struct Shared {
     stride: usize,
     info: UpInfo,
     public_key: [u8; 32],
+    /// The uid allowed on the control socket besides root: ours.
+    owner_uid: u32,
+    /// Control connections refused by their peer credentials.
+    control_refused: AtomicU64,
 }
 
 impl Shared {
@@ -260,11 +261,11 @@ fn bind_udp(port: u16, n: usize) -> Result<Vec<UdpIo>, TunnelError> {
 pub fn run(
     cfg: Config,
     host: HostKey,
+    run_dir: &RunDir,
     stop: std::sync::Arc<AtomicBool>,
     on_up: impl FnOnce(&UpInfo),
 ) -> Result<(), TunnelError> {
-    let sock_path = socket_path(&cfg.name);
-    std::fs::create_dir_all(RUN_DIR).map_err(io(format!("create {RUN_DIR}")))?;
+    let sock_path = run_dir.prepare()?.join(format!("{}.sock", cfg.name));
     if UnixStream::connect(&sock_path).is_ok() {
         return Err(TunnelError::AlreadyRunning(cfg.name.clone()));
     }
@@ -281,15 +282,16 @@ pub fn run(
     let listen = udp[0]
         .local_addr()
         .unwrap_or(SocketAddr::from((Ipv6Addr::UNSPECIFIED, cfg.listen_port)));
-    let listener = UnixListener::bind(&sock_path)
-        .map_err(io(format!("bind control socket {}", sock_path.display())))?;
-    // Only root may stop the tunnel or read its peers.
-    std::fs::set_permissions(&sock_path, std::fs::Permissions::from_mode(0o600))
-        .map_err(io("control socket permissions"))?;
+    let listener = bind_private(&sock_path)?;
     listener
         .set_nonblocking(true)
         .map_err(io("control socket"))?;
     let intr = InterruptEvent::new().map_err(io("interrupt event"))?;
+    // Everything that needs a privilege is done; the threads below start without any.
+    if let Err(e) = privs::drop_all() {
+        let _ = std::fs::remove_file(&sock_path);
+        return Err(e);
+    }
     let info = UpInfo {
         name: cfg.name.clone(),
         listen,
@@ -311,6 +313,8 @@ pub fn run(
         stride: HEADROOM + cfg.core.mtu + TAILROOM,
         info: info.clone(),
         public_key,
+        owner_uid: secure_file::my_uid(),
+        control_refused: AtomicU64::new(0),
     });
     let (nq, ns) = (sh.devs.len(), sh.udp.len());
     // Lanes: one per TUN queue, then one per UDP socket.
@@ -375,10 +379,51 @@ fn rand_seed() -> u32 {
     n ^ std::process::id().rotate_left(16)
 }
 
+/// Binds the control socket with umask 0177, so that it is created 0600 and never briefly
+/// wider; it also lies in a 0700 directory ([`RunDir`]). The umask is process-wide: this runs
+/// during set-up, before the data path threads exist.
+fn bind_private(path: &Path) -> Result<UnixListener, TunnelError> {
+    use rustix::fs::Mode;
+    let old = rustix::process::umask(Mode::from_raw_mode(0o177));
+    let r = UnixListener::bind(path);
+    rustix::process::umask(old);
+    r.map_err(io(format!("bind control socket {}", path.display())))
+}
+
+/// Whether the connected peer may use the control socket (its `SO_PEERCRED` uid is root or
+/// the tunnel's own); if not, the refusal line to send it. The 0700 directory already keeps
+/// other users out; this holds even if that directory's mode is widened by hand.
+fn authorize(sh: &Shared, stream: &UnixStream) -> Result<(), String> {
+    match rustix::net::sockopt::socket_peercred(stream) {
+        Ok(cred) => {
+            let uid = cred.uid.as_raw();
+            if uid == 0 || uid == sh.owner_uid {
+                Ok(())
+            } else {
+                Err(format!(
+                    "error: permission denied: uid {uid} is neither root nor the tunnel's owner (uid {})",
+                    sh.owner_uid
+                ))
+            }
+        }
+        Err(e) => Err(format!(
+            "error: permission denied: cannot read peer credentials ({e})"
+        )),
+    }
+}
+
 fn control_loop(sh: &Shared, listener: &UnixListener, waiters: &mut Vec<UnixStream>) {
     while !sh.stopping() {
         match listener.accept() {
             Ok((stream, _)) => {
+                if let Err(refusal) = authorize(sh, &stream) {
+                    sh.control_refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!("control socket: {refusal}");
+                    let _ = stream.set_nonblocking(false);
+                    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                    let _ = writeln!(&stream, "{refusal}");
+                    continue;
+                }
                 if let Some(w) = serve(sh, stream) {
                     waiters.push(w);
                     sh.stop.store(true, Ordering::SeqCst);
@@ -416,6 +461,7 @@ fn serve(sh: &Shared, stream: UnixStream) -> Option<UnixStream> {
                     now,
                     &core.peer_status(now),
                     &core.drops(),
+                    sh.control_refused.load(Ordering::Relaxed),
                 )
             };
             let _ = w.write_all(text.as_bytes());

@@ -1,0 +1,158 @@
+//! Where control sockets live: `BASE/net-INODE/NAME.sock`.
+//!
+//! BASE is `--run-dir`, else `$SEALINK_RUN_DIR`, else `/run/sealink`. INODE is the inode of
+//! `/proc/self/ns/net`, which names the network namespace: interface names are per namespace,
+//! so two tunnels named alike in two namespaces get two sockets, and `sealink show`/`down` run
+//! in a namespace reach the tunnel of that namespace.
+//!
+//! BASE is created 0700 if missing and must not be writable by other users; the namespace
+//! directory is ours alone (owner us, mode 0700, tightened if found wider), so only we and root
+//! can reach the sockets in it.
+
+use std::fs::DirBuilder;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{TunnelError, io};
+use crate::secure_file::{self, InsecureFile, Problem};
+
+/// The run directory when neither `--run-dir` nor [`RUN_DIR_ENV`] says otherwise.
+pub const DEFAULT_RUN_DIR: &str = "/run/sealink";
+/// Environment variable naming the run directory.
+pub const RUN_DIR_ENV: &str = "SEALINK_RUN_DIR";
+
+/// The control socket directory of the calling process's network namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDir {
+    base: PathBuf,
+    netns: String,
+}
+
+impl RunDir {
+    /// `base` if given, else `$SEALINK_RUN_DIR` (when set and not empty), else `/run/sealink`.
+    pub fn new(base: Option<PathBuf>) -> Self {
+        let base = base
+            .or_else(|| {
+                std::env::var_os(RUN_DIR_ENV)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_RUN_DIR));
+        RunDir {
+            base,
+            netns: netns_key(),
+        }
+    }
+
+    /// The base directory (shared by all namespaces).
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// The directory of this namespace's sockets.
+    pub fn dir(&self) -> PathBuf {
+        self.base.join(&self.netns)
+    }
+
+    /// Control socket of the tunnel `name` in this namespace.
+    pub fn socket_path(&self, name: &str) -> PathBuf {
+        self.dir().join(format!("{name}.sock"))
+    }
+
+    /// Creates the directories if missing and checks them (for `up`); returns [`Self::dir`].
+    pub(crate) fn prepare(&self) -> Result<PathBuf, TunnelError> {
+        let mut b = DirBuilder::new();
+        b.mode(0o700).recursive(true);
+        b.create(&self.base)
+            .map_err(io(format!("create run directory {}", self.base.display())))?;
+        let meta = std::fs::symlink_metadata(&self.base)
+            .map_err(io(format!("run directory {}", self.base.display())))?;
+        if !meta.is_dir() {
+            return Err(not_dir(&self.base));
+        }
+        secure_file::check_dir(&meta, &self.base, "run directory")?;
+
+        let dir = self.dir();
+        b.recursive(false);
+        match b.create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(format!("create {}", dir.display()))(e)),
+        }
+        // lstat: a symlink planted here is refused, not followed.
+        let meta = std::fs::symlink_metadata(&dir).map_err(io(format!("{}", dir.display())))?;
+        if !meta.is_dir() {
+            return Err(not_dir(&dir));
+        }
+        let me = secure_file::my_uid();
+        if meta.uid() != me {
+            return Err(InsecureFile {
+                what: "control socket directory",
+                path: dir,
+                dir: None,
+                problem: Problem::Owner {
+                    uid: meta.uid(),
+                    me,
+                },
+            }
+            .into());
+        }
+        if meta.mode() & 0o077 != 0 {
+            // Ours: only we may use it (a wider mode was set by hand, or by an old version).
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(io(format!("chmod 700 {}", dir.display())))?;
+        }
+        Ok(dir)
+    }
+}
+
+fn not_dir(p: &Path) -> TunnelError {
+    TunnelError::Io {
+        what: format!("run directory {}", p.display()),
+        source: std::io::Error::other("not a directory (a symlink is not followed)"),
+    }
+}
+
+/// `net-INODE` of the calling process's network namespace; `net-unknown` without /proc (all
+/// namespaces then share one directory, as before namespaces were told apart).
+fn netns_key() -> String {
+    std::fs::metadata("/proc/self/ns/net")
+        .map_or_else(|_| "net-unknown".to_owned(), |m| format!("net-{}", m.ino()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyed_by_namespace_and_created_private() {
+        let base = std::env::temp_dir().join(format!("sealink-rundir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let rd = RunDir::new(Some(base.clone()));
+        let ns = std::fs::metadata("/proc/self/ns/net").unwrap().ino();
+        assert_eq!(rd.dir(), base.join(format!("net-{ns}")));
+        assert_eq!(
+            rd.socket_path("sl0"),
+            base.join(format!("net-{ns}")).join("sl0.sock")
+        );
+        let dir = rd.prepare().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!(mode(&base), 0o700);
+        assert_eq!(mode(&dir), 0o700);
+        // A namespace directory opened up by hand is tightened again.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        rd.prepare().unwrap();
+        assert_eq!(mode(&dir), 0o700);
+        // A base anyone can write to is refused.
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = rd.prepare().unwrap_err();
+        assert!(e.to_string().contains("writable by group or others"), "{e}");
+        // A symlink in place of the namespace directory is refused.
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        std::os::unix::fs::symlink("/tmp", &dir).unwrap();
+        let e = rd.prepare().unwrap_err();
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
