@@ -366,9 +366,51 @@ struct SendArgs {
     /// Name under which standard input is stored
     #[arg(long = "as", default_value = "stdin")]
     stdin_name: String,
+    #[command(flatten)]
+    timeouts: TimeoutArgs,
     /// No progress bar, no summary line
     #[arg(long, short)]
     quiet: bool,
+}
+
+/// Timeouts of stream mode (both sides).
+#[derive(Debug, Args)]
+struct TimeoutArgs {
+    /// Seconds to connect, shake hands and gather the stripes (on the receiver: from a
+    /// connection's arrival until its peer has authenticated)
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = parse_stream_timeout)]
+    setup_timeout: f64,
+    /// Seconds a transfer may go without progress before both sides give up (also the
+    /// sender's wait for the receiver's final confirmation)
+    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = parse_stream_timeout)]
+    idle_timeout: f64,
+}
+
+impl TimeoutArgs {
+    fn get(&self) -> sealink_stream::Timeouts {
+        sealink_stream::Timeouts {
+            setup: Duration::from_secs_f64(self.setup_timeout),
+            idle: Duration::from_secs_f64(self.idle_timeout),
+        }
+    }
+}
+
+fn parse_conn_count(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (1..=65_536).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within 1..=65536"))
+    }
+}
+
+fn parse_stream_timeout(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && (0.01..=86_400.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within 0.01..=86400 seconds"))
+    }
 }
 
 fn parse_record_size(s: &str) -> Result<usize, String> {
@@ -404,6 +446,17 @@ struct RecvArgs {
     /// Trust file: hosts that may connect, owners that may send [default: $SEALINK_HOME/trust]
     #[arg(long)]
     trust: Option<PathBuf>,
+    #[command(flatten)]
+    timeouts: TimeoutArgs,
+    /// Most connections held at once (each holds a thread; a stripe also a 4 MiB buffer)
+    #[arg(long, value_name = "N", default_value_t = sealink_stream::ConnLimits::default().max_conns,
+          value_parser = parse_conn_count)]
+    max_conns: usize,
+    /// Most connections held at once that have not authenticated (the oldest is closed
+    /// to make room; one source address may hold at most 64)
+    #[arg(long, value_name = "N", default_value_t = sealink_stream::ConnLimits::default().max_pending,
+          value_parser = parse_conn_count)]
+    max_pending: usize,
     /// No progress bar, no summary lines
     #[arg(long, short)]
     quiet: bool,
@@ -677,6 +730,7 @@ fn run(cli: Cli) -> Result<()> {
             auth_only: a.auth_only,
             record_size: a.record_size,
             stdin_name: a.stdin_name,
+            timeouts: a.timeouts.get(),
             quiet: a.quiet,
         }),
         Command::Recv(a) => stream::recv(stream::RecvParams {
@@ -687,6 +741,12 @@ fn run(cli: Cli) -> Result<()> {
             force: a.force,
             key: a.key,
             trust: a.trust,
+            timeouts: a.timeouts.get(),
+            limits: sealink_stream::ConnLimits {
+                max_conns: a.max_conns,
+                max_pending: a.max_pending,
+                ..sealink_stream::ConnLimits::default()
+            },
             quiet: a.quiet,
         }),
         Command::Msg(MsgCommand::Listen(a)) => msg::listen(msg::ListenParams {
