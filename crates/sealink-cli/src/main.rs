@@ -110,7 +110,8 @@ const SEND_HELP: &str = "Examples:
 Keys and trust default to $SEALINK_HOME (or ~/.sealink): host.key, owner.key, trust. The receiver
 must trust this host's and this owner's public keys; this side must trust the receiver's host key
 (`host NAME KEY` in the trust file; NAME@ picks one when several are trusted).
-`sealink send` exits 0 only after the receiver confirms it holds every file complete.";
+`sealink send` exits 0 only after the receiver confirms it holds every file complete. A receiver
+that takes no data for --idle-timeout seconds (stalled, or a dead route) fails the transfer.";
 
 const RECV_HELP: &str = "Examples:
   sealink recv --dir /srv/incoming
@@ -119,7 +120,10 @@ const RECV_HELP: &str = "Examples:
 
 Each file is written under a hidden temporary name and renamed only after its last record has
 been verified and the stream's authenticated end has arrived; a failed transfer leaves no file.
-Existing files are kept unless --force. With --stdout, data is written in order as it arrives.";
+Existing files are kept unless --force. With --stdout, data is written in order as it arrives.
+A connection must authenticate within --setup-timeout; until it has, it holds no slot of --once
+and may be closed to make room (--max-pending, oldest first). A transfer that receives nothing for
+--idle-timeout seconds fails, and its temporary files are removed.";
 
 const MSG_HELP: &str = "Examples:
   sealink msg listen --listen 0.0.0.0:7878

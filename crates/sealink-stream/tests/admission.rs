@@ -167,7 +167,7 @@ fn unauthenticated_connections_are_bounded_per_source_and_in_all() {
             s
         })
         .collect();
-    assert!(q.iter().all(|s| is_closed(s)), "the oldest were kept");
+    assert!(q.iter().all(is_closed), "the oldest were kept");
     assert!(others.iter().all(|s| !is_closed(s)));
     assert_eq!(count(&p, "evicted"), 7 + 2);
 }
