@@ -23,7 +23,7 @@ use crate::limits::ConnLimits;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConnDrop {
-    /// Every connection slot was held by authenticated connections.
+    /// Every connection slot was held by authenticated connections (or no descriptor was left).
     Full,
     /// Closed to make room for a newer connection before it authenticated.
     Evicted,
@@ -195,7 +195,11 @@ impl Admission {
     /// Admits a new connection as pending, evicting older pending ones to stay within the
     /// bounds; `None` (counted) if every slot is held by authenticated connections.
     pub fn admit(self: &Arc<Self>, sock: &TcpStream, peer: SocketAddr) -> Option<ConnGuard> {
-        let handle = sock.try_clone().ok();
+        let Ok(handle) = sock.try_clone() else {
+            // Out of descriptors: no room for it.
+            self.count(ConnDrop::Full);
+            return None;
+        };
         let l = &self.limits;
         let max_pending = l.max_pending.max(1);
         let per_source = l.max_pending_per_source.clamp(1, max_pending);
@@ -222,11 +226,6 @@ impl Admission {
             self.count(ConnDrop::Full);
             return None;
         }
-        let Some(handle) = handle else {
-            drop(t);
-            self.count(ConnDrop::NoThread);
-            return None;
-        };
         let id = t.next_id;
         t.next_id += 1;
         t.held += 1;
