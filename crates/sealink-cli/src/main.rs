@@ -124,7 +124,8 @@ const SEND_HELP: &str = "Examples:
 Keys and trust default to $SEALINK_HOME (or ~/.sealink): host.key, owner.key, trust. The receiver
 must trust this host's and this owner's public keys; this side must trust the receiver's host key
 (`host NAME KEY` in the trust file; NAME@ picks one when several are trusted).
-`sealink send` exits 0 only after the receiver confirms it holds every file complete.";
+`sealink send` exits 0 only after the receiver confirms it holds every file complete. A receiver
+that takes no data for --idle-timeout seconds (stalled, or a dead route) fails the transfer.";
 
 const RECV_HELP: &str = "Examples:
   sealink recv --dir /srv/incoming
@@ -133,7 +134,10 @@ const RECV_HELP: &str = "Examples:
 
 Each file is written under a hidden temporary name and renamed only after its last record has
 been verified and the stream's authenticated end has arrived; a failed transfer leaves no file.
-Existing files are kept unless --force. With --stdout, data is written in order as it arrives.";
+Existing files are kept unless --force. With --stdout, data is written in order as it arrives.
+A connection must authenticate within --setup-timeout; until it has, it holds no slot of --once
+and may be closed to make room (--max-pending, oldest first). A transfer that receives nothing for
+--idle-timeout seconds fails, and its temporary files are removed.";
 
 const MSG_HELP: &str = "Examples:
   sealink msg listen --listen 0.0.0.0:7878
@@ -380,9 +384,51 @@ struct SendArgs {
     /// Name under which standard input is stored
     #[arg(long = "as", default_value = "stdin")]
     stdin_name: String,
+    #[command(flatten)]
+    timeouts: TimeoutArgs,
     /// No progress bar, no summary line
     #[arg(long, short)]
     quiet: bool,
+}
+
+/// Timeouts of stream mode (both sides).
+#[derive(Debug, Args)]
+struct TimeoutArgs {
+    /// Seconds to connect, shake hands and gather the stripes (on the receiver: from a
+    /// connection's arrival until its peer has authenticated)
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = parse_stream_timeout)]
+    setup_timeout: f64,
+    /// Seconds a transfer may go without progress before both sides give up (also the
+    /// sender's wait for the receiver's final confirmation)
+    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = parse_stream_timeout)]
+    idle_timeout: f64,
+}
+
+impl TimeoutArgs {
+    fn get(&self) -> sealink_stream::Timeouts {
+        sealink_stream::Timeouts {
+            setup: Duration::from_secs_f64(self.setup_timeout),
+            idle: Duration::from_secs_f64(self.idle_timeout),
+        }
+    }
+}
+
+fn parse_conn_count(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (1..=65_536).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within 1..=65536"))
+    }
+}
+
+fn parse_stream_timeout(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && (0.01..=86_400.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within 0.01..=86400 seconds"))
+    }
 }
 
 fn parse_record_size(s: &str) -> Result<usize, String> {
@@ -418,6 +464,17 @@ struct RecvArgs {
     /// Trust file: hosts that may connect, owners that may send [default: $SEALINK_HOME/trust]
     #[arg(long)]
     trust: Option<PathBuf>,
+    #[command(flatten)]
+    timeouts: TimeoutArgs,
+    /// Most connections held at once (each holds a thread; a stripe also a 4 MiB buffer)
+    #[arg(long, value_name = "N", default_value_t = sealink_stream::ConnLimits::default().max_conns,
+          value_parser = parse_conn_count)]
+    max_conns: usize,
+    /// Most connections held at once that have not authenticated (the oldest is closed
+    /// to make room; one source address may hold at most 64)
+    #[arg(long, value_name = "N", default_value_t = sealink_stream::ConnLimits::default().max_pending,
+          value_parser = parse_conn_count)]
+    max_pending: usize,
     /// No progress bar, no summary lines
     #[arg(long, short)]
     quiet: bool,
@@ -695,6 +752,7 @@ fn run(cli: Cli) -> Result<()> {
             auth_only: a.auth_only,
             record_size: a.record_size,
             stdin_name: a.stdin_name,
+            timeouts: a.timeouts.get(),
             quiet: a.quiet,
         }),
         Command::Recv(a) => stream::recv(stream::RecvParams {
@@ -705,6 +763,12 @@ fn run(cli: Cli) -> Result<()> {
             force: a.force,
             key: a.key,
             trust: a.trust,
+            timeouts: a.timeouts.get(),
+            limits: sealink_stream::ConnLimits {
+                max_conns: a.max_conns,
+                max_pending: a.max_pending,
+                ..sealink_stream::ConnLimits::default()
+            },
             quiet: a.quiet,
         }),
         Command::Msg(MsgCommand::Listen(a)) => msg::listen(msg::ListenParams {

@@ -12,7 +12,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_crypto::{Scope, SuiteId};
 use sealink_proto::HostKey;
-use sealink_stream::{Dest, Progress, Receiver, RecvConfig, SendConfig, Source};
+use sealink_stream::{
+    ConnLimits, Dest, Progress, Receiver, RecvConfig, SendConfig, Source, Timeouts,
+};
 
 use crate::error::{Result, ResultExt, msg};
 use crate::keyfile::{self, KeyKind};
@@ -43,6 +45,7 @@ pub struct SendParams {
     pub auth_only: bool,
     pub record_size: usize,
     pub stdin_name: String,
+    pub timeouts: Timeouts,
     pub quiet: bool,
 }
 
@@ -54,6 +57,8 @@ pub struct RecvParams {
     pub force: bool,
     pub key: Option<PathBuf>,
     pub trust: Option<PathBuf>,
+    pub timeouts: Timeouts,
+    pub limits: ConnLimits,
     pub quiet: bool,
 }
 
@@ -128,10 +133,11 @@ fn bar_thread(
     progress: Arc<Progress>,
     quiet: bool,
     label: &'static str,
-) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+) -> (Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>) {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
-    let h = std::thread::spawn(move || {
+    // A refused thread only costs the bar.
+    let h = std::thread::Builder::new().name("progress".into()).spawn(move || {
         if quiet || !std::io::stderr().is_terminal() {
             return;
         }
@@ -160,7 +166,7 @@ fn bar_thread(
         }
         pb.finish_and_clear();
     });
-    (stop, h)
+    (stop, h.ok())
 }
 
 fn summary(verb: &str, bytes: u64, files: usize, streams: usize, secs: f64) -> String {
@@ -215,12 +221,15 @@ pub fn send(p: SendParams) -> Result<()> {
         streams: p.streams.unwrap_or_else(sealink_stream::default_streams),
         record_data: p.record_size,
         batch_data: 1 << 20,
+        timeouts: p.timeouts,
     };
     let progress = Arc::new(Progress::default());
     let (stop, bar) = bar_thread(progress.clone(), p.quiet, "sending");
     let r = sealink_stream::send(addr, &cfg, &sources, &progress);
     stop.store(true, Ordering::Relaxed);
-    let _ = bar.join();
+    if let Some(bar) = bar {
+        let _ = bar.join();
+    }
     let rep = r.with_context(|| format!("sending to {addr} failed"))?;
     if !p.quiet {
         crate::output::print(&format!(
@@ -270,6 +279,8 @@ pub fn recv(p: RecvParams) -> Result<()> {
                 Dest::Dir(p.dir.clone())
             },
             overwrite: p.force,
+            timeouts: p.timeouts,
+            limits: p.limits,
         },
     )?;
     let quiet = p.quiet;
@@ -311,7 +322,9 @@ pub fn recv(p: RecvParams) -> Result<()> {
         Err(_) => {}
     });
     stop.store(true, Ordering::Relaxed);
-    let _ = bar.join();
+    if let Some(bar) = bar {
+        let _ = bar.join();
+    }
     r.context("receiving failed")
 }
 

@@ -3,21 +3,19 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sealink_crypto::{PacketKey, Scope};
 use sealink_proto::stream::handshake::JOIN_TOKEN_LEN;
 use sealink_proto::stream::record::{self, RECORD_HEADER_LEN, RecordHeader, RecordType};
 
-use crate::error::{IoContext, TransferError};
+use crate::error::{IoContext, TransferError, is_timeout};
 
 pub(crate) const MAGIC: &[u8; 4] = b"SLS1";
 pub(crate) const KIND_INIT: u8 = 1;
 pub(crate) const KIND_JOIN: u8 = 2;
 /// magic, kind, token, stripe index (u16 LE)
 pub(crate) const JOIN_LEN: usize = 5 + JOIN_TOKEN_LEN + 2;
-/// How long a fresh connection may take to say what it is, and a session to gather its stripes.
-pub(crate) const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Socket buffers: a few batches in flight per connection.
 const SOCKET_BUFFER: usize = 4 << 20;
 
@@ -52,34 +50,60 @@ pub(crate) fn write_record(
         .ctx(|| format!("sending the {kind:?} record"))
 }
 
-/// Reads exactly `buf.len()` bytes; `Ok(false)` on a clean end of stream before the first byte.
-pub(crate) fn read_full(mut s: &TcpStream, buf: &mut [u8]) -> std::io::Result<bool> {
+/// Reads exactly `buf.len()` bytes by `deadline` (however the peer spreads them out);
+/// `Ok(false)` on a clean end of stream before the first byte, a `TimedOut` error after the
+/// deadline.
+pub(crate) fn read_full(
+    mut s: &TcpStream,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> std::io::Result<bool> {
     let mut got = 0;
     while got < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        s.set_read_timeout(Some(left))?;
         match s.read(&mut buf[got..]) {
             Ok(0) if got == 0 => return Ok(false),
             Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => return Err(std::io::ErrorKind::TimedOut.into()),
             Err(e) => return Err(e),
         }
     }
     Ok(true)
 }
 
-/// Reads and opens one record; `None` on a clean end of stream. The data is returned.
+/// Reads and opens one record by `deadline`; `None` on a clean end of stream. The data is
+/// returned. Running out of time is a `TimedOut` error naming `waiting_for`.
 pub(crate) fn read_record(
     s: &TcpStream,
     key: &PacketKey,
+    deadline: Instant,
+    waiting_for: &str,
 ) -> Result<Option<(RecordHeader, Vec<u8>)>, TransferError> {
+    let waited = deadline.saturating_duration_since(Instant::now());
+    let fail = |e: std::io::Error, what: &str| {
+        if e.kind() == std::io::ErrorKind::TimedOut {
+            TransferError::TimedOut(format!("no {waiting_for} within {}", secs(waited)))
+        } else {
+            TransferError::Io {
+                context: format!("reading {what}"),
+                source: e,
+            }
+        }
+    };
     let mut h = [0u8; RECORD_HEADER_LEN];
-    if !read_full(s, &mut h).ctx(|| "reading a record header".into())? {
+    if !read_full(s, &mut h, deadline).map_err(|e| fail(e, "a record header"))? {
         return Ok(None);
     }
     let hdr = RecordHeader::parse(&h)?;
     let mut buf = vec![0u8; hdr.record_len()];
     buf[..RECORD_HEADER_LEN].copy_from_slice(&h);
-    if !read_full(s, &mut buf[RECORD_HEADER_LEN..]).ctx(|| "reading a record".into())? {
+    if !read_full(s, &mut buf[RECORD_HEADER_LEN..], deadline).map_err(|e| fail(e, "a record"))? {
         return Err(TransferError::PeerClosed(
             "in the middle of a record".into(),
         ));
@@ -88,4 +112,9 @@ pub(crate) fn read_record(
     buf.drain(..RECORD_HEADER_LEN);
     buf.truncate(n);
     Ok(Some((hdr, buf)))
+}
+
+/// A duration for a person: "1.5 s".
+pub(crate) fn secs(d: Duration) -> String {
+    format!("{} s", (d.as_secs_f64() * 1000.0).round() / 1000.0)
 }

@@ -23,10 +23,21 @@ pub enum TransferError {
     SenderAborted(String),
     #[error("the peer closed the connection {0}")]
     PeerClosed(String),
+    /// The peer made no progress for longer than a timeout (it stalled, or the route did).
+    #[error("timed out: {0}")]
+    TimedOut(String),
     #[error("{} already exists (use --force to replace it)", .0.display())]
     Exists(PathBuf),
     #[error("{0}")]
     Usage(String),
+}
+
+/// Whether a socket error is a receive or send timeout expiring (`SO_RCVTIMEO`/`SO_SNDTIMEO`).
+pub(crate) fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
 }
 
 pub(crate) trait IoContext<T> {

@@ -12,15 +12,19 @@
 //! on the fast path but an atomic batch counter (sender) and the record bitmap (receiver).
 #![forbid(unsafe_code)]
 
+mod admit;
 mod conn;
 pub mod error;
 mod files;
+pub mod limits;
 pub mod recv;
 pub mod send;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use admit::ConnDrop;
 pub use error::TransferError;
+pub use limits::{ConnLimits, LimiterConfig, Timeouts};
 pub use recv::{Dest, Receiver, RecvConfig, RecvReport};
 pub use send::{SendConfig, SendReport, Source, send};
 

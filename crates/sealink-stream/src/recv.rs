@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use sealink_crypto::Scope;
 use sealink_proto::HostKey;
 use sealink_proto::stream::body::UNKNOWN_SIZE;
-use sealink_proto::stream::handshake::{INIT_MESSAGE_LEN, JOIN_TOKEN_LEN};
+use sealink_proto::stream::handshake::{INIT_MESSAGE_LEN, JOIN_TOKEN_LEN, accept_fresh};
 use sealink_proto::stream::record::{
     self, MAX_BODY_LEN, RECORD_HEADER_LEN, RecordHeader, RecordType,
 };
@@ -22,9 +22,11 @@ use sealink_proto::stream::{
 };
 
 use crate::Progress;
-use crate::conn::{self, JOIN_LEN, KIND_INIT, KIND_JOIN, MAGIC, SETUP_TIMEOUT};
-use crate::error::{IoContext, TransferError};
+use crate::admit::{Admission, ConnDrop, ConnGuard};
+use crate::conn::{self, JOIN_LEN, KIND_INIT, KIND_JOIN, MAGIC, secs};
+use crate::error::{IoContext, TransferError, is_timeout};
 use crate::files::{PartFile, write_all_at};
+use crate::limits::{ConnLimits, Timeouts};
 
 /// Where received files go.
 #[derive(Debug, Clone)]
@@ -45,6 +47,23 @@ pub struct RecvConfig {
     pub dest: Dest,
     /// Replace existing files.
     pub overwrite: bool,
+    pub timeouts: Timeouts,
+    pub limits: ConnLimits,
+}
+
+impl RecvConfig {
+    /// Trusting nobody yet, keeping existing files, default timeouts and limits.
+    pub fn new(host: HostKey, dest: Dest) -> Self {
+        RecvConfig {
+            host,
+            trusted_hosts: Vec::new(),
+            trusted_owners: Vec::new(),
+            dest,
+            overwrite: false,
+            timeouts: Timeouts::default(),
+            limits: ConnLimits::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -58,7 +77,9 @@ pub struct RecvReport {
     pub elapsed: Duration,
 }
 
-type JoinMap = HashMap<[u8; JOIN_TOKEN_LEN], mpsc::Sender<(u16, TcpStream)>>;
+/// A stripe handed to its session: index, socket, and its place in the connection table.
+type Joiner = (u16, TcpStream, ConnGuard);
+type JoinMap = HashMap<[u8; JOIN_TOKEN_LEN], mpsc::Sender<Joiner>>;
 
 /// A listening receiver.
 #[derive(Debug)]
@@ -66,10 +87,21 @@ pub struct Receiver {
     listener: TcpListener,
     cfg: Arc<RecvConfig>,
     joins: Arc<Mutex<JoinMap>>,
+    admission: Arc<Admission>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What every connection thread of a receiver shares.
+struct Ctx {
+    cfg: Arc<RecvConfig>,
+    joins: Arc<Mutex<JoinMap>>,
+    once: bool,
+    /// Taken by the first session to authenticate when serving `once`.
+    started: Arc<AtomicBool>,
+    progress: Arc<Progress>,
 }
 
 impl Receiver {
@@ -85,6 +117,7 @@ impl Receiver {
         let listener = TcpListener::bind(addr).ctx(|| format!("cannot listen on {addr}"))?;
         Ok(Self {
             listener,
+            admission: Arc::new(Admission::new(cfg.limits)),
             cfg: Arc::new(cfg),
             joins: Arc::default(),
         })
@@ -96,8 +129,14 @@ impl Receiver {
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 
+    /// Connections dropped so far, by reason (see [`crate::ConnDrop`]), every reason listed.
+    pub fn drops(&self) -> Vec<(&'static str, u64)> {
+        self.admission.drops()
+    }
+
     /// Serves sessions, each on its own threads, calling `on_report` as each ends. With
-    /// `once`, serves one session only (others are turned away) and returns its outcome.
+    /// `once`, serves one session only and returns its outcome: the first whose peer
+    /// authenticates (connections that never do cannot end it; later sessions are refused).
     pub fn serve(
         &self,
         once: bool,
@@ -114,6 +153,7 @@ impl Receiver {
             let (sock, peer) = match self.listener.accept() {
                 Ok(x) => x,
                 Err(e) => {
+                    // Out of descriptors, most likely: wait for connections to end.
                     tracing::warn!("accept failed: {e}");
                     std::thread::sleep(Duration::from_millis(50));
                     continue;
@@ -125,84 +165,108 @@ impl Receiver {
                     return r.map(|_| ());
                 }
             }
-            let (cfg, joins, tx, started, progress) = (
-                self.cfg.clone(),
-                self.joins.clone(),
-                tx.clone(),
-                started.clone(),
-                progress.clone(),
-            );
-            std::thread::spawn(move || {
-                if let Some(r) = handle_conn(sock, peer, &cfg, &joins, once, &started, &progress) {
-                    let _ = tx.send(r);
-                    if once {
-                        // Wake the accept loop so it sees the outcome.
-                        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+            let Some(guard) = self.admission.admit(&sock, peer) else {
+                tracing::debug!("{peer}: closed, every connection slot is held");
+                continue;
+            };
+            let ctx = Ctx {
+                cfg: self.cfg.clone(),
+                joins: self.joins.clone(),
+                once,
+                started: started.clone(),
+                progress: progress.clone(),
+            };
+            let tx = tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name("sealink-recv".into())
+                .spawn(move || {
+                    if let Some(r) = handle_conn(sock, peer, guard, &ctx) {
+                        let _ = tx.send(r);
+                        if once {
+                            // Wake the accept loop so it sees the outcome.
+                            let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+                        }
                     }
-                }
-            });
+                });
+            if let Err(e) = spawned {
+                // The closure (socket and guard) is dropped: the connection is closed.
+                self.admission.count(ConnDrop::NoThread);
+                tracing::warn!("{peer}: closed, no thread for it: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
     }
 }
 
+/// Classifies a failed read before authentication (eviction is counted already).
+fn early_drop(guard: &ConnGuard, peer: SocketAddr, r: &std::io::Result<bool>, what: &str) {
+    let why = match r {
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => ConnDrop::SetupTimeout,
+        _ => ConnDrop::NotSealink,
+    };
+    tracing::debug!("{peer}: dropped while reading {what} ({})", why.name());
+    guard.dropped(why);
+}
+
 /// Reads a new connection's preamble: a session start (served here, to the end) or a stripe
-/// joining a session (handed over). Returns a session's outcome.
+/// joining a session (handed over). Returns a session's outcome once its peer authenticated.
 fn handle_conn(
     sock: TcpStream,
     peer: SocketAddr,
-    cfg: &RecvConfig,
-    joins: &Mutex<JoinMap>,
-    once: bool,
-    started: &AtomicBool,
-    progress: &Progress,
+    mut guard: ConnGuard,
+    ctx: &Ctx,
 ) -> Option<Result<RecvReport, TransferError>> {
+    // The whole set-up, however the peer spreads its bytes, is bounded by one deadline.
+    let deadline = Instant::now() + ctx.cfg.timeouts.setup;
     conn::tune(&sock);
-    let _ = sock.set_read_timeout(Some(SETUP_TIMEOUT));
+    let _ = sock.set_write_timeout(Some(ctx.cfg.timeouts.setup));
     let mut pre = [0u8; 5];
-    if !matches!(conn::read_full(&sock, &mut pre), Ok(true)) || &pre[..4] != MAGIC {
-        tracing::debug!("{peer}: not a sealink stream connection");
+    let r = conn::read_full(&sock, &mut pre, deadline);
+    if !matches!(r, Ok(true)) {
+        early_drop(&guard, peer, &r, "the preamble");
         return None;
     }
-    match pre[4] {
-        KIND_JOIN => {
-            let mut m = [0u8; JOIN_LEN - 5];
-            if !matches!(conn::read_full(&sock, &mut m), Ok(true)) {
-                return None;
-            }
-            let token: [u8; JOIN_TOKEN_LEN] = m[..JOIN_TOKEN_LEN].try_into().ok()?;
-            let stripe = u16::from_le_bytes(m[JOIN_TOKEN_LEN..].try_into().ok()?);
-            let tx = lock(joins).get(&token).cloned();
-            match tx {
-                Some(tx) => {
-                    let _ = tx.send((stripe, sock));
-                }
-                None => tracing::debug!("{peer}: join for no session"),
-            }
-            None
-        }
-        KIND_INIT => {
-            if once && started.swap(true, Ordering::SeqCst) {
-                tracing::info!("{peer}: turned away, serving one transfer only");
-                return None;
-            }
-            let mut init = [0u8; INIT_MESSAGE_LEN];
-            if !matches!(conn::read_full(&sock, &mut init), Ok(true)) {
-                return None;
-            }
-            let r = Session::run(sock, peer, &init, cfg, joins, progress);
-            match &r {
-                Ok(rep) => tracing::info!(
-                    "{peer}: received {} bytes in {} files from {}",
-                    rep.bytes,
-                    rep.files.len(),
-                    rep.owner
-                ),
-                Err(e) => tracing::warn!("{peer}: transfer failed: {e}"),
-            }
-            Some(r)
-        }
-        _ => None,
+    if &pre[..4] != MAGIC || !matches!(pre[4], KIND_INIT | KIND_JOIN) {
+        tracing::debug!("{peer}: not a sealink stream connection");
+        guard.dropped(ConnDrop::NotSealink);
+        return None;
     }
+    if pre[4] == KIND_JOIN {
+        let mut m = [0u8; JOIN_LEN - 5];
+        let r = conn::read_full(&sock, &mut m, deadline);
+        if !matches!(r, Ok(true)) {
+            early_drop(&guard, peer, &r, "a join");
+            return None;
+        }
+        let mut token = [0u8; JOIN_TOKEN_LEN];
+        token.copy_from_slice(&m[..JOIN_TOKEN_LEN]);
+        let stripe = u16::from_le_bytes([m[JOIN_TOKEN_LEN], m[JOIN_TOKEN_LEN + 1]]);
+        let tx = lock(&ctx.joins).get(&token).cloned();
+        match tx {
+            // The token proves the peer holds the session's keys.
+            Some(tx) if guard.authenticated() => {
+                let _ = tx.send((stripe, sock, guard));
+            }
+            Some(_) => {}
+            None => {
+                tracing::debug!("{peer}: join for no session");
+                guard.dropped(ConnDrop::UnknownJoin);
+            }
+        }
+        return None;
+    }
+    let mut init = [0u8; INIT_MESSAGE_LEN];
+    let r = conn::read_full(&sock, &mut init, deadline);
+    if !matches!(r, Ok(true)) {
+        early_drop(&guard, peer, &r, "the initiation");
+        return None;
+    }
+    // Before any public-key work.
+    if !guard.admission().allow_initiation(peer.ip()) {
+        tracing::debug!("{peer}: initiation rate-limited");
+        return None;
+    }
+    Session::run(sock, peer, &init, guard, deadline, ctx)
 }
 
 /// Where opened data goes.
@@ -221,6 +285,8 @@ struct Reorder {
 }
 
 const MAX_REORDER_BYTES: usize = 256 << 20;
+/// How long an abort may wait for room on a connection after a failure.
+const ABORT_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Session<'a> {
     keys: SessionKeys,
@@ -233,69 +299,177 @@ struct Session<'a> {
     record_cap: usize,
     modes: Vec<u32>,
     overwrite: bool,
+    timeouts: Timeouts,
+    /// When data last arrived or was stored, in nanoseconds since `t0`.
+    last_progress: AtomicU64,
+    t0: Instant,
+}
+
+/// What the handshake established, before the peer has proven it holds the keys.
+struct Handshaken {
+    keys: SessionKeys,
+    initiator: [u8; 32],
+    host: String,
 }
 
 impl Session<'_> {
+    /// Runs the handshake and waits for the hello; only a peer whose hello opens under the new
+    /// session's key is authenticated. Its session's outcome is returned; a connection that
+    /// fails before is dropped and counted, and ends nothing.
     fn run(
         control: TcpStream,
         peer: SocketAddr,
         init: &[u8],
-        cfg: &RecvConfig,
-        joins: &Mutex<JoinMap>,
-        progress: &Progress,
-    ) -> Result<RecvReport, TransferError> {
+        mut guard: ConnGuard,
+        deadline: Instant,
+        ctx: &Ctx,
+    ) -> Option<Result<RecvReport, TransferError>> {
         let start = Instant::now();
-        let mut host_name = String::new();
-        let (resp, keys, initiator) = sealink_proto::stream::accept(&cfg.host, init, |k| {
-            cfg.trusted_hosts.iter().any(|(n, h)| {
-                let ok = h == k;
-                if ok {
-                    host_name = n.clone();
+        let cfg = &*ctx.cfg;
+        let mut host = String::new();
+        let mut replayed = false;
+        let accepted = accept_fresh(
+            &cfg.host,
+            init,
+            |k| {
+                let found = cfg.trusted_hosts.iter().find(|(_, h)| h == k);
+                if let Some((n, _)) = found {
+                    host = n.clone();
                 }
-                ok
-            })
-        })?;
+                found.is_some()
+            },
+            |k, ts| {
+                replayed = !guard.admission().fresh_initiation(k, ts);
+                !replayed
+            },
+        );
+        let (resp, keys, initiator) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::debug!("{peer}: handshake refused: {e}");
+                guard.dropped(if replayed {
+                    ConnDrop::ReplayedInitiation
+                } else {
+                    ConnDrop::HandshakeFailed
+                });
+                return None;
+            }
+        };
         // Register for joins before answering: the sender connects its stripes as soon as it
         // has the answer.
         let (jtx, jrx) = mpsc::channel();
         let token = keys.join_token;
-        lock(joins).insert(token, jtx);
-        let r = (&control)
-            .write_all(&resp)
-            .ctx(|| "answering the handshake".into())
-            .and_then(|()| {
-                Self::after_handshake(
-                    control, peer, keys, initiator, host_name, cfg, &jrx, progress,
+        lock(&ctx.joins).insert(token, jtx);
+        let hs = Handshaken {
+            keys,
+            initiator,
+            host,
+        };
+        let r = Self::authenticate(&control, peer, &resp, &hs, &mut guard, deadline, ctx).map(
+            |hello| {
+                Self::after_hello(
+                    control,
+                    peer,
+                    hs,
+                    hello,
+                    cfg,
+                    &jrx,
+                    &ctx.joins,
+                    &ctx.progress,
                 )
-            });
+            },
+        );
         // Unregister in every case (the token is tied to this session's keys).
-        lock(joins).remove(&token);
-        r.map(|mut rep| {
+        lock(&ctx.joins).remove(&token);
+        drop(guard);
+        let r = r?.map(|mut rep| {
             rep.elapsed = start.elapsed();
             rep
-        })
+        });
+        match &r {
+            Ok(rep) => tracing::info!(
+                "{peer}: received {} bytes in {} files from {}",
+                rep.bytes,
+                rep.files.len(),
+                rep.owner
+            ),
+            Err(e) => tracing::warn!("{peer}: transfer failed: {e}"),
+        }
+        Some(r)
+    }
+
+    /// Answers the handshake and reads the hello: `Some((scope, body))` once the peer has
+    /// authenticated and holds the `--once` slot; `None` (counted) otherwise.
+    fn authenticate(
+        control: &TcpStream,
+        peer: SocketAddr,
+        resp: &[u8],
+        hs: &Handshaken,
+        guard: &mut ConnGuard,
+        deadline: Instant,
+        ctx: &Ctx,
+    ) -> Option<(Scope, Vec<u8>)> {
+        let mut c = control;
+        if let Err(e) = c.write_all(resp) {
+            tracing::debug!("{peer}: cannot answer the handshake: {e}");
+            guard.dropped(ConnDrop::HandshakeFailed);
+            return None;
+        }
+        let hello = match conn::read_record(control, &hs.keys.recv, deadline, "hello") {
+            Ok(Some((hdr, body))) if hdr.kind == RecordType::Hello && hdr.seq == 0 => {
+                (hdr.scope, body)
+            }
+            r => {
+                let why = match r {
+                    Err(TransferError::TimedOut(_)) => ConnDrop::SetupTimeout,
+                    _ => ConnDrop::HandshakeFailed,
+                };
+                tracing::debug!("{peer}: no valid hello ({})", why.name());
+                guard.dropped(why);
+                return None;
+            }
+        };
+        if !guard.authenticated() {
+            return None;
+        }
+        if ctx.once && ctx.started.swap(true, Ordering::SeqCst) {
+            tracing::info!("{peer}: turned away, serving one transfer only");
+            guard.dropped(ConnDrop::TurnedAway);
+            let _ = conn::write_record(
+                control,
+                &hs.keys.send,
+                RecordType::Abort,
+                hello.0,
+                READY_SEQ,
+                &Abort {
+                    code: AbortCode::Refused,
+                    message: "the receiver serves one transfer only and is busy with another"
+                        .into(),
+                }
+                .encode(),
+            );
+            return None;
+        }
+        let _ = control.set_write_timeout(Some(ctx.cfg.timeouts.idle));
+        Some(hello)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn after_handshake(
+    fn after_hello(
         control: TcpStream,
         peer: SocketAddr,
-        keys: SessionKeys,
-        initiator: [u8; 32],
-        host: String,
+        hs: Handshaken,
+        (scope, body): (Scope, Vec<u8>),
         cfg: &RecvConfig,
-        joins: &mpsc::Receiver<(u16, TcpStream)>,
+        joins: &mpsc::Receiver<Joiner>,
+        registry: &Mutex<JoinMap>,
         progress: &Progress,
     ) -> Result<RecvReport, TransferError> {
-        let Some((hdr, body)) = conn::read_record(&control, &keys.recv)? else {
-            return Err(TransferError::PeerClosed(
-                "before saying what it sends".into(),
-            ));
-        };
-        if hdr.kind != RecordType::Hello || hdr.seq != 0 {
-            return Err(StreamError::MalformedHeader("the first record must be the hello").into());
-        }
-        let scope = hdr.scope;
+        let Handshaken {
+            keys,
+            initiator,
+            host,
+        } = hs;
         let hello = Hello::decode(&body)?;
         let refuse = |e: TransferError| {
             let _ = conn::write_record(
@@ -370,8 +544,11 @@ impl Session<'_> {
             modes: hello.files.iter().map(|f| f.mode).collect(),
             overwrite: cfg.overwrite,
             keys,
+            timeouts: cfg.timeouts,
+            last_progress: AtomicU64::new(0),
+            t0: Instant::now(),
         };
-        let r = session.transfer(&control, hello.stripes as usize, joins);
+        let r = session.transfer(&control, hello.stripes as usize, joins, registry);
         let reply = match &r {
             Ok(()) => conn::write_record(
                 &control,
@@ -392,8 +569,11 @@ impl Session<'_> {
                 let code = match e {
                     TransferError::Io { .. } => AbortCode::LocalIo,
                     TransferError::Exists(_) => AbortCode::Refused,
+                    TransferError::TimedOut(_) => AbortCode::Other,
                     _ => AbortCode::Protocol,
                 };
+                // Best effort: a stalled sender may not take even this.
+                let _ = control.set_write_timeout(Some(cfg.timeouts.idle.min(ABORT_WRITE_TIMEOUT)));
                 let _ = conn::write_record(
                     &control,
                     &session.keys.send,
@@ -431,7 +611,8 @@ impl Session<'_> {
         &self,
         control: &TcpStream,
         stripes: usize,
-        joins: &mpsc::Receiver<(u16, TcpStream)>,
+        joins: &mpsc::Receiver<Joiner>,
+        registry: &Mutex<JoinMap>,
     ) -> Result<(), TransferError> {
         conn::write_record(
             control,
@@ -441,43 +622,62 @@ impl Session<'_> {
             READY_SEQ,
             &[],
         )?;
-        let _ = control.set_read_timeout(None);
-        let mut others: Vec<Option<TcpStream>> = (1..stripes).map(|_| None).collect();
-        let deadline = Instant::now() + SETUP_TIMEOUT;
+        let mut others: Vec<Option<(TcpStream, ConnGuard)>> = (1..stripes).map(|_| None).collect();
+        let deadline = Instant::now() + self.timeouts.setup;
         while others.iter().any(Option::is_none) {
             let left = deadline.saturating_duration_since(Instant::now());
-            let (i, s) = joins
-                .recv_timeout(left)
-                .map_err(|_| TransferError::PeerClosed("before all its stripes joined".into()))?;
+            let (i, s, g) = joins.recv_timeout(left).map_err(|_| {
+                TransferError::TimedOut(format!(
+                    "not all {stripes} stripes joined within {}",
+                    secs(self.timeouts.setup)
+                ))
+            })?;
             match others.get_mut((i as usize).wrapping_sub(1)) {
-                Some(slot @ None) => {
-                    let _ = s.set_read_timeout(None);
-                    *slot = Some(s);
-                }
+                Some(slot @ None) => *slot = Some((s, g)),
                 _ => tracing::debug!("ignoring a duplicate or out-of-range stripe {i}"),
             }
         }
-        let others: Vec<TcpStream> = others.into_iter().flatten().collect();
-        let all: Vec<&TcpStream> = std::iter::once(control).chain(others.iter()).collect();
+        // No more joins for this session: later ones are closed as unknown.
+        lock(registry).remove(&self.keys.join_token);
+        self.touch();
+        let others: Vec<(TcpStream, ConnGuard)> = others.into_iter().flatten().collect();
+        let all: Vec<&TcpStream> = std::iter::once(control)
+            .chain(others.iter().map(|(s, _)| s))
+            .collect();
+        let stop_all = || {
+            // Unblock the other stripes' reads.
+            for o in &all {
+                let _ = o.shutdown(Shutdown::Read);
+            }
+        };
         let result = std::thread::scope(|sc| {
-            let hs: Vec<_> = all
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    let all = &all;
-                    sc.spawn(move || {
+            let mut hs = Vec::with_capacity(all.len());
+            let mut first = None;
+            for (i, s) in all.iter().enumerate() {
+                let stop_all = &stop_all;
+                let spawned = std::thread::Builder::new()
+                    .name("sealink-stripe".into())
+                    .spawn_scoped(sc, move || {
                         let r = self.stripe(s, i == 0);
                         if r.is_err() && !self.failed.swap(true, Ordering::SeqCst) {
-                            // Unblock the other stripes' reads.
-                            for o in all.iter() {
-                                let _ = o.shutdown(Shutdown::Read);
-                            }
+                            stop_all();
                         }
                         r
-                    })
-                })
-                .collect();
-            let mut first = None;
+                    });
+                match spawned {
+                    Ok(h) => hs.push(h),
+                    Err(e) => {
+                        if !self.failed.swap(true, Ordering::SeqCst) {
+                            stop_all();
+                        }
+                        first = Some(TransferError::Io {
+                            context: "cannot start a receive worker".into(),
+                            source: e,
+                        });
+                        break;
+                    }
+                }
+            }
             for h in hs {
                 let r = h.join().unwrap_or_else(|_| {
                     Err(TransferError::Usage("a receive worker panicked".into()))
@@ -528,6 +728,12 @@ impl Session<'_> {
     /// Receives one stripe to its end: read big chunks, open records where they lie, write
     /// their data straight into place.
     fn stripe(&self, mut sock: &TcpStream, control: bool) -> Result<(), TransferError> {
+        // Reads wake up every tick to check the whole session's progress: one stripe may
+        // idle while others carry the data.
+        let tick =
+            (self.timeouts.idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+        sock.set_read_timeout(Some(tick))
+            .ctx(|| "setting a receive timeout".into())?;
         let cap = (4 << 20).max(4 * self.record_cap);
         let mut buf = vec![0u8; cap];
         let (mut lo, mut hi) = (0usize, 0usize);
@@ -593,6 +799,17 @@ impl Session<'_> {
                 match sock.read(&mut buf[hi..]) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) if is_timeout(&e) => {
+                        if self.failed.load(Ordering::Relaxed) {
+                            return Ok(());
+                        }
+                        if self.stalled() {
+                            return Err(TransferError::TimedOut(format!(
+                                "nothing received from the sender for {}",
+                                secs(self.timeouts.idle)
+                            )));
+                        }
+                    }
                     Err(e) => {
                         return Err(TransferError::Io {
                             context: "receiving".into(),
@@ -619,7 +836,20 @@ impl Session<'_> {
                 return Ok(());
             }
             hi += n;
+            self.touch();
         }
+    }
+
+    /// Notes progress: data arrived or was stored.
+    fn touch(&self) {
+        let now = self.t0.elapsed().as_nanos() as u64;
+        self.last_progress.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Whether the session has gone without progress for longer than the idle timeout.
+    fn stalled(&self) -> bool {
+        let last = Duration::from_nanos(self.last_progress.load(Ordering::Relaxed));
+        self.t0.elapsed().saturating_sub(last) > self.timeouts.idle
     }
 
     /// Accepts a chunk's data records (each once) and writes them where they belong.
@@ -689,6 +919,7 @@ impl Session<'_> {
         }
         self.progress
             .add(recs.iter().map(|&(_, _, n)| n as u64).sum());
+        self.touch();
         Ok(())
     }
 }

@@ -21,9 +21,10 @@ use sealink_proto::stream::{
 };
 
 use crate::Progress;
-use crate::conn::{self, KIND_INIT, MAGIC, SETUP_TIMEOUT};
-use crate::error::{IoContext, TransferError};
+use crate::conn::{self, KIND_INIT, MAGIC, secs};
+use crate::error::{IoContext, TransferError, is_timeout};
 use crate::files::{read_exact_at, read_up_to};
+use crate::limits::Timeouts;
 
 /// How to send.
 #[derive(Debug)]
@@ -41,6 +42,7 @@ pub struct SendConfig {
     pub record_data: usize,
     /// Bytes of data per batch (one read, one write system call).
     pub batch_data: usize,
+    pub timeouts: Timeouts,
 }
 
 /// One input of a transfer.
@@ -124,10 +126,21 @@ fn open_sources(sources: &[Source]) -> Result<Vec<Input>, TransferError> {
     Ok(out)
 }
 
-fn connect(addr: SocketAddr) -> Result<TcpStream, TransferError> {
-    let s = TcpStream::connect_timeout(&addr, SETUP_TIMEOUT)
-        .ctx(|| format!("cannot connect to {addr}"))?;
+fn connect(addr: SocketAddr, t: &Timeouts) -> Result<TcpStream, TransferError> {
+    let s = TcpStream::connect_timeout(&addr, t.setup).map_err(|e| {
+        if is_timeout(&e) {
+            TransferError::TimedOut(format!("cannot connect to {addr} within {}", secs(t.setup)))
+        } else {
+            TransferError::Io {
+                context: format!("cannot connect to {addr}"),
+                source: e,
+            }
+        }
+    })?;
     conn::tune(&s);
+    // A write that cannot hand the receiver a single byte for this long fails.
+    s.set_write_timeout(Some(t.idle))
+        .ctx(|| "setting a send timeout".into())?;
     Ok(s)
 }
 
@@ -143,20 +156,25 @@ fn handshake(s: &TcpStream, cfg: &SendConfig) -> Result<SessionKeys, TransferErr
     (&*s)
         .write_all(&first)
         .ctx(|| "sending the handshake".into())?;
-    s.set_read_timeout(Some(SETUP_TIMEOUT))
-        .ctx(|| "socket".into())?;
     let mut resp = [0u8; RESPONSE_MESSAGE_LEN];
-    match conn::read_full(s, &mut resp) {
+    let deadline = Instant::now() + cfg.timeouts.setup;
+    match conn::read_full(s, &mut resp, deadline) {
         Ok(true) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            return Err(TransferError::TimedOut(format!(
+                "no answer to the handshake within {}",
+                secs(cfg.timeouts.setup)
+            )));
+        }
         Ok(false) | Err(_) => {
             return Err(TransferError::PeerClosed(
                 "during the handshake (is this host in the receiver's trust file, and is the \
-                 receiver's host key the one you gave?)"
+                 receiver's host key the one you gave? A busy receiver also closes new \
+                 connections when it is flooded)"
                     .into(),
             ));
         }
     }
-    s.set_read_timeout(None).ctx(|| "socket".into())?;
     Ok(init.finish(&resp)?)
 }
 
@@ -183,7 +201,7 @@ struct StdinState {
 
 impl Work<'_> {
     /// One stripe: claim a batch, read it into the record slots, seal in place, one write.
-    fn run(&self, mut sock: &TcpStream) -> Result<(), TransferError> {
+    fn run(&self, mut sock: &TcpStream, idle: Duration) -> Result<(), TransferError> {
         let slot = record::wire_len(self.record_data);
         let mut buf = vec![0u8; slot * self.per_batch];
         while !self.failed.load(Ordering::Relaxed) {
@@ -223,8 +241,16 @@ impl Work<'_> {
             }
             // Only a file's last record is short, and it ends its batch: the records are
             // contiguous, one write sends them all.
-            sock.write_all(&buf[..total])
-                .ctx(|| "sending data".into())?;
+            sock.write_all(&buf[..total]).map_err(|e| {
+                if is_timeout(&e) {
+                    TransferError::TimedOut(format!("the receiver took no data for {}", secs(idle)))
+                } else {
+                    TransferError::Io {
+                        context: "sending data".into(),
+                        source: e,
+                    }
+                }
+            })?;
             self.progress.add(lens.iter().sum::<usize>() as u64);
         }
         Ok(())
@@ -314,16 +340,11 @@ pub fn send(
     });
 
     let start = Instant::now();
-    let control = connect(addr)?;
+    let t = &cfg.timeouts;
+    let control = connect(addr, t)?;
     let keys = handshake(&control, cfg)?;
-    let mut socks = vec![control];
-    for stripe in 1..cfg.streams {
-        let s = connect(addr)?;
-        (&s).write_all(&conn::join_message(&keys.join_token, stripe as u16))
-            .ctx(|| "joining a stripe".into())?;
-        socks.push(s);
-    }
-
+    // The hello first: it authenticates this session to the receiver before the stripes
+    // connect (until then they are connections it may evict under load).
     let intro = sealink_proto::stream::owner_intro(&keys.binding, cfg.host.public(), &cfg.peer);
     let hello = Hello {
         owner_public: cfg.owner.public_key(),
@@ -333,21 +354,31 @@ pub fn send(
         files: inputs.iter().map(|i| i.entry.clone()).collect(),
     };
     conn::write_record(
-        &socks[0],
+        &control,
         &keys.send,
         RecordType::Hello,
         cfg.scope,
         0,
         &hello.encode(),
     )?;
-    socks[0]
-        .set_read_timeout(Some(SETUP_TIMEOUT * 2))
-        .ctx(|| "socket".into())?;
-    match read_reply(&socks[0], &keys.recv, READY_SEQ)? {
+    let mut socks = vec![control];
+    for stripe in 1..cfg.streams {
+        let s = connect(addr, t)?;
+        (&s).write_all(&conn::join_message(&keys.join_token, stripe as u16))
+            .ctx(|| "joining a stripe".into())?;
+        socks.push(s);
+    }
+    let deadline = Instant::now() + t.setup * 2;
+    match read_reply(
+        &socks[0],
+        &keys.recv,
+        READY_SEQ,
+        deadline,
+        "ready from the receiver",
+    )? {
         (RecordType::Ready, _) => {}
         _ => return Err(StreamError::MalformedHeader("expected the receiver's ready").into()),
     }
-    socks[0].set_read_timeout(None).ctx(|| "socket".into())?;
 
     let per_batch = (cfg.batch_data / cfg.record_data).clamp(1, 1024);
     let stdin_base = layout.known_data_records().map_or_else(
@@ -383,20 +414,31 @@ pub fn send(
         progress,
     };
     let result = std::thread::scope(|sc| {
-        let handles: Vec<_> = socks
-            .iter()
-            .map(|s| {
-                let work = &work;
-                sc.spawn(move || {
-                    let r = work.run(s);
+        let mut handles = Vec::with_capacity(socks.len());
+        let mut first_err = None;
+        for s in &socks {
+            let work = &work;
+            let spawned = std::thread::Builder::new()
+                .name("sealink-send".into())
+                .spawn_scoped(sc, move || {
+                    let r = work.run(s, t.idle);
                     if r.is_err() {
                         work.failed.store(true, Ordering::Relaxed);
                     }
                     r
-                })
-            })
-            .collect();
-        let mut first_err = None;
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    work.failed.store(true, Ordering::Relaxed);
+                    first_err = Some(TransferError::Io {
+                        context: "cannot start a send worker".into(),
+                        source: e,
+                    });
+                    break;
+                }
+            }
+        }
         for h in handles {
             let r = h
                 .join()
@@ -410,13 +452,15 @@ pub fn send(
     if let Err(e) = result {
         // A receiver that gave up says why on the control connection before closing.
         if matches!(e, TransferError::Io { .. }) {
-            let _ = socks[0].set_read_timeout(Some(Duration::from_secs(2)));
+            let deadline = Instant::now() + Duration::from_secs(2);
             if let Err(why @ (TransferError::ReceiverAborted(_) | TransferError::Refused(_))) =
-                read_reply(&socks[0], &keys.recv, REPLY_SEQ)
+                read_reply(&socks[0], &keys.recv, REPLY_SEQ, deadline, "the reason")
             {
                 return Err(why);
             }
         }
+        // A stalled receiver may not take even this.
+        let _ = socks[0].set_write_timeout(Some(t.idle.min(Duration::from_secs(1))));
         // Tell the receiver why (best effort), so it reports more than a truncated stream.
         let abort = Abort {
             code: AbortCode::Other,
@@ -458,7 +502,8 @@ pub fn send(
         let _ = s.shutdown(Shutdown::Write);
     }
     let bytes: u64 = sizes.iter().sum();
-    wait_for_done(&socks[0], &keys.recv, bytes, inputs.len())?;
+    let deadline = Instant::now() + t.idle;
+    wait_for_done(&socks[0], &keys.recv, bytes, inputs.len(), deadline)?;
     Ok(SendReport {
         bytes,
         files: inputs.len(),
@@ -473,13 +518,15 @@ fn read_reply(
     s: &TcpStream,
     key: &PacketKey,
     seq: u64,
+    deadline: Instant,
+    waiting_for: &str,
 ) -> Result<(RecordType, Vec<u8>), TransferError> {
     let closed = || {
         TransferError::PeerClosed(
             "before confirming the transfer; the receiver has not kept the files".into(),
         )
     };
-    let (hdr, body) = match conn::read_record(s, key) {
+    let (hdr, body) = match conn::read_record(s, key, deadline, waiting_for) {
         Ok(Some(r)) => r,
         Ok(None) => return Err(closed()),
         Err(TransferError::Io { source, .. })
@@ -515,8 +562,9 @@ fn wait_for_done(
     key: &PacketKey,
     bytes: u64,
     files: usize,
+    deadline: Instant,
 ) -> Result<(), TransferError> {
-    match read_reply(s, key, REPLY_SEQ)? {
+    match read_reply(s, key, REPLY_SEQ, deadline, "the receiver's confirmation")? {
         (RecordType::Done, body) => {
             let d = Done::decode(&body)?;
             if d.bytes != bytes || d.files as usize != files {

@@ -108,10 +108,26 @@ pub fn accept(
     init: &[u8],
     trusted: impl FnOnce(&[u8; 32]) -> bool,
 ) -> Result<(Vec<u8>, SessionKeys, [u8; 32]), StreamError> {
+    accept_fresh(host, init, trusted, |_, _| true)
+}
+
+/// [`accept`], also asking `fresh` whether the trusted initiator's timestamp is new (and so
+/// not a replayed initiation) before answering, so a replay costs no second Diffie-Hellman.
+pub fn accept_fresh(
+    host: &HostKey,
+    init: &[u8],
+    trusted: impl FnOnce(&[u8; 32]) -> bool,
+    fresh: impl FnOnce(&[u8; 32], u64) -> bool,
+) -> Result<(Vec<u8>, SessionKeys, [u8; 32]), StreamError> {
     let (hs, initiator, payload) = read_init(host, STREAM_PROLOGUE, init)
         .map_err(|e| StreamError::Handshake(format!("bad initiation ({e:?})")))?;
     if !trusted(&initiator) {
         return Err(StreamError::UnknownHost);
+    }
+    if !fresh(&initiator, payload.timestamp) {
+        return Err(StreamError::Handshake(
+            "replayed or stale initiation".into(),
+        ));
     }
     let suite = SuiteId::from_u8(payload.suite)
         .filter(|s| !s.is_legacy())

@@ -1,0 +1,526 @@
+//! Stream mode's connection layer under hostile or stalled peers, with real `sealink recv` and
+//! `sealink send` processes and raw TCP sockets: unauthenticated connections must not take the
+//! `--once` slot or exhaust the receiver, and a stalled peer must end both sides with a clear
+//! timeout and no part file.
+
+mod common;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_sealink");
+/// Bytes of an init connection's first message: "SLS1", kind 1, the Noise IK initiation.
+const INIT_LEN: usize = 5 + 158;
+
+fn run(home: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("SEALINK_HOME", home)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink")
+}
+
+/// Two hosts: `a` sends (host key, owner key, trusts b's host), `b` receives into `in`.
+struct Hosts {
+    dir: common::TempDir,
+}
+
+impl Hosts {
+    fn new(tag: &str) -> Self {
+        let dir = common::TempDir::new("stream-conn", tag);
+        for h in ["a", "b"] {
+            fs::create_dir_all(dir.join(h)).unwrap();
+            let key = dir.join(h).join("host.key");
+            assert!(
+                run(&dir.0, &["keygen", "host", key.to_str().unwrap()])
+                    .status
+                    .success()
+            );
+        }
+        let okey = dir.join("a").join("owner.key");
+        assert!(
+            run(&dir.0, &["keygen", "owner", okey.to_str().unwrap()])
+                .status
+                .success()
+        );
+        let public = |p: PathBuf| {
+            let t = fs::read_to_string(p).unwrap();
+            t.split_whitespace().nth(1).unwrap().to_owned()
+        };
+        fs::write(
+            dir.join("a").join("trust"),
+            format!("host bob {}\n", public(dir.join("b").join("host.key.pub"))),
+        )
+        .unwrap();
+        fs::write(
+            dir.join("b").join("trust"),
+            format!(
+                "host alice {}\nowner alice {}\n",
+                public(dir.join("a").join("host.key.pub")),
+                public(dir.join("a").join("owner.key.pub"))
+            ),
+        )
+        .unwrap();
+        fs::create_dir_all(dir.join("in")).unwrap();
+        Hosts { dir }
+    }
+
+    fn inbox(&self) -> PathBuf {
+        self.dir.join("in")
+    }
+
+    /// Starts `sealink recv --once` on an ephemeral port; returns the child and its address.
+    fn recv(&self, extra: &[&str]) -> (Child, SocketAddr, BufReader<ChildStderr>) {
+        let mut c = Command::new(BIN)
+            .args(["recv", "--once", "--listen", "127.0.0.1:0", "--dir"])
+            .arg(self.inbox())
+            .args(extra)
+            .env("SEALINK_HOME", self.dir.join("b"))
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(c.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let addr = line
+            .strip_prefix("listening on ")
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .parse()
+            .unwrap();
+        (c, addr, err)
+    }
+
+    fn send_cmd(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("send")
+            .args(files)
+            .arg(format!("bob@{to}"))
+            .arg("--quiet")
+            .args(extra)
+            .env("SEALINK_HOME", self.dir.join("a"))
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Files in the inbox, hidden temporary ones included.
+    fn inbox_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(self.inbox())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+/// Waits for `c` to exit, killing it (and failing) after `limit`; returns its status and the
+/// rest of its standard error.
+fn wait_for(
+    mut c: Child,
+    err: Option<BufReader<ChildStderr>>,
+    limit: Duration,
+    what: &str,
+) -> (ExitStatus, String) {
+    let reader = err.map(|mut e| {
+        thread::spawn(move || {
+            let mut s = String::new();
+            let _ = e.read_to_string(&mut s);
+            s
+        })
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = c.kill();
+            let _ = c.wait();
+            let said = reader.map(|r| r.join().unwrap()).unwrap_or_default();
+            panic!("{what} still running after {limit:?} (killed); it said: {said}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let said = reader.map(|r| r.join().unwrap()).unwrap_or_default();
+    (status, said)
+}
+
+/// Runs a prepared `send` to completion within `limit`.
+fn send_within(mut cmd: Command, limit: Duration) -> (ExitStatus, String) {
+    let mut c = cmd.spawn().unwrap();
+    let err = BufReader::new(c.stderr.take().unwrap());
+    wait_for(c, Some(err), limit, "sealink send")
+}
+
+fn random_file(path: &Path, len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let data: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    fs::write(path, &data).unwrap();
+    data
+}
+
+/// A large file that costs nothing to make (its contents do not matter here).
+fn sparse_file(path: &Path, len: u64) {
+    fs::File::create(path).unwrap().set_len(len).unwrap();
+}
+
+fn threads_of(pid: u32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Whether the other end has closed `s` (end of stream or reset), without waiting long.
+fn is_closed(mut s: &TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+    match s.read(&mut [0u8; 1]) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill -{sig} {pid}");
+}
+
+/// Defect: the first connection to send a valid preamble took `--once`'s only slot, so a peer
+/// that then stalled hung the receiver, one that closed left it waiting forever, and one that
+/// sent junk made it exit 1, all before the real sender arrived.
+#[test]
+fn unauthenticated_peers_do_not_take_the_once_slot() {
+    let h = Hosts::new("slot");
+    let f = h.dir.join("f.bin");
+    let data = random_file(&f, 300_000, 7);
+    let (c, addr, err) = h.recv(&[]);
+    let mut held = Vec::new();
+    // A valid init preamble, then: closed, junk, stalled, half an initiation then stalled.
+    let mut closed = TcpStream::connect(addr).unwrap();
+    closed.write_all(b"SLS1\x01").unwrap();
+    drop(closed);
+    let mut junk = TcpStream::connect(addr).unwrap();
+    junk.write_all(b"SLS1\x01").unwrap();
+    junk.write_all(&[0x5a; INIT_LEN - 5]).unwrap();
+    held.push(junk);
+    let mut stalled = TcpStream::connect(addr).unwrap();
+    stalled.write_all(b"SLS1\x01").unwrap();
+    held.push(stalled);
+    let mut half = TcpStream::connect(addr).unwrap();
+    half.write_all(b"SLS1\x01").unwrap();
+    half.write_all(&[1; 60]).unwrap();
+    held.push(half);
+    // A join for no session, and a connection that never says anything.
+    let mut join = TcpStream::connect(addr).unwrap();
+    join.write_all(b"SLS1\x02").unwrap();
+    join.write_all(&[9; 18]).unwrap();
+    held.push(join);
+    held.push(TcpStream::connect(addr).unwrap());
+    thread::sleep(Duration::from_millis(300));
+
+    let (st, e) = send_within(h.send_cmd(&[&f], addr, &[]), Duration::from_secs(30));
+    assert!(st.success(), "sender: {st:?} {e}");
+    let (st, e) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
+    assert!(st.success(), "receiver: {st:?} {e}");
+    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    assert_eq!(h.inbox_names(), ["f.bin"]);
+    drop(held);
+}
+
+/// Defect: one thread per connection with no bound. Hundreds of connections that never
+/// authenticate must leave the receiver with a bounded number of threads, alive, and a real
+/// sender must still get through.
+#[test]
+fn many_unauthenticated_connections_are_bounded() {
+    let h = Hosts::new("flood");
+    let f = h.dir.join("f.bin");
+    let data = random_file(&f, 1 << 20, 8);
+    let (c, addr, err) = h.recv(&["--max-pending", "16"]);
+    let base = threads_of(c.id());
+    let mut held = Vec::new();
+    for i in 0..300 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        // Half send a valid preamble and stall, half say nothing.
+        if i % 2 == 0 {
+            s.write_all(b"SLS1\x01").unwrap();
+        }
+        held.push(s);
+    }
+    // The receiver closes what it evicts: all but the newest 16 of ours reach their end.
+    let t0 = Instant::now();
+    loop {
+        let closed = held.iter().filter(|s| is_closed(s)).count();
+        if closed >= 300 - 16 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "only {closed} of 300 were closed"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    thread::sleep(Duration::from_millis(200));
+    let during = threads_of(c.id());
+    assert!(
+        during <= base + 16 + 8,
+        "{during} threads for 300 idle connections (before: {base})"
+    );
+
+    let (st, e) = send_within(h.send_cmd(&[&f], addr, &[]), Duration::from_secs(30));
+    assert!(st.success(), "sender: {st:?} {e}");
+    let (st, e) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
+    assert!(st.success(), "receiver: {st:?} {e}");
+    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    drop(held);
+}
+
+/// A pids cgroup (v1) that limits the receiver's threads; removed on drop.
+struct PidsCgroup(PathBuf);
+
+impl PidsCgroup {
+    fn new(tag: &str) -> Option<Self> {
+        let root = Path::new("/sys/fs/cgroup/pids");
+        if !root.join("tasks").exists() {
+            return None;
+        }
+        let p = root.join(format!("sealink-test-{tag}-{}", std::process::id()));
+        fs::create_dir(&p).ok()?;
+        Some(PidsCgroup(p))
+    }
+    fn set_max(&self, v: &str) {
+        fs::write(self.0.join("pids.max"), v).unwrap();
+    }
+    /// Moves every thread of `pid` into the group.
+    fn adopt(&self, pid: u32) {
+        fs::write(self.0.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+}
+
+impl Drop for PidsCgroup {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if fs::remove_dir(&self.0).is_ok() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Defect: `thread::spawn` panicked (killing the receiver) when the OS refused a thread.
+#[test]
+fn refused_threads_do_not_kill_the_receiver() {
+    let h = Hosts::new("nothreads");
+    let Some(cg) = PidsCgroup::new("nothreads") else {
+        eprintln!("skipped: no writable pids cgroup here");
+        return;
+    };
+    let f = h.dir.join("f.bin");
+    let data = random_file(&f, 200_000, 9);
+    let (mut c, addr, err) = h.recv(&[]);
+    let now = threads_of(c.id());
+    cg.set_max(&(now + 2).to_string());
+    cg.adopt(c.id());
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        held.push(TcpStream::connect(addr).unwrap());
+    }
+    thread::sleep(Duration::from_millis(500));
+    if let Some(st) = c.try_wait().unwrap() {
+        let (_, e) = wait_for(c, Some(err), Duration::from_secs(5), "sealink recv");
+        panic!("the receiver died when refused threads: {st:?} {e}");
+    }
+    drop(held);
+    thread::sleep(Duration::from_millis(300));
+    cg.set_max("max");
+    let (st, e) = send_within(
+        h.send_cmd(&[&f], addr, &["--streams", "1"]),
+        Duration::from_secs(30),
+    );
+    assert!(st.success(), "sender: {st:?} {e}");
+    let (st, e) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
+    assert!(st.success(), "receiver: {st:?} {e}");
+    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+}
+
+/// A TCP relay that forwards `budget` bytes from clients, then stops forwarding in both
+/// directions while keeping every connection open (a black hole, as a dead route looks).
+struct Stall {
+    addr: SocketAddr,
+    stalled: Arc<AtomicBool>,
+    _held: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+fn stalling_relay(to: SocketAddr, budget: usize) -> Stall {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let stalled = Arc::new(AtomicBool::new(false));
+    let left = Arc::new(AtomicUsize::new(budget));
+    let held: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+    let (st, hd) = (stalled.clone(), held.clone());
+    thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(c) = c else { return };
+            let Ok(s) = TcpStream::connect(to) else {
+                return;
+            };
+            hd.lock()
+                .unwrap()
+                .extend([c.try_clone().unwrap(), s.try_clone().unwrap()]);
+            let pump = |mut from: TcpStream, mut to: TcpStream, counted: bool| {
+                let (st, left) = (st.clone(), left.clone());
+                thread::spawn(move || {
+                    let mut buf = vec![0u8; 64 << 10];
+                    loop {
+                        if st.load(Ordering::SeqCst) {
+                            thread::sleep(Duration::from_millis(50));
+                            continue;
+                        }
+                        let n = match from.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        let mut n = n;
+                        if counted {
+                            let l = left.load(Ordering::SeqCst);
+                            if n >= l {
+                                n = l;
+                                st.store(true, Ordering::SeqCst);
+                            }
+                            left.fetch_sub(n, Ordering::SeqCst);
+                        }
+                        if to.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                });
+            };
+            pump(c.try_clone().unwrap(), s.try_clone().unwrap(), true);
+            pump(s, c, false);
+        }
+    });
+    Stall {
+        addr,
+        stalled,
+        _held: held,
+    }
+}
+
+/// Defect: read timeouts were removed after set-up, so a peer that stalls mid-transfer hung
+/// both sides forever and left the preallocated part file. Both must now give up after the
+/// idle timeout with a clear error, and the receiver must remove its part file.
+#[test]
+fn stalled_route_times_out_both_sides_and_leaves_no_part_file() {
+    let h = Hosts::new("stall");
+    let f = h.dir.join("f.bin");
+    sparse_file(&f, 64 << 20);
+    let (c, addr, err) = h.recv(&["--idle-timeout", "1"]);
+    let relay = stalling_relay(addr, 2 << 20);
+    let t0 = Instant::now();
+    let (st, se) = send_within(
+        h.send_cmd(
+            &[&f],
+            relay.addr,
+            &["--streams", "1", "--idle-timeout", "1"],
+        ),
+        Duration::from_secs(40),
+    );
+    assert!(relay.stalled.load(Ordering::SeqCst));
+    assert_eq!(st.code(), Some(1), "sender: {se}");
+    assert!(se.contains("timed out"), "sender said: {se}");
+    let (st, re) = wait_for(c, Some(err), Duration::from_secs(40), "sealink recv --once");
+    assert_eq!(st.code(), Some(1), "receiver: {re}");
+    assert!(re.contains("timed out"), "receiver said: {re}");
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    assert!(h.inbox_names().is_empty(), "{:?}", h.inbox_names());
+}
+
+/// The same when the sender process is frozen (SIGSTOP) mid-transfer: the receiver gives up
+/// and cleans up; the sender, thawed, fails too.
+#[test]
+fn frozen_sender_times_out_the_receiver() {
+    let h = Hosts::new("stopsend");
+    let (c, addr, err) = h.recv(&["--idle-timeout", "1"]);
+    let mut s = h
+        .send_cmd(
+            &[Path::new("-")],
+            addr,
+            &["--as", "piped", "--idle-timeout", "1"],
+        )
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = s.stdin.take().unwrap();
+    input.write_all(&vec![7u8; 1 << 20]).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    signal(s.id(), "STOP");
+    let (st, re) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
+    assert_eq!(st.code(), Some(1), "receiver: {re}");
+    assert!(re.contains("timed out"), "receiver said: {re}");
+    assert!(h.inbox_names().is_empty(), "{:?}", h.inbox_names());
+    signal(s.id(), "CONT");
+    let _ = input.write_all(&vec![7u8; 1 << 20]);
+    drop(input);
+    let serr = BufReader::new(s.stderr.take().unwrap());
+    let (st, se) = wait_for(s, Some(serr), Duration::from_secs(30), "sealink send");
+    assert_eq!(st.code(), Some(1), "sender: {se}");
+}
+
+/// And when the receiver is frozen: the sender gives up with a clear timeout; the receiver,
+/// thawed, finds the stream cut and removes its part file.
+#[test]
+fn frozen_receiver_times_out_the_sender() {
+    let h = Hosts::new("stoprecv");
+    let f = h.dir.join("f.bin");
+    sparse_file(&f, 64 << 20);
+    let (c, addr, err) = h.recv(&[]);
+    let pid = c.id();
+    let mut s = h
+        .send_cmd(&[&f], addr, &["--streams", "1", "--idle-timeout", "1"])
+        .spawn()
+        .unwrap();
+    // Freeze the receiver once its part file exists (the transfer has begun).
+    let t0 = Instant::now();
+    while !h.inbox_names().iter().any(|n| n.ends_with(".sealink-part")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no part file appeared"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    signal(pid, "STOP");
+    let serr = BufReader::new(s.stderr.take().unwrap());
+    let (st, se) = wait_for(s, Some(serr), Duration::from_secs(30), "sealink send");
+    signal(pid, "CONT");
+    assert_eq!(st.code(), Some(1), "sender: {se}");
+    assert!(se.contains("timed out"), "sender said: {se}");
+    let (st, re) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
+    assert_eq!(st.code(), Some(1), "receiver: {re}");
+    assert!(h.inbox_names().is_empty(), "{:?}", h.inbox_names());
+}
