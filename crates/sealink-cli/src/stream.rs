@@ -52,6 +52,7 @@ pub struct RecvParams {
     pub stdout: bool,
     pub once: bool,
     pub force: bool,
+    pub keep_group_other_write: bool,
     pub key: Option<PathBuf>,
     pub trust: Option<PathBuf>,
     pub quiet: bool,
@@ -214,6 +215,7 @@ pub fn send(p: SendParams) -> Result<()> {
         streams: p.streams.unwrap_or_else(sealink_stream::default_streams),
         record_data: p.record_size,
         batch_data: 1 << 20,
+        key_data_records: None,
     };
     let progress = Arc::new(Progress::default());
     let (stop, bar) = bar_thread(progress.clone(), p.quiet, "sending");
@@ -269,6 +271,8 @@ pub fn recv(p: RecvParams) -> Result<()> {
                 Dest::Dir(p.dir.clone())
             },
             overwrite: p.force,
+            keep_group_other_write: p.keep_group_other_write,
+            limits: Default::default(),
         },
     )?;
     let quiet = p.quiet;

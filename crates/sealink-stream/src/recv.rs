@@ -18,13 +18,13 @@ use sealink_proto::stream::record::{
 };
 use sealink_proto::stream::{
     Abort, AbortCode, Assembly, Done, End, Hello, Layout, READY_SEQ, REPLY_SEQ, SENDER_ABORT_SEQ,
-    SessionKeys, StreamError,
+    SessionKeys, StreamError, StreamLimits,
 };
 
 use crate::Progress;
 use crate::conn::{self, JOIN_LEN, KIND_INIT, KIND_JOIN, MAGIC, SETUP_TIMEOUT};
 use crate::error::{IoContext, TransferError};
-use crate::files::{PartFile, write_all_at};
+use crate::files::{PartFile, process_umask, received_mode, write_all_at};
 
 /// Where received files go.
 #[derive(Debug, Clone)]
@@ -45,6 +45,11 @@ pub struct RecvConfig {
     pub dest: Dest,
     /// Replace existing files.
     pub overwrite: bool,
+    /// Let received files keep group and other write permission when the sender's mode has
+    /// it (and the umask allows it). Off: never granted, whatever the sender says.
+    pub keep_group_other_write: bool,
+    /// Bounds on what one session may carry (bitmap memory, key usage).
+    pub limits: StreamLimits,
 }
 
 #[derive(Debug, Clone)]
@@ -296,8 +301,7 @@ impl Session<'_> {
             return Err(StreamError::MalformedHeader("the first record must be the hello").into());
         }
         let scope = hdr.scope;
-        let hello = Hello::decode(&body)?;
-        let refuse = |e: TransferError| {
+        let answer = |code: AbortCode, e: TransferError| {
             let _ = conn::write_record(
                 &control,
                 &keys.send,
@@ -305,13 +309,15 @@ impl Session<'_> {
                 scope,
                 READY_SEQ,
                 &Abort {
-                    code: AbortCode::Refused,
+                    code,
                     message: error_chain(&e),
                 }
                 .encode(),
             );
             e
         };
+        let refuse = |e: TransferError| answer(AbortCode::Refused, e);
+        let hello = Hello::decode(&body).map_err(|e| answer(AbortCode::Protocol, e.into()))?;
         let intro =
             sealink_proto::stream::owner_intro(&keys.binding, &initiator, cfg.host.public());
         if !sealink_crypto::sign::verify(&hello.owner_public, &intro, &hello.owner_signature) {
@@ -325,6 +331,10 @@ impl Session<'_> {
         else {
             return Err(refuse(StreamError::UntrustedOwner.into()));
         };
+        // Bound what the hello announces before anything is allocated or created for it.
+        let layout = Layout::new(hello.record_data, hello.files.iter().map(|f| f.size));
+        let bound = cfg.limits.bound(keys.suite, hello.record_data);
+        let assembly = Assembly::new(layout, bound).map_err(|e| refuse(e.into()))?;
         let out = match &cfg.dest {
             Dest::Stdout => Out::Stdout(Mutex::new(Reorder {
                 next: sealink_proto::stream::assembly::FIRST_DATA_SEQ,
@@ -353,7 +363,6 @@ impl Session<'_> {
                 Out::Files(parts)
             }
         };
-        let layout = Layout::new(hello.record_data, hello.files.iter().map(|f| f.size));
         progress.set_total(if hello.files.iter().any(|f| f.size == UNKNOWN_SIZE) {
             u64::MAX
         } else {
@@ -361,13 +370,20 @@ impl Session<'_> {
         });
         let session = Session {
             scope,
-            assembly: Mutex::new(Assembly::new(layout)),
+            assembly: Mutex::new(assembly),
             out,
             end: Mutex::new(None),
             failed: AtomicBool::new(false),
             progress,
             record_cap: record::wire_len(hello.record_data as usize).max(4096),
-            modes: hello.files.iter().map(|f| f.mode).collect(),
+            modes: {
+                let umask = process_umask();
+                hello
+                    .files
+                    .iter()
+                    .map(|f| received_mode(f.mode, umask, cfg.keep_group_other_write))
+                    .collect()
+            },
             overwrite: cfg.overwrite,
             keys,
         };
