@@ -102,10 +102,12 @@ fn receiver(
     let addr = r.local_addr();
     let h = std::thread::spawn(move || {
         let mut out = None;
-        let r2 = r.serve(true, Arc::new(Progress::default()), |rep| {
-            out = Some(rep.as_ref().map(Clone::clone).map_err(|e| e.to_string()));
+        let _ = r.serve(true, Arc::new(Progress::default()), |rep| {
+            out = Some(match rep {
+                Ok(r) => Ok(r.clone()),
+                Err(e) => Err(e.to_string()),
+            });
         });
-        let _ = r2;
         out.unwrap()
     });
     (addr, h)
