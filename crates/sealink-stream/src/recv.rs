@@ -366,7 +366,11 @@ impl Session<'_> {
         progress.set_total(if hello.files.iter().any(|f| f.size == UNKNOWN_SIZE) {
             u64::MAX
         } else {
-            hello.files.iter().map(|f| f.size).sum()
+            hello
+                .files
+                .iter()
+                .map(|f| f.size)
+                .fold(0, u64::saturating_add)
         });
         let session = Session {
             scope,
