@@ -3,8 +3,13 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use sealink_proto::SuiteId;
 use sealink_proto::stream::body::UNKNOWN_SIZE;
-use sealink_proto::stream::{Abort, Assembly, Done, End, Hello, Layout, RECORD_HEADER_LEN, RecordHeader};
+use sealink_proto::stream::limits::DEFAULT_MAX_BITMAP_BYTES;
+use sealink_proto::stream::{
+    Abort, Assembly, Done, End, Hello, Layout, RECORD_HEADER_LEN, RecordBound, RecordHeader, StreamError,
+    StreamLimits,
+};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(h) = RecordHeader::parse(data) {
@@ -18,6 +23,10 @@ fuzz_target!(|data: &[u8]| {
         Some(0) => {
             if let Ok(x) = Hello::decode(body) {
                 assert_eq!(Hello::decode(&x.encode()).unwrap(), x);
+                // What a receiver does next: bound the announcement (real default limits).
+                let layout = Layout::new(x.record_data, x.files.iter().map(|f| f.size));
+                let bound = StreamLimits::default().bound(SuiteId::Aes128Gcm, x.record_data);
+                admit(layout, bound);
             }
         }
         Some(1) => {
@@ -40,27 +49,91 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-/// A small layout from the first bytes, then records (seq, length) accepted in the order the
-/// input gives, then an end record checked against what arrived.
+/// Whatever a hello announces, building the receiver's accounting for it either fits the
+/// limits or is refused with `LimitExceeded`; it never panics or allocates past them.
+fn admit(layout: Layout, bound: RecordBound) -> Option<Assembly> {
+    match Assembly::new(layout, bound) {
+        Ok(a) => Some(a),
+        Err(StreamError::LimitExceeded { needed, limit, .. }) => {
+            assert!(needed > limit || limit == bound.max);
+            None
+        }
+        Err(e) => panic!("unexpected refusal: {e}"),
+    }
+}
+
+fn u64_at(d: &[u8], i: usize) -> u64 {
+    let mut b = [0u8; 8];
+    for (k, x) in b.iter_mut().enumerate() {
+        *x = d.get(i + k).copied().unwrap_or(0);
+    }
+    u64::from_le_bytes(b)
+}
+
+/// A layout from the first bytes (record sizes from 1 byte up, file sizes from tiny to huge,
+/// bitmap and key limits from tiny to the defaults), then records (seq, length) accepted in the
+/// order the input gives, then an end record checked against what arrived.
 fn assembly(d: &[u8]) {
-    if d.len() < 4 {
+    if d.len() < 6 {
         return;
     }
-    let record_data = 1 + u32::from(d[0] % 32);
+    // Tiny records (the hello decoder refuses them, the accounting must cope anyway) or any size.
+    let record_data = if d[0] & 0x80 == 0 {
+        1 + u32::from(d[0] % 32)
+    } else {
+        u32::from_le_bytes([d[1], d[2], d[3], 0]).max(1)
+    };
     let files = 1 + usize::from(d[1] % 3);
-    let mut sizes: Vec<u64> = (0..files).map(|i| u64::from(d[2].rotate_left(i as u32 * 3)) % 200).collect();
+    let huge = d[2] & 0x80 != 0;
+    let mut sizes: Vec<u64> = (0..files)
+        .map(|i| {
+            if huge {
+                // Announced sizes up to 2^64 - 2: the limits, not the input, must bound them.
+                u64_at(d, 6 + 8 * i) % UNKNOWN_SIZE
+            } else {
+                u64::from(d[2].rotate_left(i as u32 * 3)) % 200
+            }
+        })
+        .collect();
     if d[3] & 1 == 1 {
         *sizes.last_mut().unwrap() = UNKNOWN_SIZE;
     }
-    let mut a = Assembly::new(Layout::new(record_data, sizes.iter().copied()));
-    let mut rest = &d[4..];
+    let limits = StreamLimits {
+        // The real default now and then; otherwise small enough to reach quickly.
+        max_bitmap_bytes: if d[4] == 0xff {
+            DEFAULT_MAX_BITMAP_BYTES
+        } else {
+            u64::from(d[4])
+        },
+        key_data_records: (d[5] & 1 == 1).then(|| u64::from(d[5] >> 1)),
+    };
+    let suite = if d[5] & 2 == 0 {
+        SuiteId::Aes128Gcm
+    } else {
+        SuiteId::ChaCha20Poly1305
+    };
+    let bound = limits.bound(suite, record_data);
+    let Some(mut a) = admit(Layout::new(record_data, sizes.iter().copied()), bound) else {
+        return;
+    };
+    let mut rest = d.get(6 + if huge { 8 * files } else { 0 }..).unwrap_or_default();
     while rest.len() >= 3 && rest[0] != 0xff {
-        let seq = u64::from(rest[0]);
+        // Mostly small seqs, sometimes far ones (past the bound, past the bitmap).
+        let seq = if rest[2] & 0x80 == 0 {
+            u64::from(rest[0])
+        } else {
+            u64::from(rest[0]) << (rest[2] & 0x3f)
+        };
         let len = usize::from(rest[1]) % (record_data as usize + 2);
-        let _ = a.accept(seq, len);
+        if a.accept(seq, len).is_ok() {
+            assert!(seq <= bound.max, "accepted record {seq} past the bound {}", bound.max);
+        }
         rest = &rest[3..];
     }
-    let end_sizes = sizes.iter().map(|&s| if s == UNKNOWN_SIZE { u64::from(rest.get(1).copied().unwrap_or(0)) } else { s }).collect();
+    let end_sizes = sizes
+        .iter()
+        .map(|&s| if s == UNKNOWN_SIZE { u64::from(rest.get(1).copied().unwrap_or(0)) } else { s })
+        .collect();
     let end = End { data_records: a.received(), sizes: end_sizes };
     let _ = Assembly::end_seq(&end);
     let _ = a.finish(&end);

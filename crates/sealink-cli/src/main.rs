@@ -434,10 +434,11 @@ fn parse_stream_timeout(s: &str) -> Result<f64, String> {
 fn parse_record_size(s: &str) -> Result<usize, String> {
     let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
     let max = sealink_proto::stream::record::MAX_RECORD_DATA;
-    if (512..=max).contains(&v) {
+    let min = sealink_proto::stream::record::MIN_RECORD_DATA;
+    if (min..=max).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("{v} is not within 512..={max}"))
+        Err(format!("{v} is not within {min}..={max}"))
     }
 }
 
@@ -458,6 +459,11 @@ struct RecvArgs {
     /// Replace existing files
     #[arg(long)]
     force: bool,
+    /// Let received files keep group and other write permission when the sender's mode has it
+    /// (still within the umask). Without it, received files never get group or other write;
+    /// setuid, setgid and sticky bits are never kept
+    #[arg(long)]
+    keep_group_other_write: bool,
     /// This host's private key [default: $SEALINK_HOME/host.key]
     #[arg(long)]
     key: Option<PathBuf>,
@@ -761,6 +767,7 @@ fn run(cli: Cli) -> Result<()> {
             stdout: a.stdout,
             once: a.once,
             force: a.force,
+            keep_group_other_write: a.keep_group_other_write,
             key: a.key,
             trust: a.trust,
             timeouts: a.timeouts.get(),

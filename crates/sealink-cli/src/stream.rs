@@ -55,6 +55,7 @@ pub struct RecvParams {
     pub stdout: bool,
     pub once: bool,
     pub force: bool,
+    pub keep_group_other_write: bool,
     pub key: Option<PathBuf>,
     pub trust: Option<PathBuf>,
     pub timeouts: Timeouts,
@@ -222,6 +223,7 @@ pub fn send(p: SendParams) -> Result<()> {
         record_data: p.record_size,
         batch_data: 1 << 20,
         timeouts: p.timeouts,
+        key_data_records: None,
     };
     let progress = Arc::new(Progress::default());
     let (stop, bar) = bar_thread(progress.clone(), p.quiet, "sending");
@@ -281,6 +283,8 @@ pub fn recv(p: RecvParams) -> Result<()> {
             overwrite: p.force,
             timeouts: p.timeouts,
             limits: p.limits,
+            keep_group_other_write: p.keep_group_other_write,
+            session_limits: Default::default(),
         },
     )?;
     let quiet = p.quiet;

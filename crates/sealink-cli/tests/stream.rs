@@ -97,8 +97,28 @@ impl Hosts {
 
     /// Starts `sealink recv --once` on an ephemeral port; returns the child and its address.
     fn recv(&self, extra: &[&str], stdout: Stdio) -> (Child, SocketAddr, BufReader<ChildStderr>) {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["recv", "--once", "--listen", "127.0.0.1:0"]);
+        let mut args = vec!["--once"];
+        args.extend_from_slice(extra);
+        self.recv_with(None, &args, stdout)
+    }
+
+    /// Starts `sealink recv ARGS` (into the inbox unless `--stdout`) on an ephemeral port, under
+    /// `umask` if given (set by a shell that then execs the receiver).
+    fn recv_with(
+        &self,
+        umask: Option<&str>,
+        extra: &[&str],
+        stdout: Stdio,
+    ) -> (Child, SocketAddr, BufReader<ChildStderr>) {
+        let mut cmd = match umask {
+            Some(m) => {
+                let mut c = Command::new("sh");
+                c.args(["-c", "umask \"$0\" && exec \"$@\"", m, BIN]);
+                c
+            }
+            None => Command::new(BIN),
+        };
+        cmd.args(["recv", "--listen", "127.0.0.1:0"]);
         if !extra.contains(&"--stdout") {
             cmd.arg("--dir").arg(self.inbox());
         }
@@ -489,4 +509,279 @@ fn full_disk_is_reported_and_leaves_no_file() {
     let (st, e) = finish(c, err);
     assert_eq!(st.code(), Some(1), "{e}");
     assert_eq!(fs::read_dir(&small).unwrap().count(), 0);
+}
+
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// One `sealink send` of `files` to a receiver started under `umask` with `extra` flags.
+fn send_under_umask(h: &Hosts, umask: &str, extra: &[&str], files: &[&Path]) {
+    let mut args = vec!["--once", "--force"];
+    args.extend_from_slice(extra);
+    let (c, addr, err) = h.recv_with(Some(umask), &args, Stdio::piped());
+    let o = h.send(files, addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (st, e) = finish(c, err);
+    assert!(st.success(), "{e}");
+}
+
+#[test]
+fn received_modes_follow_the_receivers_umask_and_drop_group_other_write() {
+    let h = Hosts::new("modes");
+    let open = h.dir.join("open.sh");
+    fs::write(&open, b"#!/bin/sh\n").unwrap();
+    chmod(&open, 0o777);
+    let private = h.dir.join("private");
+    fs::write(&private, b"mine").unwrap();
+    chmod(&private, 0o640);
+    let got = |n: &str| mode_of(&h.inbox().join(n));
+
+    send_under_umask(&h, "022", &[], &[&open, &private]);
+    assert_eq!((got("open.sh"), got("private")), (0o755, 0o640));
+    send_under_umask(&h, "077", &[], &[&open, &private]);
+    assert_eq!((got("open.sh"), got("private")), (0o700, 0o600));
+    // A permissive umask still never lets the sender grant group or other write...
+    send_under_umask(&h, "000", &[], &[&open]);
+    assert_eq!(got("open.sh"), 0o755);
+    // ...unless the receiver asks for it, and then within its umask.
+    send_under_umask(&h, "002", &["--keep-group-other-write"], &[&open]);
+    assert_eq!(got("open.sh"), 0o775);
+    send_under_umask(&h, "000", &["--keep-group-other-write"], &[&open]);
+    assert_eq!(got("open.sh"), 0o777);
+}
+
+#[test]
+fn names_of_255_bytes_arrive() {
+    let h = Hosts::new("longname");
+    // 255 bytes of ASCII, and 255 bytes that end in multi-byte characters.
+    let names = [
+        "n".repeat(255),
+        format!("{}{}", "m".repeat(255 - 2 * 60), "é".repeat(60)),
+    ];
+    assert!(
+        names.iter().all(|n| n.len() == 255),
+        "{:?}",
+        names.map(|n| n.len())
+    );
+    let paths: Vec<PathBuf> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let p = h.dir.join(n);
+            fs::write(&p, format!("file {i}")).unwrap();
+            p
+        })
+        .collect();
+    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
+    let o = h.send(&refs, addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (st, e) = finish(c, err);
+    assert!(st.success(), "{e}");
+    for (i, n) in names.iter().enumerate() {
+        assert_eq!(
+            fs::read(h.inbox().join(n)).unwrap(),
+            format!("file {i}").as_bytes()
+        );
+    }
+    let mut want: Vec<String> = names.to_vec();
+    want.sort();
+    assert_eq!(h.inbox_names(), want, "no part file left behind");
+}
+
+/// A sender of our own, built from the proto crate's handshake, record and body code, for what
+/// `sealink send` never sends (huge announced sizes, tiny records, setuid modes).
+struct RawSender {
+    sock: TcpStream,
+    keys: sealink_proto::stream::SessionKeys,
+    owner: sealink_crypto::sign::OwnerSigningKey,
+    host: [u8; 32],
+    peer: [u8; 32],
+}
+
+fn key_file(p: &Path) -> [u8; 32] {
+    use base64::Engine as _;
+    let t = fs::read_to_string(p).unwrap();
+    let b64 = t.split_whitespace().nth(1).unwrap();
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap()
+        .try_into()
+        .unwrap()
+}
+
+impl RawSender {
+    fn connect(h: &Hosts, to: SocketAddr) -> Self {
+        use sealink_proto::stream::handshake::{Initiator, RESPONSE_MESSAGE_LEN};
+        let host = sealink_proto::HostKey::from_private(key_file(&h.a().join("host.key"))).unwrap();
+        let peer = key_file(&h.dir.join("b").join("host.key.pub"));
+        let owner =
+            sealink_crypto::sign::OwnerSigningKey::from_seed(&key_file(&h.a().join("owner.key")))
+                .unwrap();
+        let ts = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let (init, msg) =
+            Initiator::new(&host, &peer, sealink_crypto::SuiteId::Aes128Gcm, ts).unwrap();
+        let mut sock = TcpStream::connect(to).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        sock.write_all(b"SLS1\x01").unwrap();
+        sock.write_all(&msg).unwrap();
+        let mut resp = [0u8; RESPONSE_MESSAGE_LEN];
+        sock.read_exact(&mut resp).unwrap();
+        let keys = init.finish(&resp).unwrap();
+        RawSender {
+            sock,
+            keys,
+            owner,
+            host: *host.public(),
+            peer,
+        }
+    }
+
+    fn hello(&self, record_data: u32, files: Vec<sealink_proto::stream::FileEntry>) -> Vec<u8> {
+        let intro = sealink_proto::stream::owner_intro(&self.keys.binding, &self.host, &self.peer);
+        sealink_proto::stream::Hello {
+            owner_public: self.owner.public_key(),
+            owner_signature: self.owner.sign(&intro),
+            record_data,
+            stripes: 1,
+            files,
+        }
+        .encode()
+    }
+
+    fn write(&mut self, kind: sealink_proto::stream::RecordType, seq: u64, body: &[u8]) {
+        use sealink_proto::stream::record;
+        let mut buf = vec![0u8; record::wire_len(body.len())];
+        buf[record::RECORD_HEADER_LEN..][..body.len()].copy_from_slice(body);
+        let n = record::seal_record(
+            &self.keys.send,
+            &mut buf,
+            kind,
+            sealink_crypto::Scope::Encrypt,
+            seq,
+            body.len(),
+        )
+        .unwrap();
+        self.sock.write_all(&buf[..n]).unwrap();
+    }
+
+    /// The receiver's next record: its type and body, or `None` if it closed instead.
+    fn read(&mut self) -> Option<(sealink_proto::stream::RecordType, Vec<u8>)> {
+        use sealink_proto::stream::record::{self, RECORD_HEADER_LEN, RecordHeader};
+        let mut h = [0u8; RECORD_HEADER_LEN];
+        self.sock.read_exact(&mut h).ok()?;
+        let hdr = RecordHeader::parse(&h).unwrap();
+        let mut buf = h.to_vec();
+        buf.resize(hdr.record_len(), 0);
+        self.sock.read_exact(&mut buf[RECORD_HEADER_LEN..]).ok()?;
+        let n = record::open_record(&self.keys.recv, &hdr, &mut buf).unwrap();
+        Some((hdr.kind, buf[RECORD_HEADER_LEN..][..n].to_vec()))
+    }
+
+    /// Sends a hello; returns the receiver's abort message, or `None` if it said ready.
+    fn offer(
+        &mut self,
+        record_data: u32,
+        files: Vec<sealink_proto::stream::FileEntry>,
+    ) -> Option<String> {
+        use sealink_proto::stream::{Abort, RecordType};
+        let hello = self.hello(record_data, files);
+        self.write(RecordType::Hello, 0, &hello);
+        match self.read() {
+            Some((RecordType::Ready, _)) => None,
+            Some((RecordType::Abort, b)) => Some(Abort::decode(&b).unwrap().message),
+            other => panic!("unexpected answer to the hello: {other:?}"),
+        }
+    }
+}
+
+fn entry(name: &str, size: u64, mode: u32) -> sealink_proto::stream::FileEntry {
+    sealink_proto::stream::FileEntry {
+        name: name.into(),
+        size,
+        mode,
+    }
+}
+
+#[test]
+fn huge_announcements_are_refused_with_the_reason_and_the_receiver_survives() {
+    let h = Hosts::new("huge");
+    // Standard output has no file to reserve space for: the bitmap is the first allocation.
+    let (c, addr, err) = h.recv_with(None, &["--stdout"], Stdio::null());
+    let mut raw = RawSender::connect(&h, addr);
+    let said = raw
+        .offer(512, vec![entry("a", 1 << 62, 0o644)])
+        .expect("an abort");
+    assert!(said.contains("records"), "{said}");
+    let (st, e) = finish(c, err);
+    assert_eq!(st.code(), Some(1), "{e}");
+    assert!(e.contains("records"), "{e}");
+
+    // Serving many transfers: one refused hello must not end the process.
+    let (mut c, addr, err) = h.recv_with(None, &[], Stdio::piped());
+    let cases: [(u32, Vec<sealink_proto::stream::FileEntry>, &str); 4] = [
+        (1, vec![entry("a", 1 << 40, 0o644)], "record size"),
+        (512, vec![entry("a", 1 << 50, 0o644)], "records"),
+        (
+            512,
+            vec![entry("a", 1 << 20, 0o644), entry("b", 1 << 60, 0o644)],
+            "records",
+        ),
+        (1 << 20, vec![entry("a", u64::MAX - 1, 0o644)], "records"),
+    ];
+    for (record_data, files, why) in cases {
+        let mut raw = RawSender::connect(&h, addr);
+        let said = raw.offer(record_data, files.clone());
+        let said =
+            said.unwrap_or_else(|| panic!("ready for {record_data}-byte records of {files:?}"));
+        assert!(said.contains(why), "abort says {said:?}, expected {why:?}");
+        assert!(c.try_wait().unwrap().is_none(), "the receiver died");
+    }
+    assert!(h.inbox_names().is_empty(), "{:?}", h.inbox_names());
+    // Still serving: a real transfer goes through.
+    let f = h.dir.join("after");
+    fs::write(&f, b"still here").unwrap();
+    let o = h.send(&[&f], addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(fs::read(h.inbox().join("after")).unwrap(), b"still here");
+    c.kill().unwrap();
+    let _ = finish(c, err);
+}
+
+#[test]
+fn sender_chosen_mode_bits_never_pass_the_receivers_policy() {
+    use sealink_proto::stream::{Done, End, RecordType};
+    let h = Hosts::new("setuid");
+    let (c, addr, err) = h.recv_with(Some("022"), &["--once"], Stdio::piped());
+    let mut raw = RawSender::connect(&h, addr);
+    assert_eq!(raw.offer(512, vec![entry("x", 3, 0o7777)]), None);
+    raw.write(RecordType::Data, 1, b"abc");
+    raw.write(
+        RecordType::End,
+        2,
+        &End {
+            data_records: 1,
+            sizes: vec![3],
+        }
+        .encode(),
+    );
+    raw.sock.shutdown(Shutdown::Write).unwrap();
+    let (kind, body) = raw.read().expect("a reply");
+    assert_eq!(kind, RecordType::Done, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(Done::decode(&body).unwrap().bytes, 3);
+    let (st, e) = finish(c, err);
+    assert!(st.success(), "{e}");
+    assert_eq!(fs::read(h.inbox().join("x")).unwrap(), b"abc");
+    assert_eq!(mode_of(&h.inbox().join("x")), 0o755);
 }

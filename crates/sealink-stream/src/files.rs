@@ -67,8 +67,13 @@ pub(crate) fn read_up_to(r: &mut impl std::io::Read, buf: &mut [u8]) -> std::io:
     Ok(got)
 }
 
-/// A file being received: written under a hidden temporary name next to its final name, so
-/// nothing looks complete until it is.
+/// Suffix of the receiver's temporary files.
+pub(crate) const PART_SUFFIX: &str = ".sealink-part";
+
+/// A file being received: written under a hidden temporary name in the target directory, so
+/// nothing looks complete until it is. The temporary name is random and independent of the
+/// final one (`.<32 hex digits>.sealink-part`, 46 bytes), so every valid name (up to 255 bytes)
+/// can be received.
 #[derive(Debug)]
 pub(crate) struct PartFile {
     pub file: File,
@@ -80,10 +85,10 @@ impl PartFile {
     pub fn create(dir: &Path, name: &str, size: Option<u64>) -> std::io::Result<Self> {
         use std::os::unix::fs::OpenOptionsExt;
         let path = dir.join(name);
-        let mut tag = [0u8; 6];
+        let mut tag = [0u8; 16];
         sealink_crypto::sign::random_bytes(&mut tag).map_err(std::io::Error::other)?;
         let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-        let temp = dir.join(format!(".{name}.{tag}.sealink-part"));
+        let temp = dir.join(format!(".{tag}{PART_SUFFIX}"));
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -91,7 +96,8 @@ impl PartFile {
             .open(&temp)?;
         let part = Self { file, temp, path };
         if let Some(n) = size.filter(|&n| n > 0) {
-            // Reserve the space now so a full disk shows up before any data moves.
+            // Reserve the space now so a full disk shows up before any data moves. A size
+            // the file system cannot hold fails here (EFBIG, ENOSPC) and refuses the transfer.
             match rustix::fs::fallocate(&part.file, rustix::fs::FallocateFlags::empty(), 0, n) {
                 Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) | Err(rustix::io::Errno::NOSYS) => {}
                 Err(e) => {
@@ -103,8 +109,9 @@ impl PartFile {
         Ok(part)
     }
 
-    /// Flushes to disk and moves the file to its final name; refuses to replace an existing
-    /// file unless `overwrite` (a hard link fails atomically if the name is taken).
+    /// Flushes to disk, sets `mode` (already filtered by [`received_mode`]) and moves the file
+    /// to its final name; refuses to replace an existing file unless `overwrite` (a hard link
+    /// fails atomically if the name is taken).
     pub fn commit(&self, mode: u32, overwrite: bool) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         self.file.sync_all()?;
@@ -120,5 +127,88 @@ impl PartFile {
 
     pub fn discard(&self) {
         let _ = std::fs::remove_file(&self.temp);
+    }
+}
+
+/// The permissions a received file gets from the mode its sender announced: the read, write
+/// and execute bits only (never setuid, setgid or sticky), less the receiver's `umask`, and
+/// less group and other write unless the receiver asked to keep them. A sender cannot plant a
+/// file that others may modify.
+pub(crate) fn received_mode(sent: u32, umask: u32, keep_group_other_write: bool) -> u32 {
+    let mut m = sent & 0o777 & !umask;
+    if !keep_group_other_write {
+        m &= !0o022;
+    }
+    m
+}
+
+/// This process's umask: from /proc (read-only), else by setting the most restrictive mask for
+/// an instant and putting the old one back (a file another thread creates meanwhile only gets
+/// fewer permissions).
+pub(crate) fn process_umask() -> u32 {
+    let from_proc = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        });
+    from_proc.unwrap_or_else(|| {
+        use rustix::fs::Mode;
+        let old = rustix::process::umask(Mode::from_raw_mode(0o777));
+        rustix::process::umask(old);
+        old.as_raw_mode()
+    }) & 0o777
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn received_modes_drop_special_bits_and_foreign_write() {
+        assert_eq!(received_mode(0o777, 0o022, false), 0o755);
+        assert_eq!(received_mode(0o777, 0o000, false), 0o755);
+        assert_eq!(received_mode(0o777, 0o000, true), 0o777);
+        assert_eq!(received_mode(0o7777, 0o002, true), 0o775);
+        assert_eq!(received_mode(0o4755, 0o022, false), 0o755);
+        assert_eq!(received_mode(0o640, 0o077, false), 0o600);
+        assert_eq!(received_mode(0o644, 0o022, true), 0o644);
+    }
+
+    #[test]
+    fn the_umask_is_read() {
+        let m = process_umask();
+        assert_eq!(m & !0o777, 0);
+        // Both ways of reading it agree.
+        let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o777));
+        rustix::process::umask(old);
+        assert_eq!(m, old.as_raw_mode() & 0o777);
+    }
+
+    #[test]
+    fn part_names_are_short_and_independent_of_the_final_name() {
+        let dir = std::env::temp_dir().join(format!("sealink-part-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let long = "x".repeat(255);
+        let a = PartFile::create(&dir, &long, Some(10)).unwrap();
+        let b = PartFile::create(&dir, &long, None).unwrap();
+        for p in [&a, &b] {
+            let n = p.temp.file_name().unwrap().to_str().unwrap();
+            assert!(
+                n.starts_with('.') && n.ends_with(PART_SUFFIX) && n.len() == 46,
+                "{n}"
+            );
+            assert!(!n.contains('x'));
+        }
+        assert_ne!(a.temp, b.temp);
+        a.commit(0o644, false).unwrap();
+        b.discard();
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from(&long)]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -18,14 +18,14 @@ use sealink_proto::stream::record::{
 };
 use sealink_proto::stream::{
     Abort, AbortCode, Assembly, Done, End, Hello, Layout, READY_SEQ, REPLY_SEQ, SENDER_ABORT_SEQ,
-    SessionKeys, StreamError,
+    SessionKeys, StreamError, StreamLimits,
 };
 
 use crate::Progress;
 use crate::admit::{Admission, ConnDrop, ConnGuard};
 use crate::conn::{self, JOIN_LEN, KIND_INIT, KIND_JOIN, MAGIC, secs};
 use crate::error::{IoContext, TransferError, is_timeout};
-use crate::files::{PartFile, write_all_at};
+use crate::files::{PartFile, process_umask, received_mode, write_all_at};
 use crate::limits::{ConnLimits, Timeouts};
 
 /// Where received files go.
@@ -49,6 +49,11 @@ pub struct RecvConfig {
     pub overwrite: bool,
     pub timeouts: Timeouts,
     pub limits: ConnLimits,
+    /// Let received files keep group and other write permission when the sender's mode has
+    /// it (and the umask allows it). Off: never granted, whatever the sender says.
+    pub keep_group_other_write: bool,
+    /// Bounds on what one session may carry (bitmap memory, key usage).
+    pub session_limits: StreamLimits,
 }
 
 impl RecvConfig {
@@ -62,6 +67,8 @@ impl RecvConfig {
             overwrite: false,
             timeouts: Timeouts::default(),
             limits: ConnLimits::default(),
+            keep_group_other_write: false,
+            session_limits: StreamLimits::default(),
         }
     }
 }
@@ -470,8 +477,7 @@ impl Session<'_> {
             initiator,
             host,
         } = hs;
-        let hello = Hello::decode(&body)?;
-        let refuse = |e: TransferError| {
+        let answer = |code: AbortCode, e: TransferError| {
             let _ = conn::write_record(
                 &control,
                 &keys.send,
@@ -479,13 +485,15 @@ impl Session<'_> {
                 scope,
                 READY_SEQ,
                 &Abort {
-                    code: AbortCode::Refused,
+                    code,
                     message: error_chain(&e),
                 }
                 .encode(),
             );
             e
         };
+        let refuse = |e: TransferError| answer(AbortCode::Refused, e);
+        let hello = Hello::decode(&body).map_err(|e| answer(AbortCode::Protocol, e.into()))?;
         let intro =
             sealink_proto::stream::owner_intro(&keys.binding, &initiator, cfg.host.public());
         if !sealink_crypto::sign::verify(&hello.owner_public, &intro, &hello.owner_signature) {
@@ -499,6 +507,10 @@ impl Session<'_> {
         else {
             return Err(refuse(StreamError::UntrustedOwner.into()));
         };
+        // Bound what the hello announces before anything is allocated or created for it.
+        let layout = Layout::new(hello.record_data, hello.files.iter().map(|f| f.size));
+        let bound = cfg.session_limits.bound(keys.suite, hello.record_data);
+        let assembly = Assembly::new(layout, bound).map_err(|e| refuse(e.into()))?;
         let out = match &cfg.dest {
             Dest::Stdout => Out::Stdout(Mutex::new(Reorder {
                 next: sealink_proto::stream::assembly::FIRST_DATA_SEQ,
@@ -527,21 +539,31 @@ impl Session<'_> {
                 Out::Files(parts)
             }
         };
-        let layout = Layout::new(hello.record_data, hello.files.iter().map(|f| f.size));
         progress.set_total(if hello.files.iter().any(|f| f.size == UNKNOWN_SIZE) {
             u64::MAX
         } else {
-            hello.files.iter().map(|f| f.size).sum()
+            hello
+                .files
+                .iter()
+                .map(|f| f.size)
+                .fold(0, u64::saturating_add)
         });
         let session = Session {
             scope,
-            assembly: Mutex::new(Assembly::new(layout)),
+            assembly: Mutex::new(assembly),
             out,
             end: Mutex::new(None),
             failed: AtomicBool::new(false),
             progress,
             record_cap: record::wire_len(hello.record_data as usize).max(4096),
-            modes: hello.files.iter().map(|f| f.mode).collect(),
+            modes: {
+                let umask = process_umask();
+                hello
+                    .files
+                    .iter()
+                    .map(|f| received_mode(f.mode, umask, cfg.keep_group_other_write))
+                    .collect()
+            },
             overwrite: cfg.overwrite,
             keys,
             timeouts: cfg.timeouts,

@@ -14,10 +14,12 @@ use sealink_proto::HostKey;
 use sealink_proto::stream::assembly::{Batch, FIRST_DATA_SEQ};
 use sealink_proto::stream::body::{MAX_FILES, MAX_STRIPES, UNKNOWN_SIZE};
 use sealink_proto::stream::handshake::{Initiator, RESPONSE_MESSAGE_LEN};
-use sealink_proto::stream::record::{self, MAX_RECORD_DATA, RECORD_HEADER_LEN, RecordType};
+use sealink_proto::stream::record::{
+    self, MAX_RECORD_DATA, MIN_RECORD_DATA, RECORD_HEADER_LEN, RecordType,
+};
 use sealink_proto::stream::{
-    Abort, AbortCode, Done, End, FileEntry, Hello, Layout, READY_SEQ, REPLY_SEQ, SENDER_ABORT_SEQ,
-    SessionKeys, StreamError,
+    Abort, AbortCode, Done, End, FileEntry, Hello, Layout, READY_SEQ, REPLY_SEQ, RecordBound,
+    SENDER_ABORT_SEQ, SessionKeys, StreamError,
 };
 
 use crate::Progress;
@@ -43,6 +45,9 @@ pub struct SendConfig {
     /// Bytes of data per batch (one read, one write system call).
     pub batch_data: usize,
     pub timeouts: Timeouts,
+    /// Most data records to seal under the session's key; `None`: the suite's AEAD usage
+    /// limit for the record size (see `RecordBound::key`). Only ever tightens that limit.
+    pub key_data_records: Option<u64>,
 }
 
 /// One input of a transfer.
@@ -188,6 +193,8 @@ struct Work<'a> {
     stdin: Option<Mutex<StdinState>>,
     per_batch: usize,
     record_data: usize,
+    /// The key's usage limit, in data records (standard input is checked as it is read).
+    bound: RecordBound,
     failed: AtomicBool,
     progress: &'a Progress,
 }
@@ -285,21 +292,27 @@ impl Work<'_> {
             if n < self.record_data {
                 drop(lock);
                 st.eof = true;
-                return Ok(self.take_stdin(&mut st, lens));
+                return self.take_stdin(&mut st, lens);
             }
         }
         drop(lock);
-        Ok(self.take_stdin(&mut st, lens))
+        self.take_stdin(&mut st, lens)
     }
 
-    fn take_stdin(&self, st: &mut StdinState, lens: Vec<usize>) -> Option<(u64, Vec<usize>)> {
+    /// Numbers the records just read; refuses to go past the key's usage limit.
+    fn take_stdin(
+        &self,
+        st: &mut StdinState,
+        lens: Vec<usize>,
+    ) -> Result<Option<(u64, Vec<usize>)>, TransferError> {
         if lens.is_empty() {
-            return None;
+            return Ok(None);
         }
+        self.bound.check(st.next_seq - 1 + lens.len() as u64)?;
         let first = st.next_seq;
         st.next_seq += lens.len() as u64;
         st.size += lens.iter().sum::<usize>() as u64;
-        Some((first, lens))
+        Ok(Some((first, lens)))
     }
 }
 
@@ -316,9 +329,9 @@ pub fn send(
             "streams must be within 1..={MAX_STRIPES}"
         )));
     }
-    if !(1..=MAX_RECORD_DATA).contains(&cfg.record_data) {
+    if !(MIN_RECORD_DATA..=MAX_RECORD_DATA).contains(&cfg.record_data) {
         return Err(TransferError::Usage(format!(
-            "record size must be within 1..={MAX_RECORD_DATA}"
+            "record size must be within {MIN_RECORD_DATA}..={MAX_RECORD_DATA}"
         )));
     }
     if cfg.scope == Scope::None {
@@ -328,6 +341,17 @@ pub fn send(
     }
     let inputs = open_sources(sources)?;
     let layout = Layout::new(cfg.record_data as u32, inputs.iter().map(|i| i.entry.size));
+    // Never seal past the key's usage limit: refuse what is known to exceed it before
+    // connecting (standard input is checked as it is read).
+    let bound = RecordBound::key(cfg.suite, cfg.record_data as u32, cfg.key_data_records);
+    bound.check(layout.known_data_records().unwrap_or_else(|| {
+        Layout::new(
+            cfg.record_data as u32,
+            inputs[..inputs.len() - 1].iter().map(|i| i.entry.size),
+        )
+        .known_data_records()
+        .unwrap_or(0)
+    }))?;
     let known: u64 = inputs
         .iter()
         .filter(|i| i.entry.size != UNKNOWN_SIZE)
@@ -410,6 +434,7 @@ pub fn send(
         }),
         per_batch,
         record_data: cfg.record_data,
+        bound,
         failed: AtomicBool::new(false),
         progress,
     };

@@ -9,6 +9,7 @@
 
 use super::StreamError;
 use super::body::{End, UNKNOWN_SIZE};
+use super::limits::RecordBound;
 
 /// Sequence number of the first data record.
 pub const FIRST_DATA_SEQ: u64 = 1;
@@ -153,6 +154,8 @@ impl Layout {
 #[derive(Debug)]
 pub struct Assembly {
     layout: Layout,
+    /// Most data records this session may carry (bounds `seen` and the key's use).
+    bound: RecordBound,
     seen: Vec<u64>,
     /// Every data seq below this has arrived.
     low: u64,
@@ -164,17 +167,31 @@ pub struct Assembly {
 }
 
 impl Assembly {
-    pub fn new(layout: Layout) -> Self {
-        let bits = layout.known_data_records().unwrap_or(0) as usize;
-        Self {
+    /// Checks the layout's records against `bound` before allocating anything for them, then
+    /// allocates the bitmap for the files of known size (failing cleanly if memory is short).
+    pub fn new(layout: Layout, bound: RecordBound) -> Result<Self, StreamError> {
+        let known = match layout.known_data_records() {
+            Some(n) => n,
+            // The records before the last file (of unknown size).
+            None => layout
+                .files
+                .last()
+                .map_or(0, |&(base, _)| base - FIRST_DATA_SEQ),
+        };
+        bound.check(known)?;
+        let mut seen = Vec::new();
+        reserve_words(&mut seen, bound, known)?;
+        seen.resize(known.div_ceil(64) as usize, 0);
+        Ok(Self {
             bytes: vec![0; layout.file_count()],
-            seen: Vec::with_capacity(bits.div_ceil(64)),
+            bound,
+            seen,
             layout,
             low: FIRST_DATA_SEQ,
             received: 0,
             short_end: None,
             highest: 0,
-        }
+        })
     }
 
     pub fn layout(&self) -> &Layout {
@@ -196,6 +213,9 @@ impl Assembly {
         let p = self.layout.place(seq, data_len)?;
         let unknown = self.layout.files[p.file].1 == UNKNOWN_SIZE;
         if unknown {
+            // Data record `seq` is the session's seq-th: past the bound, the bitmap would grow
+            // beyond its memory limit or the key beyond its usage limit.
+            self.bound.check(seq)?;
             if seq >= self.low.saturating_add(MAX_AHEAD) {
                 return Err(StreamError::OutOfRange {
                     seq,
@@ -216,6 +236,7 @@ impl Assembly {
         let bit = (seq - FIRST_DATA_SEQ) as usize;
         let (w, m) = (bit / 64, 1u64 << (bit % 64));
         if w >= self.seen.len() {
+            reserve_words(&mut self.seen, self.bound, seq)?;
             self.seen.resize(w + 1, 0);
         }
         if self.seen[w] & m != 0 {
@@ -288,9 +309,33 @@ impl Assembly {
     }
 }
 
+/// Makes room in `seen` for `records` bits, or says the receiver has no memory for them.
+fn reserve_words(seen: &mut Vec<u64>, bound: RecordBound, records: u64) -> Result<(), StreamError> {
+    let words = usize::try_from(records.div_ceil(64)).unwrap_or(usize::MAX);
+    seen.try_reserve_exact(words.saturating_sub(seen.len()))
+        .map_err(|_| StreamError::LimitExceeded {
+            needed: records,
+            limit: bound.max,
+            why: "the receiver is short of memory for its record bitmap",
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stream::limits::StreamLimits;
+    use sealink_crypto::SuiteId;
+
+    fn new(layout: Layout) -> Assembly {
+        Assembly::new(
+            layout,
+            RecordBound {
+                max: 1 << 20,
+                why: "test",
+            },
+        )
+        .unwrap()
+    }
 
     #[test]
     fn layout_places_records_and_checks_lengths() {
@@ -316,7 +361,7 @@ mod tests {
 
     #[test]
     fn assembly_detects_duplicates_gaps_and_truncation() {
-        let mut a = Assembly::new(Layout::new(10, [25]));
+        let mut a = new(Layout::new(10, [25]));
         let end = End {
             data_records: 3,
             sizes: vec![25],
@@ -332,7 +377,7 @@ mod tests {
 
     #[test]
     fn unknown_size_ends_at_the_short_record() {
-        let mut a = Assembly::new(Layout::new(10, [UNKNOWN_SIZE]));
+        let mut a = new(Layout::new(10, [UNKNOWN_SIZE]));
         a.accept(2, 10).unwrap();
         a.accept(3, 4).unwrap();
         assert!(a.accept(4, 10).is_err(), "nothing after the short record");
@@ -344,7 +389,7 @@ mod tests {
         })
         .unwrap();
         // An end that claims more than arrived is a truncation.
-        let mut b = Assembly::new(Layout::new(10, [UNKNOWN_SIZE]));
+        let mut b = new(Layout::new(10, [UNKNOWN_SIZE]));
         b.accept(1, 10).unwrap();
         assert!(
             b.finish(&End {
@@ -353,5 +398,73 @@ mod tests {
             })
             .is_err()
         );
+    }
+
+    #[test]
+    fn huge_announcements_are_refused_before_any_allocation() {
+        let limits = StreamLimits::default();
+        for (record_data, sizes) in [
+            (512u32, vec![1u64 << 62]),
+            (512, vec![1 << 20, 1 << 60, 7]),
+            (1 << 20, vec![u64::MAX - 1]),
+            (512, vec![u64::MAX - 1, u64::MAX - 1, UNKNOWN_SIZE]),
+            // Even the smallest records cannot reach the limit through the layout's
+            // arithmetic (it saturates rather than wraps).
+            (1, vec![u64::MAX - 1; 3]),
+        ] {
+            let layout = Layout::new(record_data, sizes.iter().copied());
+            let bound = limits.bound(SuiteId::Aes128Gcm, record_data);
+            match Assembly::new(layout, bound) {
+                Err(StreamError::LimitExceeded { needed, limit, .. }) => {
+                    assert!(needed > limit && limit <= 1 << 28, "{needed} {limit}")
+                }
+                other => panic!("{record_data} {sizes:?}: {other:?}"),
+            }
+        }
+        // Just within the bitmap limit: accepted, and the bitmap is the limit's size.
+        let bound = limits.bound(SuiteId::ChaCha20Poly1305, 512);
+        let a = Assembly::new(Layout::new(512, [512 << 28]), bound).unwrap();
+        assert_eq!(a.seen.len() * 8, limits.max_bitmap_bytes as usize);
+        assert!(Assembly::new(Layout::new(512, [(512 << 28) + 1]), bound).is_err());
+    }
+
+    #[test]
+    fn key_limit_is_enforced_for_known_and_unknown_sizes() {
+        let limits = StreamLimits {
+            key_data_records: Some(4),
+            ..StreamLimits::default()
+        };
+        let bound = limits.bound(SuiteId::Aes128Gcm, 10);
+        assert_eq!(bound.max, 4);
+        // Known sizes: four records fit, five are refused at once.
+        assert!(Assembly::new(Layout::new(10, [40]), bound).is_ok());
+        assert!(matches!(
+            Assembly::new(Layout::new(10, [30, 11]), bound),
+            Err(StreamError::LimitExceeded {
+                needed: 5,
+                limit: 4,
+                ..
+            })
+        ));
+        // Unknown size: refused at the first record past the limit, wherever it comes from.
+        let mut a = Assembly::new(Layout::new(10, [20, UNKNOWN_SIZE]), bound).unwrap();
+        for seq in [1, 2, 3, 4] {
+            a.accept(seq, 10).unwrap();
+        }
+        assert!(matches!(
+            a.accept(5, 10),
+            Err(StreamError::LimitExceeded {
+                needed: 5,
+                limit: 4,
+                ..
+            })
+        ));
+        assert!(matches!(
+            a.accept(1 << 40, 3),
+            Err(StreamError::LimitExceeded { .. })
+        ));
+        assert_eq!(a.received(), 4);
+        // Known files before an unknown one count too.
+        assert!(Assembly::new(Layout::new(10, [50, UNKNOWN_SIZE]), bound).is_err());
     }
 }

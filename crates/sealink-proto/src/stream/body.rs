@@ -13,7 +13,7 @@
 use sealink_crypto::sign::{PUBLIC_KEY_LEN, SIGNATURE_LEN};
 
 use super::StreamError;
-use super::record::MAX_RECORD_DATA;
+use super::record::{MAX_RECORD_DATA, MIN_RECORD_DATA};
 
 /// Size of a file whose length is not known when the transfer starts (standard input).
 pub const UNKNOWN_SIZE: u64 = u64::MAX;
@@ -123,8 +123,13 @@ impl Hello {
         let owner_public = r.array()?;
         let owner_signature = r.array()?;
         let record_data = r.u32()?;
-        if record_data == 0 || record_data as usize > MAX_RECORD_DATA {
-            return Err(bad(W, format!("record size {record_data}")));
+        if !(MIN_RECORD_DATA..=MAX_RECORD_DATA).contains(&(record_data as usize)) {
+            return Err(bad(
+                W,
+                format!(
+                    "record size {record_data} is not within {MIN_RECORD_DATA}..={MAX_RECORD_DATA}"
+                ),
+            ));
         }
         let stripes = r.u16()?;
         if stripes == 0 || stripes as usize > MAX_STRIPES {
@@ -356,9 +361,22 @@ mod tests {
         let mut h = hello();
         h.files.swap(0, 1);
         assert!(Hello::decode(&h.encode()).is_err(), "unknown size not last");
-        let mut h = hello();
-        h.record_data = 0;
-        assert!(Hello::decode(&h.encode()).is_err());
+        for record_data in [0, 1, MIN_RECORD_DATA as u32 - 1, MAX_RECORD_DATA as u32 + 1] {
+            let mut h = hello();
+            h.record_data = record_data;
+            assert!(
+                Hello::decode(&h.encode()).is_err(),
+                "record size {record_data}"
+            );
+        }
+        for record_data in [MIN_RECORD_DATA as u32, MAX_RECORD_DATA as u32] {
+            let mut h = hello();
+            h.record_data = record_data;
+            assert!(
+                Hello::decode(&h.encode()).is_ok(),
+                "record size {record_data}"
+            );
+        }
         let b = hello().encode();
         for cut in 0..b.len() {
             assert!(Hello::decode(&b[..cut]).is_err());

@@ -12,11 +12,13 @@
 pub mod assembly;
 pub mod body;
 pub mod handshake;
+pub mod limits;
 pub mod record;
 
 pub use assembly::{Assembly, Layout, Placement};
 pub use body::{Abort, AbortCode, Done, End, FileEntry, Hello};
 pub use handshake::{Initiator, SessionKeys, accept};
+pub use limits::{RecordBound, StreamLimits};
 pub use record::{RECORD_HEADER_LEN, RecordHeader, RecordType};
 
 /// Errors of stream mode's sans-IO core: what a peer sent that we refuse, or a local misuse.
@@ -53,6 +55,14 @@ pub enum StreamError {
         "the stream ended early: {received} of {expected} records arrived before the authenticated end"
     )]
     Truncated { received: u64, expected: u64 },
+    #[error(
+        "the transfer needs {needed} records, more than the {limit} one session may carry ({why})"
+    )]
+    LimitExceeded {
+        needed: u64,
+        limit: u64,
+        why: &'static str,
+    },
     #[error("crypto: {0}")]
     Crypto(#[from] sealink_crypto::CryptoError),
 }

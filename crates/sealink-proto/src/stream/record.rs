@@ -21,6 +21,9 @@ pub const VERSION: u8 = 1;
 pub const TAG_LEN: usize = 16;
 /// Most data bytes in one record (records are sized by the sender, default 16 KiB).
 pub const MAX_RECORD_DATA: usize = 1 << 20;
+/// Fewest data bytes in a full record. Tiny records would let a hello announce a bitmap bit
+/// (and a record's 32 bytes of overhead) per byte of data.
+pub const MIN_RECORD_DATA: usize = 512;
 /// Longest body a receiver accepts: bounds the memory one record header can make us reserve.
 pub const MAX_BODY_LEN: usize = MAX_RECORD_DATA + TAG_LEN;
 
