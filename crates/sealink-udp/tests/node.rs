@@ -257,10 +257,24 @@ fn untrusted_owner_is_refused_alone_and_the_sender_is_told() {
     let (alice, mallory) = (a.add_owner(alice), a.add_owner(mallory));
     for round in 0..3u8 {
         // Mallory's waits for the piggyback timer; alice's urgent one takes it along.
-        a.send(peer_b, mallory, None, &[round; 8], Urgency::Default, Scope::AuthOnly)
-            .unwrap();
-        a.send(peer_b, alice, None, &[round; 16], Urgency::Urgent, Scope::AuthOnly)
-            .unwrap();
+        a.send(
+            peer_b,
+            mallory,
+            None,
+            &[round; 8],
+            Urgency::Default,
+            Scope::AuthOnly,
+        )
+        .unwrap();
+        a.send(
+            peer_b,
+            alice,
+            None,
+            &[round; 16],
+            Urgency::Urgent,
+            Scope::AuthOnly,
+        )
+        .unwrap();
         let started = Instant::now();
         match a.flush(peer_b, Duration::from_secs(2)) {
             Err(NodeError::Undeliverable(1)) => {}
