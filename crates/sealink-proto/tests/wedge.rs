@@ -535,3 +535,64 @@ fn regression_abandon_sent_when_messages_wait_for_the_window() {
     };
     never_wedges(&f, 16, 1, false, 8, 6363868540921347542).unwrap();
 }
+
+/// A message outside the receiver's window is dropped alone: here A believes B's window is
+/// larger than it is (a misconfiguration), so on a lossy link many of A's datagrams carry
+/// messages B cannot take yet. The acknowledgements and in-window messages riding with them
+/// still count. (The old code refused such datagrams whole: none of A's messages arrived.)
+#[test]
+fn acks_count_even_beside_a_message_outside_the_window() {
+    let a_cfg = Config {
+        message_window: 1024,
+        ..Config::default()
+    };
+    let b_cfg = Config {
+        message_window: 16,
+        ..Config::default()
+    };
+    let link = LinkConfig {
+        loss: 0.1,
+        ..LinkConfig::default()
+    };
+    let mut s = setup_with(a_cfg, b_cfg, link, 15);
+    let (alice, bob) = (s.a_owners[0], s.b_owners[0]);
+    let mut sent = Sent::new();
+    let mut t = Time::ZERO;
+    for n in 0..400u64 {
+        s.pair.run_until(t);
+        send_a(&mut s, alice, n, Urgency::Urgent, &mut sent);
+        if n % 4 == 0 {
+            let now = s.pair.now();
+            s.pair
+                .b
+                .send(
+                    now,
+                    s.b_peer,
+                    bob,
+                    None,
+                    &payload(n, 20),
+                    Urgency::Urgent,
+                    Scope::AuthOnly,
+                )
+                .unwrap();
+        }
+        t = t + Duration::from_micros(200);
+    }
+    s.pair.run_until(t + Duration::from_secs(60));
+    assert!(
+        s.pair.b.stats().drops(DropReason::OutsideWindow) > 0,
+        "the case arose"
+    );
+    assert_eq!(delivered(&s.pair.events_a).len(), 100);
+    assert_eq!(
+        s.pair.b.stats().messages_undeliverable,
+        0,
+        "B's messages were acknowledged"
+    );
+    assert_eq!(s.pair.b.pending_messages_all(), 0);
+    assert_eq!(
+        delivered(&s.pair.events_b).len(),
+        400,
+        "and A's all arrived in the end"
+    );
+}
