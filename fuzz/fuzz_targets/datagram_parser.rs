@@ -24,13 +24,14 @@ fuzz_target!(|data: &[u8]| {
             Ok(Frame::Dest { id, name }) => wire::write_dest(&mut w, id, name).unwrap(),
             Ok(Frame::Msg { seq, from, to, data }) => wire::write_msg(&mut w, seq, from, to, data).unwrap(),
             Ok(Frame::Ping) => w.u8(wire::FRAME_PING).unwrap(),
+            Ok(Frame::Abandon { below }) => wire::write_abandon(&mut w, below).unwrap(),
+            Ok(Frame::Refused { seq, reason }) => wire::write_refused(&mut w, seq, reason).unwrap(),
             Ok(Frame::Padding) => {
                 w.u8(wire::FRAME_PADDING).unwrap();
                 while w.pos() < body.len() {
                     w.u8(0).unwrap();
                 }
             }
-            Ok(_) => all_ok = false,
             Err(_) => {
                 all_ok = false;
                 break;

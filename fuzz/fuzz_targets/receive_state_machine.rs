@@ -2,6 +2,11 @@
 //! get from an authentic peer is ever delivered. The input drives an established pair of
 //! endpoints: each chunk is either a raw datagram, a mutation of a real captured datagram, or
 //! a replay of one, delivered to either side at advancing virtual times.
+//!
+//! Before that, the first bytes of the input are an on-path attacker's drop pattern while A
+//! sends, with an untrusted owner's message riding along and messages given up after two
+//! transmissions (so ABANDON and REFUSED frames flow); once the link is clean again a new
+//! message must arrive: no loss, refusal or abandonment may wedge the channel.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -32,14 +37,23 @@ fn template() -> &'static (Vec<(bool, Vec<u8>)>, [u8; 32], [u8; 32]) {
     })
 }
 
+/// Messages sent in the attacker phase, and the bytes of its drop pattern (one bit a datagram).
+const ATTACK_MESSAGES: u8 = 16;
+const ATTACK_PATTERN: usize = 32;
+
 fn pair() -> (Pair, PeerId, OwnerId) {
     let ha = HostKey::from_private(key(1)).unwrap();
     let hb = HostKey::from_private(key(2)).unwrap();
     let owner = OwnerSigningKey::from_seed(&[9; 32]).unwrap();
     let mut dir = Directory::new();
     dir.insert("alice", owner.public_key()).unwrap();
-    let mut a = Endpoint::new(Config::default(), ha.clone(), dir.clone()).unwrap();
-    let mut b = Endpoint::new(Config::default(), hb.clone(), dir).unwrap();
+    let cfg = Config {
+        max_transmissions: 2,
+        message_window: 16,
+        ..Config::default()
+    };
+    let mut a = Endpoint::new(cfg.clone(), ha.clone(), dir.clone()).unwrap();
+    let mut b = Endpoint::new(cfg, hb.clone(), dir).unwrap();
     let peer = a.add_peer("b", *hb.public());
     b.add_peer("a", *ha.public());
     let o = a.add_owner(LocalOwner::new("alice", owner).unwrap());
@@ -55,7 +69,49 @@ fuzz_target!(|data: &[u8]| {
         .unwrap();
     p.run_until(Time::from_millis(50));
     p.captured = Some(Vec::new());
-    p.run_until(Time::from_millis(60));
+    // Attacker phase.
+    let (pattern, data) = data.split_at(data.len().min(ATTACK_PATTERN));
+    let drops: Vec<bool> = pattern
+        .iter()
+        .flat_map(|b| (0..8).map(move |i| b >> i & 1 == 1))
+        .collect();
+    let mut k = 0;
+    p.attacker = Some(Box::new(move |_, _| {
+        k += 1;
+        drops.get(k - 1).copied().unwrap_or(false)
+    }));
+    let mallory = p
+        .a
+        .add_owner(LocalOwner::new("mallory", OwnerSigningKey::from_seed(&[7; 32]).unwrap()).unwrap());
+    for i in 0..ATTACK_MESSAGES {
+        let now = p.now();
+        let urgency = if i % 3 == 0 { Urgency::Default } else { Urgency::Urgent };
+        if i == 4 {
+            p.a.send(now, peer, mallory, None, b"untrusted", Urgency::Default, Scope::AuthOnly)
+                .unwrap();
+        }
+        p.a.send(now, peer, o, None, &[i; 24], urgency, Scope::AuthOnly).unwrap();
+        p.run_until(now + Duration::from_millis(7));
+    }
+    let now = p.now();
+    p.run_until(now + Duration::from_secs(10));
+    p.attacker = None;
+    let now = p.now();
+    p.a.send(now, peer, o, None, b"after", Urgency::Urgent, Scope::Encrypt)
+        .unwrap();
+    p.run_until(now + Duration::from_secs(30));
+    assert!(
+        p.events_b
+            .iter()
+            .any(|(_, e)| matches!(e, Event::Message(d) if d.data == b"after")),
+        "the channel wedged"
+    );
+    assert!(
+        !p.events_b
+            .iter()
+            .any(|(_, e)| matches!(e, Event::Message(d) if &*d.from != "alice")),
+        "an untrusted owner's message was delivered"
+    );
     let own: Vec<(bool, Vec<u8>)> = p.captured.take().unwrap_or_default();
     let delivered_before = p.b.stats().messages_delivered + p.a.stats().messages_delivered;
     let mut i = 0;

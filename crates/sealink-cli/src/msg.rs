@@ -241,10 +241,18 @@ pub fn send(p: SendParams) -> Result<()> {
             )));
         }
         Err(NodeError::Undeliverable(n)) => {
-            return Err(msg(format!(
-                "{n} message(s) undeliverable to {peer_name} at {addr} (peer unreachable or \
-                 handshake refused)"
-            )));
+            let refused = node.stats().endpoint.messages_refused;
+            return Err(msg(if refused > 0 {
+                format!(
+                    "{refused} of {n} undeliverable message(s) refused by {peer_name} at {addr}: \
+                     it does not trust owner {owner_name}"
+                )
+            } else {
+                format!(
+                    "{n} message(s) undeliverable to {peer_name} at {addr} (peer unreachable or \
+                     handshake refused)"
+                )
+            }));
         }
         Err(e) => return Err(e.into()),
     }

@@ -158,11 +158,17 @@ fn send_is_acknowledged_and_listen_prints_verified_owner() {
 fn text_output_and_untrusted_owner_is_refused() {
     let dir = hosts("refused", false);
     let (mut l, addr, _err) = listen(&dir, &[]);
-    // b does not trust owner alice: nothing is acknowledged, send fails after its timeout.
-    let out = send(&dir, addr, &["secret", "--urgent", "--timeout", "1"]);
+    // b does not trust owner alice: it refuses the message and says so, and send fails at once
+    // with that reason (not after its timeout).
+    let started = std::time::Instant::now();
+    let out = send(&dir, addr, &["secret", "--urgent", "--timeout", "5"]);
     assert!(!out.status.success());
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not acknowledged"), "{err}");
+    assert!(
+        err.contains("refused by") && err.contains("does not trust owner alice"),
+        "{err}"
+    );
     l.kill().unwrap();
     let _ = l.wait();
     let mut printed = String::new();

@@ -19,7 +19,11 @@ use crate::recv_window::RecvWindow;
 use crate::session::{IndexTable, Limits, OpenJob, SealJob, Session};
 use crate::shared::{Delivery, Event, MessageId, PeerId, Shared};
 use crate::time::Time;
-use crate::wire::{self, Frame, Frames, HEADER_LEN, MAX_ACK_RANGES, Writer};
+use crate::wire::{self, Frame, Frames, HEADER_LEN, MAX_ACK_RANGES, RefuseReason, Writer};
+
+/// Refusal notices a receiver keeps for its next acknowledgement; more in one burst are not
+/// announced (the messages are still settled and counted).
+const MAX_REFUSED_NOTICES: usize = 32;
 
 /// Keys and counters of one handshake's outcome.
 /// Our handshake in progress: the channel is tentative until the response arrives.
@@ -102,6 +106,14 @@ pub(crate) struct Channel {
     backoff: u32,
     /// Retransmission timeouts in a row since the last acknowledgement or handshake.
     timeouts_since_handshake: u32,
+    /// Highest cumulative point the peer acknowledged. Its receive window starts at or above
+    /// it, so nothing is sent at or past `peer_cum + message_window`.
+    peer_cum: u64,
+    /// Messages were given up on below our window base that the peer has not yet settled:
+    /// send an ABANDON frame at the next opportunity...
+    abandon_now: bool,
+    /// ...and again at this time unless an acknowledgement shows it arrived.
+    abandon_due: Option<Time>,
 
     // Receiving.
     rx_owners: HashMap<u64, RemoteOwner>,
@@ -115,6 +127,8 @@ pub(crate) struct Channel {
     /// acknowledgement of a sender's whole window until the delay timer.
     messages_since_ack: usize,
     ack_scratch: Vec<(u64, u64)>,
+    /// Messages refused since our last acknowledgement, announced with it.
+    refused_out: Vec<(u64, RefuseReason)>,
 }
 
 impl Channel {
@@ -148,6 +162,9 @@ impl Channel {
             rttvar: Duration::ZERO,
             backoff: 0,
             timeouts_since_handshake: 0,
+            peer_cum: 0,
+            abandon_now: false,
+            abandon_due: None,
             rx_owners: HashMap::new(),
             rx_dests: HashMap::new(),
             recv: RecvWindow::default(),
@@ -157,6 +174,7 @@ impl Channel {
             eliciting_since_ack: 0,
             messages_since_ack: 0,
             ack_scratch: Vec::with_capacity(MAX_ACK_RANGES),
+            refused_out: Vec::new(),
         }
     }
 
@@ -344,7 +362,10 @@ impl Channel {
         }
         let want_data = self.flush && self.has_sendable_messages(sh);
         let want_ack = self.ack_pending && self.ack_now;
-        if !want_data && !want_ack && !self.confirm_pending {
+        if self.abandon_now && !self.abandon_needed() {
+            self.abandon_now = false;
+        }
+        if !want_data && !want_ack && !self.confirm_pending && !self.abandon_wanted() {
             if self.flush && self.queue.is_empty() && self.retx.is_empty() {
                 self.flush = false;
                 self.earliest_deadline = None;
@@ -370,13 +391,36 @@ impl Channel {
             .unwrap_or(self.next_seq)
     }
 
-    /// The sender keeps at most `message_window` sequence numbers outstanding, so whatever it
-    /// sends falls inside the receiver's window (anchored at its cumulative point, which is
-    /// never below our base).
+    /// Where the peer's receive window starts at the least: its acknowledged cumulative point.
+    /// (Below our base once we gave messages up that it has not yet settled.)
+    fn window_anchor(&self) -> u64 {
+        self.window_base().min(self.peer_cum)
+    }
+
+    /// Messages we gave up on lie between the peer's cumulative point and our base: it must
+    /// be told (ABANDON), or its window would stay at the hole.
+    fn abandon_needed(&self) -> bool {
+        self.window_base() > self.peer_cum
+    }
+
+    /// An ABANDON must leave now: the peer is owed one, no retransmission timer runs for it,
+    /// and there is a reason to send (just given up on something, or messages wait, perhaps
+    /// for the very window that the ABANDON frees).
+    fn abandon_wanted(&self) -> bool {
+        self.abandon_needed()
+            && self.abandon_due.is_none()
+            && (self.abandon_now || !self.queue.is_empty())
+    }
+
+    /// The sender keeps at most `message_window` sequence numbers outstanding counted from the
+    /// peer's acknowledged cumulative point, so whatever it sends falls inside the receiver's
+    /// window (anchored at its own cumulative point, which is never below the acknowledged
+    /// one). A message given up on holds the window until the peer acknowledges the ABANDON
+    /// that settles it.
     fn queue_front_in_window(&self, sh: &Shared) -> bool {
         self.queue
             .front()
-            .is_some_and(|(s, _)| s - self.window_base() < sh.cfg.message_window)
+            .is_some_and(|(s, _)| s.saturating_sub(self.window_anchor()) < sh.cfg.message_window)
     }
 
     fn has_sendable_messages(&self, sh: &Shared) -> bool {
@@ -410,13 +454,34 @@ impl Channel {
                 self.recv
                     .newest_ranges(MAX_ACK_RANGES, &mut self.ack_scratch);
                 let cum = self.recv.cumulative();
-                if wire::ack_len(cum, &self.ack_scratch) <= w.remaining() {
+                let ack_len = wire::ack_len(cum, &self.ack_scratch);
+                // Refusal notices go before the acknowledgement that settles their messages,
+                // so the sender reads them first. Best effort: one that does not fit, or whose
+                // datagram is lost, leaves the sender counting the message as delivered (a
+                // duplicate of it is refused and announced again).
+                for (seq, reason) in self.refused_out.drain(..) {
+                    if wire::refused_len(seq) + ack_len <= w.remaining() {
+                        wire::write_refused(&mut w, seq, reason)?;
+                    }
+                }
+                if ack_len <= w.remaining() {
                     wire::write_ack(&mut w, cum, &self.ack_scratch)?;
                     self.ack_pending = false;
                     self.ack_now = false;
                     self.ack_deadline = None;
                     self.eliciting_since_ack = 0;
                     self.messages_since_ack = 0;
+                    wrote = true;
+                }
+            }
+            // Before any message, so the receiver moves its window first. Carried by every
+            // datagram until acknowledged, and alone on its own timer.
+            if self.abandon_needed() {
+                let below = self.window_base();
+                if wire::abandon_len(below) <= w.remaining() {
+                    wire::write_abandon(&mut w, below)?;
+                    self.abandon_now = false;
+                    self.abandon_due = Some(now + self.rto(sh));
                     wrote = true;
                 }
             }
@@ -722,6 +787,10 @@ impl Channel {
         self.largest_acked_sent = None;
         self.queued_bytes = 0;
         self.next_seq = 0;
+        self.peer_cum = 0;
+        self.abandon_now = false;
+        self.abandon_due = None;
+        self.refused_out.clear();
         for mut m in pending {
             // New channel, new messages: earlier attempts went to keys the peer no longer has.
             m.transmissions = 0;
@@ -799,89 +868,112 @@ impl Channel {
         scope: Scope,
         body: &[u8],
     ) -> Result<(), DropReason> {
-        // Pass 1: parse everything and check every reference, verifying (and caching) owner
-        // introductions. Nothing is delivered unless the whole datagram is acceptable, so a
-        // datagram is either fully processed or not acknowledged at all.
+        // Pass 1: parse everything (a frame that does not parse refuses the whole datagram: no
+        // correct peer sends one) and learn the owner introductions (verified once, then
+        // cached) and destinations. An introduction or declaration that is not accepted
+        // refuses only the messages that use it, in pass 2: the other owners' messages, the
+        // acknowledgements and the rest of the datagram still count.
         let mut eliciting = false;
-        // Piggybacked messages mostly come from one owner: look it up once per run.
-        let mut checked_from = None;
         // Parsed once; pass 2 walks the frames kept here.
         let mut frames = Vec::with_capacity(32);
+        // Ids refused in this datagram and why (one entry per bad introduction: few).
+        let mut bad_owners: Vec<(u64, RefuseReason)> = Vec::new();
+        let mut bad_dests: Vec<u64> = Vec::new();
         for f in Frames::new(body) {
             let f = f?;
             frames.push(f);
             match f {
-                Frame::OwnerIntro { id, name, sig } => self.learn_owner(sh, id, name, sig)?,
+                Frame::OwnerIntro { id, name, sig } => {
+                    if let Err(r) = self.learn_owner(sh, id, name, sig) {
+                        let reason =
+                            RefuseReason::from_drop(r).unwrap_or(RefuseReason::UnknownOwner);
+                        bad_owners.push((id, reason));
+                    }
+                }
                 Frame::Dest { id, name } => match self.rx_dests.get(&id) {
-                    Some(n) if &**n != name => return Err(DropReason::OwnerConflict),
+                    Some(n) if &**n != name => bad_dests.push(id),
                     Some(_) => {}
                     None => {
                         self.rx_dests.insert(id, Arc::from(name));
                     }
                 },
-                Frame::Msg { seq, from, to, .. } => {
-                    if checked_from != Some(from) {
-                        if !self.rx_owners.contains_key(&from) {
-                            return Err(DropReason::UnknownOwnerId);
-                        }
-                        checked_from = Some(from);
-                    }
-                    if to != 0 && !self.rx_dests.contains_key(&to) {
-                        return Err(DropReason::UnknownOwnerId);
-                    }
-                    if seq >= self.recv.cumulative().saturating_add(sh.cfg.message_window) {
-                        return Err(DropReason::OutsideWindow);
-                    }
-                    eliciting = true;
-                }
-                Frame::Ping => eliciting = true,
-                Frame::Ack(_) | Frame::Padding => {}
+                _ => {}
             }
         }
-        // Pass 2: apply.
+        // Pass 2: apply, in order (an ABANDON moves the window before the messages after it).
+        // Piggybacked messages mostly come from one owner: look it up once per run.
         let mut last_from: Option<(u64, Arc<str>)> = None;
         for f in frames {
             match f {
                 Frame::Ack(ack) => self.on_ack(sh, now, ack),
+                Frame::Refused { seq, reason } => self.on_refused(sh, seq, reason),
+                Frame::Abandon { below } => {
+                    self.recv.advance_to(below);
+                    eliciting = true;
+                    // The sender's window waits for this acknowledgement.
+                    self.ack_now = true;
+                }
+                Frame::Ping => eliciting = true,
                 Frame::Msg {
                     seq,
                     from,
                     to,
                     data,
                 } => {
+                    eliciting = true;
                     self.messages_since_ack += 1;
-                    if self.recv.insert(seq) {
-                        let from = match &last_from {
-                            Some((id, name)) if *id == from => Some(name.clone()),
-                            _ => self.rx_owners.get(&from).map(|o| {
-                                last_from = Some((from, o.name.clone()));
-                                o.name.clone()
-                            }),
-                        };
-                        let to = if to == 0 {
-                            None
-                        } else {
-                            self.rx_dests.get(&to).cloned()
-                        };
-                        if let Some(from) = from {
-                            sh.stats.messages_delivered += 1;
-                            sh.stats.message_bytes_delivered += data.len() as u64;
-                            self.stats.messages_delivered += 1;
-                            sh.events.push_back(Event::Message(Delivery {
-                                peer: self.peer,
-                                from,
-                                to,
-                                scope,
-                                data: data.to_vec(),
-                            }));
+                    if seq >= self.recv.cumulative().saturating_add(sh.cfg.message_window) {
+                        // Not settled: the sender keeps it and sends it again.
+                        sh.stats.drop(DropReason::OutsideWindow);
+                        continue;
+                    }
+                    let from = match &last_from {
+                        Some((id, name)) if *id == from => Ok(name.clone()),
+                        _ => match bad_owners.iter().find(|(id, _)| *id == from) {
+                            Some((_, r)) => Err(*r),
+                            None => match self.rx_owners.get(&from) {
+                                Some(o) => {
+                                    last_from = Some((from, o.name.clone()));
+                                    Ok(o.name.clone())
+                                }
+                                None => Err(RefuseReason::UnknownOwnerId),
+                            },
+                        },
+                    };
+                    let to = match to {
+                        0 => Ok(None),
+                        _ if bad_dests.contains(&to) => Err(RefuseReason::OwnerConflict),
+                        _ => self
+                            .rx_dests
+                            .get(&to)
+                            .map(|d| Some(d.clone()))
+                            .ok_or(RefuseReason::UnknownOwnerId),
+                    };
+                    let (from, to) = match (from, to) {
+                        (Ok(f), Ok(t)) => (f, t),
+                        (Err(r), _) | (_, Err(r)) => {
+                            self.refuse(sh, seq, r);
+                            continue;
                         }
+                    };
+                    if self.recv.insert(seq) {
+                        sh.stats.messages_delivered += 1;
+                        sh.stats.message_bytes_delivered += data.len() as u64;
+                        self.stats.messages_delivered += 1;
+                        sh.events.push_back(Event::Message(Delivery {
+                            peer: self.peer,
+                            from,
+                            to,
+                            scope,
+                            data: data.to_vec(),
+                        }));
                     } else {
                         // Our acknowledgement was lost: say it again at once.
                         sh.stats.duplicates_suppressed += 1;
                         self.ack_now = true;
                     }
                 }
-                _ => {}
+                Frame::OwnerIntro { .. } | Frame::Dest { .. } | Frame::Padding => {}
             }
         }
         if eliciting {
@@ -897,6 +989,20 @@ impl Channel {
             }
         }
         Ok(())
+    }
+
+    /// A message we will not deliver (its owner or destination is not accepted): settle it,
+    /// so the sender does not retransmit it until it gives up and no hole holds our window;
+    /// count it by reason (once); and tell the sender with the next acknowledgement.
+    fn refuse(&mut self, sh: &mut Shared, seq: u64, reason: RefuseReason) {
+        if self.recv.insert(seq) {
+            sh.stats.drop(reason.drop_reason());
+        } else {
+            self.ack_now = true;
+        }
+        if self.refused_out.len() < MAX_REFUSED_NOTICES {
+            self.refused_out.push((seq, reason));
+        }
     }
 
     fn learn_owner(
@@ -933,6 +1039,14 @@ impl Channel {
     }
 
     fn on_ack(&mut self, sh: &mut Shared, now: Time, ack: wire::AckFrame<'_>) {
+        let cum = ack.cumulative.min(self.next_seq);
+        if cum > self.peer_cum {
+            self.peer_cum = cum;
+            if !self.abandon_needed() {
+                self.abandon_now = false;
+                self.abandon_due = None;
+            }
+        }
         let mut acc = Acked::default();
         while let Some((_, m)) = self.inflight.pop_below(ack.cumulative) {
             acc.note(&mut self.tx_owners, &mut self.tx_dests, m);
@@ -967,6 +1081,28 @@ impl Channel {
         self.backoff = 0;
         self.timeouts_since_handshake = 0;
         self.detect_losses(sh, now);
+    }
+
+    /// The peer refused message `seq` (its owner or destination is not accepted there) and
+    /// settled it: report it undeliverable now instead of retransmitting it, and introduce its
+    /// owner and destination again with the next messages that use them.
+    fn on_refused(&mut self, sh: &mut Shared, seq: u64, reason: RefuseReason) {
+        let Some(m) = self.inflight.remove(seq) else {
+            return;
+        };
+        tracing::debug!(seq, ?reason, "peer refused a message");
+        if let Some(Some(o)) = self.tx_owners.get_mut(m.from) {
+            o.confirmed = false;
+        }
+        if let Some(d) = m.to.as_ref().and_then(|d| self.tx_dests.get_mut(d)) {
+            d.confirmed = false;
+        }
+        sh.stats.messages_refused += 1;
+        sh.stats.messages_undeliverable += 1;
+        sh.events.push_back(Event::Undeliverable {
+            peer: self.peer,
+            id: m.id,
+        });
     }
 
     fn rto(&self, sh: &Shared) -> Duration {
@@ -1013,6 +1149,8 @@ impl Channel {
                         peer: self.peer,
                         id: m.id,
                     });
+                    // The peer may still wait for it: tell it to stop.
+                    self.abandon_now = true;
                 }
             } else {
                 self.retx.push_back(seq);
@@ -1030,7 +1168,7 @@ impl Channel {
     /// Queued messages must leave now (an urgent one, a full queue or a due deadline): no
     /// timer stands for this, so a driver that sleeps until `poll_timeout` must be woken.
     pub fn flush_pending(&self) -> bool {
-        self.flush
+        self.flush || self.abandon_wanted()
     }
 
     pub fn poll_timeout(&self, sh: &Shared) -> Option<Time> {
@@ -1048,6 +1186,9 @@ impl Channel {
             if let Some(d) = self.ack_deadline {
                 at(d);
             }
+        }
+        if let Some(d) = self.abandon_due {
+            at(d);
         }
         if let Some(&(ts, _)) = self.sent_log.front() {
             at(ts + self.rto(sh));
@@ -1103,12 +1244,23 @@ impl Channel {
             }
         }
         self.detect_losses(sh, now);
+        if self.abandon_due.is_some_and(|d| d <= now) {
+            // The ABANDON (or its acknowledgement) was lost: send it again, backing off as a
+            // retransmission does. It counts as one: with the window held, it may be the only
+            // thing that can notice that the peer lost our session.
+            self.abandon_due = None;
+            if self.abandon_needed() {
+                self.abandon_now = true;
+                self.backoff = self.backoff.saturating_add(1);
+                self.timeouts_since_handshake += 1;
+            }
+        }
         // Several timeouts in a row with nothing acknowledged: the peer may have lost our
         // session (a restart). A fresh handshake either continues the channel or, if the peer
         // no longer knows it, starts a new one and everything pending is sent again.
         // (The retransmission backoff is kept: the peer may simply be on a lossy path.)
         if self.timeouts_since_handshake >= 3
-            && !self.inflight.is_empty()
+            && (!self.inflight.is_empty() || self.abandon_needed())
             && self.initiation.is_none()
         {
             self.timeouts_since_handshake = 0;
@@ -1147,6 +1299,12 @@ impl Channel {
         self.queued_bytes = 0;
         self.flush = false;
         self.earliest_deadline = None;
+        // Their numbers are settled for us; the peer learns it from the ABANDON that the next
+        // datagram we send carries (a rekey continues the channel, and with it this debt).
+        // Not before: nothing probes an unreachable peer until there is something to send
+        // (`abandon_wanted`).
+        self.abandon_now = false;
+        self.abandon_due = None;
     }
 }
 

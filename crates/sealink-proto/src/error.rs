@@ -27,7 +27,8 @@ pub enum Error {
     Crypto(#[from] CryptoError),
 }
 
-/// Why a datagram (or a whole datagram's content) was dropped.
+/// Why a datagram was dropped, or (the owner reasons and `OutsideWindow`) why one message inside
+/// an otherwise accepted datagram was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum DropReason {
@@ -69,7 +70,7 @@ pub enum DropReason {
     OwnerConflict,
     /// A message referring to an owner or destination id never introduced.
     UnknownOwnerId,
-    /// A message sequence number beyond the receive window.
+    /// A message sequence number beyond the receive window (that message only, not settled).
     OutsideWindow,
     /// A handshake initiation refused by the flood limiter before any public-key work.
     RateLimited,

@@ -51,6 +51,24 @@ impl RecvWindow {
         true
     }
 
+    /// Settles every seq below `below` (the sender abandoned what it had not had
+    /// acknowledged), joining the ranges it reaches. Returns true if the cumulative point moved.
+    /// Costs at most the ranges it removes, whatever `below` is.
+    pub fn advance_to(&mut self, below: u64) -> bool {
+        if below <= self.cumulative {
+            return false;
+        }
+        self.cumulative = below;
+        while let Some((&s, &e)) = self.above.first_key_value() {
+            if s > self.cumulative {
+                break;
+            }
+            self.above.remove(&s);
+            self.cumulative = self.cumulative.max(e);
+        }
+        true
+    }
+
     /// The newest `max` ranges above the cumulative point, ascending.
     pub fn newest_ranges(&self, max: usize, out: &mut Vec<(u64, u64)>) {
         out.clear();
@@ -67,11 +85,18 @@ mod tests {
 
     proptest! {
         #[test]
-        fn matches_model(seqs in proptest::collection::vec(0u64..200, 0..400)) {
+        fn matches_model(ops in proptest::collection::vec((0u64..200, any::<bool>()), 0..400)) {
             let mut w = RecvWindow::default();
             let mut model = BTreeSet::new();
-            for s in seqs {
-                prop_assert_eq!(w.insert(s), model.insert(s));
+            for (s, abandon) in ops {
+                if abandon && s % 8 == 0 {
+                    // Everything below `s` settles.
+                    let before = w.cumulative();
+                    prop_assert_eq!(w.advance_to(s), s > before);
+                    model.extend(0..s);
+                } else {
+                    prop_assert_eq!(w.insert(s), model.insert(s));
+                }
                 let mut cum = 0;
                 while model.contains(&cum) { cum += 1; }
                 prop_assert_eq!(w.cumulative(), cum);

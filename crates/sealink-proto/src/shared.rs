@@ -47,7 +47,9 @@ pub enum Event {
         peer: PeerId,
     },
     Message(Delivery),
-    /// A message was given up on (peer unreachable or its owner refused).
+    /// A message was given up on (peer unreachable), or the peer refused it (its owner or
+    /// destination is not accepted there). It may still have arrived if only the
+    /// acknowledgements were lost; it is never sent again.
     Undeliverable {
         peer: PeerId,
         id: MessageId,

@@ -78,8 +78,14 @@ pub struct LinkStats {
     pub duplicated: u64,
     pub reordered: u64,
     pub corrupted: u64,
+    /// Dropped by [`Pair::attacker`].
+    pub filtered: u64,
     pub delivered: u64,
 }
+
+/// An on-path attacker: sees every datagram put on the link (from A?, bytes) and returns true
+/// to drop it.
+pub type Attacker = Box<dyn FnMut(bool, &[u8]) -> bool>;
 
 type InFlight = Reverse<(Time, u64, bool, Vec<u8>)>;
 
@@ -100,6 +106,8 @@ pub struct Pair {
     pub events_b: Vec<(Time, Event)>,
     /// Every datagram put on the link, when capture is on: (from A?, bytes).
     pub captured: Option<Vec<(bool, Vec<u8>)>>,
+    /// Drops the datagrams it picks, before the link's own faults.
+    pub attacker: Option<Attacker>,
 }
 
 impl std::fmt::Debug for Pair {
@@ -128,6 +136,7 @@ impl Pair {
             events_a: Vec::new(),
             events_b: Vec::new(),
             captured: None,
+            attacker: None,
         }
     }
 
@@ -161,6 +170,12 @@ impl Pair {
         self.stats.sent += 1;
         if let Some(c) = &mut self.captured {
             c.push((from_a, bytes.clone()));
+        }
+        if let Some(drop) = &mut self.attacker {
+            if drop(from_a, &bytes) {
+                self.stats.filtered += 1;
+                return;
+            }
         }
         if self.rng.chance(self.link.loss) {
             self.stats.lost += 1;

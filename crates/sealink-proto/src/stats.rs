@@ -43,7 +43,10 @@ pub struct Stats {
     pub message_bytes_delivered: u64,
     /// Messages that arrived again after delivery and were suppressed.
     pub duplicates_suppressed: u64,
+    /// Messages given up on (included: those the peer refused).
     pub messages_undeliverable: u64,
+    /// Messages the peer acknowledged as refused (their owner is not trusted there).
+    pub messages_refused: u64,
     drops: [u64; DropReason::ALL.len()],
 }
 

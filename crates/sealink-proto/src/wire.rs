@@ -25,6 +25,54 @@ pub const FRAME_OWNER_INTRO: u8 = 0x02;
 pub const FRAME_DEST: u8 = 0x03;
 pub const FRAME_MSG: u8 = 0x04;
 pub const FRAME_PING: u8 = 0x05;
+pub const FRAME_ABANDON: u8 = 0x06;
+pub const FRAME_REFUSED: u8 = 0x07;
+
+/// Why a receiver refused one message it acknowledges (the REFUSED frame's reason byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefuseReason {
+    /// Its owner is not in the receiver's trust file.
+    UnknownOwner = 1,
+    /// Its owner's introduction did not verify.
+    BadOwnerSignature = 2,
+    /// Its owner or destination id was introduced again under another name.
+    OwnerConflict = 3,
+    /// Its owner or destination id was never (successfully) introduced.
+    UnknownOwnerId = 4,
+}
+
+impl RefuseReason {
+    pub fn from_u8(b: u8) -> Option<Self> {
+        Some(match b {
+            1 => RefuseReason::UnknownOwner,
+            2 => RefuseReason::BadOwnerSignature,
+            3 => RefuseReason::OwnerConflict,
+            4 => RefuseReason::UnknownOwnerId,
+            _ => return None,
+        })
+    }
+
+    /// The drop reason the receiver counts it under.
+    pub fn drop_reason(self) -> DropReason {
+        match self {
+            RefuseReason::UnknownOwner => DropReason::UnknownOwner,
+            RefuseReason::BadOwnerSignature => DropReason::BadOwnerSignature,
+            RefuseReason::OwnerConflict => DropReason::OwnerConflict,
+            RefuseReason::UnknownOwnerId => DropReason::UnknownOwnerId,
+        }
+    }
+
+    /// The owner-related drop reasons, as refusals; `None` for any other reason.
+    pub fn from_drop(r: DropReason) -> Option<Self> {
+        Some(match r {
+            DropReason::UnknownOwner => RefuseReason::UnknownOwner,
+            DropReason::BadOwnerSignature => RefuseReason::BadOwnerSignature,
+            DropReason::OwnerConflict => RefuseReason::OwnerConflict,
+            DropReason::UnknownOwnerId => RefuseReason::UnknownOwnerId,
+            _ => return None,
+        })
+    }
+}
 
 /// A parsed header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,6 +320,17 @@ pub enum Frame<'a> {
     },
     /// Asks for an acknowledgement; carries nothing.
     Ping,
+    /// From a sender: it will never send again any message numbered below `below` (each was
+    /// acknowledged or given up on), so the receiver settles them all.
+    Abandon {
+        below: u64,
+    },
+    /// From a receiver: message `seq` arrived and was refused (never delivered); the
+    /// acknowledgements count it as settled.
+    Refused {
+        seq: u64,
+        reason: RefuseReason,
+    },
 }
 
 fn read_name<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
@@ -361,6 +420,12 @@ impl<'a> Frames<'a> {
                 })
             }
             FRAME_PING => Some(Frame::Ping),
+            FRAME_ABANDON => Some(Frame::Abandon { below: r.varint()? }),
+            FRAME_REFUSED => {
+                let seq = r.varint()?;
+                let reason = RefuseReason::from_u8(r.u8()?)?;
+                Some(Frame::Refused { seq, reason })
+            }
             _ => None,
         }
     }
@@ -439,6 +504,25 @@ pub fn write_ack(w: &mut Writer<'_>, cumulative: u64, ranges: &[(u64, u64)]) -> 
     Some(())
 }
 
+pub fn abandon_len(below: u64) -> usize {
+    1 + varint_len(below)
+}
+
+pub fn write_abandon(w: &mut Writer<'_>, below: u64) -> Option<()> {
+    w.u8(FRAME_ABANDON)?;
+    w.varint(below)
+}
+
+pub fn refused_len(seq: u64) -> usize {
+    1 + varint_len(seq) + 1
+}
+
+pub fn write_refused(w: &mut Writer<'_>, seq: u64, reason: RefuseReason) -> Option<()> {
+    w.u8(FRAME_REFUSED)?;
+    w.varint(seq)?;
+    w.u8(reason as u8)
+}
+
 pub fn ack_len(cumulative: u64, ranges: &[(u64, u64)]) -> usize {
     let mut n = 1 + varint_len(cumulative) + varint_len(ranges.len() as u64);
     let mut prev = cumulative;
@@ -512,9 +596,11 @@ mod tests {
         write_dest(&mut w, 2, "bob").unwrap();
         write_msg(&mut w, 99, 1, 2, b"hello").unwrap();
         w.u8(FRAME_PING).unwrap();
+        write_abandon(&mut w, 70_000).unwrap();
+        write_refused(&mut w, 3, RefuseReason::UnknownOwner).unwrap();
         let n = w.pos();
         let frames: Vec<_> = Frames::new(&buf[..n]).collect::<Result<_, _>>().unwrap();
-        assert_eq!(frames.len(), 5);
+        assert_eq!(frames.len(), 7);
         match frames[0] {
             Frame::Ack(a) => {
                 assert_eq!(a.cumulative, 10);
@@ -541,6 +627,21 @@ mod tests {
             }
         );
         assert_eq!(frames[4], Frame::Ping);
+        assert_eq!(frames[5], Frame::Abandon { below: 70_000 });
+        assert_eq!(
+            frames[6],
+            Frame::Refused {
+                seq: 3,
+                reason: RefuseReason::UnknownOwner
+            }
+        );
+        assert_eq!(abandon_len(70_000), 1 + 4);
+        assert_eq!(refused_len(3), 3);
+        for r in [1u8, 2, 3, 4] {
+            let reason = RefuseReason::from_u8(r).unwrap();
+            assert_eq!(reason as u8, r);
+            assert_eq!(RefuseReason::from_drop(reason.drop_reason()), Some(reason));
+        }
         assert_eq!(ack_len(10, &[(12, 15), (20, 21)]), 7);
         assert_eq!(msg_frame_len(99, 1, 2, 5), 1 + 2 + 1 + 1 + 1 + 5);
     }
@@ -557,6 +658,11 @@ mod tests {
             &[FRAME_ACK, 5, 1, 1, 0],       // empty range
             &[FRAME_ACK, 0, 40],            // too many ranges
             &[FRAME_PADDING, 0, 1],         // padding with data
+            &[FRAME_ABANDON],               // no value
+            &[FRAME_ABANDON, 0x40, 0x05],   // non-minimal varint
+            &[FRAME_REFUSED, 1],            // no reason
+            &[FRAME_REFUSED, 1, 0],         // reason 0
+            &[FRAME_REFUSED, 1, 5],         // unknown reason
         ] {
             let r: Result<Vec<_>, _> = Frames::new(bad).collect();
             assert_eq!(r, Err(DropReason::MalformedFrame), "{bad:?}");

@@ -342,6 +342,57 @@ fn owners_multiplex_over_one_channel_with_one_verification_each() {
     b.shutdown();
 }
 
+/// An untrusted owner's message sharing datagrams with a trusted owner's, over real UDP: the
+/// trusted one is delivered, the untrusted one refused by the receiver (counted) and reported
+/// to the sender at once (not after a dozen retransmissions), and the channel keeps going.
+#[test]
+fn untrusted_owner_is_refused_alone_and_the_sender_is_told() {
+    let (alice, ka) = owner("alice");
+    let (mallory, _) = owner("mallory");
+    let (a, b, peer_b, _) = pair(&[("alice", ka)], LimiterConfig::default());
+    let (alice, mallory) = (a.add_owner(alice), a.add_owner(mallory));
+    for round in 0..3u8 {
+        // Mallory's waits for the piggyback timer; alice's urgent one takes it along.
+        a.send(
+            peer_b,
+            mallory,
+            None,
+            &[round; 8],
+            Urgency::Default,
+            Scope::AuthOnly,
+        )
+        .unwrap();
+        a.send(
+            peer_b,
+            alice,
+            None,
+            &[round; 16],
+            Urgency::Urgent,
+            Scope::AuthOnly,
+        )
+        .unwrap();
+        let started = Instant::now();
+        match a.flush(peer_b, Duration::from_secs(2)) {
+            Err(NodeError::Undeliverable(1)) => {}
+            other => panic!("round {round}: expected one refused message, got {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(1));
+        let got = collect(&b, 1, Duration::from_secs(2));
+        assert_eq!(got.len(), 1);
+        assert_eq!(&*got[0].from, "alice");
+        assert_eq!(got[0].data, vec![round; 16]);
+    }
+    assert!(b.recv(Some(Duration::from_millis(100))).is_none());
+    let s = b.stats().endpoint;
+    assert_eq!(
+        s.drops(DropReason::UnknownOwner) + s.drops(DropReason::UnknownOwnerId),
+        3
+    );
+    assert_eq!(a.stats().endpoint.messages_refused, 3);
+    a.shutdown();
+    b.shutdown();
+}
+
 /// A forged initiation: valid header and length, random contents (random ephemeral key, garbage
 /// ciphertext), so it costs the responder DH work unless the limiter refuses it first.
 fn forged_init(rng: &mut impl Rng) -> Vec<u8> {
