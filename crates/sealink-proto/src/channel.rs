@@ -24,6 +24,9 @@ use crate::wire::{self, Frame, Frames, HEADER_LEN, MAX_ACK_RANGES, RefuseReason,
 /// Refusal notices a receiver keeps for its next acknowledgement; more in one burst are not
 /// announced (the messages are still settled and counted).
 const MAX_REFUSED_NOTICES: usize = 32;
+/// Destination names a receiver learns per channel: an authenticated peer must not grow the
+/// table without bound. Messages to further names are refused one by one (`unknown-owner-id`).
+pub const MAX_DESTINATIONS: usize = 4096;
 
 /// Keys and counters of one handshake's outcome.
 /// Our handshake in progress: the channel is tentative until the response arrives.
@@ -893,9 +896,10 @@ impl Channel {
                 Frame::Dest { id, name } => match self.rx_dests.get(&id) {
                     Some(n) if &**n != name => bad_dests.push(id),
                     Some(_) => {}
-                    None => {
+                    None if self.rx_dests.len() < MAX_DESTINATIONS => {
                         self.rx_dests.insert(id, Arc::from(name));
                     }
+                    None => {}
                 },
                 _ => {}
             }

@@ -184,6 +184,39 @@ fn simultaneous_open_recovers_at_once_when_the_winners_initiation_is_lost() {
     }
 }
 
+/// An authenticated peer naming ever new destinations cannot grow the receiver's table past
+/// `MAX_DESTINATIONS`: messages to further names are refused one by one (and the sender told),
+/// the others delivered.
+#[test]
+fn destination_table_is_bounded() {
+    use sealink_proto::channel::MAX_DESTINATIONS;
+    let extra = 5;
+    let mut s = setup(LinkConfig::default(), 3);
+    let p = &mut s.pair;
+    for i in 0..MAX_DESTINATIONS + extra {
+        let name = format!("d{i}");
+        p.a.send(
+            p.now(),
+            s.a_peer,
+            s.a_owners[0],
+            Some(name.as_str()),
+            b"x",
+            Urgency::Default,
+            Scope::Encrypt,
+        )
+        .unwrap();
+        if i % 256 == 255 {
+            let t = p.now() + Duration::from_millis(20);
+            p.run_until(t);
+        }
+    }
+    let t = p.now() + Duration::from_secs(2);
+    p.run_until(t);
+    assert_eq!(deliveries(&p.events_b).len(), MAX_DESTINATIONS);
+    assert_eq!(p.a.stats().messages_refused, extra as u64);
+    assert_eq!(p.b.stats().drops(DropReason::UnknownOwnerId), extra as u64);
+}
+
 /// One large datagram carrying hundreds of piggybacked messages is acknowledged at once
 /// (`ack_every_messages`), not after the delayed-ACK timer: otherwise a sender whose whole
 /// window fits one datagram stalls for `ack_delay` per window.
