@@ -6,6 +6,7 @@
 //! * [`kdf`]: HKDF-SHA-256 expansion of handshake output into suite keys.
 //! * [`sign`]: Ed25519 owner keys and verification.
 //! * [`legacy`]: DES-CBC, 3DES-CBC, MD5, HMAC-MD5, for the lab only.
+//! * [`weak`]: small-order (degenerate) X25519 and Ed25519 public keys, refused everywhere.
 //! * [`raw`]: the underlying library called directly, the baseline the benches compare against.
 #![forbid(unsafe_code)]
 
@@ -16,7 +17,9 @@ pub mod legacy;
 pub mod raw;
 pub mod sign;
 pub mod suite;
+pub mod weak;
 
 pub use error::CryptoError;
 pub use raw::RawAead;
 pub use suite::{BatchItem, ContiguousItem, PacketKey, Scope, SuiteId};
+pub use weak::{ed25519_public_is_weak, x25519_public_is_degenerate};
