@@ -11,6 +11,7 @@ use sealink_crypto::sign::{self, SIGNATURE_LEN};
 use sealink_crypto::suite::TAG_LEN;
 use sealink_crypto::{Scope, SuiteId};
 
+use crate::cookie::CookieGenerator;
 use crate::error::DropReason;
 use crate::handshake::{self, InitPayload, Split};
 use crate::inflight::Inflight;
@@ -28,6 +29,9 @@ pub(crate) struct Initiation {
     pub local_index: u32,
     sent_at: Time,
     attempts: u32,
+    /// The datagram sent, kept to send again with mac2 when a cookie reply comes back.
+    packet: Vec<u8>,
+    cookie_retried: bool,
 }
 
 /// A message on the sending side.
@@ -73,6 +77,8 @@ pub(crate) struct Channel {
     pub current: Option<Session>,
     pub previous: Option<Session>,
     pub initiation: Option<Initiation>,
+    /// mac1 and mac2 of our initiations to this peer, and the cookie it last gave us.
+    cookies: CookieGenerator,
     last_init_ts_sent: u64,
     last_init_ts_accepted: u64,
     pending_tx: VecDeque<Vec<u8>>,
@@ -124,6 +130,7 @@ impl Channel {
             current: None,
             previous: None,
             initiation: None,
+            cookies: CookieGenerator::new(&remote_static),
             last_init_ts_sent: 0,
             last_init_ts_accepted: 0,
             pending_tx: VecDeque::new(),
@@ -293,24 +300,34 @@ impl Channel {
             timestamp: ts,
             binding: self.binding.unwrap_or([0; 32]),
         };
-        match handshake::write_init(
+        match handshake::write_datagram_init(
             &sh.host,
             handshake::PROLOGUE,
             &self.remote_static,
             local,
             &payload,
+            &mut self.cookies,
+            now,
         ) {
             Ok((hs, pkt)) => {
                 self.last_init_ts_sent = ts;
                 sh.stats.pk.dh += 2;
                 sh.stats.handshakes_initiated += 1;
-                self.pending_tx.push_back(pkt);
+                self.pending_tx.push_back(pkt.clone());
                 self.initiation = Some(Initiation {
                     hs,
                     local_index: local,
                     sent_at: now,
                     attempts: attempt,
+                    packet: pkt,
+                    cookie_retried: false,
                 });
+            }
+            Err(crate::Error::DegenerateKey) => {
+                // No handshake can ever succeed with this key: fail now, not after every retry.
+                tracing::warn!(peer = self.peer.0, "peer's public key is a small-order point");
+                idx.free(local);
+                self.give_up(sh);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot build handshake initiation");
@@ -637,6 +654,27 @@ impl Channel {
         self.initiation = None;
         let continues = continues && self.binding.is_some();
         self.install(sh, idx, session, continues, split.hash);
+        Ok(())
+    }
+
+    /// A cookie reply to our initiation `local_index`: keep the cookie and, once per
+    /// initiation, send the same initiation again with mac2 (the responder did not process it).
+    pub fn accept_cookie(
+        &mut self,
+        now: Time,
+        local_index: u32,
+        pkt: &[u8],
+    ) -> Result<(), DropReason> {
+        let init = match &mut self.initiation {
+            Some(i) if i.local_index == local_index => i,
+            _ => return Err(DropReason::BadCookieReply),
+        };
+        self.cookies.consume_reply(now, pkt)?;
+        if !init.cookie_retried {
+            init.cookie_retried = true;
+            self.cookies.add_macs(now, &mut init.packet);
+            self.pending_tx.push_back(init.packet.clone());
+        }
         Ok(())
     }
 
