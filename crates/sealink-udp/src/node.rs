@@ -5,23 +5,25 @@
 //! datagrams to the same peer as one GSO call. Application threads call [`Node::send`] (which
 //! queues into the endpoint under a mutex and wakes the I/O thread) and [`Node::recv`].
 //!
-//! Handshake initiations cost the endpoint two Diffie-Hellman operations, so they pass through a
-//! [`HandshakeLimiter`] keyed by source IP before the endpoint sees them; data of established
-//! channels never does (a flood delays new handshakes only).
+//! Handshake initiations cost the endpoint two Diffie-Hellman operations, so the endpoint admits
+//! them through its [`sealink_proto::cookie::HandshakeGuard`] first (mac1, flood limits keyed by
+//! source IP, cookie replies under load), given each datagram's source address; data of
+//! established channels never passes there (a flood delays new handshakes only). Cookie replies
+//! leave with the node's other datagrams.
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sealink_proto::channel::ChannelStats;
-use sealink_proto::ratelimit::{HandshakeLimiter, LimiterConfig};
+use sealink_proto::ratelimit::LimiterConfig;
 use sealink_proto::wire::{self, Header};
 use sealink_proto::{
-    Config, Directory, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId, PeerId, Scope,
-    Stats, Time, Urgency,
+    Config, Directory, DropReason, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId,
+    PeerId, Scope, Stats, Time, Urgency,
 };
 
 use crate::io::{RecvBuffers, UdpIo, UdpOptions};
@@ -152,9 +154,11 @@ pub struct Delivery {
 pub struct NodeStats {
     /// Endpoint counters (public-key operations, datagrams, messages, drops by reason).
     pub endpoint: Stats,
-    /// Initiations refused by the flood limiter before any public-key work.
+    /// Initiations refused by the flood limits before any public-key work: rate-limited, or
+    /// answered with a cookie under load (both also counted by reason in `endpoint`).
     pub rate_limited: u64,
-    /// Source addresses the limiter tracks now (never above `max_sources`).
+    /// Source addresses the flood limits track now (at most twice `max_sources`: one table for
+    /// sources proven by a cookie, one for the others).
     pub limiter_sources: usize,
     /// Datagrams the endpoint produced for a peer whose address is not known yet.
     pub no_address: u64,
@@ -171,7 +175,7 @@ pub struct NodeStats {
 impl NodeStats {
     /// Drops of every kind, limiter refusals included.
     pub fn total_drops(&self) -> u64 {
-        self.endpoint.total_drops() + self.rate_limited
+        self.endpoint.total_drops()
     }
 }
 
@@ -181,7 +185,6 @@ const UNDELIVERABLE_KEEP: usize = 1 << 16;
 struct State {
     ep: Endpoint,
     addrs: Vec<Option<SocketAddr>>,
-    limiter: HandshakeLimiter,
     stats: NodeStats,
     undeliverable: VecDeque<(PeerId, MessageId)>,
     /// Bumped by the I/O thread after each round, so waiters see progress.
@@ -249,6 +252,7 @@ impl Node {
     pub fn start(cfg: NodeConfig) -> Result<Node, NodeError> {
         let io = UdpIo::bind(cfg.listen, &cfg.udp)?;
         let mut ep = Endpoint::new(cfg.config, cfg.host, cfg.directory)?;
+        ep.set_handshake_limits(cfg.limiter);
         let mut addrs = Vec::new();
         let mut names = Vec::new();
         for p in &cfg.peers {
@@ -263,7 +267,6 @@ impl Node {
             state: Mutex::new(State {
                 ep,
                 addrs,
-                limiter: HandshakeLimiter::new(cfg.limiter),
                 stats: NodeStats::default(),
                 undeliverable: VecDeque::new(),
                 rounds: 0,
@@ -290,6 +293,11 @@ impl Node {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.sh.io.local_addr()
+    }
+
+    /// This node's static X25519 public key (what peers trust it by).
+    pub fn host_public(&self) -> [u8; 32] {
+        *lock(&self.sh.state).ep.host_public()
     }
 
     /// Registers a local owner that may send.
@@ -542,8 +550,9 @@ impl Node {
         let st = lock(&self.sh.state);
         let mut s = st.stats.clone();
         s.endpoint = st.ep.stats().clone();
-        s.rate_limited = st.limiter.refused();
-        s.limiter_sources = st.limiter.tracked_sources();
+        s.rate_limited = s.endpoint.drops(DropReason::RateLimited)
+            + s.endpoint.drops(DropReason::CookieRequired);
+        s.limiter_sources = st.ep.handshake_guard().tracked_sources();
         s
     }
 
@@ -689,28 +698,16 @@ fn io_thread(sh: &Shared, names: &Mutex<Vec<Arc<str>>>, gso: bool) {
     }
 }
 
-/// Feeds one datagram to the endpoint, initiations through the limiter first.
+/// Feeds one datagram, with its source, to the endpoint (which admits initiations through its
+/// handshake guard).
 fn on_datagram(st: &mut State, now: Time, src: SocketAddr, d: &mut [u8]) {
-    if let Ok(Header::Init { .. }) = wire::parse_header(d) {
-        if !st.limiter.allow(now, canonical_ip(src.ip())) {
-            return;
-        }
-    }
-    if let Ok(peer) = st.ep.handle(now, d) {
+    // A cookie reply is bound to our initiation but not to the peer's key: no roaming on it.
+    let cookie = matches!(wire::parse_header(d), Ok(Header::CookieReply { .. }));
+    if let Ok(peer) = st.ep.handle_from(now, src, d) {
         // Authenticated (and not a replay): the peer is reachable here now (roaming).
-        if let Some(a) = st.addrs.get_mut(peer.index()) {
+        if let Some(a) = st.addrs.get_mut(peer.index()).filter(|_| !cookie) {
             *a = Some(src);
         }
-    }
-}
-
-/// IPv4-mapped IPv6 sources count as their IPv4 address in the limiter.
-fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or(ip, |v4: Ipv4Addr| IpAddr::V4(v4)),
-        v4 => v4,
     }
 }
 
@@ -762,6 +759,20 @@ fn gather(
     runs: &mut Vec<Run>,
 ) -> bool {
     let mut off = 0;
+    // Cookie replies first: each to the address the initiation came from, on its own.
+    while off + max_datagram <= out.len() {
+        let Some((dest, n)) = st.ep.poll_cookie_reply(&mut out[off..off + max_datagram]) else {
+            break;
+        };
+        runs.push(Run {
+            dest,
+            start: off,
+            seg: n,
+            len: n,
+            closed: true,
+        });
+        off += n;
+    }
     let mut cur: Option<Run> = None;
     while off + max_datagram <= out.len() {
         let Some(t) = st.ep.poll_transmit(now, &mut out[off..off + max_datagram]) else {
