@@ -11,9 +11,12 @@
 //!   initiation came from, so a valid mac2 proves the initiator receives there.
 //!
 //! MAC is keyed BLAKE2s with a 16-byte output, HASH is BLAKE2s-256, and the cookie travels
-//! sealed with XChaCha20-Poly1305 under `HASH("cookie--" || responder_static_pub)` with a random
-//! nonce and the initiation's mac1 as associated data (so only the initiator that sent that
-//! initiation accepts it). All primitives come from RustCrypto's `blake2` and
+//! sealed with XChaCha20-Poly1305 under `HASH("cookie--" || responder_static_pub)` with the
+//! initiation's mac1 as associated data (so only the initiator that sent that initiation
+//! accepts it). The key lasts as long as the host key, so nonces must never repeat: each is a
+//! 16-byte random prefix, drawn with each cookie secret, and a 64-bit counter (WireGuard draws
+//! all 24 bytes per reply; this spares a call to the system's generator per reply under a
+//! flood, and 128 random bits per secret keep prefixes from ever meeting). All primitives come from RustCrypto's `blake2` and
 //! `chacha20poly1305`, already used by snow.
 //!
 //! [`HandshakeGuard`] is the responder's admission step: mac1, then two [`HandshakeLimiter`]s.
@@ -117,6 +120,9 @@ pub struct CookieChecker {
     secret: [u8; 32],
     /// When `secret` was drawn; `None` until the first cookie is needed.
     secret_born: Option<Time>,
+    /// Nonces: a random prefix drawn with the secret, then a counter.
+    nonce_prefix: [u8; 16],
+    nonce_counter: u64,
 }
 
 impl std::fmt::Debug for CookieChecker {
@@ -135,6 +141,8 @@ impl CookieChecker {
             seal_key: hash_label(LABEL_COOKIE, own_public),
             secret: [0; 32],
             secret_born: None,
+            nonce_prefix: [0; 16],
+            nonce_counter: 0,
         }
     }
 
@@ -180,8 +188,10 @@ impl CookieChecker {
     ) -> Result<[u8; COOKIE_REPLY_LEN], crate::Error> {
         let bad = || crate::Error::Handshake("cookie reply".into());
         let (m1, m2) = mac_offsets(msg.len()).ok_or_else(bad)?;
-        if !self.secret_live(now) {
+        if !self.secret_live(now) || self.nonce_counter == u64::MAX {
             sealink_crypto::sign::random_bytes(&mut self.secret)?;
+            sealink_crypto::sign::random_bytes(&mut self.nonce_prefix)?;
+            self.nonce_counter = 0;
             self.secret_born = Some(now);
         }
         let cookie = self.cookie(src).ok_or_else(bad)?;
@@ -192,7 +202,9 @@ impl CookieChecker {
             h.try_into().map_err(|_| bad())?,
         );
         let (nonce, rest) = rest.split_at_mut(NONCE_LEN);
-        sealink_crypto::sign::random_bytes(nonce)?;
+        nonce[..16].copy_from_slice(&self.nonce_prefix);
+        nonce[16..].copy_from_slice(&self.nonce_counter.to_le_bytes());
+        self.nonce_counter += 1;
         let (sealed, tag) = rest.split_at_mut(COOKIE_LEN);
         sealed.copy_from_slice(&cookie);
         let t = XChaCha20Poly1305::new(&self.seal_key.into())
@@ -316,8 +328,15 @@ impl HandshakeGuard {
 
     /// Decides about the initiation `msg` (whole datagram, header already parsed as an
     /// initiation) from `src`. Without a source address (a driver that has none, such as the
-    /// simulator) only mac1 is checked.
-    pub fn admit(&mut self, now: Time, src: Option<SocketAddr>, msg: &[u8]) -> Admission {
+    /// simulator) only mac1 is checked. `room_for_reply` false (the caller's queue of replies
+    /// is full): refused as rate-limited instead of making a cookie reply.
+    pub fn admit(
+        &mut self,
+        now: Time,
+        src: Option<SocketAddr>,
+        msg: &[u8],
+        room_for_reply: bool,
+    ) -> Admission {
         if !self.checker.check_mac1(msg) {
             return Admission::Drop(DropReason::BadMac1);
         }
@@ -334,6 +353,9 @@ impl HandshakeGuard {
         }
         if self.unproven.allow(now, ip) {
             return Admission::Process;
+        }
+        if !room_for_reply {
+            return Admission::Drop(DropReason::RateLimited);
         }
         let sender = match crate::wire::parse_header(msg) {
             Ok(Header::Init { sender }) => sender,

@@ -349,19 +349,16 @@ impl Endpoint {
                     return Err(DropReason::MalformedHeader);
                 }
                 // Before any public-key work: mac1, then the limits (and mac2 under load).
-                match self.guard.admit(now, src, buf) {
-                    Admission::Process => {}
-                    Admission::Drop(r) => return Err(r),
-                    Admission::Cookie(reply) => {
-                        let Some(src) = src else {
-                            return Err(DropReason::RateLimited);
-                        };
-                        if self.cookie_replies.len() >= MAX_PENDING_COOKIE_REPLIES {
-                            return Err(DropReason::RateLimited);
-                        }
+                let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
+                match (self.guard.admit(now, src, buf, room), src) {
+                    (Admission::Process, _) => {}
+                    (Admission::Drop(r), _) => return Err(r),
+                    (Admission::Cookie(reply), Some(src)) => {
                         self.cookie_replies.push_back((src, reply));
                         return Err(DropReason::CookieRequired);
                     }
+                    // Without a source the guard never asks for a cookie.
+                    (Admission::Cookie(_), None) => return Err(DropReason::RateLimited),
                 }
                 let (hs, rs, payload) = handshake::read_init(
                     &self.sh.host,

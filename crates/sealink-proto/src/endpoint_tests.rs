@@ -252,3 +252,4 @@ fn a_degenerate_static_key_fails_cleanly_both_ways() {
             .all(|e| !matches!(e, Event::ChannelUp { .. }))
     );
 }
+

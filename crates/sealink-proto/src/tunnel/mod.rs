@@ -1115,13 +1115,11 @@ impl Tunnel {
             return Err(DropReason::MalformedHeader.into());
         }
         // Before any public-key work: mac1, then the limits (and mac2 under load).
-        match self.guard.admit(now, Some(source), buf) {
+        let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
+        match self.guard.admit(now, Some(source), buf, room) {
             Admission::Process => {}
             Admission::Drop(r) => return Err(r.into()),
             Admission::Cookie(reply) => {
-                if self.cookie_replies.len() >= MAX_PENDING_COOKIE_REPLIES {
-                    return Err(DropReason::RateLimited.into());
-                }
                 self.cookie_replies.push_back((source, reply));
                 return Err(DropReason::CookieRequired.into());
             }
