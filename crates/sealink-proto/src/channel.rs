@@ -325,7 +325,10 @@ impl Channel {
             }
             Err(crate::Error::DegenerateKey) => {
                 // No handshake can ever succeed with this key: fail now, not after every retry.
-                tracing::warn!(peer = self.peer.0, "peer's public key is a small-order point");
+                tracing::warn!(
+                    peer = self.peer.0,
+                    "peer's public key is a small-order point"
+                );
                 idx.free(local);
                 self.give_up(sh);
             }

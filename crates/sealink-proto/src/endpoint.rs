@@ -393,10 +393,7 @@ impl Endpoint {
                 Ok(Reserved::Done(PeerId(i)))
             }
             Header::CookieReply { receiver } => {
-                let i = self
-                    .idx
-                    .owner(receiver)
-                    .ok_or(DropReason::BadCookieReply)?;
+                let i = self.idx.owner(receiver).ok_or(DropReason::BadCookieReply)?;
                 self.channels[i].accept_cookie(now, receiver, buf)?;
                 Ok(Reserved::Done(PeerId(i)))
             }

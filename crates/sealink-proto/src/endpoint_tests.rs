@@ -61,7 +61,7 @@ impl Net {
     }
 
     /// Datagrams a sends to b (all of them go to b's address).
-    fn from_a(&mut self) -> Vec<Vec<u8>> {
+    fn sent_by_a(&mut self) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         let mut buf = vec![0u8; 2048];
         while let Some(t) = self.a.poll_transmit(self.now, &mut buf) {
@@ -85,7 +85,7 @@ impl Net {
         let mut buf = vec![0u8; 2048];
         for _ in 0..20 {
             let mut quiet = true;
-            for mut d in self.from_a() {
+            for mut d in self.sent_by_a() {
                 quiet = false;
                 let _ = self.b.handle_from(self.now, sa(A), &mut d);
             }
@@ -151,7 +151,8 @@ fn under_load_the_initiation_gets_a_cookie_and_the_retry_with_mac2_succeeds() {
     let mut n = net(LimiterConfig::default());
     let b_pub = *n.b.host_public();
     for i in 0..100u8 {
-        let _ = n.b.handle_from(n.now, sa(A), &mut junk_init_mac1(i, &b_pub));
+        let _ =
+            n.b.handle_from(n.now, sa(A), &mut junk_init_mac1(i, &b_pub));
     }
     let flood_cookies = n.b.stats().drops(DropReason::CookieRequired);
     assert!(flood_cookies > 50, "{flood_cookies}");
@@ -162,7 +163,7 @@ fn under_load_the_initiation_gets_a_cookie_and_the_retry_with_mac2_succeeds() {
         assert!(n.a.handle_from(n.now, sa(B), &mut r).is_err());
     }
     n.send(b"hello");
-    let init = n.from_a();
+    let init = n.sent_by_a();
     assert_eq!(init.len(), 1);
     assert_eq!(
         n.b.handle_from(n.now, sa(A), &mut init[0].clone()),
@@ -179,7 +180,11 @@ fn under_load_the_initiation_gets_a_cookie_and_the_retry_with_mac2_succeeds() {
         n.b.stats().drops_by_reason().collect::<Vec<_>>()
     });
     assert!(n.a.is_established(n.peer_b, n.now));
-    assert_eq!(n.a.stats().handshakes_initiated, 1, "the same initiation again");
+    assert_eq!(
+        n.a.stats().handshakes_initiated,
+        1,
+        "the same initiation again"
+    );
 }
 
 #[test]
@@ -198,14 +203,14 @@ fn a_cookie_for_one_address_does_not_work_from_another() {
     }
     n.cookie_replies();
     n.send(b"hello");
-    let mut init = n.from_a().remove(0);
+    let mut init = n.sent_by_a().remove(0);
     assert_eq!(
         n.b.handle_from(n.now, sa(A), &mut init),
         Err(DropReason::CookieRequired)
     );
     let (_, mut reply) = n.cookie_replies().remove(0);
     n.a.handle_from(n.now, sa(B), &mut reply).unwrap();
-    let retry = n.from_a().remove(0);
+    let retry = n.sent_by_a().remove(0);
     for from in [c, a_other_port] {
         assert_eq!(
             n.b.handle_from(n.now, from, &mut retry.clone()),
@@ -223,8 +228,16 @@ fn a_degenerate_static_key_fails_cleanly_both_ways() {
     let mut n = net(LimiterConfig::default());
     let zero = n.a.add_peer("zero", [0; 32]);
     let id =
-        n.a.send(n.now, zero, n.owner, None, b"x", Urgency::Urgent, Scope::Encrypt)
-            .unwrap();
+        n.a.send(
+            n.now,
+            zero,
+            n.owner,
+            None,
+            b"x",
+            Urgency::Urgent,
+            Scope::Encrypt,
+        )
+        .unwrap();
     let mut buf = vec![0u8; 2048];
     assert!(n.a.poll_transmit(n.now, &mut buf).is_none());
     let events: Vec<Event> = std::iter::from_fn(|| n.a.poll_event()).collect();
@@ -233,23 +246,13 @@ fn a_degenerate_static_key_fails_cleanly_both_ways() {
     // Responding: even a (misconfigured) trust in the all-zero key does not let an initiation
     // claiming it through, though it needs no private key to make.
     n.b.add_peer("zero", [0; 32]);
-    let forged = handshake::tests::forged_init(
-        n.b.host_public(),
-        [0; 32],
-        handshake::PROLOGUE,
-        3,
-        1,
-        n.now,
-    );
+    let forged =
+        handshake::tests::forged_init(n.b.host_public(), [0; 32], handshake::PROLOGUE, 3, 1, n.now);
     assert_eq!(
         n.b.handle_from(n.now, sa(A), &mut forged.clone()),
         Err(DropReason::DegenerateKey)
     );
     assert_eq!(n.b.stats().drops(DropReason::DegenerateKey), 1);
     assert!(n.b.poll_transmit(n.now, &mut buf).is_none());
-    assert!(
-        std::iter::from_fn(|| n.b.poll_event())
-            .all(|e| !matches!(e, Event::ChannelUp { .. }))
-    );
+    assert!(std::iter::from_fn(|| n.b.poll_event()).all(|e| !matches!(e, Event::ChannelUp { .. })));
 }
-

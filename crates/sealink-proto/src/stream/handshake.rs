@@ -8,8 +8,8 @@ use sealink_crypto::{PacketKey, SuiteId};
 
 use super::StreamError;
 use crate::handshake::{
-    HostKey, InitPayload, NOISE_INIT_LEN, RESP_LEN, STREAM_PROLOGUE, Split, read_init, read_response,
-    write_init, write_response,
+    HostKey, InitPayload, NOISE_INIT_LEN, RESP_LEN, STREAM_PROLOGUE, Split, read_init,
+    read_response, write_init, write_response,
 };
 
 /// Bytes of the initiator's first message and of the responder's answer.

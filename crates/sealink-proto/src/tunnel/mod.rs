@@ -67,10 +67,10 @@ use std::time::Duration;
 
 use sealink_crypto::{Scope, SuiteId};
 
-use crate::error::DropReason;
-pub use crate::handshake::TUNNEL_PROLOGUE;
 use crate::cookie::{Admission, COOKIE_REPLY_LEN, CookieGenerator, HandshakeGuard};
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
+use crate::error::DropReason;
+pub use crate::handshake::TUNNEL_PROLOGUE;
 use crate::handshake::{self, HostKey, InitPayload};
 use crate::ratelimit::LimiterConfig;
 pub use crate::session::SealJob;

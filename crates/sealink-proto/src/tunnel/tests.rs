@@ -668,7 +668,10 @@ fn under_load_the_peer_gets_a_cookie_and_its_retry_with_mac2_succeeds() {
     assert_eq!(p.got_b.len(), 1, "drops at B: {:?}", p.b.drops());
     let st = &p.a.peer_status(p.now)[0];
     assert!(st.session_up);
-    assert_eq!(st.stats.handshakes_initiated, 1, "the same initiation, sent again");
+    assert_eq!(
+        st.stats.handshakes_initiated, 1,
+        "the same initiation, sent again"
+    );
 }
 
 #[test]
@@ -740,8 +743,7 @@ fn degenerate_peer_keys_are_refused() {
     // An initiator claiming the all-zero static key, with valid MACs, does no harm either.
     let mut p = pair();
     let b_pub = p.a.peer_status(p.now)[0].public_key;
-    let forged =
-        handshake::tests::forged_init(&b_pub, [0; 32], TUNNEL_PROLOGUE, 7, 1, p.now);
+    let forged = handshake::tests::forged_init(&b_pub, [0; 32], TUNNEL_PROLOGUE, 7, 1, p.now);
     assert_eq!(
         p.deliver(sa(A_ADDR), sa(B_ADDR), forged),
         Err(TunnelDrop::Proto(DropReason::DegenerateKey))
