@@ -583,4 +583,23 @@ pub(crate) mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_response_with_a_small_order_ephemeral_is_refused() {
+        let a = HostKey::generate().unwrap();
+        let b = HostKey::generate().unwrap();
+        let p = InitPayload {
+            suite: 1,
+            timestamp: 5,
+            binding: [0; 32],
+        };
+        let (mut ihs, init) = write_init(&a, PROLOGUE, b.public(), 11, &p).unwrap();
+        let (rhs, _, _) = read_init(&b, PROLOGUE, &init).unwrap();
+        let (mut resp, _) = write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false, 0).unwrap();
+        resp[HEADER_LEN..HEADER_LEN + 32].fill(0);
+        assert_eq!(
+            read_response(&mut ihs, &resp).err(),
+            Some(DropReason::DegenerateKey)
+        );
+    }
 }
