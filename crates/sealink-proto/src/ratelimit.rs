@@ -10,8 +10,9 @@
 //! Memory: at most `max_sources` per-source buckets. When the table is full, buckets that have
 //! refilled completely carry no information and are evicted first; if none has, the source is
 //! judged by the global bucket alone (so the table cannot be grown by spoofing new addresses).
-//! WireGuard answers floods with cookies (a MAC over the source address that proves the
-//! initiator can receive there); this limiter is the rate-limit alternative the issue allows.
+//! Drivers do not call it directly: [`crate::cookie::HandshakeGuard`] checks mac1 first and
+//! keeps two of these, one for initiations whose mac2 proves their source address (a cookie,
+//! as in WireGuard) and one for the others, whose exhaustion puts a source under load.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
