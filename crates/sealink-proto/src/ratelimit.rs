@@ -1,8 +1,8 @@
 //! Handshake flood protection with bounded memory (sans-IO).
 //!
 //! A handshake initiation costs the responder Diffie-Hellman operations and, if accepted, state;
-//! data datagrams of established sessions cost one AEAD open. So drivers put initiations, and
-//! only initiations, through this limiter before any public-key work: a token bucket per source
+//! data datagrams of established sessions cost one AEAD open. So initiations, and only
+//! initiations, pass this limiter before any public-key work: a token bucket per source
 //! address (one noisy or spoofing host cannot take the whole budget) inside a global bucket
 //! (many spoofed sources cannot either). Established channels never pass through it, so a
 //! flood can delay new handshakes but never the traffic of channels already up.
