@@ -22,3 +22,4 @@ pub mod weak_keys;
 pub use error::CryptoError;
 pub use raw::RawAead;
 pub use suite::{BatchItem, ContiguousItem, PacketKey, Scope, SuiteId};
+pub use weak_keys::{ed25519_public_is_weak, x25519_public_is_degenerate};

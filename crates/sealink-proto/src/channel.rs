@@ -11,6 +11,7 @@ use sealink_crypto::sign::{self, SIGNATURE_LEN};
 use sealink_crypto::suite::TAG_LEN;
 use sealink_crypto::{Scope, SuiteId};
 
+use crate::cookie::CookieGenerator;
 use crate::error::DropReason;
 use crate::handshake::{self, InitPayload, Split};
 use crate::inflight::Inflight;
@@ -32,11 +33,13 @@ pub const MAX_DESTINATIONS: usize = 4096;
 /// Our handshake in progress: the channel is tentative until the response arrives.
 pub(crate) struct Initiation {
     hs: snow::HandshakeState,
-    /// The initiation as sent, to send again when a simultaneous open shows it may be lost.
-    packet: Vec<u8>,
     pub local_index: u32,
     sent_at: Time,
     attempts: u32,
+    /// The datagram sent, kept to send again with mac2 when a cookie reply comes back, or when
+    /// a simultaneous open shows it may be lost.
+    packet: Vec<u8>,
+    cookie_retried: bool,
 }
 
 /// A message on the sending side.
@@ -82,6 +85,8 @@ pub(crate) struct Channel {
     pub current: Option<Session>,
     pub previous: Option<Session>,
     pub initiation: Option<Initiation>,
+    /// mac1 and mac2 of our initiations to this peer, and the cookie it last gave us.
+    cookies: CookieGenerator,
     last_init_ts_sent: u64,
     last_init_ts_accepted: u64,
     pending_tx: VecDeque<Vec<u8>>,
@@ -143,6 +148,7 @@ impl Channel {
             current: None,
             previous: None,
             initiation: None,
+            cookies: CookieGenerator::new(&remote_static),
             last_init_ts_sent: 0,
             last_init_ts_accepted: 0,
             pending_tx: VecDeque::new(),
@@ -316,12 +322,14 @@ impl Channel {
             timestamp: ts,
             binding: self.binding.unwrap_or([0; 32]),
         };
-        match handshake::write_init(
+        match handshake::write_datagram_init(
             &sh.host,
             handshake::PROLOGUE,
             &self.remote_static,
             local,
             &payload,
+            &mut self.cookies,
+            now,
         ) {
             Ok((hs, pkt)) => {
                 self.last_init_ts_sent = ts;
@@ -330,11 +338,21 @@ impl Channel {
                 self.pending_tx.push_back(pkt.clone());
                 self.initiation = Some(Initiation {
                     hs,
-                    packet: pkt,
                     local_index: local,
                     sent_at: now,
                     attempts: attempt,
+                    packet: pkt,
+                    cookie_retried: false,
                 });
+            }
+            Err(crate::Error::DegenerateKey) => {
+                // No handshake can ever succeed with this key: fail now, not after every retry.
+                tracing::warn!(
+                    peer = self.peer.0,
+                    "peer's public key is a small-order point"
+                );
+                idx.free(local);
+                self.give_up(sh);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot build handshake initiation");
@@ -714,6 +732,27 @@ impl Channel {
         self.initiation = None;
         let continues = continues && self.binding.is_some();
         self.install(sh, idx, session, continues, split.hash);
+        Ok(())
+    }
+
+    /// A cookie reply to our initiation `local_index`: keep the cookie and, once per
+    /// initiation, send the same initiation again with mac2 (the responder did not process it).
+    pub fn accept_cookie(
+        &mut self,
+        now: Time,
+        local_index: u32,
+        pkt: &[u8],
+    ) -> Result<(), DropReason> {
+        let init = match &mut self.initiation {
+            Some(i) if i.local_index == local_index => i,
+            _ => return Err(DropReason::BadCookieReply),
+        };
+        self.cookies.consume_reply(now, pkt)?;
+        if !init.cookie_retried {
+            init.cookie_retried = true;
+            self.cookies.add_macs(now, &mut init.packet);
+            self.pending_tx.push_back(init.packet.clone());
+        }
         Ok(())
     }
 

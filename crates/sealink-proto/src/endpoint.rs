@@ -3,6 +3,7 @@
 //! with `send` for outgoing messages and `poll_event` for deliveries. No I/O, no clock reads.
 
 use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -10,9 +11,11 @@ use sealink_crypto::Scope;
 
 use crate::channel::{Channel, ChannelStats};
 use crate::config::{Config, Urgency};
+use crate::cookie::{Admission, COOKIE_REPLY_LEN, HandshakeGuard};
 use crate::error::{DropReason, Error};
 use crate::handshake::{self, HostKey};
 use crate::owner::{Directory, LocalOwner, OwnerId};
+use crate::ratelimit::LimiterConfig;
 use crate::session::IndexTable;
 use crate::stats::Stats;
 use crate::time::Time;
@@ -31,9 +34,16 @@ pub enum Reserved {
     Open { peer: PeerId, job: OpenJob },
 }
 
+/// Cookie replies waiting for the driver; beyond this many, initiations that would get one
+/// are refused as rate-limited (the driver drains them after every receive batch).
+pub const MAX_PENDING_COOKIE_REPLIES: usize = 256;
+
 /// One host's sealink endpoint.
 pub struct Endpoint {
     sh: Shared,
+    /// mac1, mac2 and the flood limiters in front of every initiation.
+    guard: HandshakeGuard,
+    cookie_replies: VecDeque<(SocketAddr, Box<[u8; COOKIE_REPLY_LEN]>)>,
     channels: Vec<Channel>,
     by_static: HashMap<[u8; 32], usize>,
     names: Vec<Arc<str>>,
@@ -57,6 +67,8 @@ impl Endpoint {
         let mut seed = [0u8; 4];
         sealink_crypto::sign::random_bytes(&mut seed)?;
         Ok(Endpoint {
+            guard: HandshakeGuard::new(host.public(), LimiterConfig::default()),
+            cookie_replies: VecDeque::new(),
             sh: Shared {
                 cfg,
                 host,
@@ -85,6 +97,31 @@ impl Endpoint {
     }
     pub fn directory(&self) -> &Directory {
         &self.sh.directory
+    }
+
+    /// Replaces the handshake flood limits (and forgets the buckets filled so far).
+    pub fn set_handshake_limits(&mut self, cfg: LimiterConfig) {
+        self.guard = HandshakeGuard::new(self.sh.host.public(), cfg);
+    }
+
+    /// The admission step in front of initiations (limits, tracked sources).
+    pub fn handshake_guard(&self) -> &HandshakeGuard {
+        &self.guard
+    }
+
+    /// The next cookie reply to send (to the returned address, `buf[..len]`): the answer to an
+    /// initiation refused under load ([`crate::cookie`]). Drivers that feed datagrams with
+    /// [`Endpoint::handle_from`] send these after each batch.
+    pub fn poll_cookie_reply(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        loop {
+            let (dest, reply) = self.cookie_replies.pop_front()?;
+            if let Some(out) = buf.get_mut(..COOKIE_REPLY_LEN) {
+                out.copy_from_slice(&reply[..]);
+                self.sh.stats.datagrams_sent += 1;
+                self.sh.stats.bytes_sent += COOKIE_REPLY_LEN as u64;
+                return Some((dest, COOKIE_REPLY_LEN));
+            }
+        }
     }
 
     /// Trusts a peer host by its static public key.
@@ -201,12 +238,37 @@ impl Endpoint {
         Ok(id)
     }
 
-    /// Processes one datagram from the network. The buffer is decrypted in place. Returns the
-    /// peer it came from, or why it was dropped (already counted in the stats). The serial
-    /// reference: [`Endpoint::handle_reserve`], [`OpenJob::open`] and
-    /// [`Endpoint::handle_finish`] back to back.
+    /// Processes one datagram from the network without knowing where it came from: as
+    /// [`Endpoint::handle_from`], except that initiations are checked for mac1 only (no flood
+    /// limits, no cookies). For the simulator and tests; drivers facing a network use
+    /// `handle_from`.
     pub fn handle(&mut self, now: Time, datagram: &mut [u8]) -> Result<PeerId, DropReason> {
-        match self.handle_reserve(now, datagram)? {
+        self.handle_inner(now, None, datagram)
+    }
+
+    /// Processes one datagram from `src`. The buffer is decrypted in place. Returns the peer it
+    /// came from, or why it was dropped (already counted in the stats). An initiation passes
+    /// the [`HandshakeGuard`] first (mac1, limits, mac2 under load; a cookie reply may be left
+    /// for [`Endpoint::poll_cookie_reply`]). A cookie reply returns its peer too, but proves
+    /// nothing about the peer's address: learn addresses from data and handshakes only. The
+    /// serial reference: [`Endpoint::handle_reserve_from`], [`OpenJob::open`] and
+    /// [`Endpoint::handle_finish`] back to back.
+    pub fn handle_from(
+        &mut self,
+        now: Time,
+        src: SocketAddr,
+        datagram: &mut [u8],
+    ) -> Result<PeerId, DropReason> {
+        self.handle_inner(now, Some(src), datagram)
+    }
+
+    fn handle_inner(
+        &mut self,
+        now: Time,
+        src: Option<SocketAddr>,
+        datagram: &mut [u8],
+    ) -> Result<PeerId, DropReason> {
+        match self.reserve(now, src, datagram)? {
             Reserved::Done(p) => Ok(p),
             Reserved::Open { peer, job } => {
                 let opened = job.open(datagram);
@@ -215,13 +277,32 @@ impl Endpoint {
         }
     }
 
-    /// The serial first half of [`Endpoint::handle`]: handshakes are handled whole; a data
+    /// The serial first half of [`Endpoint::handle`] (no source address: see there).
+    pub fn handle_reserve(&mut self, now: Time, datagram: &[u8]) -> Result<Reserved, DropReason> {
+        self.reserve(now, None, datagram)
+    }
+
+    /// The serial first half of [`Endpoint::handle_from`]: handshakes are handled whole; a data
     /// datagram is checked (header, index, session, age, replay window) and its [`OpenJob`]
     /// returned, to be opened anywhere and finished with [`Endpoint::handle_finish`].
-    pub fn handle_reserve(&mut self, now: Time, datagram: &[u8]) -> Result<Reserved, DropReason> {
+    pub fn handle_reserve_from(
+        &mut self,
+        now: Time,
+        src: SocketAddr,
+        datagram: &[u8],
+    ) -> Result<Reserved, DropReason> {
+        self.reserve(now, Some(src), datagram)
+    }
+
+    fn reserve(
+        &mut self,
+        now: Time,
+        src: Option<SocketAddr>,
+        datagram: &[u8],
+    ) -> Result<Reserved, DropReason> {
         self.sh.stats.datagrams_received += 1;
         self.sh.stats.bytes_received += datagram.len() as u64;
-        let r = self.handle_inner(now, datagram);
+        let r = self.reserve_inner(now, src, datagram);
         if let Err(reason) = r {
             self.count_drop(reason);
         }
@@ -256,14 +337,34 @@ impl Endpoint {
         tracing::trace!(%reason, "datagram dropped");
     }
 
-    fn handle_inner(&mut self, now: Time, buf: &[u8]) -> Result<Reserved, DropReason> {
+    fn reserve_inner(
+        &mut self,
+        now: Time,
+        src: Option<SocketAddr>,
+        buf: &[u8],
+    ) -> Result<Reserved, DropReason> {
         match wire::parse_header(buf)? {
             Header::Init { sender } => {
                 if buf.len() != handshake::INIT_LEN {
                     return Err(DropReason::MalformedHeader);
                 }
-                let (hs, rs, payload) =
-                    handshake::read_init(&self.sh.host, handshake::PROLOGUE, buf)?;
+                // Before any public-key work: mac1, then the limits (and mac2 under load).
+                let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
+                match (self.guard.admit(now, src, buf, room), src) {
+                    (Admission::Process, _) => {}
+                    (Admission::Drop(r), _) => return Err(r),
+                    (Admission::Cookie(reply), Some(src)) => {
+                        self.cookie_replies.push_back((src, reply));
+                        return Err(DropReason::CookieRequired);
+                    }
+                    // Without a source the guard never asks for a cookie.
+                    (Admission::Cookie(_), None) => return Err(DropReason::RateLimited),
+                }
+                let (hs, rs, payload) = handshake::read_init(
+                    &self.sh.host,
+                    handshake::PROLOGUE,
+                    &buf[..handshake::NOISE_INIT_LEN],
+                )?;
                 self.sh.stats.pk.dh += 2;
                 let &i = self.by_static.get(&rs).ok_or(DropReason::UnknownHost)?;
                 self.channels[i].accept_init(
@@ -289,6 +390,11 @@ impl Endpoint {
                     sender,
                     buf,
                 )?;
+                Ok(Reserved::Done(PeerId(i)))
+            }
+            Header::CookieReply { receiver } => {
+                let i = self.idx.owner(receiver).ok_or(DropReason::BadCookieReply)?;
+                self.channels[i].accept_cookie(now, receiver, buf)?;
                 Ok(Reserved::Done(PeerId(i)))
             }
             Header::Data {
@@ -384,3 +490,7 @@ impl Endpoint {
             .sum()
     }
 }
+
+#[cfg(test)]
+#[path = "endpoint_tests.rs"]
+mod tests;

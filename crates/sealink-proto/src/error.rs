@@ -21,6 +21,8 @@ pub enum Error {
     Config(String),
     #[error("handshake setup failed: {0}")]
     Handshake(String),
+    #[error("the peer's public key is a small-order point (no private key stands behind it)")]
+    DegenerateKey,
     #[error("too many messages waiting for this channel ({0}); back off")]
     QueueFull(usize),
     #[error(transparent)]
@@ -74,10 +76,20 @@ pub enum DropReason {
     OutsideWindow,
     /// A handshake initiation refused by the flood limiter before any public-key work.
     RateLimited,
+    /// A handshake initiation whose mac1 does not verify (junk, or meant for another host key):
+    /// refused before the limiter and any public-key work.
+    BadMac1,
+    /// A handshake initiation without a valid mac2 while its source (or the host) is under
+    /// load: answered with a cookie reply instead of being processed.
+    CookieRequired,
+    /// A cookie reply that matches no initiation of ours or does not decrypt.
+    BadCookieReply,
+    /// A handshake with a small-order public key: a Diffie-Hellman result was all zeros.
+    DegenerateKey,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 21] = [
+    pub const ALL: [DropReason; 25] = [
         DropReason::MalformedHeader,
         DropReason::BadVersion,
         DropReason::UnknownIndex,
@@ -99,6 +111,10 @@ impl DropReason {
         DropReason::UnknownOwnerId,
         DropReason::OutsideWindow,
         DropReason::RateLimited,
+        DropReason::BadMac1,
+        DropReason::CookieRequired,
+        DropReason::BadCookieReply,
+        DropReason::DegenerateKey,
     ];
 
     pub fn index(self) -> usize {
@@ -128,6 +144,10 @@ impl DropReason {
             DropReason::UnknownOwnerId => "unknown-owner-id",
             DropReason::OutsideWindow => "outside-window",
             DropReason::RateLimited => "rate-limited",
+            DropReason::BadMac1 => "bad-mac1",
+            DropReason::CookieRequired => "cookie-required",
+            DropReason::BadCookieReply => "bad-cookie-reply",
+            DropReason::DegenerateKey => "degenerate-key",
         }
     }
 }

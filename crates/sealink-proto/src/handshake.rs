@@ -2,10 +2,23 @@
 //! responder's static key from its trust set; the responder learns and checks the initiator's.
 //! The handshake payloads negotiate the suite and say whether this handshake continues an
 //! existing channel (a rekey) or starts a new one.
+//!
+//! Datagram initiations (ADP channels and tunnels) end with mac1 and mac2
+//! ([`crate::cookie`]); stream mode sends the bare Noise message over its TCP connection.
+//!
+//! Every Diffie-Hellman result is checked for all zeros ([`ZeroCheckingResolver`]): a peer
+//! that offers a small-order point as its static or ephemeral key is refused
+//! ([`DropReason::DegenerateKey`]) instead of deriving keys from a known secret.
 
 use sealink_crypto::SuiteId;
+pub use sealink_crypto::weak_keys::{ed25519_public_is_weak, x25519_public_is_degenerate};
+use snow::params::{CipherChoice, DHChoice, HashChoice};
+use snow::resolvers::{BoxedCryptoResolver, CryptoResolver, DefaultResolver};
+use snow::types::{Cipher, Dh, Hash, Random};
 
+use crate::cookie::{CookieGenerator, MAC_LEN};
 use crate::error::DropReason;
+use crate::time::Time;
 use crate::wire::{HEADER_LEN, Header, write_header};
 
 pub const NOISE_PARAMS: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
@@ -24,8 +37,11 @@ pub const INIT_PAYLOAD_LEN: usize = 46;
 /// initiation timestamp (8): every initiation it sent before answering is now stale, so one
 /// still in flight from a lost simultaneous open cannot later split the channel in two.
 pub const RESP_PAYLOAD_LEN: usize = 18;
-/// Header, e (32), encrypted s (32 + 16), encrypted payload (+16).
-pub const INIT_LEN: usize = HEADER_LEN + 32 + 48 + INIT_PAYLOAD_LEN + 16;
+/// The Noise message of an initiation: header, e (32), encrypted s (32 + 16), encrypted
+/// payload (+16). Stream mode sends exactly this.
+pub const NOISE_INIT_LEN: usize = HEADER_LEN + 32 + 48 + INIT_PAYLOAD_LEN + 16;
+/// A datagram initiation: the Noise message, mac1 and mac2.
+pub const INIT_LEN: usize = NOISE_INIT_LEN + 2 * MAC_LEN;
 /// Header, e (32), encrypted payload (+16).
 pub const RESP_LEN: usize = HEADER_LEN + 32 + RESP_PAYLOAD_LEN + 16;
 
@@ -34,6 +50,13 @@ pub const RESP_LEN: usize = HEADER_LEN + 32 + RESP_PAYLOAD_LEN + 16;
 pub struct HostKey {
     pub(crate) private: [u8; 32],
     pub(crate) public: [u8; 32],
+}
+
+impl Drop for HostKey {
+    fn drop(&mut self) {
+        // The static private key must not outlive its holder in freed memory.
+        zeroize::Zeroize::zeroize(&mut self.private);
+    }
 }
 
 impl std::fmt::Debug for HostKey {
@@ -71,6 +94,84 @@ impl HostKey {
 fn params() -> snow::params::NoiseParams {
     // The constant parses; a failure here would be a build defect caught by every test.
     NOISE_PARAMS.parse().expect("valid noise params")
+}
+
+/// snow's default primitives, with every X25519 result checked for all zeros.
+///
+/// Why the output and not the peer's keys: RFC 7748 §6.1 recommends exactly this check, and an
+/// all-zero result is what every small-order point gives (our scalars are clamped to multiples
+/// of the cofactor), whatever its encoding (top bit set, non-canonical u), so one check in one
+/// place covers all four exchanges of the pattern (es, ss, ee, se) on both sides. snow does not
+/// make it itself, and a handshake whose exchanges gave zeros has keys an attacker can compute
+/// without any private key (an initiator "owning" the all-zero static key, for instance).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ZeroCheckingResolver;
+
+impl CryptoResolver for ZeroCheckingResolver {
+    fn resolve_rng(&self) -> Option<Box<dyn Random>> {
+        DefaultResolver.resolve_rng()
+    }
+    fn resolve_dh(&self, choice: &DHChoice) -> Option<Box<dyn Dh>> {
+        DefaultResolver
+            .resolve_dh(choice)
+            .map(|inner| Box::new(NonZeroDh(inner)) as Box<dyn Dh>)
+    }
+    fn resolve_hash(&self, choice: &HashChoice) -> Option<Box<dyn Hash>> {
+        DefaultResolver.resolve_hash(choice)
+    }
+    fn resolve_cipher(&self, choice: &CipherChoice) -> Option<Box<dyn Cipher>> {
+        DefaultResolver.resolve_cipher(choice)
+    }
+}
+
+struct NonZeroDh(Box<dyn Dh>);
+
+impl Dh for NonZeroDh {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn pub_len(&self) -> usize {
+        self.0.pub_len()
+    }
+    fn priv_len(&self) -> usize {
+        self.0.priv_len()
+    }
+    fn set(&mut self, privkey: &[u8]) {
+        self.0.set(privkey)
+    }
+    fn generate(&mut self, rng: &mut dyn Random) -> Result<(), snow::Error> {
+        self.0.generate(rng)
+    }
+    fn pubkey(&self) -> &[u8] {
+        self.0.pubkey()
+    }
+    fn privkey(&self) -> &[u8] {
+        self.0.privkey()
+    }
+    fn dh_len(&self) -> usize {
+        self.0.dh_len()
+    }
+    fn dh(&self, pubkey: &[u8], out: &mut [u8]) -> Result<(), snow::Error> {
+        self.0.dh(pubkey, out)?;
+        let n = self.dh_len().min(out.len());
+        // Without an early exit: the time taken does not depend on the secret.
+        if out[..n].iter().fold(0u8, |acc, b| acc | b) == 0 {
+            return Err(snow::Error::Dh);
+        }
+        Ok(())
+    }
+}
+
+fn builder(resolver: BoxedCryptoResolver) -> snow::Builder<'static> {
+    snow::Builder::with_resolver(params(), resolver)
+}
+
+/// A failed `read_message`: a zero exchange is told apart from a mere decryption failure.
+fn read_error(e: snow::Error) -> DropReason {
+    match e {
+        snow::Error::Dh => DropReason::DegenerateKey,
+        _ => DropReason::HandshakeFailed,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +216,8 @@ fn finish(hs: &mut snow::HandshakeState) -> Option<Split> {
     Some(Split { send, recv, hash })
 }
 
-/// Builds an initiation datagram; returns the handshake state to finish with the response.
+/// Builds the Noise message of an initiation ([`NOISE_INIT_LEN`] bytes, no MACs: stream mode);
+/// returns the handshake state to finish with the response. Refuses a degenerate `remote`.
 pub(crate) fn write_init(
     host: &HostKey,
     prologue: &[u8],
@@ -123,8 +225,58 @@ pub(crate) fn write_init(
     sender_index: u32,
     payload: &InitPayload,
 ) -> Result<(snow::HandshakeState, Vec<u8>), crate::Error> {
-    let err = |e: snow::Error| crate::Error::Handshake(e.to_string());
-    let mut hs = snow::Builder::new(params())
+    write_init_with(
+        Box::new(ZeroCheckingResolver),
+        host,
+        prologue,
+        remote,
+        sender_index,
+        payload,
+        NOISE_INIT_LEN,
+    )
+}
+
+/// Builds a datagram initiation ([`INIT_LEN`] bytes: the Noise message, then mac1 and mac2 from
+/// `cookies`, the generator of the peer `remote`).
+pub(crate) fn write_datagram_init(
+    host: &HostKey,
+    prologue: &[u8],
+    remote: &[u8; 32],
+    sender_index: u32,
+    payload: &InitPayload,
+    cookies: &mut CookieGenerator,
+    now: Time,
+) -> Result<(snow::HandshakeState, Vec<u8>), crate::Error> {
+    let (hs, mut pkt) = write_init_with(
+        Box::new(ZeroCheckingResolver),
+        host,
+        prologue,
+        remote,
+        sender_index,
+        payload,
+        INIT_LEN,
+    )?;
+    cookies.add_macs(now, &mut pkt);
+    Ok((hs, pkt))
+}
+
+fn write_init_with(
+    resolver: BoxedCryptoResolver,
+    host: &HostKey,
+    prologue: &[u8],
+    remote: &[u8; 32],
+    sender_index: u32,
+    payload: &InitPayload,
+    len: usize,
+) -> Result<(snow::HandshakeState, Vec<u8>), crate::Error> {
+    if x25519_public_is_degenerate(remote) {
+        return Err(crate::Error::DegenerateKey);
+    }
+    let err = |e: snow::Error| match e {
+        snow::Error::Dh => crate::Error::DegenerateKey,
+        e => crate::Error::Handshake(e.to_string()),
+    };
+    let mut hs = builder(resolver)
         .local_private_key(&host.private)
         .map_err(err)?
         .remote_public_key(remote)
@@ -133,7 +285,7 @@ pub(crate) fn write_init(
         .map_err(err)?
         .build_initiator()
         .map_err(err)?;
-    let mut pkt = vec![0u8; INIT_LEN];
+    let mut pkt = vec![0u8; len];
     let (h, body) = pkt.split_at_mut(HEADER_LEN);
     write_header(
         &Header::Init {
@@ -145,33 +297,34 @@ pub(crate) fn write_init(
     let n = hs
         .write_message(&payload.encode(sender_index), body)
         .map_err(err)?;
-    debug_assert_eq!(n, INIT_LEN - HEADER_LEN);
+    debug_assert_eq!(n, NOISE_INIT_LEN - HEADER_LEN);
     Ok((hs, pkt))
 }
 
-/// Reads an initiation addressed to `host`; returns the state, the initiator's static key and
-/// its payload.
+/// Reads the Noise message of an initiation addressed to `host` ([`NOISE_INIT_LEN`] bytes: a
+/// datagram's MACs are checked and cut off first, by [`crate::cookie::HandshakeGuard`]);
+/// returns the state, the initiator's static key and its payload.
 pub(crate) fn read_init(
     host: &HostKey,
     prologue: &[u8],
     pkt: &[u8],
 ) -> Result<(snow::HandshakeState, [u8; 32], InitPayload), DropReason> {
-    if pkt.len() != INIT_LEN {
+    if pkt.len() != NOISE_INIT_LEN {
         return Err(DropReason::MalformedHeader);
     }
     let sender_index = match crate::wire::parse_header(pkt)? {
         Header::Init { sender } => sender,
         _ => return Err(DropReason::MalformedHeader),
     };
-    let mut hs = snow::Builder::new(params())
+    let mut hs = builder(Box::new(ZeroCheckingResolver))
         .local_private_key(&host.private)
         .and_then(|b| b.prologue(prologue))
         .and_then(|b| b.build_responder())
         .map_err(|_| DropReason::HandshakeFailed)?;
-    let mut payload = [0u8; INIT_LEN];
+    let mut payload = [0u8; NOISE_INIT_LEN];
     let n = hs
         .read_message(&pkt[HEADER_LEN..], &mut payload)
-        .map_err(|_| DropReason::HandshakeFailed)?;
+        .map_err(read_error)?;
     let p = InitPayload::decode(&payload[..n], sender_index).ok_or(DropReason::HandshakeFailed)?;
     let rs: [u8; 32] = hs
         .get_remote_static()
@@ -201,8 +354,7 @@ pub(crate) fn write_response(
     payload[2..6].copy_from_slice(&receiver.to_le_bytes());
     payload[6..10].copy_from_slice(&sender.to_le_bytes());
     payload[10..18].copy_from_slice(&newest_own_init.to_le_bytes());
-    hs.write_message(&payload, body)
-        .map_err(|_| DropReason::HandshakeFailed)?;
+    hs.write_message(&payload, body).map_err(read_error)?;
     let split = finish(&mut hs).ok_or(DropReason::HandshakeFailed)?;
     Ok((pkt, split))
 }
@@ -230,7 +382,7 @@ pub(crate) fn read_response(
     let mut payload = [0u8; RESP_LEN];
     let n = hs
         .read_message(&pkt[HEADER_LEN..], &mut payload)
-        .map_err(|_| DropReason::HandshakeFailed)?;
+        .map_err(read_error)?;
     if n != RESP_PAYLOAD_LEN
         || payload[1] > 1
         || payload[2..6] != receiver.to_le_bytes()
@@ -252,7 +404,7 @@ pub(crate) fn read_response(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -265,7 +417,7 @@ mod tests {
             binding: [0; 32],
         };
         let (mut ihs, init) = write_init(&a, PROLOGUE, b.public(), 11, &p).unwrap();
-        assert_eq!(init.len(), INIT_LEN);
+        assert_eq!(init.len(), NOISE_INIT_LEN);
         let (rhs, rs, got) = read_init(&b, PROLOGUE, &init).unwrap();
         assert_eq!(&rs, a.public());
         assert_eq!(got, p);
@@ -307,6 +459,154 @@ mod tests {
         assert_eq!(
             read_init(&b, PROLOGUE, &bad).err(),
             Some(DropReason::HandshakeFailed)
+        );
+    }
+
+    /// An attacker's X25519: with the marker private key it claims a public key of our choice
+    /// (a small-order point, for which it knows every exchange gives zeros); otherwise snow's.
+    struct Forger(Box<dyn Dh>, Option<[u8; 32]>);
+    const MARKER: [u8; 32] = [0xAA; 32];
+
+    impl Dh for Forger {
+        fn name(&self) -> &'static str {
+            self.0.name()
+        }
+        fn pub_len(&self) -> usize {
+            32
+        }
+        fn priv_len(&self) -> usize {
+            32
+        }
+        fn set(&mut self, k: &[u8]) {
+            self.0.set(k);
+            self.1 = (k == MARKER).then_some(self.1.unwrap_or([0; 32]));
+        }
+        fn generate(&mut self, rng: &mut dyn Random) -> Result<(), snow::Error> {
+            self.1 = None;
+            self.0.generate(rng)
+        }
+        fn pubkey(&self) -> &[u8] {
+            match &self.1 {
+                Some(p) => p,
+                None => self.0.pubkey(),
+            }
+        }
+        fn privkey(&self) -> &[u8] {
+            self.0.privkey()
+        }
+        fn dh(&self, pubkey: &[u8], out: &mut [u8]) -> Result<(), snow::Error> {
+            if self.1.is_some() {
+                out[..32].fill(0);
+                return Ok(());
+            }
+            self.0.dh(pubkey, out)
+        }
+    }
+
+    struct ForgingResolver([u8; 32]);
+    impl CryptoResolver for ForgingResolver {
+        fn resolve_rng(&self) -> Option<Box<dyn Random>> {
+            DefaultResolver.resolve_rng()
+        }
+        fn resolve_dh(&self, c: &DHChoice) -> Option<Box<dyn Dh>> {
+            let inner = DefaultResolver.resolve_dh(c)?;
+            Some(Box::new(Forger(inner, Some(self.0))))
+        }
+        fn resolve_hash(&self, c: &HashChoice) -> Option<Box<dyn Hash>> {
+            DefaultResolver.resolve_hash(c)
+        }
+        fn resolve_cipher(&self, c: &CipherChoice) -> Option<Box<dyn Cipher>> {
+            DefaultResolver.resolve_cipher(c)
+        }
+    }
+
+    /// A datagram initiation from a host claiming the small-order static key `claimed`, made
+    /// without any private key (valid MACs: the responder's public key is public).
+    pub(crate) fn forged_init(
+        responder: &[u8; 32],
+        claimed: [u8; 32],
+        prologue: &[u8],
+        sender_index: u32,
+        timestamp: u64,
+        now: Time,
+    ) -> Vec<u8> {
+        let host = HostKey {
+            private: MARKER,
+            public: claimed,
+        };
+        let p = InitPayload {
+            suite: SuiteId::Aes128Gcm as u8,
+            timestamp,
+            binding: [0; 32],
+        };
+        let (_, mut pkt) = write_init_with(
+            Box::new(ForgingResolver(claimed)),
+            &host,
+            prologue,
+            responder,
+            sender_index,
+            &p,
+            INIT_LEN,
+        )
+        .unwrap();
+        CookieGenerator::new(responder).add_macs(now, &mut pkt);
+        pkt
+    }
+
+    #[test]
+    fn an_initiator_claiming_a_small_order_static_key_is_refused() {
+        let b = HostKey::generate().unwrap();
+        for claimed in [[0u8; 32], {
+            let mut k = [0xffu8; 32];
+            k[0] = 0xec;
+            k[31] = 0x7f;
+            k
+        }] {
+            let init = forged_init(b.public(), claimed, PROLOGUE, 5, 9, Time::ZERO);
+            assert_eq!(
+                read_init(&b, PROLOGUE, &init[..NOISE_INIT_LEN]).err(),
+                Some(DropReason::DegenerateKey),
+                "{claimed:02x?}"
+            );
+        }
+    }
+
+    #[test]
+    fn initiating_towards_a_small_order_key_is_refused() {
+        let a = HostKey::generate().unwrap();
+        let p = InitPayload {
+            suite: 1,
+            timestamp: 5,
+            binding: [0; 32],
+        };
+        for remote in [[0u8; 32], {
+            let mut k = [0u8; 32];
+            k[0] = 1;
+            k
+        }] {
+            assert_eq!(
+                write_init(&a, PROLOGUE, &remote, 1, &p).err(),
+                Some(crate::Error::DegenerateKey)
+            );
+        }
+    }
+
+    #[test]
+    fn a_response_with_a_small_order_ephemeral_is_refused() {
+        let a = HostKey::generate().unwrap();
+        let b = HostKey::generate().unwrap();
+        let p = InitPayload {
+            suite: 1,
+            timestamp: 5,
+            binding: [0; 32],
+        };
+        let (mut ihs, init) = write_init(&a, PROLOGUE, b.public(), 11, &p).unwrap();
+        let (rhs, _, _) = read_init(&b, PROLOGUE, &init).unwrap();
+        let (mut resp, _) = write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false, 0).unwrap();
+        resp[HEADER_LEN..HEADER_LEN + 32].fill(0);
+        assert_eq!(
+            read_response(&mut ihs, &resp).err(),
+            Some(DropReason::DegenerateKey)
         );
     }
 }

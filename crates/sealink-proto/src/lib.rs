@@ -6,6 +6,7 @@
 
 pub mod channel;
 pub mod config;
+pub mod cookie;
 pub mod datapath;
 pub mod endpoint;
 pub mod error;

@@ -1,8 +1,8 @@
 //! Handshake flood protection with bounded memory (sans-IO).
 //!
 //! A handshake initiation costs the responder Diffie-Hellman operations and, if accepted, state;
-//! data datagrams of established sessions cost one AEAD open. So drivers put initiations, and
-//! only initiations, through this limiter before any public-key work: a token bucket per source
+//! data datagrams of established sessions cost one AEAD open. So initiations, and only
+//! initiations, pass this limiter before any public-key work: a token bucket per source
 //! address (one noisy or spoofing host cannot take the whole budget) inside a global bucket
 //! (many spoofed sources cannot either). Established channels never pass through it, so a
 //! flood can delay new handshakes but never the traffic of channels already up.
@@ -10,8 +10,9 @@
 //! Memory: at most `max_sources` per-source buckets. When the table is full, buckets that have
 //! refilled completely carry no information and are evicted first; if none has, the source is
 //! judged by the global bucket alone (so the table cannot be grown by spoofing new addresses).
-//! WireGuard answers floods with cookies (a MAC over the source address that proves the
-//! initiator can receive there); this limiter is the rate-limit alternative the issue allows.
+//! Drivers do not call it directly: [`crate::cookie::HandshakeGuard`] checks mac1 first and
+//! keeps two of these, one for initiations whose mac2 proves their source address (a cookie,
+//! as in WireGuard) and one for the others, whose exhaustion puts a source under load.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

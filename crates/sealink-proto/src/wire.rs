@@ -18,6 +18,8 @@ pub const VARINT_MAX: u64 = (1 << 62) - 1;
 pub const TYPE_INIT: u8 = 1;
 pub const TYPE_RESPONSE: u8 = 2;
 pub const TYPE_DATA: u8 = 3;
+/// A responder under load answers an initiation with a cookie (see [`crate::cookie`]).
+pub const TYPE_COOKIE: u8 = 4;
 
 pub const FRAME_PADDING: u8 = 0x00;
 pub const FRAME_ACK: u8 = 0x01;
@@ -81,6 +83,8 @@ pub enum Header {
     Init { sender: u32 },
     /// Handshake response to the initiation whose index is `receiver`.
     Response { receiver: u32, sender: u32 },
+    /// Cookie reply to the initiation whose index is `receiver`.
+    CookieReply { receiver: u32 },
     /// Sealed data for the session indexed `receiver`.
     Data {
         scope: Scope,
@@ -109,6 +113,7 @@ pub fn parse_header(buf: &[u8]) -> Result<Header, DropReason> {
             receiver: a,
             sender: b as u32,
         }),
+        TYPE_COOKIE if h[2] == 0 && b == 0 => Ok(Header::CookieReply { receiver: a }),
         TYPE_DATA => {
             let scope = Scope::from_u8(h[2]).ok_or(DropReason::MalformedHeader)?;
             Ok(Header::Data {
@@ -126,6 +131,7 @@ pub fn write_header(h: &Header, out: &mut [u8; HEADER_LEN]) {
     let (ty, flags, a, b) = match *h {
         Header::Init { sender } => (TYPE_INIT, 0, sender, 0u64),
         Header::Response { receiver, sender } => (TYPE_RESPONSE, 0, receiver, sender as u64),
+        Header::CookieReply { receiver } => (TYPE_COOKIE, 0, receiver, 0),
         Header::Data {
             scope,
             receiver,

@@ -181,7 +181,8 @@ proptest! {
             for (r, _) in st.drops_by_reason() {
                 prop_assert!(matches!(r, DropReason::AuthFailed | DropReason::Replayed | DropReason::MalformedHeader | DropReason::BadVersion
                     | DropReason::UnknownIndex | DropReason::HandshakeFailed | DropReason::StaleHandshake | DropReason::UnexpectedResponse
-                    | DropReason::HandshakeCollision | DropReason::TooOld | DropReason::UnknownOwnerId | DropReason::UnknownHost | DropReason::ScopeRefused), "unexpected drop {r}");
+                    | DropReason::HandshakeCollision | DropReason::TooOld | DropReason::UnknownOwnerId | DropReason::UnknownHost | DropReason::ScopeRefused
+                    | DropReason::BadMac1), "unexpected drop {r}");
             }
         }
     }

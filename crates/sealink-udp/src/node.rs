@@ -7,9 +7,11 @@
 //! threads call [`Node::send`] (which queues into the endpoint under a mutex and wakes the I/O
 //! thread) and [`Node::recv`].
 //!
-//! Handshake initiations cost the endpoint two Diffie-Hellman operations, so they pass through a
-//! [`HandshakeLimiter`] keyed by source IP before the endpoint sees them; data of established
-//! channels never does (a flood delays new handshakes only).
+//! Handshake initiations cost the endpoint two Diffie-Hellman operations, so the endpoint admits
+//! them through its [`sealink_proto::cookie::HandshakeGuard`] first (mac1, flood limits keyed by
+//! source IP, cookie replies under load), given each datagram's source address; data of
+//! established channels never passes there (a flood delays new handshakes only). Cookie replies
+//! leave with the node's other datagrams.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -19,10 +21,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sealink_proto::channel::ChannelStats;
-use sealink_proto::ratelimit::{HandshakeLimiter, LimiterConfig};
+use sealink_proto::ratelimit::LimiterConfig;
 use sealink_proto::{
-    Config, Directory, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId, PeerId, Scope,
-    Stats, Time, Urgency,
+    Config, Directory, DropReason, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId,
+    PeerId, Scope, Stats, Time, Urgency,
 };
 
 use crate::io::{UdpIo, UdpOptions};
@@ -157,9 +159,11 @@ pub struct Delivery {
 pub struct NodeStats {
     /// Endpoint counters (public-key operations, datagrams, messages, drops by reason).
     pub endpoint: Stats,
-    /// Initiations refused by the flood limiter before any public-key work.
+    /// Initiations refused by the flood limits before any public-key work: rate-limited, or
+    /// answered with a cookie under load (both also counted by reason in `endpoint`).
     pub rate_limited: u64,
-    /// Source addresses the limiter tracks now (never above `max_sources`).
+    /// Source addresses the flood limits track now (at most twice `max_sources`: one table for
+    /// sources proven by a cookie, one for the others).
     pub limiter_sources: usize,
     /// Datagrams the endpoint produced for a peer whose address is not known yet.
     pub no_address: u64,
@@ -178,7 +182,7 @@ pub struct NodeStats {
 impl NodeStats {
     /// Drops of every kind, limiter refusals included.
     pub fn total_drops(&self) -> u64 {
-        self.endpoint.total_drops() + self.rate_limited
+        self.endpoint.total_drops()
     }
 }
 
@@ -188,7 +192,6 @@ const UNDELIVERABLE_KEEP: usize = 1 << 16;
 pub(crate) struct State {
     pub(crate) ep: Endpoint,
     pub(crate) addrs: Vec<Option<SocketAddr>>,
-    pub(crate) limiter: HandshakeLimiter,
     pub(crate) stats: NodeStats,
     pub(crate) undeliverable: VecDeque<(PeerId, MessageId)>,
     /// Bumped by the I/O thread after each round, so waiters see progress.
@@ -259,6 +262,7 @@ impl Node {
     pub fn start(cfg: NodeConfig) -> Result<Node, NodeError> {
         let io = UdpIo::bind(cfg.listen, &cfg.udp)?;
         let mut ep = Endpoint::new(cfg.config, cfg.host, cfg.directory)?;
+        ep.set_handshake_limits(cfg.limiter);
         let mut addrs = Vec::new();
         let mut names = Vec::new();
         for p in &cfg.peers {
@@ -273,7 +277,6 @@ impl Node {
             state: Mutex::new(State {
                 ep,
                 addrs,
-                limiter: HandshakeLimiter::new(cfg.limiter),
                 stats: NodeStats::default(),
                 undeliverable: VecDeque::new(),
                 rounds: 0,
@@ -300,6 +303,11 @@ impl Node {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.sh.io.local_addr()
+    }
+
+    /// This node's static X25519 public key (what peers trust it by).
+    pub fn host_public(&self) -> [u8; 32] {
+        *lock(&self.sh.state).ep.host_public()
     }
 
     /// Registers a local owner that may send.
@@ -552,8 +560,9 @@ impl Node {
         let st = lock(&self.sh.state);
         let mut s = st.stats.clone();
         s.endpoint = st.ep.stats().clone();
-        s.rate_limited = st.limiter.refused();
-        s.limiter_sources = st.limiter.tracked_sources();
+        s.rate_limited = s.endpoint.drops(DropReason::RateLimited)
+            + s.endpoint.drops(DropReason::CookieRequired);
+        s.limiter_sources = st.ep.handshake_guard().tracked_sources();
         s
     }
 

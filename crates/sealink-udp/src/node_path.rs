@@ -1,7 +1,8 @@
 //! The [`crate::Node`]'s I/O thread and its data path through [`sealink_engine::Pipeline`].
 //!
 //! Receive: one `recvmmsg` fills a batch's buffers; each datagram's serial first half
-//! ([`Endpoint::handle_reserve`]: header, index, session, replay window; handshakes whole) runs
+//! ([`Endpoint::handle_reserve_from`]: header, index, session, replay window; handshakes whole,
+//! initiations through the handshake guard by source address) runs
 //! under the state lock as it arrives. The batch's opens run on an engine worker with no lock
 //! held, and its release finishes them in arrival order ([`Endpoint::handle_finish`]: replay
 //! accept, acknowledgements, deliveries).
@@ -15,10 +16,10 @@
 //! the application already fill the cores) everything runs inline on the I/O thread, with the
 //! lock released around the crypto all the same.
 //!
-//! [`Endpoint::handle_reserve`]: sealink_proto::Endpoint::handle_reserve
+//! [`Endpoint::handle_reserve_from`]: sealink_proto::Endpoint::handle_reserve_from
 //! [`Endpoint::handle_finish`]: sealink_proto::Endpoint::handle_finish
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -186,6 +187,24 @@ impl TxBatch {
     /// the buffer filled up before the endpoint ran dry.
     fn gather(&mut self, st: &mut State, now: Time, max_datagram: usize, max_segs: usize) -> bool {
         let mut off = 0;
+        // Cookie replies first: each to the address the initiation came from, on its own.
+        while off + max_datagram <= self.out.len() {
+            let Some((dest, n)) = st
+                .ep
+                .poll_cookie_reply(&mut self.out[off..off + max_datagram])
+            else {
+                break;
+            };
+            self.runs.push(Run {
+                dest,
+                start: off,
+                seg: n,
+                len: n,
+                closed: true,
+                failed: false,
+            });
+            off += n;
+        }
         let mut cur: Option<Run> = None;
         let full = loop {
             if off + max_datagram > self.out.len() {
@@ -341,18 +360,15 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
     drop(pipe);
 }
 
-/// The serial first half for one datagram: initiations through the limiter first, handshakes
-/// whole, data datagrams reserved for the engine.
+/// The serial first half for one datagram, with its source (the endpoint's handshake guard
+/// admits initiations by it): handshakes whole, data datagrams reserved for the engine.
 fn reserve(st: &mut State, now: Time, seg: Segment, d: &[u8], entries: &mut Vec<RxEntry>) {
-    if let Ok(Header::Init { .. }) = wire::parse_header(d) {
-        if !st.limiter.allow(now, canonical_ip(seg.source.ip())) {
-            return;
-        }
-    }
-    match st.ep.handle_reserve(now, d) {
+    match st.ep.handle_reserve_from(now, seg.source, d) {
         Ok(Reserved::Done(peer)) => {
-            // An authenticated handshake: the peer is reachable here now (roaming).
-            if let Some(a) = st.addrs.get_mut(peer.index()) {
+            // A cookie reply is bound to our initiation but not to the peer's key: no roaming
+            // on it. Other handshakes are authenticated: the peer is reachable here now.
+            let cookie = matches!(wire::parse_header(d), Ok(Header::CookieReply { .. }));
+            if let Some(a) = st.addrs.get_mut(peer.index()).filter(|_| !cookie) {
                 *a = Some(seg.source);
             }
         }
@@ -363,15 +379,5 @@ fn reserve(st: &mut State, now: Time, seg: Segment, d: &[u8], entries: &mut Vec<
             opened: Err(DropReason::AuthFailed),
         }),
         Err(_) => {}
-    }
-}
-
-/// IPv4-mapped IPv6 sources count as their IPv4 address in the limiter.
-fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map_or(ip, |v4: Ipv4Addr| IpAddr::V4(v4)),
-        v4 => v4,
     }
 }

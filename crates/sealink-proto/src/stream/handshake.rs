@@ -8,12 +8,12 @@ use sealink_crypto::{PacketKey, SuiteId};
 
 use super::StreamError;
 use crate::handshake::{
-    HostKey, INIT_LEN, InitPayload, RESP_LEN, STREAM_PROLOGUE, Split, read_init, read_response,
-    write_init, write_response,
+    HostKey, InitPayload, NOISE_INIT_LEN, RESP_LEN, STREAM_PROLOGUE, Split, read_init,
+    read_response, write_init, write_response,
 };
 
 /// Bytes of the initiator's first message and of the responder's answer.
-pub const INIT_MESSAGE_LEN: usize = INIT_LEN;
+pub const INIT_MESSAGE_LEN: usize = NOISE_INIT_LEN;
 pub const RESPONSE_MESSAGE_LEN: usize = RESP_LEN;
 pub const JOIN_TOKEN_LEN: usize = 16;
 

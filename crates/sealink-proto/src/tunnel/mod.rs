@@ -54,7 +54,9 @@
 //! the first packet for a peer without a usable session, is retried every
 //! [`TunnelConfig::handshake_timeout`], and is repeated when the current session is older than
 //! [`TunnelConfig::rekey_after_time`] or has sealed [`TunnelConfig::rekey_after_messages`].
-//! Handshake initiations pass the [`HandshakeLimiter`] before any public-key work.
+//! Handshake initiations pass the [`HandshakeGuard`] (mac1, flood limits, and under load a
+//! cookie reply unless mac2 proves the source address) before any public-key work; see
+//! [`crate::cookie`].
 
 pub mod ip;
 
@@ -65,10 +67,12 @@ use std::time::Duration;
 
 use sealink_crypto::{Scope, SuiteId};
 
+use crate::cookie::{Admission, COOKIE_REPLY_LEN, CookieGenerator, HandshakeGuard};
+use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
 pub use crate::handshake::TUNNEL_PROLOGUE;
 use crate::handshake::{self, HostKey, InitPayload};
-use crate::ratelimit::{HandshakeLimiter, LimiterConfig};
+use crate::ratelimit::LimiterConfig;
 pub use crate::session::SealJob;
 use crate::session::{self, IndexTable, Limits, Session};
 use crate::time::Time;
@@ -387,6 +391,9 @@ struct Initiation {
     local_index: u32,
     sent_at: Time,
     attempts: u32,
+    /// The datagram sent, kept to send again with mac2 when a cookie reply comes back.
+    packet: Vec<u8>,
+    cookie_retried: bool,
 }
 
 struct Peer {
@@ -396,6 +403,8 @@ struct Peer {
     previous: Option<Session>,
     next: Option<Session>,
     initiation: Option<Initiation>,
+    /// mac1 and mac2 of our initiations to this peer, and the cookie it last gave us.
+    cookies: CookieGenerator,
     last_init_ts_sent: u64,
     last_init_ts_accepted: u64,
     last_handshake: Option<Time>,
@@ -418,7 +427,10 @@ pub struct Tunnel {
     by_key: HashMap<[u8; 32], usize>,
     indexes: IndexTable,
     routes: AllowedIps,
-    limiter: HandshakeLimiter,
+    guard: HandshakeGuard,
+    /// Cookie replies to send (ahead of other transmits), at most
+    /// [`MAX_PENDING_COOKIE_REPLIES`].
+    cookie_replies: VecDeque<(SocketAddr, Box<[u8; COOKIE_REPLY_LEN]>)>,
     transmits: VecDeque<(SocketAddr, Vec<u8>)>,
     spare: Vec<Vec<u8>>,
     /// Peers with a non-empty piggyback queue (autocork's end-of-batch check).
@@ -466,6 +478,12 @@ impl Tunnel {
                     p.name
                 )));
             }
+            if handshake::x25519_public_is_degenerate(&p.public_key) {
+                return Err(crate::Error::Config(format!(
+                    "peer {:?}: public key is a small-order point",
+                    p.name
+                )));
+            }
             if &p.public_key == host.public() {
                 return Err(crate::Error::Config(format!(
                     "peer {:?}: public key is this host's own",
@@ -482,13 +500,14 @@ impl Tunnel {
                 routes.insert(*n, i);
             }
         }
-        let limiter = HandshakeLimiter::new(cfg.limiter);
+        let guard = HandshakeGuard::new(host.public(), cfg.limiter);
         let indexes = IndexTable::with_seed(cfg.index_seed);
         Ok(Tunnel {
             host,
             peers: peers
                 .into_iter()
                 .map(|cfg| Peer {
+                    cookies: CookieGenerator::new(&cfg.public_key),
                     endpoint: cfg.endpoint,
                     cfg,
                     current: None,
@@ -510,7 +529,8 @@ impl Tunnel {
             by_key,
             indexes,
             routes,
-            limiter,
+            guard,
+            cookie_replies: VecDeque::new(),
             transmits: VecDeque::new(),
             spare: Vec::new(),
             corked: Vec::new(),
@@ -813,12 +833,14 @@ impl Tunnel {
             timestamp: ts,
             binding: [0; 32],
         };
-        match handshake::write_init(
+        match handshake::write_datagram_init(
             &self.host,
             TUNNEL_PROLOGUE,
             &p.cfg.public_key,
             local,
             &payload,
+            &mut p.cookies,
+            now,
         ) {
             Ok((hs, pkt)) => {
                 p.last_init_ts_sent = ts;
@@ -829,6 +851,8 @@ impl Tunnel {
                     local_index: local,
                     sent_at: now,
                     attempts: attempt,
+                    packet: pkt.clone(),
+                    cookie_retried: false,
                 });
                 self.transmits.push_back((dest, pkt));
             }
@@ -843,6 +867,12 @@ impl Tunnel {
     /// `out`, which should hold [`TunnelConfig::mtu`] + [`HEADROOM`] + [`TAILROOM`] bytes; one
     /// that does not fit is dropped.
     pub fn poll_transmit(&mut self, out: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        if let Some((dest, reply)) = self.cookie_replies.pop_front() {
+            if let Some(o) = out.get_mut(..COOKIE_REPLY_LEN) {
+                o.copy_from_slice(&reply[..]);
+                return Some((dest, COOKIE_REPLY_LEN));
+            }
+        }
         loop {
             let (dest, d) = self.transmits.pop_front()?;
             let n = d.len();
@@ -860,7 +890,7 @@ impl Tunnel {
 
     /// Whether [`Tunnel::poll_transmit`] has something.
     pub fn has_transmit(&self) -> bool {
-        !self.transmits.is_empty()
+        !self.transmits.is_empty() || !self.cookie_replies.is_empty()
     }
 
     /// When [`Tunnel::handle_timeout`] should next run: a piggyback deadline or a handshake
@@ -957,6 +987,9 @@ impl Tunnel {
             Ok(Header::Response { receiver, sender }) => self
                 .on_response(now, source, receiver, sender, buf)
                 .map(handshake_done),
+            Ok(Header::CookieReply { receiver }) => {
+                self.on_cookie(now, receiver, buf).map(handshake_done)
+            }
             Ok(Header::Data {
                 scope,
                 receiver,
@@ -1078,11 +1111,24 @@ impl Tunnel {
     }
 
     fn on_init(&mut self, now: Time, source: SocketAddr, buf: &[u8]) -> Result<Decap, TunnelDrop> {
-        // Before any public-key work.
-        if !self.limiter.allow(now, source.ip()) {
-            return Err(DropReason::RateLimited.into());
+        if buf.len() != handshake::INIT_LEN {
+            return Err(DropReason::MalformedHeader.into());
         }
-        let (hs, remote, payload) = handshake::read_init(&self.host, TUNNEL_PROLOGUE, buf)?;
+        // Before any public-key work: mac1, then the limits (and mac2 under load).
+        let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
+        match self.guard.admit(now, Some(source), buf, room) {
+            Admission::Process => {}
+            Admission::Drop(r) => return Err(r.into()),
+            Admission::Cookie(reply) => {
+                self.cookie_replies.push_back((source, reply));
+                return Err(DropReason::CookieRequired.into());
+            }
+        }
+        let (hs, remote, payload) = handshake::read_init(
+            &self.host,
+            TUNNEL_PROLOGUE,
+            &buf[..handshake::NOISE_INIT_LEN],
+        )?;
         let sender = match parse_header(buf)? {
             Header::Init { sender } => sender,
             _ => return Err(DropReason::MalformedHeader.into()),
@@ -1179,6 +1225,34 @@ impl Tunnel {
             self.send_body(pi, now, &[], 0);
         } else {
             self.release_staged(pi, now);
+        }
+        Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+}
+
+impl Tunnel {
+    /// A cookie reply to our initiation `receiver`: keep the cookie and, once per initiation,
+    /// send the same initiation again with mac2. It proves nothing about the peer's endpoint,
+    /// which stays as it was.
+    fn on_cookie(&mut self, now: Time, receiver: u32, buf: &[u8]) -> Result<Decap, TunnelDrop> {
+        let pi = self
+            .indexes
+            .owner(receiver)
+            .ok_or(DropReason::BadCookieReply)?;
+        let p = &mut self.peers[pi];
+        let init = match &mut p.initiation {
+            Some(i) if i.local_index == receiver => i,
+            _ => return Err(DropReason::BadCookieReply.into()),
+        };
+        p.cookies.consume_reply(now, buf)?;
+        if !init.cookie_retried {
+            init.cookie_retried = true;
+            p.cookies.add_macs(now, &mut init.packet);
+            let resend = init.packet.clone();
+            if let Some(dest) = p.endpoint {
+                p.stats.tx_datagrams += 1;
+                self.transmits.push_back((dest, resend));
+            }
         }
         Ok(Decap::Handshake(PeerIndex(pi)))
     }

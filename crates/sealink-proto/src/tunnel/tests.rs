@@ -4,6 +4,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
+use crate::cookie::{COOKIE_REPLY_LEN, CookieGenerator};
 
 const A_ADDR: &str = "192.0.2.1:51820";
 const B_ADDR: &str = "192.0.2.2:51820";
@@ -405,7 +406,7 @@ fn roaming_updates_the_endpoint() {
 }
 
 #[test]
-fn initiation_flood_is_rate_limited_and_replays_are_stale() {
+fn initiation_flood_gets_cookies_and_replays_are_stale() {
     let mut p = pair();
     p.send(true, &v4(IP_A, IP_B, 300, 0));
     let (f, t, init) = p.wire.pop().unwrap();
@@ -414,10 +415,20 @@ fn initiation_flood_is_rate_limited_and_replays_are_stale() {
         p.deliver(f, t, init.clone()),
         Err(TunnelDrop::Proto(DropReason::StaleHandshake))
     );
+    p.wire.clear();
     for _ in 0..100 {
         let _ = p.deliver(f, t, init.clone());
     }
-    assert!(p.b.drop_count(DropReason::RateLimited.into()) > 50);
+    // Past the source's burst the replays (valid mac1, no mac2) are answered with cookies,
+    // not processed.
+    let cookies = p.b.drop_count(DropReason::CookieRequired.into());
+    assert!(cookies > 50, "{:?}", p.b.drops());
+    let replies = p
+        .wire
+        .iter()
+        .filter(|(_, to, d)| *to == f && d.len() == COOKIE_REPLY_LEN)
+        .count();
+    assert_eq!(replies as u64, cookies);
 }
 
 #[test]
@@ -566,4 +577,176 @@ fn split_receive_refuses_a_duplicate_opened_in_parallel() {
         Err(TunnelDrop::Proto(DropReason::Replayed))
     );
     assert_eq!(ranges.len(), 1, "nothing delivered twice");
+}
+
+/// A spoofed initiation: a well-formed header and the right length, random contents.
+fn junk_init(seed: u8) -> Vec<u8> {
+    let mut d: Vec<u8> = (0..handshake::INIT_LEN)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect();
+    let mut h = [0u8; HEADER_LEN];
+    crate::wire::write_header(
+        &Header::Init {
+            sender: u32::from(seed),
+        },
+        &mut h,
+    );
+    d[..HEADER_LEN].copy_from_slice(&h);
+    d
+}
+
+#[test]
+fn spoofed_junk_initiations_do_not_block_the_peers_handshake() {
+    let mut p = pair();
+    // 200 junk initiations carrying A's address (more than its burst), then A's real one.
+    for i in 0..200u32 {
+        let _ = p.deliver(sa(A_ADDR), sa(B_ADDR), junk_init(i as u8));
+    }
+    p.wire.clear();
+    p.send(true, &v4(IP_A, IP_B, 300, 1));
+    p.run();
+    assert_eq!(p.got_b.len(), 1, "drops at B: {:?}", p.b.drops());
+    assert!(p.a.peer_status(p.now)[0].session_up);
+}
+
+/// `junk_init` with a valid mac1 for `responder`: what a flooder who knows the responder's public
+/// key can make (no mac2: it cannot receive the cookies sent to the address it spoofs).
+fn junk_init_mac1(seed: u8, responder: &[u8; 32]) -> Vec<u8> {
+    let mut d = junk_init(seed);
+    CookieGenerator::new(responder).add_macs(Time::ZERO, &mut d);
+    d
+}
+
+#[test]
+fn bad_mac1_initiations_are_counted_and_take_no_tokens() {
+    let mut p = pair();
+    for i in 0..200u32 {
+        assert_eq!(
+            p.deliver(sa(A_ADDR), sa(B_ADDR), junk_init(i as u8)),
+            Err(TunnelDrop::Proto(DropReason::BadMac1))
+        );
+    }
+    assert_eq!(p.b.drop_count(DropReason::BadMac1.into()), 200);
+    assert_eq!(p.b.drop_count(DropReason::RateLimited.into()), 0);
+    assert_eq!(p.b.drop_count(DropReason::HandshakeFailed.into()), 0);
+    // A real initiation sealed for another host fails mac1 too.
+    let kc = HostKey::generate().unwrap();
+    let mut g = CookieGenerator::new(kc.public());
+    let mut wrong = junk_init(1);
+    g.add_macs(p.now, &mut wrong);
+    assert_eq!(
+        p.deliver(sa(A_ADDR), sa(B_ADDR), wrong),
+        Err(TunnelDrop::Proto(DropReason::BadMac1))
+    );
+}
+
+#[test]
+fn under_load_the_peer_gets_a_cookie_and_its_retry_with_mac2_succeeds() {
+    let mut p = pair();
+    let b_pub = p.a.peer_status(p.now)[0].public_key;
+    // A flooder who knows B's key spoofs A's address: valid mac1, junk body, far past A's burst.
+    for i in 0..100u32 {
+        let _ = p.deliver(sa(A_ADDR), sa(B_ADDR), junk_init_mac1(i as u8, &b_pub));
+    }
+    assert!(p.b.drop_count(DropReason::CookieRequired.into()) > 50);
+    // The cookie replies went to A's address, bound to the flooder's mac1s: A refuses them.
+    let spoof_replies = std::mem::take(&mut p.wire);
+    for (f, t, d) in spoof_replies {
+        assert_eq!(
+            p.deliver(f, t, d),
+            Err(TunnelDrop::Proto(DropReason::BadCookieReply))
+        );
+    }
+    let cookies_before = p.b.drop_count(DropReason::CookieRequired.into());
+    p.send(true, &v4(IP_A, IP_B, 300, 1));
+    p.run();
+    assert_eq!(
+        p.b.drop_count(DropReason::CookieRequired.into()),
+        cookies_before + 1,
+        "the first initiation got a cookie"
+    );
+    assert_eq!(p.got_b.len(), 1, "drops at B: {:?}", p.b.drops());
+    let st = &p.a.peer_status(p.now)[0];
+    assert!(st.session_up);
+    assert_eq!(
+        st.stats.handshakes_initiated, 1,
+        "the same initiation, sent again"
+    );
+}
+
+#[test]
+fn a_cookie_from_one_address_is_worthless_from_another() {
+    let cfg = TunnelConfig {
+        limiter: LimiterConfig {
+            per_source_per_sec: 1,
+            per_source_burst: 1,
+            ..LimiterConfig::default()
+        },
+        ..TunnelConfig::default()
+    };
+    let mut p = pair_with(cfg);
+    let b_pub = p.a.peer_status(p.now)[0].public_key;
+    let other = sa("198.51.100.9:51820");
+    let other_port = sa("192.0.2.1:40000");
+    // Both A's address and the other ones are under load.
+    for from in [sa(A_ADDR), other, other_port] {
+        for i in 0..3u8 {
+            let _ = p.deliver(from, sa(B_ADDR), junk_init_mac1(i, &b_pub));
+        }
+    }
+    p.wire.clear();
+    p.send(true, &v4(IP_A, IP_B, 300, 1));
+    let (f, t, init) = p.wire.pop().unwrap();
+    assert_eq!(
+        p.deliver(f, t, init),
+        Err(TunnelDrop::Proto(DropReason::CookieRequired))
+    );
+    let (f, t, reply) = p.wire.pop().unwrap();
+    assert_eq!(reply.len(), COOKIE_REPLY_LEN);
+    assert!(p.deliver(f, t, reply).is_ok());
+    // A sent its initiation again, now with mac2 for A's address.
+    let (_, t, retry) = p.wire.pop().unwrap();
+    assert!(p.wire.is_empty());
+    for from in [other, other_port] {
+        assert_eq!(
+            p.deliver(from, t, retry.clone()),
+            Err(TunnelDrop::Proto(DropReason::CookieRequired)),
+            "{from}"
+        );
+    }
+    p.wire.clear();
+    assert!(p.deliver(sa(A_ADDR), t, retry).is_ok());
+    p.run();
+    assert_eq!(p.got_b.len(), 1);
+}
+
+#[test]
+fn degenerate_peer_keys_are_refused() {
+    let host = HostKey::generate().unwrap();
+    for key in [[0u8; 32], {
+        let mut k = [0u8; 32];
+        k[0] = 1;
+        k
+    }] {
+        let r = Tunnel::new(
+            host.clone(),
+            TunnelConfig::default(),
+            vec![PeerConfig {
+                name: "zero".into(),
+                public_key: key,
+                endpoint: Some(sa(B_ADDR)),
+                allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
+            }],
+        );
+        assert!(matches!(r, Err(crate::Error::Config(_))), "{key:02x?}");
+    }
+    // An initiator claiming the all-zero static key, with valid MACs, does no harm either.
+    let mut p = pair();
+    let b_pub = p.a.peer_status(p.now)[0].public_key;
+    let forged = handshake::tests::forged_init(&b_pub, [0; 32], TUNNEL_PROLOGUE, 7, 1, p.now);
+    assert_eq!(
+        p.deliver(sa(A_ADDR), sa(B_ADDR), forged),
+        Err(TunnelDrop::Proto(DropReason::DegenerateKey))
+    );
+    assert!(p.wire.is_empty());
 }

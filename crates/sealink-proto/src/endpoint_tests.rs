@@ -1,0 +1,258 @@
+//! The endpoint's handshake admission with source addresses: mac1, flood limits, cookies,
+//! degenerate keys.
+
+use std::net::SocketAddr;
+
+use sealink_crypto::sign::OwnerSigningKey;
+
+use super::*;
+use crate::cookie::{COOKIE_REPLY_LEN, CookieGenerator};
+use crate::wire::write_header;
+
+const A: &str = "192.0.2.1:7000";
+const B: &str = "192.0.2.2:7000";
+
+fn sa(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+struct Net {
+    a: Endpoint,
+    b: Endpoint,
+    /// b as seen by a.
+    peer_b: PeerId,
+    owner: OwnerId,
+    now: Time,
+}
+
+fn net(limits: LimiterConfig) -> Net {
+    let (ka, kb) = (HostKey::generate().unwrap(), HostKey::generate().unwrap());
+    let key = OwnerSigningKey::from_seed(&[7; 32]).unwrap();
+    let mut dir = Directory::new();
+    dir.insert("alice", key.public_key()).unwrap();
+    let mut a = Endpoint::new(Config::default(), ka.clone(), Directory::new()).unwrap();
+    let mut b = Endpoint::new(Config::default(), kb.clone(), dir).unwrap();
+    b.set_handshake_limits(limits);
+    let peer_b = a.add_peer("b", *kb.public());
+    b.add_peer("a", *ka.public());
+    let owner = a.add_owner(LocalOwner::new("alice", key).unwrap());
+    Net {
+        a,
+        b,
+        peer_b,
+        owner,
+        now: Time::from_millis(1000),
+    }
+}
+
+impl Net {
+    fn send(&mut self, data: &[u8]) {
+        self.a
+            .send(
+                self.now,
+                self.peer_b,
+                self.owner,
+                None,
+                data,
+                Urgency::Urgent,
+                Scope::Encrypt,
+            )
+            .unwrap();
+    }
+
+    /// Datagrams a sends to b (all of them go to b's address).
+    fn sent_by_a(&mut self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 2048];
+        while let Some(t) = self.a.poll_transmit(self.now, &mut buf) {
+            out.push(buf[..t.len].to_vec());
+        }
+        out
+    }
+
+    fn cookie_replies(&mut self) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 2048];
+        while let Some((to, n)) = self.b.poll_cookie_reply(&mut buf) {
+            out.push((to, buf[..n].to_vec()));
+        }
+        out
+    }
+
+    /// Runs both ways (a at A, b at B) until quiet; returns messages b delivered.
+    fn run(&mut self) -> usize {
+        let mut delivered = 0;
+        let mut buf = vec![0u8; 2048];
+        for _ in 0..20 {
+            let mut quiet = true;
+            for mut d in self.sent_by_a() {
+                quiet = false;
+                let _ = self.b.handle_from(self.now, sa(A), &mut d);
+            }
+            for (to, mut d) in self.cookie_replies() {
+                quiet = false;
+                if to == sa(A) {
+                    let _ = self.a.handle_from(self.now, sa(B), &mut d);
+                }
+            }
+            while let Some(t) = self.b.poll_transmit(self.now, &mut buf) {
+                quiet = false;
+                let _ = self.a.handle_from(self.now, sa(B), &mut buf[..t.len]);
+            }
+            while let Some(e) = self.b.poll_event() {
+                delivered += matches!(e, Event::Message(_)) as usize;
+            }
+            if quiet {
+                break;
+            }
+        }
+        delivered
+    }
+}
+
+fn junk_init(seed: u8) -> Vec<u8> {
+    let mut d: Vec<u8> = (0..handshake::INIT_LEN)
+        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed))
+        .collect();
+    write_header(
+        &Header::Init {
+            sender: u32::from(seed),
+        },
+        (&mut d[..HEADER_LEN]).try_into().unwrap(),
+    );
+    d
+}
+
+fn junk_init_mac1(seed: u8, responder: &[u8; 32]) -> Vec<u8> {
+    let mut d = junk_init(seed);
+    CookieGenerator::new(responder).add_macs(Time::ZERO, &mut d);
+    d
+}
+
+#[test]
+fn spoofed_junk_from_the_peers_address_is_dropped_by_mac1_and_blocks_nothing() {
+    let mut n = net(LimiterConfig::default());
+    for i in 0..200u8 {
+        assert_eq!(
+            n.b.handle_from(n.now, sa(A), &mut junk_init(i)),
+            Err(DropReason::BadMac1)
+        );
+    }
+    assert_eq!(n.b.stats().drops(DropReason::BadMac1), 200);
+    assert_eq!(n.b.stats().drops(DropReason::RateLimited), 0);
+    assert_eq!(n.b.stats().pk.dh, 0, "no public-key work");
+    n.send(b"hello");
+    assert_eq!(n.run(), 1);
+    assert!(n.a.is_established(n.peer_b, n.now));
+}
+
+#[test]
+fn under_load_the_initiation_gets_a_cookie_and_the_retry_with_mac2_succeeds() {
+    let mut n = net(LimiterConfig::default());
+    let b_pub = *n.b.host_public();
+    for i in 0..100u8 {
+        let _ =
+            n.b.handle_from(n.now, sa(A), &mut junk_init_mac1(i, &b_pub));
+    }
+    let flood_cookies = n.b.stats().drops(DropReason::CookieRequired);
+    assert!(flood_cookies > 50, "{flood_cookies}");
+    // The flooder's cookies reach A, which did not send those initiations.
+    for (to, mut r) in n.cookie_replies() {
+        assert_eq!(to, sa(A));
+        assert_eq!(r.len(), COOKIE_REPLY_LEN);
+        assert!(n.a.handle_from(n.now, sa(B), &mut r).is_err());
+    }
+    n.send(b"hello");
+    let init = n.sent_by_a();
+    assert_eq!(init.len(), 1);
+    assert_eq!(
+        n.b.handle_from(n.now, sa(A), &mut init[0].clone()),
+        Err(DropReason::CookieRequired)
+    );
+    let replies = n.cookie_replies();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].0, sa(A));
+    assert!(
+        n.a.handle_from(n.now, sa(B), &mut replies[0].1.clone())
+            .is_ok()
+    );
+    assert_eq!(n.run(), 1, "drops at b: {:?}", {
+        n.b.stats().drops_by_reason().collect::<Vec<_>>()
+    });
+    assert!(n.a.is_established(n.peer_b, n.now));
+    assert_eq!(
+        n.a.stats().handshakes_initiated,
+        1,
+        "the same initiation again"
+    );
+}
+
+#[test]
+fn a_cookie_for_one_address_does_not_work_from_another() {
+    let mut n = net(LimiterConfig {
+        per_source_per_sec: 1,
+        per_source_burst: 1,
+        ..LimiterConfig::default()
+    });
+    let b_pub = *n.b.host_public();
+    let (c, a_other_port) = (sa("198.51.100.3:7000"), sa("192.0.2.1:7001"));
+    for from in [sa(A), c, a_other_port] {
+        for i in 0..3u8 {
+            let _ = n.b.handle_from(n.now, from, &mut junk_init_mac1(i, &b_pub));
+        }
+    }
+    n.cookie_replies();
+    n.send(b"hello");
+    let mut init = n.sent_by_a().remove(0);
+    assert_eq!(
+        n.b.handle_from(n.now, sa(A), &mut init),
+        Err(DropReason::CookieRequired)
+    );
+    let (_, mut reply) = n.cookie_replies().remove(0);
+    n.a.handle_from(n.now, sa(B), &mut reply).unwrap();
+    let retry = n.sent_by_a().remove(0);
+    for from in [c, a_other_port] {
+        assert_eq!(
+            n.b.handle_from(n.now, from, &mut retry.clone()),
+            Err(DropReason::CookieRequired),
+            "{from}"
+        );
+    }
+    assert!(n.b.handle_from(n.now, sa(A), &mut retry.clone()).is_ok());
+    assert_eq!(n.run(), 1);
+}
+
+#[test]
+fn a_degenerate_static_key_fails_cleanly_both_ways() {
+    // Initiating towards a small-order key: nothing is sent, the message is reported.
+    let mut n = net(LimiterConfig::default());
+    let zero = n.a.add_peer("zero", [0; 32]);
+    let id =
+        n.a.send(
+            n.now,
+            zero,
+            n.owner,
+            None,
+            b"x",
+            Urgency::Urgent,
+            Scope::Encrypt,
+        )
+        .unwrap();
+    let mut buf = vec![0u8; 2048];
+    assert!(n.a.poll_transmit(n.now, &mut buf).is_none());
+    let events: Vec<Event> = std::iter::from_fn(|| n.a.poll_event()).collect();
+    assert!(events.contains(&Event::HandshakeFailed { peer: zero }));
+    assert!(events.contains(&Event::Undeliverable { peer: zero, id }));
+    // Responding: even a (misconfigured) trust in the all-zero key does not let an initiation
+    // claiming it through, though it needs no private key to make.
+    n.b.add_peer("zero", [0; 32]);
+    let forged =
+        handshake::tests::forged_init(n.b.host_public(), [0; 32], handshake::PROLOGUE, 3, 1, n.now);
+    assert_eq!(
+        n.b.handle_from(n.now, sa(A), &mut forged.clone()),
+        Err(DropReason::DegenerateKey)
+    );
+    assert_eq!(n.b.stats().drops(DropReason::DegenerateKey), 1);
+    assert!(n.b.poll_transmit(n.now, &mut buf).is_none());
+    assert!(std::iter::from_fn(|| n.b.poll_event()).all(|e| !matches!(e, Event::ChannelUp { .. })));
+}
