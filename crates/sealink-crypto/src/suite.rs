@@ -73,6 +73,18 @@ pub enum SuiteId {
 }
 
 impl SuiteId {
+    /// AES blocks one key may seal, counting each message's blocks plus one for its tag, or
+    /// `None` where the amount sealed is not what bounds the key. AES-GCM: 2^36, so the
+    /// confidentiality advantage (σ + q + 1)² / 2^129 stays below 2^-57, TLS 1.3's margin (RFC
+    /// 8446 §5.5, draft-irtf-cfrg-aead-limits). ChaCha20-Poly1305 is bounded by its nonce space
+    /// (the counters); the legacy suites are the lab's and insecure whatever the volume.
+    pub const fn aead_block_limit(self) -> Option<u64> {
+        match self {
+            SuiteId::Aes128Gcm | SuiteId::Aes256Gcm => Some(1 << 36),
+            _ => None,
+        }
+    }
+
     /// Every suite, modern first.
     pub const ALL: [SuiteId; 5] = [
         SuiteId::Aes128Gcm,

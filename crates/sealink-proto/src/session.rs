@@ -18,6 +18,9 @@ use crate::handshake::Split;
 use crate::replay::{ReplayVerdict, ReplayWindow};
 use crate::time::Time;
 
+/// AES blocks of the largest datagram a session may seal (a 64 KiB body and its tag).
+const MAX_DATAGRAM_BLOCKS: u64 = (1 << 16) / 16 + 1;
+
 /// When a session should be replaced, and when it must not be used any more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -36,6 +39,9 @@ pub struct Session {
     pub(crate) send: Arc<PacketKey>,
     pub(crate) recv: Arc<PacketKey>,
     pub(crate) next_counter: u64,
+    /// AES blocks sealed under `send` (each datagram's body plus one for the tag), against the
+    /// suite's usage limit ([`SuiteId::aead_block_limit`]).
+    pub(crate) blocks_sealed: u64,
     pub(crate) replay: ReplayWindow,
     pub(crate) established: Time,
     /// When we know the peer holds these keys: at once for the initiator; for the responder,
@@ -68,6 +74,7 @@ impl Session {
             send: key(&split.send)?,
             recv: key(&split.recv)?,
             next_counter: 0,
+            blocks_sealed: 0,
             replay: ReplayWindow::new(),
             established: now,
             confirmed_at: initiator.then_some(now),
@@ -79,12 +86,21 @@ impl Session {
     pub fn sendable(&self, l: &Limits, now: Time) -> bool {
         self.next_counter < l.reject_after_messages
             && now.saturating_since(self.established) < l.reject_after_time
+            && self.suite.aead_block_limit().is_none_or(|max| {
+                // One largest datagram (64 KiB) must still fit under the limit.
+                self.blocks_sealed < max - MAX_DATAGRAM_BLOCKS
+            })
     }
 
-    /// Should be replaced by a new handshake.
+    /// Should be replaced by a new handshake: by the configured limits, or once the key has
+    /// sealed 7/8 of what its suite allows (the rest covers the new handshake's round trip).
     pub fn wants_rekey(&self, l: &Limits, now: Time) -> bool {
         self.next_counter >= l.rekey_after_messages
             || now.saturating_since(self.established) >= l.rekey_after_time
+            || self
+                .suite
+                .aead_block_limit()
+                .is_some_and(|max| self.blocks_sealed >= max - max / 8)
     }
 
     /// Too old to open anything any more.
@@ -97,6 +113,9 @@ impl Session {
     pub fn reserve_seal(&mut self, scope: Scope, body_len: usize) -> SealJob {
         let counter = self.next_counter;
         self.next_counter += 1;
+        self.blocks_sealed = self
+            .blocks_sealed
+            .saturating_add(body_len.div_ceil(16) as u64 + 1);
         SealJob {
             key: Arc::clone(&self.send),
             receiver: self.remote_index,
@@ -252,6 +271,44 @@ mod tests {
         t.free(a);
         assert_eq!(t.owner(a), None);
         assert_eq!(t.owner(b), Some(2));
+    }
+
+    /// An AES-GCM key is rekeyed at 7/8 of its 2^36-block budget and refused before a largest
+    /// datagram could pass it, however high the configured message limits; ChaCha20-Poly1305
+    /// keys are not bounded by volume.
+    #[test]
+    fn aes_gcm_usage_limit_forces_rekey_then_refusal() {
+        let split = Split {
+            send: [1; 32],
+            recv: [2; 32],
+            hash: [0; 32],
+        };
+        let l = Limits {
+            rekey_after_time: Duration::from_secs(120),
+            rekey_after_messages: u64::MAX,
+            reject_after_time: Duration::from_secs(180),
+            reject_after_messages: u64::MAX,
+        };
+        let t0 = Time::from_millis(1000);
+        let max = 1u64 << 36;
+        for suite in [
+            SuiteId::Aes128Gcm,
+            SuiteId::Aes256Gcm,
+            SuiteId::ChaCha20Poly1305,
+        ] {
+            let mut s = Session::new(suite, &split, b"t", false, 5, 6, t0, true).unwrap();
+            // A 1400-byte body costs 88 blocks and the tag one more.
+            s.reserve_seal(Scope::Encrypt, 1400);
+            assert_eq!(s.blocks_sealed, 89);
+            s.blocks_sealed = max - max / 8 - 1;
+            assert!(!s.wants_rekey(&l, t0) && s.sendable(&l, t0));
+            s.reserve_seal(Scope::Encrypt, 0);
+            let gcm = suite != SuiteId::ChaCha20Poly1305;
+            assert_eq!(s.wants_rekey(&l, t0), gcm, "{suite:?}");
+            assert!(s.sendable(&l, t0));
+            s.blocks_sealed = max - MAX_DATAGRAM_BLOCKS;
+            assert_eq!(s.sendable(&l, t0), !gcm, "{suite:?}");
+        }
     }
 
     #[test]

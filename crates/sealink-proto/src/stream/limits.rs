@@ -12,9 +12,11 @@ use super::StreamError;
 pub const DEFAULT_MAX_BITMAP_BYTES: u64 = 32 << 20;
 
 /// AES-GCM: at most 2^36 AES blocks under one key, counting each record's data blocks plus one
-/// for its tag. The confidentiality advantage (σ + q + 1)² / 2^129 then stays below 2^-57, the
-/// margin of TLS 1.3 (RFC 8446 §5.5; draft-irtf-cfrg-aead-limits).
-const AES_GCM_MAX_BLOCKS: u64 = 1 << 36;
+/// for its tag ([`SuiteId::aead_block_limit`]).
+const AES_GCM_MAX_BLOCKS: u64 = match SuiteId::Aes128Gcm.aead_block_limit() {
+    Some(b) => b,
+    None => 0,
+};
 /// Blocks set aside for the records a sender seals besides data: the hello, the end and an
 /// abort, each at most a largest body.
 const CONTROL_BLOCKS: u64 = 3 * ((super::record::MAX_BODY_LEN as u64).div_ceil(16) + 1);
