@@ -387,10 +387,27 @@ pub fn send(
     )?;
     let mut socks = vec![control];
     for stripe in 1..cfg.streams {
-        let s = connect(addr, t)?;
-        (&s).write_all(&conn::join_message(&keys.join_token, stripe as u16))
-            .ctx(|| "joining a stripe".into())?;
-        socks.push(s);
+        let joined = connect(addr, t).and_then(|s| {
+            (&s).write_all(&conn::join_message(&keys.join_token, stripe as u16))
+                .ctx(|| "joining a stripe".into())?;
+            Ok(s)
+        });
+        match joined {
+            Ok(s) => socks.push(s),
+            Err(e) => {
+                // The receiver may have refused the hello and gone (`--once`): its abort on
+                // the control stripe says why, which the failed connect does not.
+                let answer = Instant::now() + Duration::from_secs(1);
+                return Err(
+                    match read_reply(&socks[0], &keys.recv, READY_SEQ, answer, "") {
+                        Err(
+                            a @ (TransferError::Refused(_) | TransferError::ReceiverAborted(_)),
+                        ) => a,
+                        _ => e,
+                    },
+                );
+            }
+        }
     }
     let deadline = Instant::now() + t.setup * 2;
     match read_reply(
