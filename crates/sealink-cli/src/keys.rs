@@ -6,8 +6,9 @@ use std::path::Path;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 
+use sealink_keys::keyfile::{self, KeyFileError, KeyKind};
+
 use crate::error::{Result, msg};
-use crate::keyfile::{self, KeyFileError, KeyKind};
 use crate::output;
 
 /// Generates a key pair, writes `path` (0600) and `path.pub`, prints the public line on stdout

@@ -32,7 +32,7 @@
 //! * Key and trust files that other users could have written are refused, as
 //!   ssh's StrictModes does: the file or its directory writable by group or
 //!   others (a directory with the sticky bit excepted), or owned by a user
-//!   other than us and root ([`sealink_tunnel::secure_file`]).
+//!   other than us and root ([`crate::secure_file`]).
 //! * Public keys of small order are refused in public key files and trust
 //!   files ([`sealink_crypto::weak_keys`]): an all-zero or small-order X25519
 //!   key makes every handshake secret public, an Ed25519 identity or other
@@ -52,7 +52,9 @@ use aws_lc_rs::signature::KeyPair as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use sealink_crypto::weak_keys;
-use sealink_tunnel::secure_file::{self, InsecureFile};
+use sealink_proto::{Directory, HostKey};
+
+use crate::secure_file::{self, InsecureFile};
 use zeroize::Zeroizing;
 
 /// Length in bytes of every key handled here.
@@ -213,6 +215,9 @@ pub enum KeyFileError {
     /// A key or trust file that other users could have written.
     #[error(transparent)]
     Insecure(#[from] InsecureFile),
+    /// The protocol core refused a key or a trusted name.
+    #[error(transparent)]
+    Proto(#[from] sealink_proto::Error),
     /// A trust file entry is wrong.
     #[error("{}: {problem}", trust_location(path, *line))]
     Trust {
@@ -308,6 +313,17 @@ pub struct TrustFile {
     pub owners: Vec<(String, [u8; KEY_LEN])>,
     /// Trusted hosts: name and X25519 public key, in file order.
     pub hosts: Vec<(String, [u8; KEY_LEN])>,
+}
+
+impl TrustFile {
+    /// The trusted owners as the protocol core's [`Directory`] (names → Ed25519 keys).
+    pub fn directory(&self) -> Result<Directory, KeyFileError> {
+        let mut d = Directory::new();
+        for (name, k) in &self.owners {
+            d.insert(name, *k)?;
+        }
+        Ok(d)
+    }
 }
 
 /// A private key (X25519 private key or Ed25519 seed), wiped when dropped.
@@ -666,6 +682,13 @@ pub fn read_private(path: &Path, kind: KeyKind) -> Result<PrivateKey, KeyFileErr
     }
     secure_file::check_file(&file, path, what)?;
     Ok(key)
+}
+
+/// Read a host private key file as the protocol core's [`HostKey`].
+pub fn read_host_key(path: &Path) -> Result<HostKey, KeyFileError> {
+    let k = read_private(path, KeyKind::Host)?;
+    // HostKey keeps its own copy (sealink-proto); ours is wiped on return.
+    Ok(HostKey::from_private(*k)?)
 }
 
 /// Read a public key file (`sealink-host <base64>` or `sealink-owner
