@@ -67,7 +67,7 @@ fn detect(path: &Path) -> Result<(KeyKind, keyfile::PrivateKey)> {
 
 /// Parses a trust file and prints what it trusts.
 pub fn trust_check(path: &Path) -> Result<()> {
-    let trust = keyfile::read_trust(path)?;
+    let trust = sealink_keys::read_trust(path)?;
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     let mut out = String::new();
     let _ = writeln!(

@@ -55,7 +55,7 @@ fn resolve_listen(s: &str) -> Result<SocketAddr> {
 
 pub fn listen(p: ListenParams) -> Result<()> {
     let trust_path = or_home(p.trust, home::TRUST);
-    let trust = keyfile::read_trust(&trust_path)?;
+    let trust = sealink_keys::read_trust(&trust_path)?;
     if trust.hosts.is_empty() || trust.owners.is_empty() {
         return Err(msg(format!(
             "{} must trust at least one host and one owner to receive anything",
@@ -163,7 +163,7 @@ fn json_line(d: &sealink_udp::Delivery) -> String {
 
 pub fn send(p: SendParams) -> Result<()> {
     let trust_path = or_home(p.trust, home::TRUST);
-    let trust = keyfile::read_trust(&trust_path)?;
+    let trust = sealink_keys::read_trust(&trust_path)?;
     let (name, host, addr) = parse_dest(&p.dest)?;
     let peer_key = pick_peer(
         &trust.hosts,

@@ -162,7 +162,7 @@ fn summary(verb: &str, bytes: u64, files: usize, streams: usize, secs: f64) -> S
 
 pub fn send(p: SendParams) -> Result<()> {
     let trust_path = or_home(p.trust, home::TRUST);
-    let trust = keyfile::read_trust(&trust_path)?;
+    let trust = sealink_keys::read_trust(&trust_path)?;
     let (name, host, addr) = parse_dest(&p.dest)?;
     let peer = pick_peer(
         &trust.hosts,
@@ -231,7 +231,7 @@ pub fn send(p: SendParams) -> Result<()> {
 
 pub fn recv(p: RecvParams) -> Result<()> {
     let trust_path = or_home(p.trust, home::TRUST);
-    let trust = keyfile::read_trust(&trust_path)?;
+    let trust = sealink_keys::read_trust(&trust_path)?;
     if trust.hosts.is_empty() || trust.owners.is_empty() {
         return Err(msg(format!(
             "{} must trust at least one host and one owner to receive anything",
