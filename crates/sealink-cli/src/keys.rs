@@ -6,8 +6,9 @@ use std::path::Path;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 
+use sealink_keys::keyfile::{self, KeyFileError, KeyKind};
+
 use crate::error::{Result, msg};
-use crate::keyfile::{self, KeyFileError, KeyKind};
 use crate::output;
 
 /// Generates a key pair, writes `path` (0600) and `path.pub`, prints the public line on stdout
@@ -66,7 +67,7 @@ fn detect(path: &Path) -> Result<(KeyKind, keyfile::PrivateKey)> {
 
 /// Parses a trust file and prints what it trusts.
 pub fn trust_check(path: &Path) -> Result<()> {
-    let trust = keyfile::read_trust(path)?;
+    let trust = sealink_keys::read_trust(path)?;
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     let mut out = String::new();
     let _ = writeln!(

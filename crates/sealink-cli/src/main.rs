@@ -4,9 +4,6 @@
 mod bench;
 mod demo;
 mod error;
-// Only part of the key-file API is used by the commands so far.
-#[allow(dead_code)]
-mod keyfile;
 mod keys;
 mod msg;
 mod output;
@@ -24,7 +21,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
 use crate::error::Result;
-use crate::keyfile::KeyKind;
+use sealink_keys::KeyKind;
 
 #[derive(Debug, Parser)]
 #[command(

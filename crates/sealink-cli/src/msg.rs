@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use sealink_crypto::Scope;
 use sealink_crypto::sign::OwnerSigningKey;
-use sealink_udp::{Directory, LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency};
+use sealink_udp::{LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency};
 
 use crate::error::{Result, ResultExt, msg};
-use crate::keyfile::{self, KeyKind};
-use crate::stream::{load_host, or_home, parse_dest, pick_peer};
+use crate::stream::{parse_dest, pick_peer};
+use sealink_keys::home::{self, or_home};
+use sealink_keys::{KeyKind, keyfile};
 
 pub struct ListenParams {
     pub listen: String,
@@ -53,18 +54,18 @@ fn resolve_listen(s: &str) -> Result<SocketAddr> {
 }
 
 pub fn listen(p: ListenParams) -> Result<()> {
-    let trust_path = or_home(p.trust, "trust");
-    let trust = keyfile::read_trust(&trust_path)?;
+    let trust_path = or_home(p.trust, home::TRUST);
+    let trust = sealink_keys::read_trust(&trust_path)?;
     if trust.hosts.is_empty() || trust.owners.is_empty() {
         return Err(msg(format!(
             "{} must trust at least one host and one owner to receive anything",
             trust_path.display()
         )));
     }
-    let host = load_host(&or_home(p.key, "host.key"))?;
+    let host = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
     let addr = resolve_listen(&p.listen)?;
     let mut cfg = NodeConfig::new(addr, host);
-    cfg.directory = directory(&trust.owners)?;
+    cfg.directory = trust.directory()?;
     // Senders' addresses are learned from their authenticated handshakes.
     cfg.peers = trust
         .hosts
@@ -88,14 +89,6 @@ pub fn listen(p: ListenParams) -> Result<()> {
     std::thread::sleep(Duration::from_millis(50));
     node.shutdown();
     Ok(())
-}
-
-fn directory(owners: &[(String, [u8; 32])]) -> Result<Directory> {
-    let mut d = Directory::new();
-    for (name, k) in owners {
-        d.insert(name, *k)?;
-    }
-    Ok(d)
 }
 
 fn scope_name(s: Scope) -> &'static str {
@@ -169,8 +162,8 @@ fn json_line(d: &sealink_udp::Delivery) -> String {
 }
 
 pub fn send(p: SendParams) -> Result<()> {
-    let trust_path = or_home(p.trust, "trust");
-    let trust = keyfile::read_trust(&trust_path)?;
+    let trust_path = or_home(p.trust, home::TRUST);
+    let trust = sealink_keys::read_trust(&trust_path)?;
     let (name, host, addr) = parse_dest(&p.dest)?;
     let peer_key = pick_peer(
         &trust.hosts,
@@ -183,8 +176,8 @@ pub fn send(p: SendParams) -> Result<()> {
         .iter()
         .find(|(_, k)| *k == peer_key)
         .map_or_else(|| host.clone(), |(n, _)| n.clone());
-    let host_key = load_host(&or_home(p.key, "host.key"))?;
-    let owner_path = or_home(p.owner, "owner.key");
+    let host_key = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
+    let owner_path = or_home(p.owner, home::OWNER_KEY);
     let seed = keyfile::read_private(&owner_path, KeyKind::Owner)?;
     let owner_key = OwnerSigningKey::from_seed(&seed)?;
     let owner_name = match p.from {

@@ -11,27 +11,14 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_crypto::{Scope, SuiteId};
-use sealink_proto::HostKey;
 use sealink_stream::{
     ConnLimits, Dest, Progress, Receiver, RecvConfig, SendConfig, Source, Timeouts,
 };
 
+use sealink_keys::home::{self, or_home};
+use sealink_keys::{KeyKind, keyfile};
+
 use crate::error::{Result, ResultExt, msg};
-use crate::keyfile::{self, KeyKind};
-
-/// Where keys and the trust file live unless given: `$SEALINK_HOME`, else `~/.sealink`.
-pub fn home() -> PathBuf {
-    if let Some(h) = std::env::var_os("SEALINK_HOME") {
-        return PathBuf::from(h);
-    }
-    std::env::var_os("HOME")
-        .map_or_else(|| PathBuf::from("."), PathBuf::from)
-        .join(".sealink")
-}
-
-pub(crate) fn or_home(p: Option<PathBuf>, file: &str) -> PathBuf {
-    p.unwrap_or_else(|| home().join(file))
-}
 
 pub struct SendParams {
     pub files: Vec<PathBuf>,
@@ -123,12 +110,6 @@ pub(crate) fn pick_peer(
     }
 }
 
-pub(crate) fn load_host(path: &Path) -> Result<HostKey> {
-    let k = keyfile::read_private(path, KeyKind::Host)?;
-    // HostKey keeps its own copy (sealink-proto); ours is wiped on return.
-    Ok(HostKey::from_private(*k)?)
-}
-
 /// A bar fed from `progress` by a thread until `stop`; hidden unless stderr is a terminal.
 fn bar_thread(
     progress: Arc<Progress>,
@@ -180,8 +161,8 @@ fn summary(verb: &str, bytes: u64, files: usize, streams: usize, secs: f64) -> S
 }
 
 pub fn send(p: SendParams) -> Result<()> {
-    let trust_path = or_home(p.trust, "trust");
-    let trust = keyfile::read_trust(&trust_path)?;
+    let trust_path = or_home(p.trust, home::TRUST);
+    let trust = sealink_keys::read_trust(&trust_path)?;
     let (name, host, addr) = parse_dest(&p.dest)?;
     let peer = pick_peer(
         &trust.hosts,
@@ -189,8 +170,8 @@ pub fn send(p: SendParams) -> Result<()> {
         &host,
         &trust_path,
     )?;
-    let host_key = load_host(&or_home(p.key, "host.key"))?;
-    let owner_seed = keyfile::read_private(&or_home(p.owner, "owner.key"), KeyKind::Owner)?;
+    let host_key = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
+    let owner_seed = keyfile::read_private(&or_home(p.owner, home::OWNER_KEY), KeyKind::Owner)?;
     let owner = OwnerSigningKey::from_seed(&owner_seed)?;
     let mut sources = Vec::with_capacity(p.files.len());
     for f in &p.files {
@@ -249,15 +230,15 @@ pub fn send(p: SendParams) -> Result<()> {
 }
 
 pub fn recv(p: RecvParams) -> Result<()> {
-    let trust_path = or_home(p.trust, "trust");
-    let trust = keyfile::read_trust(&trust_path)?;
+    let trust_path = or_home(p.trust, home::TRUST);
+    let trust = sealink_keys::read_trust(&trust_path)?;
     if trust.hosts.is_empty() || trust.owners.is_empty() {
         return Err(msg(format!(
             "{} must trust at least one host and one owner to receive anything",
             trust_path.display()
         )));
     }
-    let host = load_host(&or_home(p.key, "host.key"))?;
+    let host = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
     let listen = if p.listen.parse::<SocketAddr>().is_ok() {
         p.listen.clone()
     } else {

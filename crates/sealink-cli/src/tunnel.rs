@@ -5,11 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use sealink_proto::HostKey;
 use sealink_tunnel::{Config, RunDir, TunnelError, control};
 
 use crate::error::{Result, ResultExt};
-use crate::keyfile::{self, KeyKind};
 
 pub const UP_HELP: &str = r#"Runs in the foreground until SIGINT/SIGTERM or `sealink down NAME`, then removes the
 interface. Prints `up: NAME` on stderr once the interface is up and configured.
@@ -51,9 +49,7 @@ the tunnel drops every capability."#;
 
 pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
     let cfg = Config::from_file(config).with_context(|| format!("config {}", config.display()))?;
-    let private = keyfile::read_private(&cfg.private_key, KeyKind::Host)?;
-    let host = HostKey::from_private(*private)?;
-    drop(private);
+    let host = sealink_keys::read_host_key(&cfg.private_key)?;
     let run_dir = RunDir::new(run_dir);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -31,9 +31,9 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use base64::Engine;
 use serde::Deserialize;
 
+use sealink_keys::{KeyFileError, KeyKind};
 use sealink_proto::tunnel::{IpNet, PeerConfig, PiggybackMode, PiggybackPolicy, TunnelConfig};
 
 use crate::error::TunnelError;
@@ -105,25 +105,16 @@ fn bad(key: impl Into<String>, msg: impl Into<String>) -> TunnelError {
     }
 }
 
-/// Decodes a host public key: the base64 field of a `.pub` file, or the whole line.
-pub fn parse_public_key(s: &str) -> Option<[u8; 32]> {
-    let field = s.split_whitespace().last()?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(field)
-        .ok()?;
-    bytes.try_into().ok()
-}
-
 impl Config {
     /// Reads and parses a config file; refuses one that other users can write (see
-    /// [`crate::secure_file`]): it names the peers this host believes.
+    /// [`sealink_keys::secure_file`]): it names the peers this host believes.
     pub fn from_file(path: &Path) -> Result<Self, TunnelError> {
         let read_err = |e| TunnelError::Io {
             what: format!("read config {}", path.display()),
             source: e,
         };
         let mut file = std::fs::File::open(path).map_err(read_err)?;
-        crate::secure_file::check_file(&file, path, "tunnel config")?;
+        sealink_keys::secure_file::check_file(&file, path, "tunnel config")?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(read_err)?;
         let mut cfg = Self::parse(&text)?;
@@ -246,19 +237,23 @@ impl Config {
             if p.name.is_empty() || p.name.len() > 64 {
                 return Err(bad(key("name"), "1 to 64 characters"));
             }
-            let public_key = parse_public_key(&p.public_key).ok_or_else(|| {
-                bad(
-                    key("public_key"),
-                    "expected the base64 key of a host .pub file (32 bytes)",
-                )
-            })?;
-            if sealink_crypto::weak_keys::x25519_public_is_degenerate(&public_key) {
-                return Err(bad(
-                    key("public_key"),
-                    "an all-zero or small-order X25519 key: every handshake with it would give a \
-                     secret anyone can compute; use the key from the peer's host.key.pub",
-                ));
-            }
+            // The one public-key parser (sealink-keys): a host `.pub` line or its base64.
+            let public_key = match sealink_keys::parse_public(&p.public_key, KeyKind::Host) {
+                Ok(k) => k,
+                Err(KeyFileError::WeakKey { .. }) => {
+                    return Err(bad(
+                        key("public_key"),
+                        "an all-zero or small-order X25519 key: every handshake with it would \
+                         give a secret anyone can compute; use the key from the peer's host.key.pub",
+                    ));
+                }
+                Err(_) => {
+                    return Err(bad(
+                        key("public_key"),
+                        "expected the base64 key of a host .pub file (32 bytes)",
+                    ));
+                }
+            };
             let endpoint = match p.endpoint {
                 None => None,
                 Some(e) => Some(
@@ -402,6 +397,22 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
             let msg = e.to_string();
             assert!(msg.contains("peer[0].public_key"), "{msg}");
             assert!(msg.contains("small-order"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn peer_key_is_read_by_the_shared_parser() {
+        // The bare base64 and the whole `.pub` line are both accepted.
+        let bare = KEY.split_whitespace().last().unwrap();
+        let c = Config::parse(&sample().replace(KEY, bare)).unwrap();
+        assert_eq!(
+            c.peers[0].public_key,
+            Config::parse(&sample()).unwrap().peers[0].public_key
+        );
+        // An owner's public key line, or any other tag, is not a host key.
+        for line in [format!("sealink-owner {bare}"), format!("junk {bare}")] {
+            let e = Config::parse(&sample().replace(KEY, &line)).unwrap_err();
+            assert!(e.to_string().contains("peer[0].public_key"), "{line}: {e}");
         }
     }
 

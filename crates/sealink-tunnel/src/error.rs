@@ -21,7 +21,7 @@ pub enum TunnelError {
     #[error(transparent)]
     Proto(#[from] sealink_proto::Error),
     #[error(transparent)]
-    Insecure(#[from] crate::secure_file::InsecureFile),
+    Insecure(#[from] sealink_keys::InsecureFile),
 }
 
 pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TunnelError {

@@ -31,7 +31,6 @@ mod datapath;
 mod error;
 mod privs;
 pub mod rundir;
-pub mod secure_file;
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{Ipv6Addr, SocketAddr};
@@ -313,7 +312,7 @@ pub fn run(
         stride: HEADROOM + cfg.core.mtu + TAILROOM,
         info: info.clone(),
         public_key,
-        owner_uid: secure_file::my_uid(),
+        owner_uid: sealink_keys::secure_file::my_uid(),
         control_refused: AtomicU64::new(0),
     });
     let (nq, ns) = (sh.devs.len(), sh.udp.len());

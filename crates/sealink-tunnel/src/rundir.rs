@@ -14,7 +14,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{TunnelError, io};
-use crate::secure_file::{self, InsecureFile, Problem};
+use sealink_keys::secure_file::{self, InsecureFile, Problem};
 
 /// The run directory when neither `--run-dir` nor [`RUN_DIR_ENV`] says otherwise.
 pub const DEFAULT_RUN_DIR: &str = "/run/sealink";

@@ -1,0 +1,334 @@
+//! Trust files: the keys a node believes. This is the one place a trust file is parsed.
+//!
+//! A trust file lists the keys a node trusts, one per line:
+//!
+//! ```text
+//! # comment
+//! owner alice@example  <base64 Ed25519 public key>
+//! host  gateway-1      <base64 X25519 public key>
+//! ```
+//!
+//! Blank lines and everything from `#` to the end of a line are ignored.
+//! Names are 1 to 64 bytes from `A-Z a-z 0-9 . _ @ + -`; owner names and host
+//! names are separate namespaces. Listing the same name twice with the same
+//! key is harmless; with a different key it is an error. Small-order keys are
+//! refused ([`crate::keyfile`]), and so is a trust file other users could have
+//! written ([`crate::secure_file`]).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use sealink_proto::Directory;
+
+use crate::error::{KeyFileError, TrustProblem};
+use crate::keyfile::{KEY_LEN, KeyKind, decode_key, is_weak, read_text};
+use crate::secure_file;
+
+/// Largest trust file we are willing to read.
+const MAX_TRUST_FILE_LEN: u64 = 16 << 20;
+
+/// Maximum length in bytes of a trust-file name.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Parsed trust file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustFile {
+    /// Trusted owners: name and Ed25519 public key, in file order.
+    pub owners: Vec<(String, [u8; KEY_LEN])>,
+    /// Trusted hosts: name and X25519 public key, in file order.
+    pub hosts: Vec<(String, [u8; KEY_LEN])>,
+}
+
+impl TrustFile {
+    /// The trusted owners as the protocol core's [`Directory`] (names → Ed25519 keys).
+    pub fn directory(&self) -> Result<Directory, KeyFileError> {
+        let mut d = Directory::new();
+        for (name, k) in &self.owners {
+            d.insert(name, *k)?;
+        }
+        Ok(d)
+    }
+}
+
+/// Whether `name` is a valid trust-file name: 1 to 64 bytes from
+/// `A-Z a-z 0-9 . _ @ + -`.
+pub fn valid_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'+' | b'-'))
+}
+
+/// Parse the text of a trust file.
+pub fn parse_trust(text: &str) -> Result<TrustFile, KeyFileError> {
+    parse_trust_inner(text, None)
+}
+
+/// Read and parse a trust file.
+pub fn read_trust(path: &Path) -> Result<TrustFile, KeyFileError> {
+    let (file, text) = read_text(path, "trust", MAX_TRUST_FILE_LEN, false)?;
+    secure_file::check_file(&file, path, "trust file")?;
+    parse_trust_inner(&text, Some(path))
+}
+
+fn parse_trust_inner(text: &str, path: Option<&Path>) -> Result<TrustFile, KeyFileError> {
+    let mut trust = TrustFile::default();
+    // (kind, name) -> (first line, key)
+    let mut seen: HashMap<(KeyKind, &str), (usize, [u8; KEY_LEN])> = HashMap::new();
+    for (index, raw) in text.lines().enumerate() {
+        let line = index + 1;
+        let err = |problem| KeyFileError::Trust {
+            path: path.map(Path::to_path_buf),
+            line,
+            problem,
+        };
+        let content = raw.split_once('#').map_or(raw, |(before, _)| before);
+        let mut fields = content.split_whitespace();
+        let Some(keyword) = fields.next() else {
+            continue;
+        };
+        let kind = match keyword {
+            "owner" => KeyKind::Owner,
+            "host" => KeyKind::Host,
+            other => return Err(err(TrustProblem::UnknownKind(other.to_owned()))),
+        };
+        let (Some(name), Some(b64), None) = (fields.next(), fields.next(), fields.next()) else {
+            return Err(err(TrustProblem::WrongFieldCount {
+                keyword: kind.trust_keyword(),
+                fields: content.split_whitespace().count(),
+            }));
+        };
+        if !valid_name(name) {
+            return Err(err(TrustProblem::BadName(name.to_owned())));
+        }
+        let key = *decode_key(b64).map_err(|e| {
+            err(match e {
+                Ok(error) => TrustProblem::BadBase64(error),
+                Err(len) => TrustProblem::WrongLength(len),
+            })
+        })?;
+        if is_weak(kind, &key) {
+            return Err(err(TrustProblem::WeakKey(kind)));
+        }
+        if let Some(&(first_line, first_key)) = seen.get(&(kind, name)) {
+            if first_key == key {
+                continue;
+            }
+            return Err(err(TrustProblem::DuplicateName {
+                keyword: kind.trust_keyword(),
+                name: name.to_owned(),
+                first_line,
+            }));
+        }
+        seen.insert((kind, name), (line, key));
+        let list = match kind {
+            KeyKind::Owner => &mut trust.owners,
+            KeyKind::Host => &mut trust.hosts,
+        };
+        list.push((name.to_owned(), key));
+    }
+    Ok(trust)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyfile::tests::{TempDir, write_mode};
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD as B64;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn names() {
+        assert!(valid_name("a"));
+        assert!(valid_name("alice@example.org"));
+        assert!(valid_name("gw-1_backup+x.Y"));
+        assert!(valid_name(&"x".repeat(64)));
+        assert!(!valid_name(""));
+        assert!(!valid_name(&"x".repeat(65)));
+        assert!(!valid_name("has space"));
+        assert!(!valid_name("semi;colon"));
+        assert!(!valid_name("slash/"));
+        assert!(!valid_name("naïve"));
+        assert!(!valid_name("hash#"));
+    }
+
+    fn b64(byte: u8) -> String {
+        B64.encode([byte; 32])
+    }
+
+    #[test]
+    fn trust_file_parses() {
+        let text = format!(
+            "# trusted keys\n\
+             \n\
+             owner alice@example.org {a}\n\
+             \towner   bob {b}   # Bob's laptop\n\
+             host gw-1 {c}\n\
+             host alice@example.org {d}\n\
+             # same entry again is harmless\n\
+             owner bob {b}\n",
+            a = b64(1),
+            b = b64(2),
+            c = b64(3),
+            d = b64(4),
+        );
+        let trust = parse_trust(&text).unwrap();
+        assert_eq!(
+            trust.owners,
+            vec![
+                ("alice@example.org".to_owned(), [1; 32]),
+                ("bob".to_owned(), [2; 32]),
+            ]
+        );
+        assert_eq!(
+            trust.hosts,
+            vec![
+                ("gw-1".to_owned(), [3; 32]),
+                ("alice@example.org".to_owned(), [4; 32]),
+            ]
+        );
+        assert_eq!(parse_trust("").unwrap(), TrustFile::default());
+        assert_eq!(
+            parse_trust("# only\n\n  # comments\n").unwrap(),
+            TrustFile::default()
+        );
+    }
+
+    fn trust_problem(text: &str) -> (usize, TrustProblem) {
+        match parse_trust(text).unwrap_err() {
+            KeyFileError::Trust {
+                path: None,
+                line,
+                problem,
+            } => (line, problem),
+            other => panic!("unexpected error {other:?}"),
+        }
+    }
+
+    #[test]
+    fn trust_file_errors() {
+        let ok = format!("owner alice {}\n", b64(1));
+
+        let (line, p) = trust_problem(&format!("{ok}\nuser carol {}\n", b64(2)));
+        assert_eq!(line, 3);
+        assert_eq!(p, TrustProblem::UnknownKind("user".to_owned()));
+
+        let (line, p) = trust_problem(&format!("{ok}owner carol\n"));
+        assert_eq!(line, 2);
+        assert_eq!(
+            p,
+            TrustProblem::WrongFieldCount {
+                keyword: "owner",
+                fields: 2
+            }
+        );
+        let (_, p) = trust_problem(&format!("host gw {} extra\n", b64(2)));
+        assert_eq!(
+            p,
+            TrustProblem::WrongFieldCount {
+                keyword: "host",
+                fields: 4
+            }
+        );
+        let (_, p) = trust_problem("host\n");
+        assert!(matches!(p, TrustProblem::WrongFieldCount { fields: 1, .. }));
+
+        let (line, p) = trust_problem(&format!("{ok}host bad/name {}\n", b64(2)));
+        assert_eq!(line, 2);
+        assert_eq!(p, TrustProblem::BadName("bad/name".to_owned()));
+        let long = "n".repeat(65);
+        let (_, p) = trust_problem(&format!("owner {long} {}\n", b64(2)));
+        assert_eq!(p, TrustProblem::BadName(long));
+
+        let (line, p) = trust_problem(&format!("{ok}{ok}owner carol !!!!\n"));
+        assert_eq!(line, 3);
+        assert!(matches!(p, TrustProblem::BadBase64(_)), "{p:?}");
+
+        let (_, p) = trust_problem(&format!("owner carol {}\n", B64.encode([1u8; 31])));
+        assert_eq!(p, TrustProblem::WrongLength(31));
+
+        let (line, p) = trust_problem(&format!("# c\n{ok}\nowner alice {}\n", b64(9)));
+        assert_eq!(line, 4);
+        assert_eq!(
+            p,
+            TrustProblem::DuplicateName {
+                keyword: "owner",
+                name: "alice".to_owned(),
+                first_line: 2
+            }
+        );
+
+        // Messages say where and what.
+        let err = parse_trust(&format!("{ok}owner alice {}\n", b64(9))).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("line 2"), "{msg}");
+        assert!(msg.contains("alice"), "{msg}");
+        assert!(msg.contains("different key"), "{msg}");
+        let msg = parse_trust("peer x y\n").unwrap_err().to_string();
+        assert!(msg.contains("unknown entry kind"), "{msg}");
+        assert!(msg.contains("\"peer\""), "{msg}");
+    }
+
+    #[test]
+    fn read_trust_file() {
+        let dir = TempDir::new("trust");
+        let path = dir.join("trust");
+        fs::write(&path, format!("host gw {}\n", b64(5))).unwrap();
+        let trust = read_trust(&path).unwrap();
+        assert_eq!(trust.hosts, vec![("gw".to_owned(), [5; 32])]);
+        assert!(trust.owners.is_empty());
+
+        fs::write(&path, format!("host gw {}\nhost ?? {}\n", b64(5), b64(6))).unwrap();
+        let err = read_trust(&path).unwrap_err();
+        match &err {
+            KeyFileError::Trust {
+                path: Some(p),
+                line: 2,
+                problem: TrustProblem::BadName(_),
+            } => assert_eq!(p, &path),
+            other => panic!("unexpected error {other:?}"),
+        }
+        let msg = err.to_string();
+        assert!(msg.starts_with(&format!("{}:2: ", path.display())), "{msg}");
+
+        let missing = dir.join("missing");
+        let err = read_trust(&missing).unwrap_err();
+        assert!(matches!(err, KeyFileError::Io { .. }), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("trust file"), "{msg}");
+        assert!(msg.contains(&missing.display().to_string()), "{msg}");
+    }
+
+    #[test]
+    fn trust_file_others_can_write_is_refused() {
+        let dir = TempDir::new("strict-trust");
+        fs::set_permissions(&dir.0, fs::Permissions::from_mode(0o755)).unwrap();
+        let trust = dir.join("trust");
+        write_mode(&trust, &format!("host gw {}\n", b64(5)), 0o666);
+        let err = read_trust(&trust).unwrap_err();
+        assert!(matches!(err, KeyFileError::Insecure(_)), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains("trust file"), "{msg}");
+        assert!(msg.contains("writable by group or others"), "{msg}");
+        fs::set_permissions(&trust, fs::Permissions::from_mode(0o644)).unwrap();
+        read_trust(&trust).unwrap();
+    }
+
+    #[test]
+    fn owners_become_the_protocol_directory() {
+        let trust = parse_trust(&format!(
+            "owner alice {}\nowner bob {}\nhost gw {}\n",
+            b64(1),
+            b64(2),
+            b64(3)
+        ))
+        .unwrap();
+        let d = trust.directory().unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d.get("alice"), Some(&[1; 32]));
+        assert_eq!(d.get("bob"), Some(&[2; 32]));
+        assert_eq!(d.get("gw"), None, "hosts are not owners");
+    }
+}
