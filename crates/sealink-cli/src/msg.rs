@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sealink_crypto::Scope;
 use sealink_crypto::sign::OwnerSigningKey;
-use sealink_udp::{Directory, LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency};
+use sealink_datagram::{Directory, LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency};
 
 use crate::error::{Result, ResultExt, msg};
 use crate::keyfile::{self, KeyKind};
@@ -117,7 +117,7 @@ fn hex(data: &[u8]) -> String {
     data.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn text_line(d: &sealink_udp::Delivery) -> String {
+fn text_line(d: &sealink_datagram::Delivery) -> String {
     let to =
         d.to.as_deref()
             .map(|t| format!(" to {t}"))
@@ -153,7 +153,7 @@ fn json_str(s: &str) -> String {
     o
 }
 
-fn json_line(d: &sealink_udp::Delivery) -> String {
+fn json_line(d: &sealink_datagram::Delivery) -> String {
     let to = d.to.as_deref().map_or_else(|| "null".to_owned(), json_str);
     let body = match as_text(&d.data) {
         Some(t) => format!("\"text\":{}", json_str(t)),

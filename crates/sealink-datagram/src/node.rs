@@ -27,7 +27,7 @@ use sealink_proto::{
     PeerId, Scope, Stats, Time, Urgency,
 };
 
-use crate::io::{UdpIo, UdpOptions};
+use sealink_udp::{UdpIo, UdpOptions};
 
 /// Errors of the [`Node`] API.
 #[derive(Debug, thiserror::Error)]

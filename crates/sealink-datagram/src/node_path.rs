@@ -31,8 +31,8 @@ use sealink_proto::session::{OpenJob, SealJob};
 use sealink_proto::wire::{self, Header};
 use sealink_proto::{DropReason, PeerId, Time};
 
-use crate::io::{RecvBuffers, Segment};
 use crate::node::{Delivery, Shared, State, drain_events, lock};
+use sealink_udp::{RecvBuffers, Segment};
 
 /// Receive batch size (quinn-udp caps `recvmmsg` at its BATCH_SIZE anyway).
 const RECV_BATCH: usize = 32;
