@@ -106,6 +106,14 @@ impl TxBatch {
             if let Some((p, n)) = run {
                 core.sent(now, p, n);
             }
+            let unsealed = self
+                .items
+                .iter()
+                .filter(|it| matches!(it, TxItem::Slot { len: 0, .. }))
+                .count();
+            if unsealed > 0 {
+                core.seal_failed(unsealed as u64);
+            }
             self.out.clear();
             self.out.drain(&mut core);
         }
