@@ -792,9 +792,9 @@ fn run(cli: Cli) -> Result<()> {
             to: a.to,
             trust: a.trust,
             urgency: match (a.urgent, a.deadline) {
-                (true, _) => sealink_udp::Urgency::Urgent,
-                (false, Some(ms)) => sealink_udp::Urgency::Deadline(Duration::from_millis(ms)),
-                (false, None) => sealink_udp::Urgency::Default,
+                (true, _) => sealink_datagram::Urgency::Urgent,
+                (false, Some(ms)) => sealink_datagram::Urgency::Deadline(Duration::from_millis(ms)),
+                (false, None) => sealink_datagram::Urgency::Default,
             },
             auth_only: a.auth_only,
             listen: a.listen,

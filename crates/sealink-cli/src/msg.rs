@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sealink_crypto::Scope;
 use sealink_crypto::sign::OwnerSigningKey;
-use sealink_udp::{LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency};
+use sealink_datagram::{LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency};
 
 use crate::error::{Result, ResultExt, msg};
 use crate::stream::{parse_dest, pick_peer};
@@ -110,7 +110,7 @@ fn hex(data: &[u8]) -> String {
     data.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn text_line(d: &sealink_udp::Delivery) -> String {
+fn text_line(d: &sealink_datagram::Delivery) -> String {
     let to =
         d.to.as_deref()
             .map(|t| format!(" to {t}"))
@@ -146,7 +146,7 @@ fn json_str(s: &str) -> String {
     o
 }
 
-fn json_line(d: &sealink_udp::Delivery) -> String {
+fn json_line(d: &sealink_datagram::Delivery) -> String {
     let to = d.to.as_deref().map_or_else(|| "null".to_owned(), json_str);
     let body = match as_text(&d.data) {
         Some(t) => format!("\"text\":{}", json_str(t)),

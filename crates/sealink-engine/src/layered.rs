@@ -12,7 +12,7 @@ use sealink_crypto::Scope;
 use sealink_proto::DropReason;
 use sealink_proto::wire::{self, HEADER_LEN, Header};
 
-use crate::packet::{Channel, Op, Packet};
+use crate::packet::{Channel, Op, Packet, PacketError};
 use crate::{Batch, Engine};
 
 /// One thread per layer; every channel goes through the same two threads.
@@ -48,7 +48,7 @@ impl Layered {
                             };
                             match p.buf.get_mut(..HEADER_LEN).and_then(|h| h.try_into().ok()) {
                                 Some(h) => wire::write_header(&hdr, h),
-                                None => p.status = Err(DropReason::MalformedHeader),
+                                None => p.status = Err(PacketError::SealFailed),
                             }
                         }
                         Op::Open => {
@@ -59,7 +59,7 @@ impl Layered {
                                 p.buf[..src.len()].copy_from_slice(src);
                                 p.len = src.len();
                             }
-                            p.status = check_header(ch, p);
+                            p.status = check_header(ch, p).map_err(PacketError::from);
                         }
                     }
                 }
@@ -80,7 +80,7 @@ impl Layered {
                         Op::Open => match sealink_proto::datapath::parse_data_header(&p.buf) {
                             Ok(h) => h,
                             Err(e) => {
-                                p.status = Err(e);
+                                p.status = Err(e.into());
                                 continue;
                             }
                         },
@@ -90,7 +90,7 @@ impl Layered {
                             .tx
                             .seal_contiguous(p.counter, scope, &mut p.buf, HEADER_LEN, p.len)
                             .map(|n| HEADER_LEN + n)
-                            .map_err(|_| DropReason::MalformedHeader),
+                            .map_err(|_| PacketError::SealFailed),
                         Op::Open => ch
                             .rx
                             .open_contiguous(
@@ -100,7 +100,7 @@ impl Layered {
                                 HEADER_LEN,
                                 p.len - HEADER_LEN,
                             )
-                            .map_err(|_| DropReason::AuthFailed),
+                            .map_err(|_| PacketError::Dropped(DropReason::AuthFailed)),
                     };
                     match r {
                         Ok(n) => p.len = n,

@@ -30,7 +30,9 @@ mod pool;
 
 pub use clp::{Clp, ClpPolicy};
 pub use layered::Layered;
-pub use packet::{Channel, HEADER_ROOM, Op, Packet, open_one, open_serial, seal_one, seal_serial};
+pub use packet::{
+    Channel, HEADER_ROOM, Op, Packet, PacketError, open_one, open_serial, seal_one, seal_serial,
+};
 pub use pipeline::{Pipeline, Work};
 pub use plp::Plp;
 pub use pool::Pool;

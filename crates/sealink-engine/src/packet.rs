@@ -62,8 +62,8 @@ impl Channel {
         if p.status.is_ok() {
             match self.replay.accept(p.counter) {
                 ReplayVerdict::Fresh => {}
-                ReplayVerdict::Replayed => p.status = Err(DropReason::Replayed),
-                ReplayVerdict::TooOld => p.status = Err(DropReason::TooOld),
+                ReplayVerdict::Replayed => p.status = Err(DropReason::Replayed.into()),
+                ReplayVerdict::TooOld => p.status = Err(DropReason::TooOld.into()),
             }
         }
     }
@@ -80,7 +80,7 @@ pub struct Packet {
     pub buf: Vec<u8>,
     pub len: usize,
     pub counter: u64,
-    pub status: Result<(), DropReason>,
+    pub status: Result<(), PacketError>,
     /// Lab drivers only ([`crate::lab`]): a sealed datagram the worker first copies into `buf`.
     pub(crate) device: Option<Arc<[u8]>>,
 }
@@ -128,6 +128,31 @@ impl Packet {
     }
 }
 
+/// Why a packet did not come through the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketError {
+    /// Dropped as the receive side drops a datagram from the network.
+    Dropped(DropReason),
+    /// Sealing failed locally (a buffer too small, a key refused): never a network drop.
+    SealFailed,
+}
+
+impl From<DropReason> for PacketError {
+    fn from(r: DropReason) -> Self {
+        PacketError::Dropped(r)
+    }
+}
+
+impl PacketError {
+    /// A short stable name: the drop reason's, or `seal-failed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PacketError::Dropped(r) => r.name(),
+            PacketError::SealFailed => "seal-failed",
+        }
+    }
+}
+
 /// Seals one packet whose counter is already assigned (the parallel part of the send side).
 pub fn seal_one(key: &PacketKey, receiver: u32, scope: Scope, p: &mut Packet) {
     match datapath::seal_datagram(key, receiver, p.counter, scope, &mut p.buf, p.len) {
@@ -135,7 +160,7 @@ pub fn seal_one(key: &PacketKey, receiver: u32, scope: Scope, p: &mut Packet) {
             p.len = n;
             p.status = Ok(());
         }
-        Err(e) => p.status = Err(e),
+        Err(_) => p.status = Err(PacketError::SealFailed),
     }
 }
 
@@ -150,7 +175,7 @@ pub fn open_one(key: &PacketKey, receiver: u32, allow_plaintext: bool, p: &mut P
         p.buf[..src.len()].copy_from_slice(src);
         p.len = src.len();
     }
-    p.status = open_inner(key, receiver, allow_plaintext, p);
+    p.status = open_inner(key, receiver, allow_plaintext, p).map_err(PacketError::from);
 }
 
 fn open_inner(

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use sealink_crypto::{PacketKey, Scope, SuiteId};
 use sealink_engine::lab::{self, LabEngine};
 use sealink_engine::{
-    Channel, Clp, ClpPolicy, Engine, Layered, Op, Packet, Plp, run_all, seal_serial,
+    Channel, Clp, ClpPolicy, Engine, Layered, Op, Packet, PacketError, Plp, run_all, seal_serial,
 };
 use sealink_proto::DropReason;
 
@@ -180,7 +180,7 @@ proptest! {
         }
         match tampered {
             Some((c, _)) => {
-                prop_assert_eq!(failures, vec![(c, DropReason::AuthFailed)]);
+                prop_assert_eq!(failures, vec![(c, PacketError::Dropped(DropReason::AuthFailed))]);
                 let mut expect = originals.clone();
                 // The victim's position within its channel.
                 let pos = {
@@ -228,7 +228,10 @@ fn replay_is_refused_and_restart_rewinds_the_window() {
             .flat_map(|b| b.packets.iter().map(|p| p.status))
             .collect();
         assert_eq!(&st[..5], &[Ok(()); 5]);
-        assert_eq!(&st[5..], &[Err(DropReason::Replayed); 5]);
+        assert_eq!(
+            &st[5..],
+            &[Err(PacketError::Dropped(DropReason::Replayed)); 5]
+        );
         // The lab hook: a restarted window takes the same packets again, in order.
         e.restart_replay_window(0);
         let out = run_all(&mut e, Op::Open, vec![(0, dgs.clone())]);

@@ -4,11 +4,22 @@
 
 use std::ops::Range;
 
-use sealink_crypto::{PacketKey, Scope};
+use sealink_crypto::{CryptoError, PacketKey, Scope};
 
 use crate::error::DropReason;
 use crate::replay::{ReplayVerdict, ReplayWindow};
 use crate::wire::{self, HEADER_LEN, Header};
+
+/// Why sealing a datagram failed: always a local fault (a buffer too small, a key refused),
+/// never something the network sent, so it is not a [`DropReason`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SealError {
+    #[error("no room for the data header: buffer of {0} bytes")]
+    NoHeaderRoom(usize),
+    #[error("seal failed: {0}")]
+    Crypto(#[from] CryptoError),
+}
 
 /// Writes the data header into `buf[..16]` and seals `buf[16..16 + body_len]` in place; returns
 /// the datagram length. `buf` needs room for `16 + body_len + suite overhead`.
@@ -19,11 +30,12 @@ pub fn seal_datagram(
     scope: Scope,
     buf: &mut [u8],
     body_len: usize,
-) -> Result<usize, DropReason> {
+) -> Result<usize, SealError> {
+    let have = buf.len();
     let hdr: &mut [u8; HEADER_LEN] = buf
         .get_mut(..HEADER_LEN)
         .and_then(|h| h.try_into().ok())
-        .ok_or(DropReason::MalformedHeader)?;
+        .ok_or(SealError::NoHeaderRoom(have))?;
     wire::write_header(
         &Header::Data {
             scope,
@@ -32,9 +44,7 @@ pub fn seal_datagram(
         },
         hdr,
     );
-    let sealed = key
-        .seal_contiguous(counter, scope, buf, HEADER_LEN, body_len)
-        .map_err(|_| DropReason::MalformedHeader)?;
+    let sealed = key.seal_contiguous(counter, scope, buf, HEADER_LEN, body_len)?;
     Ok(HEADER_LEN + sealed)
 }
 

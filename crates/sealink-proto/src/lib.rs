@@ -32,4 +32,4 @@ pub use handshake::HostKey;
 pub use owner::{Directory, LocalOwner, OwnerId};
 pub use sealink_crypto::{Scope, SuiteId};
 pub use stats::{PkOps, Stats};
-pub use time::Time;
+pub use time::{Clock, Time};

@@ -12,7 +12,7 @@ use std::time::Duration;
 use sealink_crypto::kdf::derive_packet_key;
 use sealink_crypto::{PacketKey, Scope, SuiteId};
 
-use crate::datapath::{open_in_place, seal_datagram};
+use crate::datapath::{SealError, open_in_place, seal_datagram};
 use crate::error::DropReason;
 use crate::handshake::Split;
 use crate::replay::{ReplayVerdict, ReplayWindow};
@@ -171,7 +171,7 @@ pub struct SealJob {
 impl SealJob {
     /// Writes the header and seals `buf[HEADER_LEN..HEADER_LEN + body_len]` in place; returns
     /// the datagram's length.
-    pub fn seal(&self, buf: &mut [u8]) -> Result<usize, DropReason> {
+    pub fn seal(&self, buf: &mut [u8]) -> Result<usize, SealError> {
         seal_datagram(
             &self.key,
             self.receiver,

@@ -30,6 +30,17 @@ pub enum TransferError {
     Exists(PathBuf),
     #[error("{0}")]
     Usage(String),
+    /// A worker thread of the transfer panicked: a bug in sealink, not a mistake of the user.
+    #[error("a {0} worker panicked (a bug in sealink)")]
+    WorkerPanicked(&'static str),
+}
+
+/// A worker's result once joined: its own, or [`TransferError::WorkerPanicked`] if it panicked.
+pub(crate) fn joined(
+    r: std::thread::Result<Result<(), TransferError>>,
+    role: &'static str,
+) -> Result<(), TransferError> {
+    r.unwrap_or(Err(TransferError::WorkerPanicked(role)))
 }
 
 /// Whether a socket error is a receive or send timeout expiring (`SO_RCVTIMEO`/`SO_SNDTIMEO`).
@@ -50,5 +61,21 @@ impl<T> IoContext<T> for std::io::Result<T> {
             context: f(),
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicked_worker_is_its_own_error() {
+        let r = std::thread::spawn(|| -> Result<(), TransferError> { panic!("worker bug") }).join();
+        let e = joined(r, "send").unwrap_err();
+        assert!(matches!(e, TransferError::WorkerPanicked("send")), "{e:?}");
+        assert_eq!(e.to_string(), "a send worker panicked (a bug in sealink)");
+        // A worker's own error passes through.
+        let r = std::thread::spawn(|| Err(TransferError::TimedOut("x".into()))).join();
+        assert!(matches!(joined(r, "send"), Err(TransferError::TimedOut(_))));
     }
 }

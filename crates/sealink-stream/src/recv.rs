@@ -701,9 +701,7 @@ impl Session<'_> {
                 }
             }
             for h in hs {
-                let r = h.join().unwrap_or_else(|_| {
-                    Err(TransferError::Usage("a receive worker panicked".into()))
-                });
+                let r = crate::error::joined(h.join(), "receive");
                 if let Err(e) = r {
                     first.get_or_insert(e);
                 }

@@ -482,9 +482,7 @@ pub fn send(
             }
         }
         for h in handles {
-            let r = h
-                .join()
-                .unwrap_or_else(|_| Err(TransferError::Usage("a send worker panicked".into())));
+            let r = crate::error::joined(h.join(), "send");
             if let Err(e) = r {
                 first_err.get_or_insert(e);
             }

@@ -10,7 +10,7 @@ use sealink_engine::{Pipeline, Pool, Work};
 use sealink_proto::DropReason;
 use sealink_proto::Time;
 use sealink_proto::tunnel::{DecapReserve, HEADROOM, OpenJob, PeerIndex, Reserve, SealJob, Tunnel};
-use sealink_udp::{RecvBuffers, Segment};
+use sealink_udp::{GsoRuns, RecvBuffers, Segment};
 use tun_rs::{ExpandBuffer, GROTable, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
 use crate::{Outbox, Shared};
@@ -66,6 +66,8 @@ pub(crate) struct TxBatch {
     original: Vec<u8>,
     items: Vec<TxItem>,
     out: Outbox,
+    /// The GSO runs of the slots being sent (no limit: `UdpIo::send` splits long runs).
+    runs: GsoRuns,
     pool: Arc<Pool<Box<TxBatch>>>,
 }
 
@@ -104,6 +106,14 @@ impl TxBatch {
             if let Some((p, n)) = run {
                 core.sent(now, p, n);
             }
+            let unsealed = self
+                .items
+                .iter()
+                .filter(|it| matches!(it, TxItem::Slot { len: 0, .. }))
+                .count();
+            if unsealed > 0 {
+                core.seal_failed(unsealed as u64);
+            }
             self.out.clear();
             self.out.drain(&mut core);
         }
@@ -117,48 +127,37 @@ impl TxBatch {
         pool.put(self);
     }
 
-    /// Sends in order; consecutive full-stride slots to one destination leave in one GSO call.
-    fn send_items(&self, sh: &Shared, sock: usize) {
-        let stride = self.stride;
-        let items = &self.items;
-        let mut k = 0;
-        while k < items.len() {
-            match &items[k] {
+    /// Sends in order; consecutive full-stride slots to one destination leave in one GSO call
+    /// (a shorter slot ends its run: the next slot does not start where it ends).
+    fn send_items(&mut self, sh: &Shared, sock: usize) {
+        let TxBatch {
+            stride,
+            slots,
+            items,
+            out,
+            runs,
+            ..
+        } = self;
+        let send_runs = |runs: &mut GsoRuns| {
+            for r in runs.drain() {
+                sh.send(sock, r.dest, r.bytes(slots), r.segment);
+            }
+        };
+        for it in items.iter() {
+            match it {
                 TxItem::Out(o) => {
-                    let (d, b) = self.out.get(*o);
+                    send_runs(runs);
+                    let (d, b) = out.get(*o);
                     sh.send(sock, d, b, b.len());
-                    k += 1;
                 }
-                TxItem::Slot { len: 0, .. } => k += 1,
+                // The seal failed: never on the wire.
+                TxItem::Slot { len: 0, .. } => {}
                 TxItem::Slot { i, dest, len, .. } => {
-                    let (i, dest, len) = (*i, *dest, *len);
-                    let (mut last_i, mut last_len, mut j) = (i, len, k);
-                    while last_len == stride {
-                        match items.get(j + 1) {
-                            Some(TxItem::Slot {
-                                i: i2,
-                                dest: d2,
-                                len: l2,
-                                ..
-                            }) if *d2 == dest && *i2 == last_i + 1 && *l2 > 0 => {
-                                j += 1;
-                                last_i = *i2;
-                                last_len = *l2;
-                            }
-                            _ => break,
-                        }
-                    }
-                    let seg = if j > k { stride } else { len };
-                    sh.send(
-                        sock,
-                        dest,
-                        &self.slots[i * stride..last_i * stride + last_len],
-                        seg,
-                    );
-                    k = j + 1;
+                    runs.push(*dest, *i * *stride, *len);
                 }
             }
         }
+        send_runs(runs);
     }
 }
 
@@ -176,6 +175,7 @@ pub(crate) fn tun_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize) {
             original: vec![0u8; VIRTIO_NET_HDR_LEN + 65_535],
             items: Vec::with_capacity(batch * 2),
             out: Outbox::new(stride),
+            runs: GsoRuns::new(usize::MAX),
             pool: Arc::clone(&pool),
         }));
     }

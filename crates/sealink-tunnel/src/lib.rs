@@ -41,8 +41,8 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use sealink_engine::Pipeline;
+use sealink_proto::Clock;
 use sealink_proto::HostKey;
-use sealink_proto::Time;
 use sealink_proto::tunnel::{HEADROOM, TAILROOM, Tunnel};
 use sealink_udp::{UdpIo, UdpOptions};
 use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
@@ -66,28 +66,6 @@ pub struct UpInfo {
     pub udp_sockets: usize,
     /// Crypto worker threads of the engine (0: sealed and opened inline on the readers).
     pub workers: usize,
-}
-
-/// Monotonic time on a wall-clock origin: deadlines never jump, and handshake timestamps keep
-/// increasing across restarts.
-struct Clock {
-    wall0: u64,
-    start: Instant,
-}
-
-impl Clock {
-    fn new() -> Self {
-        let wall0 = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        Clock {
-            wall0,
-            start: Instant::now(),
-        }
-    }
-    fn now(&self) -> Time {
-        Time::from_nanos(self.wall0) + self.start.elapsed()
-    }
 }
 
 pub(crate) struct Shared {

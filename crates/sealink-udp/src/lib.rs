@@ -1,17 +1,9 @@
-//! sealink datagram mode over UDP: [`UdpIo`] (batched UDP with GSO/GRO through quinn-udp) and
-//! [`Node`], which drives one sans-IO [`sealink_proto::Endpoint`] over a socket on a background
-//! thread: owner-authenticated messages with urgency, piggybacking and per-channel statistics.
+//! sealink's batched UDP socket: [`UdpIo`] (GSO/GRO and `recvmmsg` through quinn-udp) and its
+//! receive buffers, and [`GsoRuns`], which groups datagrams into runs for its GSO sends. Datagram mode's node (`sealink-datagram`) and the tunnel (`sealink-tunnel`)
+//! both send and receive through it.
 
+pub mod gso;
 pub mod io;
-pub mod node;
-mod node_path;
 
+pub use gso::{GsoRuns, Run};
 pub use io::{RecvBuffers, Segment, UdpIo, UdpOptions};
-pub use node::{
-    Delivery, Node, NodeConfig, NodeError, NodeStats, Outgoing, PeerConfig, PeerRef, Queued,
-};
-pub use sealink_proto::channel::ChannelStats;
-pub use sealink_proto::ratelimit::LimiterConfig;
-pub use sealink_proto::{
-    Config, Directory, HostKey, LocalOwner, MessageId, OwnerId, PeerId, Scope, Urgency,
-};

@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sealink_crypto::sign::OwnerSigningKey;
-use sealink_proto::sim::SimRng;
-use sealink_udp::{
+use sealink_datagram::{
     Config, HostKey, LocalOwner, Node, NodeConfig, NodeError, Outgoing, PeerConfig, Scope, Urgency,
 };
+use sealink_proto::sim::SimRng;
 
 use super::{fill, median, random_seed};
 use crate::error::{Result, ResultExt, msg};

@@ -99,7 +99,7 @@ impl<'k> Protocol<'k> {
             &mut self.buf,
             self.body_len,
         )
-        .map_err(|e| e.name())?;
+        .map_err(|_| "seal-failed")?;
 
         let (scope, receiver, ctr) =
             datapath::parse_data_header(&self.buf[..len]).map_err(|e| e.name())?;

@@ -547,6 +547,12 @@ impl Tunnel {
         d
     }
 
+    /// Counts `n` datagrams the driver could not seal (a [`SealJob::seal`] error: a local
+    /// fault, counted as `seal-failed`, never as a network drop reason).
+    pub fn seal_failed(&mut self, n: u64) {
+        self.drops[TunnelDrop::SealFailed.index()] += n;
+    }
+
     /// Drop counters by reason name, zero ones left out.
     pub fn drops(&self) -> Vec<(&'static str, u64)> {
         TunnelDrop::all()
@@ -800,7 +806,11 @@ impl Tunnel {
                 }
                 self.transmits.push_back((dest, out));
             }
-            None => self.spare.push(out),
+            None => {
+                // Every packet the datagram carried is lost to a local fault.
+                self.drops[TunnelDrop::SealFailed.index()] += packets.max(1);
+                self.spare.push(out);
+            }
         }
     }
 

@@ -750,3 +750,28 @@ fn degenerate_peer_keys_are_refused() {
     );
     assert!(p.wire.is_empty());
 }
+
+#[test]
+fn a_local_seal_failure_is_typed_and_counted_as_seal_failed() {
+    let mut p = established();
+    let pkt = v4(IP_A, IP_B, 1200, 3);
+    let mut buf = vec![0u8; HEADROOM + pkt.len() + TAILROOM];
+    buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(&pkt);
+    let Reserve::Seal { job, .. } = p.a.encapsulate_reserve(p.now, &mut buf, pkt.len()) else {
+        panic!("a session is up");
+    };
+    // No room for the header, then no room for the tag: local faults, typed as such.
+    assert_eq!(
+        job.seal(&mut buf[..4]),
+        Err(crate::datapath::SealError::NoHeaderRoom(4))
+    );
+    assert!(matches!(
+        job.seal(&mut buf[..HEADROOM + pkt.len()]),
+        Err(crate::datapath::SealError::Crypto(_))
+    ));
+    // The driver reports the failed slots: counted as seal-failed, not as a network drop.
+    p.a.seal_failed(2);
+    assert_eq!(p.a.drop_count(TunnelDrop::SealFailed), 2);
+    assert_eq!(p.a.drop_count(DropReason::MalformedHeader.into()), 0);
+    assert!(p.a.drops().contains(&("seal-failed", 2)));
+}

@@ -19,7 +19,6 @@
 //! [`Endpoint::handle_reserve_from`]: sealink_proto::Endpoint::handle_reserve_from
 //! [`Endpoint::handle_finish`]: sealink_proto::Endpoint::handle_finish
 
-use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -31,8 +30,8 @@ use sealink_proto::session::{OpenJob, SealJob};
 use sealink_proto::wire::{self, Header};
 use sealink_proto::{DropReason, PeerId, Time};
 
-use crate::io::{RecvBuffers, Segment};
 use crate::node::{Delivery, Shared, State, drain_events, lock};
+use sealink_udp::{GsoRuns, RecvBuffers, Segment};
 
 /// Receive batch size (quinn-udp caps `recvmmsg` at its BATCH_SIZE anyway).
 const RECV_BATCH: usize = 32;
@@ -121,22 +120,12 @@ impl RxBatch {
     }
 }
 
-/// One run of equal-sized datagrams to one destination, contiguous in the send buffer.
-struct Run {
-    dest: SocketAddr,
-    start: usize,
-    seg: usize,
-    len: usize,
-    /// A shorter last segment ends a GSO run.
-    closed: bool,
-    /// A datagram of the run failed to seal: the run is not sent.
-    failed: bool,
-}
-
 /// Datagrams to send, sealed by the engine.
 pub(crate) struct TxBatch {
     out: Vec<u8>,
-    runs: Vec<Run>,
+    runs: GsoRuns,
+    /// Per run: a datagram of it failed to seal, so the run is not sent.
+    failed: Vec<bool>,
     /// Datagrams to seal: (offset in `out`, run, job).
     jobs: Vec<(usize, usize, SealJob)>,
     pool: Arc<Pool<Box<TxBatch>>>,
@@ -146,26 +135,23 @@ impl TxBatch {
     fn seal(&mut self) {
         for (off, run, job) in &self.jobs {
             if job.seal(&mut self.out[*off..]).is_err() {
-                self.runs[*run].failed = true;
+                self.failed[*run] = true;
             }
         }
     }
 
     fn release(mut self: Box<Self>, sh: &Shared) {
-        let (mut calls, mut errors, mut dgrams, mut failed) = (0u64, 0u64, 0u64, 0u64);
-        for r in &self.runs {
-            let n = r.len.div_ceil(r.seg) as u64;
-            if r.failed {
+        let (mut calls, mut errors, mut dgrams, mut unsealed) = (0u64, 0u64, 0u64, 0u64);
+        for (r, &failed) in self.runs.runs().iter().zip(&self.failed) {
+            let n = r.datagrams() as u64;
+            if failed {
                 // Never put an unsealed datagram on the wire; the protocol retransmits.
-                failed += n;
+                unsealed += n;
                 continue;
             }
             calls += 1;
             dgrams += n;
-            if let Err(e) = sh
-                .io
-                .send(r.dest, &self.out[r.start..r.start + r.len], r.seg)
-            {
+            if let Err(e) = sh.io.send(r.dest, r.bytes(&self.out), r.segment) {
                 errors += 1;
                 tracing::debug!(error = %e, dest = %r.dest, "UDP send failed");
             }
@@ -175,9 +161,10 @@ impl TxBatch {
             st.stats.send_calls += calls;
             st.stats.send_errors += errors;
             st.stats.datagrams_out += dgrams;
-            st.stats.seal_failures += failed;
+            st.stats.seal_failures += unsealed;
         }
         self.runs.clear();
+        self.failed.clear();
         self.jobs.clear();
         let pool = Arc::clone(&self.pool);
         pool.put(self);
@@ -185,7 +172,7 @@ impl TxBatch {
 
     /// Pulls transmits into `out` back to back and groups them into GSO runs. Returns true when
     /// the buffer filled up before the endpoint ran dry.
-    fn gather(&mut self, st: &mut State, now: Time, max_datagram: usize, max_segs: usize) -> bool {
+    fn gather(&mut self, st: &mut State, now: Time, max_datagram: usize) -> bool {
         let mut off = 0;
         // Cookie replies first: each to the address the initiation came from, on its own.
         while off + max_datagram <= self.out.len() {
@@ -195,17 +182,9 @@ impl TxBatch {
             else {
                 break;
             };
-            self.runs.push(Run {
-                dest,
-                start: off,
-                seg: n,
-                len: n,
-                closed: true,
-                failed: false,
-            });
+            self.runs.push_alone(dest, off, n);
             off += n;
         }
-        let mut cur: Option<Run> = None;
         let full = loop {
             if off + max_datagram > self.out.len() {
                 break true;
@@ -221,34 +200,13 @@ impl TxBatch {
                 st.stats.no_address += 1;
                 continue;
             };
-            match &mut cur {
-                Some(r)
-                    if r.dest == dest
-                        && !r.closed
-                        && t.len <= r.seg
-                        && r.len / r.seg < max_segs =>
-                {
-                    r.len += t.len;
-                    r.closed = t.len < r.seg;
-                }
-                _ => {
-                    self.runs.extend(cur.take());
-                    cur = Some(Run {
-                        dest,
-                        start: off,
-                        seg: t.len,
-                        len: t.len,
-                        closed: false,
-                        failed: false,
-                    });
-                }
-            }
+            let run = self.runs.push(dest, off, t.len);
             if let Some(job) = job {
-                self.jobs.push((off, self.runs.len(), job));
+                self.jobs.push((off, run, job));
             }
             off += t.len;
         };
-        self.runs.extend(cur);
+        self.failed.resize(self.runs.runs().len(), false);
         full
     }
 }
@@ -274,7 +232,8 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
         }));
         tx_pool.put(Box::new(TxBatch {
             out: vec![0u8; max_datagram * TX_DATAGRAMS],
-            runs: Vec::new(),
+            runs: GsoRuns::new(max_segs),
+            failed: Vec::new(),
             jobs: Vec::new(),
             pool: Arc::clone(&tx_pool),
         }));
@@ -338,7 +297,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
             let more = {
                 let mut st = lock(&sh.state);
                 let now = sh.clock.now();
-                tx.gather(&mut st, now, max_datagram, max_segs)
+                tx.gather(&mut st, now, max_datagram)
             };
             if tx.runs.is_empty() {
                 tx_pool.put(tx);

@@ -18,16 +18,16 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use sealink_proto::channel::ChannelStats;
 use sealink_proto::ratelimit::LimiterConfig;
 use sealink_proto::{
-    Config, Directory, DropReason, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId,
+    Clock, Config, Directory, DropReason, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId,
     PeerId, Scope, Stats, Time, Urgency,
 };
 
-use crate::io::{UdpIo, UdpOptions};
+use sealink_udp::{UdpIo, UdpOptions};
 
 /// Errors of the [`Node`] API.
 #[derive(Debug, thiserror::Error)]
@@ -215,27 +215,6 @@ pub(crate) struct Shared {
     pub(crate) names: Mutex<Vec<Arc<str>>>,
     /// Engine worker threads (0: seal and open inline on the I/O thread).
     pub(crate) workers: usize,
-}
-
-/// Wall-clock based, monotonic: handshake timestamps must keep increasing across restarts.
-pub(crate) struct Clock {
-    base: Time,
-    start: Instant,
-}
-
-impl Clock {
-    fn new() -> Self {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        Clock {
-            base: Time::ZERO + wall,
-            start: Instant::now(),
-        }
-    }
-    pub(crate) fn now(&self) -> Time {
-        self.base + self.start.elapsed()
-    }
 }
 
 /// A sealink datagram-mode node: one UDP socket, one endpoint, one I/O thread.

@@ -2,12 +2,12 @@
 //! host-to-host channel. `b` verifies each owner's signature once, then believes every later
 //! message from it at no public-key cost.
 //!
-//! Run: `cargo run -p sealink-udp --example owners`
+//! Run: `cargo run -p sealink-datagram --example owners`
 
 use std::time::Duration;
 
 use sealink_crypto::sign::OwnerSigningKey;
-use sealink_udp::{HostKey, LocalOwner, Node, NodeConfig, PeerConfig, Scope, Urgency};
+use sealink_datagram::{HostKey, LocalOwner, Node, NodeConfig, PeerConfig, Scope, Urgency};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let loopback = "127.0.0.1:0".parse()?;

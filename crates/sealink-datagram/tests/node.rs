@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, RngCore};
 use sealink_crypto::sign::OwnerSigningKey;
+use sealink_datagram::{
+    HostKey, LimiterConfig, LocalOwner, MessageId, Node, NodeConfig, NodeError, Outgoing,
+    PeerConfig, PeerId, Scope, Urgency,
+};
 use sealink_proto::DropReason;
 use sealink_proto::cookie::CookieGenerator;
 use sealink_proto::handshake::INIT_LEN;
 use sealink_proto::wire::{self, HEADER_LEN, Header};
-use sealink_udp::{
-    HostKey, LimiterConfig, LocalOwner, MessageId, Node, NodeConfig, NodeError, Outgoing,
-    PeerConfig, PeerId, Scope, Urgency,
-};
 
 const LOOPBACK: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
 
@@ -66,7 +66,7 @@ fn pair_with(
     (a, b, b_at_a, a_at_b)
 }
 
-fn collect(node: &Node, n: usize, within: Duration) -> Vec<sealink_udp::Delivery> {
+fn collect(node: &Node, n: usize, within: Duration) -> Vec<sealink_datagram::Delivery> {
     let end = Instant::now() + within;
     let mut got = Vec::new();
     while got.len() < n {

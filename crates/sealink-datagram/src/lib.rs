@@ -1,0 +1,18 @@
+//! sealink datagram mode: [`Node`] drives one sans-IO [`sealink_proto::Endpoint`] over a
+//! batched UDP socket ([`sealink_udp::UdpIo`]) on a background thread: owner-authenticated
+//! messages with urgency, piggybacking and per-channel statistics. The seals and opens run on
+//! [`sealink_engine::Pipeline`] workers outside the endpoint's lock (see `node_path`).
+#![forbid(unsafe_code)]
+
+pub mod node;
+mod node_path;
+
+pub use node::{
+    Delivery, Node, NodeConfig, NodeError, NodeStats, Outgoing, PeerConfig, PeerRef, Queued,
+};
+pub use sealink_proto::channel::ChannelStats;
+pub use sealink_proto::ratelimit::LimiterConfig;
+pub use sealink_proto::{
+    Config, Directory, HostKey, LocalOwner, MessageId, OwnerId, PeerId, Scope, Urgency,
+};
+pub use sealink_udp::UdpOptions;
