@@ -115,6 +115,19 @@ fn check_accounting(s: &Setup, sent: &Sent) {
     }
 }
 
+/// None of `missing` (`what`, for the message) is missing; the books balance and A has
+/// nothing left waiting.
+fn assert_all_arrived(s: &Setup, sent: &Sent, missing: &[u64], what: &str) {
+    assert!(
+        missing.is_empty(),
+        "{} {what} never arrived (first {:?})",
+        missing.len(),
+        missing.first()
+    );
+    check_accounting(s, sent);
+    assert_eq!(s.pair.a.pending_messages_all(), 0);
+}
+
 /// (a) The link goes dark for longer than the give-up time (every message in flight is
 /// abandoned, the handshake gives up), then comes back: what is sent afterwards arrives.
 fn outage(cfg: Config) {
@@ -150,14 +163,7 @@ fn outage(cfg: Config) {
         .filter(|(k, (_, at))| *at >= heal && !got.contains_key(k))
         .map(|(k, _)| *k)
         .collect();
-    assert!(
-        missing.is_empty(),
-        "{} messages sent after the link healed never arrived (first {:?})",
-        missing.len(),
-        missing.first()
-    );
-    check_accounting(&s, &sent);
-    assert_eq!(s.pair.a.pending_messages_all(), 0);
+    assert_all_arrived(&s, &sent, &missing, "messages sent after the link healed");
 }
 
 #[test]
@@ -193,14 +199,7 @@ fn targeted_drop(cfg: Config) -> Setup {
     let victim_id = sent[&100].0;
     assert!(undeliverable(&s.pair.events_a).contains(&victim_id));
     let missing: Vec<u64> = (101..5_000).filter(|k| !got.contains_key(k)).collect();
-    assert!(
-        missing.is_empty(),
-        "{} later messages never arrived (first {:?})",
-        missing.len(),
-        missing.first()
-    );
-    check_accounting(&s, &sent);
-    assert_eq!(s.pair.a.pending_messages_all(), 0);
+    assert_all_arrived(&s, &sent, &missing, "later messages");
     s
 }
 
