@@ -98,6 +98,23 @@ fn send_a(s: &mut Setup, owner: OwnerId, n: u64, urgency: Urgency, sent: &mut Se
     sent.insert(n, (id, now));
 }
 
+/// B sends message `n` (20 bytes, urgent, authenticated only) from `owner` to A.
+fn send_b(s: &mut Setup, owner: OwnerId, n: u64) {
+    let now = s.pair.now();
+    s.pair
+        .b
+        .send(
+            now,
+            s.b_peer,
+            owner,
+            None,
+            &payload(n, 20),
+            Urgency::Urgent,
+            Scope::AuthOnly,
+        )
+        .unwrap();
+}
+
 /// Checks the accounting: nothing delivered twice or unsent, and every message sent before
 /// `settled_by` was delivered or reported undeliverable.
 fn check_accounting(s: &Setup, sent: &Sent) {
@@ -327,19 +344,7 @@ fn both_directions_flow_past_a_hole() {
     for n in 0..200u64 {
         s.pair.run_until(t);
         send_a(&mut s, alice, n, Urgency::Urgent, &mut sent);
-        let now = s.pair.now();
-        s.pair
-            .b
-            .send(
-                now,
-                s.b_peer,
-                bob,
-                None,
-                &payload(n, 20),
-                Urgency::Urgent,
-                Scope::AuthOnly,
-            )
-            .unwrap();
+        send_b(&mut s, bob, n);
         t = t + Duration::from_millis(20);
     }
     s.pair.run_until(t + Duration::from_secs(30));
@@ -561,19 +566,7 @@ fn acks_count_even_beside_a_message_outside_the_window() {
         s.pair.run_until(t);
         send_a(&mut s, alice, n, Urgency::Urgent, &mut sent);
         if n % 4 == 0 {
-            let now = s.pair.now();
-            s.pair
-                .b
-                .send(
-                    now,
-                    s.b_peer,
-                    bob,
-                    None,
-                    &payload(n, 20),
-                    Urgency::Urgent,
-                    Scope::AuthOnly,
-                )
-                .unwrap();
+            send_b(&mut s, bob, n);
         }
         t = t + Duration::from_micros(200);
     }
