@@ -92,15 +92,7 @@ impl Hosts {
     }
 
     fn send_cmd(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.arg("send")
-            .args(files)
-            .arg(format!("bob@{to}"))
-            .args(["--quiet"])
-            .args(extra)
-            .env("SEALINK_HOME", self.a())
-            .env_remove("RUST_LOG");
-        c
+        common::send_cmd(&self.a(), files, to, extra)
     }
 
     fn send(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Output {
@@ -109,12 +101,7 @@ impl Hosts {
 
     /// Files in the inbox, hidden temporary ones included.
     fn inbox_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(self.inbox())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
+        common::names_in(&self.inbox())
     }
 }
 
@@ -400,15 +387,19 @@ fn full_disk_is_reported_and_leaves_no_file() {
     };
     let (c, addr, err) = recv_small();
     let o = h.send(&[&f], addr, &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("No space left"),
-        "{}",
-        text(&o)
-    );
-    let (st, e) = finish(c, err);
-    assert_eq!(st.code(), Some(1), "{e}");
-    assert_eq!(fs::read_dir(&small).unwrap().count(), 0);
+    // Both sides fail on the full disk and nothing is left in it.
+    let both_failed = |o: Output, c, err| {
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("No space left"),
+            "{}",
+            text(&o)
+        );
+        let (st, e) = finish(c, err);
+        assert_eq!(st.code(), Some(1), "{e}");
+        assert_eq!(fs::read_dir(&small).unwrap().count(), 0);
+    };
+    both_failed(o, c, err);
 
     // Standard input has no size to reserve: the disk fills in the middle of the stream.
     let (c, addr, err) = recv_small();
@@ -417,15 +408,7 @@ fn full_disk_is_reported_and_leaves_no_file() {
         .stdin(fs::File::open(&f).unwrap())
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("No space left"),
-        "{}",
-        text(&o)
-    );
-    let (st, e) = finish(c, err);
-    assert_eq!(st.code(), Some(1), "{e}");
-    assert_eq!(fs::read_dir(&small).unwrap().count(), 0);
+    both_failed(o, c, err);
 }
 
 fn mode_of(p: &Path) -> u32 {

@@ -52,27 +52,14 @@ impl Hosts {
     }
 
     fn send_cmd(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.arg("send")
-            .args(files)
-            .arg(format!("bob@{to}"))
-            .arg("--quiet")
-            .args(extra)
-            .env("SEALINK_HOME", self.dir.join("a"))
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut c = common::send_cmd(&self.dir.join("a"), files, to, extra);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
         c
     }
 
     /// Files in the inbox, hidden temporary ones included.
     fn inbox_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(self.inbox())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
+        common::names_in(&self.inbox())
     }
 }
 

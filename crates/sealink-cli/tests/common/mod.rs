@@ -122,3 +122,31 @@ pub fn random_file(path: &std::path::Path, len: usize, seed: u64) -> Vec<u8> {
     fs::write(path, &data).unwrap();
     data
 }
+
+/// `sealink send FILES bob@TO --quiet EXTRA` from host `a` of [`two_hosts`] (`home_a`).
+pub fn send_cmd(
+    home_a: &std::path::Path,
+    files: &[&std::path::Path],
+    to: std::net::SocketAddr,
+    extra: &[&str],
+) -> std::process::Command {
+    let mut c = std::process::Command::new(BIN);
+    c.arg("send")
+        .args(files)
+        .arg(format!("bob@{to}"))
+        .arg("--quiet")
+        .args(extra)
+        .env("SEALINK_HOME", home_a)
+        .env_remove("RUST_LOG");
+    c
+}
+
+/// Names in `dir`, hidden ones included, sorted.
+pub fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
