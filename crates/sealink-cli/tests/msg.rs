@@ -2,15 +2,12 @@
 //! loopback UDP, keys and trust from $SEALINK_HOME; and the datagram bench's smoke run.
 
 mod common;
-use common::TempDir;
+use common::{BIN, TempDir, public};
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_sealink");
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN)
@@ -18,11 +15,6 @@ fn run(args: &[&str]) -> Output {
         .env_remove("RUST_LOG")
         .output()
         .expect("run sealink")
-}
-
-fn public(p: PathBuf) -> String {
-    let t = fs::read_to_string(p).unwrap();
-    t.split_whitespace().nth(1).unwrap().to_owned()
 }
 
 /// Host `a` (sender: host key, owner key `alice`) and host `b` (listener). `b` trusts host `a`
@@ -83,15 +75,7 @@ fn listen(dir: &TempDir, extra: &[&str]) -> (Child, SocketAddr, BufReader<ChildS
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(c.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = line
-        .strip_prefix("listening on ")
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .parse()
-        .unwrap();
+    let (addr, err) = common::listening(&mut c);
     (c, addr, err)
 }
 

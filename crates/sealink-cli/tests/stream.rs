@@ -4,16 +4,15 @@
 //! final name (and no temporary file left behind).
 
 mod common;
+use common::{BIN, random_file, run_in as run};
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
 use std::thread;
 use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_sealink");
 
 /// The shared temp dir, plus: the tmpfs the full-disk test mounts at `in/small` is unmounted first.
 struct TempDir(common::TempDir);
@@ -35,15 +34,6 @@ impl Drop for TempDir {
     }
 }
 
-fn run(home: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("SEALINK_HOME", home)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink")
-}
-
 /// Two hosts: `a` sends (host key, owner key, trusts b's host), `b` receives into `b/in`.
 struct Hosts {
     dir: TempDir,
@@ -52,40 +42,7 @@ struct Hosts {
 impl Hosts {
     fn new(tag: &str) -> Self {
         let dir = TempDir::new(tag);
-        for h in ["a", "b"] {
-            fs::create_dir_all(dir.join(h)).unwrap();
-            let key = dir.join(h).join("host.key");
-            assert!(
-                run(&dir.0.0, &["keygen", "host", key.to_str().unwrap()])
-                    .status
-                    .success()
-            );
-        }
-        let okey = dir.join("a").join("owner.key");
-        assert!(
-            run(&dir.0.0, &["keygen", "owner", okey.to_str().unwrap()])
-                .status
-                .success()
-        );
-        let public = |p: PathBuf| {
-            let t = fs::read_to_string(p).unwrap();
-            t.split_whitespace().nth(1).unwrap().to_owned()
-        };
-        fs::write(
-            dir.join("a").join("trust"),
-            format!("host bob {}\n", public(dir.join("b").join("host.key.pub"))),
-        )
-        .unwrap();
-        fs::write(
-            dir.join("b").join("trust"),
-            format!(
-                "host alice {}\nowner alice {}\n",
-                public(dir.join("a").join("host.key.pub")),
-                public(dir.join("a").join("owner.key.pub"))
-            ),
-        )
-        .unwrap();
-        fs::create_dir_all(dir.join("in")).unwrap();
+        common::two_hosts(&dir.0.0);
         Hosts { dir }
     }
     fn a(&self) -> PathBuf {
@@ -130,28 +87,12 @@ impl Hosts {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut err = BufReader::new(c.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        let addr = line
-            .strip_prefix("listening on ")
-            .and_then(|l| l.split_whitespace().next())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
+        let (addr, err) = common::listening(&mut c);
         (c, addr, err)
     }
 
     fn send_cmd(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.arg("send")
-            .args(files)
-            .arg(format!("bob@{to}"))
-            .args(["--quiet"])
-            .args(extra)
-            .env("SEALINK_HOME", self.a())
-            .env_remove("RUST_LOG");
-        c
+        common::send_cmd(&self.a(), files, to, extra)
     }
 
     fn send(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Output {
@@ -160,12 +101,7 @@ impl Hosts {
 
     /// Files in the inbox, hidden temporary ones included.
     fn inbox_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(self.inbox())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
+        common::names_in(&self.inbox())
     }
 }
 
@@ -173,20 +109,6 @@ fn finish(mut c: Child, mut err: BufReader<ChildStderr>) -> (std::process::ExitS
     let mut rest = String::new();
     let _ = err.read_to_string(&mut rest);
     (c.wait().unwrap(), rest)
-}
-
-fn random_file(path: &Path, len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    let data: Vec<u8> = (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    fs::write(path, &data).unwrap();
-    data
 }
 
 fn text(o: &Output) -> String {
@@ -451,64 +373,42 @@ fn full_disk_is_reported_and_leaves_no_file() {
     }
     let f = h.dir.join("f.bin");
     random_file(&f, 4 << 20, 4);
-    let mut c = Command::new(BIN)
-        .args(["recv", "--once", "--listen", "127.0.0.1:0", "--dir"])
-        .arg(&small)
-        .env("SEALINK_HOME", h.dir.join("b"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(c.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr: SocketAddr = line["listening on ".len()..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    // `sealink recv --once` into the small tmpfs.
+    let recv_small = || {
+        let mut c = Command::new(BIN)
+            .args(["recv", "--once", "--listen", "127.0.0.1:0", "--dir"])
+            .arg(&small)
+            .env("SEALINK_HOME", h.dir.join("b"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (addr, err) = common::listening(&mut c);
+        (c, addr, err)
+    };
+    let (c, addr, err) = recv_small();
     let o = h.send(&[&f], addr, &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("No space left"),
-        "{}",
-        text(&o)
-    );
-    let (st, e) = finish(c, err);
-    assert_eq!(st.code(), Some(1), "{e}");
-    assert_eq!(fs::read_dir(&small).unwrap().count(), 0);
+    // Both sides fail on the full disk and nothing is left in it.
+    let both_failed = |o: Output, c, err| {
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("No space left"),
+            "{}",
+            text(&o)
+        );
+        let (st, e) = finish(c, err);
+        assert_eq!(st.code(), Some(1), "{e}");
+        assert_eq!(fs::read_dir(&small).unwrap().count(), 0);
+    };
+    both_failed(o, c, err);
 
     // Standard input has no size to reserve: the disk fills in the middle of the stream.
-    let mut c = Command::new(BIN)
-        .args(["recv", "--once", "--listen", "127.0.0.1:0", "--dir"])
-        .arg(&small)
-        .env("SEALINK_HOME", h.dir.join("b"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(c.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr: SocketAddr = line["listening on ".len()..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let (c, addr, err) = recv_small();
     let o = h
         .send_cmd(&[Path::new("-")], addr, &[])
         .stdin(fs::File::open(&f).unwrap())
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("No space left"),
-        "{}",
-        text(&o)
-    );
-    let (st, e) = finish(c, err);
-    assert_eq!(st.code(), Some(1), "{e}");
-    assert_eq!(fs::read_dir(&small).unwrap().count(), 0);
+    both_failed(o, c, err);
 }
 
 fn mode_of(p: &Path) -> u32 {

@@ -4,29 +4,20 @@
 //! timeout and no part file.
 
 mod common;
+use common::{BIN, random_file};
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_sealink");
 /// Bytes of an init connection's first message: "SLS1", kind 1, the Noise IK initiation.
 const INIT_LEN: usize = 5 + 158;
-
-fn run(home: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("SEALINK_HOME", home)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink")
-}
 
 /// Two hosts: `a` sends (host key, owner key, trusts b's host), `b` receives into `in`.
 struct Hosts {
@@ -36,40 +27,7 @@ struct Hosts {
 impl Hosts {
     fn new(tag: &str) -> Self {
         let dir = common::TempDir::new("stream-conn", tag);
-        for h in ["a", "b"] {
-            fs::create_dir_all(dir.join(h)).unwrap();
-            let key = dir.join(h).join("host.key");
-            assert!(
-                run(&dir.0, &["keygen", "host", key.to_str().unwrap()])
-                    .status
-                    .success()
-            );
-        }
-        let okey = dir.join("a").join("owner.key");
-        assert!(
-            run(&dir.0, &["keygen", "owner", okey.to_str().unwrap()])
-                .status
-                .success()
-        );
-        let public = |p: PathBuf| {
-            let t = fs::read_to_string(p).unwrap();
-            t.split_whitespace().nth(1).unwrap().to_owned()
-        };
-        fs::write(
-            dir.join("a").join("trust"),
-            format!("host bob {}\n", public(dir.join("b").join("host.key.pub"))),
-        )
-        .unwrap();
-        fs::write(
-            dir.join("b").join("trust"),
-            format!(
-                "host alice {}\nowner alice {}\n",
-                public(dir.join("a").join("host.key.pub")),
-                public(dir.join("a").join("owner.key.pub"))
-            ),
-        )
-        .unwrap();
-        fs::create_dir_all(dir.join("in")).unwrap();
+        common::two_hosts(&dir.0);
         Hosts { dir }
     }
 
@@ -89,40 +47,19 @@ impl Hosts {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut err = BufReader::new(c.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        let addr = line
-            .strip_prefix("listening on ")
-            .and_then(|l| l.split_whitespace().next())
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .parse()
-            .unwrap();
+        let (addr, err) = common::listening(&mut c);
         (c, addr, err)
     }
 
     fn send_cmd(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.arg("send")
-            .args(files)
-            .arg(format!("bob@{to}"))
-            .arg("--quiet")
-            .args(extra)
-            .env("SEALINK_HOME", self.dir.join("a"))
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut c = common::send_cmd(&self.dir.join("a"), files, to, extra);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
         c
     }
 
     /// Files in the inbox, hidden temporary ones included.
     fn inbox_names(&self) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(self.inbox())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
+        common::names_in(&self.inbox())
     }
 }
 
@@ -163,20 +100,6 @@ fn send_within(mut cmd: Command, limit: Duration) -> (ExitStatus, String) {
     let mut c = cmd.spawn().unwrap();
     let err = BufReader::new(c.stderr.take().unwrap());
     wait_for(c, Some(err), limit, "sealink send")
-}
-
-fn random_file(path: &Path, len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    let data: Vec<u8> = (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    fs::write(path, &data).unwrap();
-    data
 }
 
 /// A large file that costs nothing to make (its contents do not matter here).

@@ -193,6 +193,36 @@ impl Lab {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
+    /// Writes both configurations and brings both tunnels up (the responder first).
+    fn up_both(&mut self) {
+        let cfgs = self.write_configs();
+        self.up(1, &cfgs[1]);
+        self.up(0, &cfgs[0]);
+        assert!(self.has_link(0) && self.has_link(1));
+    }
+
+    /// Pings the far end of the tunnel from namespace 0 `count` times; all must answer.
+    fn ping_through(&self, count: u32) {
+        let o = self.exec(
+            0,
+            &[
+                "ping",
+                "-c",
+                &count.to_string(),
+                "-i",
+                "0.2",
+                "-W",
+                "5",
+                "10.202.0.2",
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "ping through the tunnel failed: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+
     fn has_link(&self, side: usize) -> bool {
         sh(
             "ip",
@@ -247,21 +277,10 @@ for _ in range(3): u.sendto(b"x" * 100, ("10.202.0.77", 9))
 #[test]
 fn tunnel_between_namespaces() {
     let Some(mut lab) = Lab::new("u") else { return };
-    let cfgs = lab.write_configs();
-    lab.up(1, &cfgs[1]);
-    lab.up(0, &cfgs[0]);
-    assert!(lab.has_link(0) && lab.has_link(1));
+    lab.up_both();
 
     if have("ping") {
-        let o = lab.exec(
-            0,
-            &["ping", "-c", "3", "-i", "0.2", "-W", "5", "10.202.0.2"],
-        );
-        assert!(
-            o.status.success(),
-            "ping through the tunnel failed: {}",
-            String::from_utf8_lossy(&o.stdout)
-        );
+        lab.ping_through(3);
     } else {
         println!("ping not installed: ping step skipped (TCP transfer below still runs)");
     }
@@ -373,15 +392,7 @@ fn parallel_data_path_between_namespaces() {
     lab.up(1, &cfgs[1]);
     lab.up(0, &cfgs[0]);
     if have("ping") {
-        let o = lab.exec(
-            0,
-            &["ping", "-c", "3", "-i", "0.2", "-W", "5", "10.202.0.2"],
-        );
-        assert!(
-            o.status.success(),
-            "ping: {}",
-            String::from_utf8_lossy(&o.stdout)
-        );
+        lab.ping_through(3);
     }
     transfer(&lab, 16 << 20);
     for side in 0..2 {
@@ -539,20 +550,9 @@ fn same_interface_name_in_two_namespaces() {
     };
     assert_eq!(lab.ifname[0], lab.ifname[1]);
     let name = lab.ifname[0].clone();
-    let cfgs = lab.write_configs();
-    lab.up(1, &cfgs[1]);
-    lab.up(0, &cfgs[0]);
-    assert!(lab.has_link(0) && lab.has_link(1));
+    lab.up_both();
     if have("ping") {
-        let o = lab.exec(
-            0,
-            &["ping", "-c", "2", "-i", "0.2", "-W", "5", "10.202.0.2"],
-        );
-        assert!(
-            o.status.success(),
-            "ping: {}",
-            String::from_utf8_lossy(&o.stdout)
-        );
+        lab.ping_through(2);
     }
     assert!(lab.show(0).contains("peer: peer1"));
     assert!(lab.show(1).contains("peer: peer0"));

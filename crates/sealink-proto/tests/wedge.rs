@@ -98,6 +98,23 @@ fn send_a(s: &mut Setup, owner: OwnerId, n: u64, urgency: Urgency, sent: &mut Se
     sent.insert(n, (id, now));
 }
 
+/// B sends message `n` (20 bytes, urgent, authenticated only) from `owner` to A.
+fn send_b(s: &mut Setup, owner: OwnerId, n: u64) {
+    let now = s.pair.now();
+    s.pair
+        .b
+        .send(
+            now,
+            s.b_peer,
+            owner,
+            None,
+            &payload(n, 20),
+            Urgency::Urgent,
+            Scope::AuthOnly,
+        )
+        .unwrap();
+}
+
 /// Checks the accounting: nothing delivered twice or unsent, and every message sent before
 /// `settled_by` was delivered or reported undeliverable.
 fn check_accounting(s: &Setup, sent: &Sent) {
@@ -113,6 +130,19 @@ fn check_accounting(s: &Setup, sent: &Sent) {
             "message {n} neither delivered nor reported undeliverable"
         );
     }
+}
+
+/// None of `missing` (`what`, for the message) is missing; the books balance and A has
+/// nothing left waiting.
+fn assert_all_arrived(s: &Setup, sent: &Sent, missing: &[u64], what: &str) {
+    assert!(
+        missing.is_empty(),
+        "{} {what} never arrived (first {:?})",
+        missing.len(),
+        missing.first()
+    );
+    check_accounting(s, sent);
+    assert_eq!(s.pair.a.pending_messages_all(), 0);
 }
 
 /// (a) The link goes dark for longer than the give-up time (every message in flight is
@@ -150,14 +180,7 @@ fn outage(cfg: Config) {
         .filter(|(k, (_, at))| *at >= heal && !got.contains_key(k))
         .map(|(k, _)| *k)
         .collect();
-    assert!(
-        missing.is_empty(),
-        "{} messages sent after the link healed never arrived (first {:?})",
-        missing.len(),
-        missing.first()
-    );
-    check_accounting(&s, &sent);
-    assert_eq!(s.pair.a.pending_messages_all(), 0);
+    assert_all_arrived(&s, &sent, &missing, "messages sent after the link healed");
 }
 
 #[test]
@@ -193,14 +216,7 @@ fn targeted_drop(cfg: Config) -> Setup {
     let victim_id = sent[&100].0;
     assert!(undeliverable(&s.pair.events_a).contains(&victim_id));
     let missing: Vec<u64> = (101..5_000).filter(|k| !got.contains_key(k)).collect();
-    assert!(
-        missing.is_empty(),
-        "{} later messages never arrived (first {:?})",
-        missing.len(),
-        missing.first()
-    );
-    check_accounting(&s, &sent);
-    assert_eq!(s.pair.a.pending_messages_all(), 0);
+    assert_all_arrived(&s, &sent, &missing, "later messages");
     s
 }
 
@@ -328,19 +344,7 @@ fn both_directions_flow_past_a_hole() {
     for n in 0..200u64 {
         s.pair.run_until(t);
         send_a(&mut s, alice, n, Urgency::Urgent, &mut sent);
-        let now = s.pair.now();
-        s.pair
-            .b
-            .send(
-                now,
-                s.b_peer,
-                bob,
-                None,
-                &payload(n, 20),
-                Urgency::Urgent,
-                Scope::AuthOnly,
-            )
-            .unwrap();
+        send_b(&mut s, bob, n);
         t = t + Duration::from_millis(20);
     }
     s.pair.run_until(t + Duration::from_secs(30));
@@ -562,19 +566,7 @@ fn acks_count_even_beside_a_message_outside_the_window() {
         s.pair.run_until(t);
         send_a(&mut s, alice, n, Urgency::Urgent, &mut sent);
         if n % 4 == 0 {
-            let now = s.pair.now();
-            s.pair
-                .b
-                .send(
-                    now,
-                    s.b_peer,
-                    bob,
-                    None,
-                    &payload(n, 20),
-                    Urgency::Urgent,
-                    Scope::AuthOnly,
-                )
-                .unwrap();
+            send_b(&mut s, bob, n);
         }
         t = t + Duration::from_micros(200);
     }

@@ -1,0 +1,232 @@
+//! `sealink_tunnel::run` driven from the library, one tunnel per network namespace (each on a
+//! thread that entered its namespace with `setns`): both come up, a ping crosses, `show`
+//! through `control::request` reports the session, a second `run` of a running name is refused,
+//! and `down` and the stop flag each end `run` with the interface removed. Needs root
+//! (`ip netns add`, veth, TUN); skips with a printed reason where `ip netns add` fails.
+
+mod common;
+
+use std::os::fd::AsFd;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use base64::Engine;
+use common::TempDir;
+use sealink_proto::HostKey;
+use sealink_tunnel::{Config, RunDir, TunnelError, UpInfo, control};
+
+fn ip(args: &[&str]) -> Output {
+    Command::new("ip").args(args).output().expect("run ip")
+}
+
+fn ok(args: &[&str]) {
+    let o = ip(args);
+    assert!(
+        o.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Two namespaces joined by a veth pair (10.203.0.1 and .2); deleted on drop.
+struct Netns {
+    ns: [String; 2],
+}
+
+impl Netns {
+    fn new(id: &str) -> Option<Self> {
+        let ns = [format!("slL{id}a"), format!("slL{id}b")];
+        let o = ip(&["netns", "add", &ns[0]]);
+        if !o.status.success() {
+            println!(
+                "SKIPPED: `ip netns add` failed (needs root): {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return None;
+        }
+        let n = Netns { ns };
+        ok(&["netns", "add", &n.ns[1]]);
+        let (va, vb) = (format!("vL{id}a"), format!("vL{id}b"));
+        ok(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
+        ok(&["link", "set", &va, "netns", &n.ns[0]]);
+        ok(&["link", "set", &vb, "netns", &n.ns[1]]);
+        for (ns, v, a) in [
+            (&n.ns[0], &va, "10.203.0.1/24"),
+            (&n.ns[1], &vb, "10.203.0.2/24"),
+        ] {
+            ok(&["-n", ns, "addr", "add", a, "dev", v]);
+            ok(&["-n", ns, "link", "set", v, "up"]);
+            ok(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        Some(n)
+    }
+
+    fn has_link(&self, side: usize, name: &str) -> bool {
+        ip(&["-n", &self.ns[side], "link", "show", name])
+            .status
+            .success()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.ns {
+            let _ = ip(&["netns", "del", n]);
+        }
+    }
+}
+
+fn b64(k: &[u8; 32]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(k)
+}
+
+/// The configuration of side `me` (0 or 1) whose peer has `peer_key`.
+fn config(me: usize, name: &str, peer_key: &[u8; 32]) -> Config {
+    let other = 1 - me;
+    Config::parse(&format!(
+        r#"[interface]
+name = "{name}"
+private_key = "unused"
+address = "10.204.0.{a}/24"
+listen_port = {port}
+workers = 1
+queues = 1
+
+[[peer]]
+name = "side{other}"
+public_key = "{key}"
+endpoint = "10.203.0.{b}:{peer_port}"
+allowed_ips = ["10.204.0.{b}/32"]
+"#,
+        a = me + 1,
+        b = other + 1,
+        port = 51871 + me,
+        peer_port = 51871 + other,
+        key = b64(peer_key),
+    ))
+    .unwrap()
+}
+
+/// Runs the tunnel on a thread inside namespace `ns`; `up` gets its `UpInfo`.
+fn spawn_in(
+    ns: &str,
+    cfg: Config,
+    host: HostKey,
+    run_dir: RunDir,
+    stop: Arc<AtomicBool>,
+    up: mpsc::Sender<UpInfo>,
+) -> thread::JoinHandle<Result<(), TunnelError>> {
+    let path = format!("/run/netns/{ns}");
+    thread::spawn(move || {
+        let f = std::fs::File::open(&path).unwrap();
+        // Only this thread (and the threads `run` starts) enter the namespace; `run` also
+        // drops this thread's capabilities, not the test process's.
+        rustix::thread::move_into_link_name_space(
+            f.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .unwrap();
+        sealink_tunnel::run(cfg, host, &run_dir, stop, |i| {
+            let _ = up.send(i.clone());
+        })
+    })
+}
+
+#[test]
+fn library_tunnel_between_namespaces() {
+    let id = (std::process::id() % 100_000).to_string();
+    let Some(net) = Netns::new(&id) else { return };
+    let d = TempDir::new("netns");
+    let run_dir = RunDir::new(Some(d.join("run")));
+    let names = [format!("tL{id}a"), format!("tL{id}b")];
+    let keys = [HostKey::generate().unwrap(), HostKey::generate().unwrap()];
+    let stops = [
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    ];
+    let (tx, rx) = mpsc::channel();
+    let mut runs = Vec::new();
+    for side in 0..2 {
+        runs.push(spawn_in(
+            &net.ns[side],
+            config(side, &names[side], keys[1 - side].public()),
+            keys[side].clone(),
+            run_dir.clone(),
+            stops[side].clone(),
+            tx.clone(),
+        ));
+    }
+    let mut up: Vec<UpInfo> = (0..2)
+        .map(|_| {
+            rx.recv_timeout(Duration::from_secs(20))
+                .expect("a tunnel did not come up")
+        })
+        .collect();
+    up.sort_by(|a, b| a.name.cmp(&b.name));
+    for side in 0..2 {
+        assert_eq!(up[side].name, names[side]);
+        assert_eq!(up[side].listen.port(), 51871 + side as u16);
+        assert_eq!((up[side].queues, up[side].udp_sockets), (1, 1));
+        assert_eq!(up[side].workers, 1);
+        assert!(net.has_link(side, &names[side]));
+    }
+    // Both sockets are in the one run directory (the thread's `/proc/self` is the process's).
+    assert_eq!(control::running(&run_dir), names);
+
+    // The same name again is refused while its control socket answers.
+    let again = sealink_tunnel::run(
+        config(0, &names[0], keys[1].public()),
+        keys[0].clone(),
+        &run_dir,
+        Arc::new(AtomicBool::new(false)),
+        |_| panic!("a second tunnel came up"),
+    );
+    assert!(
+        matches!(&again, Err(TunnelError::AlreadyRunning(n)) if *n == names[0]),
+        "{again:?}"
+    );
+
+    let have_ping = Command::new("sh")
+        .args(["-c", "command -v ping"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if have_ping {
+        let o = Command::new("ip")
+            .args([
+                "netns", "exec", &net.ns[0], "ping", "-c", "3", "-i", "0.2", "-W", "5",
+            ])
+            .arg("10.204.0.2")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "ping through the tunnel failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let show = control::request(&run_dir, &names[0], "show", Duration::from_secs(5)).unwrap();
+        assert!(show.contains(&format!("interface: {}", names[0])), "{show}");
+        assert!(show.contains("peer: side1"), "{show}");
+        assert!(show.contains("(session up)"), "{show}");
+    } else {
+        println!("ping not installed: the ping and session checks are skipped");
+    }
+
+    // `down` answers once the tunnel has stopped and removed its interface.
+    let answer = control::request(&run_dir, &names[0], "down", Duration::from_secs(10)).unwrap();
+    assert_eq!(answer, "down\n");
+    let r0 = runs.remove(0).join().unwrap();
+    assert!(r0.is_ok(), "{r0:?}");
+    assert!(!net.has_link(0, &names[0]));
+    assert!(stops[0].load(Ordering::SeqCst));
+    // The stop flag (what a signal sets) ends the other.
+    stops[1].store(true, Ordering::SeqCst);
+    let r1 = runs.remove(0).join().unwrap();
+    assert!(r1.is_ok(), "{r1:?}");
+    assert!(!net.has_link(1, &names[1]));
+    assert!(control::running(&run_dir).is_empty());
+}
