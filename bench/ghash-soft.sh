@@ -4,11 +4,11 @@
 # RustCrypto's polyval (under ghash) picks its backend at compile time: by default it uses
 # PCLMULQDQ when the CPU has it (detected at run time via cpufeatures); with
 # RUSTFLAGS='--cfg polyval_force_soft' only its portable software backend is compiled in.
-# Both cannot live in one binary, so this builds crates/sealink-cli/examples/ghash.rs twice:
+# Both cannot live in one binary, so this builds crates/sealink-lab/examples/ghash.rs twice:
 #   - default flags, in the usual target dir        -> the CLMUL figure
 #   - --cfg polyval_force_soft, in <target>/ghash-soft -> the software figure
 # (a separate target dir so the changed RUSTFLAGS do not rebuild the main one; its first build
-# compiles every dependency of sealink-cli, aws-lc-sys included, and takes minutes).
+# compiles every dependency of sealink-lab, aws-lc-sys included, and takes minutes).
 #
 # It runs both back to back with the same size/seconds/runs, prints both and the ratio, and
 # leaves ghash-soft.csv and ghash-clmul.csv in $GHASH_OUT, where `sealink bench crypto` reads
@@ -29,10 +29,10 @@ mkdir -p "$out"
 
 cd "$root"
 echo "building examples/ghash.rs (default: CLMUL path when the CPU has it)" >&2
-env -u RUSTFLAGS cargo build --release -p sealink-cli --example ghash >&2
+env -u RUSTFLAGS cargo build --release -p sealink-lab --example ghash >&2
 echo "building examples/ghash.rs with RUSTFLAGS='--cfg polyval_force_soft' into $target/ghash-soft" >&2
 RUSTFLAGS='--cfg polyval_force_soft' CARGO_TARGET_DIR="$target/ghash-soft" \
-    cargo build --release -p sealink-cli --example ghash >&2
+    cargo build --release -p sealink-lab --example ghash >&2
 cd - >/dev/null
 
 "$target/release/examples/ghash" "$size" "$seconds" "$runs" >"$out/ghash-clmul.csv"

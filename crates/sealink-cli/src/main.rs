@@ -1,13 +1,8 @@
 //! `sealink`: key management, a simulated two-host demo, and benchmarks for the sealink protocol.
 #![forbid(unsafe_code)]
 
-mod bench;
-mod demo;
-mod error;
 mod keys;
 mod msg;
-mod output;
-mod relay;
 mod stream;
 mod tunnel;
 
@@ -20,8 +15,9 @@ use sealink_crypto::SuiteId;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
-use crate::error::Result;
 use sealink_keys::KeyKind;
+use sealink_lab::error::{self, Result};
+use sealink_lab::{bench, demo, output, relay};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -71,6 +71,8 @@ pub struct FaultConfig {
     pub rate_limit: Option<f64>,
 }
 
+/// What `sealink relay` was asked to do.
+#[derive(Debug)]
 pub struct Params {
     pub listen: String,
     pub to: String,
