@@ -407,15 +407,23 @@ pub(crate) fn read_response(
 pub(crate) mod tests {
     use super::*;
 
-    #[test]
-    fn handshake_agrees_on_keys() {
-        let a = HostKey::generate().unwrap();
-        let b = HostKey::generate().unwrap();
+    /// Two fresh hosts and an initiation payload for a new channel.
+    fn two_hosts() -> (HostKey, HostKey, InitPayload) {
         let p = InitPayload {
             suite: 1,
             timestamp: 5,
             binding: [0; 32],
         };
+        (
+            HostKey::generate().unwrap(),
+            HostKey::generate().unwrap(),
+            p,
+        )
+    }
+
+    #[test]
+    fn handshake_agrees_on_keys() {
+        let (a, b, p) = two_hosts();
         let (mut ihs, init) = write_init(&a, PROLOGUE, b.public(), 11, &p).unwrap();
         assert_eq!(init.len(), NOISE_INIT_LEN);
         let (rhs, rs, got) = read_init(&b, PROLOGUE, &init).unwrap();
@@ -593,13 +601,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_response_with_a_small_order_ephemeral_is_refused() {
-        let a = HostKey::generate().unwrap();
-        let b = HostKey::generate().unwrap();
-        let p = InitPayload {
-            suite: 1,
-            timestamp: 5,
-            binding: [0; 32],
-        };
+        let (a, b, p) = two_hosts();
         let (mut ihs, init) = write_init(&a, PROLOGUE, b.public(), 11, &p).unwrap();
         let (rhs, _, _) = read_init(&b, PROLOGUE, &init).unwrap();
         let (mut resp, _) = write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false, 0).unwrap();

@@ -273,22 +273,30 @@ mod tests {
         assert_eq!(t.owner(b), Some(2));
     }
 
+    fn test_split() -> Split {
+        Split {
+            send: [1; 32],
+            recv: [2; 32],
+            hash: [0; 32],
+        }
+    }
+
+    fn limits(rekey_after_messages: u64, reject_after_messages: u64) -> Limits {
+        Limits {
+            rekey_after_time: Duration::from_secs(120),
+            rekey_after_messages,
+            reject_after_time: Duration::from_secs(180),
+            reject_after_messages,
+        }
+    }
+
     /// An AES-GCM key is rekeyed at 7/8 of its 2^36-block budget and refused before a largest
     /// datagram could pass it, however high the configured message limits; ChaCha20-Poly1305
     /// keys are not bounded by volume.
     #[test]
     fn aes_gcm_usage_limit_forces_rekey_then_refusal() {
-        let split = Split {
-            send: [1; 32],
-            recv: [2; 32],
-            hash: [0; 32],
-        };
-        let l = Limits {
-            rekey_after_time: Duration::from_secs(120),
-            rekey_after_messages: u64::MAX,
-            reject_after_time: Duration::from_secs(180),
-            reject_after_messages: u64::MAX,
-        };
+        let split = test_split();
+        let l = limits(u64::MAX, u64::MAX);
         let t0 = Time::from_millis(1000);
         let max = 1u64 << 36;
         for suite in [
@@ -313,17 +321,8 @@ mod tests {
 
     #[test]
     fn limits_decide_rekey_and_rejection() {
-        let split = Split {
-            send: [1; 32],
-            recv: [2; 32],
-            hash: [0; 32],
-        };
-        let l = Limits {
-            rekey_after_time: Duration::from_secs(120),
-            rekey_after_messages: 10,
-            reject_after_time: Duration::from_secs(180),
-            reject_after_messages: 20,
-        };
+        let split = test_split();
+        let l = limits(10, 20);
         let t0 = Time::from_millis(1000);
         let mut s = Session::new(SuiteId::Aes128Gcm, &split, b"t", false, 5, 6, t0, true)
             .expect("modern suite");
