@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use sealink_engine::{Pipeline, Pool, Work};
+use sealink_engine::{Duplex, Half, Pipeline, Pool};
 use sealink_proto::endpoint::Reserved;
 use sealink_proto::session::{OpenJob, SealJob};
 use sealink_proto::wire::{self, Header};
@@ -42,28 +42,6 @@ const BATCHES: usize = 4;
 /// Datagrams one transmit batch holds (at most one GSO call's worth per run).
 const TX_DATAGRAMS: usize = 64;
 
-/// One unit of engine work.
-pub(crate) enum Batch {
-    Rx(Box<RxBatch>),
-    Tx(Box<TxBatch>),
-}
-
-impl Work for Batch {
-    type Ctx = Shared;
-    fn run(&mut self, _: &Shared) {
-        match self {
-            Batch::Rx(b) => b.open(),
-            Batch::Tx(b) => b.seal(),
-        }
-    }
-    fn release(self, sh: &Shared) {
-        match self {
-            Batch::Rx(b) => b.release(sh),
-            Batch::Tx(b) => b.release(sh),
-        }
-    }
-}
-
 struct RxEntry {
     seg: Segment,
     peer: PeerId,
@@ -79,8 +57,9 @@ pub(crate) struct RxBatch {
     pool: Arc<Pool<Box<RxBatch>>>,
 }
 
-impl RxBatch {
-    fn open(&mut self) {
+impl Half for RxBatch {
+    type Ctx = Shared;
+    fn run(&mut self) {
         for e in &mut self.entries {
             let buf = &mut self.rb.buf_mut(e.seg.buf)[e.seg.range.clone()];
             e.opened = e.job.open(buf);
@@ -131,8 +110,9 @@ pub(crate) struct TxBatch {
     pool: Arc<Pool<Box<TxBatch>>>,
 }
 
-impl TxBatch {
-    fn seal(&mut self) {
+impl Half for TxBatch {
+    type Ctx = Shared;
+    fn run(&mut self) {
         for (off, run, job) in &self.jobs {
             if job.seal(&mut self.out[*off..]).is_err() {
                 self.failed[*run] = true;
@@ -169,7 +149,9 @@ impl TxBatch {
         let pool = Arc::clone(&self.pool);
         pool.put(self);
     }
+}
 
+impl TxBatch {
     /// Pulls transmits into `out` back to back and groups them into GSO runs. Returns true when
     /// the buffer filled up before the endpoint ran dry.
     fn gather(&mut self, st: &mut State, now: Time, max_datagram: usize) -> bool {
@@ -213,7 +195,7 @@ impl TxBatch {
 
 /// The I/O thread: receive, timers, transmit, until stopped.
 pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
-    let pipe = Pipeline::new(Arc::clone(&sh), 1, sh.workers);
+    let pipe: Pipeline<Duplex<RxBatch, TxBatch>> = Pipeline::new(Arc::clone(&sh), 1, sh.workers);
     let max_datagram = lock(&sh.state).ep.config().max_datagram;
     let max_segs = if gso {
         sh.io.max_gso_segments().clamp(1, 64)
@@ -277,7 +259,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
         if rx.entries.is_empty() {
             rx_pool.put(rx);
         } else {
-            pipe.submit(0, Batch::Rx(rx));
+            pipe.submit(0, Duplex::Rx(rx));
         }
         if let Err(e) = r {
             tracing::warn!(error = %e, "UDP receive failed");
@@ -302,7 +284,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
             if tx.runs.is_empty() {
                 tx_pool.put(tx);
             } else {
-                pipe.submit(0, Batch::Tx(tx));
+                pipe.submit(0, Duplex::Tx(tx));
             }
             if !more {
                 break;

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 mod clp;
+mod duplex;
 pub mod lab;
 mod layered;
 mod packet;
@@ -29,6 +30,7 @@ mod plp;
 mod pool;
 
 pub use clp::{Clp, ClpPolicy};
+pub use duplex::{Duplex, Half};
 pub use layered::Layered;
 pub use packet::{
     Channel, HEADER_ROOM, Op, Packet, PacketError, open_one, open_serial, seal_one, seal_serial,

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
-use sealink_engine::{Pipeline, Pool, Work};
+use sealink_engine::{Duplex, Half, Pipeline, Pool};
 use sealink_proto::DropReason;
 use sealink_proto::Time;
 use sealink_proto::tunnel::{DecapReserve, HEADROOM, OpenJob, PeerIndex, Reserve, SealJob, Tunnel};
@@ -20,28 +20,11 @@ use crate::{Outbox, Shared};
 const BATCHES_PER_READER: usize = 4;
 /// Datagrams one `recvmmsg` may return (each up to a 64 KiB GRO super-buffer).
 const RECV_BATCH: usize = 16;
+/// Longest a reader blocks before it looks at the stop flag again (stop also wakes it).
+const IDLE_WAIT: Duration = Duration::from_millis(250);
 
 /// One unit of engine work.
-pub(crate) enum Batch {
-    Tx(Box<TxBatch>),
-    Rx(Box<RxBatch>),
-}
-
-impl Work for Batch {
-    type Ctx = Shared;
-    fn run(&mut self, _: &Shared) {
-        match self {
-            Batch::Tx(b) => b.seal(),
-            Batch::Rx(b) => b.open(),
-        }
-    }
-    fn release(self, sh: &Shared) {
-        match self {
-            Batch::Tx(b) => b.release(sh),
-            Batch::Rx(b) => b.release(sh),
-        }
-    }
-}
+pub(crate) type Batch = Duplex<RxBatch, TxBatch>;
 
 // ------------------------------------------------------------------------------ TUN -> UDP
 
@@ -71,8 +54,9 @@ pub(crate) struct TxBatch {
     pool: Arc<Pool<Box<TxBatch>>>,
 }
 
-impl TxBatch {
-    fn seal(&mut self) {
+impl Half for TxBatch {
+    type Ctx = Shared;
+    fn run(&mut self) {
         let stride = self.stride;
         for it in &mut self.items {
             if let TxItem::Slot { i, job, len, .. } = it {
@@ -126,7 +110,9 @@ impl TxBatch {
         let pool = Arc::clone(&self.pool);
         pool.put(self);
     }
+}
 
+impl TxBatch {
     /// Sends in order; consecutive full-stride slots to one destination leave in one GSO call
     /// (a shorter slot ends its run: the next slot does not start where it ends).
     fn send_items(&mut self, sh: &Shared, sock: usize) {
@@ -161,26 +147,42 @@ impl TxBatch {
     }
 }
 
-/// Reads TUN queue `q` until stopped.
-pub(crate) fn tun_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize) {
-    let stride = sh.stride;
-    let batch = if sh.offload { IDEAL_BATCH_SIZE } else { 1 };
-    let pool = Pool::new(Vec::new());
-    for _ in 0..BATCHES_PER_READER {
-        pool.put(Box::new(TxBatch {
-            queue: q,
-            stride,
-            slots: vec![0u8; stride * batch],
-            sizes: vec![0usize; batch],
-            original: vec![0u8; VIRTIO_NET_HDR_LEN + 65_535],
-            items: Vec::with_capacity(batch * 2),
-            out: Outbox::new(stride),
-            runs: GsoRuns::new(usize::MAX),
-            pool: Arc::clone(&pool),
-        }));
+/// The reader of TUN queue `q`, with the batches it owns.
+pub(crate) struct TunReader {
+    q: usize,
+    pool: Arc<Pool<Box<TxBatch>>>,
+}
+
+impl TunReader {
+    pub(crate) fn new(sh: &Shared, q: usize) -> Self {
+        let stride = sh.stride;
+        let batch = if sh.offload { IDEAL_BATCH_SIZE } else { 1 };
+        let pool = Pool::new(Vec::new());
+        for _ in 0..BATCHES_PER_READER {
+            pool.put(Box::new(TxBatch {
+                queue: q,
+                stride,
+                slots: vec![0u8; stride * batch],
+                sizes: vec![0usize; batch],
+                original: vec![0u8; VIRTIO_NET_HDR_LEN + 65_535],
+                items: Vec::with_capacity(batch * 2),
+                out: Outbox::new(stride),
+                runs: GsoRuns::new(usize::MAX),
+                pool: Arc::clone(&pool),
+            }));
+        }
+        TunReader { q, pool }
     }
-    let dev = &sh.devs[q];
-    while let Some(mut b) = pool.take(pipe, || sh.stopping()) {
+
+    /// Reads one batch (`wait`: blocking until there is one or the tunnel stops; else returning
+    /// at once when the queue is empty, on a non-blocking device), reserves its packets and
+    /// submits it. Returns whether packets were read.
+    pub(crate) fn step(&self, sh: &Shared, pipe: &Pipeline<Batch>, wait: bool) -> bool {
+        let (q, stride, pool) = (self.q, sh.stride, &self.pool);
+        let Some(mut b) = pool.take(pipe, || sh.stopping()) else {
+            return false;
+        };
+        let dev = &sh.devs[q];
         let n = {
             let TxBatch {
                 slots,
@@ -189,14 +191,19 @@ pub(crate) fn tun_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize) {
                 ..
             } = &mut *b;
             let mut bufs: Vec<&mut [u8]> = slots.chunks_mut(stride).collect();
-            match dev.recv_multiple_intr(original, &mut bufs, sizes, HEADROOM, &sh.intr) {
+            let r = if wait {
+                dev.recv_multiple_intr(original, &mut bufs, sizes, HEADROOM, &sh.intr)
+            } else {
+                dev.recv_multiple(original, &mut bufs, sizes, HEADROOM)
+            };
+            match r {
                 Ok(n) => n,
                 Err(e) => {
-                    if !sh.stopping() {
+                    if !sh.stopping() && e.kind() != std::io::ErrorKind::WouldBlock {
                         tracing::debug!(error = %e, "TUN read failed");
                     }
                     pool.put(b);
-                    continue;
+                    return false;
                 }
             }
         };
@@ -244,7 +251,44 @@ pub(crate) fn tun_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize) {
         if b.items.is_empty() {
             pool.put(b);
         } else {
-            pipe.submit(q, Batch::Tx(b));
+            pipe.submit(q, Duplex::Tx(b));
+        }
+        n > 0
+    }
+}
+
+/// Reads TUN queue `q` until stopped.
+pub(crate) fn tun_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize) {
+    let r = TunReader::new(sh, q);
+    while !sh.stopping() {
+        r.step(sh, pipe, true);
+    }
+}
+
+/// Serves TUN queue `q` and UDP socket `q` from one thread (the inline shape): each wake-up
+/// reads whichever has packets, so the reply a write provokes (a TCP ACK after a TUN write) is
+/// picked up by the same thread without waking another.
+pub(crate) fn io_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize, lane: usize) {
+    use std::os::fd::AsFd;
+    if let Err(e) = sh.devs[q].set_nonblocking(true) {
+        tracing::warn!(error = %e, "TUN queue cannot be non-blocking; one thread per direction");
+        std::thread::scope(|s| {
+            s.spawn(|| udp_loop(sh, pipe, q, lane));
+            tun_loop(sh, pipe, q);
+        });
+        return;
+    }
+    let tun = TunReader::new(sh, q);
+    let udp = UdpReader::new(sh, q, lane);
+    while !sh.stopping() {
+        let t = tun.step(sh, pipe, false);
+        let u = udp.step(sh, pipe, Some(Duration::ZERO));
+        if !t && !u {
+            let r = sh.udp[q].wait_readable_with(sh.devs[q].as_fd(), Some(IDLE_WAIT));
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "poll failed");
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
     }
 }
@@ -271,8 +315,9 @@ pub(crate) struct RxBatch {
     pool: Arc<Pool<Box<RxBatch>>>,
 }
 
-impl RxBatch {
-    fn open(&mut self) {
+impl Half for RxBatch {
+    type Ctx = Shared;
+    fn run(&mut self) {
         for e in &mut self.entries {
             let buf = &mut self.rb.buf_mut(e.seg.buf)[e.seg.range.clone()];
             e.opened = e.job.open(buf);
@@ -320,7 +365,9 @@ impl RxBatch {
         let pool = Arc::clone(&self.pool);
         pool.put(self);
     }
+}
 
+impl RxBatch {
     /// Writes the opened packets to the TUN device from the receive buffers.
     fn write_tun(&mut self, sh: &Shared) {
         let dev = &sh.devs[self.sock % sh.devs.len()];
@@ -438,24 +485,45 @@ fn in_place<'a>(
     out
 }
 
-/// Reads UDP socket `s` until stopped.
-pub(crate) fn udp_loop(sh: &Shared, pipe: &Pipeline<Batch>, s: usize, lane: usize) {
-    let pool = Pool::new(Vec::new());
-    for _ in 0..BATCHES_PER_READER {
-        pool.put(Box::new(RxBatch {
-            sock: s,
-            rb: RecvBuffers::new(RECV_BATCH),
-            entries: Vec::new(),
-            out: Outbox::new(sh.stride),
-            ranges: Vec::new(),
-            pkts: Vec::new(),
-            spills: Vec::new(),
-            gro: GROTable::default(),
-            pool: Arc::clone(&pool),
-        }));
+/// The reader of UDP socket `s`, with the batches it owns; its batches go on `lane`.
+pub(crate) struct UdpReader {
+    s: usize,
+    lane: usize,
+    pool: Arc<Pool<Box<RxBatch>>>,
+}
+
+impl UdpReader {
+    pub(crate) fn new(sh: &Shared, s: usize, lane: usize) -> Self {
+        let pool = Pool::new(Vec::new());
+        for _ in 0..BATCHES_PER_READER {
+            pool.put(Box::new(RxBatch {
+                sock: s,
+                rb: RecvBuffers::new(RECV_BATCH),
+                entries: Vec::new(),
+                out: Outbox::new(sh.stride),
+                ranges: Vec::new(),
+                pkts: Vec::new(),
+                spills: Vec::new(),
+                gro: GROTable::default(),
+                pool: Arc::clone(&pool),
+            }));
+        }
+        UdpReader { s, lane, pool }
     }
-    let udp = &sh.udp[s];
-    while let Some(mut b) = pool.take(pipe, || sh.stopping()) {
+
+    /// Receives one batch (waiting up to `timeout`), reserves its datagrams and submits it, or
+    /// answers handshakes here. Returns whether datagrams were received.
+    pub(crate) fn step(
+        &self,
+        sh: &Shared,
+        pipe: &Pipeline<Batch>,
+        timeout: Option<Duration>,
+    ) -> bool {
+        let (s, pool) = (self.s, &self.pool);
+        let Some(mut b) = pool.take(pipe, || sh.stopping()) else {
+            return false;
+        };
+        let udp = &sh.udp[s];
         b.entries.clear();
         b.out.clear();
         let r = {
@@ -465,7 +533,7 @@ pub(crate) fn udp_loop(sh: &Shared, pipe: &Pipeline<Batch>, s: usize, lane: usiz
             let RxBatch {
                 rb, entries, out, ..
             } = &mut *b;
-            udp.recv_segments(rb, Some(Duration::from_millis(250)), |seg, d| {
+            udp.recv_segments(rb, timeout, |seg, d| {
                 let (core, now) = held.get_or_insert_with(|| (sh.lock(), sh.clock.now()));
                 if let Ok(DecapReserve::Open(job)) = core.decapsulate_reserve(*now, seg.source, d) {
                     entries.push(RxEntry {
@@ -477,9 +545,13 @@ pub(crate) fn udp_loop(sh: &Shared, pipe: &Pipeline<Batch>, s: usize, lane: usiz
                 out.drain(core);
             })
         };
-        if let Err(e) = r {
-            tracing::debug!(error = %e, "UDP receive failed");
-        }
+        let got = match r {
+            Ok(n) => n > 0,
+            Err(e) => {
+                tracing::debug!(error = %e, "UDP receive failed");
+                false
+            }
+        };
         if b.entries.is_empty() {
             // Handshakes only (or nothing): answer here.
             for k in 0..b.out.items.len() {
@@ -488,7 +560,16 @@ pub(crate) fn udp_loop(sh: &Shared, pipe: &Pipeline<Batch>, s: usize, lane: usiz
             }
             pool.put(b);
         } else {
-            pipe.submit(lane, Batch::Rx(b));
+            pipe.submit(self.lane, Duplex::Rx(b));
         }
+        got
+    }
+}
+
+/// Reads UDP socket `s` until stopped.
+pub(crate) fn udp_loop(sh: &Shared, pipe: &Pipeline<Batch>, s: usize, lane: usize) {
+    let r = UdpReader::new(sh, s, lane);
+    while !sh.stopping() {
+        r.step(sh, pipe, Some(IDLE_WAIT));
     }
 }

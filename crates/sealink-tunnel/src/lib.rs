@@ -300,17 +300,27 @@ pub fn run(
     std::thread::scope(|s| {
         let (sh, pipe) = (&*sh, &pipe);
         let mut ok = true;
-        for q in 0..nq {
-            ok &= std::thread::Builder::new()
-                .name(format!("sl-tun-{q}"))
-                .spawn_scoped(s, move || datapath::tun_loop(sh, pipe, q))
-                .is_ok();
-        }
-        for k in 0..ns {
-            ok &= std::thread::Builder::new()
-                .name(format!("sl-udp-{k}"))
-                .spawn_scoped(s, move || datapath::udp_loop(sh, pipe, k, nq + k))
-                .is_ok();
+        if workers == 0 && nq == ns {
+            // Inline: one thread per TUN queue and UDP socket pair serves both directions.
+            for q in 0..nq {
+                ok &= std::thread::Builder::new()
+                    .name(format!("sl-io-{q}"))
+                    .spawn_scoped(s, move || datapath::io_loop(sh, pipe, q, nq + q))
+                    .is_ok();
+            }
+        } else {
+            for q in 0..nq {
+                ok &= std::thread::Builder::new()
+                    .name(format!("sl-tun-{q}"))
+                    .spawn_scoped(s, move || datapath::tun_loop(sh, pipe, q))
+                    .is_ok();
+            }
+            for k in 0..ns {
+                ok &= std::thread::Builder::new()
+                    .name(format!("sl-udp-{k}"))
+                    .spawn_scoped(s, move || datapath::udp_loop(sh, pipe, k, nq + k))
+                    .is_ok();
+            }
         }
         ok &= std::thread::Builder::new()
             .name("sl-timer".into())

@@ -9,7 +9,7 @@
 
 use std::io::{self, IoSliceMut};
 use std::net::{SocketAddr, SocketAddrV6};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -302,6 +302,29 @@ impl UdpIo {
                 return Ok(0);
             }
         }
+    }
+
+    /// Waits until the socket or `other` (a descriptor the same thread also reads, such as a TUN
+    /// queue) is readable, [`UdpIo::wake`] is called, or `timeout` passes. Returns whether a
+    /// wake was consumed. The caller then reads both without blocking: one thread serves both
+    /// and wakes once for whichever has work.
+    pub fn wait_readable_with(
+        &self,
+        other: BorrowedFd<'_>,
+        timeout: Option<Duration>,
+    ) -> io::Result<bool> {
+        let mut fds = [
+            PollFd::new(&self.socket, PollFlags::IN),
+            PollFd::from_borrowed_fd(other, PollFlags::IN),
+            PollFd::new(&self.wake, PollFlags::IN),
+        ];
+        retry_poll(&mut fds, timeout)?;
+        if fds[2].revents().is_empty() {
+            return Ok(false);
+        }
+        let mut b = [0u8; 8];
+        let _ = rustix::io::read(&self.wake, &mut b);
+        Ok(true)
     }
 
     /// Interrupts a [`UdpIo::recv`] blocked in another thread (or makes the next one return at once
