@@ -17,6 +17,7 @@ mod conn;
 pub mod error;
 mod files;
 pub mod limits;
+pub mod records;
 pub mod recv;
 pub mod send;
 
@@ -25,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use admit::ConnDrop;
 pub use error::TransferError;
 pub use limits::{ConnLimits, LimiterConfig, Timeouts};
+pub use records::{Opened, RecordBatch, RecordReader};
 pub use recv::{Dest, Receiver, RecvConfig, RecvReport};
 pub use send::{SendConfig, SendReport, Source, send};
 

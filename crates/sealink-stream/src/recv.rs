@@ -1,7 +1,7 @@
 //! The receiving side: a listener that serves transfer sessions.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{IoSlice, Read, Write};
+use std::io::{IoSlice, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,9 +13,7 @@ use sealink_crypto::Scope;
 use sealink_proto::HostKey;
 use sealink_proto::stream::body::UNKNOWN_SIZE;
 use sealink_proto::stream::handshake::{INIT_MESSAGE_LEN, JOIN_TOKEN_LEN, accept_fresh};
-use sealink_proto::stream::record::{
-    self, MAX_BODY_LEN, RECORD_HEADER_LEN, RecordHeader, RecordType,
-};
+use sealink_proto::stream::record::{self, RecordType};
 use sealink_proto::stream::{
     Abort, AbortCode, Assembly, Done, End, Hello, Layout, READY_SEQ, REPLY_SEQ, SENDER_ABORT_SEQ,
     SessionKeys, StreamError, StreamLimits,
@@ -27,6 +25,7 @@ use crate::conn::{self, JOIN_LEN, KIND_INIT, KIND_JOIN, MAGIC, secs};
 use crate::error::{IoContext, TransferError, is_timeout};
 use crate::files::{PartFile, process_umask, received_mode, write_all_at};
 use crate::limits::{ConnLimits, Timeouts};
+use crate::records::RecordReader;
 
 /// Where received files go.
 #[derive(Debug, Clone)]
@@ -755,21 +754,13 @@ impl Session<'_> {
         sock.set_read_timeout(Some(tick))
             .ctx(|| "setting a receive timeout".into())?;
         let cap = (4 << 20).max(4 * self.record_cap);
-        let mut buf = vec![0u8; cap];
-        let (mut lo, mut hi) = (0usize, 0usize);
+        let mut reader = RecordReader::new(cap, cap / 2);
         let mut ended = false;
         let mut recs: Vec<(u64, usize, usize)> = Vec::new();
         loop {
             recs.clear();
-            while hi - lo >= RECORD_HEADER_LEN {
-                let hdr = RecordHeader::parse(&buf[lo..hi])?;
-                let n = hdr.record_len();
-                if n > cap / 2 {
-                    return Err(StreamError::MalformedHeader("record longer than allowed").into());
-                }
-                if hi - lo < n {
-                    break;
-                }
+            while let Some(r) = reader.next_record(&self.keys.recv)? {
+                let hdr = r.header;
                 if ended {
                     return Err(StreamError::OutOfRange {
                         seq: hdr.seq,
@@ -777,12 +768,10 @@ impl Session<'_> {
                     }
                     .into());
                 }
-                let len = record::open_record(&self.keys.recv, &hdr, &mut buf[lo..lo + n])?;
                 match hdr.kind {
-                    RecordType::Data => recs.push((hdr.seq, lo + RECORD_HEADER_LEN, len)),
+                    RecordType::Data => recs.push((hdr.seq, r.start, r.len)),
                     RecordType::End if control => {
-                        let body = &buf[lo + RECORD_HEADER_LEN..][..len];
-                        let end = End::decode(body)?;
+                        let end = End::decode(reader.data(&r))?;
                         if hdr.seq != Assembly::end_seq(&end) {
                             return Err(StreamError::OutOfRange {
                                 seq: hdr.seq,
@@ -794,29 +783,22 @@ impl Session<'_> {
                         ended = true;
                     }
                     RecordType::Abort if control && hdr.seq == SENDER_ABORT_SEQ => {
-                        let a = Abort::decode(&buf[lo + RECORD_HEADER_LEN..][..len])?;
+                        let a = Abort::decode(reader.data(&r))?;
                         return Err(TransferError::SenderAborted(a.message));
                     }
                     _ => {
                         return Err(StreamError::MalformedHeader("unexpected record type").into());
                     }
                 }
-                lo += n;
             }
             if !recs.is_empty() {
-                self.deliver(&buf, &recs)?;
-            }
-            if lo == hi {
-                (lo, hi) = (0, 0);
-            } else if cap - hi < MAX_BODY_LEN + RECORD_HEADER_LEN {
-                buf.copy_within(lo..hi, 0);
-                (lo, hi) = (0, hi - lo);
+                self.deliver(reader.buffer(), &recs)?;
             }
             if self.failed.load(Ordering::Relaxed) {
                 return Ok(());
             }
             let n = loop {
-                match sock.read(&mut buf[hi..]) {
+                match reader.fill(&mut sock) {
                     Ok(n) => break n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) if is_timeout(&e) => {
@@ -842,7 +824,7 @@ impl Session<'_> {
                 if self.failed.load(Ordering::Relaxed) {
                     return Ok(());
                 }
-                if lo != hi {
+                if reader.pending() != 0 {
                     return Err(TransferError::PeerClosed(
                         "in the middle of a record".into(),
                     ));
@@ -855,7 +837,6 @@ impl Session<'_> {
                 }
                 return Ok(());
             }
-            hi += n;
             self.touch();
         }
     }

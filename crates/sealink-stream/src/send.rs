@@ -14,9 +14,7 @@ use sealink_proto::HostKey;
 use sealink_proto::stream::assembly::{Batch, FIRST_DATA_SEQ};
 use sealink_proto::stream::body::{MAX_FILES, MAX_STRIPES, UNKNOWN_SIZE};
 use sealink_proto::stream::handshake::{Initiator, RESPONSE_MESSAGE_LEN};
-use sealink_proto::stream::record::{
-    self, MAX_RECORD_DATA, MIN_RECORD_DATA, RECORD_HEADER_LEN, RecordType,
-};
+use sealink_proto::stream::record::{MAX_RECORD_DATA, MIN_RECORD_DATA, RecordType};
 use sealink_proto::stream::{
     Abort, AbortCode, Done, End, FileEntry, Hello, Layout, READY_SEQ, REPLY_SEQ, RecordBound,
     SENDER_ABORT_SEQ, SessionKeys, StreamError,
@@ -27,6 +25,7 @@ use crate::conn::{self, KIND_INIT, MAGIC, secs};
 use crate::error::{IoContext, TransferError, is_timeout};
 use crate::files::{read_exact_at, read_up_to};
 use crate::limits::Timeouts;
+use crate::records::RecordBatch;
 
 /// How to send.
 #[derive(Debug)]
@@ -209,8 +208,7 @@ struct StdinState {
 impl Work<'_> {
     /// One stripe: claim a batch, read it into the record slots, seal in place, one write.
     fn run(&self, mut sock: &TcpStream, idle: Duration) -> Result<(), TransferError> {
-        let slot = record::wire_len(self.record_data);
-        let mut buf = vec![0u8; slot * self.per_batch];
+        let mut batch = RecordBatch::new(self.record_data, self.per_batch);
         while !self.failed.load(Ordering::Relaxed) {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
             let (first_seq, lens) = if let Some(b) = self.batches.get(i) {
@@ -219,36 +217,26 @@ impl Work<'_> {
                     .as_ref()
                     .expect("batches cover files only");
                 let lens = self.file_lens(b);
-                let mut iov: Vec<IoSliceMut<'_>> = buf
-                    .chunks_mut(slot)
+                let mut iov: Vec<IoSliceMut<'_>> = batch
+                    .payloads_mut()
                     .zip(&lens)
-                    .map(|(s, &n)| IoSliceMut::new(&mut s[RECORD_HEADER_LEN..][..n]))
+                    .map(|(p, &n)| IoSliceMut::new(&mut p[..n]))
                     .collect();
                 read_exact_at(file, &mut iov, b.offset)
                     .ctx(|| format!("cannot read {}", self.inputs[b.file].entry.name))?;
                 (b.first_seq, lens)
             } else if let Some(stdin) = &self.stdin {
-                match self.read_stdin(stdin, &mut buf, slot)? {
+                match self.read_stdin(stdin, &mut batch)? {
                     Some(x) => x,
                     None => break,
                 }
             } else {
                 break;
             };
-            let mut total = 0;
-            for (k, (s, &n)) in buf.chunks_mut(slot).zip(&lens).enumerate() {
-                total += record::seal_record(
-                    &self.keys.send,
-                    s,
-                    RecordType::Data,
-                    self.scope,
-                    first_seq + k as u64,
-                    n,
-                )?;
-            }
             // Only a file's last record is short, and it ends its batch: the records are
             // contiguous, one write sends them all.
-            sock.write_all(&buf[..total]).map_err(|e| {
+            let wire = batch.seal(&self.keys.send, self.scope, first_seq, &lens)?;
+            sock.write_all(wire).map_err(|e| {
                 if is_timeout(&e) {
                     TransferError::TimedOut(format!("the receiver took no data for {}", secs(idle)))
                 } else {
@@ -274,8 +262,7 @@ impl Work<'_> {
     fn read_stdin(
         &self,
         stdin: &Mutex<StdinState>,
-        buf: &mut [u8],
-        slot: usize,
+        batch: &mut RecordBatch,
     ) -> Result<Option<(u64, Vec<usize>)>, TransferError> {
         let mut st = stdin.lock().unwrap_or_else(|p| p.into_inner());
         if st.eof {
@@ -283,9 +270,8 @@ impl Work<'_> {
         }
         let mut lens = Vec::with_capacity(self.per_batch);
         let mut lock = st.input.lock();
-        for s in buf.chunks_mut(slot) {
-            let n = read_up_to(&mut lock, &mut s[RECORD_HEADER_LEN..][..self.record_data])
-                .ctx(|| "cannot read standard input".into())?;
+        for p in batch.payloads_mut() {
+            let n = read_up_to(&mut lock, p).ctx(|| "cannot read standard input".into())?;
             if n > 0 {
                 lens.push(n);
             }

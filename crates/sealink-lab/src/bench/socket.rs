@@ -12,6 +12,10 @@
 //!
 //! One receiver, identical for all paths, reads large chunks, opens every record in place and
 //! counts bytes, so the comparison isolates the send path.
+//!
+//! Records are sealed and read by sealink-stream's own code, `RecordBatch` and `RecordReader`
+//! (what `sealink send` and `sealink recv` run), so the integrated column measures the shipped
+//! send path and not a copy of it.
 
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
@@ -20,19 +24,15 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use sealink_crypto::suite::TAG_LEN;
 use sealink_crypto::{PacketKey, Scope, SuiteId};
 use sealink_proto::sim::SimRng;
+use sealink_proto::stream::record::{self, RecordType};
+use sealink_stream::{RecordBatch, RecordReader};
 
 use super::{fill, median, random_seed};
 use crate::error::{Result, ResultExt, chain, msg};
 use crate::output;
 
-/// Record header: version, type, flags, reserved, body length (u32 LE), sequence (u64 LE).
-/// The stream mode uses the same layout.
-pub const HEADER_LEN: usize = 16;
-const VERSION: u8 = 1;
-const TYPE_DATA: u8 = 2;
 /// Plaintext per record, as in the paper's 4k/8k/16k columns.
 pub const RECORD_SIZES: [usize; 3] = [4096, 8192, 16384];
 /// The application's data: a pre-filled random buffer reused cyclically (no file I/O timed).
@@ -99,40 +99,6 @@ const PAPER_IMPROVEMENT: [(SendPath, [u32; 3]); 2] = [
     (SendPath::Service, [8, 6, 10]),
 ];
 
-// --- Record framing -------------------------------------------------------------------------
-
-/// Writes the header of a data record with `body_len` = ciphertext + tag.
-pub fn write_header(h: &mut [u8], body_len: u32, seq: u64) {
-    h[..4].copy_from_slice(&[VERSION, TYPE_DATA, 0, 0]);
-    h[4..8].copy_from_slice(&body_len.to_le_bytes());
-    h[8..16].copy_from_slice(&seq.to_le_bytes());
-}
-
-/// Parses a header; returns (body length, sequence number).
-pub fn parse_header(h: &[u8]) -> Result<(usize, u64)> {
-    if h[..4] != [VERSION, TYPE_DATA, 0, 0] {
-        return Err(msg(format!(
-            "bad record header {:02x?} (want version 1, type data, no flags)",
-            &h[..4]
-        )));
-    }
-    let len = u32::from_le_bytes(h[4..8].try_into().expect("4 bytes"));
-    Ok((
-        len as usize,
-        u64::from_le_bytes(h[8..16].try_into().expect("8 bytes")),
-    ))
-}
-
-/// Seals one record in place: `rec[HEADER_LEN..][..len]` holds the plaintext, `rec` has room for
-/// the tag. Writes the header (the AAD) first; returns the record's wire length.
-fn seal_record(key: &PacketKey, seq: u64, rec: &mut [u8], len: usize) -> Result<usize> {
-    write_header(rec, (len + TAG_LEN) as u32, seq);
-    let body = key
-        .seal_contiguous(seq, Scope::Encrypt, rec, HEADER_LEN, len)
-        .map_err(|e| msg(format!("sealing record {seq}: {e}")))?;
-    Ok(HEADER_LEN + body)
-}
-
 // --- Receiver -------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -142,63 +108,41 @@ pub struct Received {
     pub reads: u64,
 }
 
-/// Reads records until EOF, opening each in place; any bad header, out-of-order sequence number,
-/// failed tag or truncated record is an error. `max_plain` bounds the record size.
+/// Reads records until EOF with the stream receiver's reader, opening each in place; any bad
+/// header, record that is not data, out-of-order sequence number, failed tag or truncated
+/// record is an error. `max_plain` bounds the record size.
 pub fn receive(key: &PacketKey, r: &mut impl Read, max_plain: usize) -> Result<Received> {
-    let max_rec = HEADER_LEN + max_plain + TAG_LEN;
-    let mut buf = vec![0u8; RECV_BUF.max(2 * max_rec)];
-    let (mut start, mut end) = (0, 0);
+    let max_rec = record::wire_len(max_plain);
+    let mut reader = RecordReader::new(RECV_BUF.max(2 * max_rec), max_rec);
     let mut got = Received::default();
     loop {
-        while end - start >= HEADER_LEN {
-            let (body, seq) = parse_header(&buf[start..])?;
-            if !(TAG_LEN..=max_plain + TAG_LEN).contains(&body) {
+        while let Some(rec) = reader.next_record(key)? {
+            let seq = rec.header.seq;
+            if rec.header.kind != RecordType::Data || seq != got.records {
                 return Err(msg(format!(
-                    "record {seq}: body length {body} out of range"
+                    "{:?} record {seq} where data record {} was due",
+                    rec.header.kind, got.records
                 )));
             }
-            if seq != got.records {
-                return Err(msg(format!(
-                    "record sequence {seq} where {} was due",
-                    got.records
-                )));
-            }
-            if end - start < HEADER_LEN + body {
-                break;
-            }
-            let rec = &mut buf[start..start + HEADER_LEN + body];
-            let n = key
-                .open_contiguous(seq, Scope::Encrypt, rec, HEADER_LEN, body)
-                .map_err(|e| msg(format!("record {seq} failed authentication: {e}")))?;
-            got.bytes += n as u64;
+            got.bytes += rec.len as u64;
             got.records += 1;
-            start += HEADER_LEN + body;
         }
-        // Move a partial record to the front only when the tail has no room for a whole one:
-        // at most one record copied per buffer's worth read.
-        if start == end {
-            (start, end) = (0, 0);
-        } else if buf.len() - start < max_rec {
-            buf.copy_within(start..end, 0);
-            (start, end) = (0, end - start);
-        }
-        let n = match r.read(&mut buf[end..]) {
+        let n = match reader.fill(r) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e).context("receiver read failed"),
         };
         got.reads += 1;
         if n == 0 {
-            if start != end {
+            if reader.pending() != 0 {
                 return Err(msg(format!(
                     "stream ended inside record {} ({} bytes left over)",
                     got.records,
-                    end - start
+                    reader.pending()
                 )));
             }
             return Ok(got);
         }
-        end += n;
     }
 }
 
@@ -266,17 +210,37 @@ impl Plan {
     }
 }
 
+/// The application puts records `seq, seq + 1, ...` of the transfer into `b`'s payload slots,
+/// as many as fit and remain; `lens` gets their lengths.
+fn load(b: &mut RecordBatch, src: &[u8], plan: Plan, seq: u64, lens: &mut Vec<usize>) {
+    lens.clear();
+    for (k, p) in b.payloads_mut().enumerate() {
+        let seq = seq + k as u64;
+        if seq >= plan.records() {
+            break;
+        }
+        let (off, len) = plan.slice(seq, src.len());
+        p[..len].copy_from_slice(&src[off..off + len]);
+        lens.push(len);
+    }
+}
+
+/// Seals the records loaded into `b` with the stream sender's code; returns their wire bytes.
+fn seal<'b>(key: &PacketKey, b: &'b mut RecordBatch, seq: u64, lens: &[usize]) -> Result<&'b [u8]> {
+    b.seal(key, Scope::Encrypt, seq, lens)
+        .with_context(|| format!("sealing record {seq}"))
+}
+
 fn send_library(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> Result<Sent> {
     let c0 = ctx_switches()?;
     let mut sent = Sent::default();
-    let mut out = vec![0u8; HEADER_LEN + plan.rec + TAG_LEN];
+    let mut out = RecordBatch::new(plan.rec, 1);
+    let mut lens = Vec::with_capacity(1);
     for seq in 0..plan.records() {
-        let (off, len) = plan.slice(seq, src.len());
         // EVP-style: plaintext in, ciphertext out in another buffer.
-        out[HEADER_LEN..HEADER_LEN + len].copy_from_slice(&src[off..off + len]);
-        sent.copied += len as u64;
-        let n = seal_record(key, seq, &mut out, len)?;
-        write_all(s, &out[..n], &mut sent.writes)?;
+        load(&mut out, src, plan, seq, &mut lens);
+        sent.copied += lens.iter().sum::<usize>() as u64;
+        write_all(s, seal(key, &mut out, seq, &lens)?, &mut sent.writes)?;
     }
     sent.ctx = ctx_delta(c0, ctx_switches()?);
     Ok(sent)
@@ -286,9 +250,11 @@ fn send_library(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> R
 /// copies the result into (both handed back in the reply, so nothing is allocated per record).
 struct Job {
     seq: u64,
-    len: usize,
-    req: Vec<u8>,
+    lens: Vec<usize>,
+    req: RecordBatch,
     out: Vec<u8>,
+    /// Bytes of `out` the service filled.
+    wire: usize,
 }
 
 fn send_service(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> Result<Sent> {
@@ -299,11 +265,15 @@ fn send_service(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> R
             let c0 = ctx_switches()?;
             let mut copied = 0;
             for mut j in jobs {
-                let r = seal_record(key, j.seq, &mut j.req, j.len).map(|n| {
-                    j.out[..n].copy_from_slice(&j.req[..n]); // copy-out
-                    copied += n as u64;
-                    j
-                });
+                let r = match seal(key, &mut j.req, j.seq, &j.lens) {
+                    Ok(wire) => {
+                        j.out[..wire.len()].copy_from_slice(wire); // copy-out
+                        j.wire = wire.len();
+                        copied += j.wire as u64;
+                        Ok(j)
+                    }
+                    Err(e) => Err(e),
+                };
                 if to_app.send(r).is_err() {
                     break;
                 }
@@ -313,25 +283,24 @@ fn send_service(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> R
         let mut app = || -> Result<Sent> {
             let c0 = ctx_switches()?;
             let mut sent = Sent::default();
-            let size = HEADER_LEN + plan.rec + TAG_LEN;
             let mut job = Job {
                 seq: 0,
-                len: 0,
-                req: vec![0u8; size],
-                out: vec![0u8; size],
+                lens: Vec::with_capacity(1),
+                req: RecordBatch::new(plan.rec, 1),
+                out: vec![0u8; record::wire_len(plan.rec)],
+                wire: 0,
             };
             for seq in 0..plan.records() {
-                let (off, len) = plan.slice(seq, src.len());
-                job.req[HEADER_LEN..HEADER_LEN + len].copy_from_slice(&src[off..off + len]); // copy-in
-                sent.copied += len as u64;
-                (job.seq, job.len) = (seq, len);
+                load(&mut job.req, src, plan, seq, &mut job.lens); // copy-in
+                sent.copied += job.lens.iter().sum::<usize>() as u64;
+                job.seq = seq;
                 to_svc
                     .send(job)
                     .map_err(|_| msg("the crypto service stopped"))?;
                 job = done
                     .recv()
                     .map_err(|_| msg("the crypto service stopped"))??;
-                write_all(s, &job.out[..HEADER_LEN + len + TAG_LEN], &mut sent.writes)?;
+                write_all(s, &job.out[..job.wire], &mut sent.writes)?;
             }
             sent.ctx = ctx_delta(c0, ctx_switches()?);
             Ok(sent)
@@ -348,6 +317,8 @@ fn send_service(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> R
     })
 }
 
+/// `sealink send`'s data path: a `RecordBatch` whose payload slots the application fills, the
+/// records sealed in place around the data, one write per batch.
 fn send_integrated(
     key: &PacketKey,
     s: &mut TcpStream,
@@ -357,22 +328,15 @@ fn send_integrated(
 ) -> Result<Sent> {
     let c0 = ctx_switches()?;
     let mut sent = Sent::default();
-    // The application's buffer, laid out as the wire wants it: [header | payload | tag] x batch.
-    let mut buf = vec![0u8; batch * (HEADER_LEN + plan.rec + TAG_LEN)];
-    let records = plan.records();
+    let mut buf = RecordBatch::new(plan.rec, batch);
+    let mut lens = Vec::with_capacity(batch);
     let mut seq = 0;
-    while seq < records {
-        let mut end = 0;
-        for _ in 0..batch.min((records - seq) as usize) {
-            let (off, len) = plan.slice(seq, src.len());
-            // The application writes its data once, into the payload slot (not a copy the
-            // send path adds); the record is then sealed where it lies.
-            let rec = &mut buf[end..end + HEADER_LEN + len + TAG_LEN];
-            rec[HEADER_LEN..HEADER_LEN + len].copy_from_slice(&src[off..off + len]);
-            end += seal_record(key, seq, rec, len)?;
-            seq += 1;
-        }
-        write_all(s, &buf[..end], &mut sent.writes)?;
+    while seq < plan.records() {
+        // The application writes its data once, into the payload slots (not a copy the send
+        // path adds); the records are then sealed where they lie.
+        load(&mut buf, src, plan, seq, &mut lens);
+        write_all(s, seal(key, &mut buf, seq, &lens)?, &mut sent.writes)?;
+        seq += lens.len() as u64;
     }
     sent.ctx = ctx_delta(c0, ctx_switches()?);
     Ok(sent)
@@ -801,33 +765,40 @@ pub fn run(p: &Params) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sealink_proto::stream::record::RECORD_HEADER_LEN;
     use std::io::Cursor;
 
     fn key() -> PacketKey {
         PacketKey::new(SuiteId::Aes128Gcm, &[7u8; 16], false).unwrap()
     }
 
-    /// `n` sealed records of `len` bytes each, back to back.
-    fn stream(n: u64, len: usize) -> Vec<u8> {
-        let k = key();
+    /// The records `sealink send` writes for `plan`: each sealed by sealink-proto's
+    /// `seal_record` (the stream sender's sealing function) for the same key, sequence number
+    /// (the nonce) and data.
+    fn shipped_records(src: &[u8], plan: Plan) -> Vec<u8> {
         let mut out = Vec::new();
-        for seq in 0..n {
-            let mut rec = vec![seq as u8; HEADER_LEN + len + TAG_LEN];
-            assert_eq!(seal_record(&k, seq, &mut rec, len).unwrap(), rec.len());
-            out.extend_from_slice(&rec);
+        for seq in 0..plan.records() {
+            let (off, len) = plan.slice(seq, src.len());
+            let mut rec = vec![0u8; record::wire_len(len)];
+            rec[RECORD_HEADER_LEN..][..len].copy_from_slice(&src[off..off + len]);
+            let n =
+                record::seal_record(&key(), &mut rec, RecordType::Data, Scope::Encrypt, seq, len)
+                    .unwrap();
+            out.extend_from_slice(&rec[..n]);
         }
         out
     }
 
-    #[test]
-    fn header_layout_round_trips() {
-        let mut h = [0u8; HEADER_LEN];
-        write_header(&mut h, 4096 + 16, 0x0102_0304_0506_0708);
-        assert_eq!(&h[..8], &[1, 2, 0, 0, 0x10, 0x10, 0, 0]);
-        assert_eq!(&h[8..], &[8, 7, 6, 5, 4, 3, 2, 1]);
-        assert_eq!(parse_header(&h).unwrap(), (4112, 0x0102_0304_0506_0708));
-        h[2] = 1; // a flag nobody defined
-        assert!(parse_header(&h).is_err());
+    /// `n` sealed records of `len` bytes each, back to back.
+    fn stream(n: u64, len: usize) -> Vec<u8> {
+        let src: Vec<u8> = (0..n as usize * len).map(|i| i as u8).collect();
+        shipped_records(
+            &src,
+            Plan {
+                total: n * len as u64,
+                rec: len,
+            },
+        )
     }
 
     #[test]
@@ -840,9 +811,9 @@ mod tests {
     #[test]
     fn tampered_record_is_rejected() {
         // A ciphertext byte and the last tag byte of the second record.
-        for at in [HEADER_LEN + 10, HEADER_LEN + 100 + TAG_LEN - 1] {
+        for at in [RECORD_HEADER_LEN + 10, record::wire_len(100) - 1] {
             let mut s = stream(3, 100);
-            s[(HEADER_LEN + 100 + TAG_LEN) + at] ^= 1; // in the second record
+            s[record::wire_len(100) + at] ^= 1; // in the second record
             let e = receive(&key(), &mut Cursor::new(s), 100).unwrap_err();
             assert!(
                 e.to_string().contains("record 1 failed authentication"),
@@ -888,6 +859,49 @@ mod tests {
                 x.sent.writes
             );
             assert_eq!(x.sent.copied, copied, "{path:?}");
+        }
+    }
+
+    /// What `path` writes to its socket for `plan`, captured over a loopback connection.
+    fn wire_bytes(path: SendPath, plan: Plan, batch: usize, src: &[u8]) -> Vec<u8> {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut rx, _) = l.accept().unwrap();
+        std::thread::scope(|s| {
+            let reader = s.spawn(move || {
+                let mut v = Vec::new();
+                rx.read_to_end(&mut v).unwrap();
+                v
+            });
+            let k = key();
+            match path {
+                SendPath::Library => send_library(&k, &mut tx, src, plan),
+                SendPath::Service => send_service(&k, &mut tx, src, plan),
+                SendPath::Integrated => send_integrated(&k, &mut tx, src, plan, batch),
+            }
+            .unwrap();
+            tx.shutdown(Shutdown::Write).unwrap();
+            reader.join().unwrap()
+        })
+    }
+
+    /// Every path's bytes on the wire are exactly the records `sealink send` writes.
+    #[test]
+    fn every_path_writes_the_shipped_record_format() {
+        let mut src = vec![0u8; 64 << 10];
+        fill(&mut SimRng::new(3), &mut src);
+        let plan = Plan {
+            total: 9 * 4096 + 100,
+            rec: 4096,
+        };
+        let want = shipped_records(&src, plan);
+        for path in SendPath::ALL {
+            let got = wire_bytes(path, plan, 4, &src);
+            assert_eq!(got.len(), want.len(), "{path:?}");
+            assert!(
+                got == want,
+                "{path:?}: records differ from the shipped ones"
+            );
         }
     }
 
