@@ -74,7 +74,7 @@ impl Lab {
         }
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        // 0755, not tempfile's 0700: user nobody must reach the control socket below it for
+        // 0755 whatever the umask: user nobody must reach the control socket below it for
         // the peer-credential check to be what refuses it.
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let ifname = if same_name {

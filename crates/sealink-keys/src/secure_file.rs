@@ -130,7 +130,8 @@ mod tests {
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
 
-    /// A fresh directory with the usual mode 0755 (tempfile makes it 0700), removed on drop.
+    /// A fresh directory, removed on drop, with mode 0755 whatever the umask (the test changes
+    /// it and checks what each mode means).
     fn scratch() -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
         fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();

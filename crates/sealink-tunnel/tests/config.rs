@@ -39,7 +39,7 @@ allowed_ips = ["10.77.0.2/32", "fd77::/64"]
 
 /// Loads `text` from a 0600 file in a fresh directory.
 fn load(text: &str) -> Result<Config, TunnelError> {
-    let d = tempfile::tempdir().unwrap();
+    let d = common::private_dir();
     let p = common::write(d.path(), "tunnel.toml", text, 0o600);
     Config::from_file(&p)
 }
@@ -58,7 +58,7 @@ fn bad_key(r: Result<Config, TunnelError>) -> String {
 #[test]
 fn a_good_file_loads_with_its_values_and_a_key_path_beside_it() {
     let (key, public) = peer_key();
-    let d = tempfile::tempdir().unwrap();
+    let d = common::private_dir();
     let extra = "mtu = 1400\nworkers = 2\nqueues = 3\n\n[interface.piggyback]\nmode = \"timer\"\nsmall = 100\nmax_delay_us = 150\n";
     let p = common::write(d.path(), "tunnel.toml", &text(&key, extra, ""), 0o600);
     let c = Config::from_file(&p).unwrap();
@@ -103,7 +103,7 @@ fn defaults_fill_what_is_left_out() {
 
 #[test]
 fn a_missing_file_is_an_io_error() {
-    let d = tempfile::tempdir().unwrap();
+    let d = common::private_dir();
     match Config::from_file(&d.path().join("nope.toml")) {
         Err(TunnelError::Io { what, .. }) => assert!(what.contains("nope.toml"), "{what}"),
         other => panic!("expected an I/O error, got {other:?}"),
@@ -113,7 +113,7 @@ fn a_missing_file_is_an_io_error() {
 #[test]
 fn a_file_others_can_write_is_refused() {
     let (key, _) = peer_key();
-    let d = tempfile::tempdir().unwrap();
+    let d = common::private_dir();
     let p = common::write(d.path(), "tunnel.toml", &text(&key, "", ""), 0o666);
     assert!(matches!(
         Config::from_file(&p),

@@ -24,7 +24,7 @@ fn run_dir(d: &tempfile::TempDir) -> RunDir {
 
 #[test]
 fn run_dir_is_keyed_by_the_network_namespace() {
-    let d = tempfile::tempdir().unwrap();
+    let d = common::private_dir();
     let base = d.path().join("run");
     let r = RunDir::new(Some(base.clone()));
     assert_eq!(r.base(), base);
@@ -40,7 +40,7 @@ fn run_dir_is_keyed_by_the_network_namespace() {
 
 #[test]
 fn running_lists_sockets_by_name_only() {
-    let d = tempfile::tempdir().unwrap();
+    let d = common::private_dir();
     let r = RunDir::new(Some(d.path().join("run")));
     // No directory yet: nothing runs.
     assert!(control::running(&r).is_empty());
@@ -53,7 +53,7 @@ fn running_lists_sockets_by_name_only() {
 
 #[test]
 fn request_to_a_missing_tunnel_is_not_running() {
-    let d = tempfile::tempdir().unwrap();
+    let d = common::private_dir();
     let r = run_dir(&d);
     match control::request(&r, "nope", "show", Duration::from_secs(1)) {
         Err(TunnelError::NotRunning(n)) => assert_eq!(n, "nope"),
@@ -87,7 +87,7 @@ fn serve_once(r: &RunDir, name: &str, answer: &'static str) -> thread::JoinHandl
 
 #[test]
 fn request_sends_one_line_and_reads_the_whole_answer() {
-    let d = tempfile::tempdir().unwrap();
+    let d = common::private_dir();
     let r = run_dir(&d);
     let answer = "interface: sl9\n  drops: none\n\npeer: far\n";
     let server = serve_once(&r, "sl9", answer);
@@ -105,7 +105,7 @@ fn request_sends_one_line_and_reads_the_whole_answer() {
 
 #[test]
 fn a_silent_tunnel_times_out_the_request() {
-    let d = tempfile::tempdir().unwrap();
+    let d = common::private_dir();
     let r = run_dir(&d);
     let l = UnixListener::bind(r.socket_path("mute")).unwrap();
     let held = thread::spawn(move || {

@@ -139,7 +139,7 @@ fn spawn_in(
 fn library_tunnel_between_namespaces() {
     let id = (std::process::id() % 100_000).to_string();
     let Some(net) = Netns::new(&id) else { return };
-    let d = tempfile::tempdir().unwrap();
+    let d = common::private_dir();
     let run_dir = RunDir::new(Some(d.path().join("run")));
     let names = [format!("tL{id}a"), format!("tL{id}b")];
     let keys = [HostKey::generate().unwrap(), HostKey::generate().unwrap()];

@@ -5,6 +5,15 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+/// A fresh directory, removed on drop, private (0700) whatever the umask: the config and key
+/// files the tests put there must not look writable by others.
+pub fn private_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .permissions(fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .unwrap()
+}
+
 /// Writes `text` to `dir/name` with mode `mode`; returns its path.
 pub fn write(dir: &Path, name: &str, text: &str, mode: u32) -> PathBuf {
     let p = dir.join(name);
