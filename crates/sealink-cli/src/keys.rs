@@ -8,8 +8,8 @@ use base64::engine::general_purpose::STANDARD as B64;
 
 use sealink_keys::keyfile::{self, KeyFileError, KeyKind};
 
-use crate::error::{Result, msg};
 use crate::output;
+use anyhow::{Result, anyhow};
 
 /// Generates a key pair, writes `path` (0600) and `path.pub`, prints the public line on stdout
 /// and where the files went on stderr.
@@ -33,16 +33,17 @@ pub fn pubkey(path: &Path, kind: Option<KeyKind>) -> Result<()> {
     };
     let public = keyfile::public_from_private(kind, &private)?;
     drop(private);
-    output::print(&format!("{}\n", keyfile::format_public(kind, &public)))
+    output::print(&format!("{}\n", keyfile::format_public(kind, &public)))?;
+    Ok(())
 }
 
 /// Reads a private key of either kind, telling which by the file's tag.
 fn detect(path: &Path) -> Result<(KeyKind, keyfile::PrivateKey)> {
     let not_private = |found: &str| {
-        msg(format!(
+        anyhow!(
             "{}: this is {found}, not a private key file; give the private key file (the one without .pub)",
             path.display()
-        ))
+        )
     };
     match keyfile::read_private(path, KeyKind::Host) {
         Ok(k) => Ok((KeyKind::Host, k)),
@@ -51,16 +52,16 @@ fn detect(path: &Path) -> Result<(KeyKind, keyfile::PrivateKey)> {
             Err(KeyFileError::WrongKind { found, .. }) => Err(not_private(found)),
             Err(e) => Err(e.into()),
         },
-        Err(KeyFileError::NotFound { .. }) => Err(msg(format!(
+        Err(KeyFileError::NotFound { .. }) => Err(anyhow!(
             "private key file {} does not exist; create one with `sealink keygen`",
             path.display()
-        ))),
-        Err(KeyFileError::Malformed { problem, .. }) => Err(msg(format!(
+        )),
+        Err(KeyFileError::Malformed { problem, .. }) => Err(anyhow!(
             "{}: not a sealink private key file ({problem}); expected one line `{} <base64>` or `{} <base64>`",
             path.display(),
             KeyKind::Host.private_tag(),
             KeyKind::Owner.private_tag(),
-        ))),
+        )),
         Err(e) => Err(e.into()),
     }
 }
@@ -97,5 +98,6 @@ pub fn trust_check(path: &Path) -> Result<()> {
             );
         }
     }
-    output::print(&out)
+    output::print(&out)?;
+    Ok(())
 }

@@ -15,8 +15,9 @@ use sealink_crypto::SuiteId;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
+use anyhow::Result;
 use sealink_keys::KeyKind;
-use sealink_lab::error::{self, Result};
+use sealink_lab::error;
 use sealink_lab::{bench, demo, output, relay};
 
 #[derive(Debug, Parser)]
@@ -815,19 +816,22 @@ fn run(cli: Cli) -> Result<()> {
             },
             seed: a.seed,
             stats_every: a.stats_every.map(Duration::from_secs_f64),
-        }),
+        })
+        .map_err(Into::into),
         Command::Demo(a) => demo::run(&demo::Params {
             seed: a.seed,
             messages: a.messages as usize,
             loss: a.loss,
             delay: Duration::from_secs_f64(a.delay_ms / 1e3),
-        }),
+        })
+        .map_err(Into::into),
         Command::Bench(BenchCommand::Seal(a)) => bench::seal::run(&bench::seal::Params {
             sizes: a.sizes,
             suites: a.suites,
             seconds: a.seconds,
             runs: a.runs as usize,
-        }),
+        })
+        .map_err(Into::into),
         Command::Bench(BenchCommand::Crypto(a)) => bench::crypto::run(&bench::crypto::Params {
             seconds: a.seconds,
             runs: a.runs as usize,
@@ -835,7 +839,8 @@ fn run(cli: Cli) -> Result<()> {
             quick: a.quick,
             out: a.out,
             ghash_soft: a.ghash_soft,
-        }),
+        })
+        .map_err(Into::into),
         Command::Bench(BenchCommand::Stacks(a)) => {
             sealink_engine::set_pin_workers(a.pin);
             bench::stacks::run(&bench::stacks::Params {
@@ -855,6 +860,7 @@ fn run(cli: Cli) -> Result<()> {
                 quick: a.quick,
                 batch: a.batch,
             })
+            .map_err(Into::into)
         }
         Command::Bench(BenchCommand::Datagram(a)) => {
             bench::datagram::run(&bench::datagram::Params {
@@ -867,6 +873,7 @@ fn run(cli: Cli) -> Result<()> {
                 workers: a.workers.map(usize::from),
                 max_datagram: usize::from(a.max_datagram),
             })
+            .map_err(Into::into)
         }
         Command::Bench(BenchCommand::Socket(a)) => bench::socket::run(&bench::socket::Params {
             size: a.size.map_or(
@@ -881,7 +888,8 @@ fn run(cli: Cli) -> Result<()> {
             batch: a.batch,
             quick: a.quick,
             out: a.out,
-        }),
+        })
+        .map_err(Into::into),
     }
 }
 

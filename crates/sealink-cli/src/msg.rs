@@ -10,8 +10,8 @@ use sealink_crypto::Scope;
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_datagram::{LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency};
 
-use crate::error::{Result, ResultExt, msg};
 use crate::stream::{parse_dest, pick_peer};
+use anyhow::{Context, Result, anyhow, bail};
 use sealink_keys::home::{self, or_home};
 use sealink_keys::{KeyKind, keyfile};
 
@@ -50,17 +50,17 @@ fn resolve_listen(s: &str) -> Result<SocketAddr> {
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve {s}"))?
         .next()
-        .ok_or_else(|| msg(format!("{s} has no address")))
+        .ok_or_else(|| anyhow!("{s} has no address"))
 }
 
 pub fn listen(p: ListenParams) -> Result<()> {
     let trust_path = or_home(p.trust, home::TRUST);
     let trust = sealink_keys::read_trust(&trust_path)?;
     if trust.hosts.is_empty() || trust.owners.is_empty() {
-        return Err(msg(format!(
+        bail!(
             "{} must trust at least one host and one owner to receive anything",
             trust_path.display()
-        )));
+        );
     }
     let host = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
     let addr = resolve_listen(&p.listen)?;
@@ -188,11 +188,11 @@ pub fn send(p: SendParams) -> Result<()> {
             .find(|(_, k)| *k == owner_key.public_key())
             .map(|(n, _)| n.clone())
             .ok_or_else(|| {
-                msg(format!(
+                anyhow!(
                     "no `owner NAME KEY` line in {} matches {}; give the owner's name with --from",
                     trust_path.display(),
                     owner_path.display()
-                ))
+                )
             })?,
     };
     let owner = LocalOwner::new(&owner_name, owner_key)?;
@@ -228,14 +228,14 @@ pub fn send(p: SendParams) -> Result<()> {
     match node.flush(peer_name.as_str(), p.timeout) {
         Ok(()) => {}
         Err(NodeError::Timeout(t)) => {
-            return Err(msg(format!(
+            bail!(
                 "not acknowledged by {peer_name} at {addr} within {t:?} (is `sealink msg listen` \
                  running there, and does it trust this host and owner {owner_name}?)"
-            )));
+            );
         }
         Err(NodeError::Undeliverable(n)) => {
             let refused = node.stats().endpoint.messages_refused;
-            return Err(msg(if refused > 0 {
+            return Err(anyhow!(if refused > 0 {
                 format!(
                     "{refused} of {n} undeliverable message(s) refused by {peer_name} at {addr}: \
                      it does not trust owner {owner_name}"

@@ -18,7 +18,7 @@ use sealink_stream::{
 use sealink_keys::home::{self, or_home};
 use sealink_keys::{KeyKind, keyfile};
 
-use crate::error::{Result, ResultExt, msg};
+use anyhow::{Context, Result, anyhow, bail};
 
 pub struct SendParams {
     pub files: Vec<PathBuf>,
@@ -69,7 +69,7 @@ pub(crate) fn parse_dest(dest: &str) -> Result<(Option<String>, String, SocketAd
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve {hostport}"))?
         .next()
-        .ok_or_else(|| msg(format!("{hostport} has no address")))?;
+        .ok_or_else(|| anyhow!("{hostport} has no address"))?;
     let host = hostport
         .rsplit_once(':')
         .filter(|(h, p)| p.parse::<u16>().is_ok() && !h.is_empty())
@@ -92,21 +92,21 @@ pub(crate) fn pick_peer(
             .iter()
             .find(|(h, _)| h == n)
             .map(|(_, k)| *k)
-            .ok_or_else(|| msg(format!("no host named {n:?} in {}", trust.display())));
+            .ok_or_else(|| anyhow!("no host named {n:?} in {}", trust.display()));
     }
     if let Some((_, k)) = hosts.iter().find(|(h, _)| h == host) {
         return Ok(*k);
     }
     match hosts {
         [(_, k)] => Ok(*k),
-        [] => Err(msg(format!(
+        [] => Err(anyhow!(
             "{} trusts no host; add the receiver's `host NAME KEY` line",
             trust.display()
-        ))),
-        _ => Err(msg(format!(
+        )),
+        _ => Err(anyhow!(
             "{} trusts several hosts; say which one receives with NAME@HOST or --peer NAME",
             trust.display()
-        ))),
+        )),
     }
 }
 
@@ -184,7 +184,7 @@ pub fn send(p: SendParams) -> Result<()> {
         let name = f
             .file_name()
             .and_then(|n| n.to_str())
-            .ok_or_else(|| msg(format!("{} has no usable file name", f.display())))?;
+            .ok_or_else(|| anyhow!("{} has no usable file name", f.display()))?;
         sources.push(Source::File {
             path: f.clone(),
             name: name.to_owned(),
@@ -233,10 +233,10 @@ pub fn recv(p: RecvParams) -> Result<()> {
     let trust_path = or_home(p.trust, home::TRUST);
     let trust = sealink_keys::read_trust(&trust_path)?;
     if trust.hosts.is_empty() || trust.owners.is_empty() {
-        return Err(msg(format!(
+        bail!(
             "{} must trust at least one host and one owner to receive anything",
             trust_path.display()
-        )));
+        );
     }
     let host = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
     let listen = if p.listen.parse::<SocketAddr>().is_ok() {
@@ -248,7 +248,7 @@ pub fn recv(p: RecvParams) -> Result<()> {
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve {}", p.listen))?
         .next()
-        .ok_or_else(|| msg(format!("{} has no address", p.listen)))?;
+        .ok_or_else(|| anyhow!("{} has no address", p.listen))?;
     let to_stdout = p.stdout;
     let receiver = Receiver::bind(
         addr,
@@ -302,7 +302,7 @@ pub fn recv(p: RecvParams) -> Result<()> {
         }
         Ok(_) => {}
         Err(e) if !(p.once || to_stdout) => {
-            eprintln!("error: transfer failed: {}", crate::error::chain(e));
+            eprintln!("error: transfer failed: {}", sealink_lab::error::chain(e));
         }
         Err(_) => {}
     });

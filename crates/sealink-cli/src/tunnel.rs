@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sealink_tunnel::{Config, RunDir, TunnelError, control};
 
-use crate::error::{Result, ResultExt};
+use anyhow::{Context, Result, bail};
 
 pub const UP_HELP: &str = r#"Runs in the foreground until SIGINT/SIGTERM or `sealink down NAME`, then removes the
 interface. Prints `up: NAME` on stderr once the interface is up and configured.
@@ -73,7 +73,7 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
 pub fn down(name: &str, run_dir: Option<PathBuf>) -> Result<()> {
     let answer = control::request(&RunDir::new(run_dir), name, "down", Duration::from_secs(30))?;
     if answer.trim() != "down" {
-        return Err(format!("tunnel {name} did not confirm it stopped: {answer:?}").into());
+        bail!("tunnel {name} did not confirm it stopped: {answer:?}");
     }
     eprintln!("down: {name}");
     Ok(())
@@ -90,9 +90,7 @@ pub fn show(name: Option<&str>, run_dir: Option<PathBuf>) -> Result<()> {
         match control::request(&run_dir, &n, "show", Duration::from_secs(5)) {
             // Refused (e.g. by peer credentials): an error, not a status.
             Ok(text) if text.starts_with("error: ") => {
-                return Err(
-                    format!("tunnel {n}: {}", text.trim_start_matches("error: ").trim()).into(),
-                );
+                bail!("tunnel {n}: {}", text.trim_start_matches("error: ").trim());
             }
             Ok(text) => {
                 if !first {

@@ -4,8 +4,9 @@ use std::process::Command;
 
 #[test]
 fn bench_crypto_quick_prints_table_and_csv() {
-    let dir = std::env::temp_dir().join(format!("sealink-bench-crypto-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    // --out names a directory the bench creates.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
     let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
         .args(["bench", "crypto", "--quick", "--out"])
         .arg(&dir)
@@ -45,7 +46,6 @@ fn bench_crypto_quick_prints_table_and_csv() {
     let csv = std::fs::read_to_string(dir.join("crypto.csv")).expect("crypto.csv");
     assert!(csv.starts_with("algorithm,value,unit,"), "{csv}");
     assert!(csv.lines().count() >= 16, "{csv}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

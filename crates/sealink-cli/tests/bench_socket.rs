@@ -1,13 +1,12 @@
 //! `sealink bench socket --quick` end to end: tables on stdout, socket.csv in --out.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 #[test]
 fn bench_socket_quick_writes_tables_and_csv() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("sealink-bench-socket-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    // --out names a directory the bench creates.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
     let out = Command::new(env!("CARGO_BIN_EXE_sealink"))
         .args(["bench", "socket", "--quick", "--out"])
         .arg(&dir)
@@ -45,5 +44,4 @@ fn bench_socket_quick_writes_tables_and_csv() {
         let bytes: u64 = l.split(',').nth(3).unwrap().parse().unwrap();
         assert_eq!(bytes, 16 << 20, "{l}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

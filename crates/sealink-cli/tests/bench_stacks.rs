@@ -1,13 +1,12 @@
 //! `sealink bench stacks --quick` end to end: tables on stdout, CSV and SVG files in --out.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 #[test]
 fn bench_stacks_quick_writes_tables_csv_and_svg() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("sealink-bench-stacks-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    // --out names a directory the bench creates.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
     let out = Command::new(env!("CARGO_BIN_EXE_sealink"))
         .args([
             "bench",
@@ -67,5 +66,4 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
     let scaling = std::fs::read_to_string(dir.join("scaling.csv")).unwrap();
     // header + 2 stacks x 2 sides x 2 modes x 2 workers
     assert_eq!(scaling.lines().count(), 1 + 16, "{scaling}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,7 +1,6 @@
 //! End-to-end tests of the `sealink` binary.
 
 mod common;
-use common::TempDir;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -61,8 +60,8 @@ fn demo_small_run_checks_ok() {
 
 #[test]
 fn keygen_writes_files_and_refuses_to_overwrite() {
-    let dir = TempDir::new("cli", "keygen");
-    let key = dir.join("host.key");
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("host.key");
     let o = sealink(&["keygen", "host", path_str(&key)]);
     assert!(o.status.success(), "{}", stderr(&o));
     let line = stdout(&o);
@@ -72,7 +71,7 @@ fn keygen_writes_files_and_refuses_to_overwrite() {
 
     let mode = fs::metadata(&key).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    let pub_path = dir.join("host.key.pub");
+    let pub_path = dir.path().join("host.key.pub");
     assert_eq!(fs::read_to_string(&pub_path).unwrap(), line);
 
     // A second time without --force is refused and leaves the files alone.
@@ -92,9 +91,9 @@ fn keygen_writes_files_and_refuses_to_overwrite() {
 
 #[test]
 fn pubkey_matches_keygen() {
-    let dir = TempDir::new("cli", "pubkey");
+    let dir = tempfile::tempdir().unwrap();
     for kind in ["host", "owner"] {
-        let key = dir.join(&format!("{kind}.key"));
+        let key = dir.path().join(format!("{kind}.key"));
         let o = sealink(&["keygen", kind, path_str(&key)]);
         assert!(o.status.success(), "{}", stderr(&o));
         let generated = stdout(&o);
@@ -117,7 +116,7 @@ fn pubkey_matches_keygen() {
         assert!(err.contains(&format!("{kind} private key")), "{err}");
 
         // The public key file is not a private key.
-        let pub_path = dir.join(&format!("{kind}.key.pub"));
+        let pub_path = dir.path().join(format!("{kind}.key.pub"));
         let err = assert_error(&sealink(&["pubkey", path_str(&pub_path)]));
         assert!(err.contains("not a private key"), "{err}");
     }
@@ -125,13 +124,13 @@ fn pubkey_matches_keygen() {
 
 #[test]
 fn pubkey_missing_and_malformed_files() {
-    let dir = TempDir::new("cli", "pubkey-bad");
-    let missing = dir.join("nope.key");
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.key");
     let err = assert_error(&sealink(&["pubkey", path_str(&missing)]));
     assert!(err.contains(path_str(&missing)), "{err}");
     assert!(err.contains("does not exist"), "{err}");
 
-    let bad = dir.join("bad.key");
+    let bad = dir.path().join("bad.key");
     fs::write(&bad, "ssh-ed25519 AAAA\n").unwrap();
     fs::set_permissions(&bad, fs::Permissions::from_mode(0o600)).unwrap();
     let err = assert_error(&sealink(&["pubkey", path_str(&bad)]));
@@ -147,15 +146,15 @@ fn pubkey_missing_and_malformed_files() {
 
 #[test]
 fn trust_check_reports_summary_and_errors() {
-    let dir = TempDir::new("cli", "trust");
-    let alice = dir.join("alice.key");
-    let gw = dir.join("gw.key");
+    let dir = tempfile::tempdir().unwrap();
+    let alice = dir.path().join("alice.key");
+    let gw = dir.path().join("gw.key");
     let a = stdout(&sealink(&["keygen", "owner", path_str(&alice)]));
     let g = stdout(&sealink(&["keygen", "host", path_str(&gw)]));
     let a_b64 = a.split_whitespace().nth(1).unwrap();
     let g_b64 = g.split_whitespace().nth(1).unwrap();
 
-    let trust = dir.join("trust");
+    let trust = dir.path().join("trust");
     fs::write(
         &trust,
         format!("# test\nowner alice@example {a_b64}\nhost gw-1 {g_b64}  # gateway\n"),
@@ -180,7 +179,7 @@ fn trust_check_reports_summary_and_errors() {
     let err = assert_error(&sealink(&[
         "trust",
         "check",
-        path_str(&dir.join("missing")),
+        path_str(&dir.path().join("missing")),
     ]));
     assert!(err.contains("trust file"), "{err}");
 }
@@ -250,20 +249,20 @@ fn usage_errors_and_help() {
 #[test]
 fn keygen_force_does_not_follow_symlinks() {
     use std::os::unix::fs::symlink;
-    let dir = TempDir::new("cli", "keygen-symlink");
-    let victim = dir.join("victim");
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
     fs::write(&victim, "precious\n").unwrap();
-    let key = dir.join("host.key");
+    let key = dir.path().join("host.key");
     symlink(&victim, &key).unwrap();
     // A dangling link: following it would create a file where it points.
-    let elsewhere = dir.join("elsewhere");
-    symlink(&elsewhere, dir.join("host.key.pub")).unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    symlink(&elsewhere, dir.path().join("host.key.pub")).unwrap();
 
     let o = sealink(&["keygen", "host", path_str(&key), "--force"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
     assert!(!elsewhere.exists(), "the public key followed the link");
-    for p in [key.clone(), dir.join("host.key.pub")] {
+    for p in [key.clone(), dir.path().join("host.key.pub")] {
         let meta = fs::symlink_metadata(&p).unwrap();
         assert!(
             meta.file_type().is_file(),
@@ -279,10 +278,10 @@ fn keygen_force_does_not_follow_symlinks() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(
         stdout(&o),
-        fs::read_to_string(dir.join("host.key.pub")).unwrap()
+        fs::read_to_string(dir.path().join("host.key.pub")).unwrap()
     );
     // No temporary files left beside them.
-    let mut names: Vec<String> = fs::read_dir(&dir.0)
+    let mut names: Vec<String> = fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
@@ -294,15 +293,15 @@ fn keygen_force_does_not_follow_symlinks() {
 /// another non-root user owns are refused, as ssh's StrictModes does.
 #[test]
 fn trust_files_others_can_write_are_refused() {
-    let dir = TempDir::new("cli", "trust-perms");
-    let key = dir.join("gw.key");
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("gw.key");
     assert!(
         sealink(&["keygen", "host", path_str(&key)])
             .status
             .success()
     );
-    let line = fs::read_to_string(dir.join("gw.key.pub")).unwrap();
-    let trust = dir.join("trust");
+    let line = fs::read_to_string(dir.path().join("gw.key.pub")).unwrap();
+    let trust = dir.path().join("trust");
     fs::write(
         &trust,
         format!("host gw {}", line.split_whitespace().nth(1).unwrap()),
@@ -330,26 +329,26 @@ fn trust_files_others_can_write_are_refused() {
     std::os::unix::fs::chown(&trust, Some(0), None).unwrap();
 
     // In a directory anyone can write to (no sticky bit): anyone could replace it.
-    set(&dir.0, 0o777);
+    set(dir.path(), 0o777);
     let err = assert_error(&sealink(&["trust", "check", path_str(&trust)]));
     assert!(err.contains("directory"), "{err}");
-    assert!(err.contains(path_str(&dir.0)), "{err}");
+    assert!(err.contains(path_str(dir.path())), "{err}");
     // With the sticky bit (like /tmp) only the owner may replace it.
-    set(&dir.0, 0o1777);
+    set(dir.path(), 0o1777);
     assert!(
         sealink(&["trust", "check", path_str(&trust)])
             .status
             .success()
     );
-    set(&dir.0, 0o755);
+    set(dir.path(), 0o755);
 }
 
 /// All-zero and small-order public keys are refused wherever they are loaded: trust files
 /// (host and owner lines) and tunnel configs.
 #[test]
 fn degenerate_public_keys_are_refused() {
-    let dir = TempDir::new("cli", "weak-keys");
-    let trust = dir.join("trust");
+    let dir = tempfile::tempdir().unwrap();
+    let trust = dir.path().join("trust");
     let zero = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
     // The Ed25519 identity, canonical and with y = p + 1 (non-canonical).
     let identity = "AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
@@ -366,7 +365,7 @@ fn degenerate_public_keys_are_refused() {
         assert!(err.contains(what), "{err}");
     }
 
-    let cfg = dir.join("t.toml");
+    let cfg = dir.path().join("t.toml");
     fs::write(
         &cfg,
         format!(

@@ -2,7 +2,7 @@
 //! loopback UDP, keys and trust from $SEALINK_HOME; and the datagram bench's smoke run.
 
 mod common;
-use common::{BIN, TempDir, public};
+use common::{BIN, public};
 
 use std::fs;
 use std::io::{BufReader, Read};
@@ -19,29 +19,29 @@ fn run(args: &[&str]) -> Output {
 
 /// Host `a` (sender: host key, owner key `alice`) and host `b` (listener). `b` trusts host `a`
 /// and, if `trust_owner`, owner alice; `a` trusts host `bob` and names its own owner.
-fn hosts(tag: &str, trust_owner: bool) -> TempDir {
-    let dir = TempDir::new("msg", tag);
+fn hosts(trust_owner: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
     for h in ["a", "b"] {
-        fs::create_dir_all(dir.join(h)).unwrap();
-        let key = dir.join(h).join("host.key");
+        fs::create_dir_all(dir.path().join(h)).unwrap();
+        let key = dir.path().join(h).join("host.key");
         assert!(
             run(&["keygen", "host", key.to_str().unwrap()])
                 .status
                 .success()
         );
     }
-    let okey = dir.join("a").join("owner.key");
+    let okey = dir.path().join("a").join("owner.key");
     assert!(
         run(&["keygen", "owner", okey.to_str().unwrap()])
             .status
             .success()
     );
-    let alice = public(dir.join("a").join("owner.key.pub"));
+    let alice = public(dir.path().join("a").join("owner.key.pub"));
     fs::write(
-        dir.join("a").join("trust"),
+        dir.path().join("a").join("trust"),
         format!(
             "host bob {}\nowner alice {alice}\n",
-            public(dir.join("b").join("host.key.pub"))
+            public(dir.path().join("b").join("host.key.pub"))
         ),
     )
     .unwrap();
@@ -51,25 +51,25 @@ fn hosts(tag: &str, trust_owner: bool) -> TempDir {
     } else {
         format!(
             "owner mallory {}\n",
-            public(dir.join("b").join("host.key.pub"))
+            public(dir.path().join("b").join("host.key.pub"))
         )
     };
     fs::write(
-        dir.join("b").join("trust"),
+        dir.path().join("b").join("trust"),
         format!(
             "host alice {}\n{owner_line}",
-            public(dir.join("a").join("host.key.pub"))
+            public(dir.path().join("a").join("host.key.pub"))
         ),
     )
     .unwrap();
     dir
 }
 
-fn listen(dir: &TempDir, extra: &[&str]) -> (Child, SocketAddr, BufReader<ChildStderr>) {
+fn listen(dir: &tempfile::TempDir, extra: &[&str]) -> (Child, SocketAddr, BufReader<ChildStderr>) {
     let mut c = Command::new(BIN)
         .args(["msg", "listen", "--listen", "127.0.0.1:0"])
         .args(extra)
-        .env("SEALINK_HOME", dir.join("b"))
+        .env("SEALINK_HOME", dir.path().join("b"))
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -79,11 +79,11 @@ fn listen(dir: &TempDir, extra: &[&str]) -> (Child, SocketAddr, BufReader<ChildS
     (c, addr, err)
 }
 
-fn send(dir: &TempDir, to: SocketAddr, args: &[&str]) -> Output {
+fn send(dir: &tempfile::TempDir, to: SocketAddr, args: &[&str]) -> Output {
     Command::new(BIN)
         .args(["msg", "send", &format!("bob@{to}")])
         .args(args)
-        .env("SEALINK_HOME", dir.join("a"))
+        .env("SEALINK_HOME", dir.path().join("a"))
         .env_remove("RUST_LOG")
         .output()
         .unwrap()
@@ -91,7 +91,7 @@ fn send(dir: &TempDir, to: SocketAddr, args: &[&str]) -> Output {
 
 #[test]
 fn send_is_acknowledged_and_listen_prints_verified_owner() {
-    let dir = hosts("ok", true);
+    let dir = hosts(true);
     let (mut l, addr, _err) = listen(&dir, &["--count", "3", "--json"]);
     let out = send(
         &dir,
@@ -140,7 +140,7 @@ fn send_is_acknowledged_and_listen_prints_verified_owner() {
 
 #[test]
 fn text_output_and_untrusted_owner_is_refused() {
-    let dir = hosts("refused", false);
+    let dir = hosts(false);
     let (mut l, addr, _err) = listen(&dir, &[]);
     // b does not trust owner alice: it refuses the message and says so, and send fails at once
     // with that reason (not after its timeout).
@@ -167,7 +167,7 @@ fn text_output_and_untrusted_owner_is_refused() {
     );
 
     // Text mode, with alice trusted.
-    let dir = hosts("text", true);
+    let dir = hosts(true);
     let (mut l, addr, _err) = listen(&dir, &["--count", "1"]);
     let out = send(&dir, addr, &["hi there", "--quiet"]);
     assert!(
@@ -187,7 +187,7 @@ fn text_output_and_untrusted_owner_is_refused() {
 
 #[test]
 fn send_without_listener_fails() {
-    let dir = hosts("none", true);
+    let dir = hosts(true);
     // A bound but silent UDP port: datagrams go nowhere useful.
     let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let out = send(
@@ -199,8 +199,8 @@ fn send_without_listener_fails() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not acknowledged"));
     // No trusted owner matches and no --from: a clear error before anything is sent.
     fs::write(
-        dir.join("a").join("trust"),
-        "host bob ".to_owned() + &public(dir.join("b").join("host.key.pub")) + "\n",
+        dir.path().join("a").join("trust"),
+        "host bob ".to_owned() + &public(dir.path().join("b").join("host.key.pub")) + "\n",
     )
     .unwrap();
     let out = send(&dir, silent.local_addr().unwrap(), &["x"]);

@@ -14,19 +14,20 @@ use std::process::{Child, ChildStderr, Command, Output, Stdio};
 use std::thread;
 use std::time::Duration;
 
-/// The shared temp dir, plus: the tmpfs the full-disk test mounts at `in/small` is unmounted first.
-struct TempDir(common::TempDir);
+/// A temporary directory; the tmpfs the full-disk test mounts at `in/small` is unmounted
+/// before it is removed.
+struct Scratch(tempfile::TempDir);
 
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        TempDir(common::TempDir::new("stream", tag))
+impl Scratch {
+    fn new() -> Self {
+        Scratch(tempfile::tempdir().unwrap())
     }
     fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
+        self.0.path().join(name)
     }
 }
 
-impl Drop for TempDir {
+impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = Command::new("umount")
             .arg(self.join("in").join("small"))
@@ -36,13 +37,13 @@ impl Drop for TempDir {
 
 /// Two hosts: `a` sends (host key, owner key, trusts b's host), `b` receives into `b/in`.
 struct Hosts {
-    dir: TempDir,
+    dir: Scratch,
 }
 
 impl Hosts {
-    fn new(tag: &str) -> Self {
-        let dir = TempDir::new(tag);
-        common::two_hosts(&dir.0.0);
+    fn new() -> Self {
+        let dir = Scratch::new();
+        common::two_hosts(dir.0.path());
         Hosts { dir }
     }
     fn a(&self) -> PathBuf {
@@ -122,7 +123,7 @@ fn text(o: &Output) -> String {
 
 #[test]
 fn files_arrive_identical_over_several_stripes() {
-    let h = Hosts::new("ok");
+    let h = Hosts::new();
     let big = h.dir.join("big.bin");
     let data = random_file(&big, 24 << 20 | 12345, 1);
     let small = h.dir.join("small.txt");
@@ -165,7 +166,7 @@ fn files_arrive_identical_over_several_stripes() {
 
 #[test]
 fn stdin_to_stdout_keeps_order_across_stripes() {
-    let h = Hosts::new("pipe");
+    let h = Hosts::new();
     let src = h.dir.join("src");
     let data = random_file(&src, 9 << 20 | 77, 2);
     // Into a file, not a pipe: nobody drains a pipe while `send` runs.
@@ -192,7 +193,7 @@ fn stdin_to_stdout_keeps_order_across_stripes() {
 
 #[test]
 fn untrusted_owner_is_refused() {
-    let h = Hosts::new("owner");
+    let h = Hosts::new();
     let other = h.a().join("other.key");
     assert!(
         run(&h.a(), &["keygen", "owner", other.to_str().unwrap()])
@@ -280,8 +281,8 @@ fn relay(to: SocketAddr, fault: Fault) -> SocketAddr {
     addr
 }
 
-fn faulty_transfer(tag: &str, fault: Fault, expect: &str) {
-    let h = Hosts::new(tag);
+fn faulty_transfer(fault: Fault, expect: &str) {
+    let h = Hosts::new();
     let f = h.dir.join("f.bin");
     random_file(&f, 3 << 20, 3);
     let (c, addr, err) = h.recv(&[], Stdio::piped());
@@ -296,22 +297,22 @@ fn faulty_transfer(tag: &str, fault: Fault, expect: &str) {
 
 #[test]
 fn truncated_stream_leaves_no_file() {
-    faulty_transfer("trunc", Fault::Truncate(1 << 20), "closed the connection");
+    faulty_transfer(Fault::Truncate(1 << 20), "closed the connection");
 }
 
 #[test]
 fn forged_record_is_rejected() {
-    faulty_transfer("forge", Fault::Flip(500_000), "failed authentication");
+    faulty_transfer(Fault::Flip(500_000), "failed authentication");
 }
 
 #[test]
 fn replayed_record_is_rejected() {
-    faulty_transfer("replay", Fault::Replay(5), "arrived twice");
+    faulty_transfer(Fault::Replay(5), "arrived twice");
 }
 
 #[test]
 fn sender_dying_mid_transfer_leaves_no_file() {
-    let h = Hosts::new("killsend");
+    let h = Hosts::new();
     let (c, addr, err) = h.recv(&[], Stdio::piped());
     let mut s = h
         .send_cmd(&[Path::new("-")], addr, &["--as", "piped"])
@@ -332,7 +333,7 @@ fn sender_dying_mid_transfer_leaves_no_file() {
 
 #[test]
 fn receiver_dying_mid_transfer_fails_the_sender() {
-    let h = Hosts::new("killrecv");
+    let h = Hosts::new();
     let (mut c, addr, _err) = h.recv(&[], Stdio::piped());
     let mut s = h
         .send_cmd(&[Path::new("-")], addr, &[])
@@ -360,7 +361,7 @@ fn receiver_dying_mid_transfer_fails_the_sender() {
 
 #[test]
 fn full_disk_is_reported_and_leaves_no_file() {
-    let h = Hosts::new("full");
+    let h = Hosts::new();
     let small = h.inbox().join("small");
     fs::create_dir_all(&small).unwrap();
     let m = Command::new("mount")
@@ -434,7 +435,7 @@ fn send_under_umask(h: &Hosts, umask: &str, extra: &[&str], files: &[&Path]) {
 
 #[test]
 fn received_modes_follow_the_receivers_umask_and_drop_group_other_write() {
-    let h = Hosts::new("modes");
+    let h = Hosts::new();
     let open = h.dir.join("open.sh");
     fs::write(&open, b"#!/bin/sh\n").unwrap();
     chmod(&open, 0o777);
@@ -459,7 +460,7 @@ fn received_modes_follow_the_receivers_umask_and_drop_group_other_write() {
 
 #[test]
 fn names_of_255_bytes_arrive() {
-    let h = Hosts::new("longname");
+    let h = Hosts::new();
     // 255 bytes of ASCII, and 255 bytes that end in multi-byte characters.
     let names = [
         "n".repeat(255),
@@ -616,7 +617,7 @@ fn entry(name: &str, size: u64, mode: u32) -> sealink_proto::stream::FileEntry {
 
 #[test]
 fn huge_announcements_are_refused_with_the_reason_and_the_receiver_survives() {
-    let h = Hosts::new("huge");
+    let h = Hosts::new();
     // Standard output has no file to reserve space for: the bitmap is the first allocation.
     let (c, addr, err) = h.recv_with(None, &["--stdout"], Stdio::null());
     let mut raw = RawSender::connect(&h, addr);
@@ -662,7 +663,7 @@ fn huge_announcements_are_refused_with_the_reason_and_the_receiver_survives() {
 #[test]
 fn sender_chosen_mode_bits_never_pass_the_receivers_policy() {
     use sealink_proto::stream::{Done, End, RecordType};
-    let h = Hosts::new("setuid");
+    let h = Hosts::new();
     let (c, addr, err) = h.recv_with(Some("022"), &["--once"], Stdio::piped());
     let mut raw = RawSender::connect(&h, addr);
     assert_eq!(raw.offer(512, vec![entry("x", 3, 0o7777)]), None);

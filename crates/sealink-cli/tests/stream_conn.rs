@@ -21,18 +21,18 @@ const INIT_LEN: usize = 5 + 158;
 
 /// Two hosts: `a` sends (host key, owner key, trusts b's host), `b` receives into `in`.
 struct Hosts {
-    dir: common::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Hosts {
-    fn new(tag: &str) -> Self {
-        let dir = common::TempDir::new("stream-conn", tag);
-        common::two_hosts(&dir.0);
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        common::two_hosts(dir.path());
         Hosts { dir }
     }
 
     fn inbox(&self) -> PathBuf {
-        self.dir.join("in")
+        self.dir.path().join("in")
     }
 
     /// Starts `sealink recv --once` on an ephemeral port; returns the child and its address.
@@ -41,7 +41,7 @@ impl Hosts {
             .args(["recv", "--once", "--listen", "127.0.0.1:0", "--dir"])
             .arg(self.inbox())
             .args(extra)
-            .env("SEALINK_HOME", self.dir.join("b"))
+            .env("SEALINK_HOME", self.dir.path().join("b"))
             .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -52,7 +52,7 @@ impl Hosts {
     }
 
     fn send_cmd(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
-        let mut c = common::send_cmd(&self.dir.join("a"), files, to, extra);
+        let mut c = common::send_cmd(&self.dir.path().join("a"), files, to, extra);
         c.stdout(Stdio::piped()).stderr(Stdio::piped());
         c
     }
@@ -139,8 +139,8 @@ fn signal(pid: u32, sig: &str) {
 /// sent junk made it exit 1, all before the real sender arrived.
 #[test]
 fn unauthenticated_peers_do_not_take_the_once_slot() {
-    let h = Hosts::new("slot");
-    let f = h.dir.join("f.bin");
+    let h = Hosts::new();
+    let f = h.dir.path().join("f.bin");
     let data = random_file(&f, 300_000, 7);
     let (c, addr, err) = h.recv(&[]);
     let mut held = Vec::new();
@@ -181,8 +181,8 @@ fn unauthenticated_peers_do_not_take_the_once_slot() {
 /// sender must still get through.
 #[test]
 fn many_unauthenticated_connections_are_bounded() {
-    let h = Hosts::new("flood");
-    let f = h.dir.join("f.bin");
+    let h = Hosts::new();
+    let f = h.dir.path().join("f.bin");
     let data = random_file(&f, 1 << 20, 8);
     let (c, addr, err) = h.recv(&["--max-pending", "16"]);
     let base = threads_of(c.id());
@@ -259,12 +259,12 @@ impl Drop for PidsCgroup {
 /// Defect: `thread::spawn` panicked (killing the receiver) when the OS refused a thread.
 #[test]
 fn refused_threads_do_not_kill_the_receiver() {
-    let h = Hosts::new("nothreads");
+    let h = Hosts::new();
     let Some(cg) = PidsCgroup::new("nothreads") else {
         eprintln!("skipped: no writable pids cgroup here");
         return;
     };
-    let f = h.dir.join("f.bin");
+    let f = h.dir.path().join("f.bin");
     let data = random_file(&f, 200_000, 9);
     let (mut c, addr, err) = h.recv(&[]);
     let now = threads_of(c.id());
@@ -360,8 +360,8 @@ fn stalling_relay(to: SocketAddr, budget: usize) -> Stall {
 /// idle timeout with a clear error, and the receiver must remove its part file.
 #[test]
 fn stalled_route_times_out_both_sides_and_leaves_no_part_file() {
-    let h = Hosts::new("stall");
-    let f = h.dir.join("f.bin");
+    let h = Hosts::new();
+    let f = h.dir.path().join("f.bin");
     sparse_file(&f, 64 << 20);
     let (c, addr, err) = h.recv(&["--idle-timeout", "1"]);
     let relay = stalling_relay(addr, 2 << 20);
@@ -388,7 +388,7 @@ fn stalled_route_times_out_both_sides_and_leaves_no_part_file() {
 /// and cleans up; the sender, thawed, fails too.
 #[test]
 fn frozen_sender_times_out_the_receiver() {
-    let h = Hosts::new("stopsend");
+    let h = Hosts::new();
     let (c, addr, err) = h.recv(&["--idle-timeout", "1"]);
     let mut s = h
         .send_cmd(
@@ -419,8 +419,8 @@ fn frozen_sender_times_out_the_receiver() {
 /// thawed, finds the stream cut and removes its part file.
 #[test]
 fn frozen_receiver_times_out_the_sender() {
-    let h = Hosts::new("stoprecv");
-    let f = h.dir.join("f.bin");
+    let h = Hosts::new();
+    let f = h.dir.path().join("f.bin");
     sparse_file(&f, 64 << 20);
     let (c, addr, err) = h.recv(&[]);
     let pid = c.id();

@@ -12,7 +12,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -137,15 +137,6 @@ impl Drop for Namespaces {
         for ns in &self.0 {
             let _ = ip(&["netns", "del", ns]);
         }
-    }
-}
-
-/// A scratch directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
     }
 }
 
@@ -329,10 +320,8 @@ fn tcp_through_a_hostile_relay_arrives_intact_and_forgeries_are_dropped() {
         in_ns(ns, &["ip", "link", "set", "lo", "up"]);
     }
 
-    let dir = std::env::temp_dir().join(format!("sealink-tunnel-faults-{tag}"));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
-    let scratch = Scratch(dir.clone());
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().to_owned();
     // Interface names double as control socket names (RUN_DIR/net-INODE/NAME.sock): unique per run.
     let (ta, tb) = (format!("sla{tag}"), format!("slb{tag}"));
     let (pa, pb) = (keygen(&dir, &ta), keygen(&dir, &tb));

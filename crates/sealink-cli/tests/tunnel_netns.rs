@@ -34,7 +34,7 @@ fn ok(cmd: &str, args: &[&str]) -> String {
 struct Lab {
     ns: [String; 2],
     ifname: [String; 2],
-    dir: PathBuf,
+    dir: tempfile::TempDir,
     /// `SEALINK_RUN_DIR` of every command run here (inside `dir`), so tests do not share
     /// `/run/sealink`.
     run_dir: PathBuf,
@@ -51,7 +51,6 @@ impl Drop for Lab {
         for n in &self.ns {
             let _ = sh("ip", &["netns", "del", n]);
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -73,7 +72,11 @@ impl Lab {
             );
             return None;
         }
-        let dir = std::env::temp_dir().join(format!("sealink-tunnel-{id}"));
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        // 0755 whatever the umask: user nobody must reach the control socket below it for
+        // the peer-credential check to be what refuses it.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let ifname = if same_name {
             [format!("t{id}"), format!("t{id}")]
         } else {
@@ -82,7 +85,7 @@ impl Lab {
         let lab = Lab {
             ifname,
             ns: ns.clone(),
-            run_dir: dir.join("run"),
+            run_dir: dir.path().join("run"),
             dir,
             children: [None, None],
         };
@@ -102,7 +105,6 @@ impl Lab {
             ok("ip", &["-n", n, "link", "set", v, "up"]);
             ok("ip", &["-n", n, "link", "set", "lo", "up"]);
         }
-        std::fs::create_dir_all(&lab.dir).unwrap();
         Some(lab)
     }
 
@@ -117,9 +119,10 @@ impl Lab {
     }
 
     fn public_key(&self, side: usize) -> String {
-        let key = self.dir.join(format!("host{side}.key"));
+        let key = self.dir.path().join(format!("host{side}.key"));
         ok(BIN, &["keygen", "host", key.to_str().unwrap()]);
-        let text = std::fs::read_to_string(self.dir.join(format!("host{side}.key.pub"))).unwrap();
+        let text =
+            std::fs::read_to_string(self.dir.path().join(format!("host{side}.key.pub"))).unwrap();
         text.split_whitespace().nth(1).unwrap().to_owned()
     }
 
@@ -145,7 +148,7 @@ impl Lab {
                 keys[other],
                 other + 1
             );
-            let path = self.dir.join(format!("tunnel{side}.toml"));
+            let path = self.dir.path().join(format!("tunnel{side}.toml"));
             std::fs::write(&path, cfg).unwrap();
             path
         })

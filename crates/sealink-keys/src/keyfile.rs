@@ -516,34 +516,6 @@ pub fn parse_public(s: &str, kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFileErro
 pub(crate) mod tests {
     use super::*;
     use crate::error::TrustProblem;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// A fresh directory under the system temp dir, removed on drop.
-    pub(crate) struct TempDir(pub(crate) PathBuf);
-
-    impl TempDir {
-        pub(crate) fn new(tag: &str) -> Self {
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let dir = std::env::temp_dir().join(format!(
-                "sealink-keyfile-test-{}-{tag}-{}",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            ));
-            let _ = fs::remove_dir_all(&dir);
-            fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-
-        pub(crate) fn join(&self, name: &str) -> PathBuf {
-            self.0.join(name)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = fs::remove_dir_all(&self.0);
-        }
-    }
 
     fn hex(s: &str) -> [u8; 32] {
         let mut out = [0u8; 32];
@@ -590,16 +562,16 @@ pub(crate) mod tests {
 
     #[test]
     fn round_trip_both_kinds() {
-        let dir = TempDir::new("roundtrip");
+        let dir = tempfile::tempdir().unwrap();
         for kind in [KeyKind::Host, KeyKind::Owner] {
-            let path = dir.join(&format!("{kind}.key"));
+            let path = dir.path().join(format!("{kind}.key"));
             let private = generate(kind).unwrap();
             let public = write_keypair(&path, kind, &private, false).unwrap();
             assert_eq!(public, public_from_private(kind, &private).unwrap());
 
             assert_eq!(read_private(&path, kind).unwrap(), private);
             let pub_path = public_path(&path);
-            assert_eq!(pub_path, dir.join(&format!("{kind}.key.pub")));
+            assert_eq!(pub_path, dir.path().join(format!("{kind}.key.pub")));
             assert_eq!(read_public(&pub_path, kind).unwrap(), public);
 
             // Exact file format.
@@ -616,8 +588,8 @@ pub(crate) mod tests {
 
     #[test]
     fn private_file_is_0600() {
-        let dir = TempDir::new("mode");
-        let path = dir.join("host.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.key");
         let private = generate(KeyKind::Host).unwrap();
         write_keypair(&path, KeyKind::Host, &private, false).unwrap();
         assert_eq!(mode_of(&path), 0o600);
@@ -628,8 +600,8 @@ pub(crate) mod tests {
 
     #[test]
     fn refuses_to_overwrite() {
-        let dir = TempDir::new("overwrite");
-        let path = dir.join("owner.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.key");
         let first = generate(KeyKind::Owner).unwrap();
         write_keypair(&path, KeyKind::Owner, &first, false).unwrap();
         let second = generate(KeyKind::Owner).unwrap();
@@ -646,8 +618,8 @@ pub(crate) mod tests {
 
     #[test]
     fn refuses_when_only_public_file_exists() {
-        let dir = TempDir::new("pubexists");
-        let path = dir.join("host.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.key");
         let pub_path = public_path(&path);
         fs::write(&pub_path, "something\n").unwrap();
         let key = generate(KeyKind::Host).unwrap();
@@ -662,8 +634,8 @@ pub(crate) mod tests {
 
     #[test]
     fn force_overwrites_and_tightens_mode() {
-        let dir = TempDir::new("force");
-        let path = dir.join("host.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.key");
         write_mode(&path, "old contents\n", 0o644);
         write_mode(&public_path(&path), "old public\n", 0o644);
         let key = generate(KeyKind::Host).unwrap();
@@ -675,15 +647,15 @@ pub(crate) mod tests {
             public
         );
         // Forcing also works when nothing exists yet.
-        let other = dir.join("new.key");
+        let other = dir.path().join("new.key");
         write_keypair(&other, KeyKind::Owner, &key, true).unwrap();
         assert_eq!(read_private(&other, KeyKind::Owner).unwrap(), key);
     }
 
     #[test]
     fn missing_file() {
-        let dir = TempDir::new("missing");
-        let path = dir.join("nope.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nope.key");
         let err = read_private(&path, KeyKind::Host).unwrap_err();
         assert!(matches!(err, KeyFileError::NotFound { .. }), "{err:?}");
         let msg = err.to_string();
@@ -696,8 +668,8 @@ pub(crate) mod tests {
 
     #[test]
     fn wrong_kind() {
-        let dir = TempDir::new("wrongkind");
-        let path = dir.join("owner.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.key");
         let key = generate(KeyKind::Owner).unwrap();
         write_keypair(&path, KeyKind::Owner, &key, false).unwrap();
 
@@ -736,8 +708,8 @@ pub(crate) mod tests {
 
     #[test]
     fn too_open_permissions() {
-        let dir = TempDir::new("perms");
-        let path = dir.join("host.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.key");
         let key = generate(KeyKind::Host).unwrap();
         write_keypair(&path, KeyKind::Host, &key, false).unwrap();
         for mode in [0o644, 0o640, 0o604, 0o660, 0o601] {
@@ -765,8 +737,8 @@ pub(crate) mod tests {
 
     #[test]
     fn surrounding_whitespace_tolerated() {
-        let dir = TempDir::new("ws");
-        let path = dir.join("host.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.key");
         let key = [7u8; 32];
         let text = format!(
             "\n  \t{}   {}  \r\n\n",
@@ -786,8 +758,8 @@ pub(crate) mod tests {
 
     #[test]
     fn bad_base64() {
-        let dir = TempDir::new("b64");
-        let path = dir.join("owner.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("owner.key");
         let unpadded = B64.encode([1u8; 32]).trim_end_matches('=').to_owned();
         for bad in ["!!!not-base64!!!", unpadded.as_str(), "AAAA*AAA"] {
             write_mode(&path, &format!("sealink-owner-private {bad}\n"), 0o600);
@@ -805,8 +777,8 @@ pub(crate) mod tests {
 
     #[test]
     fn wrong_length() {
-        let dir = TempDir::new("len");
-        let path = dir.join("host.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.key");
         for len in [0usize, 16, 31, 33, 64] {
             let b64 = B64.encode(vec![9u8; len]);
             write_mode(&path, &format!("sealink-host-private {b64}\n"), 0o600);
@@ -831,8 +803,8 @@ pub(crate) mod tests {
 
     #[test]
     fn malformed_files() {
-        let dir = TempDir::new("malformed");
-        let path = dir.join("host.key");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.key");
         let b64 = B64.encode([3u8; 32]);
         let cases = [
             String::new(),
@@ -925,11 +897,11 @@ pub(crate) mod tests {
 
     #[test]
     fn weak_public_keys_are_refused() {
-        let dir = TempDir::new("weak");
+        let dir = tempfile::tempdir().unwrap();
         for kind in [KeyKind::Host, KeyKind::Owner] {
             for key in weak(kind) {
                 // A public key file.
-                let path = dir.join("weak.pub");
+                let path = dir.path().join("weak.pub");
                 write_mode(&path, &format!("{}\n", format_public(kind, &key)), 0o644);
                 let err = read_public(&path, kind).unwrap_err();
                 assert!(
@@ -960,19 +932,19 @@ pub(crate) mod tests {
 
     #[test]
     fn force_replaces_symlinks_instead_of_following_them() {
-        let dir = TempDir::new("symlink");
-        let victim = dir.join("victim");
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
         write_mode(&victim, "precious\n", 0o644);
-        let path = dir.join("host.key");
+        let path = dir.path().join("host.key");
         std::os::unix::fs::symlink(&victim, &path).unwrap();
-        std::os::unix::fs::symlink(dir.join("nowhere"), public_path(&path)).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), public_path(&path)).unwrap();
         // Without --force a symlink counts as an existing file.
         let key = generate(KeyKind::Host).unwrap();
         let err = write_keypair(&path, KeyKind::Host, &key, false).unwrap_err();
         assert!(matches!(err, KeyFileError::AlreadyExists { .. }), "{err:?}");
         let public = write_keypair(&path, KeyKind::Host, &key, true).unwrap();
         assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
-        assert!(!dir.join("nowhere").exists());
+        assert!(!dir.path().join("nowhere").exists());
         assert!(fs::symlink_metadata(&path).unwrap().is_file());
         assert_eq!(mode_of(&path), 0o600);
         assert_eq!(*read_private(&path, KeyKind::Host).unwrap(), *key);
@@ -980,16 +952,16 @@ pub(crate) mod tests {
             read_public(&public_path(&path), KeyKind::Host).unwrap(),
             public
         );
-        let left: Vec<_> = fs::read_dir(&dir.0).unwrap().collect();
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 3, "temporary files left: {left:?}");
     }
 
     #[test]
     fn files_others_can_write_are_refused() {
-        let dir = TempDir::new("strict");
-        fs::set_permissions(&dir.0, fs::Permissions::from_mode(0o755)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
 
-        let path = dir.join("owner.key");
+        let path = dir.path().join("owner.key");
         let key = generate(KeyKind::Owner).unwrap();
         write_keypair(&path, KeyKind::Owner, &key, false).unwrap();
         write_mode(
@@ -1000,11 +972,11 @@ pub(crate) mod tests {
         let err = read_public(&public_path(&path), KeyKind::Owner).unwrap_err();
         assert!(matches!(err, KeyFileError::Insecure(_)), "{err:?}");
         // A private key in a directory anyone may write to.
-        fs::set_permissions(&dir.0, fs::Permissions::from_mode(0o777)).unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
         let err = read_private(&path, KeyKind::Owner).unwrap_err();
         assert!(matches!(err, KeyFileError::Insecure(_)), "{err:?}");
         assert!(err.to_string().contains("its directory"), "{err}");
-        fs::set_permissions(&dir.0, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
         read_private(&path, KeyKind::Owner).unwrap();
     }
 }

@@ -130,12 +130,11 @@ mod tests {
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
 
-    fn scratch(tag: &str) -> PathBuf {
-        let d =
-            std::env::temp_dir().join(format!("sealink-secure-file-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&d);
-        fs::create_dir_all(&d).unwrap();
-        fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+    /// A fresh directory, removed on drop, with mode 0755 whatever the umask (the test changes
+    /// it and checks what each mode means).
+    fn scratch() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
         d
     }
 
@@ -145,7 +144,8 @@ mod tests {
 
     #[test]
     fn modes_owners_and_directories() {
-        let d = scratch("modes");
+        let scratch = scratch();
+        let d = scratch.path();
         let f = d.join("f");
         fs::write(&f, "x").unwrap();
         for (mode, ok) in [
@@ -171,21 +171,20 @@ mod tests {
             (0o777, false),
             (0o1777, true),
         ] {
-            fs::set_permissions(&d, fs::Permissions::from_mode(mode)).unwrap();
+            fs::set_permissions(d, fs::Permissions::from_mode(mode)).unwrap();
             let r = check(&f);
             assert_eq!(r.is_ok(), ok, "dir {mode:o}: {r:?}");
             if let Err(e) = r {
-                assert_eq!(e.dir.as_deref(), Some(d.as_path()));
+                assert_eq!(e.dir.as_deref(), Some(d));
                 assert!(e.to_string().contains("its directory"), "{e}");
             }
         }
-        fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
         if my_uid() == 0 {
             std::os::unix::fs::chown(&f, Some(65534), None).unwrap();
             let e = check(&f).unwrap_err();
             assert_eq!(e.problem, Problem::Owner { uid: 65534, me: 0 });
             assert!(e.to_string().contains("owned by uid 65534"), "{e}");
         }
-        let _ = fs::remove_dir_all(&d);
     }
 }

@@ -133,7 +133,7 @@ fn parse_trust_inner(text: &str, path: Option<&Path>) -> Result<TrustFile, KeyFi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keyfile::tests::{TempDir, write_mode};
+    use crate::keyfile::tests::write_mode;
     use base64::Engine as _;
     use base64::engine::general_purpose::STANDARD as B64;
     use std::fs;
@@ -273,8 +273,8 @@ mod tests {
 
     #[test]
     fn read_trust_file() {
-        let dir = TempDir::new("trust");
-        let path = dir.join("trust");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trust");
         fs::write(&path, format!("host gw {}\n", b64(5))).unwrap();
         let trust = read_trust(&path).unwrap();
         assert_eq!(trust.hosts, vec![("gw".to_owned(), [5; 32])]);
@@ -293,7 +293,7 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.starts_with(&format!("{}:2: ", path.display())), "{msg}");
 
-        let missing = dir.join("missing");
+        let missing = dir.path().join("missing");
         let err = read_trust(&missing).unwrap_err();
         assert!(matches!(err, KeyFileError::Io { .. }), "{err:?}");
         let msg = err.to_string();
@@ -303,9 +303,9 @@ mod tests {
 
     #[test]
     fn trust_file_others_can_write_is_refused() {
-        let dir = TempDir::new("strict-trust");
-        fs::set_permissions(&dir.0, fs::Permissions::from_mode(0o755)).unwrap();
-        let trust = dir.join("trust");
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let trust = dir.path().join("trust");
         write_mode(&trust, &format!("host gw {}\n", b64(5)), 0o666);
         let err = read_trust(&trust).unwrap_err();
         assert!(matches!(err, KeyFileError::Insecure(_)), "{err:?}");

@@ -14,7 +14,7 @@ use sealink_proto::{
     Stats, Time, Urgency,
 };
 
-use crate::error::{Result, ResultExt, msg};
+use crate::error::{Error, Result};
 use crate::output;
 
 /// Owners on host A and on host B.
@@ -82,8 +82,10 @@ impl Keys {
             fill(&mut rng, &mut k);
             k
         };
-        let host_a = HostKey::from_private(key()).context("cannot make host key A")?;
-        let host_b = HostKey::from_private(key()).context("cannot make host key B")?;
+        let host_a = HostKey::from_private(key())
+            .map_err(|e| Error::demo_by("cannot make host key A", e))?;
+        let host_b = HostKey::from_private(key())
+            .map_err(|e| Error::demo_by("cannot make host key B", e))?;
         let owner_seeds = A_OWNERS
             .iter()
             .chain(&B_OWNERS)
@@ -101,7 +103,7 @@ impl Keys {
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, s)| s)
-            .ok_or_else(|| msg(format!("no key for owner {name}")))?;
+            .ok_or_else(|| Error::demo(format!("no key for owner {name}")))?;
         Ok(OwnerSigningKey::from_seed(seed)?)
     }
 }
@@ -386,7 +388,7 @@ fn run_trace(
         let MessageId(id) = pair
             .endpoint(side)
             .send(now, peer, owner, Some(m.to), &m.data, m.urgency, m.scope)
-            .with_context(|| format!("cannot send message #{} at {now}", m.num))?;
+            .map_err(|e| Error::demo_by(format!("cannot send message #{} at {now}", m.num), e))?;
         let ids = if m.from_a { &mut ids_a } else { &mut ids_b };
         if id as usize != ids.len() {
             tracing::warn!(id, expected = ids.len(), "message ids are not sequential");
@@ -869,7 +871,7 @@ fn guarded(seed: u64, f: impl FnOnce() -> Result<RunResult>) -> Result<RunResult
             .map(String::as_str)
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or("unknown panic");
-        Err(msg(format!(
+        Err(Error::demo(format!(
             "demo check FAILED: the simulation panicked (seed {seed}): {what}"
         )))
     })
@@ -878,13 +880,17 @@ fn guarded(seed: u64, f: impl FnOnce() -> Result<RunResult>) -> Result<RunResult
 /// Runs the demo; prints the report and returns an error if the check failed.
 pub fn run(p: &Params) -> Result<()> {
     if !(0.0..1.0).contains(&p.loss) {
-        return Err(msg(format!("--loss must be within [0, 1), got {}", p.loss)));
+        return Err(Error::Usage(format!(
+            "--loss must be within [0, 1), got {}",
+            p.loss
+        )));
     }
     let seed = match p.seed {
         Some(s) => s,
         None => {
             let mut b = [0u8; 8];
-            sealink_crypto::sign::random_bytes(&mut b).context("cannot draw a random seed")?;
+            sealink_crypto::sign::random_bytes(&mut b)
+                .map_err(|e| Error::demo_by("cannot draw a random seed", e))?;
             u64::from_le_bytes(b)
         }
     };
@@ -1029,7 +1035,7 @@ pub fn run(p: &Params) -> Result<()> {
         Ok(())
     } else {
         let _ = writeln!(out, "check: FAILED ({})", failures.join("; "));
-        Err(msg(format!(
+        Err(Error::demo(format!(
             "demo check failed (seed {seed}); see the report above"
         )))
     };

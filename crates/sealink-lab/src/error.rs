@@ -1,61 +1,103 @@
-//! Error plumbing for the command: a boxed error, context messages that keep their cause as
-//! `source()`, and the one-line rendering `main` prints after "error: ".
+//! The lab's error: what failed (a file, the parameters, a bench or demo run), with the error
+//! that stopped it as its `source()`; and the one-line rendering of an error chain that the
+//! binary prints after "error: ".
 
 use std::error::Error as StdError;
-use std::fmt;
+use std::io;
+use std::path::PathBuf;
 
-/// Any error, boxed.
-pub type Error = Box<dyn StdError + Send + Sync + 'static>;
-/// Result with a boxed error.
+use sealink_crypto::CryptoError;
+
+/// The underlying error of a failed run: any library error.
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+/// Result with the lab's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A message explaining what was being done, with the error that stopped it as its source.
-#[derive(Debug)]
-pub struct Context {
-    msg: String,
-    source: Error,
+/// Why a bench or the demo stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file or directory the lab reads, writes, creates or runs.
+    #[error("cannot {action} {}", path.display())]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// Writing results to standard output failed (a closed pipe is not an error).
+    #[error("cannot write to standard output")]
+    Stdout(#[source] io::Error),
+    /// Parameters the command does not accept.
+    #[error("{0}")]
+    Usage(String),
+    /// The system random generator failed.
+    #[error("the system random generator failed")]
+    Random(#[source] CryptoError),
+    /// A bench could not measure: what it was doing, and what stopped it.
+    #[error("{what}")]
+    Bench {
+        what: String,
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The simulated demo failed: what it was doing, and what stopped it.
+    #[error("{what}")]
+    Demo {
+        what: String,
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// A library call failed where the library's own message says enough.
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+    #[error(transparent)]
+    Proto(#[from] sealink_proto::Error),
+    #[error(transparent)]
+    Node(#[from] sealink_datagram::NodeError),
 }
 
-impl fmt::Display for Context {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.msg)
+impl Error {
+    /// An I/O failure on `path`: "cannot {action} {path}".
+    pub fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> Self {
+        let path = path.into();
+        move |source| Error::Io {
+            action,
+            path,
+            source,
+        }
     }
-}
 
-impl StdError for Context {
-    fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        Some(&*self.source)
+    /// A bench failure with nothing underneath.
+    pub fn bench(what: impl Into<String>) -> Self {
+        Error::Bench {
+            what: what.into(),
+            source: None,
+        }
     }
-}
 
-/// Adds context to any error result.
-pub trait ResultExt<T> {
-    fn context(self, msg: impl Into<String>) -> Result<T>;
-    fn with_context<S: Into<String>>(self, f: impl FnOnce() -> S) -> Result<T>;
-}
-
-impl<T, E: Into<Error>> ResultExt<T> for std::result::Result<T, E> {
-    fn context(self, msg: impl Into<String>) -> Result<T> {
-        self.map_err(|e| {
-            Box::new(Context {
-                msg: msg.into(),
-                source: e.into(),
-            }) as Error
-        })
+    /// A bench failure caused by `source`.
+    pub fn bench_by(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Bench {
+            what: what.into(),
+            source: Some(source.into()),
+        }
     }
-    fn with_context<S: Into<String>>(self, f: impl FnOnce() -> S) -> Result<T> {
-        self.map_err(|e| {
-            Box::new(Context {
-                msg: f().into(),
-                source: e.into(),
-            }) as Error
-        })
-    }
-}
 
-/// An error from a plain message.
-pub fn msg(m: impl Into<String>) -> Error {
-    m.into().into()
+    /// A demo failure with nothing underneath.
+    pub fn demo(what: impl Into<String>) -> Self {
+        Error::Demo {
+            what: what.into(),
+            source: None,
+        }
+    }
+
+    /// A demo failure caused by `source`.
+    pub fn demo_by(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Demo {
+            what: what.into(),
+            source: Some(source.into()),
+        }
+    }
 }
 
 /// The error and its causes on one line: `outer: cause: root cause`. A cause whose text the
@@ -79,15 +121,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn chain_joins_causes_once() {
-        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
-        let r: std::result::Result<(), _> = Err(io);
-        let e = r
-            .context("reading x")
-            .context("loading config")
-            .unwrap_err();
-        assert_eq!(chain(&*e), "loading config: reading x: gone");
-        let e = msg("plain");
-        assert_eq!(chain(&*e), "plain");
+    fn chain_names_the_file_and_its_cause_once() {
+        let gone = io::Error::new(io::ErrorKind::NotFound, "gone");
+        let e = Error::io("write", "/x/socket.csv")(gone);
+        assert_eq!(chain(&e), "cannot write /x/socket.csv: gone");
+        // A nested bench context keeps every level; a cause already in the message is not
+        // repeated.
+        let e = Error::bench_by("socket path, 4 KiB records", e);
+        assert_eq!(
+            chain(&e),
+            "socket path, 4 KiB records: cannot write /x/socket.csv: gone"
+        );
+        let e = Error::bench_by("failed: gone", io::Error::other("gone"));
+        assert_eq!(chain(&e), "failed: gone");
+        assert_eq!(chain(&Error::Usage("plain".into())), "plain");
     }
 }

@@ -3,7 +3,8 @@
 //! progress output they print through. The `sealink` binary only parses arguments and calls in
 //! here; each entry point takes a plain `Params` struct.
 //!
-//! `error` and `output` are shared with the binary, which uses them for its own commands too.
+//! Every entry point returns the typed [`Error`] (the relay its own `RelayError`). `output`
+//! and `error::chain` are shared with the binary, which uses them for its own commands too.
 
 #![forbid(unsafe_code)]
 
@@ -12,3 +13,5 @@ pub mod demo;
 pub mod error;
 pub mod output;
 pub mod relay;
+
+pub use error::Error;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::error::{Result, ResultExt};
+use crate::error::{Error, Result};
 
 /// Writes `text` to stdout. A reader that went away (`sealink demo | head`) ends the output
 /// quietly rather than with an error.
@@ -13,7 +13,7 @@ pub fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.context("cannot write to standard output"),
+        r => r.map_err(Error::Stdout),
     }
 }
 

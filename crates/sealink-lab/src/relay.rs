@@ -17,8 +17,6 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::error::Result;
-
 /// Longest a reordered datagram is held when no later datagram comes to release it, so the end
 /// of a flow is never stalled for good.
 const MAX_HOLD: Duration = Duration::from_millis(25);
@@ -487,14 +485,17 @@ fn new_client(
 }
 
 /// Runs the relay until SIGINT or SIGTERM, then prints its counters on stdout.
-pub fn run(p: Params) -> Result<()> {
+pub fn run(p: Params) -> Result<(), RelayError> {
     let listen_addr = resolve(&p.listen)?;
     let to = resolve(&p.to)?;
     let listen = UdpSocket::bind(listen_addr).map_err(|source| RelayError::Bind {
         addr: listen_addr,
         source,
     })?;
-    let bound = listen.local_addr()?;
+    let bound = listen.local_addr().map_err(|source| RelayError::Bind {
+        addr: listen_addr,
+        source,
+    })?;
     let seed = p.seed.unwrap_or_else(rand::random);
 
     let stop = Arc::new(AtomicBool::new(false));

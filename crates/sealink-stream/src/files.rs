@@ -188,11 +188,11 @@ mod tests {
 
     #[test]
     fn part_names_are_short_and_independent_of_the_final_name() {
-        let dir = std::env::temp_dir().join(format!("sealink-part-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let long = "x".repeat(255);
-        let a = PartFile::create(&dir, &long, Some(10)).unwrap();
-        let b = PartFile::create(&dir, &long, None).unwrap();
+        let a = PartFile::create(dir, &long, Some(10)).unwrap();
+        let b = PartFile::create(dir, &long, None).unwrap();
         for p in [&a, &b] {
             let n = p.temp.file_name().unwrap().to_str().unwrap();
             assert!(
@@ -204,11 +204,10 @@ mod tests {
         assert_ne!(a.temp, b.temp);
         a.commit(0o644, false).unwrap();
         b.discard();
-        let names: Vec<_> = std::fs::read_dir(&dir)
+        let names: Vec<_> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, [std::ffi::OsString::from(&long)]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

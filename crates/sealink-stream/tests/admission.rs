@@ -17,29 +17,16 @@ struct Peer {
     receiver: Arc<Receiver>,
     us: HostKey,
     them: [u8; 32],
-    _dir: TempDir,
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    _dir: tempfile::TempDir,
 }
 
 /// A receiver serving sessions forever (on a thread), trusting the host `us`.
-fn receiver(tag: &str, tune: impl FnOnce(&mut RecvConfig)) -> Peer {
-    let dir = std::env::temp_dir().join(format!(
-        "sealink-stream-admission-{tag}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn receiver(tune: impl FnOnce(&mut RecvConfig)) -> Peer {
+    let dir = tempfile::tempdir().unwrap();
     let us = HostKey::generate().unwrap();
     let host = HostKey::generate().unwrap();
     let them = *host.public();
-    let mut cfg = RecvConfig::new(host, Dest::Dir(dir.clone()));
+    let mut cfg = RecvConfig::new(host, Dest::Dir(dir.path().to_owned()));
     cfg.trusted_hosts = vec![("us".into(), *us.public())];
     cfg.trusted_owners = vec![("nobody".into(), [7; 32])];
     tune(&mut cfg);
@@ -52,7 +39,7 @@ fn receiver(tag: &str, tune: impl FnOnce(&mut RecvConfig)) -> Peer {
         receiver,
         us,
         them,
-        _dir: TempDir(dir),
+        _dir: dir,
     }
 }
 
@@ -83,7 +70,7 @@ fn count(p: &Peer, reason: &str) -> u64 {
 
 #[test]
 fn replayed_initiation_gets_no_answer() {
-    let p = receiver("replay", |_| {});
+    let p = receiver(|_| {});
     // Timestamps are nanoseconds (of the sender's clock).
     let sec = 1_000_000_000u64;
     let first = initiation(&p, 1_000 * sec);
@@ -100,7 +87,7 @@ fn replayed_initiation_gets_no_answer() {
 
 #[test]
 fn initiation_flood_from_one_source_is_rate_limited() {
-    let p = receiver("flood", |c| {
+    let p = receiver(|c| {
         c.limits.handshake.per_source_burst = 5;
         c.limits.handshake.per_source_per_sec = 1;
     });
@@ -136,7 +123,7 @@ fn is_closed(mut s: &TcpStream) -> bool {
 
 #[test]
 fn unauthenticated_connections_are_bounded_per_source_and_in_all() {
-    let p = receiver("pending", |c| {
+    let p = receiver(|c| {
         c.limits.max_pending = 6;
         c.limits.max_pending_per_source = 3;
     });

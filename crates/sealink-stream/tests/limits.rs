@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
@@ -67,16 +67,6 @@ impl Keys {
     }
 }
 
-fn dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "sealink-stream-limits-{tag}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// A receiver serving one session in the background; join the handle for its outcome.
 fn receiver(
     keys: &Keys,
@@ -137,8 +127,8 @@ fn file(d: &Path, name: &str, records: u64) -> Source {
 #[test]
 fn receiver_refuses_more_records_than_its_key_limit() {
     let keys = Keys::new();
-    let d = dir("recv");
-    let inbox = d.join("in");
+    let d = tempfile::tempdir().unwrap();
+    let inbox = d.path().join("in");
     std::fs::create_dir_all(&inbox).unwrap();
     let limits = StreamLimits {
         key_data_records: Some(LIMIT),
@@ -146,12 +136,12 @@ fn receiver_refuses_more_records_than_its_key_limit() {
     };
     // At the limit: accepted.
     let (addr, h) = receiver(&keys, &inbox, limits);
-    let ok = [file(&d, "ten", LIMIT)];
+    let ok = [file(d.path(), "ten", LIMIT)];
     sealink_stream::send(addr, &send_cfg(&keys, None), &ok, &Progress::default()).unwrap();
     assert!(h.join().unwrap().is_ok());
     // One more record (in a second file): refused with the reason, nothing stored.
     let (addr, h) = receiver(&keys, &inbox, limits);
-    let over = [file(&d, "six", 6), file(&d, "five", 5)];
+    let over = [file(d.path(), "six", 6), file(d.path(), "five", 5)];
     let e = sealink_stream::send(addr, &send_cfg(&keys, None), &over, &Progress::default())
         .unwrap_err();
     match &e {
@@ -165,17 +155,16 @@ fn receiver_refuses_more_records_than_its_key_limit() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, ["ten"]);
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn sender_refuses_before_connecting_when_files_exceed_its_key_limit() {
     let keys = Keys::new();
-    let d = dir("send");
+    let d = tempfile::tempdir().unwrap();
     // Something listening that must never see a connection.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.set_nonblocking(true).unwrap();
-    let over = [file(&d, "eleven", LIMIT + 1)];
+    let over = [file(d.path(), "eleven", LIMIT + 1)];
     let e = sealink_stream::send(
         l.local_addr().unwrap(),
         &send_cfg(&keys, Some(LIMIT)),
@@ -195,7 +184,6 @@ fn sender_refuses_before_connecting_when_files_exceed_its_key_limit() {
         "{e}"
     );
     assert!(l.accept().is_err(), "the sender connected anyway");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// Run as a child process by the next test (standard input is the process's own): sends its
@@ -221,9 +209,9 @@ fn helper_send_stdin_with_small_key_limit() {
 #[test]
 fn sender_stops_standard_input_at_its_key_limit() {
     let keys = Keys::new();
-    let d = dir("stdin");
+    let d = tempfile::tempdir().unwrap();
     // The receiver allows far more: only the sender's limit can stop this.
-    let (addr, h) = receiver(&keys, &d, StreamLimits::default());
+    let (addr, h) = receiver(&keys, d.path(), StreamLimits::default());
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args([
         "--exact",
@@ -252,6 +240,5 @@ fn sender_stops_standard_input_at_its_key_limit() {
         r.contains("sender aborted") && r.contains("usage limit"),
         "{r}"
     );
-    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 0);
-    std::fs::remove_dir_all(&d).unwrap();
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
 }

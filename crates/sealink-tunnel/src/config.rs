@@ -419,10 +419,9 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
     #[test]
     fn config_others_can_write_is_refused() {
         use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("sealink-config-perm-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = dir.join("t.toml");
         std::fs::write(&path, sample()).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -432,6 +431,5 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         let msg = Config::from_file(&path).unwrap_err().to_string();
         assert!(msg.contains("writable by group or others"), "{msg}");
         assert!(msg.contains("tunnel config"), "{msg}");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

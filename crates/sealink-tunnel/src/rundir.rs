@@ -126,8 +126,9 @@ mod tests {
 
     #[test]
     fn keyed_by_namespace_and_created_private() {
-        let base = std::env::temp_dir().join(format!("sealink-rundir-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&base);
+        // `base` does not exist yet: `prepare` creates it, private.
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("run");
         let rd = RunDir::new(Some(base.clone()));
         let ns = std::fs::metadata("/proc/self/ns/net").unwrap().ino();
         assert_eq!(rd.dir(), base.join(format!("net-{ns}")));
@@ -153,6 +154,5 @@ mod tests {
         std::os::unix::fs::symlink("/tmp", &dir).unwrap();
         let e = rd.prepare().unwrap_err();
         assert!(e.to_string().contains("not a directory"), "{e}");
-        let _ = std::fs::remove_dir_all(&base);
     }
 }

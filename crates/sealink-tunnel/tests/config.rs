@@ -7,7 +7,6 @@ mod common;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use common::TempDir;
 use sealink_proto::HostKey;
 use sealink_proto::tunnel::PiggybackMode;
 use sealink_tunnel::{Config, TunnelError};
@@ -39,9 +38,9 @@ allowed_ips = ["10.77.0.2/32", "fd77::/64"]
 }
 
 /// Loads `text` from a 0600 file in a fresh directory.
-fn load(tag: &str, text: &str) -> Result<Config, TunnelError> {
-    let d = TempDir::new(tag);
-    let p = d.write("tunnel.toml", text, 0o600);
+fn load(text: &str) -> Result<Config, TunnelError> {
+    let d = common::private_dir();
+    let p = common::write(d.path(), "tunnel.toml", text, 0o600);
     Config::from_file(&p)
 }
 
@@ -59,13 +58,13 @@ fn bad_key(r: Result<Config, TunnelError>) -> String {
 #[test]
 fn a_good_file_loads_with_its_values_and_a_key_path_beside_it() {
     let (key, public) = peer_key();
-    let d = TempDir::new("good");
+    let d = common::private_dir();
     let extra = "mtu = 1400\nworkers = 2\nqueues = 3\n\n[interface.piggyback]\nmode = \"timer\"\nsmall = 100\nmax_delay_us = 150\n";
-    let p = d.write("tunnel.toml", &text(&key, extra, ""), 0o600);
+    let p = common::write(d.path(), "tunnel.toml", &text(&key, extra, ""), 0o600);
     let c = Config::from_file(&p).unwrap();
     assert_eq!(c.name, "slt0");
     // Relative to the config file's directory.
-    assert_eq!(c.private_key, d.join("keys/host.key"));
+    assert_eq!(c.private_key, d.path().join("keys/host.key"));
     assert_eq!(c.address, "10.77.0.1".parse::<IpAddr>().unwrap());
     assert_eq!(c.prefix, 24);
     assert_eq!(c.listen_port, 51999);
@@ -91,21 +90,21 @@ fn a_good_file_loads_with_its_values_and_a_key_path_beside_it() {
 fn defaults_fill_what_is_left_out() {
     let (key, _) = peer_key();
     let t = text(&key, "", "").replace("name = \"slt0\"\n", "");
-    let c = load("defaults", &t).unwrap();
+    let c = load(&t).unwrap();
     assert_eq!(c.name, "sl0");
     assert_eq!(c.core.mtu, 1420);
     assert_eq!((c.workers, c.queues), (None, None));
     assert_eq!(c.core.piggyback.mode, PiggybackMode::Autocork);
     // An absolute key path stays as written.
     let t = text(&key, "", "").replace("\"keys/host.key\"", "\"/etc/sealink/host.key\"");
-    let c = load("abs", &t).unwrap();
+    let c = load(&t).unwrap();
     assert_eq!(c.private_key, std::path::Path::new("/etc/sealink/host.key"));
 }
 
 #[test]
 fn a_missing_file_is_an_io_error() {
-    let d = TempDir::new("missing");
-    match Config::from_file(&d.join("nope.toml")) {
+    let d = common::private_dir();
+    match Config::from_file(&d.path().join("nope.toml")) {
         Err(TunnelError::Io { what, .. }) => assert!(what.contains("nope.toml"), "{what}"),
         other => panic!("expected an I/O error, got {other:?}"),
     }
@@ -114,8 +113,8 @@ fn a_missing_file_is_an_io_error() {
 #[test]
 fn a_file_others_can_write_is_refused() {
     let (key, _) = peer_key();
-    let d = TempDir::new("insecure");
-    let p = d.write("tunnel.toml", &text(&key, "", ""), 0o666);
+    let d = common::private_dir();
+    let p = common::write(d.path(), "tunnel.toml", &text(&key, "", ""), 0o666);
     assert!(matches!(
         Config::from_file(&p),
         Err(TunnelError::Insecure(_))
@@ -124,12 +123,12 @@ fn a_file_others_can_write_is_refused() {
     common::set_mode(&p, 0o600);
     Config::from_file(&p).unwrap();
     // A directory others can write is refused too.
-    common::set_mode(&d.0, 0o777);
+    common::set_mode(d.path(), 0o777);
     assert!(matches!(
         Config::from_file(&p),
         Err(TunnelError::Insecure(_))
     ));
-    common::set_mode(&d.0, 0o700);
+    common::set_mode(d.path(), 0o700);
 }
 
 #[test]
@@ -149,7 +148,7 @@ fn malformed_toml_and_unknown_or_missing_keys_are_toml_errors() {
         ),
         ("empty", String::new()),
     ] {
-        match load("toml", &t) {
+        match load(&t) {
             Err(TunnelError::Toml(m)) => assert!(!m.is_empty(), "{what}"),
             other => panic!("{what}: expected a TOML error, got {other:?}"),
         }
@@ -221,6 +220,6 @@ fn bad_values_name_their_key() {
         ),
     ];
     for (t, want) in cases {
-        assert_eq!(bad_key(load("bad", &t)), want, "{t}");
+        assert_eq!(bad_key(load(&t)), want, "{t}");
     }
 }

@@ -11,22 +11,21 @@ use std::os::unix::net::UnixListener;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::TempDir;
 use sealink_proto::Time;
 use sealink_proto::tunnel::{PeerStats, PeerStatus};
 use sealink_tunnel::{RunDir, TunnelError, UpInfo, control};
 
 /// A run directory under `d` with its namespace directory made (as `up` would).
-fn run_dir(d: &TempDir) -> RunDir {
-    let r = RunDir::new(Some(d.join("run")));
+fn run_dir(d: &tempfile::TempDir) -> RunDir {
+    let r = RunDir::new(Some(d.path().join("run")));
     std::fs::create_dir_all(r.dir()).unwrap();
     r
 }
 
 #[test]
 fn run_dir_is_keyed_by_the_network_namespace() {
-    let d = TempDir::new("rundir");
-    let base = d.join("run");
+    let d = common::private_dir();
+    let base = d.path().join("run");
     let r = RunDir::new(Some(base.clone()));
     assert_eq!(r.base(), base);
     let ino = std::fs::metadata("/proc/self/ns/net").unwrap().ino();
@@ -34,15 +33,15 @@ fn run_dir_is_keyed_by_the_network_namespace() {
     assert_eq!(r.socket_path("sl7"), r.dir().join("sl7.sock"));
     // Two handles on one base in one namespace agree; another base differs.
     assert_eq!(r, RunDir::new(Some(base.clone())));
-    assert_ne!(r, RunDir::new(Some(d.join("other"))));
+    assert_ne!(r, RunDir::new(Some(d.path().join("other"))));
     // Nothing is created until a tunnel comes up.
     assert!(!base.exists());
 }
 
 #[test]
 fn running_lists_sockets_by_name_only() {
-    let d = TempDir::new("running");
-    let r = RunDir::new(Some(d.join("run")));
+    let d = common::private_dir();
+    let r = RunDir::new(Some(d.path().join("run")));
     // No directory yet: nothing runs.
     assert!(control::running(&r).is_empty());
     std::fs::create_dir_all(r.dir()).unwrap();
@@ -54,7 +53,7 @@ fn running_lists_sockets_by_name_only() {
 
 #[test]
 fn request_to_a_missing_tunnel_is_not_running() {
-    let d = TempDir::new("missing");
+    let d = common::private_dir();
     let r = run_dir(&d);
     match control::request(&r, "nope", "show", Duration::from_secs(1)) {
         Err(TunnelError::NotRunning(n)) => assert_eq!(n, "nope"),
@@ -88,7 +87,7 @@ fn serve_once(r: &RunDir, name: &str, answer: &'static str) -> thread::JoinHandl
 
 #[test]
 fn request_sends_one_line_and_reads_the_whole_answer() {
-    let d = TempDir::new("request");
+    let d = common::private_dir();
     let r = run_dir(&d);
     let answer = "interface: sl9\n  drops: none\n\npeer: far\n";
     let server = serve_once(&r, "sl9", answer);
@@ -106,7 +105,7 @@ fn request_sends_one_line_and_reads_the_whole_answer() {
 
 #[test]
 fn a_silent_tunnel_times_out_the_request() {
-    let d = TempDir::new("silent");
+    let d = common::private_dir();
     let r = run_dir(&d);
     let l = UnixListener::bind(r.socket_path("mute")).unwrap();
     let held = thread::spawn(move || {

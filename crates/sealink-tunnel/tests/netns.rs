@@ -15,7 +15,6 @@ use std::thread;
 use std::time::Duration;
 
 use base64::Engine;
-use common::TempDir;
 use sealink_proto::HostKey;
 use sealink_tunnel::{Config, RunDir, TunnelError, UpInfo, control};
 
@@ -140,8 +139,8 @@ fn spawn_in(
 fn library_tunnel_between_namespaces() {
     let id = (std::process::id() % 100_000).to_string();
     let Some(net) = Netns::new(&id) else { return };
-    let d = TempDir::new("netns");
-    let run_dir = RunDir::new(Some(d.join("run")));
+    let d = common::private_dir();
+    let run_dir = RunDir::new(Some(d.path().join("run")));
     let names = [format!("tL{id}a"), format!("tL{id}b")];
     let keys = [HostKey::generate().unwrap(), HostKey::generate().unwrap()];
     let stops = [

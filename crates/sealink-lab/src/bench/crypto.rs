@@ -26,7 +26,7 @@ use sealink_crypto::{SuiteId, legacy};
 use sealink_proto::sim::SimRng;
 
 use super::{fill, median, random_seed, timed};
-use crate::error::{Result, ResultExt, msg};
+use crate::error::{Error, Result};
 use crate::output;
 
 /// Largest bulk buffer accepted.
@@ -107,7 +107,7 @@ impl Row {
 
 fn random_array<const N: usize>() -> Result<[u8; N]> {
     let mut b = [0u8; N];
-    sealink_crypto::sign::random_bytes(&mut b).context("the system random generator failed")?;
+    sealink_crypto::sign::random_bytes(&mut b).map_err(Error::Random)?;
     Ok(b)
 }
 
@@ -158,7 +158,7 @@ where
     let mut rates = Vec::with_capacity(t.runs);
     for run in 0..=t.runs {
         let mut op = setup()?;
-        let (n, d) = timed(t.duration, 1, &mut op).map_err(msg)?;
+        let (n, d) = timed(t.duration, 1, &mut op).map_err(Error::bench)?;
         if run > 0 {
             rates.push(n as f64 / d.as_secs_f64());
         }
@@ -318,7 +318,7 @@ fn measure_all(t: Timing, size: usize, pb: &indicatif::ProgressBar) -> Result<Ve
     // --- RSA ---------------------------------------------------------------------------------
     let rng = lc_rand::SystemRandom::new();
     let pair = rsa::KeyPair::generate(rsa::KeySize::Rsa2048)
-        .map_err(|_| msg("RSA-2048 key generation failed"))?;
+        .map_err(|_| Error::bench("RSA-2048 key generation failed"))?;
     pb.inc(1);
     let public = signature::KeyPair::public_key(&pair).as_ref().to_vec();
     let sig_len = pair.public_modulus_len();
@@ -347,7 +347,7 @@ fn measure_all(t: Timing, size: usize, pb: &indicatif::ProgressBar) -> Result<Ve
         let m: [u8; 32] = random_array()?;
         let mut sig = vec![0u8; sig_len];
         pair.sign(&signature::RSA_PKCS1_SHA256, &rng, &m, &mut sig)
-            .map_err(|_| msg("RSA sign failed"))?;
+            .map_err(|_| Error::bench("RSA sign failed"))?;
         let key =
             signature::UnparsedPublicKey::new(&signature::RSA_PKCS1_2048_8192_SHA256, &public);
         Ok(move || {
@@ -413,16 +413,16 @@ fn measure_all(t: Timing, size: usize, pb: &indicatif::ProgressBar) -> Result<Ve
     // --- X25519 ------------------------------------------------------------------------------
     let peer_public = |rng: &lc_rand::SystemRandom| -> Result<Vec<u8>> {
         let k = agreement::EphemeralPrivateKey::generate(&agreement::X25519, rng)
-            .map_err(|_| msg("X25519 key generation failed"))?;
+            .map_err(|_| Error::bench("X25519 key generation failed"))?;
         let pk = k
             .compute_public_key()
-            .map_err(|_| msg("X25519 public key failed"))?;
+            .map_err(|_| Error::bench("X25519 public key failed"))?;
         Ok(pk.as_ref().to_vec())
     };
     let v = ops(t, pb, || {
         let peer = peer_public(&rng)?;
         let mine = agreement::PrivateKey::generate(&agreement::X25519)
-            .map_err(|_| msg("X25519 key generation failed"))?;
+            .map_err(|_| Error::bench("X25519 key generation failed"))?;
         Ok(move || {
             let peer = agreement::UnparsedPublicKey::new(&agreement::X25519, &peer);
             agreement::agree(&mine, peer, "X25519 agreement failed", |k| {
@@ -543,9 +543,12 @@ fn run_soft_script(out: &Path, size: usize, t: Timing) -> Result<()> {
         .env("GHASH_RUNS", t.runs.to_string())
         .stdout(std::process::Stdio::null())
         .status()
-        .with_context(|| format!("cannot run {}", script.display()))?;
+        .map_err(Error::io("run", &script))?;
     if !status.success() {
-        return Err(msg(format!("{} failed ({status})", script.display())));
+        return Err(Error::bench(format!(
+            "{} failed ({status})",
+            script.display()
+        )));
     }
     Ok(())
 }
@@ -630,7 +633,7 @@ fn csv_field(s: &str) -> String {
 }
 
 fn write_csv(dir: &Path, rows: &[Row], ghash: &[(String, f64, String)]) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
     let mut s = String::from("algorithm,value,unit,paper_1995,paper_1995_unit,ratio,detail\n");
     for r in rows {
         let _ = writeln!(
@@ -649,25 +652,25 @@ fn write_csv(dir: &Path, rows: &[Row], ghash: &[(String, f64, String)]) -> Resul
         let _ = writeln!(s, "{},{v},Mbit/s,,,,{}", csv_field(name), csv_field(detail));
     }
     let path = dir.join("crypto.csv");
-    std::fs::write(&path, s).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&path, s).map_err(Error::io("write", &path))?;
     Ok(path)
 }
 
 fn validate(p: &Params) -> Result<()> {
     if !(1..=MAX_SIZE).contains(&p.size) {
-        return Err(msg(format!(
+        return Err(Error::Usage(format!(
             "--size must be within 1..={MAX_SIZE}, got {}",
             p.size
         )));
     }
     if !(p.seconds.is_finite() && p.seconds > 0.0 && p.seconds <= 60.0) {
-        return Err(msg(format!(
+        return Err(Error::Usage(format!(
             "--seconds must be within (0, 60], got {}",
             p.seconds
         )));
     }
     if p.runs == 0 {
-        return Err(msg("--runs must be at least 1"));
+        return Err(Error::Usage("--runs must be at least 1".into()));
     }
     Ok(())
 }

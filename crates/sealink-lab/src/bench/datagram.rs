@@ -10,6 +10,7 @@
 //! Reported per size and mode: messages/s delivered, data datagrams/s sent, messages per datagram,
 //! urgent latency p50/p99; then the ON/OFF throughput ratio.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ use sealink_datagram::{
 use sealink_proto::sim::SimRng;
 
 use super::{fill, median, random_seed};
-use crate::error::{Result, ResultExt, msg};
+use crate::error::{Error, Result};
 use crate::output;
 
 /// Largest message size the bench takes (one message always fits a datagram).
@@ -158,7 +159,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
         ..Config::default()
     };
     cfg.queue_limit = cfg.max_body();
-    let loopback = "127.0.0.1:0".parse()?;
+    let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let (ka, kb) = (HostKey::generate()?, HostKey::generate()?);
     let (pa, pb) = (*ka.public(), *kb.public());
     let (own, own_pub) = owner()?;
@@ -172,7 +173,9 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
         public_key: pa,
         addr: None,
     });
-    let b = Arc::new(Node::start(cb).context("cannot start the receiving node")?);
+    let b = Arc::new(
+        Node::start(cb).map_err(|e| Error::bench_by("cannot start the receiving node", e))?,
+    );
     let mut ca = NodeConfig::new(loopback, ka);
     ca.config = cfg;
     ca.gso = gso;
@@ -180,11 +183,16 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     ca.peers.push(PeerConfig {
         name: "b".into(),
         public_key: pb,
-        addr: Some(b.local_addr()?),
+        addr: Some(
+            b.local_addr()
+                .map_err(|e| Error::bench_by("the receiving node has no address", e))?,
+        ),
     });
-    let a = Node::start(ca).context("cannot start the sending node")?;
+    let a = Node::start(ca).map_err(|e| Error::bench_by("cannot start the sending node", e))?;
     let me = a.add_owner(own);
-    let peer = a.peer_id("b").ok_or_else(|| msg("peer b missing"))?;
+    let peer = a
+        .peer_id("b")
+        .ok_or_else(|| Error::bench("peer b missing"))?;
 
     // Warm-up: handshake and owner introduction out of the timed window.
     let t0 = Instant::now();
@@ -193,7 +201,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     fill(&mut rng, &mut payload);
     a.send(peer, me, None, &payload, Urgency::Urgent, Scope::Encrypt)?;
     a.flush(peer, Duration::from_secs(5))
-        .context("warm-up message not acknowledged")?;
+        .map_err(|e| Error::bench_by("warm-up message not acknowledged", e))?;
     while b.recv(Some(Duration::from_millis(1))).is_some() {}
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -260,7 +268,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     stop.store(true, Ordering::Relaxed);
     let mut lat = receiver
         .join()
-        .map_err(|_| msg("receiver thread panicked"))?;
+        .map_err(|_| Error::bench("receiver thread panicked"))?;
     a.shutdown();
     if let Ok(b) = Arc::try_unwrap(b) {
         b.shutdown();

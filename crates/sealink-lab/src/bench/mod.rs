@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use sealink_proto::sim::SimRng;
 
-use crate::error::{Result, ResultExt};
+use crate::error::{Error, Result};
 
 /// A fresh seed from the system generator, so every run's buffers differ (the papers warn that
 /// constant buffers flatter ciphers).
 pub(crate) fn random_seed() -> Result<u64> {
     let mut b = [0u8; 8];
-    sealink_crypto::sign::random_bytes(&mut b).context("the system random generator failed")?;
+    sealink_crypto::sign::random_bytes(&mut b).map_err(Error::Random)?;
     Ok(u64::from_le_bytes(b))
 }
 

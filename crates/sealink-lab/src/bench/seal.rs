@@ -14,7 +14,7 @@ use sealink_proto::sim::SimRng;
 use sealink_proto::wire::{self, FRAME_MSG, Frame, Frames, HEADER_LEN, Writer};
 
 use super::{fill, median, random_seed, timed};
-use crate::error::{Result, ResultExt, msg};
+use crate::error::{Error, Result};
 use crate::output;
 
 /// Tag room after the body.
@@ -74,7 +74,7 @@ impl<'k> Protocol<'k> {
         fill(&mut SimRng::new(seed), &mut payload);
         let mut w = Writer::new(&mut buf[HEADER_LEN..HEADER_LEN + body_len]);
         wire::write_msg(&mut w, SEQ_BASE, FROM, TO, &payload)
-            .ok_or_else(|| msg("cannot lay out the MSG frame"))?;
+            .ok_or_else(|| Error::bench("cannot lay out the MSG frame"))?;
         Ok(Protocol {
             tx,
             rx,
@@ -200,8 +200,7 @@ fn batch_for(size: usize) -> u64 {
 
 fn measure(suite: SuiteId, size: usize, p: &Params, pb: &indicatif::ProgressBar) -> Result<Row> {
     let mut secret = [0u8; 32];
-    sealink_crypto::sign::random_bytes(&mut secret)
-        .context("the system random generator failed")?;
+    sealink_crypto::sign::random_bytes(&mut secret).map_err(Error::Random)?;
     let tx = kdf::derive_packet_key(suite, &secret, b"bench", false)?;
     let rx = kdf::derive_packet_key(suite, &secret, b"bench", false)?;
     let mut material = [0u8; kdf::MAX_KEY_LEN];
@@ -214,7 +213,7 @@ fn measure(suite: SuiteId, size: usize, p: &Params, pb: &indicatif::ProgressBar)
     let duration = Duration::from_secs_f64(p.seconds);
     let batch = batch_for(size);
     let fail = |side: &str, e: &str| {
-        msg(format!(
+        Error::bench(format!(
             "{side} round trip failed for {suite} at {size} B: {e}"
         ))
     };
@@ -274,24 +273,26 @@ fn measure(suite: SuiteId, size: usize, p: &Params, pb: &indicatif::ProgressBar)
 
 fn validate(p: &Params) -> Result<()> {
     if p.sizes.is_empty() || p.suites.is_empty() {
-        return Err(msg("give at least one size and one suite"));
+        return Err(Error::Usage("give at least one size and one suite".into()));
     }
     if let Some(s) = p.sizes.iter().find(|s| !(1..=MAX_SIZE).contains(*s)) {
-        return Err(msg(format!("size {s} is out of range 1..={MAX_SIZE}")));
+        return Err(Error::Usage(format!(
+            "size {s} is out of range 1..={MAX_SIZE}"
+        )));
     }
     if let Some(s) = p.suites.iter().find(|s| s.is_legacy()) {
-        return Err(msg(format!(
+        return Err(Error::Usage(format!(
             "suite {s} cannot be benchmarked here: the raw baseline covers aes128-gcm, aes256-gcm and chacha20-poly1305"
         )));
     }
     if !(p.seconds.is_finite() && p.seconds > 0.0 && p.seconds <= 60.0) {
-        return Err(msg(format!(
+        return Err(Error::Usage(format!(
             "--seconds must be within (0, 60], got {}",
             p.seconds
         )));
     }
     if p.runs == 0 {
-        return Err(msg("--runs must be at least 1"));
+        return Err(Error::Usage("--runs must be at least 1".into()));
     }
     Ok(())
 }

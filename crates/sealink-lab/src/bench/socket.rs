@@ -30,7 +30,7 @@ use sealink_proto::stream::record::{self, RecordType};
 use sealink_stream::{RecordBatch, RecordReader};
 
 use super::{fill, median, random_seed};
-use crate::error::{Result, ResultExt, chain, msg};
+use crate::error::{Error, Result, chain};
 use crate::output;
 
 /// Plaintext per record, as in the paper's 4k/8k/16k columns.
@@ -116,10 +116,13 @@ pub fn receive(key: &PacketKey, r: &mut impl Read, max_plain: usize) -> Result<R
     let mut reader = RecordReader::new(RECV_BUF.max(2 * max_rec), max_rec);
     let mut got = Received::default();
     loop {
-        while let Some(rec) = reader.next_record(key)? {
+        while let Some(rec) = reader
+            .next_record(key)
+            .map_err(|e| Error::bench_by(format!("record {}", got.records), e))?
+        {
             let seq = rec.header.seq;
             if rec.header.kind != RecordType::Data || seq != got.records {
-                return Err(msg(format!(
+                return Err(Error::bench(format!(
                     "{:?} record {seq} where data record {} was due",
                     rec.header.kind, got.records
                 )));
@@ -130,12 +133,12 @@ pub fn receive(key: &PacketKey, r: &mut impl Read, max_plain: usize) -> Result<R
         let n = match reader.fill(r) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e).context("receiver read failed"),
+            Err(e) => return Err(Error::bench_by("receiver read failed", e)),
         };
         got.reads += 1;
         if n == 0 {
             if reader.pending() != 0 {
-                return Err(msg(format!(
+                return Err(Error::bench(format!(
                     "stream ended inside record {} ({} bytes left over)",
                     got.records,
                     reader.pending()
@@ -163,10 +166,10 @@ fn write_all(s: &mut TcpStream, mut buf: &[u8], writes: &mut u64) -> Result<()> 
     while !buf.is_empty() {
         *writes += 1;
         match s.write(buf) {
-            Ok(0) => return Err(msg("socket accepted no bytes")),
+            Ok(0) => return Err(Error::bench("socket accepted no bytes")),
             Ok(n) => buf = &buf[n..],
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e).context("write failed"),
+            Err(e) => return Err(Error::bench_by("write failed", e)),
         }
     }
     Ok(())
@@ -175,11 +178,11 @@ fn write_all(s: &mut TcpStream, mut buf: &[u8], writes: &mut u64) -> Result<()> 
 /// This thread's (voluntary, involuntary) context switches so far.
 fn ctx_switches() -> Result<(u64, u64)> {
     let s = std::fs::read_to_string("/proc/thread-self/status")
-        .context("cannot read /proc/thread-self/status")?;
+        .map_err(Error::io("read", "/proc/thread-self/status"))?;
     let field = |name: &str| {
         s.lines()
             .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
-            .ok_or_else(|| msg(format!("no {name} in /proc/thread-self/status")))
+            .ok_or_else(|| Error::bench(format!("no {name} in /proc/thread-self/status")))
     };
     Ok((
         field("voluntary_ctxt_switches:")?,
@@ -228,7 +231,7 @@ fn load(b: &mut RecordBatch, src: &[u8], plan: Plan, seq: u64, lens: &mut Vec<us
 /// Seals the records loaded into `b` with the stream sender's code; returns their wire bytes.
 fn seal<'b>(key: &PacketKey, b: &'b mut RecordBatch, seq: u64, lens: &[usize]) -> Result<&'b [u8]> {
     b.seal(key, Scope::Encrypt, seq, lens)
-        .with_context(|| format!("sealing record {seq}"))
+        .map_err(|e| Error::bench_by(format!("sealing record {seq}"), e))
 }
 
 fn send_library(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> Result<Sent> {
@@ -296,10 +299,10 @@ fn send_service(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> R
                 job.seq = seq;
                 to_svc
                     .send(job)
-                    .map_err(|_| msg("the crypto service stopped"))?;
+                    .map_err(|_| Error::bench("the crypto service stopped"))?;
                 job = done
                     .recv()
-                    .map_err(|_| msg("the crypto service stopped"))??;
+                    .map_err(|_| Error::bench("the crypto service stopped"))??;
                 write_all(s, &job.out[..job.wire], &mut sent.writes)?;
             }
             sent.ctx = ctx_delta(c0, ctx_switches()?);
@@ -309,7 +312,7 @@ fn send_service(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> R
         drop(to_svc); // ends the service loop
         let (copied, ctx) = service
             .join()
-            .map_err(|_| msg("the crypto service panicked"))??;
+            .map_err(|_| Error::bench("the crypto service panicked"))??;
         let mut sent = sent?;
         sent.copied += copied;
         sent.ctx = (sent.ctx.0 + ctx.0, sent.ctx.1 + ctx.1);
@@ -354,7 +357,7 @@ struct Sample {
 
 fn random_key() -> Result<[u8; 16]> {
     let mut k = [0u8; 16];
-    sealink_crypto::sign::random_bytes(&mut k).context("the system random generator failed")?;
+    sealink_crypto::sign::random_bytes(&mut k).map_err(Error::Random)?;
     Ok(k)
 }
 
@@ -364,13 +367,22 @@ fn transfer(path: SendPath, plan: Plan, batch: usize, src: &mut [u8]) -> Result<
     let seed = random_seed()?;
     fill(&mut SimRng::new(seed), src);
     let key = random_key()?;
-    let seal = PacketKey::new(SuiteId::Aes128Gcm, &key, false).context("AES-128-GCM key")?;
-    let open = PacketKey::new(SuiteId::Aes128Gcm, &key, false).context("AES-128-GCM key")?;
-    let listener = TcpListener::bind("127.0.0.1:0").context("cannot listen on 127.0.0.1")?;
-    let mut tx = TcpStream::connect(listener.local_addr()?).context("cannot connect")?;
-    let (mut rx, _) = listener.accept().context("cannot accept")?;
-    tx.set_nodelay(true)?;
-    rx.set_nodelay(true)?;
+    let seal = PacketKey::new(SuiteId::Aes128Gcm, &key, false)
+        .map_err(|e| Error::bench_by("AES-128-GCM key", e))?;
+    let open = PacketKey::new(SuiteId::Aes128Gcm, &key, false)
+        .map_err(|e| Error::bench_by("AES-128-GCM key", e))?;
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| Error::bench_by("cannot listen on 127.0.0.1", e))?;
+    let mut tx = listener
+        .local_addr()
+        .and_then(TcpStream::connect)
+        .map_err(|e| Error::bench_by("cannot connect", e))?;
+    let (mut rx, _) = listener
+        .accept()
+        .map_err(|e| Error::bench_by("cannot accept", e))?;
+    tx.set_nodelay(true)
+        .and_then(|()| rx.set_nodelay(true))
+        .map_err(|e| Error::bench_by("cannot set TCP_NODELAY", e))?;
     let src = &*src;
     std::thread::scope(|scope| {
         let receiver = scope.spawn(move || {
@@ -385,20 +397,22 @@ fn transfer(path: SendPath, plan: Plan, batch: usize, src: &mut [u8]) -> Result<
         };
         let _ = tx.shutdown(Shutdown::Write);
         drop(tx);
-        let (recv, t1) = receiver.join().map_err(|_| msg("the receiver panicked"))?;
+        let (recv, t1) = receiver
+            .join()
+            .map_err(|_| Error::bench("the receiver panicked"))?;
         let (sent, recv) = match (sent, recv) {
             (Ok(s), Ok(r)) => (s, r),
             (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e),
             (Err(s), Err(r)) => {
-                return Err(msg(format!(
+                return Err(Error::bench(format!(
                     "receiver: {}; sender: {}",
-                    chain(&*r),
-                    chain(&*s)
+                    chain(&r),
+                    chain(&s)
                 )));
             }
         };
         if recv.bytes != plan.total || recv.records != plan.records() {
-            return Err(msg(format!(
+            return Err(Error::bench(format!(
                 "received {} bytes in {} records, sent {} in {}",
                 recv.bytes,
                 recv.records,
@@ -658,7 +672,7 @@ fn write_csv(
     rows: &[(SendPath, usize, usize, Sample)],
     points: &[Point],
 ) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
     let mut s = String::from(
         "path,record_bytes,run,bytes,seconds,gbps,writes,copied_bytes,ctx_voluntary,ctx_nonvoluntary,recv_reads,batch,seed\n",
     );
@@ -698,14 +712,16 @@ fn write_csv(
         );
     }
     let path = dir.join("socket.csv");
-    std::fs::write(&path, s).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(&path, s).map_err(Error::io("write", &path))?;
     Ok(path)
 }
 
 /// Runs the bench, prints the tables and writes the CSV.
 pub fn run(p: &Params) -> Result<()> {
     if p.size == 0 || p.runs == 0 || p.batch == 0 {
-        return Err(msg("--size, --runs and --batch must be at least 1"));
+        return Err(Error::Usage(
+            "--size, --runs and --batch must be at least 1".into(),
+        ));
     }
     let max_rec = RECORD_SIZES[RECORD_SIZES.len() - 1];
     // A multiple of every record size, so records never straddle the end of the source.
@@ -724,8 +740,11 @@ pub fn run(p: &Params) -> Result<()> {
                     total: p.size.min(WARMUP_SIZE),
                     rec,
                 };
-                transfer(path, plan, p.batch, &mut src).with_context(|| {
-                    format!("{} path, {} records (warm-up)", path.name(), kib(rec))
+                transfer(path, plan, p.batch, &mut src).map_err(|e| {
+                    Error::bench_by(
+                        format!("{} path, {} records (warm-up)", path.name(), kib(rec)),
+                        e,
+                    )
                 })?;
                 pb.inc(1);
             }
@@ -736,8 +755,9 @@ pub fn run(p: &Params) -> Result<()> {
     for run in 0..p.runs {
         for rec in RECORD_SIZES {
             for path in SendPath::ALL {
-                let x = transfer(path, Plan { total: p.size, rec }, p.batch, &mut src)
-                    .with_context(|| format!("{} path, {} records", path.name(), kib(rec)))?;
+                let x = transfer(path, Plan { total: p.size, rec }, p.batch, &mut src).map_err(
+                    |e| Error::bench_by(format!("{} path, {} records", path.name(), kib(rec)), e),
+                )?;
                 rows.push((path, rec, run, x));
                 pb.inc(1);
             }
@@ -815,10 +835,8 @@ mod tests {
             let mut s = stream(3, 100);
             s[record::wire_len(100) + at] ^= 1; // in the second record
             let e = receive(&key(), &mut Cursor::new(s), 100).unwrap_err();
-            assert!(
-                e.to_string().contains("record 1 failed authentication"),
-                "{e}"
-            );
+            let e = crate::error::chain(&e);
+            assert!(e.contains("record 1") && e.contains("authentication"), "{e}");
         }
     }
 

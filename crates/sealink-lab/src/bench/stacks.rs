@@ -18,7 +18,7 @@ use sealink_engine::{Channel, Clp, ClpPolicy, HEADER_ROOM, Layered, Op, Packet, 
 use sealink_proto::sim::SimRng;
 
 use super::{fill, median, random_seed};
-use crate::error::{Result, ResultExt, msg};
+use crate::error::{Error, Result};
 use crate::output;
 
 /// A protocol stack of the lab.
@@ -232,8 +232,7 @@ fn channels(stack: &Stack, n: usize) -> Result<Vec<Channel>> {
     (0..n)
         .map(|i| {
             let mut secret = [0u8; 32];
-            sealink_crypto::sign::random_bytes(&mut secret)
-                .context("the system random generator failed")?;
+            sealink_crypto::sign::random_bytes(&mut secret).map_err(Error::Random)?;
             let key = Arc::new(kdf::derive_packet_key(
                 stack.suite,
                 &secret,
@@ -320,7 +319,7 @@ fn drive(
     while rates.len() < windows {
         let b = engine
             .recv()
-            .ok_or_else(|| msg("the engine returned nothing"))?;
+            .ok_or_else(|| Error::bench("the engine returned nothing"))?;
         if let Some(p) = b.packets.iter().find(|p| p.status.is_err()) {
             failure = Some(p.status);
             break;
@@ -338,7 +337,7 @@ fn drive(
     }
     while engine.recv().is_some() {}
     if let Some(Err(e)) = failure {
-        return Err(msg(format!(
+        return Err(Error::bench(format!(
             "a packet was dropped by the engine: {}",
             e.name()
         )));
@@ -373,7 +372,7 @@ fn sealed_pools(
                 .map(|p| {
                     p.status
                         .map(|()| Arc::from(p.wire()))
-                        .map_err(|e| msg(format!("sealing the pool failed: {}", e.name())))
+                        .map_err(|e| Error::bench(format!("sealing the pool failed: {}", e.name())))
                 })
                 .collect()
         })
@@ -425,13 +424,13 @@ fn measure(
         Duration::from_secs_f64(p.seconds),
         windows,
     )
-    .with_context(|| format!("{} ({kind:?}, {})", stack.name, side_name(op)))
+    .map_err(|e| Error::bench_by(format!("{} ({kind:?}, {})", stack.name, side_name(op)), e))
 }
 
 /// The raw library's seal rate (AES-128-GCM, one thread, same packet size), Mbit/s per window.
 fn raw_seal_rate(p: &Params) -> Result<Vec<f64>> {
     let mut key = [0u8; 16];
-    sealink_crypto::sign::random_bytes(&mut key).context("the system random generator failed")?;
+    sealink_crypto::sign::random_bytes(&mut key).map_err(Error::Random)?;
     let k = RawAead::new(SuiteId::Aes128Gcm, &key)?;
     let mut buf = vec![0u8; p.packet + raw::TAG_LEN];
     fill(&mut SimRng::new(random_seed()?), &mut buf);
@@ -450,7 +449,7 @@ fn raw_seal_rate(p: &Params) -> Result<Vec<f64>> {
             black_box(&buf);
             Ok(())
         })
-        .map_err(|()| msg("raw seal failed"))?;
+        .map_err(|()| Error::bench("raw seal failed"))?;
         rates.push(n as f64 * p.packet as f64 * 8.0 / d.as_secs_f64() / 1e6);
     }
     Ok(rates.split_off(1))
@@ -499,19 +498,21 @@ fn amdahl(f: f64, n: f64) -> f64 {
 
 fn validate(p: &Params) -> Result<()> {
     if p.stacks.is_empty() {
-        return Err(msg("give at least one stack"));
+        return Err(Error::Usage("give at least one stack".into()));
     }
     if !(1..=MAX_PACKET).contains(&p.packet) {
-        return Err(msg(format!("--packet must be within 1..={MAX_PACKET}")));
+        return Err(Error::Usage(format!(
+            "--packet must be within 1..={MAX_PACKET}"
+        )));
     }
     if p.workers == 0 || p.workers > 512 {
-        return Err(msg("--workers must be within 1..=512"));
+        return Err(Error::Usage("--workers must be within 1..=512".into()));
     }
     if !(p.seconds.is_finite() && p.seconds > 0.0 && p.seconds <= 60.0) {
-        return Err(msg("--seconds must be within (0, 60]"));
+        return Err(Error::Usage("--seconds must be within (0, 60]".into()));
     }
     if p.runs == 0 {
-        return Err(msg("--runs must be at least 1"));
+        return Err(Error::Usage("--runs must be at least 1".into()));
     }
     Ok(())
 }
@@ -519,8 +520,7 @@ fn validate(p: &Params) -> Result<()> {
 /// Runs the bench, writes CSV and SVG files into `p.out` and prints the tables.
 pub fn run(p: &Params) -> Result<()> {
     validate(p)?;
-    std::fs::create_dir_all(&p.out)
-        .with_context(|| format!("cannot create {}", p.out.display()))?;
+    std::fs::create_dir_all(&p.out).map_err(Error::io("create", &p.out))?;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let nw = p.workers;
     let windows = p.runs + 1;
@@ -608,7 +608,7 @@ pub fn run(p: &Params) -> Result<()> {
 
 fn write_file(dir: &Path, name: &str, text: &str) -> Result<()> {
     let path = dir.join(name);
-    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(&path, text).map_err(Error::io("write", &path))
 }
 
 fn policy_name(p: ClpPolicy) -> &'static str {
