@@ -68,12 +68,7 @@ fn bench_crypto_quick_prints_table_and_csv() {
         .unwrap();
     assert!(stdout.contains("run record: "), "{stdout}");
     let rec = common::run_record(&dir, "crypto", &["crypto.csv"]);
-    let fig = rec
-        .summary
-        .iter()
-        .find(|f| f.name == "MD5")
-        .expect("MD5 figure");
-    assert_eq!((fig.value, fig.unit.as_str()), (Some(md5), "Mbit/s"));
+    assert_eq!(common::figure(&rec, "MD5"), (Some(md5), "Mbit/s".into()));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -56,11 +56,7 @@ fn bench_socket_quick_writes_tables_and_csv() {
         .find(|l| l.starts_with("integrated,16384,median,"))
         .unwrap();
     let secs: f64 = median.split(',').nth(4).unwrap().parse().unwrap();
-    let fig = rec
-        .summary
-        .iter()
-        .find(|f| f.name == "integrated 16k seconds")
-        .unwrap();
-    assert_eq!(fig.value, Some(secs));
+    let fig = common::figure(&rec, "integrated 16k seconds");
+    assert_eq!(fig, (Some(secs), "s".into()));
     let _ = std::fs::remove_dir_all(&dir);
 }

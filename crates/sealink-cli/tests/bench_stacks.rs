@@ -83,12 +83,10 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
         "speedup-clp-send.svg",
     ]);
     let rec = common::run_record(&dir, "stacks", &all);
+    let (speedup, unit) = common::figure(&rec, "aes128-gcm send PLP speedup @2w");
     assert!(
-        rec.summary
-            .iter()
-            .any(|f| f.name == "aes128-gcm send PLP speedup @2w" && f.value.is_some()),
-        "{:?}",
-        rec.summary
+        speedup.is_some_and(|s| s > 0.0) && unit == "x",
+        "{speedup:?} {unit}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -235,12 +235,8 @@ fn bench_seal_quick_table() {
     let ratio: f64 = fields[4].parse().unwrap();
     assert_eq!(format!("{ratio:.3}"), cells[4], "{csv}");
     let rec = common::run_record(&dir.0, "seal", &["seal.csv"]);
-    let fig = rec
-        .summary
-        .iter()
-        .find(|f| f.name == "aes128-gcm 64 B protocol/raw")
-        .unwrap();
-    assert_eq!(fig.value, Some(ratio));
+    let fig = common::figure(&rec, "aes128-gcm 64 B protocol/raw");
+    assert_eq!(fig, (Some(ratio), "ratio".into()));
 }
 
 #[test]

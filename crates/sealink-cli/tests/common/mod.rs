@@ -190,3 +190,10 @@ pub fn run_record(
     assert!(!r.summary.is_empty(), "{text}");
     r
 }
+
+/// The value and unit of the summary figure `name` in a run record.
+pub fn figure(r: &sealink_lab::report::RunRecord, name: &str) -> (Option<f64>, String) {
+    let f = r.summary.iter().find(|f| f.name == name);
+    let f = f.unwrap_or_else(|| panic!("no figure {name:?} in {:?}", r.summary));
+    (f.value, f.unit.clone())
+}

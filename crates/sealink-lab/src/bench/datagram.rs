@@ -171,16 +171,7 @@ fn table(rows: &Rows) -> Table {
 
 /// Writes datagram.csv (the medians at full precision) and the run record into `dir`.
 fn write_files(dir: &Path, rows: &Rows) -> Result<(PathBuf, PathBuf)> {
-    let mut t = Table::new([
-        "size_bytes",
-        "piggyback",
-        "msgs_per_s",
-        "dgrams_per_s",
-        "msgs_per_dgram",
-        "urgent_p50_us",
-        "urgent_p99_us",
-        "urgent_samples",
-    ]);
+    let mut t = Table::new("size_bytes,piggyback,msgs_per_s,dgrams_per_s,msgs_per_dgram,urgent_p50_us,urgent_p99_us,urgent_samples".split(','));
     let mut rec = RunRecord::new("datagram");
     for (size, point) in rows {
         for (s, on) in point.iter().zip(MODES) {

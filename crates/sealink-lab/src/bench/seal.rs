@@ -300,40 +300,27 @@ fn validate(p: &Params) -> Result<()> {
     Ok(())
 }
 
-/// The table on stdout: figures rounded to three decimals.
-fn table(rows: &[Row]) -> Table {
-    let mut t = Table::new(["suite", "size", "protocol Gbit/s", "raw Gbit/s", "ratio"]);
+/// The rows under `head`, each figure written by `num`: the table on stdout rounds to three
+/// decimals, seal.csv keeps full precision.
+fn table(rows: &[Row], head: &str, num: fn(f64) -> String) -> Table {
+    let mut t = Table::new(head.split(','));
     for r in rows {
-        t.row([
-            r.suite.name().to_owned(),
-            r.size.to_string(),
-            format!("{:.3}", r.protocol),
-            format!("{:.3}", r.raw),
-            format!("{:.3}", r.ratio()),
-        ]);
+        t.row(
+            [r.suite.name().to_owned(), r.size.to_string()]
+                .into_iter()
+                .chain([r.protocol, r.raw, r.ratio()].map(num)),
+        );
     }
     t
 }
 
-/// seal.csv: the same rows at full precision.
-fn csv(rows: &[Row]) -> Table {
-    let mut t = Table::new(["suite", "size_bytes", "protocol_gbps", "raw_gbps", "ratio"]);
-    for r in rows {
-        t.row([
-            r.suite.name().to_owned(),
-            r.size.to_string(),
-            r.protocol.to_string(),
-            r.raw.to_string(),
-            r.ratio().to_string(),
-        ]);
-    }
-    t
-}
+const HEAD: &str = "suite,size,protocol Gbit/s,raw Gbit/s,ratio";
+const CSV_HEAD: &str = "suite,size_bytes,protocol_gbps,raw_gbps,ratio";
 
 /// Writes seal.csv and the run record (one ratio per suite and size) into `dir`.
 fn write_files(dir: &Path, rows: &[Row]) -> Result<(PathBuf, PathBuf)> {
     let mut rec = RunRecord::new("seal");
-    let csv = rec.write_csv(dir, "seal.csv", &csv(rows))?;
+    let csv = rec.write_csv(dir, "seal.csv", &table(rows, CSV_HEAD, |v| v.to_string()))?;
     for r in rows {
         let what = format!("{} {} B", r.suite.name(), r.size);
         rec.figure(format!("{what} protocol"), r.protocol, "Gbit/s");
@@ -420,7 +407,7 @@ pub fn run(p: &Params) -> Result<()> {
     }
     pb.finish_and_clear();
     result?;
-    out.push_str(&table(&rows).markdown());
+    out.push_str(&table(&rows, HEAD, |v| format!("{v:.3}")).markdown());
     let _ = writeln!(out);
     let _ = writeln!(out, "{}", target_line(&rows));
     let (csv, json) = write_files(&p.out, &rows)?;

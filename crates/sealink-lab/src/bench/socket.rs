@@ -611,58 +611,46 @@ fn write_files(
     rows: &[(SendPath, usize, usize, Sample)],
     points: &[Point],
 ) -> Result<(PathBuf, PathBuf)> {
-    let mut t = Table::new([
-        "path",
-        "record_bytes",
-        "run",
-        "bytes",
-        "seconds",
-        "gbps",
-        "writes",
-        "copied_bytes",
-        "ctx_voluntary",
-        "ctx_nonvoluntary",
-        "recv_reads",
-        "batch",
-        "seed",
-    ]);
+    let mut t = Table::new(
+        "path,record_bytes,run,bytes,seconds,gbps,writes,copied_bytes,ctx_voluntary,ctx_nonvoluntary,recv_reads,batch,seed"
+            .split(','),
+    );
     let gbps = |seconds: f64| p.size as f64 * 8.0 / seconds / 1e9;
+    // A run is a point of one sample: its "medians" are its own counts.
+    let mut line = |q: &Point, run: String, seed: String| {
+        t.row(
+            [
+                q.path.name().to_owned(),
+                q.rec.to_string(),
+                run,
+                p.size.to_string(),
+            ]
+            .into_iter()
+            .chain(
+                [
+                    q.seconds,
+                    gbps(q.seconds),
+                    q.writes,
+                    q.copied,
+                    q.ctx.0,
+                    q.ctx.1,
+                    q.reads,
+                ]
+                .map(|v| v.to_string()),
+            )
+            .chain([p.batch.to_string(), seed]),
+        );
+    };
     for (path, rec, run, x) in rows {
-        let s = &x.sent;
-        t.row([
-            path.name().to_owned(),
-            rec.to_string(),
-            run.to_string(),
-            p.size.to_string(),
-            x.seconds.to_string(),
-            gbps(x.seconds).to_string(),
-            s.writes.to_string(),
-            s.copied.to_string(),
-            s.ctx.0.to_string(),
-            s.ctx.1.to_string(),
-            x.recv.reads.to_string(),
-            p.batch.to_string(),
-            x.seed.to_string(),
-        ]);
+        let one = summarize(*path, *rec, std::slice::from_ref(x));
+        line(&one, run.to_string(), x.seed.to_string());
     }
-    let mut record = RunRecord::new("socket");
     // Medians of each column over the runs.
     for q in points {
-        t.row([
-            q.path.name().to_owned(),
-            q.rec.to_string(),
-            "median".to_owned(),
-            p.size.to_string(),
-            q.seconds.to_string(),
-            gbps(q.seconds).to_string(),
-            q.writes.to_string(),
-            q.copied.to_string(),
-            q.ctx.0.to_string(),
-            q.ctx.1.to_string(),
-            q.reads.to_string(),
-            p.batch.to_string(),
-            String::new(),
-        ]);
+        line(q, "median".to_owned(), String::new());
+    }
+    let mut record = RunRecord::new("socket");
+    for q in points {
         let what = format!("{} {}", q.path.name(), kib(q.rec));
         record.figure(format!("{what} seconds"), q.seconds, "s");
         record.figure(format!("{what} Gbit/s"), gbps(q.seconds), "Gbit/s");

@@ -629,21 +629,7 @@ fn write_files(
     let f3 = |v: f64| format!("{v:.3}");
     let est = |e: Estimate| [f3(e.median), f3(e.lo), f3(e.hi)];
 
-    let mut t = Table::new([
-        "stack",
-        "side",
-        "mode",
-        "channels",
-        "workers",
-        "packet_bytes",
-        "runs",
-        "mbps_median",
-        "mbps_ci90_lo",
-        "mbps_ci90_hi",
-        "speedup",
-        "speedup_ci90_lo",
-        "speedup_ci90_hi",
-    ]);
+    let mut t = Table::new("stack,side,mode,channels,workers,packet_bytes,runs,mbps_median,mbps_ci90_lo,mbps_ci90_hi,speedup,speedup_ci90_lo,speedup_ci90_hi".split(','));
     for c in curves {
         for w in 1..=c.points.len() {
             let sp = c.speedup(w);
@@ -670,13 +656,7 @@ fn write_files(
     }
     rec.write_csv(dir, "scaling.csv", &t)?;
 
-    let mut t = Table::new([
-        "stack",
-        "side",
-        "mode",
-        "us_per_packet",
-        "incremental_us_over_baseline",
-    ]);
+    let mut t = Table::new("stack,side,mode,us_per_packet,incremental_us_over_baseline".split(','));
     for c in curves {
         let base = curves
             .iter()
@@ -713,15 +693,9 @@ fn write_files(
     }
     rec.write_csv(dir, "serial_fraction.csv", &t)?;
 
-    let mut t = Table::new([
-        "stack",
-        "policy",
-        "connections",
-        "threads",
-        "mbps_median",
-        "mbps_ci90_lo",
-        "mbps_ci90_hi",
-    ]);
+    let mut t = Table::new(
+        "stack,policy,connections,threads,mbps_median,mbps_ci90_lo,mbps_ci90_hi".split(','),
+    );
     for (stack, n, policy, e) in many {
         let threads = match policy {
             ClpPolicy::ThreadPerConnection => *n,
@@ -738,13 +712,7 @@ fn write_files(
     }
     rec.write_csv(dir, "connections.csv", &t)?;
 
-    let mut t = Table::new([
-        "stack",
-        "side",
-        "layered_mbps",
-        "layered_ci90_lo",
-        "layered_ci90_hi",
-    ]);
+    let mut t = Table::new("stack,side,layered_mbps,layered_ci90_lo,layered_ci90_hi".split(','));
     for (stack, op, e) in layered {
         let mut r = vec![stack.name.to_owned(), side_name(*op).to_owned()];
         r.extend(est(*e));
@@ -752,14 +720,8 @@ fn write_files(
     }
     rec.write_csv(dir, "layered.csv", &t)?;
 
-    let mut t = Table::new([
-        "library",
-        "suite",
-        "packet_bytes",
-        "mbps_median",
-        "mbps_ci90_lo",
-        "mbps_ci90_hi",
-    ]);
+    let mut t =
+        Table::new("library,suite,packet_bytes,mbps_median,mbps_ci90_lo,mbps_ci90_hi".split(','));
     let mut r = vec![
         RawAead::LIBRARY.to_owned(),
         "aes128-gcm".to_owned(),

@@ -24,14 +24,23 @@ pub struct Figure {
 /// What one bench run was, where and when it ran, what it wrote and what it found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
+    /// [`SCHEMA`].
     pub schema: u32,
+    /// `seal`, `crypto`, `stacks`, `socket` or `datagram`; the record is `<bench>.json`.
     pub bench: String,
+    /// [`git_commit`] where the bench ran.
     pub git_commit: String,
+    /// [`cpu_model`].
     pub cpu_model: String,
+    /// [`cores`].
     pub cores: usize,
+    /// When the record was made, UTC, RFC 3339 to the second ([`now`]).
     pub date: String,
+    /// The process's arguments, the program first.
     pub command_line: Vec<String>,
+    /// Files the run wrote beside the record, by name.
     pub files: Vec<String>,
+    /// The run's headline figures.
     pub summary: Vec<Figure>,
 }
 
