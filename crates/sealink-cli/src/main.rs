@@ -557,6 +557,9 @@ struct DatagramArgs {
     /// paper's nominal queue limit was 64 KiB, which loopback's MTU allows: try 65507)
     #[arg(long, default_value_t = 1400, value_parser = clap::value_parser!(u16).range(512..=65507))]
     max_datagram: u16,
+    /// Directory for datagram.csv and the run record datagram.json
+    #[arg(long, default_value = "bench-out/datagram")]
+    out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -573,7 +576,7 @@ struct SocketArgs {
     /// Smoke test: 16 MiB, one run, no warm-up (not a measurement)
     #[arg(long)]
     quick: bool,
-    /// Directory for socket.csv
+    /// Directory for socket.csv and the run record socket.json
     #[arg(long, default_value = "bench-out/socket")]
     out: PathBuf,
 }
@@ -592,7 +595,7 @@ struct StacksArgs {
     /// Timed runs per point, after a warm-up run (default 5; 3 with --quick)
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: Option<u32>,
-    /// Directory for the CSV files and SVG plots
+    /// Directory for the CSV files, SVG plots and the run record stacks.json
     #[arg(long, default_value = "bench-out/stacks")]
     out: PathBuf,
     /// Stacks, comma separated (baseline, md5, gcm-auth, des-md5, 3des-md5, aes128-gcm,
@@ -644,7 +647,8 @@ struct CryptoArgs {
     /// Smoke test: 5 ms per row, one run, buffers of at most 1 KiB (not a measurement)
     #[arg(long)]
     quick: bool,
-    /// Directory for crypto.csv (and where bench/ghash-soft.sh leaves ghash-soft.csv)
+    /// Directory for crypto.csv and the run record crypto.json (and where bench/ghash-soft.sh
+    /// leaves ghash-soft.csv)
     #[arg(long, default_value = "bench-out/crypto")]
     out: PathBuf,
     /// Run bench/ghash-soft.sh first: builds examples/ghash.rs with polyval forced to software
@@ -676,6 +680,9 @@ struct SealArgs {
     /// Timed runs per measurement (the median is reported)
     #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: u32,
+    /// Directory for seal.csv and the run record seal.json
+    #[arg(long, default_value = "bench-out/seal")]
+    out: PathBuf,
 }
 
 fn parse_probability(s: &str) -> Result<f64, String> {
@@ -830,6 +837,7 @@ fn run(cli: Cli) -> Result<()> {
             suites: a.suites,
             seconds: a.seconds,
             runs: a.runs as usize,
+            out: a.out,
         })
         .map_err(Into::into),
         Command::Bench(BenchCommand::Crypto(a)) => bench::crypto::run(&bench::crypto::Params {
@@ -872,6 +880,7 @@ fn run(cli: Cli) -> Result<()> {
                 no_gso: a.no_gso,
                 workers: a.workers.map(usize::from),
                 max_datagram: usize::from(a.max_datagram),
+                out: a.out,
             })
             .map_err(Into::into)
         }

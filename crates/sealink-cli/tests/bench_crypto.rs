@@ -1,4 +1,7 @@
-//! `sealink bench crypto --quick` runs end to end, prints the table and writes the CSV.
+//! `sealink bench crypto --quick` runs end to end, prints the table and writes the CSV and the
+//! run record.
+
+mod common;
 
 use std::process::Command;
 
@@ -45,7 +48,28 @@ fn bench_crypto_quick_prints_table_and_csv() {
     );
     let csv = std::fs::read_to_string(dir.join("crypto.csv")).expect("crypto.csv");
     assert!(csv.starts_with("algorithm,value,unit,"), "{csv}");
-    assert!(csv.lines().count() >= 16, "{csv}");
+    // 13 rows of Table 1 and the in-process GHASH, 7 fields each (details with commas quoted).
+    let rows: Vec<csv::StringRecord> = csv::Reader::from_reader(csv.as_bytes())
+        .records()
+        .collect::<Result<_, _>>()
+        .unwrap_or_else(|e| panic!("{e}: {csv}"));
+    assert!(rows.len() >= 14, "{csv}");
+    assert!(rows.iter().all(|r| r.len() == 7), "{csv}");
+    // A name with a comma is quoted, and reads back whole.
+    assert!(
+        csv.contains("\n\"DH-2048 agreement, 256-bit exponent\",")
+            && rows
+                .iter()
+                .any(|r| &r[0] == "DH-2048 agreement, 256-bit exponent"),
+        "{csv}"
+    );
+    assert!(rows.iter().any(|r| &r[0] == "GHASH in process"), "{csv}");
+    let md5: f64 = rows.iter().find(|r| &r[0] == "MD5").unwrap()[1]
+        .parse()
+        .unwrap();
+    assert!(stdout.contains("run record: "), "{stdout}");
+    let rec = common::run_record(&dir, "crypto", &["crypto.csv"]);
+    assert_eq!(common::figure(&rec, "MD5"), (Some(md5), "Mbit/s".into()));
 }
 
 #[test]

@@ -1,4 +1,7 @@
-//! `sealink bench socket --quick` end to end: tables on stdout, socket.csv in --out.
+//! `sealink bench socket --quick` end to end: tables on stdout, socket.csv and the run record
+//! socket.json in --out.
+
+mod common;
 
 use std::process::Command;
 
@@ -44,4 +47,14 @@ fn bench_socket_quick_writes_tables_and_csv() {
         let bytes: u64 = l.split(',').nth(3).unwrap().parse().unwrap();
         assert_eq!(bytes, 16 << 20, "{l}");
     }
+    let rec = common::run_record(&dir, "socket", &["socket.csv"]);
+    // Seconds and Gbit/s for each of the 9 points, as in the CSV's median lines.
+    assert_eq!(rec.summary.len(), 2 * 9, "{:?}", rec.summary);
+    let median = lines
+        .iter()
+        .find(|l| l.starts_with("integrated,16384,median,"))
+        .unwrap();
+    let secs: f64 = median.split(',').nth(4).unwrap().parse().unwrap();
+    let fig = common::figure(&rec, "integrated 16k seconds");
+    assert_eq!(fig, (Some(secs), "s".into()));
 }

@@ -186,6 +186,8 @@ fn trust_check_reports_summary_and_errors() {
 
 #[test]
 fn bench_seal_quick_table() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bench-seal");
     let o = sealink(&[
         "bench",
         "seal",
@@ -197,6 +199,8 @@ fn bench_seal_quick_table() {
         "1",
         "--suites",
         "aes128-gcm",
+        "--out",
+        path_str(&dir),
     ]);
     let out = stdout(&o);
     assert!(o.status.success(), "stdout: {out}\nstderr: {}", stderr(&o));
@@ -218,6 +222,21 @@ fn bench_seal_quick_table() {
         assert!(v > 0.0, "{row}");
     }
     assert!(out.contains("not evaluated"), "{out}");
+    // seal.csv: the same row at full precision; the record's ratio is the CSV's.
+    let csv = fs::read_to_string(dir.join("seal.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(
+        lines[0], "suite,size_bytes,protocol_gbps,raw_gbps,ratio",
+        "{csv}"
+    );
+    assert_eq!(lines.len(), 2, "{csv}");
+    let fields: Vec<&str> = lines[1].split(',').collect();
+    assert_eq!(fields[..2], ["aes128-gcm", "64"], "{csv}");
+    let ratio: f64 = fields[4].parse().unwrap();
+    assert_eq!(format!("{ratio:.3}"), cells[4], "{csv}");
+    let rec = common::run_record(&dir, "seal", &["seal.csv"]);
+    let fig = common::figure(&rec, "aes128-gcm 64 B protocol/raw");
+    assert_eq!(fig, (Some(ratio), "ratio".into()));
 }
 
 #[test]

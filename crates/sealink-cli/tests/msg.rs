@@ -219,6 +219,8 @@ fn help_has_examples() {
 
 #[test]
 fn datagram_bench_quick_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bench-datagram");
     let out = run(&[
         "bench",
         "datagram",
@@ -227,6 +229,8 @@ fn datagram_bench_quick_runs() {
         "64",
         "--seconds",
         "0.1",
+        "--out",
+        dir.to_str().unwrap(),
     ]);
     assert!(
         out.status.success(),
@@ -241,4 +245,24 @@ fn datagram_bench_quick_runs() {
         .unwrap();
     let msgs: f64 = on.split_whitespace().nth(2).unwrap().parse().unwrap();
     assert!(msgs > 0.0, "{s}");
+    // datagram.csv: one line per mode, the figures at full precision.
+    let csv = fs::read_to_string(dir.join("datagram.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].starts_with("size_bytes,piggyback,msgs_per_s,"),
+        "{csv}"
+    );
+    assert_eq!(lines.len(), 3, "{csv}");
+    let on_csv: f64 = lines[1]
+        .strip_prefix("64,on,")
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(format!("{on_csv:.0}"), format!("{msgs:.0}"), "{csv}");
+    let rec = common::run_record(&dir, "datagram", &["datagram.csv"]);
+    let fig = common::figure(&rec, "64 B piggyback on");
+    assert_eq!(fig, (Some(on_csv), "msgs/s".into()));
 }

@@ -16,6 +16,7 @@ use sealink_proto::{
 
 use crate::error::{Error, Result};
 use crate::output;
+use crate::report::Table;
 
 /// Owners on host A and on host B.
 const A_OWNERS: [&str; 2] = ["alice", "carol"];
@@ -564,59 +565,6 @@ fn latency(
     l
 }
 
-/// A table with a label column and right-aligned value columns.
-struct Table {
-    head: Vec<String>,
-    rows: Vec<Vec<String>>,
-    /// Columns after the label that are left-aligned (text rather than numbers).
-    left: Vec<usize>,
-}
-
-impl Table {
-    fn new(head: &[&str]) -> Self {
-        Table {
-            head: head.iter().map(|s| (*s).to_owned()).collect(),
-            rows: Vec::new(),
-            left: Vec::new(),
-        }
-    }
-    fn left_align(mut self, col: usize) -> Self {
-        self.left.push(col);
-        self
-    }
-    fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
-    }
-    fn render(&self, out: &mut String) {
-        let cols = self.head.len();
-        let mut w = vec![0usize; cols];
-        for r in std::iter::once(&self.head).chain(&self.rows) {
-            for (i, c) in r.iter().enumerate().take(cols) {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        for r in std::iter::once(&self.head).chain(&self.rows) {
-            let mut line = String::new();
-            for (i, c) in r.iter().enumerate().take(cols) {
-                let pad = w[i] - c.chars().count();
-                if i == 0 {
-                    line.push_str(c);
-                    line.push_str(&" ".repeat(pad));
-                } else if self.left.contains(&i) {
-                    line.push_str("   ");
-                    line.push_str(c);
-                    line.push_str(&" ".repeat(pad));
-                } else {
-                    line.push_str("   ");
-                    line.push_str(&" ".repeat(pad));
-                    line.push_str(c);
-                }
-            }
-            let _ = writeln!(out, "{}", line.trim_end());
-        }
-    }
-}
-
 fn cells<const N: usize>(label: &str, v: [String; N]) -> Vec<String> {
     std::iter::once(label.to_owned()).chain(v).collect()
 }
@@ -679,7 +627,7 @@ fn report_run(
     let mut all_urgent: Vec<Duration> = lat.iter().flat_map(|l| l.urgent.iter().copied()).collect();
     all_urgent.sort();
 
-    let mut t = Table::new(&["", "A→B", "B→A", "total"]);
+    let mut t = Table::new(["", "A→B", "B→A", "total"]);
     t.row(cells("messages sent", per(&count)));
     t.row(cells("messages delivered", per(&delivered)));
     t.row(cells("user bytes delivered", per(&bytes)));
@@ -775,15 +723,14 @@ fn report_run(
             (lat[0].late_before_up + lat[1].late_before_up).to_string(),
         ],
     ));
-    t.render(out);
+    out.push_str(&t.terminal());
     let _ = writeln!(
         out,
         "(A→B counts datagrams sent by A and messages from A's owners; latency is virtual time from send to delivery)"
     );
 
     let _ = writeln!(out);
-    let mut t =
-        Table::new(&["public-key operations", "host A", "host B", "expected"]).left_align(3);
+    let mut t = Table::new(["public-key operations", "host A", "host B", "expected"]).left(&[3]);
     let pk = |f: &dyn Fn(&Stats) -> u64, expected: &str| -> [String; 3] {
         [
             f(&r.stats_a).to_string(),
@@ -814,7 +761,7 @@ fn report_run(
         "handshakes completed",
         pk(&|s| s.handshakes_completed, "1 each"),
     ));
-    t.render(out);
+    out.push_str(&t.terminal());
 
     let _ = writeln!(out);
     let _ = writeln!(out, "drops at A: {}", drops_line(&r.stats_a));
@@ -971,7 +918,7 @@ pub fn run(p: &Params) -> Result<()> {
         out,
         "== run 2: same trace and link seed, piggybacking off =="
     );
-    let mut t = Table::new(&["", "piggyback on", "piggyback off", "off/on"]);
+    let mut t = Table::new(["", "piggyback on", "piggyback off", "off/on"]);
     let both = |r: &RunResult, f: &dyn Fn(&Stats) -> u64| f(&r.stats_a) + f(&r.stats_b);
     for (label, f) in [
         (
@@ -1001,7 +948,7 @@ pub fn run(p: &Params) -> Result<()> {
             String::new(),
         ],
     ));
-    t.render(&mut out);
+    out.push_str(&t.terminal());
     let _ = writeln!(out, "drops at A: {}", drops_line(&off.stats_a));
     let _ = writeln!(out, "drops at B: {}", drops_line(&off.stats_b));
     let _ = writeln!(out, "{}", link_line(&off.link));

@@ -1,6 +1,6 @@
 //! The papers' lab: the benches (`sealink bench seal|crypto|stacks|datagram|socket`), the
-//! simulated demo (`sealink demo`) and the fault relay (`sealink relay`), with the table and
-//! progress output they print through. The `sealink` binary only parses arguments and calls in
+//! simulated demo (`sealink demo`) and the fault relay (`sealink relay`), with the report module
+//! (tables, CSV, plots, run records) and the progress output they print through. The `sealink` binary only parses arguments and calls in
 //! here; each entry point takes a plain `Params` struct.
 //!
 //! Every entry point returns the typed [`Error`] (the relay its own `RelayError`). `output`
@@ -13,5 +13,6 @@ pub mod demo;
 pub mod error;
 pub mod output;
 pub mod relay;
+pub mod report;
 
 pub use error::Error;

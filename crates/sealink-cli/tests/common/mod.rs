@@ -121,3 +121,50 @@ pub fn names_in(dir: &std::path::Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Reads and checks the run record `dir/<bench>.json` a bench wrote: it names the bench, the
+/// command that ran (`sealink bench <bench> ...`), a commit, a CPU, cores and a UTC date; it
+/// lists exactly `files`, each present in `dir`; and its summary has figures.
+pub fn run_record(
+    dir: &std::path::Path,
+    bench: &str,
+    files: &[&str],
+) -> sealink_lab::report::RunRecord {
+    let path = dir.join(format!("{bench}.json"));
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let r =
+        sealink_lab::report::RunRecord::from_json(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(r.schema, sealink_lab::report::record::SCHEMA, "{text}");
+    assert_eq!(r.bench, bench, "{text}");
+    assert_eq!(
+        r.command_line.get(1..3),
+        Some(&["bench".to_owned(), bench.to_owned()][..]),
+        "{text}"
+    );
+    assert!(
+        !r.git_commit.is_empty() && !r.cpu_model.is_empty() && r.cores > 0,
+        "{text}"
+    );
+    // RFC 3339 UTC to the second: 2026-11-23T18:16:26Z.
+    assert!(
+        r.date.len() == 20 && r.date.starts_with("20") && r.date.ends_with('Z'),
+        "{text}"
+    );
+    let mut listed = r.files.clone();
+    listed.sort();
+    let mut want: Vec<String> = files.iter().map(|f| (*f).to_owned()).collect();
+    want.sort();
+    assert_eq!(listed, want, "{text}");
+    for f in files {
+        assert!(dir.join(f).is_file(), "{f} listed but missing");
+    }
+    assert!(!r.summary.is_empty(), "{text}");
+    r
+}
+
+/// The value and unit of the summary figure `name` in a run record.
+pub fn figure(r: &sealink_lab::report::RunRecord, name: &str) -> (Option<f64>, String) {
+    let f = r.summary.iter().find(|f| f.name == name);
+    let f = f.unwrap_or_else(|| panic!("no figure {name:?} in {:?}", r.summary));
+    (f.value, f.unit.clone())
+}

@@ -28,6 +28,7 @@ use sealink_proto::sim::SimRng;
 use super::{fill, median, random_seed, timed};
 use crate::error::{Error, Result};
 use crate::output;
+use crate::report::{RunRecord, Table, record};
 
 /// Largest bulk buffer accepted.
 pub const MAX_SIZE: usize = 1 << 24;
@@ -513,13 +514,18 @@ struct SoftGhash {
 
 /// Parses the script's CSV: a header line, then `backend,forced_soft,size,mbit_s,unix_time`.
 fn parse_soft(text: &str) -> Option<SoftGhash> {
-    let line = text.lines().nth(1)?;
-    let f: Vec<&str> = line.split(',').map(str::trim).collect();
+    let f = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_reader(text.as_bytes())
+        .records()
+        .next()?
+        .ok()?;
     if f.len() < 5 {
         return None;
     }
     Some(SoftGhash {
-        forced_soft: f[1] == "true",
+        forced_soft: &f[1] == "true",
         size: f[2].parse().ok()?,
         mbps: f[3].parse().ok()?,
         when: f[4].to_owned(),
@@ -563,97 +569,63 @@ fn fmt_value(v: f64) -> String {
     }
 }
 
-/// A markdown table; columns whose index is in `left` are left-aligned (text), the others
-/// right-aligned (numbers).
-fn render_table(head: &[&str], left: &[usize], body: &[Vec<String>], out: &mut String) {
-    let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
-    for r in body {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.len());
-        }
-    }
-    let line = |cells: &[String]| {
-        let mut s = String::from("|");
-        for (i, c) in cells.iter().enumerate() {
-            if left.contains(&i) {
-                let _ = write!(s, " {c:<width$} |", width = w[i]);
-            } else {
-                let _ = write!(s, " {c:>width$} |", width = w[i]);
-            }
-        }
-        s
-    };
-    let head: Vec<String> = head.iter().map(|h| (*h).to_owned()).collect();
-    let _ = writeln!(out, "{}", line(&head));
-    let mut sep = String::from("|");
-    for (i, width) in w.iter().enumerate() {
-        let dashes = "-".repeat(*width);
-        if left.contains(&i) {
-            let _ = write!(sep, " {dashes} |");
-        } else {
-            let _ = write!(sep, " {}: |", &dashes[1..]);
-        }
-    }
-    let _ = writeln!(out, "{sep}");
-    for r in body {
-        let _ = writeln!(out, "{}", line(r));
-    }
-}
-
-fn render(rows: &[Row], out: &mut String) {
-    let head = [
+/// Table 1 as printed: today's figure, the paper's line and the ratio.
+fn table(rows: &[Row]) -> Table {
+    let mut t = Table::new([
         "algorithm",
         "today",
         "unit",
         "paper 1995 (Table 1)",
         "today / 1995",
-    ];
-    let body: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.name.to_owned(),
-                fmt_value(r.value),
-                r.unit.name().to_owned(),
-                r.paper.map_or("n/a".to_owned(), |p| p.text.to_owned()),
-                r.ratio()
-                    .map_or("n/a".to_owned(), |x| format!("{}x", fmt_value(x))),
-            ]
-        })
-        .collect();
-    render_table(&head, &[0, 2, 3], &body, out);
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
-fn write_csv(dir: &Path, rows: &[Row], ghash: &[(String, f64, String)]) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
-    let mut s = String::from("algorithm,value,unit,paper_1995,paper_1995_unit,ratio,detail\n");
+    ])
+    .left(&[2, 3]);
     for r in rows {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{}",
-            csv_field(r.name),
-            r.value,
-            r.unit.name(),
+        t.row([
+            r.name.to_owned(),
+            fmt_value(r.value),
+            r.unit.name().to_owned(),
+            r.paper.map_or("n/a".to_owned(), |p| p.text.to_owned()),
+            r.ratio()
+                .map_or("n/a".to_owned(), |x| format!("{}x", fmt_value(x))),
+        ]);
+    }
+    t
+}
+
+/// A GHASH figure: what was measured, in Mbit/s, and how it was obtained.
+#[derive(Debug, Clone, PartialEq)]
+struct Ghash {
+    name: &'static str,
+    mbps: f64,
+    detail: String,
+}
+
+/// crypto.csv: every row at full precision, then the GHASH figures; and the run record.
+fn write_files(dir: &Path, rows: &[Row], ghash: &[Ghash]) -> Result<(PathBuf, PathBuf)> {
+    let mut t =
+        Table::new("algorithm,value,unit,paper_1995,paper_1995_unit,ratio,detail".split(','));
+    let mut rec = RunRecord::new("crypto");
+    for r in rows {
+        t.row([
+            r.name.to_owned(),
+            r.value.to_string(),
+            r.unit.name().to_owned(),
             r.paper.map_or(String::new(), |p| p.value.to_string()),
-            r.unit.name(),
+            r.unit.name().to_owned(),
             r.ratio().map_or(String::new(), |x| x.to_string()),
-            csv_field(&r.detail)
-        );
+            r.detail.clone(),
+        ]);
+        rec.figure(r.name, r.value, r.unit.name());
+        if let Some(x) = r.ratio() {
+            rec.figure(format!("{} today / 1995", r.name), x, "ratio");
+        }
     }
-    for (name, v, detail) in ghash {
-        let _ = writeln!(s, "{},{v},Mbit/s,,,,{}", csv_field(name), csv_field(detail));
+    for g in ghash {
+        t.row([g.name, &g.mbps.to_string(), "Mbit/s", "", "", "", &g.detail]);
+        rec.figure(g.name, g.mbps, "Mbit/s");
     }
-    let path = dir.join("crypto.csv");
-    std::fs::write(&path, s).map_err(Error::io("write", &path))?;
-    Ok(path)
+    let csv = rec.write_csv(dir, "crypto.csv", &t)?;
+    Ok((csv, rec.write(dir)?))
 }
 
 fn validate(p: &Params) -> Result<()> {
@@ -675,7 +647,7 @@ fn validate(p: &Params) -> Result<()> {
     Ok(())
 }
 
-/// Runs the bench, prints the tables and writes the CSV.
+/// Runs the bench, prints the tables and writes crypto.csv and crypto.json into `p.out`.
 pub fn run(p: &Params) -> Result<()> {
     validate(p)?;
     let t = if p.quick {
@@ -706,7 +678,7 @@ pub fn run(p: &Params) -> Result<()> {
     let rows = rows?;
     let clmul = clmul?;
 
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cores = record::cores();
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -730,7 +702,7 @@ pub fn run(p: &Params) -> Result<()> {
         "units: Mbit/s = 10^6 bit/s of payload; kbit/s = 10^3 bit/s; ops/s = operations per second. The paper's Mbits/sec and Kbits/sec are read as 10^6 and 10^3 (if it meant 2^20 and 2^10, its figures are 4.9% and 2.4% higher and the ratios that much lower)"
     );
     let _ = writeln!(out);
-    render(&rows, &mut out);
+    out.push_str(&table(&rows).markdown());
     let _ = writeln!(out);
     let _ = writeln!(out, "what each row measures:");
     for r in &rows {
@@ -763,15 +735,20 @@ pub fn run(p: &Params) -> Result<()> {
     let soft = std::fs::read_to_string(&soft_path)
         .ok()
         .and_then(|s| parse_soft(&s));
-    let mut body = vec![vec![
+    let mut body = Table::new(["GHASH", "Mbit/s", "how it was obtained"]).left(&[2]);
+    body.row([
         "GHASH, this binary".to_owned(),
         fmt_value(clmul),
         format!("measured now, in process: {in_process}"),
-    ]];
-    let mut ghash_csv = vec![("GHASH in process".to_owned(), clmul, in_process.to_owned())];
+    ]);
+    let mut ghash_csv = vec![Ghash {
+        name: "GHASH in process",
+        mbps: clmul,
+        detail: in_process.to_owned(),
+    }];
     let speedup_line = match &soft {
         Some(s) if s.forced_soft => {
-            body.push(vec![
+            body.row([
                 "GHASH, software-only build".to_owned(),
                 fmt_value(s.mbps),
                 format!(
@@ -781,11 +758,11 @@ pub fn run(p: &Params) -> Result<()> {
                     s.size
                 ),
             ]);
-            ghash_csv.push((
-                "GHASH software-only build".to_owned(),
-                s.mbps,
-                format!("{GHASH_SOFT_SCRIPT} --cfg polyval_force_soft, {} B", s.size),
-            ));
+            ghash_csv.push(Ghash {
+                name: "GHASH software-only build",
+                mbps: s.mbps,
+                detail: format!("{GHASH_SOFT_SCRIPT} --cfg polyval_force_soft, {} B", s.size),
+            });
             let note = if s.size == size {
                 ""
             } else {
@@ -809,18 +786,14 @@ pub fn run(p: &Params) -> Result<()> {
             soft_path.display()
         ),
     };
-    render_table(
-        &["GHASH", "Mbit/s", "how it was obtained"],
-        &[0, 2],
-        &body,
-        &mut out,
-    );
+    out.push_str(&body.markdown());
     let _ = writeln!(out);
     let _ = writeln!(out, "{speedup_line}");
 
-    let csv = write_csv(&p.out, &rows, &ghash_csv)?;
+    let (csv, json) = write_files(&p.out, &rows, &ghash_csv)?;
     let _ = writeln!(out);
     let _ = writeln!(out, "CSV: {}", csv.display());
+    let _ = writeln!(out, "run record: {}", json.display());
     output::print(&out)
 }
 
@@ -914,8 +887,7 @@ mod tests {
                 paper: None,
             },
         ];
-        let mut s = String::new();
-        render(&rows, &mut s);
+        let s = table(&rows).markdown();
         assert!(s.contains("| MD5 "));
         assert!(s.contains("10.0x"));
         assert!(s.contains("n/a"));

@@ -8,9 +8,11 @@
 //! time at the receiving node minus its send time. Both modes use the same batched API: what
 //! differs is only whether messages share datagrams.
 //! Reported per size and mode: messages/s delivered, data datagrams/s sent, messages per datagram,
-//! urgent latency p50/p99; then the ON/OFF throughput ratio.
+//! urgent latency p50/p99; then the ON/OFF throughput ratio. Writes datagram.csv and the run
+//! record datagram.json into `--out`.
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -24,6 +26,7 @@ use sealink_proto::sim::SimRng;
 use super::{fill, median, random_seed};
 use crate::error::{Error, Result};
 use crate::output;
+use crate::report::{RunRecord, Table};
 
 /// Largest message size the bench takes (one message always fits a datagram).
 pub const MAX_SIZE: usize = 1024;
@@ -49,6 +52,8 @@ pub struct Params {
     pub workers: Option<usize>,
     /// Largest datagram built (the piggyback queue limit follows it).
     pub max_datagram: usize,
+    /// Directory for datagram.csv and datagram.json.
+    pub out: PathBuf,
 }
 
 pub fn parse_size(s: &str) -> Result<usize, String> {
@@ -112,26 +117,7 @@ pub fn run(p: &Params) -> Result<()> {
         rows.push((size, point));
     }
     pb.finish_and_clear();
-    let mut t = String::new();
-    t.push_str(&format!(
-        "{:>6} {:>9} {:>12} {:>12} {:>9} {:>11} {:>11} {:>8}\n",
-        "size", "piggyback", "msgs/s", "dgrams/s", "msgs/dgr", "urg p50 us", "urg p99 us", "urgent"
-    ));
-    for (size, point) in &rows {
-        for (s, on) in point.iter().zip(["on", "off"]) {
-            t.push_str(&format!(
-                "{:>6} {:>9} {:>12.0} {:>12.0} {:>9.2} {:>11.0} {:>11.0} {:>8}\n",
-                size,
-                on,
-                s.msgs_per_s,
-                s.dgrams_per_s,
-                s.msgs_per_dgram,
-                s.p50_us,
-                s.p99_us,
-                s.urgent
-            ));
-        }
-    }
+    let mut t = table(&rows).terminal();
     t.push('\n');
     for (size, point) in &rows {
         let (on, off) = (&point[0], &point[1]);
@@ -141,7 +127,75 @@ pub fn run(p: &Params) -> Result<()> {
             on.p99_us / off.p99_us.max(1e-9)
         ));
     }
+    let (csv, json) = write_files(&p.out, &rows)?;
+    t.push_str(&format!(
+        "\nCSV: {}\nrun record: {}\n",
+        csv.display(),
+        json.display()
+    ));
     output::print(&t)
+}
+
+/// Medians per message size: piggybacking on, then off.
+type Rows = [(usize, Vec<Sample>)];
+
+const MODES: [&str; 2] = ["on", "off"];
+
+fn table(rows: &Rows) -> Table {
+    let mut t = Table::new([
+        "size",
+        "piggyback",
+        "msgs/s",
+        "dgrams/s",
+        "msgs/dgr",
+        "urg p50 us",
+        "urg p99 us",
+        "urgent",
+    ])
+    .left(&[1]);
+    for (size, point) in rows {
+        for (s, on) in point.iter().zip(MODES) {
+            t.row([
+                size.to_string(),
+                on.to_owned(),
+                format!("{:.0}", s.msgs_per_s),
+                format!("{:.0}", s.dgrams_per_s),
+                format!("{:.2}", s.msgs_per_dgram),
+                format!("{:.0}", s.p50_us),
+                format!("{:.0}", s.p99_us),
+                s.urgent.to_string(),
+            ]);
+        }
+    }
+    t
+}
+
+/// Writes datagram.csv (the medians at full precision) and the run record into `dir`.
+fn write_files(dir: &Path, rows: &Rows) -> Result<(PathBuf, PathBuf)> {
+    let mut t = Table::new("size_bytes,piggyback,msgs_per_s,dgrams_per_s,msgs_per_dgram,urgent_p50_us,urgent_p99_us,urgent_samples".split(','));
+    let mut rec = RunRecord::new("datagram");
+    for (size, point) in rows {
+        for (s, on) in point.iter().zip(MODES) {
+            t.row([
+                size.to_string(),
+                on.to_owned(),
+                s.msgs_per_s.to_string(),
+                s.dgrams_per_s.to_string(),
+                s.msgs_per_dgram.to_string(),
+                s.p50_us.to_string(),
+                s.p99_us.to_string(),
+                s.urgent.to_string(),
+            ]);
+            rec.figure(format!("{size} B piggyback {on}"), s.msgs_per_s, "msgs/s");
+            rec.figure(
+                format!("{size} B piggyback {on} urgent p99"),
+                s.p99_us,
+                "us",
+            );
+        }
+    }
+    let csv = rec.write_csv(dir, "datagram.csv", &t)?;
+    Ok((csv, rec.write(dir)?))
 }
 
 fn owner() -> Result<(LocalOwner, [u8; 32])> {

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::hint::black_box;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sealink_crypto::raw::{self, ChosenRaw as RawAead};
@@ -16,6 +17,7 @@ use sealink_proto::wire::{self, FRAME_MSG, Frame, Frames, HEADER_LEN, Writer};
 use super::{fill, median, random_seed, timed};
 use crate::error::{Error, Result};
 use crate::output;
+use crate::report::{RunRecord, Table, record};
 
 /// Tag room after the body.
 const TAG_ROOM: usize = 16;
@@ -43,6 +45,8 @@ pub struct Params {
     pub suites: Vec<SuiteId>,
     pub seconds: f64,
     pub runs: usize,
+    /// Directory for seal.csv and seal.json.
+    pub out: PathBuf,
 }
 
 /// Writes a MSG frame header (type, seq, from, to, length) at the start of `out`.
@@ -297,51 +301,33 @@ fn validate(p: &Params) -> Result<()> {
     Ok(())
 }
 
-fn render(rows: &[Row], out: &mut String) {
-    let head = ["suite", "size", "protocol Gbit/s", "raw Gbit/s", "ratio"];
-    let body: Vec<[String; 5]> = rows
-        .iter()
-        .map(|r| {
-            [
-                r.suite.name().to_owned(),
-                r.size.to_string(),
-                format!("{:.3}", r.protocol),
-                format!("{:.3}", r.raw),
-                format!("{:.3}", r.ratio()),
-            ]
-        })
-        .collect();
-    let mut w = head.map(str::len);
-    for r in &body {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.len());
-        }
+/// The rows under `head`, each figure written by `num`: the table on stdout rounds to three
+/// decimals, seal.csv keeps full precision.
+fn table(rows: &[Row], head: &str, num: fn(f64) -> String) -> Table {
+    let mut t = Table::new(head.split(','));
+    for r in rows {
+        t.row(
+            [r.suite.name().to_owned(), r.size.to_string()]
+                .into_iter()
+                .chain([r.protocol, r.raw, r.ratio()].map(num)),
+        );
     }
-    let line = |cells: &[String; 5]| {
-        let mut s = String::from("|");
-        for (i, c) in cells.iter().enumerate() {
-            if i == 0 {
-                let _ = write!(s, " {c:<width$} |", width = w[i]);
-            } else {
-                let _ = write!(s, " {c:>width$} |", width = w[i]);
-            }
-        }
-        s
-    };
-    let _ = writeln!(out, "{}", line(&head.map(str::to_owned)));
-    let mut sep = String::from("|");
-    for (i, width) in w.iter().enumerate() {
-        let dashes = "-".repeat(*width);
-        if i == 0 {
-            let _ = write!(sep, " {dashes} |");
-        } else {
-            let _ = write!(sep, " {}: |", &dashes[1..]);
-        }
+    t
+}
+
+const HEAD: &str = "suite,size,protocol Gbit/s,raw Gbit/s,ratio";
+const CSV_HEAD: &str = "suite,size_bytes,protocol_gbps,raw_gbps,ratio";
+
+/// Writes seal.csv and the run record (one ratio per suite and size) into `dir`.
+fn write_files(dir: &Path, rows: &[Row]) -> Result<(PathBuf, PathBuf)> {
+    let mut rec = RunRecord::new("seal");
+    let csv = rec.write_csv(dir, "seal.csv", &table(rows, CSV_HEAD, |v| v.to_string()))?;
+    for r in rows {
+        let what = format!("{} {} B", r.suite.name(), r.size);
+        rec.figure(format!("{what} protocol"), r.protocol, "Gbit/s");
+        rec.figure(format!("{what} protocol/raw"), r.ratio(), "ratio");
     }
-    let _ = writeln!(out, "{sep}");
-    for r in &body {
-        let _ = writeln!(out, "{}", line(r));
-    }
+    Ok((csv, rec.write(dir)?))
 }
 
 fn target_line(rows: &[Row]) -> String {
@@ -373,24 +359,17 @@ fn target_line(rows: &[Row]) -> String {
     }
 }
 
-/// Runs the bench and prints the table.
+/// Runs the bench, prints the table and writes seal.csv and seal.json into `p.out`.
 pub fn run(p: &Params) -> Result<()> {
     validate(p)?;
     let mut out = String::new();
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cores = record::cores();
     let _ = writeln!(
         out,
         "sealink bench seal: in-place seal + open of one datagram, scope encrypt, one thread ({cores} cores available)"
     );
     let (backend, why) = sealink_crypto::suite::chosen_backend();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
-                .map(|(_, m)| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".to_owned());
+    let cpu = record::cpu_model();
     let _ = writeln!(out, "AEAD backend: {backend} ({why}; CPU: {cpu})");
     let _ = writeln!(
         out,
@@ -429,9 +408,16 @@ pub fn run(p: &Params) -> Result<()> {
     }
     pb.finish_and_clear();
     result?;
-    render(&rows, &mut out);
+    out.push_str(&table(&rows, HEAD, |v| format!("{v:.3}")).markdown());
     let _ = writeln!(out);
     let _ = writeln!(out, "{}", target_line(&rows));
+    let (csv, json) = write_files(&p.out, &rows)?;
+    let _ = writeln!(
+        out,
+        "\nCSV: {}\nrun record: {}",
+        csv.display(),
+        json.display()
+    );
     output::print(&out)
 }
 

@@ -22,7 +22,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use sealink_crypto::{PacketKey, Scope, SuiteId};
 use sealink_proto::sim::SimRng;
@@ -32,6 +32,7 @@ use sealink_stream::{RecordBatch, RecordReader};
 use super::{fill, median, random_seed};
 use crate::error::{Error, Result, chain};
 use crate::output;
+use crate::report::{RunRecord, Table, record as run_record};
 
 /// Plaintext per record, as in the paper's 4k/8k/16k columns.
 pub const RECORD_SIZES: [usize; 3] = [4096, 8192, 16384];
@@ -456,83 +457,8 @@ fn summarize(path: SendPath, rec: usize, samples: &[Sample]) -> Point {
     }
 }
 
-/// A markdown table; columns in `left` are left-aligned, the others right-aligned.
-fn render_table(head: &[&str], left: &[usize], body: &[Vec<String>], out: &mut String) {
-    let mut w: Vec<usize> = head.iter().map(|h| h.len()).collect();
-    for r in body {
-        for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.len());
-        }
-    }
-    let line = |cells: &mut dyn Iterator<Item = String>| {
-        let mut s = String::from("|");
-        for (i, c) in cells.enumerate() {
-            let _ = if left.contains(&i) {
-                write!(s, " {c:<0$} |", w[i])
-            } else {
-                write!(s, " {c:>0$} |", w[i])
-            };
-        }
-        s
-    };
-    let _ = writeln!(out, "{}", line(&mut head.iter().map(|h| h.to_string())));
-    let sep = (0..w.len()).map(|i| {
-        if left.contains(&i) {
-            "-".repeat(w[i])
-        } else {
-            format!("{}:", "-".repeat(w[i] - 1))
-        }
-    });
-    let _ = writeln!(out, "{}", line(&mut sep.collect::<Vec<_>>().into_iter()));
-    for r in body {
-        let _ = writeln!(out, "{}", line(&mut r.iter().cloned()));
-    }
-}
-
 fn kib(rec: usize) -> String {
     format!("{}k", rec / 1024)
-}
-
-/// "Intel ... (2 cores)" from /proc/cpuinfo and the scheduler.
-fn machine() -> String {
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                Some(
-                    l.strip_prefix("model name")?
-                        .split_once(':')?
-                        .1
-                        .trim()
-                        .to_owned(),
-                )
-            })
-        })
-        .unwrap_or_else(|| "unknown CPU".to_owned());
-    format!("{model}, {cores} cores available")
-}
-
-/// The UTC date and time now, as YYYY-MM-DD HH:MM UTC.
-fn utc_now() -> String {
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, secs) = ((t / 86_400) as i64, t % 86_400);
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        secs / 3600,
-        secs / 60 % 60
-    )
 }
 
 fn render(p: &Params, points: &[Point], out: &mut String) {
@@ -543,9 +469,10 @@ fn render(p: &Params, points: &[Point], out: &mut String) {
     );
     let _ = writeln!(
         out,
-        "machine: {}; date: {}; seeds: fresh per transfer (in the CSV)",
-        machine(),
-        utc_now()
+        "machine: {}, {} cores available; date: {}; seeds: fresh per transfer (in the CSV)",
+        run_record::cpu_model(),
+        run_record::cores(),
+        run_record::utc_minutes(run_record::now())
     );
     if p.quick {
         let _ = writeln!(
@@ -576,39 +503,33 @@ fn render(p: &Params, points: &[Point], out: &mut String) {
     let _ = writeln!(out);
 
     let _ = writeln!(out, "### Send paths\n");
-    let body: Vec<Vec<String>> = points
-        .iter()
-        .map(|q| {
-            let per = |v: f64| v / mib;
-            vec![
-                q.path.name().to_owned(),
-                kib(q.rec),
-                format!("{:.3}", q.seconds),
-                format!("{:.2}", p.size as f64 * 8.0 / q.seconds / 1e9),
-                format!("{:.1}", per(q.writes)),
-                format!("{:.2}", q.copied / p.size as f64),
-                format!("{:.0}", q.ctx.0 + q.ctx.1),
-                format!("{:.1}", per(q.ctx.0 + q.ctx.1)),
-                format!("{:.1}", per(q.reads)),
-            ]
-        })
-        .collect();
-    render_table(
-        &[
-            "path",
-            "record",
-            "seconds",
-            "Gbit/s",
-            "writes/MiB",
-            "copied B/B",
-            "ctx switches",
-            "ctx/MiB",
-            "recv reads/MiB",
-        ],
-        &[0, 1],
-        &body,
-        out,
-    );
+    let mut t = Table::new([
+        "path",
+        "record",
+        "seconds",
+        "Gbit/s",
+        "writes/MiB",
+        "copied B/B",
+        "ctx switches",
+        "ctx/MiB",
+        "recv reads/MiB",
+    ])
+    .left(&[1]);
+    for q in points {
+        let per = |v: f64| v / mib;
+        t.row([
+            q.path.name().to_owned(),
+            kib(q.rec),
+            format!("{:.3}", q.seconds),
+            format!("{:.2}", p.size as f64 * 8.0 / q.seconds / 1e9),
+            format!("{:.1}", per(q.writes)),
+            format!("{:.2}", q.copied / p.size as f64),
+            format!("{:.0}", q.ctx.0 + q.ctx.1),
+            format!("{:.1}", per(q.ctx.0 + q.ctx.1)),
+            format!("{:.1}", per(q.reads)),
+        ]);
+    }
+    out.push_str(&t.markdown());
     let _ = writeln!(
         out,
         "\nGbit/s = 10^9 bit/s of plaintext; writes = write() calls of the sending side; copied B/B = user-space bytes copied per plaintext byte, counted at the copy sites (the integrated path's fill of its own buffer from the application's data is the application handing its data once, as in every path, and not counted); ctx switches = voluntary + involuntary of the sending and crypto-service threads (/proc/thread-self/status)\n"
@@ -629,94 +550,94 @@ fn render(p: &Params, points: &[Point], out: &mut String) {
         head.push(format!("{} today", kib(r)));
         head.push(format!("{} paper", kib(r)));
     }
-    let body: Vec<Vec<String>> = SendPath::ALL
-        .iter()
-        .map(|&path| {
-            let mut row = vec![format!("{} ({})", path.name(), path.paper_name())];
-            for (i, r) in RECORD_SIZES.into_iter().enumerate() {
-                row.push(format!("{:.3}", seconds(path, r)));
-                row.push(format!("{:.2}", path.paper_seconds()[i]));
-            }
-            row
-        })
-        .collect();
-    let head: Vec<&str> = head.iter().map(String::as_str).collect();
-    render_table(&head, &[0], &body, out);
+    let mut t = Table::new(head.clone());
+    for path in SendPath::ALL {
+        let mut row = vec![format!("{} ({})", path.name(), path.paper_name())];
+        for (i, r) in RECORD_SIZES.into_iter().enumerate() {
+            row.push(format!("{:.3}", seconds(path, r)));
+            row.push(format!("{:.2}", path.paper_seconds()[i]));
+        }
+        t.row(row);
+    }
+    out.push_str(&t.markdown());
 
     let _ = writeln!(
         out,
         "\n### Table II: improvement of integrated (paper: kernel) over the others, (t_x - t_c) / t_x\n"
     );
-    let body: Vec<Vec<String>> = PAPER_IMPROVEMENT
-        .iter()
-        .map(|&(path, paper)| {
-            let mut row = vec![format!("vs {} ({})", path.name(), path.paper_name())];
-            for (i, r) in RECORD_SIZES.into_iter().enumerate() {
-                let (tx, tc) = (seconds(path, r), seconds(SendPath::Integrated, r));
-                row.push(format!("{:.0}%", (tx - tc) / tx * 100.0));
-                row.push(format!("{}%", paper[i]));
-            }
-            row
-        })
-        .collect();
-    render_table(&head, &[0], &body, out);
+    let mut t = Table::new(head);
+    for &(path, paper) in &PAPER_IMPROVEMENT {
+        let mut row = vec![format!("vs {} ({})", path.name(), path.paper_name())];
+        for (i, r) in RECORD_SIZES.into_iter().enumerate() {
+            let (tx, tc) = (seconds(path, r), seconds(SendPath::Integrated, r));
+            row.push(format!("{:.0}%", (tx - tc) / tx * 100.0));
+            row.push(format!("{}%", paper[i]));
+        }
+        t.row(row);
+    }
+    out.push_str(&t.markdown());
     let _ = writeln!(
         out,
         "\nThe paper's EVP figures reflect software 3DES/SHA-1 on a 2003 CPU against a crypto card; here all three paths run the same AES-NI AES-GCM, so the gaps measure system calls, copies and handoffs only."
     );
 }
 
-fn write_csv(
+/// Writes socket.csv (every run, then the medians) and the run record socket.json into `dir`.
+fn write_files(
     dir: &Path,
     p: &Params,
     rows: &[(SendPath, usize, usize, Sample)],
     points: &[Point],
-) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
-    let mut s = String::from(
-        "path,record_bytes,run,bytes,seconds,gbps,writes,copied_bytes,ctx_voluntary,ctx_nonvoluntary,recv_reads,batch,seed\n",
+) -> Result<(PathBuf, PathBuf)> {
+    let mut t = Table::new(
+        "path,record_bytes,run,bytes,seconds,gbps,writes,copied_bytes,ctx_voluntary,ctx_nonvoluntary,recv_reads,batch,seed"
+            .split(','),
     );
-    for (path, rec, run, x) in rows {
-        let _ = writeln!(
-            s,
-            "{},{rec},{run},{},{},{},{},{},{},{},{},{},{}",
-            path.name(),
-            p.size,
-            x.seconds,
-            p.size as f64 * 8.0 / x.seconds / 1e9,
-            x.sent.writes,
-            x.sent.copied,
-            x.sent.ctx.0,
-            x.sent.ctx.1,
-            x.recv.reads,
-            p.batch,
-            x.seed
+    let gbps = |seconds: f64| p.size as f64 * 8.0 / seconds / 1e9;
+    // A run is a point of one sample: its "medians" are its own counts.
+    let mut line = |q: &Point, run: String, seed: String| {
+        t.row(
+            [
+                q.path.name().to_owned(),
+                q.rec.to_string(),
+                run,
+                p.size.to_string(),
+            ]
+            .into_iter()
+            .chain(
+                [
+                    q.seconds,
+                    gbps(q.seconds),
+                    q.writes,
+                    q.copied,
+                    q.ctx.0,
+                    q.ctx.1,
+                    q.reads,
+                ]
+                .map(|v| v.to_string()),
+            )
+            .chain([p.batch.to_string(), seed]),
         );
+    };
+    for (path, rec, run, x) in rows {
+        let one = summarize(*path, *rec, std::slice::from_ref(x));
+        line(&one, run.to_string(), x.seed.to_string());
     }
     // Medians of each column over the runs.
     for q in points {
-        let _ = writeln!(
-            s,
-            "{},{},median,{},{},{},{},{},{},{},{},{},",
-            q.path.name(),
-            q.rec,
-            p.size,
-            q.seconds,
-            p.size as f64 * 8.0 / q.seconds / 1e9,
-            q.writes,
-            q.copied,
-            q.ctx.0,
-            q.ctx.1,
-            q.reads,
-            p.batch
-        );
+        line(q, "median".to_owned(), String::new());
     }
-    let path = dir.join("socket.csv");
-    std::fs::write(&path, s).map_err(Error::io("write", &path))?;
-    Ok(path)
+    let mut record = RunRecord::new("socket");
+    for q in points {
+        let what = format!("{} {}", q.path.name(), kib(q.rec));
+        record.figure(format!("{what} seconds"), q.seconds, "s");
+        record.figure(format!("{what} Gbit/s"), gbps(q.seconds), "Gbit/s");
+    }
+    let csv = record.write_csv(dir, "socket.csv", &t)?;
+    Ok((csv, record.write(dir)?))
 }
 
-/// Runs the bench, prints the tables and writes the CSV.
+/// Runs the bench, prints the tables and writes socket.csv and socket.json into `p.out`.
 pub fn run(p: &Params) -> Result<()> {
     if p.size == 0 || p.runs == 0 || p.batch == 0 {
         return Err(Error::Usage(
@@ -777,8 +698,13 @@ pub fn run(p: &Params) -> Result<()> {
     }
     let mut out = String::new();
     render(p, &points, &mut out);
-    let csv = write_csv(&p.out, p, &rows, &points)?;
-    let _ = writeln!(out, "\nCSV: {}", csv.display());
+    let (csv, json) = write_files(&p.out, p, &rows, &points)?;
+    let _ = writeln!(
+        out,
+        "\nCSV: {}\nrun record: {}",
+        csv.display(),
+        json.display()
+    );
     output::print(&out)
 }
 
@@ -924,14 +850,5 @@ mod tests {
                 "{path:?}: records differ from the shipped ones"
             );
         }
-    }
-
-    #[test]
-    fn utc_date_is_plausible() {
-        let d = utc_now();
-        assert!(
-            d.starts_with("20") && d.ends_with(" UTC") && d.len() == 20,
-            "{d}"
-        );
     }
 }
