@@ -524,7 +524,7 @@ enum BenchCommand {
     /// Datagram mode over loopback UDP: small-message throughput and urgent-message latency
     /// with piggybacking on and off
     #[command(
-        after_help = "Examples:\n  sealink bench datagram\n  sealink bench datagram --sizes 64,256 --seconds 2 --runs 3\n  sealink bench datagram --quick\n  sealink bench datagram --no-gso --max-datagram 65507"
+        after_help = "Examples:\n  sealink bench datagram\n  sealink bench datagram --sizes 64,256 --seconds 2 --runs 3\n  sealink bench datagram --quick\n  sealink bench datagram --no-gso --max-datagram 65507\n  sealink bench datagram --peer quic --sizes 64,256,1024"
     )]
     Datagram(DatagramArgs),
 }
@@ -557,6 +557,9 @@ struct DatagramArgs {
     /// paper's nominal queue limit was 64 KiB, which loopback's MTU allows: try 65507)
     #[arg(long, default_value_t = 1400, value_parser = clap::value_parser!(u16).range(512..=65507))]
     max_datagram: u16,
+    /// Also run the same workload over PEER, interleaved with sealink's runs (quic: quinn)
+    #[arg(long, value_parser = bench::quic::parse_peer)]
+    peer: Option<bench::quic::Peer>,
 }
 
 #[derive(Debug, Args)]
@@ -872,6 +875,7 @@ fn run(cli: Cli) -> Result<()> {
                 no_gso: a.no_gso,
                 workers: a.workers.map(usize::from),
                 max_datagram: usize::from(a.max_datagram),
+                peer: a.peer,
             })
             .map_err(Into::into)
         }

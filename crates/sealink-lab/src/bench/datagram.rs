@@ -8,7 +8,9 @@
 //! time at the receiving node minus its send time. Both modes use the same batched API: what
 //! differs is only whether messages share datagrams.
 //! Reported per size and mode: messages/s delivered, data datagrams/s sent, messages per datagram,
-//! urgent latency p50/p99; then the ON/OFF throughput ratio.
+//! urgent latency p50/p99, process CPU per delivered message; then the ON/OFF throughput ratio.
+//! With `--peer quic` the same workload also runs over quinn (see [`super::quic`]), interleaved
+//! run by run with the sealink modes, and the ratios against it follow.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use sealink_datagram::{
 };
 use sealink_proto::sim::SimRng;
 
+use super::quic::{self, Peer, process_cpu};
 use super::{fill, median, random_seed};
 use crate::error::{Error, Result};
 use crate::output;
@@ -49,6 +52,8 @@ pub struct Params {
     pub workers: Option<usize>,
     /// Largest datagram built (the piggyback queue limit follows it).
     pub max_datagram: usize,
+    /// Also run the workload over this peer, interleaved with sealink's runs.
+    pub peer: Option<Peer>,
 }
 
 pub fn parse_size(s: &str) -> Result<usize, String> {
@@ -69,6 +74,10 @@ struct Sample {
     p50_us: f64,
     p99_us: f64,
     urgent: usize,
+    /// Process CPU time per delivered message, in microseconds.
+    cpu_us: f64,
+    /// Share of the messages sent that never arrived (QUIC datagrams only).
+    lost: f64,
 }
 
 pub fn run(p: &Params) -> Result<()> {
@@ -76,7 +85,7 @@ pub fn run(p: &Params) -> Result<()> {
     println!(
         "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
          window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
-         {} engine worker(s) per node{}",
+         {} engine worker(s) per node{}{}",
         p.seconds,
         p.runs,
         p.urgent * 100.0,
@@ -87,18 +96,35 @@ pub fn run(p: &Params) -> Result<()> {
             " [--quick: smoke test, not a measurement]"
         } else {
             ""
+        },
+        match p.peer {
+            Some(Peer::Quic) => format!("; peer: {}", quic::DESCRIPTION),
+            None => String::new(),
         }
     );
-    let pb = output::progress((p.sizes.len() * 2 * p.runs) as u64, "datagram");
+    // Sealink's two modes, then the peer's, each run of a point interleaved with the others.
+    let mut modes = vec![Mode::Sealink(true), Mode::Sealink(false)];
+    if p.peer == Some(Peer::Quic) {
+        modes.extend([
+            Mode::Quic(quic::Variant::Stream),
+            Mode::Quic(quic::Variant::Datagram),
+        ]);
+    }
+    let pb = output::progress((p.sizes.len() * modes.len() * p.runs) as u64, "datagram");
     let mut rows = Vec::new();
     for &size in &p.sizes {
-        let mut point = Vec::new();
-        for piggyback in [true, false] {
-            let mut samples = Vec::new();
-            for _ in 0..p.runs {
-                samples.push(one_run(size, piggyback, p, !p.no_gso)?);
+        let mut samples = vec![Vec::new(); modes.len()];
+        for _ in 0..p.runs {
+            for (mode, out) in modes.iter().zip(samples.iter_mut()) {
+                out.push(match *mode {
+                    Mode::Sealink(piggyback) => one_run(size, piggyback, p, !p.no_gso)?,
+                    Mode::Quic(v) => quic_run(v, size, p)?,
+                });
                 pb.inc(1);
             }
+        }
+        let mut point = Vec::new();
+        for samples in &samples {
             let m = |f: fn(&Sample) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
             point.push(Sample {
                 msgs_per_s: m(|s| s.msgs_per_s),
@@ -107,6 +133,8 @@ pub fn run(p: &Params) -> Result<()> {
                 p50_us: m(|s| s.p50_us),
                 p99_us: m(|s| s.p99_us),
                 urgent: samples.iter().map(|s| s.urgent).sum(),
+                cpu_us: m(|s| s.cpu_us),
+                lost: m(|s| s.lost),
             });
         }
         rows.push((size, point));
@@ -114,21 +142,32 @@ pub fn run(p: &Params) -> Result<()> {
     pb.finish_and_clear();
     let mut t = String::new();
     t.push_str(&format!(
-        "{:>6} {:>9} {:>12} {:>12} {:>9} {:>11} {:>11} {:>8}\n",
-        "size", "piggyback", "msgs/s", "dgrams/s", "msgs/dgr", "urg p50 us", "urg p99 us", "urgent"
+        "{:>6} {:>9} {:>12} {:>12} {:>9} {:>11} {:>11} {:>8} {:>10} {:>6}\n",
+        "size",
+        "piggyback",
+        "msgs/s",
+        "dgrams/s",
+        "msgs/dgr",
+        "urg p50 us",
+        "urg p99 us",
+        "urgent",
+        "cpu us/msg",
+        "lost"
     ));
     for (size, point) in &rows {
-        for (s, on) in point.iter().zip(["on", "off"]) {
+        for (s, mode) in point.iter().zip(&modes) {
             t.push_str(&format!(
-                "{:>6} {:>9} {:>12.0} {:>12.0} {:>9.2} {:>11.0} {:>11.0} {:>8}\n",
+                "{:>6} {:>9} {:>12.0} {:>12.0} {:>9.2} {:>11.0} {:>11.0} {:>8} {:>10.2} {:>5.1}%\n",
                 size,
-                on,
+                mode.label(),
                 s.msgs_per_s,
                 s.dgrams_per_s,
                 s.msgs_per_dgram,
                 s.p50_us,
                 s.p99_us,
-                s.urgent
+                s.urgent,
+                s.cpu_us,
+                s.lost * 100.0
             ));
         }
     }
@@ -141,7 +180,70 @@ pub fn run(p: &Params) -> Result<()> {
             on.p99_us / off.p99_us.max(1e-9)
         ));
     }
+    for (size, point) in &rows {
+        for (peer, mode) in point.iter().zip(&modes).skip(2) {
+            t.push_str(&format!(
+                "{size:>4} B: sealink (piggyback on) / {}: msgs/s = {:.2}x, urgent p99 = {:.2}x, \
+                 cpu/msg = {:.2}x\n",
+                mode.label(),
+                point[0].msgs_per_s / peer.msgs_per_s.max(1e-9),
+                point[0].p99_us / peer.p99_us.max(1e-9),
+                point[0].cpu_us / peer.cpu_us.max(1e-9)
+            ));
+        }
+    }
     output::print(&t)
+}
+
+/// One column of the table: a sealink mode (piggybacking on or off) or a QUIC variant.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Sealink(bool),
+    Quic(quic::Variant),
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Sealink(true) => "on",
+            Mode::Sealink(false) => "off",
+            Mode::Quic(v) => v.label(),
+        }
+    }
+}
+
+/// The latency percentile `q` of sorted `lat` (NaN when empty).
+fn percentile(lat: &[f64], q: f64) -> f64 {
+    if lat.is_empty() {
+        f64::NAN
+    } else {
+        lat[((lat.len() - 1) as f64 * q).round() as usize]
+    }
+}
+
+fn quic_run(variant: quic::Variant, size: usize, p: &Params) -> Result<Sample> {
+    let mut o = quic::one_run(
+        variant,
+        &quic::Workload {
+            size,
+            seconds: p.seconds,
+            urgent: p.urgent,
+            window: WINDOW,
+            batch: BATCH,
+            max_datagram: p.max_datagram,
+        },
+    )?;
+    o.latencies_us.sort_by(f64::total_cmp);
+    Ok(Sample {
+        msgs_per_s: o.delivered as f64 / o.elapsed,
+        dgrams_per_s: o.datagrams as f64 / o.elapsed,
+        msgs_per_dgram: o.sent as f64 / (o.datagrams as f64).max(1.0),
+        p50_us: percentile(&o.latencies_us, 0.5),
+        p99_us: percentile(&o.latencies_us, 0.99),
+        urgent: o.latencies_us.len(),
+        cpu_us: o.cpu * 1e6 / (o.delivered as f64).max(1.0),
+        lost: 1.0 - o.received as f64 / (o.sent as f64).max(1.0),
+    })
 }
 
 fn owner() -> Result<(LocalOwner, [u8; 32])> {
@@ -227,6 +329,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     let (sa, sb) = (a.stats(), b.stats());
     let mut payloads = vec![payload; BATCH];
     let mut urgency = [Urgency::Default; BATCH];
+    let cpu0 = process_cpu();
     let start = Instant::now();
     let run_for = Duration::from_secs_f64(seconds);
     // One clock read per batch serves both the stop check and the stamp.
@@ -265,6 +368,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     }
     let elapsed = start.elapsed().as_secs_f64();
     let (ea, eb) = (a.stats(), b.stats());
+    let cpu = (process_cpu() - cpu0).as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let mut lat = receiver
         .join()
@@ -277,13 +381,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     let dgrams = ea.endpoint.data_datagrams_sent - sa.endpoint.data_datagrams_sent;
     let first_tx = ea.endpoint.messages_sent - sa.endpoint.messages_sent;
     lat.sort_by(f64::total_cmp);
-    let pct = |q: f64| {
-        if lat.is_empty() {
-            f64::NAN
-        } else {
-            lat[((lat.len() - 1) as f64 * q).round() as usize]
-        }
-    };
+    let pct = |q: f64| percentile(&lat, q);
     Ok(Sample {
         msgs_per_s: delivered as f64 / elapsed,
         dgrams_per_s: dgrams as f64 / elapsed,
@@ -291,5 +389,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
         p50_us: pct(0.5),
         p99_us: pct(0.99),
         urgent: lat.len(),
+        cpu_us: cpu * 1e6 / (delivered as f64).max(1.0),
+        lost: 0.0,
     })
 }

@@ -56,6 +56,25 @@ const SOCKET_BUFFER: usize = 8 << 20;
 const DRAIN_IDLE: Duration = Duration::from_millis(100);
 const ALPN: &[u8] = b"sealink-bench";
 
+/// The peer systems `sealink bench datagram --peer` runs beside sealink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// quinn on loopback, stream and datagram variants.
+    Quic,
+}
+
+/// Parses `--peer`.
+pub fn parse_peer(s: &str) -> std::result::Result<Peer, String> {
+    match s.trim() {
+        "quic" => Ok(Peer::Quic),
+        other => Err(format!("unknown peer {other:?} (known: quic)")),
+    }
+}
+
+/// The configuration in one line, for the bench's header.
+pub const DESCRIPTION: &str = "quinn 0.11 (tokio, one worker per core), TLS 1.3 \
+    TLS13_AES_128_GCM_SHA256 via rustls/aws-lc-rs, CUBIC, MTU = --max-datagram, window as ours";
+
 /// Which QUIC service carries the messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
