@@ -280,7 +280,9 @@ fn datagram_bench_quick_runs_against_quic() {
             }
         }
         assert!(
-            s.contains(&format!("{size:>4} B: sealink (piggyback on) / quic-strm: msgs/s = ")),
+            s.contains(&format!(
+                "{size:>4} B: sealink (piggyback on) / quic-strm: msgs/s = "
+            )),
             "{s}"
         );
     }

@@ -269,8 +269,8 @@ async fn connect(w: &Workload) -> Result<(Endpoint, Endpoint, Connection, Connec
     Ok((server, client, conn_c, conn_s))
 }
 
-/// Stamps `batch` messages of `size` bytes into one buffer, each behind a `prefix`-byte length
-/// when `prefix` is 2; returns how many are urgent.
+/// Stamps `w.batch` copies of `payload` into `buf` (send time, urgent flag, sequence number),
+/// each behind a 2-byte length when `prefix`.
 fn stamp_batch(
     buf: &mut BytesMut,
     payload: &[u8],
@@ -314,8 +314,58 @@ fn seq_of(m: &[u8]) -> Option<u64> {
         .map(|s| u64::from_le_bytes(s.try_into().unwrap_or([0; 8])))
 }
 
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+/// The sender's generator, a random payload of `w.size` bytes, and the run's start instant.
+fn sender(w: &Workload) -> Result<(SimRng, Vec<u8>, Instant)> {
+    let mut rng = SimRng::new(random_seed()?);
+    let mut payload = vec![0u8; w.size];
+    fill(&mut rng, &mut payload);
+    Ok((rng, payload, Instant::now()))
+}
+
+/// The timed window of a run: when it ends, and the counters at its start.
+struct Window {
+    t0: Instant,
+    start: Instant,
+    end: Duration,
+    cpu0: Duration,
+    udp0: u64,
+    seq0: u64,
+}
+
+impl Window {
+    fn open(t0: Instant, w: &Workload, client: &Connection, seq: u64) -> Self {
+        let (cpu0, udp0) = (process_cpu(), client.stats().udp_tx.datagrams);
+        let start = Instant::now();
+        let end = start.duration_since(t0) + Duration::from_secs_f64(w.seconds);
+        Self {
+            t0,
+            start,
+            end,
+            cpu0,
+            udp0,
+            seq0: seq,
+        }
+    }
+
+    /// The stamp (ns since `t0`) for the next batch, or `None` once the window is over. One clock
+    /// read per batch serves both.
+    fn next(&self) -> Option<u64> {
+        let now = self.t0.elapsed();
+        (now < self.end).then(|| u64::try_from(now.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// The window's figures, `delivered` counted from the first message sent in it; `received`
+    /// and the latencies are filled in once the receiver is done.
+    fn close(&self, client: &Connection, seq: u64, delivered: u64) -> Outcome {
+        Outcome {
+            elapsed: self.start.elapsed().as_secs_f64(),
+            delivered: delivered - self.seq0,
+            cpu: (process_cpu() - self.cpu0).as_secs_f64(),
+            datagrams: client.stats().udp_tx.datagrams - self.udp0,
+            sent: seq - self.seq0,
+            ..Outcome::default()
+        }
+    }
 }
 
 async fn stream_run(client: &Connection, server: &Connection, w: &Workload) -> Result<Outcome> {
@@ -323,10 +373,7 @@ async fn stream_run(client: &Connection, server: &Connection, w: &Workload) -> R
         .open_bi()
         .await
         .map_err(|e| Error::bench_by("cannot open the QUIC stream", e))?;
-    let mut rng = SimRng::new(random_seed()?);
-    let mut payload = vec![0u8; w.size];
-    fill(&mut rng, &mut payload);
-    let t0 = Instant::now();
+    let (mut rng, payload, t0) = sender(w)?;
     let mut seq = 0u64;
     let mut buf = BytesMut::with_capacity(w.batch * (w.size + PREFIX));
     // Warm-up: one batch announces the stream and is read before the timed window.
@@ -389,38 +436,22 @@ async fn stream_run(client: &Connection, server: &Connection, w: &Workload) -> R
         Ok(lat)
     });
 
-    let (sent0, cpu0, udp0) = (seq, process_cpu(), client.stats().udp_tx.datagrams);
-    let start = Instant::now();
-    let end = start.duration_since(t0) + Duration::from_secs_f64(w.seconds);
-    loop {
-        let now = t0.elapsed();
-        if now >= end {
-            break;
-        }
-        stamp_batch(&mut buf, &payload, w, &mut rng, nanos(now), &mut seq, true);
+    let window = Window::open(t0, w, client, seq);
+    while let Some(ns) = window.next() {
+        stamp_batch(&mut buf, &payload, w, &mut rng, ns, &mut seq, true);
         // Blocks while the window is full (flow control, send window, congestion window).
         tx.write_all(&buf)
             .await
             .map_err(|e| Error::bench_by("QUIC stream write", e))?;
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    let delivered = count.load(Ordering::Relaxed) - sent0;
-    let cpu = (process_cpu() - cpu0).as_secs_f64();
-    let datagrams = client.stats().udp_tx.datagrams - udp0;
+    let mut out = window.close(client, seq, count.load(Ordering::Relaxed));
     tx.finish()
         .map_err(|e| Error::bench_by("QUIC stream finish", e))?;
-    let lat = receiver
+    out.latencies_us = receiver
         .await
         .map_err(|e| Error::bench_by("QUIC receiver task", e))??;
-    Ok(Outcome {
-        delivered,
-        elapsed,
-        sent: seq - sent0,
-        received: count.load(Ordering::Relaxed) - sent0,
-        datagrams,
-        cpu,
-        latencies_us: lat,
-    })
+    out.received = count.load(Ordering::Relaxed) - window.seq0;
+    Ok(out)
 }
 
 async fn datagram_run(client: &Connection, server: &Connection, w: &Workload) -> Result<Outcome> {
@@ -433,10 +464,7 @@ async fn datagram_run(client: &Connection, server: &Connection, w: &Workload) ->
             w.size
         )));
     }
-    let mut rng = SimRng::new(random_seed()?);
-    let mut payload = vec![0u8; w.size];
-    fill(&mut rng, &mut payload);
-    let t0 = Instant::now();
+    let (mut rng, payload, t0) = sender(w)?;
     let mut seq = 0u64;
     let mut buf = BytesMut::with_capacity(w.batch * w.size);
     // Warm-up: one message through before the timed window.
@@ -485,15 +513,9 @@ async fn datagram_run(client: &Connection, server: &Connection, w: &Workload) ->
         Ok(lat)
     });
 
-    let (sent0, cpu0, udp0) = (seq, process_cpu(), client.stats().udp_tx.datagrams);
-    let start = Instant::now();
-    let end = start.duration_since(t0) + Duration::from_secs_f64(w.seconds);
-    loop {
-        let now = t0.elapsed();
-        if now >= end {
-            break;
-        }
-        stamp_batch(&mut buf, &payload, w, &mut rng, nanos(now), &mut seq, false);
+    let window = Window::open(t0, w, client, seq);
+    while let Some(ns) = window.next() {
+        stamp_batch(&mut buf, &payload, w, &mut rng, ns, &mut seq, false);
         let batch: Bytes = buf.split().freeze();
         for i in 0..w.batch {
             // Waits for room in the send buffer rather than dropping older datagrams.
@@ -503,22 +525,12 @@ async fn datagram_run(client: &Connection, server: &Connection, w: &Workload) ->
                 .map_err(|e| Error::bench_by("QUIC datagram send", e))?;
         }
     }
-    let elapsed = start.elapsed().as_secs_f64();
-    let delivered = count.load(Ordering::Relaxed);
-    let cpu = (process_cpu() - cpu0).as_secs_f64();
-    let datagrams = client.stats().udp_tx.datagrams - udp0;
-    let lat = receiver
+    let mut out = window.close(client, seq, window.seq0 + count.load(Ordering::Relaxed));
+    out.latencies_us = receiver
         .await
         .map_err(|e| Error::bench_by("QUIC receiver task", e))??;
-    Ok(Outcome {
-        delivered,
-        elapsed,
-        sent: seq - sent0,
-        received: count.load(Ordering::Relaxed),
-        datagrams,
-        cpu,
-        latencies_us: lat,
-    })
+    out.received = count.load(Ordering::Relaxed);
+    Ok(out)
 }
 
 #[cfg(test)]
