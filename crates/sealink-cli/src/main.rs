@@ -524,7 +524,7 @@ enum BenchCommand {
     /// Datagram mode over loopback UDP: small-message throughput and urgent-message latency
     /// with piggybacking on and off
     #[command(
-        after_help = "Examples:\n  sealink bench datagram\n  sealink bench datagram --sizes 64,256 --seconds 2 --runs 3\n  sealink bench datagram --quick\n  sealink bench datagram --no-gso --max-datagram 65507"
+        after_help = "Examples:\n  sealink bench datagram\n  sealink bench datagram --sizes 64,256 --seconds 2 --runs 3\n  sealink bench datagram --quick\n  sealink bench datagram --no-gso --max-datagram 65507\n  sealink bench datagram --peer quic --sizes 64,256,1024"
     )]
     Datagram(DatagramArgs),
 }
@@ -560,6 +560,9 @@ struct DatagramArgs {
     /// Directory for datagram.csv and the run record datagram.json
     #[arg(long, default_value = "bench-out/datagram")]
     out: PathBuf,
+    /// Also run the same workload over PEER, interleaved with sealink's runs (quic: quinn)
+    #[arg(long, value_parser = bench::quic::parse_peer)]
+    peer: Option<bench::quic::Peer>,
 }
 
 #[derive(Debug, Args)]
@@ -881,6 +884,7 @@ fn run(cli: Cli) -> Result<()> {
                 workers: a.workers.map(usize::from),
                 max_datagram: usize::from(a.max_datagram),
                 out: a.out,
+                peer: a.peer,
             })
             .map_err(Into::into)
         }

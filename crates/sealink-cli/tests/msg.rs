@@ -266,3 +266,51 @@ fn datagram_bench_quick_runs() {
     let fig = common::figure(&rec, "64 B piggyback on");
     assert_eq!(fig, (Some(on_csv), "msgs/s".into()));
 }
+
+#[test]
+fn datagram_bench_quick_runs_against_quic() {
+    let out = run(&[
+        "bench",
+        "datagram",
+        "--quick",
+        "--peer",
+        "quic",
+        "--sizes",
+        "64,1024",
+        "--seconds",
+        "0.1",
+    ]);
+    let s = String::from_utf8_lossy(&out.stdout);
+    // A QUIC stream message lost, reordered or resized fails the run.
+    assert!(
+        out.status.success(),
+        "{s}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(s.contains("TLS13_AES_128_GCM_SHA256"), "{s}");
+    for size in ["64", "1024"] {
+        for mode in ["on", "off", "quic-strm", "quic-dgrm"] {
+            let row: Vec<&str> = s
+                .lines()
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .find(|f| f.len() == 10 && f[0] == size && f[1] == mode)
+                .unwrap_or_else(|| panic!("no {size} B {mode} row in:\n{s}"));
+            let num = |i: usize| -> f64 { row[i].trim_end_matches('%').parse().unwrap() };
+            let (msgs, p50, p99, cpu, lost) = (num(2), num(5), num(6), num(8), num(9));
+            assert!(msgs > 0.0 && cpu > 0.0, "{size} B {mode}: {row:?}");
+            assert!(p50 >= 0.0 && p99 >= p50, "{size} B {mode}: {row:?}");
+            if mode != "quic-dgrm" {
+                assert_eq!(lost, 0.0, "{size} B {mode}: reliable mode lost messages");
+            }
+        }
+        assert!(
+            s.contains(&format!(
+                "{size:>4} B: sealink (piggyback on) / quic-strm: msgs/s = "
+            )),
+            "{s}"
+        );
+    }
+    let bad = run(&["bench", "datagram", "--quick", "--peer", "tcp"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown peer"));
+}

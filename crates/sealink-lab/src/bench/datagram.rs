@@ -8,8 +8,10 @@
 //! time at the receiving node minus its send time. Both modes use the same batched API: what
 //! differs is only whether messages share datagrams.
 //! Reported per size and mode: messages/s delivered, data datagrams/s sent, messages per datagram,
-//! urgent latency p50/p99; then the ON/OFF throughput ratio. Writes datagram.csv and the run
-//! record datagram.json into `--out`.
+//! urgent latency p50/p99, process CPU per delivered message; then the ON/OFF throughput ratio.
+//! With `--peer quic` the same workload also runs over quinn (see [`super::quic`]), interleaved
+//! run by run with the sealink modes, and the ratios against it follow. Writes datagram.csv and
+//! the run record datagram.json into `--out`.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -23,6 +25,7 @@ use sealink_datagram::{
 };
 use sealink_proto::sim::SimRng;
 
+use super::quic::{self, Peer, process_cpu};
 use super::{fill, median, random_seed};
 use crate::error::{Error, Result};
 use crate::output;
@@ -54,6 +57,8 @@ pub struct Params {
     pub max_datagram: usize,
     /// Directory for datagram.csv and datagram.json.
     pub out: PathBuf,
+    /// Also run the workload over this peer, interleaved with sealink's runs.
+    pub peer: Option<Peer>,
 }
 
 pub fn parse_size(s: &str) -> Result<usize, String> {
@@ -74,6 +79,10 @@ struct Sample {
     p50_us: f64,
     p99_us: f64,
     urgent: usize,
+    /// Process CPU time per delivered message, in microseconds.
+    cpu_us: f64,
+    /// Share of the messages sent that never arrived (QUIC datagrams only).
+    lost: f64,
 }
 
 pub fn run(p: &Params) -> Result<()> {
@@ -81,7 +90,7 @@ pub fn run(p: &Params) -> Result<()> {
     println!(
         "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
          window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
-         {} engine worker(s) per node{}",
+         {} engine worker(s) per node{}{}",
         p.seconds,
         p.runs,
         p.urgent * 100.0,
@@ -92,18 +101,35 @@ pub fn run(p: &Params) -> Result<()> {
             " [--quick: smoke test, not a measurement]"
         } else {
             ""
+        },
+        match p.peer {
+            Some(Peer::Quic) => format!("; peer: {}", quic::DESCRIPTION),
+            None => String::new(),
         }
     );
-    let pb = output::progress((p.sizes.len() * 2 * p.runs) as u64, "datagram");
+    // Sealink's two modes, then the peer's, each run of a point interleaved with the others.
+    let mut modes = vec![Mode::Sealink(true), Mode::Sealink(false)];
+    if p.peer == Some(Peer::Quic) {
+        modes.extend([
+            Mode::Quic(quic::Variant::Stream),
+            Mode::Quic(quic::Variant::Datagram),
+        ]);
+    }
+    let pb = output::progress((p.sizes.len() * modes.len() * p.runs) as u64, "datagram");
     let mut rows = Vec::new();
     for &size in &p.sizes {
-        let mut point = Vec::new();
-        for piggyback in [true, false] {
-            let mut samples = Vec::new();
-            for _ in 0..p.runs {
-                samples.push(one_run(size, piggyback, p, !p.no_gso)?);
+        let mut samples = vec![Vec::new(); modes.len()];
+        for _ in 0..p.runs {
+            for (mode, out) in modes.iter().zip(samples.iter_mut()) {
+                out.push(match *mode {
+                    Mode::Sealink(piggyback) => one_run(size, piggyback, p, !p.no_gso)?,
+                    Mode::Quic(v) => quic_run(v, size, p)?,
+                });
                 pb.inc(1);
             }
+        }
+        let mut point = Vec::new();
+        for samples in &samples {
             let m = |f: fn(&Sample) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
             point.push(Sample {
                 msgs_per_s: m(|s| s.msgs_per_s),
@@ -112,12 +138,14 @@ pub fn run(p: &Params) -> Result<()> {
                 p50_us: m(|s| s.p50_us),
                 p99_us: m(|s| s.p99_us),
                 urgent: samples.iter().map(|s| s.urgent).sum(),
+                cpu_us: m(|s| s.cpu_us),
+                lost: m(|s| s.lost),
             });
         }
         rows.push((size, point));
     }
     pb.finish_and_clear();
-    let mut t = table(&rows).terminal();
+    let mut t = table(&rows, &modes).terminal();
     t.push('\n');
     for (size, point) in &rows {
         let (on, off) = (&point[0], &point[1]);
@@ -127,7 +155,19 @@ pub fn run(p: &Params) -> Result<()> {
             on.p99_us / off.p99_us.max(1e-9)
         ));
     }
-    let (csv, json) = write_files(&p.out, &rows)?;
+    for (size, point) in &rows {
+        for (peer, mode) in point.iter().zip(&modes).skip(2) {
+            t.push_str(&format!(
+                "{size:>4} B: sealink (piggyback on) / {}: msgs/s = {:.2}x, urgent p99 = {:.2}x, \
+                 cpu/msg = {:.2}x\n",
+                mode.label(),
+                point[0].msgs_per_s / peer.msgs_per_s.max(1e-9),
+                point[0].p99_us / peer.p99_us.max(1e-9),
+                point[0].cpu_us / peer.cpu_us.max(1e-9)
+            ));
+        }
+    }
+    let (csv, json) = write_files(&p.out, &rows, &modes)?;
     t.push_str(&format!(
         "\nCSV: {}\nrun record: {}\n",
         csv.display(),
@@ -136,12 +176,10 @@ pub fn run(p: &Params) -> Result<()> {
     output::print(&t)
 }
 
-/// Medians per message size: piggybacking on, then off.
+/// Medians per message size, one per mode (piggybacking on, off, then the peer's variants).
 type Rows = [(usize, Vec<Sample>)];
 
-const MODES: [&str; 2] = ["on", "off"];
-
-fn table(rows: &Rows) -> Table {
+fn table(rows: &Rows, modes: &[Mode]) -> Table {
     let mut t = Table::new([
         "size",
         "piggyback",
@@ -151,19 +189,23 @@ fn table(rows: &Rows) -> Table {
         "urg p50 us",
         "urg p99 us",
         "urgent",
+        "cpu us/msg",
+        "lost",
     ])
     .left(&[1]);
     for (size, point) in rows {
-        for (s, on) in point.iter().zip(MODES) {
+        for (s, mode) in point.iter().zip(modes) {
             t.row([
                 size.to_string(),
-                on.to_owned(),
+                mode.label().to_owned(),
                 format!("{:.0}", s.msgs_per_s),
                 format!("{:.0}", s.dgrams_per_s),
                 format!("{:.2}", s.msgs_per_dgram),
                 format!("{:.0}", s.p50_us),
                 format!("{:.0}", s.p99_us),
                 s.urgent.to_string(),
+                format!("{:.2}", s.cpu_us),
+                format!("{:.1}%", s.lost * 100.0),
             ]);
         }
     }
@@ -171,11 +213,12 @@ fn table(rows: &Rows) -> Table {
 }
 
 /// Writes datagram.csv (the medians at full precision) and the run record into `dir`.
-fn write_files(dir: &Path, rows: &Rows) -> Result<(PathBuf, PathBuf)> {
-    let mut t = Table::new("size_bytes,piggyback,msgs_per_s,dgrams_per_s,msgs_per_dgram,urgent_p50_us,urgent_p99_us,urgent_samples".split(','));
+fn write_files(dir: &Path, rows: &Rows, modes: &[Mode]) -> Result<(PathBuf, PathBuf)> {
+    let mut t = Table::new("size_bytes,piggyback,msgs_per_s,dgrams_per_s,msgs_per_dgram,urgent_p50_us,urgent_p99_us,urgent_samples,cpu_us_per_msg,lost".split(','));
     let mut rec = RunRecord::new("datagram");
     for (size, point) in rows {
-        for (s, on) in point.iter().zip(MODES) {
+        for (s, mode) in point.iter().zip(modes) {
+            let on = mode.label();
             t.row([
                 size.to_string(),
                 on.to_owned(),
@@ -185,6 +228,8 @@ fn write_files(dir: &Path, rows: &Rows) -> Result<(PathBuf, PathBuf)> {
                 s.p50_us.to_string(),
                 s.p99_us.to_string(),
                 s.urgent.to_string(),
+                s.cpu_us.to_string(),
+                s.lost.to_string(),
             ]);
             rec.figure(format!("{size} B piggyback {on}"), s.msgs_per_s, "msgs/s");
             rec.figure(
@@ -196,6 +241,57 @@ fn write_files(dir: &Path, rows: &Rows) -> Result<(PathBuf, PathBuf)> {
     }
     let csv = rec.write_csv(dir, "datagram.csv", &t)?;
     Ok((csv, rec.write(dir)?))
+}
+
+/// One column of the table: a sealink mode (piggybacking on or off) or a QUIC variant.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    Sealink(bool),
+    Quic(quic::Variant),
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Sealink(true) => "on",
+            Mode::Sealink(false) => "off",
+            Mode::Quic(v) => v.label(),
+        }
+    }
+}
+
+/// The latency percentile `q` of sorted `lat` (NaN when empty).
+fn percentile(lat: &[f64], q: f64) -> f64 {
+    if lat.is_empty() {
+        f64::NAN
+    } else {
+        lat[((lat.len() - 1) as f64 * q).round() as usize]
+    }
+}
+
+fn quic_run(variant: quic::Variant, size: usize, p: &Params) -> Result<Sample> {
+    let mut o = quic::one_run(
+        variant,
+        &quic::Workload {
+            size,
+            seconds: p.seconds,
+            urgent: p.urgent,
+            window: WINDOW,
+            batch: BATCH,
+            max_datagram: p.max_datagram,
+        },
+    )?;
+    o.latencies_us.sort_by(f64::total_cmp);
+    Ok(Sample {
+        msgs_per_s: o.delivered as f64 / o.elapsed,
+        dgrams_per_s: o.datagrams as f64 / o.elapsed,
+        msgs_per_dgram: o.sent as f64 / (o.datagrams as f64).max(1.0),
+        p50_us: percentile(&o.latencies_us, 0.5),
+        p99_us: percentile(&o.latencies_us, 0.99),
+        urgent: o.latencies_us.len(),
+        cpu_us: o.cpu * 1e6 / (o.delivered as f64).max(1.0),
+        lost: 1.0 - o.received as f64 / (o.sent as f64).max(1.0),
+    })
 }
 
 fn owner() -> Result<(LocalOwner, [u8; 32])> {
@@ -281,6 +377,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     let (sa, sb) = (a.stats(), b.stats());
     let mut payloads = vec![payload; BATCH];
     let mut urgency = [Urgency::Default; BATCH];
+    let cpu0 = process_cpu();
     let start = Instant::now();
     let run_for = Duration::from_secs_f64(seconds);
     // One clock read per batch serves both the stop check and the stamp.
@@ -319,6 +416,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     }
     let elapsed = start.elapsed().as_secs_f64();
     let (ea, eb) = (a.stats(), b.stats());
+    let cpu = (process_cpu() - cpu0).as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let mut lat = receiver
         .join()
@@ -331,13 +429,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     let dgrams = ea.endpoint.data_datagrams_sent - sa.endpoint.data_datagrams_sent;
     let first_tx = ea.endpoint.messages_sent - sa.endpoint.messages_sent;
     lat.sort_by(f64::total_cmp);
-    let pct = |q: f64| {
-        if lat.is_empty() {
-            f64::NAN
-        } else {
-            lat[((lat.len() - 1) as f64 * q).round() as usize]
-        }
-    };
+    let pct = |q: f64| percentile(&lat, q);
     Ok(Sample {
         msgs_per_s: delivered as f64 / elapsed,
         dgrams_per_s: dgrams as f64 / elapsed,
@@ -345,5 +437,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
         p50_us: pct(0.5),
         p99_us: pct(0.99),
         urgent: lat.len(),
+        cpu_us: cpu * 1e6 / (delivered as f64).max(1.0),
+        lost: 0.0,
     })
 }

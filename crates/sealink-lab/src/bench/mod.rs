@@ -3,6 +3,7 @@
 
 pub mod crypto;
 pub mod datagram;
+pub mod quic;
 pub mod seal;
 pub mod socket;
 pub mod stacks;

@@ -1,0 +1,585 @@
+//! The QUIC peer of `sealink bench datagram --peer quic`: the same workload over quinn on loopback.
+//!
+//! Same messages as the sealink runs: `size` bytes, the first 8 the send time (nanoseconds since a
+//! shared start instant), byte 8 the urgent flag (5% by default), then a sequence number (bytes
+//! 9..17, when the size has room) that the receiver checks; `BATCH` messages stamped at once and
+//! handed over in one call. Two quinn endpoints in this process, one tokio multi-thread runtime
+//! with a worker per core (quinn as it is usually deployed), carrying one connection:
+//!
+//! - **stream**: one bidirectional stream (only the client half is written) carrying the messages
+//!   length-prefixed (2 bytes). Reliable and ordered, as a sealink channel is. An urgent message
+//!   cannot overtake the bytes queued before it: QUIC has no urgency within a stream.
+//! - **datagram**: each message one QUIC DATAGRAM frame (RFC 9221; quinn packs several frames into
+//!   one packet), no acknowledgements of our own: unreliable, losses counted and shown.
+//!
+//! The stream is the fair comparison: it gives what sealink's channel gives (every message
+//! delivered once, in order, retransmitted when lost, under a window of outstanding messages).
+//! The datagram variant does less work (no retransmission state, no reassembly, no order) and is
+//! shown as quinn's upper bound; adding our own acks would only make it slower, so none are added.
+//!
+//! Configuration, and why it is fair:
+//! - TLS 1.3 through rustls with the aws-lc-rs provider restricted to `TLS13_AES_128_GCM_SHA256`:
+//!   packets are sealed with AES-128-GCM by aws-lc, the AEAD and library sealink uses. The
+//!   certificate is self-signed (rcgen) and pinned as the client's only root.
+//! - Congestion control: quinn's default (CUBIC). Loopback loses nothing unless a buffer overflows.
+//! - Datagram size: `initial_mtu` = the sealink run's `--max-datagram` (clamped to QUIC's
+//!   1200..=65527) and MTU discovery off, so both systems build datagrams of the same size.
+//! - Outstanding data: `send_window` and the receive windows = sealink's window of messages times
+//!   the framed message size, so neither side queues more than the other before back-pressure.
+//! - Sockets: 8 MiB send and receive buffers (forced past the sysctl when root), as sealink's.
+//!   quinn uses GSO/GRO through quinn-udp by default, as sealink does.
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use quinn::rustls;
+use quinn::{
+    ClientConfig, Connection, Endpoint, EndpointConfig, ServerConfig, TokioRuntime,
+    TransportConfig, VarInt,
+};
+use sealink_proto::sim::SimRng;
+
+use super::{fill, random_seed};
+use crate::error::{Error, Result};
+
+/// Bytes of the length prefix of each message on the stream.
+const PREFIX: usize = 2;
+/// Bytes of each message that carry the send time and the urgent flag (as the sealink runs).
+const STAMP: usize = 9;
+/// Socket buffer size requested, as sealink-udp's default.
+const SOCKET_BUFFER: usize = 8 << 20;
+/// How long the datagram receiver waits for stragglers after the sender stops.
+const DRAIN_IDLE: Duration = Duration::from_millis(100);
+const ALPN: &[u8] = b"sealink-bench";
+
+/// The peer systems `sealink bench datagram --peer` runs beside sealink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// quinn on loopback, stream and datagram variants.
+    Quic,
+}
+
+/// Parses `--peer`.
+pub fn parse_peer(s: &str) -> std::result::Result<Peer, String> {
+    match s.trim() {
+        "quic" => Ok(Peer::Quic),
+        other => Err(format!("unknown peer {other:?} (known: quic)")),
+    }
+}
+
+/// The configuration in one line, for the bench's header.
+pub const DESCRIPTION: &str = "quinn 0.11 (tokio, one worker per core), TLS 1.3 \
+    TLS13_AES_128_GCM_SHA256 via rustls/aws-lc-rs, CUBIC, MTU = --max-datagram, window as ours";
+
+/// Which QUIC service carries the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// One reliable, ordered stream of length-prefixed messages.
+    Stream,
+    /// One unreliable QUIC datagram per message, no acknowledgements of ours.
+    Datagram,
+}
+
+impl Variant {
+    pub fn label(self) -> &'static str {
+        match self {
+            Variant::Stream => "quic-strm",
+            Variant::Datagram => "quic-dgrm",
+        }
+    }
+}
+
+/// The workload of one run (the same fields the sealink runs take).
+#[derive(Debug, Clone, Copy)]
+pub struct Workload {
+    pub size: usize,
+    pub seconds: f64,
+    pub urgent: f64,
+    /// Messages outstanding before back-pressure (sealink's window).
+    pub window: usize,
+    /// Messages stamped and handed over per call.
+    pub batch: usize,
+    /// Largest UDP payload.
+    pub max_datagram: usize,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Messages delivered to the receiver within the timed window.
+    pub delivered: u64,
+    /// Seconds of the timed window.
+    pub elapsed: f64,
+    /// Messages handed to quinn within the timed window.
+    pub sent: u64,
+    /// Messages received by the end of the run (after the stream's end, or the datagram drain).
+    pub received: u64,
+    /// UDP datagrams the client sent within the timed window (acks and probes included).
+    pub datagrams: u64,
+    /// Process CPU time over the timed window, in seconds.
+    pub cpu: f64,
+    /// Urgent-message latencies in microseconds, unsorted.
+    pub latencies_us: Vec<f64>,
+}
+
+/// Process CPU time (user + system, all threads): what getrusage(RUSAGE_SELF) sums, in ns.
+pub fn process_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
+/// Runs `w` once over QUIC `variant`. Fails if a stream message arrives out of order, is lost or
+/// corrupted, or if quinn fails.
+pub fn one_run(variant: Variant, w: &Workload) -> Result<Outcome> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cores)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::bench_by("cannot start the tokio runtime", e))?;
+    rt.block_on(async {
+        let (server, client, conn_c, conn_s) = connect(w).await?;
+        let out = match variant {
+            Variant::Stream => stream_run(&conn_c, &conn_s, w).await,
+            Variant::Datagram => datagram_run(&conn_c, &conn_s, w).await,
+        };
+        conn_c.close(VarInt::from_u32(0), b"done");
+        client.wait_idle().await;
+        server.close(VarInt::from_u32(0), b"done");
+        out
+    })
+}
+
+fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
+    let mut p = rustls::crypto::aws_lc_rs::default_provider();
+    p.cipher_suites = vec![rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256];
+    Arc::new(p)
+}
+
+fn transport(w: &Workload) -> Result<Arc<TransportConfig>> {
+    let window = (w.window * (w.size + PREFIX)) as u64;
+    let varint =
+        |v: u64| VarInt::from_u64(v).map_err(|e| Error::bench_by("QUIC window too large", e));
+    let mut t = TransportConfig::default();
+    t.send_window(window)
+        .stream_receive_window(varint(window)?)
+        .receive_window(varint(window)?)
+        .datagram_send_buffer_size(window as usize)
+        .datagram_receive_buffer_size(Some(window as usize))
+        .initial_mtu(mtu(w))
+        .mtu_discovery_config(None);
+    Ok(Arc::new(t))
+}
+
+/// QUIC's largest UDP payload is 65527; its smallest 1200.
+fn mtu(w: &Workload) -> u16 {
+    w.max_datagram.clamp(1200, 65527) as u16
+}
+
+fn socket() -> Result<UdpSocket> {
+    let s = UdpSocket::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .map_err(|e| Error::bench_by("cannot bind a loopback UDP socket", e))?;
+    // As sealink-udp: force large buffers when root may, else take what the sysctl allows.
+    use rustix::net::sockopt;
+    if sockopt::set_socket_send_buffer_size_force(s.as_fd(), SOCKET_BUFFER).is_err() {
+        let _ = sockopt::set_socket_send_buffer_size(s.as_fd(), SOCKET_BUFFER);
+    }
+    if sockopt::set_socket_recv_buffer_size_force(s.as_fd(), SOCKET_BUFFER).is_err() {
+        let _ = sockopt::set_socket_recv_buffer_size(s.as_fd(), SOCKET_BUFFER);
+    }
+    Ok(s)
+}
+
+/// Two endpoints and one established connection (client side, server side).
+async fn connect(w: &Workload) -> Result<(Endpoint, Endpoint, Connection, Connection)> {
+    let tls = |e: rustls::Error| Error::bench_by("TLS configuration", e);
+    let quic = |e: quinn::crypto::rustls::NoInitialCipherSuite| {
+        Error::bench_by("QUIC TLS configuration", e)
+    };
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
+        .map_err(|e| Error::bench_by("cannot generate the certificate", e))?;
+    let cert = ck.cert.der().clone();
+    let key = rustls::pki_types::PrivatePkcs8KeyDer::from(ck.signing_key.serialize_der());
+
+    let mut server_tls = rustls::ServerConfig::builder_with_provider(crypto_provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(tls)?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key.into())
+        .map_err(tls)?;
+    server_tls.alpn_protocols = vec![ALPN.to_vec()];
+    let mut server_cfg = ServerConfig::with_crypto(Arc::new(
+        quinn::crypto::rustls::QuicServerConfig::try_from(server_tls).map_err(quic)?,
+    ));
+    server_cfg.transport_config(transport(w)?);
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).map_err(tls)?;
+    let mut client_tls = rustls::ClientConfig::builder_with_provider(crypto_provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(tls)?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client_tls.alpn_protocols = vec![ALPN.to_vec()];
+    let mut client_cfg = ClientConfig::new(Arc::new(
+        quinn::crypto::rustls::QuicClientConfig::try_from(client_tls).map_err(quic)?,
+    ));
+    client_cfg.transport_config(transport(w)?);
+
+    let mut ep_cfg = EndpointConfig::default();
+    ep_cfg
+        .max_udp_payload_size(mtu(w))
+        .map_err(|e| Error::bench_by("QUIC endpoint configuration", e))?;
+    let endpoint = |server: Option<ServerConfig>| {
+        Endpoint::new(ep_cfg.clone(), server, socket()?, Arc::new(TokioRuntime))
+            .map_err(|e| Error::bench_by("cannot start a quinn endpoint", e))
+    };
+    let server = endpoint(Some(server_cfg))?;
+    let mut client = endpoint(None)?;
+    client.set_default_client_config(client_cfg);
+    let addr = server
+        .local_addr()
+        .map_err(|e| Error::bench_by("the quinn server has no address", e))?;
+    let connecting = client
+        .connect(addr, "localhost")
+        .map_err(|e| Error::bench_by("cannot connect over QUIC", e))?;
+    // The server must accept while the client connects: its side runs as a task.
+    let srv = server.clone();
+    let accepting = tokio::spawn(async move {
+        match srv.accept().await {
+            Some(incoming) => incoming
+                .await
+                .map_err(|e| Error::bench_by("QUIC handshake (server)", e)),
+            None => Err(Error::bench("the quinn server closed before accepting")),
+        }
+    });
+    let conn_c = connecting
+        .await
+        .map_err(|e| Error::bench_by("QUIC handshake (client)", e))?;
+    let conn_s = accepting
+        .await
+        .map_err(|e| Error::bench_by("QUIC accept task", e))??;
+    Ok((server, client, conn_c, conn_s))
+}
+
+/// Stamps `w.batch` copies of `payload` into `buf` (send time, urgent flag, sequence number),
+/// each behind a 2-byte length when `prefix`.
+fn stamp_batch(
+    buf: &mut BytesMut,
+    payload: &[u8],
+    w: &Workload,
+    rng: &mut SimRng,
+    now_ns: u64,
+    seq: &mut u64,
+    prefix: bool,
+) {
+    buf.clear();
+    for _ in 0..w.batch {
+        if prefix {
+            buf.put_u16_le(payload.len() as u16);
+        }
+        let start = buf.len();
+        buf.put_slice(payload);
+        let m = &mut buf[start..];
+        m[..8].copy_from_slice(&now_ns.to_le_bytes());
+        m[8] = u8::from(rng.chance(w.urgent));
+        if let Some(s) = m.get_mut(STAMP..STAMP + 8) {
+            s.copy_from_slice(&seq.to_le_bytes());
+        }
+        *seq += 1;
+    }
+}
+
+/// Latency of message `m` received at `now` (since `t0`), when it is urgent.
+fn urgent_latency(m: &[u8], now: Duration) -> Option<f64> {
+    (m[8] == 1).then(|| {
+        let mut ns = [0u8; 8];
+        ns.copy_from_slice(&m[..8]);
+        now.saturating_sub(Duration::from_nanos(u64::from_le_bytes(ns)))
+            .as_secs_f64()
+            * 1e6
+    })
+}
+
+/// The sequence number of `m`, when its size has room for one.
+fn seq_of(m: &[u8]) -> Option<u64> {
+    m.get(STAMP..STAMP + 8)
+        .map(|s| u64::from_le_bytes(s.try_into().unwrap_or([0; 8])))
+}
+
+/// The sender's generator, a random payload of `w.size` bytes, and the run's start instant.
+fn sender(w: &Workload) -> Result<(SimRng, Vec<u8>, Instant)> {
+    let mut rng = SimRng::new(random_seed()?);
+    let mut payload = vec![0u8; w.size];
+    fill(&mut rng, &mut payload);
+    Ok((rng, payload, Instant::now()))
+}
+
+/// The timed window of a run: when it ends, and the counters at its start.
+struct Window {
+    t0: Instant,
+    start: Instant,
+    end: Duration,
+    cpu0: Duration,
+    udp0: u64,
+    seq0: u64,
+}
+
+impl Window {
+    fn open(t0: Instant, w: &Workload, client: &Connection, seq: u64) -> Self {
+        let (cpu0, udp0) = (process_cpu(), client.stats().udp_tx.datagrams);
+        let start = Instant::now();
+        let end = start.duration_since(t0) + Duration::from_secs_f64(w.seconds);
+        Self {
+            t0,
+            start,
+            end,
+            cpu0,
+            udp0,
+            seq0: seq,
+        }
+    }
+
+    /// The stamp (ns since `t0`) for the next batch, or `None` once the window is over. One clock
+    /// read per batch serves both.
+    fn next(&self) -> Option<u64> {
+        let now = self.t0.elapsed();
+        (now < self.end).then(|| u64::try_from(now.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// The window's figures, `delivered` counted from the first message sent in it; `received`
+    /// and the latencies are filled in once the receiver is done.
+    fn close(&self, client: &Connection, seq: u64, delivered: u64) -> Outcome {
+        Outcome {
+            elapsed: self.start.elapsed().as_secs_f64(),
+            delivered: delivered - self.seq0,
+            cpu: (process_cpu() - self.cpu0).as_secs_f64(),
+            datagrams: client.stats().udp_tx.datagrams - self.udp0,
+            sent: seq - self.seq0,
+            ..Outcome::default()
+        }
+    }
+}
+
+async fn stream_run(client: &Connection, server: &Connection, w: &Workload) -> Result<Outcome> {
+    let (mut tx, _) = client
+        .open_bi()
+        .await
+        .map_err(|e| Error::bench_by("cannot open the QUIC stream", e))?;
+    let (mut rng, payload, t0) = sender(w)?;
+    let mut seq = 0u64;
+    let mut buf = BytesMut::with_capacity(w.batch * (w.size + PREFIX));
+    // Warm-up: one batch announces the stream and is read before the timed window.
+    stamp_batch(&mut buf, &payload, w, &mut rng, 0, &mut seq, true);
+    tx.write_all(&buf)
+        .await
+        .map_err(|e| Error::bench_by("QUIC stream write", e))?;
+    let (_, mut rx) = server
+        .accept_bi()
+        .await
+        .map_err(|e| Error::bench_by("cannot accept the QUIC stream", e))?;
+    let warm = buf.len();
+    let mut skip = vec![0u8; warm];
+    rx.read_exact(&mut skip)
+        .await
+        .map_err(|e| Error::bench_by("QUIC stream warm-up read", e))?;
+
+    let count = Arc::new(AtomicU64::new(seq));
+    let counter = Arc::clone(&count);
+    let (size, first) = (w.size, seq);
+    let receiver = tokio::spawn(async move {
+        let mut pending = BytesMut::new();
+        let mut lat = Vec::new();
+        let mut expect = first;
+        loop {
+            let chunk = match rx.read_chunk(usize::MAX, true).await {
+                Ok(Some(c)) => c.bytes,
+                Ok(None) => break,
+                Err(e) => return Err(Error::bench_by("QUIC stream read", e)),
+            };
+            let now = t0.elapsed();
+            pending.extend_from_slice(&chunk);
+            let mut at = 0;
+            let mut n = 0u64;
+            while let Some(len) = pending.get(at..at + PREFIX) {
+                let len = usize::from(u16::from_le_bytes([len[0], len[1]]));
+                let Some(m) = pending.get(at + PREFIX..at + PREFIX + len) else {
+                    break;
+                };
+                if len != size {
+                    return Err(Error::bench(format!(
+                        "QUIC stream: {len}-byte message, sent {size}"
+                    )));
+                }
+                if let Some(s) = seq_of(m) {
+                    if s != expect {
+                        return Err(Error::bench(format!(
+                            "QUIC stream: message {s} arrived where {expect} was due"
+                        )));
+                    }
+                }
+                expect += 1;
+                lat.extend(urgent_latency(m, now));
+                at += PREFIX + len;
+                n += 1;
+            }
+            let _ = pending.split_to(at);
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
+        Ok(lat)
+    });
+
+    let window = Window::open(t0, w, client, seq);
+    while let Some(ns) = window.next() {
+        stamp_batch(&mut buf, &payload, w, &mut rng, ns, &mut seq, true);
+        // Blocks while the window is full (flow control, send window, congestion window).
+        tx.write_all(&buf)
+            .await
+            .map_err(|e| Error::bench_by("QUIC stream write", e))?;
+    }
+    let mut out = window.close(client, seq, count.load(Ordering::Relaxed));
+    tx.finish()
+        .map_err(|e| Error::bench_by("QUIC stream finish", e))?;
+    out.latencies_us = receiver
+        .await
+        .map_err(|e| Error::bench_by("QUIC receiver task", e))??;
+    out.received = count.load(Ordering::Relaxed) - window.seq0;
+    Ok(out)
+}
+
+async fn datagram_run(client: &Connection, server: &Connection, w: &Workload) -> Result<Outcome> {
+    let max = client
+        .max_datagram_size()
+        .ok_or_else(|| Error::bench("the QUIC peer does not take datagrams"))?;
+    if w.size > max {
+        return Err(Error::bench(format!(
+            "{} B messages exceed QUIC's {max} B datagram limit at this MTU",
+            w.size
+        )));
+    }
+    let (mut rng, payload, t0) = sender(w)?;
+    let mut seq = 0u64;
+    let mut buf = BytesMut::with_capacity(w.batch * w.size);
+    // Warm-up: one message through before the timed window.
+    stamp_batch(&mut buf, &payload, w, &mut rng, 0, &mut seq, false);
+    let warm = buf.split().freeze().slice(..w.size);
+    seq = 1;
+    client
+        .send_datagram_wait(warm)
+        .await
+        .map_err(|e| Error::bench_by("QUIC datagram send", e))?;
+    server
+        .read_datagram()
+        .await
+        .map_err(|e| Error::bench_by("QUIC datagram warm-up read", e))?;
+
+    let count = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&count);
+    let conn = server.clone();
+    let size = w.size;
+    let receiver = tokio::spawn(async move {
+        let mut lat = Vec::new();
+        let mut last = 0u64;
+        loop {
+            let d = match tokio::time::timeout(DRAIN_IDLE, conn.read_datagram()).await {
+                Ok(Ok(d)) => d,
+                // Closed, or quiet for DRAIN_IDLE after the sender stopped.
+                Ok(Err(_)) | Err(_) => break,
+            };
+            let now = t0.elapsed();
+            if d.len() != size {
+                return Err(Error::bench(format!(
+                    "QUIC datagram of {} B, sent {size}",
+                    d.len()
+                )));
+            }
+            if let Some(s) = seq_of(&d) {
+                // Unreliable: gaps are losses; a message never comes twice.
+                if s <= last {
+                    return Err(Error::bench(format!("QUIC datagram {s} after {last}")));
+                }
+                last = s;
+            }
+            lat.extend(urgent_latency(&d, now));
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(lat)
+    });
+
+    let window = Window::open(t0, w, client, seq);
+    while let Some(ns) = window.next() {
+        stamp_batch(&mut buf, &payload, w, &mut rng, ns, &mut seq, false);
+        let batch: Bytes = buf.split().freeze();
+        for i in 0..w.batch {
+            // Waits for room in the send buffer rather than dropping older datagrams.
+            client
+                .send_datagram_wait(batch.slice(i * w.size..(i + 1) * w.size))
+                .await
+                .map_err(|e| Error::bench_by("QUIC datagram send", e))?;
+        }
+    }
+    let mut out = window.close(client, seq, window.seq0 + count.load(Ordering::Relaxed));
+    out.latencies_us = receiver
+        .await
+        .map_err(|e| Error::bench_by("QUIC receiver task", e))??;
+    out.received = count.load(Ordering::Relaxed);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quick(size: usize) -> Workload {
+        Workload {
+            size,
+            seconds: 0.2,
+            urgent: 0.05,
+            window: 2048,
+            batch: 32,
+            max_datagram: 1400,
+        }
+    }
+
+    #[test]
+    fn stream_delivers_every_message_in_order() {
+        for size in [64, 1024] {
+            let o = one_run(Variant::Stream, &quick(size)).unwrap();
+            // The receiver checked sizes and sequence numbers; everything sent arrived.
+            assert!(o.sent > 1000, "{size} B: only {} messages sent", o.sent);
+            assert_eq!(o.received, o.sent, "{size} B: stream lost messages");
+            assert!(o.delivered > 0 && o.delivered <= o.sent);
+            assert!(o.elapsed >= 0.2 && o.elapsed < 5.0);
+            assert!(o.cpu > 0.0 && o.datagrams > 0);
+            assert!(!o.latencies_us.is_empty());
+            assert!(o.latencies_us.iter().all(|l| (0.0..5e6).contains(l)));
+        }
+    }
+
+    #[test]
+    fn datagrams_arrive_once_and_increasing() {
+        let o = one_run(Variant::Datagram, &quick(64)).unwrap();
+        assert!(o.sent > 1000, "only {} datagrams sent", o.sent);
+        assert!(o.received > 0 && o.received <= o.sent);
+        assert!(o.delivered <= o.received);
+        assert!(o.cpu > 0.0 && o.datagrams > 0);
+    }
+
+    #[test]
+    fn process_cpu_advances() {
+        let a = process_cpu();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        assert!(process_cpu() > a);
+    }
+}
