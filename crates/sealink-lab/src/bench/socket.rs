@@ -836,7 +836,10 @@ mod tests {
             s[record::wire_len(100) + at] ^= 1; // in the second record
             let e = receive(&key(), &mut Cursor::new(s), 100).unwrap_err();
             let e = crate::error::chain(&e);
-            assert!(e.contains("record 1") && e.contains("authentication"), "{e}");
+            assert!(
+                e.contains("record 1") && e.contains("authentication"),
+                "{e}"
+            );
         }
     }
 
