@@ -528,7 +528,7 @@ enum BenchCommand {
     )]
     Datagram(DatagramArgs),
     /// Paper 002 rerun in virtual time: its five traces, urgency policies U1-U5, encryption
-    /// scope x piggybacking; Tables 3, 7, 8 and Figure 6 as markdown and CSV
+    /// scope and technology, piggybacking; Tables 3, 5-8 and Figures 5-6 as markdown and CSV
     #[command(
         after_help = "Examples:\n  sealink bench adp\n  sealink bench adp --quick --out bench-out/adp\n  sealink bench adp --profiles 1987 --seed 7"
     )]

@@ -46,6 +46,9 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
     let stdout = run(&one, "9", "1987,today");
     for title in [
         "Table 3: the five traces",
+        "Table 5: encryption scope E",
+        "Table 6: encryption technology Y",
+        "Figure 5: urgent-message latency",
         "Table 7: urgency policies",
         "Table 8: E x Q",
         "improvement factors",
@@ -69,6 +72,14 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
     }
     let t8 = String::from_utf8(read(&one, "table8.csv")).unwrap();
     assert_eq!(t8.lines().count(), 1 + 2 * 6, "{t8}");
+    let h = String::from_utf8(read(&one, "figure5_histogram.csv")).unwrap();
+    let counted: usize = h
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.rsplit(',').next()?.parse::<usize>().ok())
+        .sum();
+    // ALL's urgent messages (about 10 % of 1000 with U3), once per profile.
+    assert!((150..=250).contains(&counted), "{h}");
     let f6 = String::from_utf8(read(&one, "figure6.csv")).unwrap();
     assert_eq!(f6.lines().count(), 1 + 2 * 28, "{f6}");
 

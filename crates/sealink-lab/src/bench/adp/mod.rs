@@ -34,12 +34,16 @@ pub struct Params {
 }
 
 /// Files written under `out`, each a table as CSV, and `adp.md` with all of them.
-pub const FILES: [&str; 6] = [
+pub const FILES: [&str; 10] = [
     "adp.md",
     "table3.csv",
+    "table5.csv",
+    "table6.csv",
     "table7.csv",
     "table8.csv",
     "table8_factors.csv",
+    "figure5.csv",
+    "figure5_histogram.csv",
     "figure6.csv",
 ];
 
@@ -68,8 +72,8 @@ pub fn run(p: &Params) -> Result<()> {
          service model); see crates/sealink-lab/src/bench/adp/ for every modelling choice.\n\n",
         p.seed
     );
-    let mut csv: [Vec<format::Table>; 5] = Default::default();
-    let [all, tcp] = [&traces[0], &traces[1]];
+    let mut csv: [Vec<format::Table>; 9] = Default::default();
+    let [all, tcp, nd] = [&traces[0], &traces[1], &traces[2]];
     for profile in profiles {
         let x = Experiment {
             profile,
@@ -77,10 +81,15 @@ pub fn run(p: &Params) -> Result<()> {
             pb: &pb,
         };
         let t3 = x.table3(&traces)?;
-        let (t8, t8f) = x.table8(all)?;
+        let (t5, t6) = x.table5_6(all, nd)?;
         let t7 = x.table7(all)?;
+        let (t8, t8f) = x.table8(all)?;
+        let (f5, f5h) = x.figure5(all)?;
         let f6 = x.figure6(&[all, tcp])?;
-        for (i, t) in [t3, t7, t8, t8f, f6].into_iter().enumerate() {
+        for (i, t) in [t3, t5, t6, t7, t8, t8f, f5, f5h, f6]
+            .into_iter()
+            .enumerate()
+        {
             md += &t.markdown();
             csv[i].push(t);
         }

@@ -36,6 +36,24 @@ impl Scope3 {
     }
 }
 
+/// Encryption technology Y (Table 1): hardware single-key crypto, or a software routine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tech {
+    /// HW: the DES chip (1987), the AES-GCM instructions (today).
+    Hw,
+    /// SW: DES in software (1987), 3DES-CBC in software (today), over the whole datagram.
+    Sw,
+}
+
+impl Tech {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tech::Hw => "HW",
+            Tech::Sw => "SW",
+        }
+    }
+}
+
 /// The machine being simulated.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Profile {
@@ -56,6 +74,8 @@ pub struct Profile {
     /// Cryptography per byte, ns: authenticate only (PE) and full encryption (FE).
     pub pe_per_byte_ns: f64,
     pub fe_per_byte_ns: f64,
+    /// Software crypto per byte of the whole datagram (Y = SW, scope PE or FE), ns.
+    pub sw_per_byte_ns: f64,
 }
 
 impl Profile {
@@ -69,7 +89,10 @@ impl Profile {
     /// PE: 0.15 ms per datagram to put one sequence number through the DES chip (ALL's PE
     /// against NE in Table 8: 3.55 against 3.39 ms per 1166 B datagram). FE: the DES chip's
     /// 400 kB/s through its interface (section 5(a): "from 3.24 Mbytes/s ... to 400 Kbytes/s"),
-    /// 2.5 us per byte on each side, not overlapped with the CPU [5].
+    /// 2.5 us per byte on each side, not overlapped with the CPU [5]. Software DES (Y = SW):
+    /// 18.7 us per byte of every datagram, fitted to Table 6's ALL SW throughput (50 kB/s at
+    /// 6247 B datagrams); the paper states no routine speed, and only a routine that touches
+    /// every byte (a DES checksum) explains how low Table 6's SW figures are under PE.
     pub const Y1987: Profile = Profile {
         name: "1987",
         bandwidth: 1.25e6,
@@ -81,6 +104,7 @@ impl Profile {
         crypto_fixed: Duration::from_micros(150),
         pe_per_byte_ns: 0.0,
         fe_per_byte_ns: 2500.0,
+        sw_per_byte_ns: 18_700.0,
     };
 
     /// Today's development VM (docs/RESULTS.md). Wire: a 10 Gb/s LAN (chosen; loopback has no
@@ -91,7 +115,9 @@ impl Profile {
     /// Crypto: `sealink bench seal` in section 10a, AES-128-GCM on ring, seal + open: 1.589
     /// Gbit/s at 64 B and 25.237 Gbit/s at 16 KiB give 303 ns + 0.2985 ns/B per seal and open,
     /// so 0.15 us + 0.15 ns/B on each side for FE. PE (authenticate only: GHASH, no AES-CTR) is
-    /// taken at half FE's per-byte cost; section 10a has no authenticate-only figure.
+    /// taken at half FE's per-byte cost; section 10a has no authenticate-only figure. Y = SW:
+    /// 3DES-CBC through RustCrypto at 49.6 Mbit/s (section 4, `sealink bench crypto`), 161 ns
+    /// per byte of every datagram.
     pub const TODAY: Profile = Profile {
         name: "today",
         bandwidth: 1.25e9,
@@ -103,6 +129,7 @@ impl Profile {
         crypto_fixed: Duration::from_nanos(150),
         pe_per_byte_ns: 0.075,
         fe_per_byte_ns: 0.15,
+        sw_per_byte_ns: 161.0,
     };
 
     pub fn by_name(name: &str) -> Option<Profile> {
@@ -111,12 +138,18 @@ impl Profile {
             .find(|p| p.name == name)
     }
 
-    /// The simulator's service model for scope `e`.
+    /// The simulator's service model for scope `e` with hardware crypto.
     pub fn service(&self, e: Scope3) -> ServiceModel {
-        let (fixed, per_byte) = match e {
-            Scope3::None => (Duration::ZERO, 0.0),
-            Scope3::Partial => (self.crypto_fixed, self.pe_per_byte_ns),
-            Scope3::Full => (self.crypto_fixed, self.fe_per_byte_ns),
+        self.service_with(e, Tech::Hw)
+    }
+
+    /// The simulator's service model for scope `e` and technology `y`.
+    pub fn service_with(&self, e: Scope3, y: Tech) -> ServiceModel {
+        let (fixed, per_byte) = match (e, y) {
+            (Scope3::None, _) => (Duration::ZERO, 0.0),
+            (Scope3::Partial, Tech::Hw) => (self.crypto_fixed, self.pe_per_byte_ns),
+            (Scope3::Full, Tech::Hw) => (self.crypto_fixed, self.fe_per_byte_ns),
+            (_, Tech::Sw) => (self.crypto_fixed, self.sw_per_byte_ns),
         };
         ServiceModel {
             bandwidth: self.bandwidth,
@@ -160,6 +193,15 @@ mod tests {
                 .map(|e| p.service(*e).send_cost(8192))
                 .collect();
             assert!(c[0] < c[1] && c[1] < c[2], "{}: {c:?}", p.name);
+        }
+        for p in [Profile::Y1987, Profile::TODAY] {
+            let hw = p.service_with(Scope3::Partial, Tech::Hw).send_cost(8192);
+            let sw = p.service_with(Scope3::Partial, Tech::Sw).send_cost(8192);
+            assert!(sw > 2 * hw, "{}: {sw:?} against {hw:?}", p.name);
+            assert_eq!(
+                p.service_with(Scope3::None, Tech::Sw),
+                p.service(Scope3::None)
+            );
         }
         assert!(Profile::by_name("1987").is_some() && Profile::by_name("1990").is_none());
     }

@@ -9,7 +9,7 @@ use sealink_proto::{
     Config, Directory, Endpoint, Event, HostKey, LocalOwner, OwnerId, PeerId, Time, Urgency,
 };
 
-use super::model::{Profile, Scope3};
+use super::model::{Profile, Scope3, Tech};
 use super::trace::Msg;
 use crate::bench::fill;
 use crate::error::{Error, Result};
@@ -27,6 +27,8 @@ pub struct RunSpec<'a> {
     /// Urgency per message (Q=OFF treats every message as urgent whatever this says).
     pub urgent: &'a [bool],
     pub e: Scope3,
+    /// Encryption technology Y.
+    pub y: Tech,
     /// Piggybacking Q.
     pub q: bool,
     /// The timeout M.
@@ -39,7 +41,7 @@ pub struct RunSpec<'a> {
 }
 
 /// What a run measured (the trace's messages only, not the warm-up).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunResult {
     pub messages: usize,
     pub message_bytes: u64,
@@ -56,6 +58,8 @@ pub struct RunResult {
     pub urgent: usize,
     /// Mean latency of urgent messages, hand-over to delivery (ms).
     pub l_ms: f64,
+    /// Each urgent message's latency (ms), in trace order.
+    pub latencies_ms: Vec<f64>,
     pub retransmitted: u64,
 }
 
@@ -128,7 +132,7 @@ fn setup(spec: &RunSpec) -> Result<Setup> {
         ..LinkConfig::default()
     };
     let mut pair = Pair::new(a, b, link, spec.seed);
-    pair.service = Some(spec.profile.service(spec.e));
+    pair.service = Some(spec.profile.service_with(spec.e, spec.y));
     Ok(Setup { pair, peer, owner })
 }
 
@@ -257,14 +261,14 @@ pub fn run(spec: &RunSpec) -> Result<RunResult> {
         .filter(|(_, at)| **at <= handed)
         .map(|(m, _)| m.size as u64)
         .sum();
-    let mut sum = 0.0;
-    let mut urgent = 0usize;
-    for (i, u) in spec.urgent.iter().enumerate() {
-        if *u || !spec.q {
-            urgent += 1;
-            sum += d.at[i].saturating_since(sent_at[i]).as_secs_f64();
-        }
-    }
+    let latencies_ms: Vec<f64> = spec
+        .urgent
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| **u || !spec.q)
+        .map(|(i, _)| d.at[i].saturating_since(sent_at[i]).as_secs_f64() * 1000.0)
+        .collect();
+    let urgent = latencies_ms.len();
     Ok(RunResult {
         messages: spec.msgs.len(),
         message_bytes: spec.msgs.iter().map(|m| m.size as u64).sum(),
@@ -277,8 +281,9 @@ pub fn run(spec: &RunSpec) -> Result<RunResult> {
         l_ms: if urgent == 0 {
             f64::NAN
         } else {
-            sum / urgent as f64 * 1000.0
+            latencies_ms.iter().sum::<f64>() / urgent as f64
         },
+        latencies_ms,
         retransmitted: after.messages_retransmitted - before.messages_retransmitted,
     })
 }
@@ -294,6 +299,7 @@ mod tests {
             msgs,
             urgent,
             e: Scope3::Partial,
+            y: Tech::Hw,
             q,
             timeout: Duration::from_millis(40),
             profile,

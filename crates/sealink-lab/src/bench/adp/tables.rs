@@ -13,7 +13,7 @@ use std::time::Duration;
 use indicatif::ProgressBar;
 
 use super::format::{Table, num, ratio};
-use super::model::{Profile, Scope3};
+use super::model::{Profile, Scope3, Tech};
 use super::policy::{self, Policy};
 use super::run::{RunResult, RunSpec, run};
 use super::trace::{self, Trace, TraceKind};
@@ -71,22 +71,37 @@ impl Nominal {
     }
 }
 
+/// The primary factors of one run (Table 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Levels {
+    pub e: Scope3,
+    pub y: Tech,
+    pub q: bool,
+    /// The timeout M.
+    pub m: Duration,
+}
+
+impl Levels {
+    /// Nominal levels with timeout `m`: PE, hardware crypto, piggybacking on.
+    pub fn nominal(m: Duration) -> Self {
+        Levels {
+            e: Scope3::Partial,
+            y: Tech::Hw,
+            q: true,
+            m,
+        }
+    }
+}
+
 impl Experiment<'_> {
-    fn one(
-        &self,
-        t: &Trace,
-        urgent: &[bool],
-        e: Scope3,
-        q: bool,
-        m: Duration,
-        sat: bool,
-    ) -> Result<RunResult> {
+    fn one(&self, t: &Trace, urgent: &[bool], lv: Levels, sat: bool) -> Result<RunResult> {
         let r = run(&RunSpec {
             msgs: &t.msgs,
             urgent,
-            e,
-            q,
-            timeout: m,
+            e: lv.e,
+            y: lv.y,
+            q: lv.q,
+            timeout: lv.m,
             profile: self.profile,
             saturate: sat,
             seed: self.seed,
@@ -100,15 +115,13 @@ impl Experiment<'_> {
         &self,
         t: &Trace,
         urgent: &[bool],
-        e: Scope3,
-        q: bool,
-        m: Duration,
+        lv: Levels,
     ) -> Result<(RunResult, RunResult)> {
         let load = t.mean_size() / t.mean_interarrival().max(1e-12);
         let fast = trace::speed_up(t, (T_OVERLOAD * self.profile.bandwidth / load).max(1.0));
         Ok((
-            self.one(&fast, urgent, e, q, m, true)?,
-            self.one(t, urgent, e, q, m, false)?,
+            self.one(&fast, urgent, lv, true)?,
+            self.one(t, urgent, lv, false)?,
         ))
     }
 
@@ -141,7 +154,7 @@ impl Experiment<'_> {
         );
         for n in traces {
             let p = n.trace.kind.paper();
-            let (t, l) = self.t_and_l(&n.trace, &n.urgent, Scope3::Partial, true, n.timeout)?;
+            let (t, l) = self.t_and_l(&n.trace, &n.urgent, Levels::nominal(n.timeout))?;
             let load = n.trace.mean_size() / n.trace.mean_interarrival() / 1000.0;
             tab.push(vec![
                 n.trace.kind.name().to_owned(),
@@ -194,7 +207,15 @@ impl Experiment<'_> {
         for (e, [l_on, l_off, t_on, t_off]) in PAPER_T8 {
             let mut got = Vec::new();
             for (q, pl, pt) in [(true, l_on, t_on), (false, l_off, t_off)] {
-                let (t, l) = self.t_and_l(&all.trace, &all.urgent, e, q, all.timeout)?;
+                let (t, l) = self.t_and_l(
+                    &all.trace,
+                    &all.urgent,
+                    Levels {
+                        e,
+                        q,
+                        ..Levels::nominal(all.timeout)
+                    },
+                )?;
                 tab.push(vec![
                     e.name().to_owned(),
                     if q { "ON" } else { "OFF" }.to_owned(),
@@ -250,7 +271,14 @@ impl Experiment<'_> {
                     false,
                 ),
             };
-            let (t, l) = self.t_and_l(&all.trace, &urgent, Scope3::Partial, q, all.timeout)?;
+            let (t, l) = self.t_and_l(
+                &all.trace,
+                &urgent,
+                Levels {
+                    q,
+                    ..Levels::nominal(all.timeout)
+                },
+            )?;
             tab.push(vec![
                 name.to_owned(),
                 param,
@@ -289,7 +317,15 @@ impl Experiment<'_> {
             for q in [true, false] {
                 for f in FIG6_RATES {
                     let t = trace::speed_up(&n.trace, f);
-                    let r = self.one(&t, &n.urgent, Scope3::Partial, q, m, false)?;
+                    let r = self.one(
+                        &t,
+                        &n.urgent,
+                        Levels {
+                            q,
+                            ..Levels::nominal(m)
+                        },
+                        false,
+                    )?;
                     let rate = 1.0 / t.mean_interarrival();
                     tab.push(vec![
                         n.trace.kind.name().to_owned(),
@@ -305,7 +341,125 @@ impl Experiment<'_> {
         }
         Ok(tab)
     }
+
+    /// Tables 5 and 6: scope E and technology Y on ALL and ND, nominal otherwise.
+    pub fn table5_6(&self, all: &Nominal, nd: &Nominal) -> Result<(Table, Table)> {
+        let mut t5 = Table::new(
+            format!(
+                "Table 5: encryption scope E (profile {})",
+                self.profile.name
+            ),
+            &[
+                "trace", "E", "L ms", "paper", "ratio", "T kB/s", "paper", "ratio",
+            ],
+        );
+        let mut t6 = Table::new(
+            format!(
+                "Table 6: encryption technology Y (profile {})",
+                self.profile.name
+            ),
+            &[
+                "trace", "Y", "L ms", "paper", "ratio", "T kB/s", "paper", "ratio",
+            ],
+        );
+        for (n, p5, p6) in [
+            (all, PAPER_T5[0], PAPER_T6[0]),
+            (nd, PAPER_T5[1], PAPER_T6[1]),
+        ] {
+            let name = n.trace.kind.name();
+            for (i, e) in Scope3::EVERY.into_iter().enumerate() {
+                let lv = Levels {
+                    e,
+                    ..Levels::nominal(n.timeout)
+                };
+                let (t, l) = self.t_and_l(&n.trace, &n.urgent, lv)?;
+                t5.push(row(name, e.name(), &l, p5[i], &t, p5[i + 3]));
+            }
+            for (i, y) in [Tech::Hw, Tech::Sw].into_iter().enumerate() {
+                let lv = Levels {
+                    y,
+                    ..Levels::nominal(n.timeout)
+                };
+                let (t, l) = self.t_and_l(&n.trace, &n.urgent, lv)?;
+                t6.push(row(name, y.name(), &l, p6[i], &t, p6[i + 2]));
+            }
+        }
+        Ok((t5, t6))
+    }
+
+    /// Figure 5: the distribution of urgent-message latency on ALL at nominal levels, as a
+    /// histogram of [`FIG5_BINS`] equal bins from 0 to the largest latency, and its moments
+    /// beside the paper's (mean 11 ms, median 10 ms, standard deviation 6.08 ms).
+    pub fn figure5(&self, all: &Nominal) -> Result<(Table, Table)> {
+        let l = self.one(&all.trace, &all.urgent, Levels::nominal(all.timeout), false)?;
+        let v = &l.latencies_ms;
+        let n = v.len().max(1) as f64;
+        let mean = v.iter().sum::<f64>() / n;
+        let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let mut moments = Table::new(
+            format!(
+                "Figure 5: urgent-message latency on ALL (profile {})",
+                self.profile.name
+            ),
+            &["statistic", "ms", "paper", "ratio"],
+        );
+        let median = crate::bench::median(v);
+        for (name, ours, paper) in [
+            ("mean", mean, 11.0),
+            ("median", median, 10.0),
+            ("standard deviation", sd, 6.08),
+        ] {
+            moments.push(vec![
+                name.to_owned(),
+                num(ours, 3),
+                num(paper, 2),
+                ratio(ours, paper),
+            ]);
+        }
+        let mut hist = Table::new(
+            format!("Figure 5: histogram (profile {})", self.profile.name),
+            &["from ms", "to ms", "urgent messages"],
+        );
+        let top = v.iter().copied().fold(0.0, f64::max).max(1e-9);
+        let width = top / FIG5_BINS as f64;
+        let mut counts = [0usize; FIG5_BINS];
+        for x in v {
+            counts[((x / width) as usize).min(FIG5_BINS - 1)] += 1;
+        }
+        for (i, c) in counts.iter().enumerate() {
+            hist.push(vec![
+                num(i as f64 * width, 3),
+                num((i + 1) as f64 * width, 3),
+                c.to_string(),
+            ]);
+        }
+        Ok((moments, hist))
+    }
 }
+
+/// One row of Tables 5 and 6.
+fn row(trace: &str, level: &str, l: &RunResult, pl: f64, t: &RunResult, pt: f64) -> Vec<String> {
+    vec![
+        trace.to_owned(),
+        level.to_owned(),
+        num(l.l_ms, 3),
+        num(pl, 0),
+        ratio(l.l_ms, pl),
+        num(t.t_kbs(), 1),
+        num(pt, 0),
+        ratio(t.t_kbs(), pt),
+    ]
+}
+
+/// Figure 5's histogram bins.
+pub const FIG5_BINS: usize = 20;
+/// Table 5 (ALL, ND): L for NE, PE, FE, then T for NE, PE, FE.
+const PAPER_T5: [[f64; 6]; 2] = [
+    [11.0, 11.0, 620.0, 760.0, 750.0, 350.0],
+    [18.0, 18.0, 318.0, 991.0, 986.0, 394.0],
+];
+/// Table 6 (ALL, ND): L for HW, SW, then T for HW, SW.
+const PAPER_T6: [[f64; 4]; 2] = [[11.0, 3300.0, 740.0, 50.0], [18.0, 192.0, 980.0, 97.0]];
 
 /// Runs each experiment needs, for the progress bar.
 pub fn runs_per_profile() -> u64 {
@@ -313,5 +467,6 @@ pub fn runs_per_profile() -> u64 {
     let t8 = 2 * 2 * PAPER_T8.len() as u64;
     let t7 = 2 * PAPER_T7.len() as u64;
     let f6 = 2 * 2 * FIG6_RATES.len() as u64;
-    t3 + t8 + t7 + f6
+    let t56 = 2 * 2 * (3 + 2);
+    t3 + t8 + t7 + f6 + t56 + 1
 }
