@@ -407,3 +407,28 @@ impl Pair {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_model_costs() {
+        let s = ServiceModel {
+            bandwidth: 1e6,
+            wire_overhead: 24,
+            send_fixed: Duration::from_micros(10),
+            send_per_byte_ns: 2.0,
+            recv_fixed: Duration::ZERO,
+            recv_per_byte_ns: 0.5,
+        };
+        assert_eq!(s.send_cost(1000), Duration::from_micros(12));
+        assert_eq!(s.recv_cost(1000), Duration::from_nanos(500));
+        assert_eq!(s.wire_time(976), Duration::from_millis(1));
+        let unlimited = ServiceModel {
+            bandwidth: 0.0,
+            ..s
+        };
+        assert_eq!(unlimited.wire_time(1 << 20), Duration::ZERO);
+    }
+}
