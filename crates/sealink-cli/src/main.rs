@@ -527,6 +527,28 @@ enum BenchCommand {
         after_help = "Examples:\n  sealink bench datagram\n  sealink bench datagram --sizes 64,256 --seconds 2 --runs 3\n  sealink bench datagram --quick\n  sealink bench datagram --no-gso --max-datagram 65507\n  sealink bench datagram --peer quic --sizes 64,256,1024"
     )]
     Datagram(DatagramArgs),
+    /// Paper 002 rerun in virtual time: its five traces, urgency policies U1-U5, encryption
+    /// scope and technology, piggybacking; Tables 3, 5-8 and Figures 5-6 as markdown and CSV
+    #[command(
+        after_help = "Examples:\n  sealink bench adp\n  sealink bench adp --quick --out bench-out/adp\n  sealink bench adp --profiles 1987 --seed 7"
+    )]
+    Adp(AdpArgs),
+}
+
+#[derive(Debug, Args)]
+struct AdpArgs {
+    /// Directory for adp.md and the CSV files
+    #[arg(long, default_value = "bench-out/adp")]
+    out: std::path::PathBuf,
+    /// 1,000 messages per trace instead of the paper's 10,000 (for CI)
+    #[arg(long)]
+    quick: bool,
+    /// Seed of the traces and the simulation: the same seed gives the same tables
+    #[arg(long, default_value_t = 2)]
+    seed: u64,
+    /// Service-time profiles to run: 1987 (the paper's Sun 3/50s, Ethernet, DES chip), today
+    #[arg(long, value_delimiter = ',', default_value = "1987,today")]
+    profiles: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -888,6 +910,13 @@ fn run(cli: Cli) -> Result<()> {
             })
             .map_err(Into::into)
         }
+        Command::Bench(BenchCommand::Adp(a)) => bench::adp::run(&bench::adp::Params {
+            out: a.out,
+            quick: a.quick,
+            seed: a.seed,
+            profiles: a.profiles,
+        })
+        .map_err(Into::into),
         Command::Bench(BenchCommand::Socket(a)) => bench::socket::run(&bench::socket::Params {
             size: a.size.map_or(
                 if a.quick {

@@ -1,6 +1,8 @@
 //! A simulated network for two endpoints, in virtual time: delay, jitter, loss, reordering,
 //! duplication and corruption, all from a seeded generator so every run can be replayed.
-//! Used by the tests and by `sealink demo`.
+//! Used by the tests and by `sealink demo`. An optional [`ServiceModel`] adds service times
+//! (a wire bandwidth and each host's CPU cost to seal and open a datagram) for the lab's
+//! trace-driven runs (`sealink bench adp`); without one, sending and receiving take no time.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -33,6 +35,43 @@ impl Default for LinkConfig {
             reorder: 0.0,
             corrupt: 0.0,
         }
+    }
+}
+
+/// Service times of the simulated hosts and wire: each host is one CPU serving its sends and
+/// receives first come, first served; each direction of the wire carries one datagram at a time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServiceModel {
+    /// Wire bandwidth in bytes per second (0 or less: unlimited).
+    pub bandwidth: f64,
+    /// Bytes the wire adds to every datagram (link, IP and UDP headers).
+    pub wire_overhead: usize,
+    /// CPU time to build and seal one datagram: fixed part and per byte (ns).
+    pub send_fixed: Duration,
+    pub send_per_byte_ns: f64,
+    /// CPU time to open and handle one datagram: fixed part and per byte (ns).
+    pub recv_fixed: Duration,
+    pub recv_per_byte_ns: f64,
+}
+
+impl ServiceModel {
+    fn cost(fixed: Duration, per_byte_ns: f64, len: usize) -> Duration {
+        fixed + Duration::from_nanos((per_byte_ns.max(0.0) * len as f64).round() as u64)
+    }
+    pub fn send_cost(&self, len: usize) -> Duration {
+        Self::cost(self.send_fixed, self.send_per_byte_ns, len)
+    }
+    pub fn recv_cost(&self, len: usize) -> Duration {
+        Self::cost(self.recv_fixed, self.recv_per_byte_ns, len)
+    }
+    /// Time the wire takes to carry a datagram of `len` bytes.
+    pub fn wire_time(&self, len: usize) -> Duration {
+        if self.bandwidth <= 0.0 {
+            return Duration::ZERO;
+        }
+        Duration::from_nanos(
+            ((len + self.wire_overhead) as f64 * 1e9 / self.bandwidth).round() as u64,
+        )
     }
 }
 
@@ -87,7 +126,8 @@ pub struct LinkStats {
 /// to drop it.
 pub type Attacker = Box<dyn FnMut(bool, &[u8]) -> bool>;
 
-type InFlight = Reverse<(Time, u64, bool, Vec<u8>)>;
+/// (due, order, to B?, opened by the receiver's CPU already?, bytes).
+type InFlight = Reverse<(Time, u64, bool, bool, Vec<u8>)>;
 
 /// Two endpoints joined by a simulated link.
 pub struct Pair {
@@ -108,6 +148,12 @@ pub struct Pair {
     pub captured: Option<Vec<(bool, Vec<u8>)>>,
     /// Drops the datagrams it picks, before the link's own faults.
     pub attacker: Option<Attacker>,
+    /// Service times; `None` (the default) keeps sending and receiving instantaneous.
+    pub service: Option<ServiceModel>,
+    /// When each host's CPU is next free: [A, B].
+    cpu_free: [Time; 2],
+    /// When each direction of the wire is next free: [A to B, B to A].
+    wire_free: [Time; 2],
 }
 
 impl std::fmt::Debug for Pair {
@@ -137,7 +183,22 @@ impl Pair {
             events_b: Vec::new(),
             captured: None,
             attacker: None,
+            service: None,
+            cpu_free: [Time::ZERO; 2],
+            wire_free: [Time::ZERO; 2],
         }
+    }
+
+    /// Books `work` on a host's CPU (a driver's per-message cost, for instance): it starts when
+    /// the CPU is next free. No effect on timing without a [`ServiceModel`].
+    pub fn charge(&mut self, side: Side, work: Duration) {
+        let i = side as usize;
+        self.cpu_free[i] = self.cpu_free[i].max(self.now) + work;
+    }
+
+    /// When a host's CPU is next free (the current time if it is idle).
+    pub fn cpu_free(&self, side: Side) -> Time {
+        self.cpu_free[side as usize].max(self.now)
     }
 
     pub fn now(&self) -> Time {
@@ -151,22 +212,38 @@ impl Pair {
         }
     }
 
-    /// Moves every datagram both endpoints want to send onto the link.
+    /// Moves every datagram both endpoints want to send onto the link; with a service model,
+    /// only as many as each host's CPU is free for (the rest wait in the endpoint, where
+    /// piggybacking can still add to them).
     pub fn transmit(&mut self) {
         for from_a in [true, false] {
+            let side = usize::from(!from_a);
             loop {
+                if self.service.is_some() && self.cpu_free[side] > self.now {
+                    break;
+                }
                 let ep = if from_a { &mut self.a } else { &mut self.b };
                 let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else {
                     break;
                 };
                 let bytes = self.buf[..t.len].to_vec();
-                self.put_on_link(from_a, bytes);
+                let depart = match self.service {
+                    None => self.now,
+                    Some(s) => {
+                        let sealed = self.now + s.send_cost(bytes.len());
+                        self.cpu_free[side] = sealed;
+                        let start = sealed.max(self.wire_free[side]);
+                        self.wire_free[side] = start + s.wire_time(bytes.len());
+                        self.wire_free[side]
+                    }
+                };
+                self.put_on_link(from_a, bytes, depart);
             }
         }
         self.collect_events();
     }
 
-    fn put_on_link(&mut self, from_a: bool, bytes: Vec<u8>) {
+    fn put_on_link(&mut self, from_a: bool, bytes: Vec<u8>, depart: Time) {
         self.stats.sent += 1;
         if let Some(c) = &mut self.captured {
             c.push((from_a, bytes.clone()));
@@ -200,14 +277,15 @@ impl Pair {
                 let bit = self.rng.below(b.len() as u64 * 8);
                 b[(bit / 8) as usize] ^= 1 << (bit % 8);
             }
-            self.inject_at(self.now + delay, from_a, b);
+            self.inject_at(depart + delay, from_a, b);
         }
     }
 
     /// Schedules raw bytes to arrive at A (`to_b == false`) or B at time `at` (for attacks).
     pub fn inject_at(&mut self, at: Time, to_b: bool, bytes: Vec<u8>) {
         self.order += 1;
-        self.heap.push(Reverse((at, self.order, to_b, bytes)));
+        self.heap
+            .push(Reverse((at, self.order, to_b, false, bytes)));
     }
 
     fn collect_events(&mut self) {
@@ -221,10 +299,16 @@ impl Pair {
 
     /// When something next happens, if anything.
     pub fn next_time(&self) -> Option<Time> {
+        // With a service model, a host whose CPU frees up may have datagrams waiting.
+        let cpu = |i: usize| {
+            (self.service.is_some() && self.cpu_free[i] > self.now).then_some(self.cpu_free[i])
+        };
         [
             self.heap.peek().map(|Reverse((t, ..))| *t),
             self.a.poll_timeout(),
             self.b.poll_timeout(),
+            cpu(0),
+            cpu(1),
         ]
         .into_iter()
         .flatten()
@@ -260,9 +344,19 @@ impl Pair {
             if *t > self.now {
                 break;
             }
-            let Some(Reverse((_, _, to_b, mut bytes))) = self.heap.pop() else {
+            let Some(Reverse((_, _, to_b, opened, mut bytes))) = self.heap.pop() else {
                 break;
             };
+            if let (Some(s), false) = (self.service, opened) {
+                // Arrived: the receiver's CPU opens it when free, then the endpoint handles it.
+                let i = usize::from(to_b);
+                let done = self.cpu_free[i].max(self.now) + s.recv_cost(bytes.len());
+                self.cpu_free[i] = done;
+                self.order += 1;
+                self.heap
+                    .push(Reverse((done, self.order, to_b, true, bytes)));
+                continue;
+            }
             self.stats.delivered += 1;
             let ep = if to_b { &mut self.b } else { &mut self.a };
             let _ = ep.handle(self.now, &mut bytes);
@@ -311,5 +405,30 @@ impl Pair {
                     Event::Undeliverable { .. } | Event::HandshakeFailed { .. }
                 )
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_model_costs() {
+        let s = ServiceModel {
+            bandwidth: 1e6,
+            wire_overhead: 24,
+            send_fixed: Duration::from_micros(10),
+            send_per_byte_ns: 2.0,
+            recv_fixed: Duration::ZERO,
+            recv_per_byte_ns: 0.5,
+        };
+        assert_eq!(s.send_cost(1000), Duration::from_micros(12));
+        assert_eq!(s.recv_cost(1000), Duration::from_nanos(500));
+        assert_eq!(s.wire_time(976), Duration::from_millis(1));
+        let unlimited = ServiceModel {
+            bandwidth: 0.0,
+            ..s
+        };
+        assert_eq!(unlimited.wire_time(1 << 20), Duration::ZERO);
     }
 }

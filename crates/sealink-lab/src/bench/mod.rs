@@ -1,6 +1,7 @@
 //! `sealink bench ...`: measurements. `seal` compares the protocol's per-datagram data path with
 //! the AEAD library called directly; more benches (stacks, crypto, socket) go next to it.
 
+pub mod adp;
 pub mod crypto;
 pub mod datagram;
 pub mod quic;

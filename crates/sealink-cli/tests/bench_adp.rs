@@ -1,0 +1,111 @@
+//! `sealink bench adp --quick` writes paper 002's tables, and the same seed gives the same
+//! bytes (virtual time: nothing in the output depends on the machine's speed).
+
+use std::path::Path;
+use std::process::Command;
+
+use sealink_lab::bench::adp::FILES;
+
+fn run(dir: &Path, seed: &str, profiles: &str) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args([
+            "bench",
+            "adp",
+            "--quick",
+            "--seed",
+            seed,
+            "--profiles",
+            profiles,
+            "--out",
+        ])
+        .arg(dir)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink");
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
+fn read(dir: &Path, name: &str) -> Vec<u8> {
+    std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn bench_adp_quick_writes_tables_and_replays_by_seed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (one, two, other) = (
+        tmp.path().join("1"),
+        tmp.path().join("2"),
+        tmp.path().join("3"),
+    );
+    let stdout = run(&one, "9", "1987,today");
+    for title in [
+        "Table 3: the five traces",
+        "Table 5: encryption scope E",
+        "Table 6: encryption technology Y",
+        "Figure 5: urgent-message latency",
+        "Table 7: urgency policies",
+        "Table 8: E x Q",
+        "improvement factors",
+        "Figure 6: L against arrival rate",
+    ] {
+        assert!(stdout.contains(title), "missing {title:?}");
+    }
+    let t3 = String::from_utf8(read(&one, "table3.csv")).unwrap();
+    assert!(
+        t3.starts_with("profile,trace,messages,mean size B,"),
+        "{t3}"
+    );
+    for trace in ["ALL", "TCP", "ND", "NFS", "ND+NFS"] {
+        for profile in ["1987", "today"] {
+            assert!(
+                t3.lines()
+                    .any(|l| l.starts_with(&format!("{profile},{trace},1000,"))),
+                "no {profile} {trace} row in\n{t3}"
+            );
+        }
+    }
+    let t8 = String::from_utf8(read(&one, "table8.csv")).unwrap();
+    assert_eq!(t8.lines().count(), 1 + 2 * 6, "{t8}");
+    let h = String::from_utf8(read(&one, "figure5_histogram.csv")).unwrap();
+    let counted: usize = h
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.rsplit(',').next()?.parse::<usize>().ok())
+        .sum();
+    // ALL's urgent messages (about 10 % of 1000 with U3), once per profile.
+    assert!((150..=250).contains(&counted), "{h}");
+    let f6 = String::from_utf8(read(&one, "figure6.csv")).unwrap();
+    assert_eq!(f6.lines().count(), 1 + 2 * 28, "{f6}");
+
+    run(&two, "9", "1987,today");
+    for name in FILES {
+        assert!(
+            read(&one, name) == read(&two, name),
+            "{name} differs between two runs of seed 9"
+        );
+    }
+    run(&other, "10", "1987,today");
+    assert!(
+        read(&one, "table3.csv") != read(&other, "table3.csv"),
+        "seed changes nothing"
+    );
+}
+
+#[test]
+fn bench_adp_rejects_unknown_profile() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args(["bench", "adp", "--quick", "--profiles", "1990", "--out"])
+        .arg(tmp.path())
+        .output()
+        .expect("run sealink");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown profile"));
+    assert!(!tmp.path().join("adp.md").exists());
+}
