@@ -2,7 +2,6 @@
 //! trust resolve as in stream mode (`$SEALINK_HOME` or `~/.sealink`; `host NAME KEY` and
 //! `owner NAME KEY` trust lines), and the UDP port defaults to stream mode's TCP port.
 
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,7 +9,7 @@ use sealink_crypto::Scope;
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_datagram::{LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency};
 
-use crate::stream::{parse_dest, pick_peer};
+use crate::stream::{parse_dest, pick_peer, resolve_listen};
 use anyhow::{Context, Result, anyhow, bail};
 use sealink_keys::home::{self, or_home};
 use sealink_keys::{KeyKind, keyfile};
@@ -38,19 +37,6 @@ pub struct SendParams {
     pub listen: Option<String>,
     pub timeout: Duration,
     pub quiet: bool,
-}
-
-fn resolve_listen(s: &str) -> Result<SocketAddr> {
-    let with_port = if s.parse::<SocketAddr>().is_ok() {
-        s.to_owned()
-    } else {
-        format!("{s}:{}", sealink_stream::DEFAULT_PORT)
-    };
-    with_port
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {s}"))?
-        .next()
-        .ok_or_else(|| anyhow!("{s} has no address"))
 }
 
 pub fn listen(p: ListenParams) -> Result<()> {

@@ -50,6 +50,20 @@ pub struct RecvParams {
     pub quiet: bool,
 }
 
+/// A listen address: `ADDR:PORT`, or a host or address alone on the default port.
+pub(crate) fn resolve_listen(s: &str) -> Result<SocketAddr> {
+    let with_port = if s.parse::<SocketAddr>().is_ok() {
+        s.to_owned()
+    } else {
+        format!("{s}:{}", sealink_stream::DEFAULT_PORT)
+    };
+    with_port
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {s}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{s} has no address"))
+}
+
 /// `[NAME@]HOST[:PORT]` → (trusted host name if given, socket address).
 pub(crate) fn parse_dest(dest: &str) -> Result<(Option<String>, String, SocketAddr)> {
     let (name, hostport) = match dest.split_once('@') {
@@ -239,16 +253,7 @@ pub fn recv(p: RecvParams) -> Result<()> {
         );
     }
     let host = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
-    let listen = if p.listen.parse::<SocketAddr>().is_ok() {
-        p.listen.clone()
-    } else {
-        format!("{}:{}", p.listen, sealink_stream::DEFAULT_PORT)
-    };
-    let addr = listen
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {}", p.listen))?
-        .next()
-        .ok_or_else(|| anyhow!("{} has no address", p.listen))?;
+    let addr = resolve_listen(&p.listen)?;
     let to_stdout = p.stdout;
     let receiver = Receiver::bind(
         addr,

@@ -121,6 +121,38 @@ fn compare(
     );
 }
 
+type BoxedSeal = Box<dyn FnMut(u64, &mut [u8]) -> [u8; 16]>;
+
+/// For every suite and size: a fresh random key and buffer (`size + room` bytes; `room` holds a
+/// tag written into the buffer), then [`compare`] of the two sealers (aws-lc-rs, ring) that
+/// `make` builds from the key.
+fn compare_all(
+    table: &str,
+    room: usize,
+    reps: usize,
+    rep_ms: u64,
+    mut make: impl FnMut(SuiteId, &[u8]) -> [BoxedSeal; 2],
+) {
+    for suite in SUITES {
+        for size in SIZES {
+            let mut key = vec![0u8; suite.key_len()];
+            random_bytes(&mut key).expect("rng");
+            let mut buf = vec![0u8; size + room];
+            random_bytes(&mut buf).expect("rng");
+            let [mut aws, mut ring] = make(suite, &key);
+            let label = format!("{table} {}", suite.name());
+            compare(
+                &label,
+                size,
+                [&mut *aws, &mut *ring],
+                &mut buf,
+                reps,
+                rep_ms,
+            );
+        }
+    }
+}
+
 fn main() {
     let reps = arg("--reps", 9).max(1) as usize;
     let rep_ms = arg("--ms", 250);
@@ -135,57 +167,27 @@ fn main() {
         "{:<28} {:>7} {:>26} {:>26} {:>10}",
         "suite", "size", "aws-lc-rs GB/s med [min..max]", "ring GB/s med [min..max]", "ring/aws"
     );
-    for suite in SUITES {
-        for size in SIZES {
-            let mut key = vec![0u8; suite.key_len()];
-            random_bytes(&mut key).expect("rng");
-            let mut buf = vec![0u8; size];
-            random_bytes(&mut buf).expect("rng");
-            let aws = RawAead::new(suite, &key).expect("key");
-            let ring = RingAead::new(suite, &key).expect("key");
-            let mut seal_aws = |c: u64, b: &mut [u8]| aws.seal_in_place(nonce(c), &AAD, b);
-            let mut seal_ring = |c: u64, b: &mut [u8]| ring.seal_in_place(nonce(c), &AAD, b);
-            let label = format!("raw {}", suite.name());
-            compare(
-                &label,
-                size,
-                [&mut seal_aws, &mut seal_ring],
-                &mut buf,
-                reps,
-                rep_ms,
-            );
-        }
-    }
-    for suite in SUITES {
-        for size in SIZES {
-            let mut key = vec![0u8; suite.key_len()];
-            random_bytes(&mut key).expect("rng");
-            // Body plus tag room; the measured length is `size` bytes of plaintext.
-            let mut buf = vec![0u8; size + 16];
-            random_bytes(&mut buf).expect("rng");
-            let keys =
-                Backend::ALL.map(|b| PacketKey::with_backend(b, suite, &key, false).expect("key"));
-            let [aws, ring] = &keys;
-            let seal_with = |k: &PacketKey, c: u64, b: &mut [u8]| {
+    compare_all("raw", 0, reps, rep_ms, |suite, key| {
+        let aws = RawAead::new(suite, key).expect("key");
+        let ring = RingAead::new(suite, key).expect("key");
+        [
+            Box::new(move |c: u64, b: &mut [u8]| aws.seal_in_place(nonce(c), &AAD, b)),
+            Box::new(move |c: u64, b: &mut [u8]| ring.seal_in_place(nonce(c), &AAD, b)),
+        ]
+    });
+    // Body plus tag room; the measured length is `size` bytes of plaintext.
+    compare_all("PacketKey", 16, reps, rep_ms, |suite, key| {
+        Backend::ALL.map(|b| {
+            let k = PacketKey::with_backend(b, suite, key, false).expect("key");
+            Box::new(move |c: u64, b: &mut [u8]| {
                 let n = b.len() - 16;
                 k.seal(c, Scope::Encrypt, &AAD, b, n).expect("seal");
                 let mut t = [0u8; 16];
                 t.copy_from_slice(&b[n..]);
                 t
-            };
-            let mut seal_aws = |c: u64, b: &mut [u8]| seal_with(aws, c, b);
-            let mut seal_ring = |c: u64, b: &mut [u8]| seal_with(ring, c, b);
-            let label = format!("PacketKey {}", suite.name());
-            compare(
-                &label,
-                size,
-                [&mut seal_aws, &mut seal_ring],
-                &mut buf,
-                reps,
-                rep_ms,
-            );
-        }
-    }
+            }) as BoxedSeal
+        })
+    });
     let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("loadavg at end: {}", loadavg.trim());
 }

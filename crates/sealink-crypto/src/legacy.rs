@@ -18,6 +18,7 @@ use hmac::{Hmac, Mac};
 use md5::{Digest, Md5};
 
 use crate::CryptoError;
+use crate::suite::Dir;
 
 /// DES block size in bytes (also the IV length).
 pub const DES_BLOCK_LEN: usize = 8;
@@ -150,66 +151,63 @@ where
         mac
     }
 
-    /// Seals `body[..len]` (`len <= body.len()` checked by the caller). `encrypt` selects
-    /// CBC+HMAC (encrypt-then-MAC) versus HMAC only.
-    pub(crate) fn seal(
+    /// Seals or opens `body[..len]` (`len <= body.len()` checked by the caller). `encrypt`
+    /// selects CBC+HMAC (encrypt-then-MAC) versus HMAC only. Opening checks the MAC first
+    /// (constant time), then decrypts and checks the padding.
+    pub(crate) fn apply(
         &self,
+        dir: Dir,
         counter: u64,
         encrypt: bool,
         header: &[u8],
         body: &mut [u8],
         len: usize,
     ) -> Result<usize, CryptoError> {
-        let data_len = if encrypt {
-            (len / DES_BLOCK_LEN + 1) * DES_BLOCK_LEN
-        } else {
-            len
-        };
-        let need = data_len + MD5_LEN;
-        if body.len() < need {
-            return Err(CryptoError::BufferTooSmall {
-                need,
-                have: body.len(),
-            });
+        match dir {
+            Dir::Seal => {
+                let data_len = if encrypt {
+                    (len / DES_BLOCK_LEN + 1) * DES_BLOCK_LEN
+                } else {
+                    len
+                };
+                let need = data_len + MD5_LEN;
+                if body.len() < need {
+                    return Err(CryptoError::BufferTooSmall {
+                        need,
+                        have: body.len(),
+                    });
+                }
+                if encrypt {
+                    let have = body.len();
+                    cbc::Encryptor::<C>::inner_iv_init(self.cipher.clone(), &self.iv(counter))
+                        .encrypt_padded_mut::<Pkcs7>(&mut body[..data_len], len)
+                        .map_err(|_| CryptoError::BufferTooSmall { need, have })?;
+                }
+                let (data, rest) = body.split_at_mut(data_len);
+                let tag = self.mac_over(counter, header, data).finalize().into_bytes();
+                rest[..MD5_LEN].copy_from_slice(&tag);
+                Ok(need)
+            }
+            Dir::Open => {
+                let Some(data_len) = len.checked_sub(MD5_LEN) else {
+                    return Err(CryptoError::AuthFailed);
+                };
+                if encrypt && (data_len == 0 || data_len % DES_BLOCK_LEN != 0) {
+                    return Err(CryptoError::AuthFailed);
+                }
+                let (data, rest) = body.split_at_mut(data_len);
+                self.mac_over(counter, header, data)
+                    .verify_slice(&rest[..MD5_LEN])
+                    .map_err(|_| CryptoError::AuthFailed)?;
+                if !encrypt {
+                    return Ok(data_len);
+                }
+                let plain =
+                    cbc::Decryptor::<C>::inner_iv_init(self.cipher.clone(), &self.iv(counter))
+                        .decrypt_padded_mut::<Pkcs7>(data)
+                        .map_err(|_| CryptoError::AuthFailed)?;
+                Ok(plain.len())
+            }
         }
-        if encrypt {
-            let have = body.len();
-            cbc::Encryptor::<C>::inner_iv_init(self.cipher.clone(), &self.iv(counter))
-                .encrypt_padded_mut::<Pkcs7>(&mut body[..data_len], len)
-                .map_err(|_| CryptoError::BufferTooSmall { need, have })?;
-        }
-        let (data, rest) = body.split_at_mut(data_len);
-        let tag = self.mac_over(counter, header, data).finalize().into_bytes();
-        rest[..MD5_LEN].copy_from_slice(&tag);
-        Ok(need)
-    }
-
-    /// Opens `body[..len]` (`len <= body.len()` checked by the caller): MAC first (constant
-    /// time), then decryption and padding check.
-    pub(crate) fn open(
-        &self,
-        counter: u64,
-        encrypt: bool,
-        header: &[u8],
-        body: &mut [u8],
-        len: usize,
-    ) -> Result<usize, CryptoError> {
-        let Some(data_len) = len.checked_sub(MD5_LEN) else {
-            return Err(CryptoError::AuthFailed);
-        };
-        if encrypt && (data_len == 0 || data_len % DES_BLOCK_LEN != 0) {
-            return Err(CryptoError::AuthFailed);
-        }
-        let (data, rest) = body.split_at_mut(data_len);
-        self.mac_over(counter, header, data)
-            .verify_slice(&rest[..MD5_LEN])
-            .map_err(|_| CryptoError::AuthFailed)?;
-        if !encrypt {
-            return Ok(data_len);
-        }
-        let plain = cbc::Decryptor::<C>::inner_iv_init(self.cipher.clone(), &self.iv(counter))
-            .decrypt_padded_mut::<Pkcs7>(data)
-            .map_err(|_| CryptoError::AuthFailed)?;
-        Ok(plain.len())
     }
 }

@@ -422,90 +422,82 @@ fn with_joined<R>(a: &[u8], b: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
     }
 }
 
-/// [`PacketKey::seal`] for an AEAD suite and a protecting scope (`len` already checked).
+/// [`PacketKey::seal`] or [`PacketKey::open`] for an AEAD suite and a protecting scope (`len`
+/// already checked).
 #[inline]
-fn aead_seal<K: AeadLib>(
+fn aead_apply<K: AeadLib>(
     k: &K,
+    dir: Dir,
     counter: u64,
     scope: Scope,
     header: &[u8],
     body: &mut [u8],
     len: usize,
 ) -> Result<usize, CryptoError> {
-    let need = len + TAG_LEN;
-    if body.len() < need {
-        return Err(CryptoError::BufferTooSmall {
-            need,
-            have: body.len(),
-        });
+    match dir {
+        Dir::Seal => {
+            let need = len + TAG_LEN;
+            if body.len() < need {
+                return Err(CryptoError::BufferTooSmall {
+                    need,
+                    have: body.len(),
+                });
+            }
+            let (data, rest) = body.split_at_mut(len);
+            let tag = &mut rest[..TAG_LEN];
+            if scope == Scope::Encrypt {
+                k.seal_tag(counter, header, data, tag)?;
+            } else {
+                // AuthOnly: the tag of an empty-plaintext seal with AAD = header || data.
+                with_joined(header, data, |aad| k.seal_tag(counter, aad, &mut [], tag))?;
+            }
+            Ok(need)
+        }
+        Dir::Open => {
+            let plen = len.checked_sub(TAG_LEN).ok_or(CryptoError::AuthFailed)?;
+            let (data, tag) = body[..len].split_at_mut(plen);
+            if scope == Scope::Encrypt {
+                k.open_tag(counter, header, data, tag)?;
+            } else {
+                with_joined(header, data, |aad| k.open_tag(counter, aad, &mut [], tag))?;
+            }
+            Ok(plen)
+        }
     }
-    let (data, rest) = body.split_at_mut(len);
-    let tag = &mut rest[..TAG_LEN];
-    if scope == Scope::Encrypt {
-        k.seal_tag(counter, header, data, tag)?;
-    } else {
-        // AuthOnly: the tag of an empty-plaintext seal with AAD = header || data.
-        with_joined(header, data, |aad| k.seal_tag(counter, aad, &mut [], tag))?;
-    }
-    Ok(need)
 }
 
-/// [`PacketKey::open`] for an AEAD suite and a protecting scope (`len` already checked).
+/// [`PacketKey::seal_contiguous`] or [`PacketKey::open_contiguous`] for an AEAD suite in
+/// [`Scope::AuthOnly`]: no copy.
 #[inline]
-fn aead_open<K: AeadLib>(
+fn aead_auth_contiguous<K: AeadLib>(
     k: &K,
-    counter: u64,
-    scope: Scope,
-    header: &[u8],
-    body: &mut [u8],
-    len: usize,
-) -> Result<usize, CryptoError> {
-    let plen = len.checked_sub(TAG_LEN).ok_or(CryptoError::AuthFailed)?;
-    let (data, tag) = body[..len].split_at_mut(plen);
-    if scope == Scope::Encrypt {
-        k.open_tag(counter, header, data, tag)?;
-    } else {
-        with_joined(header, data, |aad| k.open_tag(counter, aad, &mut [], tag))?;
-    }
-    Ok(plen)
-}
-
-/// [`PacketKey::seal_contiguous`] for an AEAD suite in [`Scope::AuthOnly`]: no copy.
-#[inline]
-fn aead_auth_seal_contiguous<K: AeadLib>(
-    k: &K,
+    dir: Dir,
     counter: u64,
     buf: &mut [u8],
     header_len: usize,
     len: usize,
 ) -> Result<usize, CryptoError> {
     check_len(&buf[header_len..], len)?;
-    let end = header_len + len;
-    if buf.len() < end + TAG_LEN {
-        return Err(CryptoError::BufferTooSmall {
-            need: len + TAG_LEN,
-            have: buf.len() - header_len,
-        });
+    match dir {
+        Dir::Seal => {
+            let end = header_len + len;
+            if buf.len() < end + TAG_LEN {
+                return Err(CryptoError::BufferTooSmall {
+                    need: len + TAG_LEN,
+                    have: buf.len() - header_len,
+                });
+            }
+            let (aad, rest) = buf.split_at_mut(end);
+            k.seal_tag(counter, aad, &mut [], &mut rest[..TAG_LEN])?;
+            Ok(len + TAG_LEN)
+        }
+        Dir::Open => {
+            let plen = len.checked_sub(TAG_LEN).ok_or(CryptoError::AuthFailed)?;
+            let (aad, tag) = buf[..header_len + len].split_at(header_len + plen);
+            k.open_tag(counter, aad, &mut [], tag)?;
+            Ok(plen)
+        }
     }
-    let (aad, rest) = buf.split_at_mut(end);
-    k.seal_tag(counter, aad, &mut [], &mut rest[..TAG_LEN])?;
-    Ok(len + TAG_LEN)
-}
-
-/// [`PacketKey::open_contiguous`] for an AEAD suite in [`Scope::AuthOnly`]: no copy.
-#[inline]
-fn aead_auth_open_contiguous<K: AeadLib>(
-    k: &K,
-    counter: u64,
-    buf: &[u8],
-    header_len: usize,
-    len: usize,
-) -> Result<usize, CryptoError> {
-    check_len(&buf[header_len..], len)?;
-    let plen = len.checked_sub(TAG_LEN).ok_or(CryptoError::AuthFailed)?;
-    let (aad, tag) = buf[..header_len + len].split_at(header_len + plen);
-    k.open_tag(counter, aad, &mut [], tag)?;
-    Ok(plen)
 }
 
 #[inline]
@@ -570,6 +562,62 @@ pub struct ContiguousItem<'a> {
     pub len: usize,
     /// Output length of the body on success.
     pub result: Result<usize, CryptoError>,
+}
+
+/// Which way a packet goes through a key. Sealing and opening share their dispatch and their
+/// public signatures (`entry_points!`); only the per-suite work differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dir {
+    Seal,
+    Open,
+}
+
+/// [`PacketKey`]'s public entry points for one [`Dir`]: split form, contiguous form, and their
+/// batches. Each forwards to `apply` / `apply_contiguous`.
+macro_rules! entry_points {
+    (
+        $dir:expr,
+        $(#[$one_doc:meta])* fn $one:ident,
+        $(#[$contiguous_doc:meta])* fn $contiguous:ident,
+        $(#[$batch_doc:meta])* fn $batch:ident,
+        $(#[$batch_contiguous_doc:meta])* fn $batch_contiguous:ident
+    ) => {
+        $(#[$one_doc])*
+        pub fn $one(
+            &self,
+            counter: u64,
+            scope: Scope,
+            header: &[u8],
+            body: &mut [u8],
+            len: usize,
+        ) -> Result<usize, CryptoError> {
+            self.apply($dir, counter, scope, header, body, len)
+        }
+        $(#[$contiguous_doc])*
+        pub fn $contiguous(
+            &self,
+            counter: u64,
+            scope: Scope,
+            buf: &mut [u8],
+            header_len: usize,
+            len: usize,
+        ) -> Result<usize, CryptoError> {
+            self.apply_contiguous($dir, counter, scope, buf, header_len, len)
+        }
+        $(#[$batch_doc])*
+        pub fn $batch(&self, scope: Scope, items: &mut [BatchItem<'_>]) {
+            for it in items {
+                it.result = self.apply($dir, it.counter, scope, it.header, it.body, it.len);
+            }
+        }
+        $(#[$batch_contiguous_doc])*
+        pub fn $batch_contiguous(&self, scope: Scope, items: &mut [ContiguousItem<'_>]) {
+            for it in items {
+                it.result =
+                    self.apply_contiguous($dir, it.counter, scope, it.buf, it.header_len, it.len);
+            }
+        }
+    };
 }
 
 impl PacketKey {
@@ -646,14 +694,48 @@ impl PacketKey {
     pub fn suite(&self) -> SuiteId {
         self.suite
     }
-    /// Seals `body[..len]` in place; returns the sealed length (`len` + tag, or padded + MAC).
-    /// `body` must have room for `len + suite.max_overhead()` bytes. No allocation.
-    ///
-    /// For AEAD suites in [`Scope::AuthOnly`] this copies `header || body[..len]` into a scratch
-    /// buffer (the AEAD needs the AAD contiguous); [`seal_contiguous`](Self::seal_contiguous)
-    /// avoids the copy and gives the same bytes.
-    pub fn seal(
+    entry_points!(
+        Dir::Seal,
+        /// Seals `body[..len]` in place; returns the sealed length (`len` + tag, or padded + MAC).
+        /// `body` must have room for `len + suite.max_overhead()` bytes. No allocation.
+        ///
+        /// For AEAD suites in [`Scope::AuthOnly`] this copies `header || body[..len]` into a
+        /// scratch buffer (the AEAD needs the AAD contiguous);
+        /// [`seal_contiguous`](Self::seal_contiguous) avoids the copy and gives the same bytes.
+        fn seal,
+        /// Seals the body `buf[header_len..header_len + len]` in place, authenticating the header
+        /// `buf[..header_len]`; returns the body's sealed length. Same bytes as
+        /// [`seal`](Self::seal) with `header = &buf[..header_len]`,
+        /// `body = &mut buf[header_len..]`; never copies.
+        fn seal_contiguous,
+        /// Seals every item of a batch (one call amortises dispatch over many packets).
+        fn seal_batch,
+        /// Seals every item of a contiguous batch (see [`seal_contiguous`](Self::seal_contiguous)).
+        fn seal_batch_contiguous
+    );
+    entry_points!(
+        Dir::Open,
+        /// Opens `body[..len]` in place; returns the plaintext length (plaintext at `body[..n]`).
+        /// On failure the body's contents are unspecified. No allocation.
+        ///
+        /// Like [`seal`](Self::seal), AEAD [`Scope::AuthOnly`] copies `header || plaintext` into a
+        /// scratch buffer; [`open_contiguous`](Self::open_contiguous) avoids the copy.
+        fn open,
+        /// Opens the body `buf[header_len..header_len + len]` in place, checking the header
+        /// `buf[..header_len]`; returns the body's plaintext length (plaintext at
+        /// `buf[header_len..header_len + n]`). Never copies.
+        fn open_contiguous,
+        /// Opens every item of a batch.
+        fn open_batch,
+        /// Opens every item of a contiguous batch (see [`open_contiguous`](Self::open_contiguous)).
+        fn open_batch_contiguous
+    );
+
+    /// [`seal`](Self::seal) or [`open`](Self::open): one dispatch on the key's kind.
+    #[inline]
+    fn apply(
         &self,
+        dir: Dir,
         counter: u64,
         scope: Scope,
         header: &[u8],
@@ -664,42 +746,19 @@ impl PacketKey {
         if scope == Scope::None {
             return Ok(len);
         }
+        let encrypt = scope == Scope::Encrypt;
         match &self.inner {
-            Inner::AwsLc(k) => aead_seal(k, counter, scope, header, body, len),
-            Inner::Ring(k) => aead_seal(&**k, counter, scope, header, body, len),
-            Inner::Des(k) => k.seal(counter, scope == Scope::Encrypt, header, body, len),
-            Inner::Tdes(k) => k.seal(counter, scope == Scope::Encrypt, header, body, len),
+            Inner::AwsLc(k) => aead_apply(k, dir, counter, scope, header, body, len),
+            Inner::Ring(k) => aead_apply(&**k, dir, counter, scope, header, body, len),
+            Inner::Des(k) => k.apply(dir, counter, encrypt, header, body, len),
+            Inner::Tdes(k) => k.apply(dir, counter, encrypt, header, body, len),
         }
     }
-    /// Opens `body[..len]` in place; returns the plaintext length (plaintext at `body[..n]`).
-    /// On failure the body's contents are unspecified. No allocation.
-    ///
-    /// Like [`seal`](Self::seal), AEAD [`Scope::AuthOnly`] copies `header || plaintext` into a
-    /// scratch buffer; [`open_contiguous`](Self::open_contiguous) avoids the copy.
-    pub fn open(
+    /// [`seal_contiguous`](Self::seal_contiguous) or [`open_contiguous`](Self::open_contiguous).
+    #[inline]
+    fn apply_contiguous(
         &self,
-        counter: u64,
-        scope: Scope,
-        header: &[u8],
-        body: &mut [u8],
-        len: usize,
-    ) -> Result<usize, CryptoError> {
-        check_len(body, len)?;
-        if scope == Scope::None {
-            return Ok(len);
-        }
-        match &self.inner {
-            Inner::AwsLc(k) => aead_open(k, counter, scope, header, body, len),
-            Inner::Ring(k) => aead_open(&**k, counter, scope, header, body, len),
-            Inner::Des(k) => k.open(counter, scope == Scope::Encrypt, header, body, len),
-            Inner::Tdes(k) => k.open(counter, scope == Scope::Encrypt, header, body, len),
-        }
-    }
-    /// Seals the body `buf[header_len..header_len + len]` in place, authenticating the header
-    /// `buf[..header_len]`; returns the body's sealed length. Same bytes as [`seal`](Self::seal)
-    /// with `header = &buf[..header_len]`, `body = &mut buf[header_len..]`; never copies.
-    pub fn seal_contiguous(
-        &self,
+        dir: Dir,
         counter: u64,
         scope: Scope,
         buf: &mut [u8],
@@ -710,66 +769,16 @@ impl PacketKey {
         if scope == Scope::AuthOnly {
             match &self.inner {
                 Inner::AwsLc(k) => {
-                    return aead_auth_seal_contiguous(k, counter, buf, header_len, len);
+                    return aead_auth_contiguous(k, dir, counter, buf, header_len, len);
                 }
                 Inner::Ring(k) => {
-                    return aead_auth_seal_contiguous(&**k, counter, buf, header_len, len);
+                    return aead_auth_contiguous(&**k, dir, counter, buf, header_len, len);
                 }
                 Inner::Des(_) | Inner::Tdes(_) => {}
             }
         }
         let (header, body) = buf.split_at_mut(header_len);
-        self.seal(counter, scope, header, body, len)
-    }
-    /// Opens the body `buf[header_len..header_len + len]` in place, checking the header
-    /// `buf[..header_len]`; returns the body's plaintext length (plaintext at
-    /// `buf[header_len..header_len + n]`). Never copies.
-    pub fn open_contiguous(
-        &self,
-        counter: u64,
-        scope: Scope,
-        buf: &mut [u8],
-        header_len: usize,
-        len: usize,
-    ) -> Result<usize, CryptoError> {
-        check_len(buf, header_len)?;
-        if scope == Scope::AuthOnly {
-            match &self.inner {
-                Inner::AwsLc(k) => {
-                    return aead_auth_open_contiguous(k, counter, buf, header_len, len);
-                }
-                Inner::Ring(k) => {
-                    return aead_auth_open_contiguous(&**k, counter, buf, header_len, len);
-                }
-                Inner::Des(_) | Inner::Tdes(_) => {}
-            }
-        }
-        let (header, body) = buf.split_at_mut(header_len);
-        self.open(counter, scope, header, body, len)
-    }
-    /// Seals every item of a batch (one call amortises dispatch over many packets).
-    pub fn seal_batch(&self, scope: Scope, items: &mut [BatchItem<'_>]) {
-        for it in items {
-            it.result = self.seal(it.counter, scope, it.header, it.body, it.len);
-        }
-    }
-    /// Opens every item of a batch.
-    pub fn open_batch(&self, scope: Scope, items: &mut [BatchItem<'_>]) {
-        for it in items {
-            it.result = self.open(it.counter, scope, it.header, it.body, it.len);
-        }
-    }
-    /// Seals every item of a contiguous batch (see [`seal_contiguous`](Self::seal_contiguous)).
-    pub fn seal_batch_contiguous(&self, scope: Scope, items: &mut [ContiguousItem<'_>]) {
-        for it in items {
-            it.result = self.seal_contiguous(it.counter, scope, it.buf, it.header_len, it.len);
-        }
-    }
-    /// Opens every item of a contiguous batch (see [`open_contiguous`](Self::open_contiguous)).
-    pub fn open_batch_contiguous(&self, scope: Scope, items: &mut [ContiguousItem<'_>]) {
-        for it in items {
-            it.result = self.open_contiguous(it.counter, scope, it.buf, it.header_len, it.len);
-        }
+        self.apply(dir, counter, scope, header, body, len)
     }
 }
 

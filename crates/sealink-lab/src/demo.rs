@@ -681,31 +681,21 @@ fn report_run(
             ms(lat[0].default_max.max(lat[1].default_max)),
         ],
     ));
-    let of = |a: u64, b: u64| format!("{a}/{b}");
+    // "late/count" per direction, then both directions summed.
+    let late_of = |pick: fn(&Latency) -> (u64, u64)| {
+        let [(l0, c0), (l1, c1)] = [pick(&lat[0]), pick(&lat[1])];
+        [(l0, c0), (l1, c1), (l0 + l1, c0 + c1)].map(|(l, c)| format!("{l}/{c}"))
+    };
     t.row(cells(
         &format!(
             "default messages over M+delay+jitter ({} ms)",
             ms(m_timeout + slack)
         ),
-        [
-            of(lat[0].default_late, lat[0].default_count),
-            of(lat[1].default_late, lat[1].default_count),
-            of(
-                lat[0].default_late + lat[1].default_late,
-                lat[0].default_count + lat[1].default_count,
-            ),
-        ],
+        late_of(|l| (l.default_late, l.default_count)),
     ));
     t.row(cells(
         "deadline messages over deadline+delay+jitter",
-        [
-            of(lat[0].deadline_late, lat[0].deadline_count),
-            of(lat[1].deadline_late, lat[1].deadline_count),
-            of(
-                lat[0].deadline_late + lat[1].deadline_late,
-                lat[0].deadline_count + lat[1].deadline_count,
-            ),
-        ],
+        late_of(|l| (l.deadline_late, l.deadline_count)),
     ));
     t.row(cells(
         "  max time past deadline (ms)",

@@ -247,15 +247,9 @@ pub(crate) fn write_datagram_init(
     cookies: &mut CookieGenerator,
     now: Time,
 ) -> Result<(snow::HandshakeState, Vec<u8>), crate::Error> {
-    let (hs, mut pkt) = write_init_with(
-        Box::new(ZeroCheckingResolver),
-        host,
-        prologue,
-        remote,
-        sender_index,
-        payload,
-        INIT_LEN,
-    )?;
+    let (hs, mut pkt) = write_init(host, prologue, remote, sender_index, payload)?;
+    // The same Noise message, then zeroed room for the MACs, which `add_macs` fills in.
+    pkt.resize(INIT_LEN, 0);
     cookies.add_macs(now, &mut pkt);
     Ok((hs, pkt))
 }

@@ -25,7 +25,7 @@ use sealink_crypto::raw::{self, RawAead};
 use sealink_crypto::{SuiteId, legacy};
 use sealink_proto::sim::SimRng;
 
-use super::{fill, median, random_seed, timed};
+use super::{fill, median, print_with_files, random_seed, timed};
 use crate::error::{Error, Result};
 use crate::output;
 use crate::report::{RunRecord, Table, record};
@@ -791,10 +791,7 @@ pub fn run(p: &Params) -> Result<()> {
     let _ = writeln!(out, "{speedup_line}");
 
     let (csv, json) = write_files(&p.out, &rows, &ghash_csv)?;
-    let _ = writeln!(out);
-    let _ = writeln!(out, "CSV: {}", csv.display());
-    let _ = writeln!(out, "run record: {}", json.display());
-    output::print(&out)
+    print_with_files(out, &csv, &json)
 }
 
 #[cfg(test)]

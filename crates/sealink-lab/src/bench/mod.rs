@@ -9,6 +9,8 @@ pub mod seal;
 pub mod socket;
 pub mod stacks;
 
+use std::fmt::Write as _;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sealink_proto::sim::SimRng;
@@ -29,6 +31,17 @@ pub(crate) fn fill(rng: &mut SimRng, buf: &mut [u8]) {
         let r = rng.next_u64().to_le_bytes();
         chunk.copy_from_slice(&r[..chunk.len()]);
     }
+}
+
+/// Prints a bench's report `out` followed by where its CSV and run record were written.
+pub(crate) fn print_with_files(mut out: String, csv: &Path, json: &Path) -> Result<()> {
+    let _ = writeln!(
+        out,
+        "\nCSV: {}\nrun record: {}",
+        csv.display(),
+        json.display()
+    );
+    crate::output::print(&out)
 }
 
 /// Median of a non-empty list (mean of the two middle values for an even count).

@@ -14,7 +14,7 @@ use sealink_proto::replay::ReplayWindow;
 use sealink_proto::sim::SimRng;
 use sealink_proto::wire::{self, FRAME_MSG, Frame, Frames, HEADER_LEN, Writer};
 
-use super::{fill, median, random_seed, timed};
+use super::{fill, median, print_with_files, random_seed, timed};
 use crate::error::{Error, Result};
 use crate::output;
 use crate::report::{RunRecord, Table, record};
@@ -412,13 +412,7 @@ pub fn run(p: &Params) -> Result<()> {
     let _ = writeln!(out);
     let _ = writeln!(out, "{}", target_line(&rows));
     let (csv, json) = write_files(&p.out, &rows)?;
-    let _ = writeln!(
-        out,
-        "\nCSV: {}\nrun record: {}",
-        csv.display(),
-        json.display()
-    );
-    output::print(&out)
+    print_with_files(out, &csv, &json)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use sealink_proto::sim::SimRng;
 use sealink_proto::stream::record::{self, RecordType};
 use sealink_stream::{RecordBatch, RecordReader};
 
-use super::{fill, median, random_seed};
+use super::{fill, median, print_with_files, random_seed};
 use crate::error::{Error, Result, chain};
 use crate::output;
 use crate::report::{RunRecord, Table, record as run_record};
@@ -699,13 +699,7 @@ pub fn run(p: &Params) -> Result<()> {
     let mut out = String::new();
     render(p, &points, &mut out);
     let (csv, json) = write_files(&p.out, p, &rows, &points)?;
-    let _ = writeln!(
-        out,
-        "\nCSV: {}\nrun record: {}",
-        csv.display(),
-        json.display()
-    );
-    output::print(&out)
+    print_with_files(out, &csv, &json)
 }
 
 #[cfg(test)]

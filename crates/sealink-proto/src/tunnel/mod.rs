@@ -1049,20 +1049,21 @@ impl Tunnel {
         buf: &[u8],
         packets: &mut Vec<Range<usize>>,
     ) -> Result<Decap, TunnelDrop> {
-        let r = self.finish_data(now, source, job, opened, buf, packets);
+        let r = opened.map_err(TunnelDrop::from).and_then(|body| {
+            self.accept_data(now, source, job)?;
+            self.push_packets(job.peer, body, buf, packets)
+        });
         r.map_err(|d| self.count(d))
     }
 
-    fn finish_data(
+    /// Records an opened datagram's counter in its session's replay window, confirms the
+    /// session (and promotes `next`), and learns the peer's endpoint.
+    fn accept_data(
         &mut self,
         now: Time,
         source: SocketAddr,
         job: &OpenJob,
-        opened: Result<Range<usize>, DropReason>,
-        buf: &[u8],
-        packets: &mut Vec<Range<usize>>,
-    ) -> Result<Decap, TunnelDrop> {
-        let body = opened?;
+    ) -> Result<(), TunnelDrop> {
         let pi = job.peer;
         let p = self.peers.get_mut(pi).ok_or(DropReason::UnknownIndex)?;
         // The session may have been retired while the datagram was being opened.
@@ -1086,7 +1087,18 @@ impl Tunnel {
                 self.release_staged(pi, now);
             }
         }
-        // Frames: u16 length, packet; each packet's source must route back to this peer.
+        Ok(())
+    }
+
+    /// Pushes the IP packets framed in `buf[body]` (u16 length, packet) onto `packets`; each
+    /// packet's source must route back to peer `pi`.
+    fn push_packets(
+        &mut self,
+        pi: usize,
+        body: Range<usize>,
+        buf: &[u8],
+        packets: &mut Vec<Range<usize>>,
+    ) -> Result<Decap, TunnelDrop> {
         let first = packets.len();
         let mut at = body.start;
         let mut bad_source = 0;
