@@ -6,6 +6,8 @@ use std::process::Command;
 
 use sealink_lab::bench::adp::FILES;
 
+mod common;
+
 fn run(dir: &Path, seed: &str, profiles: &str) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
         .args([
@@ -82,6 +84,17 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
     assert!((150..=250).contains(&counted), "{h}");
     let f6 = String::from_utf8(read(&one, "figure6.csv")).unwrap();
     assert_eq!(f6.lines().count(), 1 + 2 * 28, "{f6}");
+
+    // The run record lists every file and carries the headline figures of Tables 3 and 8.
+    assert!(stdout.contains("run record: "), "{stdout}");
+    let rec = common::run_record(&one, "adp", &FILES);
+    let (t, unit) = common::figure(&rec, "1987 ALL T");
+    assert!(t.is_some_and(|t| t > 0.0) && unit == "kB/s", "{t:?} {unit}");
+    let (gain, unit) = common::figure(&rec, "1987 PE piggybacking T ON/OFF");
+    assert!(
+        gain.is_some_and(|g| g > 1.0) && unit == "x",
+        "{gain:?} {unit}"
+    );
 
     run(&two, "9", "1987,today");
     for name in FILES {

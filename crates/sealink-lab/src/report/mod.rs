@@ -50,7 +50,7 @@ pub use table::Table;
 use crate::error::{Error, Result};
 
 /// Writes `text` to `path`, creating the directory it goes in.
-fn write_file(path: &Path, text: &str) -> Result<()> {
+pub fn write_file(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(Error::io("create", dir))?;
     }

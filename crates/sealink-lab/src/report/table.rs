@@ -39,6 +39,19 @@ impl Table {
         self.rows.push(r);
     }
 
+    /// One table from several with the same header, each part's rows after a leading `key`
+    /// column holding the part's name (e.g. one CSV for several profiles).
+    pub fn stacked(key: &str, parts: &[(&str, &Table)]) -> Table {
+        let head = parts.first().map_or(&[][..], |(_, t)| &t.head[..]);
+        let mut out = Table::new(std::iter::once(key).chain(head.iter().map(String::as_str)));
+        for (name, t) in parts {
+            for r in &t.rows {
+                out.row(std::iter::once(*name).chain(r.iter().map(String::as_str)));
+            }
+        }
+        out
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }

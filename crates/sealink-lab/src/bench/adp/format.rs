@@ -1,60 +1,38 @@
-//! Plain markdown and CSV for the adp tables. Kept apart so a shared report module can take
-//! its place later.
+//! The adp tables: a title over a [`report::Table`](crate::report::Table), which renders the
+//! markdown and CSV as every bench does; and the number formats the tables share.
 
-/// A table: a title, a header row and string cells.
-#[derive(Debug, Clone, PartialEq, Eq)]
+use crate::report;
+
+/// A table under a `###` title.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Table {
     pub title: String,
-    pub headers: Vec<String>,
-    pub rows: Vec<Vec<String>>,
+    pub table: report::Table,
+    /// Headline figures for the run record: (name, value, unit).
+    pub figures: Vec<(String, f64, &'static str)>,
 }
 
 impl Table {
     pub fn new(title: impl Into<String>, headers: &[&str]) -> Self {
         Table {
             title: title.into(),
-            headers: headers.iter().map(|h| (*h).to_owned()).collect(),
-            rows: Vec::new(),
+            table: report::Table::new(headers.iter().copied()),
+            figures: Vec::new(),
         }
+    }
+
+    /// Notes a headline figure for the run record.
+    pub fn figure(&mut self, name: impl Into<String>, value: f64, unit: &'static str) {
+        self.figures.push((name.into(), value, unit));
     }
 
     pub fn push(&mut self, row: Vec<String>) {
-        self.rows.push(row);
+        self.table.row(row);
     }
 
-    /// A GitHub-style markdown table under a `###` title; `|` in cells is escaped.
+    /// The markdown table under its `###` title, then a blank line.
     pub fn markdown(&self) -> String {
-        let cell = |s: &String| s.replace('|', "\\|");
-        let line = |cells: &[String]| {
-            let v: Vec<String> = cells.iter().map(cell).collect();
-            format!("| {} |\n", v.join(" | "))
-        };
-        let mut out = format!("### {}\n\n", self.title);
-        out += &line(&self.headers);
-        out += &format!("|{}\n", "---|".repeat(self.headers.len()));
-        for r in &self.rows {
-            out += &line(r);
-        }
-        out.push('\n');
-        out
-    }
-
-    /// RFC 4180 CSV: a header line, then the rows; cells with `,`, `"` or a newline quoted.
-    pub fn csv(&self) -> String {
-        let cell = |s: &String| {
-            if s.contains([',', '"', '\n']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s.clone()
-            }
-        };
-        let mut out = String::new();
-        for r in std::iter::once(&self.headers).chain(&self.rows) {
-            let v: Vec<String> = r.iter().map(cell).collect();
-            out += &v.join(",");
-            out.push('\n');
-        }
-        out
+        format!("### {}\n\n{}\n", self.title, self.table.markdown())
     }
 }
 
@@ -77,14 +55,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn markdown_and_csv() {
+    fn titled_markdown_and_numbers() {
         let mut t = Table::new("T", &["a", "b"]);
-        t.push(vec!["1|2".into(), "x,\"y\"".into()]);
-        assert_eq!(
-            t.markdown(),
-            "### T\n\n| a | b |\n|---|---|\n| 1\\|2 | x,\"y\" |\n\n"
-        );
-        assert_eq!(t.csv(), "a,b\n1|2,\"x,\"\"y\"\"\"\n");
+        t.push(vec!["1|2".into(), "3".into()]);
+        let md = t.markdown();
+        assert!(md.starts_with("### T\n\n| a "), "{md}");
+        assert!(md.contains("1\\|2"), "{md}");
         assert_eq!(num(f64::NAN, 1), "n/a");
         assert_eq!(ratio(3.0, 2.0), "1.50");
     }

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::output;
+use crate::report::{self, RunRecord, write_file};
 use model::Profile;
 use tables::{Experiment, Nominal};
 use trace::TraceKind;
@@ -33,7 +34,8 @@ pub struct Params {
     pub profiles: Vec<String>,
 }
 
-/// Files written under `out`, each a table as CSV, and `adp.md` with all of them.
+/// Files written under `out`, each a table as CSV, and `adp.md` with all of them; the run
+/// record `adp.json` lists them with the headline figures.
 pub const FILES: [&str; 10] = [
     "adp.md",
     "table3.csv",
@@ -73,6 +75,7 @@ pub fn run(p: &Params) -> Result<()> {
         p.seed
     );
     let mut csv: [Vec<format::Table>; 9] = Default::default();
+    let mut figures = Vec::new();
     let [all, tcp, nd] = [&traces[0], &traces[1], &traces[2]];
     for profile in profiles {
         let x = Experiment {
@@ -91,35 +94,29 @@ pub fn run(p: &Params) -> Result<()> {
             .enumerate()
         {
             md += &t.markdown();
+            for (what, value, unit) in &t.figures {
+                figures.push((format!("{} {what}", x.profile.name), *value, *unit));
+            }
             csv[i].push(t);
         }
     }
     pb.finish_and_clear();
-    std::fs::create_dir_all(&p.out).map_err(Error::io("create", &p.out))?;
-    let write = |name: &str, text: &str| {
-        let path = p.out.join(name);
-        std::fs::write(&path, text).map_err(Error::io("write", path))
-    };
-    write(FILES[0], &md)?;
+    let mut rec = RunRecord::new("adp");
+    write_file(&p.out.join(FILES[0]), &md)?;
+    rec.file(FILES[0]);
     for (name, tabs) in FILES[1..].iter().zip(&csv) {
-        write(name, &joined_csv(tabs, &p.profiles))?;
+        let parts: Vec<(&str, &report::Table)> = p
+            .profiles
+            .iter()
+            .map(String::as_str)
+            .zip(tabs.iter().map(|t| &t.table))
+            .collect();
+        rec.write_csv(&p.out, name, &report::Table::stacked("profile", &parts))?;
     }
+    for (what, value, unit) in figures {
+        rec.figure(what, value, unit);
+    }
+    let json = rec.write(&p.out)?;
+    md += &format!("run record: {}\n", json.display());
     output::print(&md)
-}
-
-/// One CSV for several profiles: a leading `profile` column.
-fn joined_csv(tabs: &[format::Table], names: &[String]) -> String {
-    let mut out = String::new();
-    for (i, (t, name)) in tabs.iter().zip(names).enumerate() {
-        for (j, line) in t.csv().lines().enumerate() {
-            if j == 0 {
-                if i == 0 {
-                    out += &format!("profile,{line}\n");
-                }
-            } else {
-                out += &format!("{name},{line}\n");
-            }
-        }
-    }
-    out
 }

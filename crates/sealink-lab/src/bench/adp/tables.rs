@@ -176,6 +176,9 @@ impl Experiment<'_> {
                 ratio(l.l_ms, p.l_ms),
                 num(load / t.t_kbs(), 3),
             ]);
+            let name = n.trace.kind.name();
+            tab.figure(format!("{name} T"), t.t_kbs(), "kB/s");
+            tab.figure(format!("{name} L"), l.l_ms, "ms");
         }
         Ok(tab)
     }
@@ -237,6 +240,16 @@ impl Experiment<'_> {
                 num(got[0].1 / got[1].1, 2),
                 num(t_on / t_off, 1),
             ]);
+            gain.figure(
+                format!("{} piggybacking L OFF/ON", e.name()),
+                got[1].0 / got[0].0,
+                "x",
+            );
+            gain.figure(
+                format!("{} piggybacking T ON/OFF", e.name()),
+                got[0].1 / got[1].1,
+                "x",
+            );
         }
         Ok((tab, gain))
     }
