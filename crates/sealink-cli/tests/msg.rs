@@ -269,6 +269,7 @@ fn datagram_bench_quick_runs() {
 
 #[test]
 fn datagram_bench_quick_runs_against_quic() {
+    let tmp = tempfile::tempdir().unwrap();
     let out = run(&[
         "bench",
         "datagram",
@@ -279,6 +280,8 @@ fn datagram_bench_quick_runs_against_quic() {
         "64,1024",
         "--seconds",
         "0.1",
+        "--out",
+        tmp.path().to_str().unwrap(),
     ]);
     let s = String::from_utf8_lossy(&out.stdout);
     // A QUIC stream message lost, reordered or resized fails the run.
