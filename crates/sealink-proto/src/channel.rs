@@ -85,6 +85,11 @@ pub(crate) struct Channel {
     pub current: Option<Session>,
     pub previous: Option<Session>,
     pub initiation: Option<Initiation>,
+    /// The rekey initiation the last timeout replaced: its response may still be on its way (a
+    /// slow or backlogged path), and is accepted as the current one's would be. Without it a
+    /// path slower than the timeout refused every response as unexpected, and the rekey never
+    /// completed.
+    stale_initiation: Option<Initiation>,
     /// mac1 and mac2 of our initiations to this peer, and the cookie it last gave us.
     cookies: CookieGenerator,
     last_init_ts_sent: u64,
@@ -148,6 +153,7 @@ impl Channel {
             current: None,
             previous: None,
             initiation: None,
+            stale_initiation: None,
             cookies: CookieGenerator::new(&remote_static),
             last_init_ts_sent: 0,
             last_init_ts_accepted: 0,
@@ -219,8 +225,39 @@ impl Channel {
     fn awaiting_confirmation(&self, sh: &Shared, now: Time) -> bool {
         self.current.as_ref().is_some_and(|s| {
             s.confirmed_at.is_none()
-                && now.saturating_since(s.established) < sh.cfg.handshake_timeout
+                && now.saturating_since(s.established) < self.handshake_timeout(sh)
         })
+    }
+
+    /// How long an initiation waits for its response: the configured timeout, or longer once
+    /// the channel has measured a round trip that needs it. A rekey on a backlogged channel
+    /// waits behind the queued datagrams on both hosts; with a fixed 1 s timeout each retry
+    /// replaced the initiation whose response was on its way (refused as unexpected), and the
+    /// rekey never completed (found by `sealink bench adp` on the 1987 profile).
+    fn rtt_sample(&mut self, sample: Duration) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(sample);
+                self.rttvar = sample / 2;
+            }
+            Some(srtt) => {
+                let diff = srtt.abs_diff(sample);
+                self.rttvar = (self.rttvar * 3 + diff) / 4;
+                self.srtt = Some((srtt * 7 + sample) / 8);
+            }
+        }
+    }
+
+    fn drop_stale_initiation(&mut self, idx: &mut IndexTable) {
+        if let Some(old) = self.stale_initiation.take() {
+            idx.free(old.local_index);
+        }
+    }
+
+    fn handshake_timeout(&self, sh: &Shared) -> Duration {
+        let fixed = sh.cfg.handshake_timeout;
+        self.srtt
+            .map_or(fixed, |srtt| fixed.max(srtt * 2 + self.rttvar * 4))
     }
 
     pub fn queued_messages(&self) -> usize {
@@ -684,6 +721,7 @@ impl Channel {
             idx.free(init.local_index);
             self.initiation = None;
         }
+        self.drop_stale_initiation(idx);
         let continues = self.binding.is_some_and(|b| b == payload.binding);
         let local = idx.alloc(self.peer.0);
         let (pkt, split) = match handshake::write_response(
@@ -717,11 +755,14 @@ impl Channel {
         sender_index: u32,
         pkt: &[u8],
     ) -> Result<(), DropReason> {
-        let init = match &mut self.initiation {
-            Some(i) if i.local_index == local_index => i,
+        let init = match (&mut self.initiation, &mut self.stale_initiation) {
+            (Some(i), _) | (_, Some(i)) if i.local_index == local_index => i,
             _ => return Err(DropReason::UnexpectedResponse),
         };
         let resp = handshake::read_response(&mut init.hs, pkt)?;
+        // Each initiation is sent once (a retry is a new one): an unambiguous RTT sample, the
+        // only one a path that grew slower than every retransmission timeout can give.
+        let handshake_rtt = now.saturating_since(init.sent_at);
         let (continues, split) = (resp.continues, resp.split);
         self.last_init_ts_accepted = self.last_init_ts_accepted.max(resp.newest_peer_init);
         let suite = SuiteId::from_u8(resp.suite)
@@ -729,9 +770,18 @@ impl Channel {
             .ok_or(DropReason::SuiteRefused)?;
         sh.stats.pk.dh += 2;
         let session = make_session(sh, &split, suite, local_index, sender_index, now, true)?;
-        self.initiation = None;
+        // Whichever initiation this answered, the other is moot: free its index.
+        for i in [self.initiation.take(), self.stale_initiation.take()]
+            .into_iter()
+            .flatten()
+        {
+            if i.local_index != local_index {
+                idx.free(i.local_index);
+            }
+        }
         let continues = continues && self.binding.is_some();
         self.install(sh, idx, session, continues, split.hash);
+        self.rtt_sample(handshake_rtt);
         Ok(())
     }
 
@@ -1105,22 +1155,15 @@ impl Channel {
         // One RTT sample per acknowledgement, from the newest message it covers that was sent
         // once (QUIC's rule): messages that shared a datagram would otherwise count many times.
         if let Some(sent) = acc.newest_first_tx {
-            let sample = now.saturating_since(sent);
-            match self.srtt {
-                None => {
-                    self.srtt = Some(sample);
-                    self.rttvar = sample / 2;
-                }
-                Some(srtt) => {
-                    let diff = srtt.abs_diff(sample);
-                    self.rttvar = (self.rttvar * 3 + diff) / 4;
-                    self.srtt = Some((srtt * 7 + sample) / 8);
-                }
-            }
+            self.rtt_sample(now.saturating_since(sent));
         }
         if let Some(t) = acc.newest_sent {
             self.largest_acked_sent = Some(self.largest_acked_sent.map_or(t, |la| la.max(t)));
         }
+        // Any acknowledgement resets the backoff, not only one that gives a sample (Karn's
+        // rule): on a lossy path nearly every acknowledgement covers a retransmission, and
+        // the backoff kept growing (the wedge proptest). A path whose round trip outgrew
+        // every timeout gets its sample from the next handshake instead (`accept_response`).
         self.backoff = 0;
         self.timeouts_since_handshake = 0;
         self.detect_losses(sh, now);
@@ -1218,7 +1261,7 @@ impl Channel {
         let mut t: Option<Time> = None;
         let mut at = |x: Time| t = Some(t.map_or(x, |y| y.min(x)));
         if let Some(i) = &self.initiation {
-            at(i.sent_at + sh.cfg.handshake_timeout);
+            at(i.sent_at + self.handshake_timeout(sh));
         }
         if !self.flush {
             if let Some(d) = self.earliest_deadline {
@@ -1256,7 +1299,7 @@ impl Channel {
                 && self.initiation.is_none()
                 && (!self.queue.is_empty() || !self.retx.is_empty())
             {
-                at(cur.established + sh.cfg.handshake_timeout);
+                at(cur.established + self.handshake_timeout(sh));
             }
         }
         t
@@ -1264,12 +1307,20 @@ impl Channel {
 
     pub fn handle_timeout(&mut self, sh: &mut Shared, idx: &mut IndexTable, now: Time) {
         if let Some(i) = &self.initiation {
-            if now >= i.sent_at + sh.cfg.handshake_timeout {
+            if now >= i.sent_at + self.handshake_timeout(sh) {
                 let attempts = i.attempts;
-                let local = i.local_index;
-                idx.free(local);
-                self.initiation = None;
+                // A rekey keeps it for a late response (the one it replaces is given up). Not
+                // a first contact: the responder starts a new channel for each fresh
+                // initiation, and answering an older one would leave the two on different ones.
+                self.drop_stale_initiation(idx);
+                let replaced = self.initiation.take();
+                if self.binding.is_some() {
+                    self.stale_initiation = replaced;
+                } else if let Some(i) = replaced {
+                    idx.free(i.local_index);
+                }
                 if attempts >= sh.cfg.handshake_attempts {
+                    self.drop_stale_initiation(idx);
                     self.give_up(sh);
                 } else {
                     self.start_handshake(sh, idx, now, attempts + 1);

@@ -5,7 +5,7 @@
 //! trace-driven runs (`sealink bench adp`); without one, sending and receiving take no time.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use crate::endpoint::{Endpoint, Event};
@@ -38,14 +38,22 @@ impl Default for LinkConfig {
     }
 }
 
-/// Service times of the simulated hosts and wire: each host is one CPU serving its sends and
-/// receives first come, first served; each direction of the wire carries one datagram at a time.
+/// Service times of the simulated hosts and wire: each host is one CPU that alternates between
+/// opening a received datagram and sealing one to send whenever both wait (received datagrams
+/// queue in arrival order); each direction of the wire carries one datagram at a time.
+/// (Booking a received datagram's CPU time on arrival starved the sends of a host that receives
+/// as fast as it can open: its acknowledgements never left.)
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ServiceModel {
     /// Wire bandwidth in bytes per second (0 or less: unlimited).
     pub bandwidth: f64,
     /// Bytes the wire adds to every datagram (link, IP and UDP headers).
     pub wire_overhead: usize,
+    /// Bytes a host's interface queue holds waiting for the wire: beyond it the host sends no
+    /// more (a real sender blocks on its socket buffer), and datagrams wait in the endpoint.
+    /// Without this bound a sender faster than its wire queues without limit, and the round
+    /// trip grows until retransmission and rekey timers fire on data that is only queued.
+    pub tx_queue_bytes: usize,
     /// CPU time to build and seal one datagram: fixed part and per byte (ns).
     pub send_fixed: Duration,
     pub send_per_byte_ns: f64,
@@ -66,12 +74,17 @@ impl ServiceModel {
     }
     /// Time the wire takes to carry a datagram of `len` bytes.
     pub fn wire_time(&self, len: usize) -> Duration {
+        self.wire_bytes_time(len + self.wire_overhead)
+    }
+    fn wire_bytes_time(&self, bytes: usize) -> Duration {
         if self.bandwidth <= 0.0 {
             return Duration::ZERO;
         }
-        Duration::from_nanos(
-            ((len + self.wire_overhead) as f64 * 1e9 / self.bandwidth).round() as u64,
-        )
+        Duration::from_nanos((bytes as f64 * 1e9 / self.bandwidth).round() as u64)
+    }
+    /// The longest wire backlog a host still hands datagrams to.
+    pub fn tx_queue_time(&self) -> Duration {
+        self.wire_bytes_time(self.tx_queue_bytes)
     }
 }
 
@@ -154,6 +167,10 @@ pub struct Pair {
     cpu_free: [Time; 2],
     /// When each direction of the wire is next free: [A to B, B to A].
     wire_free: [Time; 2],
+    /// Datagrams arrived at each host and waiting for its CPU: [at A, at B].
+    rx_wait: [VecDeque<Vec<u8>>; 2],
+    /// The host's CPU last opened a received datagram: a waiting send goes next.
+    send_next: [bool; 2],
 }
 
 impl std::fmt::Debug for Pair {
@@ -186,6 +203,8 @@ impl Pair {
             service: None,
             cpu_free: [Time::ZERO; 2],
             wire_free: [Time::ZERO; 2],
+            rx_wait: Default::default(),
+            send_next: [false; 2],
         }
     }
 
@@ -201,6 +220,19 @@ impl Pair {
         self.cpu_free[side as usize].max(self.now)
     }
 
+    /// When a host can next send: its CPU is free and its interface queue has room.
+    pub fn send_free(&self, side: Side) -> Time {
+        self.cpu_free(side).max(self.queue_room(side as usize))
+    }
+
+    /// When the wire backlog of `side` falls to what its interface queue holds.
+    fn queue_room(&self, side: usize) -> Time {
+        match self.service {
+            Some(s) => (self.wire_free[side] - s.tx_queue_time()).max(self.now),
+            None => self.now,
+        }
+    }
+
     pub fn now(&self) -> Time {
         self.now
     }
@@ -214,33 +246,52 @@ impl Pair {
 
     /// Moves every datagram both endpoints want to send onto the link; with a service model,
     /// only as many as each host's CPU is free for (the rest wait in the endpoint, where
-    /// piggybacking can still add to them).
+    /// piggybacking can still add to them), taking turns with the received datagrams waiting
+    /// to be opened.
     pub fn transmit(&mut self) {
         for from_a in [true, false] {
             let side = usize::from(!from_a);
-            loop {
-                if self.service.is_some() && self.cpu_free[side] > self.now {
+            let Some(s) = self.service else {
+                while let Some(bytes) = self.poll_send(from_a) {
+                    self.put_on_link(from_a, bytes, self.now);
+                }
+                continue;
+            };
+            while self.cpu_free[side] <= self.now {
+                let can_send = self.queue_room(side) <= self.now;
+                let sent = if self.rx_wait[side].is_empty() || self.send_next[side] {
+                    self.send_next[side] = false;
+                    can_send.then(|| self.poll_send(from_a)).flatten()
+                } else {
+                    None
+                };
+                if let Some(bytes) = sent {
+                    let sealed = self.now + s.send_cost(bytes.len());
+                    self.cpu_free[side] = sealed;
+                    let start = sealed.max(self.wire_free[side]);
+                    self.wire_free[side] = start + s.wire_time(bytes.len());
+                    let depart = self.wire_free[side];
+                    self.put_on_link(from_a, bytes, depart);
+                } else if let Some(bytes) = self.rx_wait[side].pop_front() {
+                    // Opened when the CPU is done with it; the endpoint handles it then.
+                    let done = self.now + s.recv_cost(bytes.len());
+                    self.cpu_free[side] = done;
+                    self.send_next[side] = true;
+                    self.order += 1;
+                    self.heap
+                        .push(Reverse((done, self.order, !from_a, true, bytes)));
+                } else {
                     break;
                 }
-                let ep = if from_a { &mut self.a } else { &mut self.b };
-                let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else {
-                    break;
-                };
-                let bytes = self.buf[..t.len].to_vec();
-                let depart = match self.service {
-                    None => self.now,
-                    Some(s) => {
-                        let sealed = self.now + s.send_cost(bytes.len());
-                        self.cpu_free[side] = sealed;
-                        let start = sealed.max(self.wire_free[side]);
-                        self.wire_free[side] = start + s.wire_time(bytes.len());
-                        self.wire_free[side]
-                    }
-                };
-                self.put_on_link(from_a, bytes, depart);
             }
         }
         self.collect_events();
+    }
+
+    fn poll_send(&mut self, from_a: bool) -> Option<Vec<u8>> {
+        let ep = if from_a { &mut self.a } else { &mut self.b };
+        let t = ep.poll_transmit(self.now, &mut self.buf)?;
+        Some(self.buf[..t.len].to_vec())
     }
 
     fn put_on_link(&mut self, from_a: bool, bytes: Vec<u8>, depart: Time) {
@@ -300,8 +351,13 @@ impl Pair {
     /// When something next happens, if anything.
     pub fn next_time(&self) -> Option<Time> {
         // With a service model, a host whose CPU frees up may have datagrams waiting.
+        // Likewise a host whose interface queue drains below its bound, and a host whose
+        // received datagrams wait for its CPU.
         let cpu = |i: usize| {
-            (self.service.is_some() && self.cpu_free[i] > self.now).then_some(self.cpu_free[i])
+            let send = self.cpu_free[i].max(self.queue_room(i));
+            let open = (!self.rx_wait[i].is_empty()).then_some(self.cpu_free[i]);
+            let t = open.map_or(send, |o| o.min(send));
+            (self.service.is_some() && t > self.now).then_some(t)
         };
         [
             self.heap.peek().map(|Reverse((t, ..))| *t),
@@ -347,14 +403,9 @@ impl Pair {
             let Some(Reverse((_, _, to_b, opened, mut bytes))) = self.heap.pop() else {
                 break;
             };
-            if let (Some(s), false) = (self.service, opened) {
-                // Arrived: the receiver's CPU opens it when free, then the endpoint handles it.
-                let i = usize::from(to_b);
-                let done = self.cpu_free[i].max(self.now) + s.recv_cost(bytes.len());
-                self.cpu_free[i] = done;
-                self.order += 1;
-                self.heap
-                    .push(Reverse((done, self.order, to_b, true, bytes)));
+            if self.service.is_some() && !opened {
+                // Arrived: it waits for the receiver's CPU (`transmit` serves it).
+                self.rx_wait[usize::from(to_b)].push_back(bytes);
                 continue;
             }
             self.stats.delivered += 1;
@@ -417,6 +468,7 @@ mod tests {
         let s = ServiceModel {
             bandwidth: 1e6,
             wire_overhead: 24,
+            tx_queue_bytes: 1000,
             send_fixed: Duration::from_micros(10),
             send_per_byte_ns: 2.0,
             recv_fixed: Duration::ZERO,

@@ -271,3 +271,40 @@ fn big_piggybacked_datagram_is_acknowledged_at_once() {
     assert_eq!(deliveries(&p.events_b).len(), n + 1);
     assert_eq!(p.a.pending_messages(s.a_peer), 0, "not acknowledged yet");
 }
+
+#[test]
+fn a_rekey_over_a_path_slower_than_the_handshake_timeout_completes() {
+    // The channel comes up on a fast path, which then slows to 0.8 s each way: every rekey
+    // response comes after the 1 s timeout has replaced its initiation. The replaced one is
+    // kept for its late response, so the rekey completes and nothing is lost (before, each
+    // response was refused as unexpected, every rekey failed, and the session aged out).
+    let mut s = setup(LinkConfig::default(), 3);
+    let p = &mut s.pair;
+    let send = |p: &mut sealink_proto::sim::Pair, now: Time, i: u32| {
+        p.a.send(
+            now,
+            s.a_peer,
+            s.a_owners[0],
+            Some("bob"),
+            &i.to_le_bytes(),
+            Urgency::Urgent,
+            Scope::Encrypt,
+        )
+        .unwrap();
+    };
+    send(p, Time::ZERO, 0);
+    p.run_until(Time::from_millis(1000));
+    p.link.delay = Duration::from_millis(800);
+    let n = 300;
+    for i in 1..n {
+        let now = Time::from_millis(1000 * u64::from(i));
+        p.run_until(now);
+        send(p, now, i);
+    }
+    p.run_until(Time::from_millis(1000 * u64::from(n) + 30_000));
+    let st = p.a.stats();
+    assert_eq!(deliveries(&p.events_b).len(), n as usize, "{st:?}");
+    assert!(p.pair_events_clean());
+    assert_eq!(st.channels_established, 1, "{st:?}");
+    assert!(st.handshakes_completed >= 3, "it rekeyed: {st:?}");
+}

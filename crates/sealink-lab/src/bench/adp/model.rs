@@ -154,6 +154,9 @@ impl Profile {
         ServiceModel {
             bandwidth: self.bandwidth,
             wire_overhead: self.wire_overhead,
+            // One full datagram may wait for the wire besides the one on it, as a socket
+            // buffer would hold; a sender faster than its wire then blocks (see `Pair`).
+            tx_queue_bytes: 65_536,
             send_fixed: self.per_datagram + fixed,
             send_per_byte_ns: self.per_byte_ns + per_byte,
             recv_fixed: self.per_datagram + fixed,

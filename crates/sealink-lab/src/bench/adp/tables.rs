@@ -17,7 +17,7 @@ use super::model::{Profile, Scope3, Tech};
 use super::policy::{self, Policy};
 use super::run::{RunResult, RunSpec, run};
 use super::trace::{self, Trace, TraceKind};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Offered load of a throughput run, in multiples of the wire's bandwidth.
 pub const T_OVERLOAD: f64 = 20.0;
@@ -107,7 +107,19 @@ impl Experiment<'_> {
             seed: self.seed,
         });
         self.pb.inc(1);
-        r
+        r.map_err(|e| {
+            let what = format!(
+                "{} run of {} messages ({} profile, E={:?} Y={:?} Q={} M={:?})",
+                if sat { "T" } else { "L" },
+                t.msgs.len(),
+                self.profile.name,
+                lv.e,
+                lv.y,
+                lv.q,
+                lv.m
+            );
+            Error::bench_by(what, e)
+        })
     }
 
     /// (T run, L run) of `t` at the given levels.
