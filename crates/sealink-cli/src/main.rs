@@ -25,12 +25,18 @@ use sealink_lab::{bench, demo, output, relay};
     name = "sealink",
     version,
     about = "sealink: authenticated, optionally encrypted messaging between hosts and their owners",
-    after_help = "Examples:\n  sealink keygen host /etc/sealink/host.key\n  sealink demo --seed 7\n  sealink bench seal --sizes 1400 --suites aes128-gcm\n\nLogs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) to see more."
+    after_help = "Examples:\n  sealink keygen host /etc/sealink/host.key\n  sealink demo --seed 7\n  sealink bench seal --sizes 1400 --suites aes128-gcm\n\nLogs go to stderr (colour only on a terminal, never with NO_COLOR set); -v, -vv, -vvv or RUST_LOG (e.g. RUST_LOG=debug) show more.\n\nExit status: 0 success; 1 the command failed (network, files, keys, a transfer); 2 usage error (bad arguments or options)."
 )]
 struct Cli {
+    /// More log output: -v info, -vv debug, -vvv trace (RUST_LOG, when set, decides instead)
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
+
+/// Exit status of a usage error (bad arguments), as clap and rsync use it.
+const EXIT_USAGE: u8 = 2;
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -68,14 +74,28 @@ enum Command {
     #[command(after_help = "Example:\n  sealink down sl0")]
     Down(DownArgs),
     /// Print tunnel peers, endpoints, handshakes, bytes, datagrams and drops by reason
-    #[command(after_help = "Examples:\n  sealink show\n  sealink show sl0")]
+    #[command(after_help = "Examples:\n  sealink show\n  sealink show sl0\n  sealink show --json")]
     Show(ShowArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout
+    #[command(
+        after_help = "Examples:\n  sealink completions bash > /etc/bash_completion.d/sealink\n  sealink completions zsh > \"${fpath[1]}/_sealink\""
+    )]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) to stdout
+    #[command(after_help = "Example:\n  sealink man > /usr/local/share/man/man1/sealink.1")]
+    Man,
     /// Measure performance
     #[command(
         subcommand,
         after_help = "Example:\n  sealink bench seal --sizes 1400,8192 --runs 3"
     )]
     Bench(BenchCommand),
+}
+
+#[derive(Debug, Args)]
+struct CompletionsArgs {
+    /// Shell to complete for
+    shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -98,6 +118,9 @@ struct DownArgs {
 struct ShowArgs {
     /// Interface name; all running tunnels of this network namespace if left out
     name: Option<String>,
+    /// Print a JSON array with one object per interface (schema: sealink_tunnel::control::Status)
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     run_dir: RunDirArg,
 }
@@ -756,13 +779,23 @@ fn parse_suite(s: &str) -> Result<SuiteId, String> {
     Ok(suite)
 }
 
-fn init_tracing() {
+fn init_tracing(verbose: u8) {
+    let level = match verbose {
+        0 => LevelFilter::WARN,
+        1 => LevelFilter::INFO,
+        2 => LevelFilter::DEBUG,
+        _ => LevelFilter::TRACE,
+    };
     let filter = EnvFilter::builder()
-        .with_default_directive(LevelFilter::WARN.into())
+        .with_default_directive(level.into())
         .from_env_lossy();
+    // Escapes only for a person at a terminal: not into the journal, a file or a pipe.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     // Fails only if a subscriber is already set, which cannot happen here.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .try_init();
 }
@@ -832,7 +865,17 @@ fn run(cli: Cli) -> Result<()> {
         }),
         Command::Up(a) => tunnel::up(&a.config, a.run_dir.run_dir),
         Command::Down(a) => tunnel::down(&a.name, a.run_dir.run_dir),
-        Command::Show(a) => tunnel::show(a.name.as_deref(), a.run_dir.run_dir),
+        Command::Completions(a) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(a.shell, &mut cmd, "sealink", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
+            Ok(())
+        }
+        Command::Show(a) => tunnel::show(a.name.as_deref(), a.run_dir.run_dir, a.json),
         Command::Relay(a) => relay::run(relay::Params {
             listen: a.listen,
             to: a.to,
@@ -939,22 +982,26 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            // --help and --version print to stdout and succeed; usage errors fail with 1 like
-            // every other error.
+            // --help and --version print to stdout and succeed; usage errors exit 2.
             let _ = e.print();
             return if e.use_stderr() {
-                ExitCode::FAILURE
+                ExitCode::from(EXIT_USAGE)
             } else {
                 ExitCode::SUCCESS
             };
         }
     };
-    init_tracing();
+    init_tracing(cli.verbose);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error::chain(&*e));
-            ExitCode::FAILURE
+            // A bench's own argument checks (sizes, profiles) are usage errors too.
+            let usage = matches!(
+                e.downcast_ref::<sealink_lab::Error>(),
+                Some(sealink_lab::Error::Usage(_))
+            );
+            ExitCode::from(if usage { EXIT_USAGE } else { 1 })
         }
     }
 }

@@ -79,30 +79,36 @@ pub fn down(name: &str, run_dir: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-pub fn show(name: Option<&str>, run_dir: Option<PathBuf>) -> Result<()> {
+pub fn show(name: Option<&str>, run_dir: Option<PathBuf>, json: bool) -> Result<()> {
     let run_dir = RunDir::new(run_dir);
     let names = match name {
         Some(n) => vec![n.to_owned()],
         None => control::running(&run_dir),
     };
-    let mut first = true;
+    let request = if json { "show-json" } else { "show" };
+    let mut texts = Vec::new();
     for n in names {
-        match control::request(&run_dir, &n, "show", Duration::from_secs(5)) {
+        match control::request(&run_dir, &n, request, Duration::from_secs(5)) {
             // Refused (e.g. by peer credentials): an error, not a status.
             Ok(text) if text.starts_with("error: ") => {
                 bail!("tunnel {n}: {}", text.trim_start_matches("error: ").trim());
             }
-            Ok(text) => {
-                if !first {
-                    println!();
-                }
-                first = false;
-                print!("{text}");
-            }
+            Ok(text) => texts.push(text),
             // A socket left behind by a killed process: skip it when listing all.
             Err(TunnelError::NotRunning(_)) if name.is_none() => {}
             Err(e) => return Err(e.into()),
         }
+    }
+    if json {
+        // One array whatever the count, each element checked against the schema.
+        let all = texts
+            .iter()
+            .map(|t| serde_json::from_str::<control::Status>(t))
+            .collect::<Result<Vec<_>, _>>()
+            .context("the tunnel answered show-json with something else")?;
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    } else {
+        print!("{}", texts.join("\n"));
     }
     Ok(())
 }

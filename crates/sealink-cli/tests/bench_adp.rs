@@ -118,7 +118,7 @@ fn bench_adp_rejects_unknown_profile() {
         .arg(tmp.path())
         .output()
         .expect("run sealink");
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown profile"));
     assert!(!tmp.path().join("adp.md").exists());
 }

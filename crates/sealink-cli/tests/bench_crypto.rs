@@ -78,5 +78,5 @@ fn bench_crypto_rejects_bad_size() {
         .args(["bench", "crypto", "--size", "0"])
         .output()
         .expect("run sealink");
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "a usage error");
 }

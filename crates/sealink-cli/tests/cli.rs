@@ -242,7 +242,7 @@ fn bench_seal_quick_table() {
 #[test]
 fn usage_errors_and_help() {
     let o = sealink(&["bench", "seal", "--suites", "rot13"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "usage errors exit 2");
     assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
 
     let o = sealink(&["--help"]);
@@ -396,4 +396,29 @@ fn degenerate_public_keys_are_refused() {
     let err = assert_error(&sealink(&["up", path_str(&cfg)]));
     assert!(err.contains("peer[0].public_key"), "{err}");
     assert!(err.contains("small-order"), "{err}");
+}
+
+#[test]
+fn completions_man_page_and_exit_codes() {
+    let o = sealink(&["completions", "bash"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("_sealink()"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("bench"), "subcommands are completed");
+    let o = sealink(&["man"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with(".ie"),
+        "roff: {}",
+        &stdout(&o)[..40.min(stdout(&o).len())]
+    );
+    assert!(stdout(&o).contains("sealink"));
+    // Usage errors exit 2, other failures 1 (as `--help` says).
+    assert_eq!(sealink(&["completions", "tcsh"]).status.code(), Some(2));
+    assert_eq!(sealink(&["no-such-command"]).status.code(), Some(2));
+    let missing = tempfile::tempdir().unwrap().path().join("missing.key");
+    assert_eq!(
+        sealink(&["pubkey", path_str(&missing)]).status.code(),
+        Some(1)
+    );
+    assert!(stdout(&sealink(&["--help"])).contains("Exit status: 0 success"));
 }

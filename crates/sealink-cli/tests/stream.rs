@@ -686,3 +686,18 @@ fn sender_chosen_mode_bits_never_pass_the_receivers_policy() {
     assert_eq!(fs::read(h.inbox().join("x")).unwrap(), b"abc");
     assert_eq!(mode_of(&h.inbox().join("x")), 0o755);
 }
+
+#[test]
+fn verbose_logs_are_plain_text_off_a_terminal() {
+    // stderr is a pipe (as under systemd): `-v` logs the transfer, without colour escapes.
+    let h = Hosts::new();
+    let f = h.dir.join("note.txt");
+    fs::write(&f, b"hello").unwrap();
+    let (c, addr, err) = h.recv(&["-v"], Stdio::piped());
+    let o = h.send(&[&f], addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (st, log) = finish(c, err);
+    assert!(st.success(), "{log}");
+    assert!(log.contains("received 5 bytes in 1 files"), "{log}");
+    assert!(!log.contains('\x1b'), "{log:?}");
+}

@@ -495,6 +495,13 @@ fn control_socket_is_private_and_capabilities_dropped() {
         lab.show(0)
             .contains(&format!("interface: {}", lab.ifname[0]))
     );
+    // The same facts as JSON: an array with this interface and its peer.
+    let o = lab.exec(0, &[BIN, "show", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("show --json parses");
+    assert_eq!(v[0]["interface"], lab.ifname[0].as_str(), "{v}");
+    assert_eq!(v[0]["peers"].as_array().map(Vec::len), Some(1), "{v}");
+    assert!(v[0]["peers"][0]["rx_bytes"].is_u64(), "{v}");
     let o = lab.exec(1, &[BIN, "show", &lab.ifname[0]]);
     assert!(!o.status.success(), "found from another namespace");
 

@@ -1,5 +1,7 @@
-//! The control socket's text protocol (one request line: `show` or `down`) and its client side.
-//! `show` output is line-oriented with `key=value` counters so scripts can grep it.
+//! The control socket's text protocol (one request line: `show`, `show-json` or `down`) and its
+//! client side. `show` output is line-oriented with `key=value` counters so scripts can grep
+//! it; `show-json` answers the same facts as one JSON object ([`Status`], the schema of
+//! `sealink show --json`).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -14,6 +16,101 @@ use crate::{RunDir, UpInfo};
 
 fn b64(k: &[u8; 32]) -> String {
     base64::engine::general_purpose::STANDARD.encode(k)
+}
+
+/// One interface as `sealink show --json` prints it (an array of these). Field names are the
+/// schema; keys are standard base64, durations in seconds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Status {
+    pub interface: String,
+    pub public_key: String,
+    pub listening: String,
+    /// TUN offloads (TSO/GRO) in use, and segments per UDP GSO send.
+    pub tun_offload: bool,
+    pub udp_gso_segments: usize,
+    pub tun_queues: usize,
+    pub udp_sockets: usize,
+    pub crypto_workers: usize,
+    pub aead: String,
+    /// Datagrams dropped, by reason (only reasons seen).
+    pub drops: std::collections::BTreeMap<String, u64>,
+    /// Control requests refused (peers neither root nor the owner).
+    pub control_refused: u64,
+    pub peers: Vec<PeerJson>,
+}
+
+/// One peer of a [`Status`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PeerJson {
+    pub name: String,
+    pub public_key: String,
+    /// `null` until the peer's address is known.
+    pub endpoint: Option<String>,
+    pub allowed_ips: Vec<String>,
+    /// Seconds since the latest handshake; `null` if none yet.
+    pub latest_handshake_secs: Option<f64>,
+    pub session_up: bool,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_datagrams: u64,
+    pub tx_datagrams: u64,
+    pub piggybacked_packets: u64,
+    pub handshakes_completed: u64,
+    pub handshakes_initiated: u64,
+}
+
+/// The facts of one interface (what `show` and `show-json` both print).
+pub fn status(
+    info: &UpInfo,
+    public_key: &[u8; 32],
+    now: Time,
+    peers: &[PeerStatus],
+    drops: &[(&'static str, u64)],
+    control_refused: u64,
+) -> Status {
+    Status {
+        interface: info.name.clone(),
+        public_key: b64(public_key),
+        listening: info.listen.to_string(),
+        tun_offload: info.tun_offload,
+        udp_gso_segments: info.udp_gso_segments,
+        tun_queues: info.queues,
+        udp_sockets: info.udp_sockets,
+        crypto_workers: info.workers,
+        aead: sealink_crypto::suite::chosen_backend().0.name().to_string(),
+        drops: drops.iter().map(|(n, c)| ((*n).to_string(), *c)).collect(),
+        control_refused,
+        peers: peers
+            .iter()
+            .map(|p| PeerJson {
+                name: p.name.to_string(),
+                public_key: b64(&p.public_key),
+                endpoint: p.endpoint.map(|e| e.to_string()),
+                allowed_ips: p.allowed_ips.iter().map(|n| n.to_string()).collect(),
+                latest_handshake_secs: p
+                    .last_handshake
+                    .map(|t| now.saturating_since(t).as_secs_f64()),
+                session_up: p.session_up,
+                rx_bytes: p.stats.rx_bytes,
+                tx_bytes: p.stats.tx_bytes,
+                rx_packets: p.stats.rx_packets,
+                tx_packets: p.stats.tx_packets,
+                rx_datagrams: p.stats.rx_datagrams,
+                tx_datagrams: p.stats.tx_datagrams,
+                piggybacked_packets: p.stats.piggybacked,
+                handshakes_completed: p.stats.handshakes_completed,
+                handshakes_initiated: p.stats.handshakes_initiated,
+            })
+            .collect(),
+    }
+}
+
+/// `show-json`'s answer: [`status`] as one JSON object.
+pub fn format_status_json(st: &Status) -> String {
+    // Serializing plain strings and numbers cannot fail.
+    serde_json::to_string(st).unwrap_or_default()
 }
 
 /// The text `sealink show` prints for one interface.

@@ -438,18 +438,19 @@ fn serve(sh: &Shared, stream: UnixStream) -> Option<UnixStream> {
     }
     let mut w = &stream;
     match line.trim() {
-        "show" => {
+        req @ ("show" | "show-json") => {
             let text = {
                 let core = sh.lock();
                 let now = sh.clock.now();
-                control::format_status(
-                    &sh.info,
-                    &sh.public_key,
-                    now,
-                    &core.peer_status(now),
-                    &core.drops(),
-                    sh.control_refused.load(Ordering::Relaxed),
-                )
+                let (peers, drops) = (core.peer_status(now), core.drops());
+                let refused = sh.control_refused.load(Ordering::Relaxed);
+                if req == "show" {
+                    control::format_status(&sh.info, &sh.public_key, now, &peers, &drops, refused)
+                } else {
+                    let st =
+                        control::status(&sh.info, &sh.public_key, now, &peers, &drops, refused);
+                    control::format_status_json(&st)
+                }
             };
             let _ = w.write_all(text.as_bytes());
             None

@@ -223,3 +223,29 @@ fn status_text_when_quiet() {
     let s = control::format_status(&off, &[0; 32], Time::ZERO, &[], &[], 0);
     assert!(s.contains("  offload: tun=off udp_gso_segments=1\n"), "{s}");
 }
+
+#[test]
+fn status_json_has_the_same_facts_and_round_trips() {
+    let now = Time::ZERO + Duration::from_secs(100);
+    let seen = Some(Time::ZERO + Duration::from_millis(98_500));
+    let st = control::status(
+        &info(),
+        &[0; 32],
+        now,
+        &[peer(seen), peer(None)],
+        &[("auth-failed", 3)],
+        2,
+    );
+    let text = control::format_status_json(&st);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["interface"], "sl5");
+    assert_eq!(v["drops"]["auth-failed"], 3);
+    assert_eq!(v["control_refused"], 2);
+    assert_eq!(v["peers"][0]["latest_handshake_secs"], 1.5);
+    assert!(v["peers"][1]["latest_handshake_secs"].is_null());
+    assert!(v["peers"][1]["endpoint"].is_null());
+    assert_eq!(v["peers"][0]["allowed_ips"][1], "fd05::/64");
+    assert_eq!(v["peers"][0]["piggybacked_packets"], 4);
+    let back: control::Status = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, st);
+}

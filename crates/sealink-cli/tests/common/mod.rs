@@ -59,7 +59,7 @@ pub fn two_hosts(dir: &std::path::Path) {
 }
 
 /// Takes the standard error of a just-spawned listener (`recv`, `msg listen`) and reads its
-/// first line, `listening on ADDR ...`: the address, and the rest of standard error.
+/// line `listening on ADDR ...`: the address, and the rest of standard error.
 pub fn listening(
     c: &mut std::process::Child,
 ) -> (
@@ -69,11 +69,16 @@ pub fn listening(
     use std::io::BufRead;
     let mut err = std::io::BufReader::new(c.stderr.take().unwrap());
     let mut line = String::new();
-    err.read_line(&mut line).unwrap();
+    // Log lines (with -v) may come first.
+    let mut before = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.starts_with("listening on ") {
+        before.push_str(&line);
+        line.clear();
+    }
     let addr = line
         .strip_prefix("listening on ")
         .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .unwrap_or_else(|| panic!("no `listening on` line; standard error: {before:?}"))
         .parse()
         .unwrap();
     (addr, err)
