@@ -1,15 +1,16 @@
-//! `sealink keygen`, `sealink pubkey` and `sealink trust check`.
+//! `sealink keygen`, `sealink pubkey`, `sealink init` and `sealink trust check|add|remove`.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 
 use sealink_keys::keyfile::{self, KeyFileError, KeyKind};
+use sealink_keys::{home, trust};
 
 use crate::output;
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 
 /// Generates a key pair, writes `path` (0600) and `path.pub`, prints the public line on stdout
 /// and where the files went on stderr.
@@ -25,15 +26,142 @@ pub fn keygen(kind: KeyKind, path: &Path, force: bool) -> Result<()> {
     Ok(())
 }
 
-/// Prints the public line of a private key file.
-pub fn pubkey(path: &Path, kind: Option<KeyKind>) -> Result<()> {
+/// Prints the public line of a private key file, or with `trust_line` the trust-file line
+/// naming it.
+pub fn pubkey(path: &Path, kind: Option<KeyKind>, trust_line: Option<String>) -> Result<()> {
     let (kind, private) = match kind {
         Some(k) => (k, keyfile::read_private(path, k)?),
         None => detect(path)?,
     };
     let public = keyfile::public_from_private(kind, &private)?;
     drop(private);
-    output::print(&format!("{}\n", keyfile::format_public(kind, &public)))?;
+    let line = match trust_line {
+        Some(name) => {
+            if !trust::valid_name(&name) {
+                bail!(
+                    "invalid name {name:?}: a name is 1 to 64 characters from A-Z a-z 0-9 . _ @ + -"
+                );
+            }
+            format!("{} {name} {}", kind.trust_keyword(), B64.encode(public))
+        }
+        None => keyfile::format_public(kind, &public),
+    };
+    output::print(&format!("{line}\n"))?;
+    Ok(())
+}
+
+/// The default names `init` gives: the system host name and `$USER`, reduced to the
+/// characters a trust-file name allows.
+fn default_name(from: Option<String>, fallback: &str) -> String {
+    let cleaned: String = from
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | '-'))
+        .take(trust::MAX_NAME_LEN)
+        .collect();
+    if cleaned.is_empty() {
+        fallback.to_string()
+    } else {
+        cleaned
+    }
+}
+
+/// `sealink init`: $SEALINK_HOME (0700) with a host key and an owner key (kept if present) and
+/// a trust file listing this owner (so `send` knows its own name); prints the commands the peer
+/// runs to trust this side.
+pub fn init(host_name: Option<String>, owner_name: Option<String>) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = home::home();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let host = default_name(
+        host_name.or_else(|| std::fs::read_to_string("/etc/hostname").ok()),
+        "host",
+    );
+    let owner = default_name(owner_name.or_else(|| std::env::var("USER").ok()), "owner");
+    for name in [&host, &owner] {
+        if !trust::valid_name(name) {
+            bail!("invalid name {name:?}: a name is 1 to 64 characters from A-Z a-z 0-9 . _ @ + -");
+        }
+    }
+    let mut publics = Vec::new();
+    for (kind, file) in [
+        (KeyKind::Host, home::HOST_KEY),
+        (KeyKind::Owner, home::OWNER_KEY),
+    ] {
+        let path = dir.join(file);
+        let public = match keyfile::read_private(&path, kind) {
+            Ok(private) => {
+                eprintln!("keeping {kind} key {}", path.display());
+                keyfile::public_from_private(kind, &private)?
+            }
+            Err(KeyFileError::NotFound { .. }) => {
+                let private = keyfile::generate(kind)?;
+                let public = keyfile::write_keypair(&path, kind, &private, false)?;
+                eprintln!("wrote {kind} key {} (mode 0600)", path.display());
+                public
+            }
+            Err(e) => return Err(e.into()),
+        };
+        publics.push(public);
+    }
+    let trust_path = dir.join(home::TRUST);
+    trust::add(&trust_path, KeyKind::Owner, &owner, &publics[1])?;
+    eprintln!("trust file {} lists owner {owner}", trust_path.display());
+    output::print(&format!(
+        "# On the peer, to trust this host and this owner:\n\
+         sealink trust add host {host} {}\n\
+         sealink trust add owner {owner} {}\n",
+        B64.encode(publics[0]),
+        B64.encode(publics[1])
+    ))?;
+    Ok(())
+}
+
+/// The key argument of `trust add`: base64, or a whole `sealink-host ...` line of that kind.
+fn parse_key_arg(kind: KeyKind, key: &str) -> Result<[u8; 32]> {
+    let b64 = match key.split_once(char::is_whitespace) {
+        Some((tag, rest)) if tag == kind.public_tag() => rest.trim(),
+        Some((tag, _)) => bail!("this is a {tag} line, not a {} key", kind.public_tag()),
+        None => key.trim(),
+    };
+    Ok(sealink_keys::parse_public(b64, kind)?)
+}
+
+/// `sealink trust add KIND NAME KEY`.
+pub fn trust_add(file: Option<PathBuf>, kind: KeyKind, name: &str, key: &str) -> Result<()> {
+    let path = home::or_home(file, home::TRUST);
+    let key = parse_key_arg(kind, key)?;
+    match trust::add(&path, kind, name, &key)? {
+        trust::Added::New => eprintln!(
+            "{}: now trusts {} {name}",
+            path.display(),
+            kind.trust_keyword()
+        ),
+        trust::Added::AlreadyTrusted => eprintln!(
+            "{}: already trusts {} {name} with this key",
+            path.display(),
+            kind.trust_keyword()
+        ),
+    }
+    Ok(())
+}
+
+/// `sealink trust remove NAME`.
+pub fn trust_remove(file: Option<PathBuf>, name: &str) -> Result<()> {
+    let path = home::or_home(file, home::TRUST);
+    match trust::remove(&path, name)? {
+        0 => bail!("{}: no entry named {name}", path.display()),
+        n => eprintln!(
+            "{}: removed {n} entr{} named {name}",
+            path.display(),
+            if n == 1 { "y" } else { "ies" }
+        ),
+    }
     Ok(())
 }
 

@@ -46,6 +46,11 @@ enum Command {
     /// Print the public key line of a private key file
     #[command(after_help = "Example:\n  sealink pubkey ~/.sealink/alice.key")]
     Pubkey(PubkeyArgs),
+    /// Set up $SEALINK_HOME: a host key, an owner key and a trust file; prints what a peer adds
+    #[command(
+        after_help = "Example:\n  sealink init --owner-name alice\n\nExisting keys are kept. The printed `sealink trust add` lines go to the peer."
+    )]
+    Init(InitArgs),
     /// Work with trust files (the owners and hosts a node believes)
     #[command(
         subcommand,
@@ -355,6 +360,26 @@ struct PubkeyArgs {
     /// Kind of key (default: read from the file)
     #[arg(long, value_enum)]
     kind: Option<KindArg>,
+    /// Print the trust-file line a peer adds (`host NAME KEY` / `owner NAME KEY`)
+    #[arg(long, value_name = "NAME")]
+    trust_line: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct InitArgs {
+    /// This host's name in the peer's trust file [default: the system host name]
+    #[arg(long)]
+    host_name: Option<String>,
+    /// This owner's name in trust files [default: $USER]
+    #[arg(long)]
+    owner_name: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct TrustFileArg {
+    /// Trust file [default: $SEALINK_HOME/trust]
+    #[arg(long)]
+    file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -364,6 +389,27 @@ enum TrustCommand {
     Check {
         /// Trust file
         file: PathBuf,
+    },
+    /// Trust a host or an owner key (the line `sealink init` printed on the peer)
+    #[command(
+        after_help = "Examples:\n  sealink trust add host b AbC...=\n  sealink trust add owner bob AbC...= --file /etc/sealink/trust"
+    )]
+    Add {
+        #[arg(value_enum)]
+        kind: KindArg,
+        /// Name (1 to 64 characters from A-Z a-z 0-9 . _ @ + -)
+        name: String,
+        /// Public key: base64, or the `sealink-host ...` / `sealink-owner ...` line
+        key: String,
+        #[command(flatten)]
+        file: TrustFileArg,
+    },
+    /// Stop trusting every key listed under NAME
+    #[command(after_help = "Example:\n  sealink trust remove bob")]
+    Remove {
+        name: String,
+        #[command(flatten)]
+        file: TrustFileArg,
     },
 }
 
@@ -803,8 +849,16 @@ fn init_tracing(verbose: u8) {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Keygen(a) => keys::keygen(a.kind.into(), &a.path, a.force),
-        Command::Pubkey(a) => keys::pubkey(&a.path, a.kind.map(Into::into)),
+        Command::Pubkey(a) => keys::pubkey(&a.path, a.kind.map(Into::into), a.trust_line),
+        Command::Init(a) => keys::init(a.host_name, a.owner_name),
         Command::Trust(TrustCommand::Check { file }) => keys::trust_check(&file),
+        Command::Trust(TrustCommand::Add {
+            kind,
+            name,
+            key,
+            file,
+        }) => keys::trust_add(file.file, kind.into(), &name, &key),
+        Command::Trust(TrustCommand::Remove { name, file }) => keys::trust_remove(file.file, &name),
         Command::Send(a) => stream::send(stream::SendParams {
             files: a.files,
             dest: a.dest,

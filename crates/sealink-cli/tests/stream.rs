@@ -9,6 +9,7 @@ use common::{BIN, random_file, run_in as run};
 use std::fs;
 use std::io::{BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
 use std::thread;
@@ -700,4 +701,99 @@ fn verbose_logs_are_plain_text_off_a_terminal() {
     assert!(st.success(), "{log}");
     assert!(log.contains("received 5 bytes in 1 files"), "{log}");
     assert!(!log.contains('\x1b'), "{log:?}");
+}
+
+/// Runs sealink with `SEALINK_HOME=home`.
+fn at(home: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("SEALINK_HOME", home)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn two_hosts_set_up_with_init_and_trust_add_transfer_a_file() {
+    // The README's set-up: `init` on each side, then each runs the lines the other printed.
+    let dir = tempfile::tempdir().unwrap();
+    let (ha, hb) = (dir.path().join("a"), dir.path().join("b"));
+    let a = at(&ha, &["init", "--host-name", "a", "--owner-name", "alice"]);
+    let b = at(&hb, &["init", "--host-name", "b", "--owner-name", "bob"]);
+    for (o, to) in [(&a, &hb), (&b, &ha)] {
+        assert!(o.status.success(), "{}", text(o));
+        let lines = String::from_utf8_lossy(&o.stdout).into_owned();
+        let cmds: Vec<&str> = lines
+            .lines()
+            .filter(|l| l.starts_with("sealink "))
+            .collect();
+        assert_eq!(cmds.len(), 2, "{lines}");
+        for c in cmds {
+            let args: Vec<&str> = c.split_whitespace().skip(1).collect();
+            let r = at(to, &args);
+            assert!(r.status.success(), "{c}: {}", text(&r));
+        }
+    }
+    assert_eq!(
+        std::fs::metadata(&ha).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    // Again: keys kept, nothing duplicated.
+    let again = at(&ha, &["init", "--host-name", "a", "--owner-name", "alice"]);
+    assert_eq!(again.stdout, a.stdout, "the same keys are printed");
+    let check = at(&ha, &["trust", "check", ha.join("trust").to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&check.stdout).contains("2 owners, 1 host"),
+        "{}",
+        text(&check)
+    );
+
+    let f = dir.path().join("hello.txt");
+    fs::write(&f, b"hello over a one-step set-up").unwrap();
+    let inbox = dir.path().join("in");
+    fs::create_dir(&inbox).unwrap();
+    let mut recv = Command::new(BIN)
+        .args(["recv", "--once", "--listen", "127.0.0.1:0", "--dir"])
+        .arg(&inbox)
+        .env("SEALINK_HOME", &hb)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (addr, err) = common::listening(&mut recv);
+    let o = at(
+        &ha,
+        &["send", f.to_str().unwrap(), &addr.to_string(), "--quiet"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let (st, log) = finish(recv, err);
+    assert!(st.success(), "{log}");
+    assert_eq!(
+        fs::read(inbox.join("hello.txt")).unwrap(),
+        b"hello over a one-step set-up"
+    );
+
+    // pubkey --trust-line, and removal.
+    let line = at(
+        &ha,
+        &[
+            "pubkey",
+            ha.join("host.key").to_str().unwrap(),
+            "--trust-line",
+            "a",
+        ],
+    );
+    let want = format!(
+        "host a {}",
+        String::from_utf8_lossy(&a.stdout)
+            .lines()
+            .nth(1)
+            .unwrap()
+            .rsplit(' ')
+            .next()
+            .unwrap()
+    );
+    assert_eq!(String::from_utf8_lossy(&line.stdout).trim(), want);
+    assert!(at(&hb, &["trust", "remove", "alice"]).status.success());
+    let gone = at(&hb, &["trust", "remove", "alice"]);
+    assert_eq!(gone.status.code(), Some(1), "{}", text(&gone));
 }

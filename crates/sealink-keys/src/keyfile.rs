@@ -284,7 +284,7 @@ fn write_file(
 /// O_EXCL) and renames it over `path`. The rename replaces the directory entry itself, so a
 /// symlink at `path` is replaced rather than followed, and a reader sees the old file or the
 /// whole new one. The temporary file is removed on failure.
-fn replace_file(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+pub(crate) fn replace_file(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
     let name = path.file_name().ok_or_else(|| {
         io::Error::new(io::ErrorKind::InvalidInput, "the path does not name a file")
     })?;

@@ -71,6 +71,95 @@ pub fn read_trust(path: &Path) -> Result<TrustFile, KeyFileError> {
     parse_trust_inner(&text, Some(path))
 }
 
+/// What [`add`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Added {
+    /// The entry was appended.
+    New,
+    /// The same kind, name and key were already listed: nothing changed.
+    AlreadyTrusted,
+}
+
+/// The trust file's text, or "" when it does not exist yet.
+fn read_or_empty(path: &Path) -> Result<String, KeyFileError> {
+    match read_text(path, "trust", MAX_TRUST_FILE_LEN, false) {
+        Ok((file, text)) => {
+            secure_file::check_file(&file, path, "trust file")?;
+            Ok(text.to_string())
+        }
+        Err(KeyFileError::NotFound { .. }) => Ok(String::new()),
+        Err(KeyFileError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+            Ok(String::new())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes a whole new trust file by rename (mode 0600): a reader sees the old file or the new.
+fn write_trust(path: &Path, text: &str) -> Result<(), KeyFileError> {
+    crate::keyfile::replace_file(path, text.as_bytes(), 0o600).map_err(|error| KeyFileError::Io {
+        action: "write",
+        what: "trust",
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
+/// Adds `KIND NAME KEY` to the trust file at `path`, creating it (mode 0600) if missing. The
+/// edited file is parsed whole before it is written, so a name already listed with another
+/// key, a bad name or a small-order key is refused with the parser's error, and the file is
+/// left as it was.
+pub fn add(
+    path: &Path,
+    kind: KeyKind,
+    name: &str,
+    key: &[u8; KEY_LEN],
+) -> Result<Added, KeyFileError> {
+    use base64::Engine as _;
+    let text = read_or_empty(path)?;
+    let before = parse_trust_inner(&text, Some(path))?;
+    let list = match kind {
+        KeyKind::Owner => &before.owners,
+        KeyKind::Host => &before.hosts,
+    };
+    if list.iter().any(|(n, k)| n == name && k == key) {
+        return Ok(Added::AlreadyTrusted);
+    }
+    let mut new = text;
+    if !new.is_empty() && !new.ends_with('\n') {
+        new.push('\n');
+    }
+    let b64 = base64::engine::general_purpose::STANDARD.encode(key);
+    new.push_str(&format!("{} {name} {b64}\n", kind.trust_keyword()));
+    parse_trust_inner(&new, Some(path))?;
+    write_trust(path, &new)?;
+    Ok(Added::New)
+}
+
+/// Removes every entry named `name` (owner or host) from the trust file at `path`, keeping
+/// comments and every other line as they were; returns how many were removed (nothing is
+/// written when none was).
+pub fn remove(path: &Path, name: &str) -> Result<usize, KeyFileError> {
+    let text = read_or_empty(path)?;
+    parse_trust_inner(&text, Some(path))?;
+    let mut removed = 0;
+    let mut new = String::with_capacity(text.len());
+    for line in text.lines() {
+        let content = line.split_once('#').map_or(line, |(before, _)| before);
+        let mut fields = content.split_whitespace();
+        if matches!(fields.next(), Some("owner" | "host")) && fields.next() == Some(name) {
+            removed += 1;
+            continue;
+        }
+        new.push_str(line);
+        new.push('\n');
+    }
+    if removed > 0 {
+        write_trust(path, &new)?;
+    }
+    Ok(removed)
+}
+
 fn parse_trust_inner(text: &str, path: Option<&Path>) -> Result<TrustFile, KeyFileError> {
     let mut trust = TrustFile::default();
     // (kind, name) -> (first line, key)
@@ -330,5 +419,52 @@ mod tests {
         assert_eq!(d.get("alice"), Some(&[1; 32]));
         assert_eq!(d.get("bob"), Some(&[2; 32]));
         assert_eq!(d.get("gw"), None, "hosts are not owners");
+    }
+
+    #[test]
+    fn add_creates_appends_and_refuses_a_conflicting_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trust");
+        let (k1, k2) = ([7u8; 32], [9u8; 32]);
+        assert_eq!(add(&path, KeyKind::Host, "b", &k1).unwrap(), Added::New);
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(
+            add(&path, KeyKind::Host, "b", &k1).unwrap(),
+            Added::AlreadyTrusted
+        );
+        assert_eq!(add(&path, KeyKind::Owner, "b", &k2).unwrap(), Added::New);
+        let before = fs::read_to_string(&path).unwrap();
+        let e = add(&path, KeyKind::Host, "b", &k2).unwrap_err();
+        assert!(e.to_string().contains("already listed"), "{e}");
+        assert!(add(&path, KeyKind::Host, "bad name", &k2).is_err());
+        assert!(
+            add(&path, KeyKind::Owner, "z", &[0; 32]).is_err(),
+            "weak key"
+        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), before, "left as it was");
+        let t = read_trust(&path).unwrap();
+        assert_eq!(t.hosts, vec![("b".to_string(), k1)]);
+        assert_eq!(t.owners, vec![("b".to_string(), k2)]);
+    }
+
+    #[test]
+    fn remove_keeps_comments_and_other_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trust");
+        let k = B64.encode([7u8; 32]);
+        write_mode(
+            &path,
+            &format!("# mine\nhost a {k}\nowner b {k} # bob\nhost b {k}\n"),
+            0o600,
+        );
+        assert_eq!(remove(&path, "b").unwrap(), 2);
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            format!("# mine\nhost a {k}\n")
+        );
+        assert_eq!(remove(&path, "nobody").unwrap(), 0);
     }
 }
