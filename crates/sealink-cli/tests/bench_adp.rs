@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use sealink_lab::bench::adp::FILES;
+use sealink_lab::bench::adp::{FILES, svg_files};
 
 mod common;
 
@@ -87,7 +87,14 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
 
     // The run record lists every file and carries the headline figures of Tables 3 and 8.
     assert!(stdout.contains("run record: "), "{stdout}");
-    let rec = common::run_record(&one, "adp", &FILES);
+    let profiles = ["1987".to_owned(), "today".to_owned()];
+    let svgs = svg_files(&profiles);
+    let listed: Vec<&str> = FILES
+        .iter()
+        .copied()
+        .chain(svgs.iter().map(String::as_str))
+        .collect();
+    let rec = common::run_record(&one, "adp", &listed);
     let (t, unit) = common::figure(&rec, "1987 ALL T");
     assert!(t.is_some_and(|t| t > 0.0) && unit == "kB/s", "{t:?} {unit}");
     let (gain, unit) = common::figure(&rec, "1987 PE piggybacking T ON/OFF");
@@ -96,8 +103,30 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
         "{gain:?} {unit}"
     );
 
+    // The plots: Figure 5 per profile, Figure 6 once; SVG documents (the record lists them).
+    assert_eq!(svgs.len(), 3, "{svgs:?}");
+    for name in &svgs {
+        let svg = String::from_utf8(read(&one, name)).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{name} is not SVG"
+        );
+        assert!(svg.contains("<polyline"), "{name} has no line");
+    }
+    let f5 = String::from_utf8(read(&one, "figure5_1987.svg")).unwrap();
+    for series in ["ALL", "TCP", "ND", "NFS"] {
+        assert!(
+            f5.lines().any(|l| l.trim() == series),
+            "Figure 5 lacks {series}"
+        );
+    }
+    let f6 = String::from_utf8(read(&one, "figure6.svg")).unwrap();
+    for series in ["1987 ALL Q=ON", "1987 ALL Q=OFF", "today TCP Q=OFF"] {
+        assert!(f6.contains(series), "Figure 6 lacks {series}");
+    }
+
     run(&two, "9", "1987,today");
-    for name in FILES {
+    for name in listed {
         assert!(
             read(&one, name) == read(&two, name),
             "{name} differs between two runs of seed 9"

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::output;
-use crate::report::{self, RunRecord, write_file};
+use crate::report::{self, Chart, RunRecord, write_file};
 use model::Profile;
 use tables::{Experiment, Nominal};
 use trace::TraceKind;
@@ -35,7 +35,7 @@ pub struct Params {
 }
 
 /// Files written under `out`, each a table as CSV, and `adp.md` with all of them; the run
-/// record `adp.json` lists them with the headline figures.
+/// record `adp.json` lists them and the plots ([`svg_files`]) with the headline figures.
 pub const FILES: [&str; 10] = [
     "adp.md",
     "table3.csv",
@@ -48,6 +48,19 @@ pub const FILES: [&str; 10] = [
     "figure5_histogram.csv",
     "figure6.csv",
 ];
+
+/// The plots, SVG: Figure 5 per profile (its latencies differ by orders of magnitude between
+/// profiles), Figure 6 for every profile on one logarithmic latency axis.
+pub fn svg_files(profiles: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = profiles
+        .iter()
+        .map(|p| format!("figure5_{p}.svg"))
+        .collect();
+    v.push(FIGURE6_SVG.to_owned());
+    v
+}
+
+const FIGURE6_SVG: &str = "figure6.svg";
 
 /// Runs every experiment for each profile, writes the files and prints the markdown.
 pub fn run(p: &Params) -> Result<()> {
@@ -76,6 +89,13 @@ pub fn run(p: &Params) -> Result<()> {
     );
     let mut csv: [Vec<format::Table>; 9] = Default::default();
     let mut figures = Vec::new();
+    let mut fig5_charts = Vec::new();
+    let mut fig6 = Chart::new(
+        "Figure 6: urgent latency L against arrival rate R, M = 40 ms",
+        "R (messages/s)",
+        "L ms (log)",
+    )
+    .log_y();
     let [all, tcp, nd] = [&traces[0], &traces[1], &traces[2]];
     for profile in profiles {
         let x = Experiment {
@@ -87,8 +107,12 @@ pub fn run(p: &Params) -> Result<()> {
         let (t5, t6) = x.table5_6(all, nd)?;
         let t7 = x.table7(all)?;
         let (t8, t8f) = x.table8(all)?;
-        let (f5, f5h) = x.figure5(all)?;
-        let f6 = x.figure6(&[all, tcp])?;
+        let (f5, f5h, f5c) = x.figure5(all)?;
+        fig5_charts.push(f5c);
+        let (f6, curves) = x.figure6(&[all, tcp])?;
+        for c in curves {
+            fig6 = fig6.series(c.name, c.points);
+        }
         for (i, t) in [t3, t5, t6, t7, t8, t8f, f5, f5h, f6]
             .into_iter()
             .enumerate()
@@ -102,6 +126,8 @@ pub fn run(p: &Params) -> Result<()> {
     }
     pb.finish_and_clear();
     let mut rec = RunRecord::new("adp");
+    let svgs = svg_files(&p.profiles);
+    md += &format!("Plots: {}\n\n", svgs.join(", "));
     write_file(&p.out.join(FILES[0]), &md)?;
     rec.file(FILES[0]);
     for (name, tabs) in FILES[1..].iter().zip(&csv) {
@@ -112,6 +138,10 @@ pub fn run(p: &Params) -> Result<()> {
             .zip(tabs.iter().map(|t| &t.table))
             .collect();
         rec.write_csv(&p.out, name, &report::Table::stacked("profile", &parts))?;
+    }
+    for (name, chart) in svgs.iter().zip(fig5_charts.iter().chain([&fig6])) {
+        chart.write_svg(&p.out.join(name))?;
+        rec.file(name);
     }
     for (what, value, unit) in figures {
         rec.figure(what, value, unit);
