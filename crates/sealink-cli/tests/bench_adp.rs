@@ -48,6 +48,8 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
     let stdout = run(&one, "9", "1987,today");
     for title in [
         "Table 3: the five traces",
+        "Table 4: subtransport (SUB) against transport-level (TR)",
+        "piggybacking per channel on ALL",
         "Table 5: encryption scope E",
         "Table 6: encryption technology Y",
         "Figure 5: urgent-message latency",

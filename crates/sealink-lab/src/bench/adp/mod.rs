@@ -1,9 +1,10 @@
 //! `sealink bench adp`: paper 002's trace-driven evaluation rerun over the simulated link in
 //! virtual time (deterministic for a seed). `trace` generates the five traces, `policy` the
 //! urgency policies U1-U5, `model` the service times of the hosts and wire, `run` one run, and
-//! `tables` the experiments and their markdown and CSV.
+//! `tables` the experiments and their markdown and CSV, `layer` Table 4 (SUB against TR).
 
 pub mod format;
+pub mod layer;
 pub mod model;
 pub mod policy;
 pub mod run;
@@ -36,9 +37,11 @@ pub struct Params {
 
 /// Files written under `out`, each a table as CSV, and `adp.md` with all of them; the run
 /// record `adp.json` lists them and the plots ([`svg_files`]) with the headline figures.
-pub const FILES: [&str; 10] = [
+pub const FILES: [&str; 12] = [
     "adp.md",
     "table3.csv",
+    "table4.csv",
+    "table4_streams.csv",
     "table5.csv",
     "table6.csv",
     "table7.csv",
@@ -78,7 +81,7 @@ pub fn run(p: &Params) -> Result<()> {
         .map(|k| Nominal::new(*k, n, p.seed))
         .collect();
     let pb = output::progress(
-        tables::runs_per_profile() * profiles.len() as u64,
+        (tables::runs_per_profile() + layer::runs(n)) * profiles.len() as u64,
         "adp runs",
     );
     let mut md = format!(
@@ -87,7 +90,7 @@ pub fn run(p: &Params) -> Result<()> {
          service model); see crates/sealink-lab/src/bench/adp/ for every modelling choice.\n\n",
         p.seed
     );
-    let mut csv: [Vec<format::Table>; 9] = Default::default();
+    let mut csv: [Vec<format::Table>; 11] = Default::default();
     let mut figures = Vec::new();
     let mut fig5_charts = Vec::new();
     let mut fig6 = Chart::new(
@@ -104,6 +107,8 @@ pub fn run(p: &Params) -> Result<()> {
             pb: &pb,
         };
         let t3 = x.table3(&traces)?;
+        let t4 = x.table4(&[tcp, &traces[3]])?;
+        let t4s = x.table4_streams(all)?;
         let (t5, t6) = x.table5_6(all, nd)?;
         let t7 = x.table7(all)?;
         let (t8, t8f) = x.table8(all)?;
@@ -113,7 +118,7 @@ pub fn run(p: &Params) -> Result<()> {
         for c in curves {
             fig6 = fig6.series(c.name, c.points);
         }
-        for (i, t) in [t3, t5, t6, t7, t8, t8f, f5, f5h, f6]
+        for (i, t) in [t3, t4, t4s, t5, t6, t7, t8, t8f, f5, f5h, f6]
             .into_iter()
             .enumerate()
         {

@@ -16,7 +16,7 @@ use super::format::{Table, num, ratio};
 use super::model::{Profile, Scope3, Tech};
 use super::policy::{self, Policy};
 use super::run::{RunResult, RunSpec, run};
-use super::trace::{self, Proto, Trace, TraceKind};
+use super::trace::{self, Msg, Proto, Trace, TraceKind};
 use crate::error::{Error, Result};
 use crate::report::Chart;
 
@@ -96,8 +96,20 @@ impl Levels {
 
 impl Experiment<'_> {
     fn one(&self, t: &Trace, urgent: &[bool], lv: Levels, sat: bool) -> Result<RunResult> {
+        self.one_on(&t.msgs, urgent, lv, sat, false)
+    }
+
+    /// One run of `msgs`; `cold`: on a channel of its own, established first (TR).
+    pub(super) fn one_on(
+        &self,
+        msgs: &[Msg],
+        urgent: &[bool],
+        lv: Levels,
+        sat: bool,
+        cold: bool,
+    ) -> Result<RunResult> {
         let r = run(&RunSpec {
-            msgs: &t.msgs,
+            msgs,
             urgent,
             e: lv.e,
             y: lv.y,
@@ -105,6 +117,7 @@ impl Experiment<'_> {
             timeout: lv.m,
             profile: self.profile,
             saturate: sat,
+            cold,
             seed: self.seed,
         });
         self.pb.inc(1);
@@ -112,7 +125,7 @@ impl Experiment<'_> {
             let what = format!(
                 "{} run of {} messages ({} profile, E={:?} Y={:?} Q={} M={:?})",
                 if sat { "T" } else { "L" },
-                t.msgs.len(),
+                msgs.len(),
                 self.profile.name,
                 lv.e,
                 lv.y,
@@ -123,6 +136,12 @@ impl Experiment<'_> {
         })
     }
 
+    /// The trace compressed for a T run (offered load [`T_OVERLOAD`] times the wire).
+    pub(super) fn saturating(&self, t: &Trace) -> Trace {
+        let load = t.mean_size() / t.mean_interarrival().max(1e-12);
+        trace::speed_up(t, (T_OVERLOAD * self.profile.bandwidth / load).max(1.0))
+    }
+
     /// (T run, L run) of `t` at the given levels.
     pub fn t_and_l(
         &self,
@@ -130,8 +149,7 @@ impl Experiment<'_> {
         urgent: &[bool],
         lv: Levels,
     ) -> Result<(RunResult, RunResult)> {
-        let load = t.mean_size() / t.mean_interarrival().max(1e-12);
-        let fast = trace::speed_up(t, (T_OVERLOAD * self.profile.bandwidth / load).max(1.0));
+        let fast = self.saturating(t);
         Ok((
             self.one(&fast, urgent, lv, true)?,
             self.one(t, urgent, lv, false)?,
