@@ -153,3 +153,66 @@ fn bench_adp_rejects_unknown_profile() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown profile"));
     assert!(!tmp.path().join("adp.md").exists());
 }
+
+#[test]
+fn bench_adp_runs_a_capture_in_place_of_all_and_refuses_a_broken_one() {
+    use sealink_lab::bench::adp::pcap::synth::{TCP, UDP, capture, frame};
+    let tmp = tempfile::tempdir().unwrap();
+    // 300 packets over 1.2 s: keystrokes and segments, NFS pages, other UDP, bare acks.
+    let frames: Vec<(f64, Vec<u8>)> = (0..300)
+        .map(|i| {
+            let t = 10.0 + i as f64 * 0.004;
+            let f = match i % 5 {
+                0 => frame(TCP, 40_000, 22, 1),
+                1 => frame(UDP, 800, 2049, 8192 + i % 64),
+                2 => frame(UDP, 5000, 5001, 100 + i),
+                3 => frame(TCP, 22, 40_000, 0),
+                _ => frame(TCP, 40_000, 22, 512 + i),
+            };
+            (t, f)
+        })
+        .collect();
+    let bytes = capture(&frames);
+    let path = tmp.path().join("small.pcap");
+    std::fs::write(&path, &bytes).unwrap();
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args(["bench", "adp", "--quick", "--profiles", "today", "--pcap"])
+        .arg(&path)
+        .arg("--out")
+        .arg(&out)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("ALL is the capture") && stdout.contains("first 240 messages"),
+        "{stdout}"
+    );
+    let t3 = String::from_utf8(read(&out, "table3.csv")).unwrap();
+    assert!(t3.contains("today,ALL,240,"), "{t3}");
+
+    // Cut short: a typed error naming the file, exit status 1, no tables written.
+    let cut = tmp.path().join("cut.pcap");
+    std::fs::write(&cut, &bytes[..bytes.len() - 5]).unwrap();
+    let bad_out = tmp.path().join("bad");
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args(["bench", "adp", "--quick", "--pcap"])
+        .arg(&cut)
+        .arg("--out")
+        .arg(&bad_out)
+        .output()
+        .expect("run sealink");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot import the capture") && err.contains("malformed capture"),
+        "{err}"
+    );
+    assert!(!bad_out.join("adp.md").exists());
+}

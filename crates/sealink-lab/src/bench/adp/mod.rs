@@ -6,6 +6,7 @@
 pub mod format;
 pub mod layer;
 pub mod model;
+pub mod pcap;
 pub mod policy;
 pub mod run;
 pub mod tables;
@@ -33,6 +34,8 @@ pub struct Params {
     pub seed: u64,
     /// Profiles to run ("1987", "today").
     pub profiles: Vec<String>,
+    /// A packet capture whose first messages replace the generated ALL trace.
+    pub pcap: Option<PathBuf>,
 }
 
 /// Files written under `out`, each a table as CSV, and `adp.md` with all of them; the run
@@ -76,10 +79,31 @@ pub fn run(p: &Params) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let n = if p.quick { QUICK_MESSAGES } else { MESSAGES };
-    let traces: Vec<Nominal> = TraceKind::EVERY
+    let mut traces: Vec<Nominal> = TraceKind::EVERY
         .iter()
         .map(|k| Nominal::new(*k, n, p.seed))
         .collect();
+    let mut source = String::new();
+    if let Some(path) = &p.pcap {
+        let got = pcap::read(path, n).map_err(|e| {
+            Error::bench_by(format!("cannot import the capture {}", path.display()), e)
+        })?;
+        source = format!(
+            "**ALL is the capture {}** in every table below, not the generated trace: its first \
+             {} messages ({} packets read, {} skipped without a UDP/TCP payload, {} flows, {} \
+             messages past the first {n} left out; mean size {:.0} B, mean interarrival {:.3} \
+             ms).\n\n",
+            path.display(),
+            got.trace.msgs.len(),
+            got.packets,
+            got.skipped,
+            got.flows,
+            got.left_out,
+            got.trace.mean_size(),
+            got.trace.mean_interarrival() * 1000.0,
+        );
+        traces[0] = Nominal::of(got.trace);
+    }
     let pb = output::progress(
         (tables::runs_per_profile() + layer::runs(n)) * profiles.len() as u64,
         "adp runs",
@@ -90,6 +114,7 @@ pub fn run(p: &Params) -> Result<()> {
          service model); see crates/sealink-lab/src/bench/adp/ for every modelling choice.\n\n",
         p.seed
     );
+    md += &source;
     let mut csv: [Vec<format::Table>; 11] = Default::default();
     let mut figures = Vec::new();
     let mut fig5_charts = Vec::new();

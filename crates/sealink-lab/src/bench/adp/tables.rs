@@ -59,7 +59,12 @@ pub struct Nominal {
 
 impl Nominal {
     pub fn new(kind: TraceKind, n: usize, seed: u64) -> Self {
-        let trace = trace::generate(kind, n, seed);
+        Nominal::of(trace::generate(kind, n, seed))
+    }
+
+    /// A given trace (an imported capture) at its kind's timeout, urgency by U3.
+    pub fn of(trace: Trace) -> Self {
+        let kind = trace.kind;
         let m = kind.paper().timeout_ms / 1000.0;
         let urgent = Policy::calibrated(3, &trace.msgs, m)
             .map(|p| p.classify(&trace.msgs))
