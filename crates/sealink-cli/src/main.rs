@@ -618,6 +618,9 @@ struct AdpArgs {
     /// Service-time profiles to run: 1987 (the paper's Sun 3/50s, Ethernet, DES chip), today
     #[arg(long, value_delimiter = ',', default_value = "1987,today")]
     profiles: Vec<String>,
+    /// A packet capture (pcap or pcapng) to run in place of the generated ALL trace
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -1012,6 +1015,7 @@ fn run(cli: Cli) -> Result<()> {
             quick: a.quick,
             seed: a.seed,
             profiles: a.profiles,
+            pcap: a.pcap,
         })
         .map_err(Into::into),
         Command::Bench(BenchCommand::Socket(a)) => bench::socket::run(&bench::socket::Params {

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use sealink_lab::bench::adp::FILES;
+use sealink_lab::bench::adp::{FILES, svg_files};
 
 mod common;
 
@@ -48,6 +48,8 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
     let stdout = run(&one, "9", "1987,today");
     for title in [
         "Table 3: the five traces",
+        "Table 4: subtransport (SUB) against transport-level (TR)",
+        "piggybacking per channel on ALL",
         "Table 5: encryption scope E",
         "Table 6: encryption technology Y",
         "Figure 5: urgent-message latency",
@@ -87,7 +89,14 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
 
     // The run record lists every file and carries the headline figures of Tables 3 and 8.
     assert!(stdout.contains("run record: "), "{stdout}");
-    let rec = common::run_record(&one, "adp", &FILES);
+    let profiles = ["1987".to_owned(), "today".to_owned()];
+    let svgs = svg_files(&profiles);
+    let listed: Vec<&str> = FILES
+        .iter()
+        .copied()
+        .chain(svgs.iter().map(String::as_str))
+        .collect();
+    let rec = common::run_record(&one, "adp", &listed);
     let (t, unit) = common::figure(&rec, "1987 ALL T");
     assert!(t.is_some_and(|t| t > 0.0) && unit == "kB/s", "{t:?} {unit}");
     let (gain, unit) = common::figure(&rec, "1987 PE piggybacking T ON/OFF");
@@ -96,8 +105,30 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
         "{gain:?} {unit}"
     );
 
+    // The plots: Figure 5 per profile, Figure 6 once; SVG documents (the record lists them).
+    assert_eq!(svgs.len(), 3, "{svgs:?}");
+    for name in &svgs {
+        let svg = String::from_utf8(read(&one, name)).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{name} is not SVG"
+        );
+        assert!(svg.contains("<polyline"), "{name} has no line");
+    }
+    let f5 = String::from_utf8(read(&one, "figure5_1987.svg")).unwrap();
+    for series in ["ALL", "TCP", "ND", "NFS"] {
+        assert!(
+            f5.lines().any(|l| l.trim() == series),
+            "Figure 5 lacks {series}"
+        );
+    }
+    let f6 = String::from_utf8(read(&one, "figure6.svg")).unwrap();
+    for series in ["1987 ALL Q=ON", "1987 ALL Q=OFF", "today TCP Q=OFF"] {
+        assert!(f6.contains(series), "Figure 6 lacks {series}");
+    }
+
     run(&two, "9", "1987,today");
-    for name in FILES {
+    for name in listed {
         assert!(
             read(&one, name) == read(&two, name),
             "{name} differs between two runs of seed 9"
@@ -121,4 +152,67 @@ fn bench_adp_rejects_unknown_profile() {
     assert_eq!(o.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown profile"));
     assert!(!tmp.path().join("adp.md").exists());
+}
+
+#[test]
+fn bench_adp_runs_a_capture_in_place_of_all_and_refuses_a_broken_one() {
+    use sealink_lab::bench::adp::pcap::synth::{TCP, UDP, capture, frame};
+    let tmp = tempfile::tempdir().unwrap();
+    // 300 packets over 1.2 s: keystrokes and segments, NFS pages, other UDP, bare acks.
+    let frames: Vec<(f64, Vec<u8>)> = (0..300)
+        .map(|i| {
+            let t = 10.0 + i as f64 * 0.004;
+            let f = match i % 5 {
+                0 => frame(TCP, 40_000, 22, 1),
+                1 => frame(UDP, 800, 2049, 8192 + i % 64),
+                2 => frame(UDP, 5000, 5001, 100 + i),
+                3 => frame(TCP, 22, 40_000, 0),
+                _ => frame(TCP, 40_000, 22, 512 + i),
+            };
+            (t, f)
+        })
+        .collect();
+    let bytes = capture(&frames);
+    let path = tmp.path().join("small.pcap");
+    std::fs::write(&path, &bytes).unwrap();
+    let out = tmp.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args(["bench", "adp", "--quick", "--profiles", "today", "--pcap"])
+        .arg(&path)
+        .arg("--out")
+        .arg(&out)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("ALL is the capture") && stdout.contains("first 240 messages"),
+        "{stdout}"
+    );
+    let t3 = String::from_utf8(read(&out, "table3.csv")).unwrap();
+    assert!(t3.contains("today,ALL,240,"), "{t3}");
+
+    // Cut short: a typed error naming the file, exit status 1, no tables written.
+    let cut = tmp.path().join("cut.pcap");
+    std::fs::write(&cut, &bytes[..bytes.len() - 5]).unwrap();
+    let bad_out = tmp.path().join("bad");
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args(["bench", "adp", "--quick", "--pcap"])
+        .arg(&cut)
+        .arg("--out")
+        .arg(&bad_out)
+        .output()
+        .expect("run sealink");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("cannot import the capture") && err.contains("malformed capture"),
+        "{err}"
+    );
+    assert!(!bad_out.join("adp.md").exists());
 }

@@ -39,6 +39,11 @@ impl Table {
         self.rows.push(r);
     }
 
+    /// The rows, as appended (padded to the header's width).
+    pub fn rows(&self) -> &[Vec<String>] {
+        &self.rows
+    }
+
     /// One table from several with the same header, each part's rows after a leading `key`
     /// column holding the part's name (e.g. one CSV for several profiles).
     pub fn stacked(key: &str, parts: &[(&str, &Table)]) -> Table {

@@ -1,10 +1,12 @@
 //! `sealink bench adp`: paper 002's trace-driven evaluation rerun over the simulated link in
 //! virtual time (deterministic for a seed). `trace` generates the five traces, `policy` the
 //! urgency policies U1-U5, `model` the service times of the hosts and wire, `run` one run, and
-//! `tables` the experiments and their markdown and CSV.
+//! `tables` the experiments and their markdown and CSV, `layer` Table 4 (SUB against TR).
 
 pub mod format;
+pub mod layer;
 pub mod model;
+pub mod pcap;
 pub mod policy;
 pub mod run;
 pub mod tables;
@@ -14,7 +16,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::output;
-use crate::report::{self, RunRecord, write_file};
+use crate::report::{self, Chart, RunRecord, write_file};
 use model::Profile;
 use tables::{Experiment, Nominal};
 use trace::TraceKind;
@@ -32,13 +34,17 @@ pub struct Params {
     pub seed: u64,
     /// Profiles to run ("1987", "today").
     pub profiles: Vec<String>,
+    /// A packet capture whose first messages replace the generated ALL trace.
+    pub pcap: Option<PathBuf>,
 }
 
 /// Files written under `out`, each a table as CSV, and `adp.md` with all of them; the run
-/// record `adp.json` lists them with the headline figures.
-pub const FILES: [&str; 10] = [
+/// record `adp.json` lists them and the plots ([`svg_files`]) with the headline figures.
+pub const FILES: [&str; 12] = [
     "adp.md",
     "table3.csv",
+    "table4.csv",
+    "table4_streams.csv",
     "table5.csv",
     "table6.csv",
     "table7.csv",
@@ -48,6 +54,19 @@ pub const FILES: [&str; 10] = [
     "figure5_histogram.csv",
     "figure6.csv",
 ];
+
+/// The plots, SVG: Figure 5 per profile (its latencies differ by orders of magnitude between
+/// profiles), Figure 6 for every profile on one logarithmic latency axis.
+pub fn svg_files(profiles: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = profiles
+        .iter()
+        .map(|p| format!("figure5_{p}.svg"))
+        .collect();
+    v.push(FIGURE6_SVG.to_owned());
+    v
+}
+
+const FIGURE6_SVG: &str = "figure6.svg";
 
 /// Runs every experiment for each profile, writes the files and prints the markdown.
 pub fn run(p: &Params) -> Result<()> {
@@ -60,12 +79,33 @@ pub fn run(p: &Params) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
     let n = if p.quick { QUICK_MESSAGES } else { MESSAGES };
-    let traces: Vec<Nominal> = TraceKind::EVERY
+    let mut traces: Vec<Nominal> = TraceKind::EVERY
         .iter()
         .map(|k| Nominal::new(*k, n, p.seed))
         .collect();
+    let mut source = String::new();
+    if let Some(path) = &p.pcap {
+        let got = pcap::read(path, n).map_err(|e| {
+            Error::bench_by(format!("cannot import the capture {}", path.display()), e)
+        })?;
+        source = format!(
+            "**ALL is the capture {}** in every table below, not the generated trace: its first \
+             {} messages ({} packets read, {} skipped without a UDP/TCP payload, {} flows, {} \
+             messages past the first {n} left out; mean size {:.0} B, mean interarrival {:.3} \
+             ms).\n\n",
+            path.display(),
+            got.trace.msgs.len(),
+            got.packets,
+            got.skipped,
+            got.flows,
+            got.left_out,
+            got.trace.mean_size(),
+            got.trace.mean_interarrival() * 1000.0,
+        );
+        traces[0] = Nominal::of(got.trace);
+    }
     let pb = output::progress(
-        tables::runs_per_profile() * profiles.len() as u64,
+        (tables::runs_per_profile() + layer::runs(n)) * profiles.len() as u64,
         "adp runs",
     );
     let mut md = format!(
@@ -74,8 +114,16 @@ pub fn run(p: &Params) -> Result<()> {
          service model); see crates/sealink-lab/src/bench/adp/ for every modelling choice.\n\n",
         p.seed
     );
-    let mut csv: [Vec<format::Table>; 9] = Default::default();
+    md += &source;
+    let mut csv: [Vec<format::Table>; 11] = Default::default();
     let mut figures = Vec::new();
+    let mut fig5_charts = Vec::new();
+    let mut fig6 = Chart::new(
+        "Figure 6: urgent latency L against arrival rate R, M = 40 ms",
+        "R (messages/s)",
+        "L ms (log)",
+    )
+    .log_y();
     let [all, tcp, nd] = [&traces[0], &traces[1], &traces[2]];
     for profile in profiles {
         let x = Experiment {
@@ -84,12 +132,18 @@ pub fn run(p: &Params) -> Result<()> {
             pb: &pb,
         };
         let t3 = x.table3(&traces)?;
+        let t4 = x.table4(&[tcp, &traces[3]])?;
+        let t4s = x.table4_streams(all)?;
         let (t5, t6) = x.table5_6(all, nd)?;
         let t7 = x.table7(all)?;
         let (t8, t8f) = x.table8(all)?;
-        let (f5, f5h) = x.figure5(all)?;
-        let f6 = x.figure6(&[all, tcp])?;
-        for (i, t) in [t3, t5, t6, t7, t8, t8f, f5, f5h, f6]
+        let (f5, f5h, f5c) = x.figure5(all)?;
+        fig5_charts.push(f5c);
+        let (f6, curves) = x.figure6(&[all, tcp])?;
+        for c in curves {
+            fig6 = fig6.series(c.name, c.points);
+        }
+        for (i, t) in [t3, t4, t4s, t5, t6, t7, t8, t8f, f5, f5h, f6]
             .into_iter()
             .enumerate()
         {
@@ -102,6 +156,8 @@ pub fn run(p: &Params) -> Result<()> {
     }
     pb.finish_and_clear();
     let mut rec = RunRecord::new("adp");
+    let svgs = svg_files(&p.profiles);
+    md += &format!("Plots: {}\n\n", svgs.join(", "));
     write_file(&p.out.join(FILES[0]), &md)?;
     rec.file(FILES[0]);
     for (name, tabs) in FILES[1..].iter().zip(&csv) {
@@ -112,6 +168,10 @@ pub fn run(p: &Params) -> Result<()> {
             .zip(tabs.iter().map(|t| &t.table))
             .collect();
         rec.write_csv(&p.out, name, &report::Table::stacked("profile", &parts))?;
+    }
+    for (name, chart) in svgs.iter().zip(fig5_charts.iter().chain([&fig6])) {
+        chart.write_svg(&p.out.join(name))?;
+        rec.file(name);
     }
     for (what, value, unit) in figures {
         rec.figure(what, value, unit);

@@ -76,6 +76,10 @@ pub struct Profile {
     pub fe_per_byte_ns: f64,
     /// Software crypto per byte of the whole datagram (Y = SW, scope PE or FE), ns.
     pub sw_per_byte_ns: f64,
+    /// Host CPU to establish (and later delete) one secure channel, each side: the public-key
+    /// work of a handshake. Only transport-level security (Table 4's TR) pays it per
+    /// connection; SUB's one channel is in place before a run starts.
+    pub establish: Duration,
 }
 
 impl Profile {
@@ -105,6 +109,8 @@ impl Profile {
         pe_per_byte_ns: 0.0,
         fe_per_byte_ns: 2500.0,
         sw_per_byte_ns: 18_700.0,
+        // Section 5(b): "each [establishment/deletion] costs about 1.75 s".
+        establish: Duration::from_millis(1750),
     };
 
     /// Today's development VM (docs/RESULTS.md). Wire: a 10 Gb/s LAN (chosen; loopback has no
@@ -130,6 +136,9 @@ impl Profile {
         pe_per_byte_ns: 0.075,
         fe_per_byte_ns: 0.15,
         sw_per_byte_ns: 161.0,
+        // Chosen, not measured here: a handshake's X25519 agreements and the owner's Ed25519
+        // signature and check are tens of microseconds each on this class of machine.
+        establish: Duration::from_micros(200),
     };
 
     pub fn by_name(name: &str) -> Option<Profile> {

@@ -38,6 +38,11 @@ pub struct RunSpec<'a> {
     /// Throughput mode: a message is handed over no earlier than its arrival and no earlier than
     /// the sender's CPU is free (the sender never idles when arrivals are compressed).
     pub saturate: bool,
+    /// Transport-level security (Table 4's TR): the run is one connection on a channel of its
+    /// own, established when the connection starts at time zero, each host paying
+    /// [`Profile::establish`] before the handshake; the window and span start there. Without
+    /// it the channel and the owners' authentication are in place before the trace (SUB).
+    pub cold: bool,
     pub seed: u64,
 }
 
@@ -210,17 +215,13 @@ fn advance(pair: &mut Pair, until: Time, d: &mut Deliveries) -> Result<()> {
     d.take(pair)
 }
 
-pub fn run(spec: &RunSpec) -> Result<RunResult> {
-    if spec.urgent.len() != spec.msgs.len() {
-        return Err(Error::bench("one urgency flag per message is needed"));
-    }
-    let Setup {
-        mut pair,
-        peer,
-        owner,
-    } = setup(spec)?;
-    let scope = spec.e.scope();
-    // Warm-up: channel, owner authentication, first RTT sample.
+/// Warm-up: channel, owner authentication, first RTT sample; returns when the trace starts.
+fn warm_up(
+    pair: &mut Pair,
+    peer: PeerId,
+    owner: OwnerId,
+    scope: sealink_proto::Scope,
+) -> Result<Time> {
     pair.a.send(
         Time::ZERO,
         peer,
@@ -239,8 +240,32 @@ pub fn run(spec: &RunSpec) -> Result<RunResult> {
         return Err(Error::bench("the warm-up message was not delivered"));
     }
     pair.events_b.clear();
+    Ok(pair.now())
+}
+
+pub fn run(spec: &RunSpec) -> Result<RunResult> {
+    if spec.urgent.len() != spec.msgs.len() {
+        return Err(Error::bench("one urgency flag per message is needed"));
+    }
+    let Setup {
+        mut pair,
+        peer,
+        owner,
+    } = setup(spec)?;
+    let scope = spec.e.scope();
     let before = pair.a.stats().clone();
-    let t0 = pair.now();
+    let t0 = if spec.cold {
+        pair.charge(Side::A, spec.profile.establish);
+        pair.charge(Side::B, spec.profile.establish);
+        Time::ZERO
+    } else {
+        warm_up(&mut pair, peer, owner, scope)?
+    };
+    let before = if spec.cold {
+        before
+    } else {
+        pair.a.stats().clone()
+    };
 
     let mut d = Deliveries::new(spec.msgs, spec.profile.per_message);
     let mut sent_at = Vec::with_capacity(spec.msgs.len());
@@ -290,7 +315,11 @@ pub fn run(spec: &RunSpec) -> Result<RunResult> {
     }
     let at = d.times();
     let last = at.iter().copied().max().unwrap_or(t0);
-    let first = sent_at.first().copied().unwrap_or(t0);
+    let first = if spec.cold {
+        t0
+    } else {
+        sent_at.first().copied().unwrap_or(t0)
+    };
     let handed = sent_at.last().copied().unwrap_or(t0);
     let window_bytes = spec
         .msgs
@@ -342,6 +371,7 @@ mod tests {
             timeout: Duration::from_millis(40),
             profile,
             saturate: false,
+            cold: false,
             seed: 5,
         }
     }

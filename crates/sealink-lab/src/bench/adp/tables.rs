@@ -16,8 +16,9 @@ use super::format::{Table, num, ratio};
 use super::model::{Profile, Scope3, Tech};
 use super::policy::{self, Policy};
 use super::run::{RunResult, RunSpec, run};
-use super::trace::{self, Trace, TraceKind};
+use super::trace::{self, Msg, Proto, Trace, TraceKind};
 use crate::error::{Error, Result};
+use crate::report::Chart;
 
 /// Offered load of a throughput run, in multiples of the wire's bandwidth.
 pub const T_OVERLOAD: f64 = 20.0;
@@ -58,7 +59,12 @@ pub struct Nominal {
 
 impl Nominal {
     pub fn new(kind: TraceKind, n: usize, seed: u64) -> Self {
-        let trace = trace::generate(kind, n, seed);
+        Nominal::of(trace::generate(kind, n, seed))
+    }
+
+    /// A given trace (an imported capture) at its kind's timeout, urgency by U3.
+    pub fn of(trace: Trace) -> Self {
+        let kind = trace.kind;
         let m = kind.paper().timeout_ms / 1000.0;
         let urgent = Policy::calibrated(3, &trace.msgs, m)
             .map(|p| p.classify(&trace.msgs))
@@ -95,8 +101,20 @@ impl Levels {
 
 impl Experiment<'_> {
     fn one(&self, t: &Trace, urgent: &[bool], lv: Levels, sat: bool) -> Result<RunResult> {
+        self.one_on(&t.msgs, urgent, lv, sat, false)
+    }
+
+    /// One run of `msgs`; `cold`: on a channel of its own, established first (TR).
+    pub(super) fn one_on(
+        &self,
+        msgs: &[Msg],
+        urgent: &[bool],
+        lv: Levels,
+        sat: bool,
+        cold: bool,
+    ) -> Result<RunResult> {
         let r = run(&RunSpec {
-            msgs: &t.msgs,
+            msgs,
             urgent,
             e: lv.e,
             y: lv.y,
@@ -104,6 +122,7 @@ impl Experiment<'_> {
             timeout: lv.m,
             profile: self.profile,
             saturate: sat,
+            cold,
             seed: self.seed,
         });
         self.pb.inc(1);
@@ -111,7 +130,7 @@ impl Experiment<'_> {
             let what = format!(
                 "{} run of {} messages ({} profile, E={:?} Y={:?} Q={} M={:?})",
                 if sat { "T" } else { "L" },
-                t.msgs.len(),
+                msgs.len(),
                 self.profile.name,
                 lv.e,
                 lv.y,
@@ -122,6 +141,12 @@ impl Experiment<'_> {
         })
     }
 
+    /// The trace compressed for a T run (offered load [`T_OVERLOAD`] times the wire).
+    pub(super) fn saturating(&self, t: &Trace) -> Trace {
+        let load = t.mean_size() / t.mean_interarrival().max(1e-12);
+        trace::speed_up(t, (T_OVERLOAD * self.profile.bandwidth / load).max(1.0))
+    }
+
     /// (T run, L run) of `t` at the given levels.
     pub fn t_and_l(
         &self,
@@ -129,8 +154,7 @@ impl Experiment<'_> {
         urgent: &[bool],
         lv: Levels,
     ) -> Result<(RunResult, RunResult)> {
-        let load = t.mean_size() / t.mean_interarrival().max(1e-12);
-        let fast = trace::speed_up(t, (T_OVERLOAD * self.profile.bandwidth / load).max(1.0));
+        let fast = self.saturating(t);
         Ok((
             self.one(&fast, urgent, lv, true)?,
             self.one(t, urgent, lv, false)?,
@@ -320,8 +344,9 @@ impl Experiment<'_> {
         Ok(tab)
     }
 
-    /// Figure 6: L against R for ALL and TCP, Q on and off (M = 40 ms).
-    pub fn figure6(&self, traces: &[&Nominal]) -> Result<Table> {
+    /// Figure 6: L against R for ALL and TCP, Q on and off (M = 40 ms); the table, and one
+    /// curve per trace and Q, (R msg/s, L ms), for the plot.
+    pub fn figure6(&self, traces: &[&Nominal]) -> Result<(Table, Vec<Curve>)> {
         let mut tab = Table::new(
             format!(
                 "Figure 6: L against arrival rate R, M = 40 ms (profile {})",
@@ -338,8 +363,10 @@ impl Experiment<'_> {
             ],
         );
         let m = Duration::from_millis(40);
+        let mut curves = Vec::new();
         for n in traces {
             for q in [true, false] {
+                let mut points = Vec::new();
                 for f in FIG6_RATES {
                     let t = trace::speed_up(&n.trace, f);
                     let r = self.one(
@@ -361,10 +388,20 @@ impl Experiment<'_> {
                         num(r.l_ms, 3),
                         r.urgent.to_string(),
                     ]);
+                    points.push((rate, r.l_ms));
                 }
+                curves.push(Curve {
+                    name: format!(
+                        "{} {} Q={}",
+                        self.profile.name,
+                        n.trace.kind.name(),
+                        if q { "ON" } else { "OFF" }
+                    ),
+                    points,
+                });
             }
         }
-        Ok(tab)
+        Ok((tab, curves))
     }
 
     /// Tables 5 and 6: scope E and technology Y on ALL and ND, nominal otherwise.
@@ -414,8 +451,9 @@ impl Experiment<'_> {
 
     /// Figure 5: the distribution of urgent-message latency on ALL at nominal levels, as a
     /// histogram of [`FIG5_BINS`] equal bins from 0 to the largest latency, and its moments
-    /// beside the paper's (mean 11 ms, median 10 ms, standard deviation 6.08 ms).
-    pub fn figure5(&self, all: &Nominal) -> Result<(Table, Table)> {
+    /// beside the paper's (mean 11 ms, median 10 ms, standard deviation 6.08 ms); and the
+    /// histogram as a chart, ALL and each of its component protocols, as the paper draws it.
+    pub fn figure5(&self, all: &Nominal) -> Result<(Table, Table, Chart)> {
         let l = self.one(&all.trace, &all.urgent, Levels::nominal(all.timeout), false)?;
         let v = &l.latencies_ms;
         let n = v.len().max(1) as f64;
@@ -447,9 +485,10 @@ impl Experiment<'_> {
         );
         let top = v.iter().copied().fold(0.0, f64::max).max(1e-9);
         let width = top / FIG5_BINS as f64;
+        let bin = |x: f64| ((x / width) as usize).min(FIG5_BINS - 1);
         let mut counts = [0usize; FIG5_BINS];
         for x in v {
-            counts[((x / width) as usize).min(FIG5_BINS - 1)] += 1;
+            counts[bin(*x)] += 1;
         }
         for (i, c) in counts.iter().enumerate() {
             hist.push(vec![
@@ -458,8 +497,54 @@ impl Experiment<'_> {
                 c.to_string(),
             ]);
         }
-        Ok((moments, hist))
+        // The urgent messages' protocols, in the order of `latencies_ms` (trace order).
+        let protos: Vec<Proto> = all
+            .trace
+            .msgs
+            .iter()
+            .zip(&all.urgent)
+            .filter(|(_, u)| **u)
+            .map(|(m, _)| m.proto)
+            .collect();
+        let mid = |i: usize| (i as f64 + 0.5) * width;
+        let mut chart = Chart::new(
+            format!(
+                "Figure 5: urgent-message latency on ALL, nominal levels (profile {})",
+                self.profile.name
+            ),
+            "latency ms (bin middle)",
+            "urgent messages per bin",
+        )
+        .series(
+            "ALL",
+            counts
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (mid(i), *c as f64))
+                .collect(),
+        );
+        for (proto, name) in [(Proto::Tcp, "TCP"), (Proto::Nd, "ND"), (Proto::Nfs, "NFS")] {
+            let mut c = [0usize; FIG5_BINS];
+            for (x, _) in v.iter().zip(&protos).filter(|(_, p)| **p == proto) {
+                c[bin(*x)] += 1;
+            }
+            chart = chart.series(
+                name,
+                c.iter()
+                    .enumerate()
+                    .map(|(i, c)| (mid(i), *c as f64))
+                    .collect(),
+            );
+        }
+        Ok((moments, hist, chart))
     }
+}
+
+/// One line of a plot: its legend and (x, y) points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
 }
 
 /// One row of Tables 5 and 6.
