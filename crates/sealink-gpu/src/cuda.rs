@@ -10,13 +10,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice,
-    PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
 use crate::gcm::{CpuCtr, Key128, finish_tags};
-use crate::kernel::{THREADS_PER_PACKET, TABLE_LEN, source};
+use crate::kernel::{TABLE_LEN, THREADS_PER_PACKET, source};
 use crate::layout::{NONCE_LEN, Packed, TAG_LEN};
 use crate::{Availability, GpuError, GpuSealer};
 
@@ -43,7 +42,12 @@ struct Buffers {
 }
 
 impl Buffers {
-    fn new(ctx: &Arc<CudaContext>, s: &Arc<CudaStream>, bytes: usize, n: usize) -> Result<Self, GpuError> {
+    fn new(
+        ctx: &Arc<CudaContext>,
+        s: &Arc<CudaStream>,
+        bytes: usize,
+        n: usize,
+    ) -> Result<Self, GpuError> {
         let bytes = bytes.max(16);
         // SAFETY: the pinned buffers are uninitialised host memory; every byte the device
         // reads is written first (pack fills data and meta in full), and masks are only read
@@ -61,7 +65,9 @@ impl Buffers {
             host_meta,
             host_masks,
             dev_data: s.alloc_zeros::<u8>(bytes).map_err(drv)?,
-            dev_meta: s.alloc_zeros::<u32>(n * crate::layout::META_WORDS).map_err(drv)?,
+            dev_meta: s
+                .alloc_zeros::<u32>(n * crate::layout::META_WORDS)
+                .map_err(drv)?,
             dev_masks: s.alloc_zeros::<u8>(n * 16).map_err(drv)?,
         })
     }
@@ -122,7 +128,11 @@ pub(crate) fn open() -> Result<Availability, GpuError> {
                 "the CUDA driver found no usable device: {e}"
             )));
         }
-        Ok(Ok(0)) => return Ok(Availability::Absent("the CUDA driver reports no device".into())),
+        Ok(Ok(0)) => {
+            return Ok(Availability::Absent(
+                "the CUDA driver reports no device".into(),
+            ));
+        }
         Ok(Ok(_)) => {}
     }
     let ctx = CudaContext::new(0).map_err(drv)?;
@@ -244,8 +254,10 @@ impl Device {
                 .map_err(drv)?
                 .copy_from_slice(&packed.meta);
             let st = &self.streams[s];
-            st.memcpy_htod(&bufs.host_data, &mut bufs.dev_data).map_err(drv)?;
-            st.memcpy_htod(&bufs.host_meta, &mut bufs.dev_meta).map_err(drv)?;
+            st.memcpy_htod(&bufs.host_data, &mut bufs.dev_data)
+                .map_err(drv)?;
+            st.memcpy_htod(&bufs.host_meta, &mut bufs.dev_meta)
+                .map_err(drv)?;
             let npkt = n as u32;
             let mut b = st.launch_builder(&self.ctr);
             b.arg(&self.table)
@@ -265,8 +277,10 @@ impl Device {
                 })
             }
             .map_err(drv)?;
-            st.memcpy_dtoh(&bufs.dev_data, &mut bufs.host_data).map_err(drv)?;
-            st.memcpy_dtoh(&bufs.dev_masks, &mut bufs.host_masks).map_err(drv)?;
+            st.memcpy_dtoh(&bufs.dev_data, &mut bufs.host_data)
+                .map_err(drv)?;
+            st.memcpy_dtoh(&bufs.dev_masks, &mut bufs.host_masks)
+                .map_err(drv)?;
             self.packed[s] = packed;
             shapes.push(shape);
         }

@@ -125,7 +125,11 @@ mod tests {
         assert_eq!(d.choose(60_000), Device::Cpu, "judged by the 4 KiB point");
         assert_eq!(d.choose(65536), Device::Gpu);
         assert_eq!(d.choose(1 << 20), Device::Gpu);
-        assert_eq!(d.choose(100), Device::Cpu, "below every point: the smallest");
+        assert_eq!(
+            d.choose(100),
+            Device::Cpu,
+            "below every point: the smallest"
+        );
         assert_eq!(d.crossover(), Some(65536));
     }
 

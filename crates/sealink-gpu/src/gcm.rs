@@ -155,9 +155,16 @@ mod tests {
         let key: Key128 = hex("feffe9928665731c6d6a8f9467308308").try_into().unwrap();
         let nonce: [u8; 12] = hex("cafebabefacedbaddecaf888").try_into().unwrap();
         let aad = hex("feedfacedeadbeeffeedfacedeadbeefabaddad2");
-        let mut pt = hex("d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39");
+        let mut pt = hex(
+            "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39",
+        );
         let tags = cpu_seal_batch(&key, &[nonce], &[&aad], &mut [&mut pt]).unwrap();
-        assert_eq!(pt, hex("42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091"));
+        assert_eq!(
+            pt,
+            hex(
+                "42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091"
+            )
+        );
         assert_eq!(tags[0].to_vec(), hex("5bc94fbc3221a5db94fae95ae7121a47"));
     }
 

@@ -184,7 +184,12 @@ mod tests {
             std::array::from_fn(|i| i as u8),
             std::array::from_fn(|i| (i as u8) * 0x11),
         );
-        let arr = |b: &[u8; 16]| b.iter().map(|v| format!("{v}")).collect::<Vec<_>>().join(",");
+        let arr = |b: &[u8; 16]| {
+            b.iter()
+                .map(|v| format!("{v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         let mut c = String::from("#include <stdio.h>\n#define DEVFN static\n");
         c.push_str(AES_CORE);
         let _ = writeln!(c, "static const u8 KEYS[{}][16] = {{", cases.len());

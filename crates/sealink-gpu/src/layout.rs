@@ -184,7 +184,10 @@ mod tests {
         assert_eq!(packed.range(1), 32..32);
         assert_eq!(packed.range(2), 32..64);
         assert_eq!(packed.data.len(), 64);
-        assert!(packed.data[17..32].iter().all(|&x| x == 0), "padding is zero");
+        assert!(
+            packed.data[17..32].iter().all(|&x| x == 0),
+            "padding is zero"
+        );
         assert_eq!(packed.nonce(2), [9u8; 12]);
         // The device's output goes back where each packet came from.
         let out: Vec<u8> = packed.data.iter().map(|x| x ^ 0xFF).collect();

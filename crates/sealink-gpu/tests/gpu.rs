@@ -34,7 +34,12 @@ fn compare(gpu: &mut GpuSealer, key: &[u8; 16], items: &[([u8; 12], Vec<u8>, Vec
     for (k, it) in items.iter().enumerate() {
         let mut want = it.2.clone();
         let t = aws_seal(key, it.0, &it.1, &mut want);
-        assert_eq!(ours[k], want, "ciphertext of packet {k} ({} bytes)", want.len());
+        assert_eq!(
+            ours[k],
+            want,
+            "ciphertext of packet {k} ({} bytes)",
+            want.len()
+        );
         assert_eq!(tags[k], t, "tag of packet {k}");
     }
 }
