@@ -41,7 +41,11 @@ fn bench_tunnel_cores_quick_writes_its_files() {
     ] {
         assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
     }
-    let mut files = vec!["tunnel-cores.csv", "tunnel-cores-batch.csv", "tunnel-cores.svg"];
+    let mut files = vec![
+        "tunnel-cores.csv",
+        "tunnel-cores-batch.csv",
+        "tunnel-cores.svg",
+    ];
     // The SMT table exists only on machines with hyper-thread siblings.
     if stdout.contains("no SMT siblings on this machine") {
         assert!(!dir.join("tunnel-cores-smt.csv").exists());

@@ -154,7 +154,7 @@ pub(crate) fn open() -> Result<Availability, GpuError> {
         .map_err(drv)?;
     let key_dev = streams[0].alloc_zeros::<u8>(16).map_err(drv)?;
     let table = streams[0].alloc_zeros::<u8>(TABLE_LEN).map_err(drv)?;
-    Ok(Availability::Ready(GpuSealer {
+    Ok(Availability::Ready(Box::new(GpuSealer {
         inner: Device {
             ctx,
             streams,
@@ -167,7 +167,7 @@ pub(crate) fn open() -> Result<Availability, GpuError> {
             packed: (0..STREAMS).map(|_| Packed::default()).collect(),
             buffers: HashMap::new(),
         },
-    }))
+    })))
 }
 
 impl Device {

@@ -41,7 +41,7 @@ pub enum GpuError {
 #[derive(Debug)]
 pub enum Availability {
     /// A device with the kernels compiled and loaded.
-    Ready(GpuSealer),
+    Ready(Box<GpuSealer>),
     /// No usable device, and why (no `cuda` feature, no driver library, no device...).
     Absent(String),
 }
@@ -78,7 +78,7 @@ pub fn open() -> Result<Availability, GpuError> {
 /// have it).
 pub fn open_default() -> Result<Option<GpuSealer>, GpuError> {
     Ok(match open()? {
-        Availability::Ready(s) => Some(s),
+        Availability::Ready(s) => Some(*s),
         Availability::Absent(_) => None,
     })
 }

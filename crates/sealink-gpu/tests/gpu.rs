@@ -7,7 +7,7 @@ use sealink_gpu::{Availability, GpuSealer};
 
 fn device(test: &str) -> Option<GpuSealer> {
     match sealink_gpu::open().expect("a device that exists must open") {
-        Availability::Ready(s) => Some(s),
+        Availability::Ready(s) => Some(*s),
         Availability::Absent(why) => {
             eprintln!("SKIP {test}: no GPU ({why})");
             None

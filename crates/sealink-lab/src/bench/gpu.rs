@@ -142,7 +142,7 @@ pub fn run(p: &Params) -> Result<()> {
     let keys = Arc::new(Keys::new()?);
     let (mut gpu, absent) =
         match sealink_gpu::open().map_err(|e| Error::bench_by("the GPU failed to start", e))? {
-            Availability::Ready(g) => (Some(g), None),
+            Availability::Ready(g) => (Some(*g), None),
             Availability::Absent(why) => (None, Some(why)),
         };
     let steps =
