@@ -602,6 +602,64 @@ enum BenchCommand {
         after_help = "Examples:\n  sealink bench adp\n  sealink bench adp --quick --out bench-out/adp\n  sealink bench adp --profiles 1987 --seed 7"
     )]
     Adp(AdpArgs),
+    /// Paper 004 rerun on the CPU: 1400-byte packets through the tunnel's engine, throughput
+    /// against workers, order kept or not, batch size, hyper-thread siblings; CSV, SVG, JSON
+    #[command(
+        after_help = "Examples:\n  sealink bench tunnel-cores\n  sealink bench tunnel-cores --workers 1,2,4,8,16 --seconds 0.5\n  sealink bench tunnel-cores --quick"
+    )]
+    TunnelCores(TunnelCoresArgs),
+    /// Paper 004 Figure 12 rerun: AES-128-GCM throughput against batch size, CPU (engine,
+    /// 1..N workers) and GPU (needs a build with --features cuda and a CUDA device), crossover
+    #[command(
+        after_help = "Examples:\n  sealink bench gpu\n  sealink bench gpu --sizes 65536,131072 --workers 1,16\n  sealink bench gpu --quick"
+    )]
+    Gpu(GpuArgs),
+}
+
+/// `sealink bench tunnel-cores` and `sealink bench gpu` (paper 004).
+#[derive(Debug, Args)]
+struct TunnelCoresArgs {
+    /// Worker counts, comma separated (default 1, 2, 4, ... up to the cores; 1,2 with --quick)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: Vec<u16>,
+    /// Packets per batch in the grouping sweep, comma separated
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32,128", value_parser = parse_batch)]
+    batches: Vec<usize>,
+    /// Packets per batch in the other experiments
+    #[arg(long, default_value_t = 32, value_parser = parse_batch)]
+    batch: usize,
+    /// Seconds per timed run (default 0.3; 0.02 with --quick)
+    #[arg(long, value_parser = parse_seconds)]
+    seconds: Option<f64>,
+    /// Timed runs per point after a warm-up, medians reported (default 5; 1 with --quick)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: Option<u32>,
+    /// Batch sizes in bytes for `bench gpu`, comma separated (default 4 KB .. 1 MB)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1400..=67108864))]
+    sizes: Vec<u64>,
+    /// Smoke test: short runs, few points (not a measurement)
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the CSV files, the SVG plot and the run record
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+type GpuArgs = TunnelCoresArgs;
+
+impl TunnelCoresArgs {
+    fn workers(&self) -> Vec<usize> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match (self.workers.is_empty(), self.quick) {
+            (false, _) => self.workers.iter().map(|&w| usize::from(w)).collect(),
+            (true, true) => vec![1, 2.min(cores)]
+                .into_iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            (true, false) => bench::tunnel_cores::default_workers(cores),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -1016,6 +1074,35 @@ fn run(cli: Cli) -> Result<()> {
             seed: a.seed,
             profiles: a.profiles,
             pcap: a.pcap,
+        })
+        .map_err(Into::into),
+        Command::Bench(BenchCommand::TunnelCores(a)) => {
+            bench::tunnel_cores::run(&bench::tunnel_cores::Params {
+                workers: a.workers(),
+                batches: if a.quick {
+                    vec![1, 32]
+                } else {
+                    a.batches.clone()
+                },
+                batch: a.batch,
+                seconds: a.seconds.unwrap_or(if a.quick { 0.02 } else { 0.3 }),
+                runs: a.runs.map_or(if a.quick { 1 } else { 5 }, |r| r as usize),
+                quick: a.quick,
+                out: a.out.unwrap_or_else(|| "bench-out/tunnel-cores".into()),
+            })
+            .map_err(Into::into)
+        }
+        Command::Bench(BenchCommand::Gpu(a)) => bench::gpu::run(&bench::gpu::Params {
+            sizes: match (a.sizes.is_empty(), a.quick) {
+                (false, _) => a.sizes.iter().map(|&s| s as usize).collect(),
+                (true, true) => vec![4 << 10, 128 << 10],
+                (true, false) => bench::gpu::DEFAULT_SIZES.to_vec(),
+            },
+            workers: a.workers(),
+            seconds: a.seconds.unwrap_or(if a.quick { 0.02 } else { 0.3 }),
+            runs: a.runs.map_or(if a.quick { 1 } else { 5 }, |r| r as usize),
+            quick: a.quick,
+            out: a.out.unwrap_or_else(|| "bench-out/gpu".into()),
         })
         .map_err(Into::into),
         Command::Bench(BenchCommand::Socket(a)) => bench::socket::run(&bench::socket::Params {

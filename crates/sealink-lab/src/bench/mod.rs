@@ -4,10 +4,12 @@
 pub mod adp;
 pub mod crypto;
 pub mod datagram;
+pub mod gpu;
 pub mod quic;
 pub mod seal;
 pub mod socket;
 pub mod stacks;
+pub mod tunnel_cores;
 
 use std::fmt::Write as _;
 use std::path::Path;

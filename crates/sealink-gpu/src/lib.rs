@@ -1,0 +1,132 @@
+//! AES-128-GCM sealing of packet batches on a CUDA GPU, after paper 004 (section 6): the CTR
+//! keystream on the GPU with one thread block per packet and batches of packets, several CUDA
+//! streams overlapping host-to-device copies, kernels and device-to-host copies from pinned
+//! host buffers; GHASH and the tag on the CPU ([`gcm`]). The output is byte-identical to
+//! aws-lc-rs's AES-128-GCM seal.
+//!
+//! The CUDA backend is behind the `cuda` feature (cudarc, driver and NVRTC loaded at run
+//! time, kernels compiled from [`kernel`]'s source by NVRTC). Without the feature, or on a
+//! machine without a driver or device, [`open`] says why and [`open_default`] returns
+//! `Ok(None)`; the host-side parts ([`layout`], [`gcm`], [`dispatch`]) always build and run.
+
+#[cfg(feature = "cuda")]
+mod cuda;
+pub mod dispatch;
+pub mod gcm;
+pub mod kernel;
+pub mod layout;
+
+pub use dispatch::{Device, Dispatch, Reorder};
+pub use gcm::{Key128, cpu_seal_batch};
+pub use layout::{NONCE_LEN, TAG_LEN};
+
+/// Why the GPU backend failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// A batch the backend does not accept (counts disagree, a limit is exceeded).
+    #[error("bad batch: {0}")]
+    Batch(String),
+    /// aws-lc-rs refused a key or an operation.
+    #[error("CPU crypto failed: {0}")]
+    Crypto(String),
+    /// The CUDA driver failed (allocation, copy, launch, synchronisation).
+    #[error("CUDA driver: {0}")]
+    Driver(String),
+    /// NVRTC could not compile the kernels.
+    #[error("NVRTC: {0}")]
+    Compile(String),
+}
+
+/// The result of looking for a GPU.
+#[derive(Debug)]
+pub enum Availability {
+    /// A device with the kernels compiled and loaded.
+    Ready(Box<GpuSealer>),
+    /// No usable device, and why (no `cuda` feature, no driver library, no device...).
+    Absent(String),
+}
+
+/// A CUDA device ready to seal batches (see the crate documentation).
+#[derive(Debug)]
+pub struct GpuSealer {
+    #[cfg(feature = "cuda")]
+    inner: cuda::Device,
+    #[cfg(not(feature = "cuda"))]
+    inner: Never,
+}
+
+#[cfg(not(feature = "cuda"))]
+#[derive(Debug)]
+enum Never {}
+
+/// Looks for device 0: the sealer, or why there is none. An `Err` is a device that exists
+/// but failed (the kernels did not compile, an allocation failed).
+pub fn open() -> Result<Availability, GpuError> {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::open()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Ok(Availability::Absent(
+            "built without the `cuda` feature (rebuild with `--features cuda`)".into(),
+        ))
+    }
+}
+
+/// [`open`], with `None` when there is no device (its reason is dropped; call [`open`] to
+/// have it).
+pub fn open_default() -> Result<Option<GpuSealer>, GpuError> {
+    Ok(match open()? {
+        Availability::Ready(s) => Some(*s),
+        Availability::Absent(_) => None,
+    })
+}
+
+impl GpuSealer {
+    /// Seals `packets` in place with AES-128-GCM under `key`, packet `i` with `nonces[i]` and
+    /// additional data `aads[i]`; returns the tags. Equal to aws-lc-rs's
+    /// `seal_in_place_separate_tag` for every packet.
+    pub fn seal_batch(
+        &mut self,
+        key: &Key128,
+        nonces: &[[u8; NONCE_LEN]],
+        aads: &[&[u8]],
+        packets: &mut [&mut [u8]],
+    ) -> Result<Vec<[u8; TAG_LEN]>, GpuError> {
+        #[cfg(feature = "cuda")]
+        {
+            self.inner.seal_batch(key, nonces, aads, packets)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = (key, nonces, aads, packets);
+            match self.inner {}
+        }
+    }
+
+    /// The device's name as the driver reports it.
+    pub fn name(&self) -> &str {
+        #[cfg(feature = "cuda")]
+        {
+            self.inner.name()
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            match self.inner {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(not(feature = "cuda"))]
+    #[test]
+    fn without_the_feature_there_is_no_device_and_a_reason() {
+        match super::open().unwrap() {
+            super::Availability::Absent(why) => assert!(why.contains("cuda"), "{why}"),
+            super::Availability::Ready(_) => panic!("a device without the cuda feature"),
+        }
+        assert!(super::open_default().unwrap().is_none());
+    }
+}

@@ -1,0 +1,93 @@
+//! The GPU against aws-lc-rs: a known-answer batch and random batches. Both skip, saying why,
+//! when there is no device (or the crate was built without the `cuda` feature).
+
+use aws_lc_rs::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+use proptest::prelude::*;
+use sealink_gpu::{Availability, GpuSealer};
+
+fn device(test: &str) -> Option<GpuSealer> {
+    match sealink_gpu::open().expect("a device that exists must open") {
+        Availability::Ready(s) => Some(*s),
+        Availability::Absent(why) => {
+            eprintln!("SKIP {test}: no GPU ({why})");
+            None
+        }
+    }
+}
+
+fn aws_seal(key: &[u8; 16], nonce: [u8; 12], aad: &[u8], data: &mut [u8]) -> [u8; 16] {
+    let k = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, key).unwrap());
+    let t = k
+        .seal_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::from(aad), data)
+        .unwrap();
+    t.as_ref().try_into().unwrap()
+}
+
+/// Seals `items` on the GPU and with aws-lc-rs; asserts every byte and tag agree.
+fn compare(gpu: &mut GpuSealer, key: &[u8; 16], items: &[([u8; 12], Vec<u8>, Vec<u8>)]) {
+    let nonces: Vec<[u8; 12]> = items.iter().map(|i| i.0).collect();
+    let aads: Vec<&[u8]> = items.iter().map(|i| &i.1[..]).collect();
+    let mut ours: Vec<Vec<u8>> = items.iter().map(|i| i.2.clone()).collect();
+    let mut refs: Vec<&mut [u8]> = ours.iter_mut().map(|v| &mut v[..]).collect();
+    let tags = gpu.seal_batch(key, &nonces, &aads, &mut refs).unwrap();
+    assert_eq!(tags.len(), items.len());
+    for (k, it) in items.iter().enumerate() {
+        let mut want = it.2.clone();
+        let t = aws_seal(key, it.0, &it.1, &mut want);
+        assert_eq!(
+            ours[k],
+            want,
+            "ciphertext of packet {k} ({} bytes)",
+            want.len()
+        );
+        assert_eq!(tags[k], t, "tag of packet {k}");
+    }
+}
+
+#[test]
+fn gpu_known_answer_against_aws_lc() {
+    let Some(mut gpu) = device("gpu_known_answer_against_aws_lc") else {
+        return;
+    };
+    eprintln!("device: {}", gpu.name());
+    let key = [0x2Bu8; 16];
+    // Sizes around block, thread-count and stream-split boundaries, 1400-byte packets.
+    let sizes = [0usize, 1, 15, 16, 17, 1400, 2047, 2048, 2049, 4096, 65_535];
+    let items: Vec<_> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let mut nonce = [0u8; 12];
+            nonce[4..].copy_from_slice(&(i as u64).to_le_bytes());
+            let aad = vec![i as u8; 16];
+            let data: Vec<u8> = (0..n).map(|b| (b * 7 + i) as u8).collect();
+            (nonce, aad, data)
+        })
+        .collect();
+    compare(&mut gpu, &key, &items);
+    // A second key on the same device, and a batch of 1400-byte packets (the bench's shape).
+    let items: Vec<_> = (0..300u32)
+        .map(|i| {
+            let mut nonce = [0u8; 12];
+            nonce[..4].copy_from_slice(&i.to_be_bytes());
+            (nonce, vec![], vec![i as u8; 1400])
+        })
+        .collect();
+    compare(&mut gpu, &[0x7Eu8; 16], &items);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    #[test]
+    fn gpu_random_batches_match_aws_lc(
+        key in any::<[u8; 16]>(),
+        items in proptest::collection::vec(
+            (any::<[u8; 12]>(), proptest::collection::vec(any::<u8>(), 0..32),
+             proptest::collection::vec(any::<u8>(), 0..5000)), 1..40),
+    ) {
+        let Some(mut gpu) = device("gpu_random_batches_match_aws_lc") else {
+            return Ok(());
+        };
+        compare(&mut gpu, &key, &items);
+    }
+}
