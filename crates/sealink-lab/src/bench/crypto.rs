@@ -635,16 +635,7 @@ fn validate(p: &Params) -> Result<()> {
             p.size
         )));
     }
-    if !(p.seconds.is_finite() && p.seconds > 0.0 && p.seconds <= 60.0) {
-        return Err(Error::Usage(format!(
-            "--seconds must be within (0, 60], got {}",
-            p.seconds
-        )));
-    }
-    if p.runs == 0 {
-        return Err(Error::Usage("--runs must be at least 1".into()));
-    }
-    Ok(())
+    super::check_timing(p.seconds, p.runs)
 }
 
 /// Runs the bench, prints the tables and writes crypto.csv and crypto.json into `p.out`.

@@ -47,6 +47,19 @@ pub(crate) fn print_with_files(mut out: String, csv: &Path, json: &Path) -> Resu
 }
 
 /// Median of a non-empty list (mean of the two middle values for an even count).
+/// The timing arguments every timed bench takes: seconds per run within (0, 60], one run or more.
+pub(crate) fn check_timing(seconds: f64, runs: usize) -> Result<()> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 60.0) {
+        return Err(Error::Usage(format!(
+            "--seconds must be within (0, 60], got {seconds}"
+        )));
+    }
+    if runs == 0 {
+        return Err(Error::Usage("--runs must be at least 1".into()));
+    }
+    Ok(())
+}
+
 pub fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);

@@ -289,16 +289,7 @@ fn validate(p: &Params) -> Result<()> {
             "suite {s} cannot be benchmarked here: the raw baseline covers aes128-gcm, aes256-gcm and chacha20-poly1305"
         )));
     }
-    if !(p.seconds.is_finite() && p.seconds > 0.0 && p.seconds <= 60.0) {
-        return Err(Error::Usage(format!(
-            "--seconds must be within (0, 60], got {}",
-            p.seconds
-        )));
-    }
-    if p.runs == 0 {
-        return Err(Error::Usage("--runs must be at least 1".into()));
-    }
-    Ok(())
+    super::check_timing(p.seconds, p.runs)
 }
 
 /// The rows under `head`, each figure written by `num`: the table on stdout rounds to three

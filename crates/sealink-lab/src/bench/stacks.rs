@@ -509,13 +509,7 @@ fn validate(p: &Params) -> Result<()> {
     if p.workers == 0 || p.workers > 512 {
         return Err(Error::Usage("--workers must be within 1..=512".into()));
     }
-    if !(p.seconds.is_finite() && p.seconds > 0.0 && p.seconds <= 60.0) {
-        return Err(Error::Usage("--seconds must be within (0, 60]".into()));
-    }
-    if p.runs == 0 {
-        return Err(Error::Usage("--runs must be at least 1".into()));
-    }
-    Ok(())
+    super::check_timing(p.seconds, p.runs)
 }
 
 /// Runs the bench, writes CSV and SVG files into `p.out` and prints the tables.

@@ -401,16 +401,7 @@ fn validate(p: &Params) -> Result<()> {
             "batch {b} is not within 1..={MAX_BATCH}"
         )));
     }
-    if !(p.seconds.is_finite() && p.seconds > 0.0 && p.seconds <= 60.0) {
-        return Err(Error::Usage(format!(
-            "--seconds must be within (0, 60], got {}",
-            p.seconds
-        )));
-    }
-    if p.runs == 0 {
-        return Err(Error::Usage("--runs must be at least 1".into()));
-    }
-    Ok(())
+    super::check_timing(p.seconds, p.runs)
 }
 
 fn f3(v: f64) -> String {
