@@ -32,11 +32,45 @@ pub struct Status {
     pub udp_sockets: usize,
     pub crypto_workers: usize,
     pub aead: String,
-    /// Datagrams dropped, by reason (only reasons seen).
-    pub drops: std::collections::BTreeMap<String, u64>,
+    /// Datagrams dropped, by reason (only reasons seen), in the core's order; a JSON object.
+    #[serde(with = "ordered_map")]
+    pub drops: Vec<(String, u64)>,
     /// Control requests refused (peers neither root nor the owner).
     pub control_refused: u64,
     pub peers: Vec<PeerJson>,
+}
+
+/// A list of (name, count) as a JSON object, keeping its order both ways.
+mod ordered_map {
+    use serde::de::{MapAccess, Visitor};
+    use serde::ser::SerializeMap;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[(String, u64)], s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(v.len()))?;
+        for (k, c) in v {
+            m.serialize_entry(k, c)?;
+        }
+        m.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, u64)>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<(String, u64)>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object of counters")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some(e) = a.next_entry()? {
+                    v.push(e);
+                }
+                Ok(v)
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 /// One peer of a [`Status`].
@@ -113,80 +147,68 @@ pub fn format_status_json(st: &Status) -> String {
     serde_json::to_string(st).unwrap_or_default()
 }
 
-/// The text `sealink show` prints for one interface.
-pub fn format_status(
-    info: &UpInfo,
-    public_key: &[u8; 32],
-    now: Time,
-    peers: &[PeerStatus],
-    drops: &[(&'static str, u64)],
-    control_refused: u64,
-) -> String {
+/// The text `sealink show` prints for one interface: the same facts as [`Status`].
+pub fn format_status(st: &Status) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let _ = writeln!(s, "interface: {}", info.name);
-    let _ = writeln!(s, "  public key: {}", b64(public_key));
-    let _ = writeln!(s, "  listening: {}", info.listen);
+    let _ = writeln!(s, "interface: {}", st.interface);
+    let _ = writeln!(s, "  public key: {}", st.public_key);
+    let _ = writeln!(s, "  listening: {}", st.listening);
     let _ = writeln!(
         s,
         "  offload: tun={} udp_gso_segments={}",
-        if info.tun_offload { "tso+gro" } else { "off" },
-        info.udp_gso_segments
+        if st.tun_offload { "tso+gro" } else { "off" },
+        st.udp_gso_segments
     );
     let _ = writeln!(
         s,
         "  data path: tun_queues={} udp_sockets={} crypto_workers={} aead={}",
-        info.queues,
-        info.udp_sockets,
-        info.workers,
-        sealink_crypto::suite::chosen_backend().0.name()
+        st.tun_queues, st.udp_sockets, st.crypto_workers, st.aead
     );
-    if drops.is_empty() {
+    if st.drops.is_empty() {
         let _ = writeln!(s, "  drops: none");
     } else {
-        let list: Vec<String> = drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
+        let list: Vec<String> = st.drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
         let _ = writeln!(s, "  drops: {}", list.join(" "));
     }
-    if control_refused > 0 {
+    if st.control_refused > 0 {
         let _ = writeln!(
             s,
-            "  control: refused={control_refused} (peers neither root nor the owner)"
+            "  control: refused={} (peers neither root nor the owner)",
+            st.control_refused
         );
     }
-    for p in peers {
+    for p in &st.peers {
         let _ = writeln!(s, "\npeer: {}", p.name);
-        let _ = writeln!(s, "  public key: {}", b64(&p.public_key));
+        let _ = writeln!(s, "  public key: {}", p.public_key);
         let _ = writeln!(
             s,
             "  endpoint: {}",
-            p.endpoint
-                .map_or("(unknown)".to_string(), |e| e.to_string())
+            p.endpoint.as_deref().unwrap_or("(unknown)")
         );
-        let ips: Vec<String> = p.allowed_ips.iter().map(|n| n.to_string()).collect();
-        let _ = writeln!(s, "  allowed ips: {}", ips.join(", "));
-        let hs = match p.last_handshake {
+        let _ = writeln!(s, "  allowed ips: {}", p.allowed_ips.join(", "));
+        let hs = match p.latest_handshake_secs {
             None => "never".to_string(),
-            Some(t) => format!("{:.1} s ago", now.saturating_since(t).as_secs_f64()),
+            Some(secs) => format!("{secs:.1} s ago"),
         };
         let _ = writeln!(
             s,
             "  latest handshake: {hs} (session {})",
             if p.session_up { "up" } else { "down" }
         );
-        let st = &p.stats;
         let _ = writeln!(
             s,
             "  transfer: rx_bytes={} tx_bytes={} rx_packets={} tx_packets={}",
-            st.rx_bytes, st.tx_bytes, st.rx_packets, st.tx_packets
+            p.rx_bytes, p.tx_bytes, p.rx_packets, p.tx_packets
         );
         let _ = writeln!(
             s,
             "  datagrams: rx={} tx={} piggybacked_packets={} handshakes={}/{}",
-            st.rx_datagrams,
-            st.tx_datagrams,
-            st.piggybacked,
-            st.handshakes_completed,
-            st.handshakes_initiated
+            p.rx_datagrams,
+            p.tx_datagrams,
+            p.piggybacked_packets,
+            p.handshakes_completed,
+            p.handshakes_initiated
         );
     }
     s

@@ -442,13 +442,17 @@ fn serve(sh: &Shared, stream: UnixStream) -> Option<UnixStream> {
             let text = {
                 let core = sh.lock();
                 let now = sh.clock.now();
-                let (peers, drops) = (core.peer_status(now), core.drops());
-                let refused = sh.control_refused.load(Ordering::Relaxed);
+                let st = control::status(
+                    &sh.info,
+                    &sh.public_key,
+                    now,
+                    &core.peer_status(now),
+                    &core.drops(),
+                    sh.control_refused.load(Ordering::Relaxed),
+                );
                 if req == "show" {
-                    control::format_status(&sh.info, &sh.public_key, now, &peers, &drops, refused)
+                    control::format_status(&st)
                 } else {
-                    let st =
-                        control::status(&sh.info, &sh.public_key, now, &peers, &drops, refused);
                     control::format_status_json(&st)
                 }
             };

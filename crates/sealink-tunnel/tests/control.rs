@@ -160,14 +160,14 @@ fn peer(last_handshake: Option<Time>) -> PeerStatus {
 fn status_text_has_the_interface_and_every_peer() {
     let now = Time::ZERO + Duration::from_secs(100);
     let seen = Some(Time::ZERO + Duration::from_millis(98_500));
-    let s = control::format_status(
+    let s = control::format_status(&control::status(
         &info(),
         &[0; 32],
         now,
         &[peer(seen), peer(None)],
         &[("auth-failed", 3), ("replayed", 1)],
         2,
-    );
+    ));
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(lines[0], "interface: sl5");
     assert!(
@@ -213,14 +213,14 @@ fn status_text_has_the_interface_and_every_peer() {
 
 #[test]
 fn status_text_when_quiet() {
-    let s = control::format_status(&info(), &[0; 32], Time::ZERO, &[], &[], 0);
+    let s = control::format_status(&control::status(&info(), &[0; 32], Time::ZERO, &[], &[], 0));
     assert!(s.contains("  drops: none\n"), "{s}");
     assert!(!s.contains("control:"), "{s}");
     assert!(!s.contains("peer:"), "{s}");
     let mut off = info();
     off.tun_offload = false;
     off.udp_gso_segments = 1;
-    let s = control::format_status(&off, &[0; 32], Time::ZERO, &[], &[], 0);
+    let s = control::format_status(&control::status(&off, &[0; 32], Time::ZERO, &[], &[], 0));
     assert!(s.contains("  offload: tun=off udp_gso_segments=1\n"), "{s}");
 }
 
