@@ -616,27 +616,18 @@ enum BenchCommand {
     Gpu(GpuArgs),
 }
 
-/// `sealink bench tunnel-cores` and `sealink bench gpu` (paper 004).
+/// What `sealink bench tunnel-cores` and `sealink bench gpu` (paper 004) both take.
 #[derive(Debug, Args)]
-struct TunnelCoresArgs {
+struct CoresArgs {
     /// Worker counts, comma separated (default 1, 2, 4, ... up to the cores; 1,2 with --quick)
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: Vec<u16>,
-    /// Packets per batch in the grouping sweep, comma separated
-    #[arg(long, value_delimiter = ',', default_value = "1,8,32,128", value_parser = parse_batch)]
-    batches: Vec<usize>,
-    /// Packets per batch in the other experiments
-    #[arg(long, default_value_t = 32, value_parser = parse_batch)]
-    batch: usize,
     /// Seconds per timed run (default 0.3; 0.02 with --quick)
     #[arg(long, value_parser = parse_seconds)]
     seconds: Option<f64>,
     /// Timed runs per point after a warm-up, medians reported (default 5; 1 with --quick)
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: Option<u32>,
-    /// Batch sizes in bytes for `bench gpu`, comma separated (default 4 KB .. 1 MB)
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1400..=67108864))]
-    sizes: Vec<u64>,
     /// Smoke test: short runs, few points (not a measurement)
     #[arg(long)]
     quick: bool,
@@ -645,9 +636,35 @@ struct TunnelCoresArgs {
     out: Option<PathBuf>,
 }
 
-type GpuArgs = TunnelCoresArgs;
+#[derive(Debug, Args)]
+struct TunnelCoresArgs {
+    #[command(flatten)]
+    cores: CoresArgs,
+    /// Packets per batch in the grouping sweep, comma separated
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32,128", value_parser = parse_batch)]
+    batches: Vec<usize>,
+    /// Packets per batch in the other experiments
+    #[arg(long, default_value_t = 32, value_parser = parse_batch)]
+    batch: usize,
+}
 
-impl TunnelCoresArgs {
+#[derive(Debug, Args)]
+struct GpuArgs {
+    #[command(flatten)]
+    cores: CoresArgs,
+    /// Batch sizes in bytes, comma separated (default 4 KB .. 1 MB)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1400..=67108864))]
+    sizes: Vec<u64>,
+}
+
+impl CoresArgs {
+    fn seconds(&self) -> f64 {
+        self.seconds.unwrap_or(if self.quick { 0.02 } else { 0.3 })
+    }
+    fn runs(&self) -> usize {
+        self.runs
+            .map_or(if self.quick { 1 } else { 5 }, |r| r as usize)
+    }
     fn workers(&self) -> Vec<usize> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         match (self.workers.is_empty(), self.quick) {
@@ -1077,34 +1094,37 @@ fn run(cli: Cli) -> Result<()> {
         })
         .map_err(Into::into),
         Command::Bench(BenchCommand::TunnelCores(a)) => {
+            let c = &a.cores;
             bench::tunnel_cores::run(&bench::tunnel_cores::Params {
-                workers: a.workers(),
-                batches: if a.quick {
-                    vec![1, 32]
-                } else {
-                    a.batches.clone()
-                },
+                workers: c.workers(),
+                batches: if c.quick { vec![1, 32] } else { a.batches },
                 batch: a.batch,
-                seconds: a.seconds.unwrap_or(if a.quick { 0.02 } else { 0.3 }),
-                runs: a.runs.map_or(if a.quick { 1 } else { 5 }, |r| r as usize),
-                quick: a.quick,
-                out: a.out.unwrap_or_else(|| "bench-out/tunnel-cores".into()),
+                seconds: c.seconds(),
+                runs: c.runs(),
+                quick: c.quick,
+                out: c
+                    .out
+                    .clone()
+                    .unwrap_or_else(|| "bench-out/tunnel-cores".into()),
             })
             .map_err(Into::into)
         }
-        Command::Bench(BenchCommand::Gpu(a)) => bench::gpu::run(&bench::gpu::Params {
-            sizes: match (a.sizes.is_empty(), a.quick) {
-                (false, _) => a.sizes.iter().map(|&s| s as usize).collect(),
-                (true, true) => vec![4 << 10, 128 << 10],
-                (true, false) => bench::gpu::DEFAULT_SIZES.to_vec(),
-            },
-            workers: a.workers(),
-            seconds: a.seconds.unwrap_or(if a.quick { 0.02 } else { 0.3 }),
-            runs: a.runs.map_or(if a.quick { 1 } else { 5 }, |r| r as usize),
-            quick: a.quick,
-            out: a.out.unwrap_or_else(|| "bench-out/gpu".into()),
-        })
-        .map_err(Into::into),
+        Command::Bench(BenchCommand::Gpu(a)) => {
+            let c = &a.cores;
+            bench::gpu::run(&bench::gpu::Params {
+                sizes: match (a.sizes.is_empty(), c.quick) {
+                    (false, _) => a.sizes.iter().map(|&s| s as usize).collect(),
+                    (true, true) => vec![4 << 10, 128 << 10],
+                    (true, false) => bench::gpu::DEFAULT_SIZES.to_vec(),
+                },
+                workers: c.workers(),
+                seconds: c.seconds(),
+                runs: c.runs(),
+                quick: c.quick,
+                out: c.out.clone().unwrap_or_else(|| "bench-out/gpu".into()),
+            })
+            .map_err(Into::into)
+        }
         Command::Bench(BenchCommand::Socket(a)) => bench::socket::run(&bench::socket::Params {
             size: a.size.map_or(
                 if a.quick {
