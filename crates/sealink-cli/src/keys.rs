@@ -37,17 +37,22 @@ pub fn pubkey(path: &Path, kind: Option<KeyKind>, trust_line: Option<String>) ->
     drop(private);
     let line = match trust_line {
         Some(name) => {
-            if !trust::valid_name(&name) {
-                bail!(
-                    "invalid name {name:?}: a name is 1 to 64 characters from A-Z a-z 0-9 . _ @ + -"
-                );
-            }
+            check_name(&name)?;
             format!("{} {name} {}", kind.trust_keyword(), B64.encode(public))
         }
         None => keyfile::format_public(kind, &public),
     };
     output::print(&format!("{line}\n"))?;
     Ok(())
+}
+
+/// A trust-file name, refused with the trust parser's own message.
+fn check_name(name: &str) -> Result<()> {
+    if trust::valid_name(name) {
+        Ok(())
+    } else {
+        Err(sealink_keys::TrustProblem::BadName(name.to_owned()).into())
+    }
 }
 
 /// The default names `init` gives: the system host name and `$USER`, reduced to the
@@ -84,9 +89,7 @@ pub fn init(host_name: Option<String>, owner_name: Option<String>) -> Result<()>
     );
     let owner = default_name(owner_name.or_else(|| std::env::var("USER").ok()), "owner");
     for name in [&host, &owner] {
-        if !trust::valid_name(name) {
-            bail!("invalid name {name:?}: a name is 1 to 64 characters from A-Z a-z 0-9 . _ @ + -");
-        }
+        check_name(name)?;
     }
     let mut publics = Vec::new();
     for (kind, file) in [
