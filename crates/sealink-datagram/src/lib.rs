@@ -7,6 +7,7 @@
 pub mod node;
 mod node_path;
 
+pub use bytes::Bytes;
 pub use node::{
     Delivery, Node, NodeConfig, NodeError, NodeStats, Outgoing, PeerConfig, PeerRef, Queued,
 };

@@ -20,6 +20,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use sealink_proto::channel::ChannelStats;
 use sealink_proto::ratelimit::LimiterConfig;
 use sealink_proto::{
@@ -149,7 +151,9 @@ pub struct Delivery {
     /// The destination owner the sender named (`None`: this host).
     pub to: Option<Arc<str>>,
     pub scope: Scope,
-    pub data: Vec<u8>,
+    /// A view of the datagram the message came in (shared with the other messages it carried;
+    /// `Bytes` derefs to `[u8]`).
+    pub data: Bytes,
     /// When the I/O thread handed it over.
     pub received_at: Instant,
 }

@@ -160,7 +160,7 @@ fn batched_send_and_receive_keep_order_and_report_refusals() {
         .cloned()
         .chain([b"x1".to_vec(), b"x2".to_vec()])
         .collect();
-    let got: Vec<Vec<u8>> = got.into_iter().map(|d| d.data).collect();
+    let got: Vec<Vec<u8>> = got.into_iter().map(|d| d.data.to_vec()).collect();
     assert_eq!(got, want);
     assert_eq!(
         b.recv_batch(&mut Vec::new(), Some(Duration::from_millis(50))),
@@ -229,7 +229,7 @@ fn engine_workers_carry_both_directions_in_order() {
             tb.join().unwrap();
             for (got, from) in [(at_b, "alice"), (at_a, "bob")] {
                 assert!(got.iter().all(|d| &*d.from == from), "{workers:?}");
-                let got: Vec<&[u8]> = got.iter().map(|d| d.data.as_slice()).collect();
+                let got: Vec<&[u8]> = got.iter().map(|d| &d.data[..]).collect();
                 assert_eq!(got.len(), want.len(), "workers {workers:?}");
                 assert!(
                     got == want,
@@ -291,7 +291,7 @@ fn owners_multiplex_over_one_channel_with_one_verification_each() {
         assert_eq!(d.scope, Scope::Encrypt);
         seen.entry((d.from.to_string(), d.to.unwrap().to_string()))
             .or_default()
-            .push(d.data);
+            .push(d.data.to_vec());
     }
     assert_eq!(
         seen, want,

@@ -7,6 +7,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use sealink_crypto::sign::{self, SIGNATURE_LEN};
 use sealink_crypto::suite::TAG_LEN;
 use sealink_crypto::{Scope, SuiteId};
@@ -17,6 +19,7 @@ use crate::handshake::{self, InitPayload, Split};
 use crate::inflight::Inflight;
 use crate::owner::{RemoteOwner, intro_message};
 use crate::recv_window::RecvWindow;
+use crate::send_arena::{SendArena, Slot};
 use crate::session::{IndexTable, Limits, OpenJob, SealJob, Session};
 use crate::shared::{Delivery, Event, MessageId, PeerId, Shared};
 use crate::time::Time;
@@ -46,9 +49,10 @@ pub(crate) struct Initiation {
 struct OutMsg {
     id: MessageId,
     from: usize,
-    to: Option<Arc<str>>,
+    /// Destination wire id (0: the peer host); `Channel::tx_dests[dest - 1]` describes it.
+    dest: u64,
     scope: Scope,
-    data: Vec<u8>,
+    data: Slot,
     last_sent: Time,
     transmissions: u32,
 }
@@ -62,7 +66,7 @@ struct TxOwner {
 }
 
 struct TxDest {
-    wire_id: u64,
+    name: Arc<str>,
     confirmed: bool,
 }
 
@@ -112,8 +116,14 @@ pub(crate) struct Channel {
     /// Indexed by local owner index (dense and small).
     tx_owners: Vec<Option<TxOwner>>,
     next_owner_id: u64,
-    tx_dests: HashMap<Arc<str>, TxDest>,
-    next_dest_id: u64,
+    /// Destinations named by our messages, wire id `i + 1` at index `i`: a message keeps the
+    /// id, so sending and acknowledging it hash no name.
+    tx_dests: Vec<TxDest>,
+    tx_dest_ids: HashMap<Arc<str>, u64>,
+    /// The wire id of the destination named last (a batch names one).
+    last_dest: u64,
+    /// The bytes of queued and in-flight messages.
+    arena: SendArena,
     srtt: Option<Duration>,
     rttvar: Duration,
     backoff: u32,
@@ -171,8 +181,10 @@ impl Channel {
             largest_acked_sent: None,
             tx_owners: Vec::new(),
             next_owner_id: 1,
-            tx_dests: HashMap::new(),
-            next_dest_id: 1,
+            tx_dests: Vec::new(),
+            tx_dest_ids: HashMap::new(),
+            last_dest: 0,
+            arena: SendArena::default(),
             srtt: None,
             rttvar: Duration::ZERO,
             backoff: 0,
@@ -266,6 +278,9 @@ impl Channel {
     pub fn inflight_messages(&self) -> usize {
         self.inflight.len()
     }
+    pub fn send_buffer_bytes(&self) -> usize {
+        self.arena.bytes_reserved()
+    }
 
     // ---------------------------------------------------------------- sending
 
@@ -277,25 +292,26 @@ impl Channel {
         now: Time,
         id: MessageId,
         from: usize,
-        to: Option<Arc<str>>,
+        to: Option<&str>,
         data: &[u8],
         deadline: Time,
         urgent: bool,
         scope: Scope,
     ) {
         let owner_wire = self.tx_owner(from).wire_id;
-        let dest_wire = to.as_ref().map_or(0, |d| self.tx_dest(d).wire_id);
+        let dest = to.map_or(0, |d| self.tx_dest(d));
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.queued_bytes += wire::msg_frame_len(seq, owner_wire, dest_wire, data.len());
+        self.queued_bytes += wire::msg_frame_len(seq, owner_wire, dest, data.len());
+        let data = self.arena.push(data);
         self.queue.push_back((
             seq,
             OutMsg {
                 id,
                 from,
-                to,
+                dest,
                 scope,
-                data: data.to_vec(),
+                data,
                 last_sent: now,
                 transmissions: 0,
             },
@@ -324,16 +340,31 @@ impl Channel {
         })
     }
 
-    fn tx_dest(&mut self, name: &Arc<str>) -> &mut TxDest {
-        let next = &mut self.next_dest_id;
-        self.tx_dests.entry(name.clone()).or_insert_with(|| {
-            let wire_id = *next;
-            *next += 1;
-            TxDest {
-                wire_id,
-                confirmed: false,
+    /// The wire id of destination `name`, numbered on first use.
+    fn tx_dest(&mut self, name: &str) -> u64 {
+        if self.last_dest != 0 && *self.tx_dests[self.last_dest as usize - 1].name == *name {
+            return self.last_dest;
+        }
+        let id = match self.tx_dest_ids.get(name) {
+            Some(&id) => id,
+            None => {
+                let name: Arc<str> = Arc::from(name);
+                self.tx_dests.push(TxDest {
+                    name: name.clone(),
+                    confirmed: false,
+                });
+                let id = self.tx_dests.len() as u64;
+                self.tx_dest_ids.insert(name, id);
+                id
             }
-        })
+        };
+        self.last_dest = id;
+        id
+    }
+
+    /// The destination with wire id `id` (0: none).
+    fn dest_mut(dests: &mut [TxDest], id: u64) -> Option<&mut TxDest> {
+        dests.get_mut(usize::try_from(id).ok()?.checked_sub(1)?)
     }
 
     /// Starts a handshake if we have nothing to send on and none is under way.
@@ -564,22 +595,29 @@ impl Channel {
                     } else {
                         &self.queue.front()?.1
                     };
-                    let (from, to, len, mscope) = (m.from, m.to.clone(), m.data.len(), m.scope);
+                    let (from, dest_wire, len, mscope) = (m.from, m.dest, m.data.len(), m.scope);
                     let owner = self.tx_owners.get(from)?.as_ref()?;
                     let owner_wire = owner.wire_id;
                     let need_intro = !owner.confirmed && !intros.contains(&owner_wire);
-                    let (dest_wire, need_dest) = match &to {
-                        Some(d) => {
-                            let td = self.tx_dests.get(d)?;
-                            (td.wire_id, !td.confirmed && !dests.contains(&td.wire_id))
-                        }
-                        None => (0, false),
+                    let to = match dest_wire {
+                        0 => None,
+                        d => Some(
+                            self.tx_dests
+                                .get(usize::try_from(d).ok()?.checked_sub(1)?)?,
+                        ),
                     };
+                    let need_dest = to.is_some_and(|t| !t.confirmed && !dests.contains(&dest_wire));
                     let mut need = wire::msg_frame_len(seq, owner_wire, dest_wire, len);
                     if need_intro {
                         need += wire::owner_intro_len(owner_wire, &sh.owners.get(from)?.name);
                     }
-                    if let (true, Some(d)) = (need_dest, &to) {
+                    // The name only when this datagram declares it (an Arc clone, not per message).
+                    let to = if need_dest {
+                        to.map(|t| t.name.clone())
+                    } else {
+                        None
+                    };
+                    if let Some(d) = &to {
                         need += wire::dest_len(dest_wire, d);
                     }
                     if need > w.remaining() {
@@ -591,7 +629,7 @@ impl Channel {
                         wire::write_owner_intro(&mut w, owner_wire, owner_name, &sig)?;
                         intros.push(owner_wire);
                     }
-                    if let (true, Some(d)) = (need_dest, &to) {
+                    if let Some(d) = &to {
                         wire::write_dest(&mut w, dest_wire, d)?;
                         dests.push(dest_wire);
                     }
@@ -609,7 +647,7 @@ impl Channel {
                         self.stats.messages_sent += 1;
                         self.inflight.insert(seq, m)
                     };
-                    wire::write_msg(&mut w, seq, owner_wire, dest_wire, &m.data)?;
+                    wire::write_msg(&mut w, seq, owner_wire, dest_wire, self.arena.get(m.data))?;
                     m.last_sent = now;
                     m.transmissions += 1;
                     self.sent_log.push_back((now, seq));
@@ -869,7 +907,7 @@ impl Channel {
             o.sig = None;
             o.confirmed = false;
         }
-        for d in self.tx_dests.values_mut() {
+        for d in &mut self.tx_dests {
             d.confirmed = false;
         }
         let mut pending: Vec<OutMsg> = self.inflight.take_all().collect();
@@ -893,11 +931,7 @@ impl Channel {
                 .get(m.from)
                 .and_then(Option::as_ref)
                 .map_or(1, |o| o.wire_id);
-            let dw =
-                m.to.as_ref()
-                    .and_then(|d| self.tx_dests.get(d))
-                    .map_or(0, |d| d.wire_id);
-            self.queued_bytes += wire::msg_frame_len(seq, ow, dw, m.data.len());
+            self.queued_bytes += wire::msg_frame_len(seq, ow, m.dest, m.data.len());
             self.queue.push_back((seq, m));
         }
     }
@@ -994,8 +1028,12 @@ impl Channel {
             }
         }
         // Pass 2: apply, in order (an ABANDON moves the window before the messages after it).
-        // Piggybacked messages mostly come from one owner: look it up once per run.
+        // Piggybacked messages mostly come from one owner to one destination: look them up
+        // once per run.
         let mut last_from: Option<(u64, Arc<str>)> = None;
+        let mut last_to: Option<(u64, Arc<str>)> = None;
+        // One copy of the body for every message delivered from it, made at the first.
+        let mut shared: Option<Bytes> = None;
         for f in frames {
             match f {
                 Frame::Ack(ack) => self.on_ack(sh, now, ack),
@@ -1033,14 +1071,17 @@ impl Channel {
                             },
                         },
                     };
-                    let to = match to {
-                        0 => Ok(None),
+                    let to = match (to, &last_to) {
+                        (0, _) => Ok(None),
+                        (_, Some((id, name))) if *id == to => Ok(Some(name.clone())),
                         _ if bad_dests.contains(&to) => Err(RefuseReason::OwnerConflict),
-                        _ => self
-                            .rx_dests
-                            .get(&to)
-                            .map(|d| Some(d.clone()))
-                            .ok_or(RefuseReason::UnknownOwnerId),
+                        _ => match self.rx_dests.get(&to) {
+                            Some(d) => {
+                                last_to = Some((to, d.clone()));
+                                Ok(Some(d.clone()))
+                            }
+                            None => Err(RefuseReason::UnknownOwnerId),
+                        },
                     };
                     let (from, to) = match (from, to) {
                         (Ok(f), Ok(t)) => (f, t),
@@ -1053,12 +1094,15 @@ impl Channel {
                         sh.stats.messages_delivered += 1;
                         sh.stats.message_bytes_delivered += data.len() as u64;
                         self.stats.messages_delivered += 1;
+                        // `data` lies inside `body` (the frame parser borrows from it).
+                        let start = data.as_ptr() as usize - body.as_ptr() as usize;
+                        let copy = shared.get_or_insert_with(|| Bytes::copy_from_slice(body));
                         sh.events.push_back(Event::Message(Delivery {
                             peer: self.peer,
                             from,
                             to,
                             scope,
-                            data: data.to_vec(),
+                            data: copy.slice(start..start + data.len()),
                         }));
                     } else {
                         // Our acknowledgement was lost: say it again at once.
@@ -1142,11 +1186,14 @@ impl Channel {
         }
         let mut acc = Acked::default();
         while let Some((_, m)) = self.inflight.pop_below(ack.cumulative) {
-            acc.note(&mut self.tx_owners, &mut self.tx_dests, m);
+            acc.note(&mut self.tx_owners, &mut self.tx_dests, &m);
+            self.arena.release(m.data);
         }
         for (s, e) in ack.ranges() {
+            let (owners, dests, arena) = (&mut self.tx_owners, &mut self.tx_dests, &mut self.arena);
             self.inflight.remove_range(s, e, |_, m| {
-                acc.note(&mut self.tx_owners, &mut self.tx_dests, m);
+                acc.note(owners, dests, &m);
+                arena.release(m.data);
             });
         }
         if !acc.any {
@@ -1176,11 +1223,12 @@ impl Channel {
         let Some(m) = self.inflight.remove(seq) else {
             return;
         };
+        self.arena.release(m.data);
         tracing::debug!(seq, ?reason, "peer refused a message");
         if let Some(Some(o)) = self.tx_owners.get_mut(m.from) {
             o.confirmed = false;
         }
-        if let Some(d) = m.to.as_ref().and_then(|d| self.tx_dests.get_mut(d)) {
+        if let Some(d) = Self::dest_mut(&mut self.tx_dests, m.dest) {
             d.confirmed = false;
         }
         sh.stats.messages_refused += 1;
@@ -1230,6 +1278,7 @@ impl Channel {
                 .is_some_and(|m| m.transmissions >= sh.cfg.max_transmissions);
             if give_up {
                 if let Some(m) = self.inflight.remove(seq) {
+                    self.arena.release(m.data);
                     sh.stats.messages_undeliverable += 1;
                     sh.events.push_back(Event::Undeliverable {
                         peer: self.peer,
@@ -1378,8 +1427,12 @@ impl Channel {
         let ids: Vec<MessageId> = self
             .queue
             .drain(..)
-            .map(|(_, m)| m.id)
-            .chain(self.inflight.take_all().map(|m| m.id))
+            .map(|(_, m)| m)
+            .chain(self.inflight.take_all())
+            .map(|m| {
+                self.arena.release(m.data);
+                m.id
+            })
             .collect();
         for id in ids {
             sh.stats.messages_undeliverable += 1;
@@ -1413,12 +1466,7 @@ struct Acked {
 }
 
 impl Acked {
-    fn note(
-        &mut self,
-        owners: &mut [Option<TxOwner>],
-        dests: &mut HashMap<Arc<str>, TxDest>,
-        m: OutMsg,
-    ) {
+    fn note(&mut self, owners: &mut [Option<TxOwner>], dests: &mut [TxDest], m: &OutMsg) {
         self.any = true;
         let max = |t: Option<Time>| Some(t.map_or(m.last_sent, |t| t.max(m.last_sent)));
         self.newest_sent = max(self.newest_sent);
@@ -1429,7 +1477,7 @@ impl Acked {
         if let Some(Some(o)) = owners.get_mut(m.from) {
             o.confirmed = true;
         }
-        if let Some(d) = m.to.as_ref().and_then(|d| dests.get_mut(d)) {
+        if let Some(d) = Channel::dest_mut(dests, m.dest) {
             d.confirmed = true;
         }
     }

@@ -179,6 +179,14 @@ impl Endpoint {
             .map_or(0, |c| c.queued_messages() + c.inflight_messages())
     }
 
+    /// Bytes the channel to `peer` holds for the data of queued and unacknowledged messages
+    /// (shared chunks, so at least one chunk once anything was sent).
+    pub fn send_buffer_bytes(&self, peer: PeerId) -> usize {
+        self.channels
+            .get(peer.0)
+            .map_or(0, |c| c.send_buffer_bytes())
+    }
+
     /// Queues a message from local owner `from` to owner `to` (or the host, `None`) on `peer`.
     /// Opens the channel if needed. Delivery is reliable and exactly once while the peer is
     /// reachable; otherwise an [`Event::Undeliverable`] names it.
@@ -229,7 +237,7 @@ impl Endpoint {
             now,
             id,
             from.0,
-            to.map(Arc::from),
+            to,
             data,
             deadline,
             urgency == Urgency::Urgent,

@@ -16,6 +16,7 @@ pub mod owner;
 pub mod ratelimit;
 mod recv_window;
 pub mod replay;
+mod send_arena;
 pub mod session;
 mod shared;
 pub mod sim;

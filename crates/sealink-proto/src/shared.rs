@@ -5,6 +5,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use sealink_crypto::Scope;
 
 use crate::config::Config;
@@ -36,7 +38,9 @@ pub struct Delivery {
     pub to: Option<Arc<str>>,
     /// The scope of the datagram that carried it.
     pub scope: Scope,
-    pub data: Vec<u8>,
+    /// A view of one copy of the datagram's body, shared by the messages it carried: no
+    /// allocation per message.
+    pub data: Bytes,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

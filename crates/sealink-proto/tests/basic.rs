@@ -13,7 +13,7 @@ fn deliveries(ev: &[(Time, Event)]) -> Vec<(Time, String, Option<String>, Vec<u8
                 *t,
                 d.from.to_string(),
                 d.to.as_deref().map(str::to_owned),
-                d.data.clone(),
+                d.data.to_vec(),
             )),
             _ => None,
         })

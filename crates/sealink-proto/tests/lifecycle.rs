@@ -15,7 +15,7 @@ use sealink_proto::{
 fn delivered(ev: &[(Time, Event)]) -> Vec<Vec<u8>> {
     ev.iter()
         .filter_map(|(_, e)| match e {
-            Event::Message(d) => Some(d.data.clone()),
+            Event::Message(d) => Some(d.data.to_vec()),
             _ => None,
         })
         .collect()

@@ -69,7 +69,12 @@ type Delivered = (Time, bool, String, Option<String>, Vec<u8>);
 struct Outcome {
     sent: Vec<Sent>,
     delivered: Vec<Delivered>,
+    /// Per side: messages still queued or unacknowledged, and the bytes the send buffer holds.
+    leftover: [(usize, usize); 2],
 }
+
+/// What a channel's send buffer may keep with nothing pending: its one current chunk.
+const IDLE_SEND_BUFFER: usize = 8 * 1024;
 
 /// Sends `msgs` over `s` at their times and runs until everything settles.
 fn run(s: &mut Setup, msgs: &[Msg], start: Time, limit: Duration) -> Outcome {
@@ -103,6 +108,10 @@ fn run(s: &mut Setup, msgs: &[Msg], start: Time, limit: Duration) -> Outcome {
     let until = s.pair.now() + limit;
     s.pair.run_idle(until);
     s.pair.transmit();
+    let leftover = [(Side::A, s.a_peer), (Side::B, s.b_peer)].map(|(side, peer)| {
+        let ep = s.pair.endpoint(side);
+        (ep.pending_messages(peer), ep.send_buffer_bytes(peer))
+    });
     let mut delivered = Vec::new();
     for (to_b, evs) in [(true, &s.pair.events_b), (false, &s.pair.events_a)] {
         for (t, e) in evs {
@@ -112,17 +121,30 @@ fn run(s: &mut Setup, msgs: &[Msg], start: Time, limit: Duration) -> Outcome {
                     to_b,
                     d.from.to_string(),
                     d.to.as_deref().map(str::to_owned),
-                    d.data.clone(),
+                    d.data.to_vec(),
                 ));
             }
         }
     }
-    Outcome { sent, delivered }
+    Outcome {
+        sent,
+        delivered,
+        leftover,
+    }
 }
 
 /// Every message arrived exactly once, intact, from the right owner to the right destination.
 /// Each payload starts with its message number.
 fn check_exactly_once(o: &Outcome) -> Result<(), TestCaseError> {
+    // Every settled message gave its bytes back (acknowledged, refused or given up alike).
+    for (pending, buffered) in o.leftover {
+        if pending == 0 {
+            prop_assert!(
+                buffered <= IDLE_SEND_BUFFER,
+                "{buffered} bytes kept with nothing pending"
+            );
+        }
+    }
     let mut count: HashMap<usize, usize> = HashMap::new();
     for (_, from_a, from, to, data) in &o.delivered {
         prop_assert!(data.len() >= 8);

@@ -55,7 +55,7 @@ fn messages(ep: &mut Endpoint) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
     while let Some(e) = ep.poll_event() {
         if let Event::Message(m) = e {
-            got.push(m.data);
+            got.push(m.data.to_vec());
         }
     }
     got
