@@ -1,0 +1,638 @@
+//! The lab's command line: the clap arguments of `sealink bench ...`, `sealink demo` and
+//! `sealink relay`, their value parsers, and the step from parsed arguments to each entry
+//! point's `Params`. The binary puts [`BenchCommand`], [`DemoArgs`] and [`RelayArgs`] into its
+//! command tree and hands them to [`run_bench`], [`run_demo`] and [`run_relay`]; flags,
+//! defaults and checks of the lab's commands live here, beside the code that uses them.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use sealink_crypto::SuiteId;
+
+use crate::error::Result;
+use crate::{bench, demo, relay};
+
+/// `sealink relay --help`'s examples and notes (the binary sets it as the command's after-help).
+pub const RELAY_HELP: &str = "Examples:
+  sealink relay --listen 10.0.1.1:51820 --to 10.0.2.2:51820 --loss 0.05 --corrupt 0.02 --seed 7
+  sealink relay --listen 127.0.0.1:9000 --to 127.0.0.1:7878 --replay 0.1 --stats-every 1
+
+Every client source address gets its own upstream socket, so replies go back to the client they
+belong to. Each direction draws its faults independently: a lost datagram is dropped; a reordered
+one is held back until 1..=--reorder-depth later ones have passed (at most 25 ms); a duplicated one
+is sent twice; a corrupted one has one random bit flipped; a replayed one is captured as it goes
+out and the copy is sent again --replay-delay-ms later. Counters print on stdout at SIGINT or
+SIGTERM (and every --stats-every seconds).";
+
+#[derive(Debug, Args)]
+pub struct RelayArgs {
+    /// UDP address clients send to (ADDR:PORT; port 0 picks one, printed on stderr)
+    #[arg(long)]
+    listen: String,
+    /// UDP address datagrams are relayed to (ADDR:PORT)
+    #[arg(long)]
+    to: String,
+    /// Probability of dropping a datagram
+    #[arg(long, default_value_t = 0.0, value_parser = relay::parse_probability)]
+    loss: f64,
+    /// Probability of holding a datagram back behind later ones
+    #[arg(long, default_value_t = 0.0, value_parser = relay::parse_probability)]
+    reorder: f64,
+    /// A held datagram is released after 1..=N later ones
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=64))]
+    reorder_depth: u32,
+    /// Probability of sending a datagram twice
+    #[arg(long, default_value_t = 0.0, value_parser = relay::parse_probability)]
+    duplicate: f64,
+    /// Probability of flipping one random bit of a datagram
+    #[arg(long, default_value_t = 0.0, value_parser = relay::parse_probability)]
+    corrupt: f64,
+    /// Probability of capturing a datagram and sending a copy again later
+    #[arg(long, default_value_t = 0.0, value_parser = relay::parse_probability)]
+    replay: f64,
+    /// Delay before a captured datagram is replayed, in milliseconds
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    replay_delay_ms: u64,
+    /// Seed of the fault RNG (default: random, printed)
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Bandwidth limit per direction and client, in Mbit/s (default: none)
+    #[arg(long, value_parser = relay::parse_rate)]
+    rate_limit: Option<f64>,
+    /// Also print the counters every SECS seconds
+    #[arg(long, value_parser = parse_seconds)]
+    stats_every: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Seed of the trace and the link (default: random, printed so the run can be replayed)
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Messages per direction
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    messages: u32,
+    /// Probability that the link loses a datagram, in [0, 1)
+    #[arg(long, default_value_t = 0.02, value_parser = parse_probability)]
+    loss: f64,
+    /// One-way link delay in milliseconds
+    #[arg(long = "delay-ms", default_value_t = 5.0, value_parser = parse_delay_ms)]
+    delay_ms: f64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Protocol data path (seal + open of one datagram) against the raw AEAD library
+    #[command(
+        after_help = "Example:\n  sealink bench seal --sizes 64,1400 --suites aes128-gcm --seconds 0.5 --runs 7"
+    )]
+    Seal(SealArgs),
+    /// Table 1 of paper 001 redone: bulk ciphers and hashes, public-key operations, and GHASH
+    /// with and without the carry-less multiply instruction
+    #[command(
+        after_help = "Examples:\n  sealink bench crypto\n  sealink bench crypto --seconds 1 --runs 7 --size 16384\n  sealink bench crypto --quick\n\nThe software-only GHASH figure comes from bench/ghash-soft.sh (or --ghash-soft, which runs it)."
+    )]
+    Crypto(CryptoArgs),
+    /// Paper 000 rerun: protocol stacks through the parallel engine (PLP and CLP), throughput,
+    /// speedup, latency breakdown, serial fraction, CSV and SVG plots
+    #[command(
+        after_help = "Examples:\n  sealink bench stacks\n  sealink bench stacks --workers 2 --seconds 0.5 --runs 7 --out bench-out/stacks\n  sealink bench stacks --quick --stacks baseline,aes128-gcm"
+    )]
+    Stacks(StacksArgs),
+    /// Paper 003 Tables I and II rerun: library, crypto-service and integrated (SO_CRYPT-like)
+    /// send paths over loopback TCP; seconds, Gbit/s, writes, copies, context switches, CSV
+    #[command(
+        after_help = "Examples:\n  sealink bench socket\n  sealink bench socket --size 256 --runs 5 --batch 32 --out bench-out/socket\n  sealink bench socket --quick"
+    )]
+    Socket(SocketArgs),
+    /// Datagram mode over loopback UDP: small-message throughput and urgent-message latency
+    /// with piggybacking on and off
+    #[command(
+        after_help = "Examples:\n  sealink bench datagram\n  sealink bench datagram --sizes 64,256 --seconds 2 --runs 3\n  sealink bench datagram --quick\n  sealink bench datagram --no-gso --max-datagram 65507\n  sealink bench datagram --peer quic --sizes 64,256,1024"
+    )]
+    Datagram(DatagramArgs),
+    /// Paper 002 rerun in virtual time: its five traces, urgency policies U1-U5, encryption
+    /// scope and technology, piggybacking; Tables 3, 5-8 and Figures 5-6 as markdown and CSV
+    #[command(
+        after_help = "Examples:\n  sealink bench adp\n  sealink bench adp --quick --out bench-out/adp\n  sealink bench adp --profiles 1987 --seed 7"
+    )]
+    Adp(AdpArgs),
+    /// Paper 004 rerun on the CPU: 1400-byte packets through the tunnel's engine, throughput
+    /// against workers, order kept or not, batch size, hyper-thread siblings; CSV, SVG, JSON
+    #[command(
+        after_help = "Examples:\n  sealink bench tunnel-cores\n  sealink bench tunnel-cores --workers 1,2,4,8,16 --seconds 0.5\n  sealink bench tunnel-cores --quick"
+    )]
+    TunnelCores(TunnelCoresArgs),
+    /// Paper 004 Figure 12 rerun: AES-128-GCM throughput against batch size, CPU (engine,
+    /// 1..N workers) and GPU (needs a build with --features cuda and a CUDA device), crossover
+    #[command(
+        after_help = "Examples:\n  sealink bench gpu\n  sealink bench gpu --sizes 65536,131072 --workers 1,16\n  sealink bench gpu --quick"
+    )]
+    Gpu(GpuArgs),
+}
+
+/// What `sealink bench tunnel-cores` and `sealink bench gpu` (paper 004) both take.
+#[derive(Debug, Args)]
+pub struct CoresArgs {
+    /// Worker counts, comma separated (default 1, 2, 4, ... up to the cores; 1,2 with --quick)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: Vec<u16>,
+    /// Seconds per timed run (default 0.3; 0.02 with --quick)
+    #[arg(long, value_parser = parse_seconds)]
+    seconds: Option<f64>,
+    /// Timed runs per point after a warm-up, medians reported (default 5; 1 with --quick)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: Option<u32>,
+    /// Smoke test: short runs, few points (not a measurement)
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the CSV files, the SVG plot and the run record
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct TunnelCoresArgs {
+    #[command(flatten)]
+    cores: CoresArgs,
+    /// Packets per batch in the grouping sweep, comma separated
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32,128", value_parser = parse_batch)]
+    batches: Vec<usize>,
+    /// Packets per batch in the other experiments
+    #[arg(long, default_value_t = 32, value_parser = parse_batch)]
+    batch: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct GpuArgs {
+    #[command(flatten)]
+    cores: CoresArgs,
+    /// Batch sizes in bytes, comma separated (default 4 KB .. 1 MB)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1400..=67108864))]
+    sizes: Vec<u64>,
+}
+
+impl CoresArgs {
+    fn seconds(&self) -> f64 {
+        self.seconds.unwrap_or(if self.quick { 0.02 } else { 0.3 })
+    }
+    fn runs(&self) -> usize {
+        self.runs
+            .map_or(if self.quick { 1 } else { 5 }, |r| r as usize)
+    }
+    fn workers(&self) -> Vec<usize> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match (self.workers.is_empty(), self.quick) {
+            (false, _) => self.workers.iter().map(|&w| usize::from(w)).collect(),
+            (true, true) => vec![1, 2.min(cores)]
+                .into_iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            (true, false) => bench::tunnel_cores::default_workers(cores),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AdpArgs {
+    /// Directory for adp.md and the CSV files
+    #[arg(long, default_value = "bench-out/adp")]
+    out: std::path::PathBuf,
+    /// 1,000 messages per trace instead of the paper's 10,000 (for CI)
+    #[arg(long)]
+    quick: bool,
+    /// Seed of the traces and the simulation: the same seed gives the same tables
+    #[arg(long, default_value_t = 2)]
+    seed: u64,
+    /// Service-time profiles to run: 1987 (the paper's Sun 3/50s, Ethernet, DES chip), today
+    #[arg(long, value_delimiter = ',', default_value = "1987,today")]
+    profiles: Vec<String>,
+    /// A packet capture (pcap or pcapng) to run in place of the generated ALL trace
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DatagramArgs {
+    /// Message sizes in bytes, comma separated
+    #[arg(long, value_delimiter = ',', default_value = "64,128,256", value_parser = bench::datagram::parse_size)]
+    sizes: Vec<usize>,
+    /// Seconds per timed run (default 2; 0.3 with --quick)
+    #[arg(long, value_parser = parse_seconds)]
+    seconds: Option<f64>,
+    /// Timed runs per point, medians reported (default 3; 1 with --quick)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    runs: Option<u32>,
+    /// Share of messages sent urgent, in [0, 1)
+    #[arg(long, default_value_t = 0.05, value_parser = parse_probability)]
+    urgent: f64,
+    /// Smoke test: short runs (not a measurement)
+    #[arg(long)]
+    quick: bool,
+    /// Send one datagram per system call (no UDP GSO), the per-packet cost of a classic stack
+    #[arg(long)]
+    no_gso: bool,
+    /// Engine workers per node that seal and open (0: inline on the node's I/O thread; default:
+    /// 0 on two cores or fewer, else one per core)
+    #[arg(long, value_parser = clap::value_parser!(u16).range(0..=256))]
+    workers: Option<u16>,
+    /// Largest datagram, and so the piggyback queue limit (1400 suits any Ethernet path; the
+    /// paper's nominal queue limit was 64 KiB, which loopback's MTU allows: try 65507)
+    #[arg(long, default_value_t = 1400, value_parser = clap::value_parser!(u16).range(512..=65507))]
+    max_datagram: u16,
+    /// Directory for datagram.csv and the run record datagram.json
+    #[arg(long, default_value = "bench-out/datagram")]
+    out: PathBuf,
+    /// Also run the same workload over PEER, interleaved with sealink's runs (quic: quinn)
+    #[arg(long, value_parser = bench::quic::parse_peer)]
+    peer: Option<bench::quic::Peer>,
+}
+
+#[derive(Debug, Args)]
+pub struct SocketArgs {
+    /// Transfer per path and record size, in MiB (default 1024; 16 with --quick)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    size: Option<u64>,
+    /// Timed runs per point, after a warm-up transfer (default 3; 1 with --quick); medians reported
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: Option<u32>,
+    /// Records per write() on the integrated path
+    #[arg(long, default_value_t = bench::socket::DEFAULT_BATCH, value_parser = parse_batch)]
+    batch: usize,
+    /// Smoke test: 16 MiB, one run, no warm-up (not a measurement)
+    #[arg(long)]
+    quick: bool,
+    /// Directory for socket.csv and the run record socket.json
+    #[arg(long, default_value = "bench-out/socket")]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct StacksArgs {
+    /// Workers 1..N (default: the number of cores)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=512))]
+    workers: Option<u32>,
+    /// Packet payload in bytes
+    #[arg(long, default_value_t = 4096, value_parser = parse_stacks_packet)]
+    packet: usize,
+    /// Seconds per timed run (default 0.3; 0.02 with --quick)
+    #[arg(long, value_parser = parse_seconds)]
+    seconds: Option<f64>,
+    /// Timed runs per point, after a warm-up run (default 5; 3 with --quick)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: Option<u32>,
+    /// Directory for the CSV files, SVG plots and the run record stacks.json
+    #[arg(long, default_value = "bench-out/stacks")]
+    out: PathBuf,
+    /// Stacks, comma separated (baseline, md5, gcm-auth, des-md5, 3des-md5, aes128-gcm,
+    /// chacha20-poly1305; default all)
+    #[arg(long, value_delimiter = ',', value_parser = bench::stacks::stack_by_name)]
+    stacks: Vec<&'static bench::stacks::Stack>,
+    /// Smoke test: short runs, few connections (not a measurement)
+    #[arg(long)]
+    quick: bool,
+    /// Packets per engine batch in the scaling experiments
+    #[arg(long, default_value_t = bench::stacks::CHUNK, value_parser = parse_batch)]
+    batch: usize,
+    /// Pin engine worker threads to cores
+    #[arg(long)]
+    pin: bool,
+}
+
+/// Packets (or records) per batch: 1..=4096.
+fn parse_batch(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(v) if (1..=4096).contains(&v) => Ok(v),
+        Ok(_) => Err("must be within 1..=4096".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A `bench stacks` packet payload.
+fn parse_stacks_packet(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (1..=bench::stacks::MAX_PACKET).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is not within 1..={}",
+            bench::stacks::MAX_PACKET
+        ))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CryptoArgs {
+    /// Seconds per timed run
+    #[arg(long, default_value_t = 0.3, value_parser = parse_seconds)]
+    seconds: f64,
+    /// Timed runs per measurement (the median is reported)
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Buffer size in bytes for the bulk algorithms and GHASH
+    #[arg(long, default_value_t = 8192, value_parser = parse_crypto_size)]
+    size: usize,
+    /// Smoke test: 5 ms per row, one run, buffers of at most 1 KiB (not a measurement)
+    #[arg(long)]
+    quick: bool,
+    /// Directory for crypto.csv and the run record crypto.json (and where bench/ghash-soft.sh
+    /// leaves ghash-soft.csv)
+    #[arg(long, default_value = "bench-out/crypto")]
+    out: PathBuf,
+    /// Run bench/ghash-soft.sh first: builds examples/ghash.rs with polyval forced to software
+    /// (needs cargo and this source tree; the first build takes minutes)
+    #[arg(long)]
+    ghash_soft: bool,
+}
+
+/// A `bench crypto` buffer size.
+fn parse_crypto_size(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (1..=bench::crypto::MAX_SIZE).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within 1..={}", bench::crypto::MAX_SIZE))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct SealArgs {
+    /// Payload sizes in bytes, comma separated
+    #[arg(long, value_delimiter = ',', default_value = "64,512,1400,8192,65000", value_parser = parse_size)]
+    sizes: Vec<usize>,
+    /// Suites, comma separated (aes128-gcm, aes256-gcm, chacha20-poly1305)
+    #[arg(long, value_delimiter = ',', default_value = "aes128-gcm,aes256-gcm,chacha20-poly1305", value_parser = parse_suite)]
+    suites: Vec<SuiteId>,
+    /// Seconds per timed run
+    #[arg(long, default_value_t = 0.3, value_parser = parse_seconds)]
+    seconds: f64,
+    /// Timed runs per measurement (the median is reported)
+    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Directory for seal.csv and the run record seal.json
+    #[arg(long, default_value = "bench-out/seal")]
+    out: PathBuf,
+}
+
+/// A share in [0, 1) (`demo --loss`, `bench datagram --urgent`; the relay's own parser also
+/// takes 1).
+fn parse_probability(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a probability in [0, 1)"))
+    }
+}
+
+/// One-way delay of the demo's link, 0..=10000 ms.
+fn parse_delay_ms(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=10_000.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a delay within 0..=10000 ms"))
+    }
+}
+
+/// Seconds per timed run, and the relay's --stats-every: (0, 60].
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v > 0.0 && v <= 60.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within (0, 60] seconds"))
+    }
+}
+
+/// A `bench seal` payload size.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (1..=bench::seal::MAX_SIZE).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within 1..={}", bench::seal::MAX_SIZE))
+    }
+}
+
+/// A suite by name, the legacy lab suites refused; `sealink send --suite` uses it too.
+pub fn parse_suite(s: &str) -> Result<SuiteId, String> {
+    let suite = SuiteId::from_name(s.trim()).map_err(|e| e.to_string())?;
+    if suite.is_legacy() {
+        return Err(format!(
+            "{suite} is a legacy lab suite; choose from aes128-gcm, aes256-gcm, chacha20-poly1305"
+        ));
+    }
+    Ok(suite)
+}
+
+/// Runs `sealink bench ...`. Its own checks of the arguments fail as [`crate::Error::Usage`].
+pub fn run_bench(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Seal(a) => bench::seal::run(&a.params()),
+        BenchCommand::Crypto(a) => bench::crypto::run(&a.params()),
+        BenchCommand::Stacks(a) => {
+            sealink_engine::set_pin_workers(a.pin);
+            bench::stacks::run(&a.params())
+        }
+        BenchCommand::Datagram(a) => bench::datagram::run(&a.params()),
+        BenchCommand::Adp(a) => bench::adp::run(&a.params()),
+        BenchCommand::TunnelCores(a) => bench::tunnel_cores::run(&a.params()),
+        BenchCommand::Gpu(a) => bench::gpu::run(&a.params()),
+        BenchCommand::Socket(a) => bench::socket::run(&a.params()),
+    }
+}
+
+/// Runs `sealink demo`.
+pub fn run_demo(a: DemoArgs) -> Result<()> {
+    demo::run(&demo::Params {
+        seed: a.seed,
+        messages: a.messages as usize,
+        loss: a.loss,
+        delay: Duration::from_secs_f64(a.delay_ms / 1e3),
+    })
+}
+
+/// Runs `sealink relay` until SIGINT or SIGTERM.
+pub fn run_relay(a: RelayArgs) -> Result<(), relay::RelayError> {
+    relay::run(relay::Params {
+        listen: a.listen,
+        to: a.to,
+        faults: relay::FaultConfig {
+            loss: a.loss,
+            reorder: a.reorder,
+            duplicate: a.duplicate,
+            corrupt: a.corrupt,
+            replay: a.replay,
+            reorder_depth: a.reorder_depth,
+            replay_delay: Duration::from_millis(a.replay_delay_ms),
+            rate_limit: a.rate_limit.map(|mbit| mbit * 1e6 / 8.0),
+        },
+        seed: a.seed,
+        stats_every: a.stats_every.map(Duration::from_secs_f64),
+    })
+}
+
+impl SealArgs {
+    fn params(self) -> bench::seal::Params {
+        bench::seal::Params {
+            sizes: self.sizes,
+            suites: self.suites,
+            seconds: self.seconds,
+            runs: self.runs as usize,
+            out: self.out,
+        }
+    }
+}
+
+impl CryptoArgs {
+    fn params(self) -> bench::crypto::Params {
+        bench::crypto::Params {
+            seconds: self.seconds,
+            runs: self.runs as usize,
+            size: self.size,
+            quick: self.quick,
+            out: self.out,
+            ghash_soft: self.ghash_soft,
+        }
+    }
+}
+
+impl StacksArgs {
+    fn params(self) -> bench::stacks::Params {
+        let quick = self.quick;
+        bench::stacks::Params {
+            workers: self.workers.map_or_else(
+                || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                |w| w as usize,
+            ),
+            packet: self.packet,
+            seconds: self.seconds.unwrap_or(if quick { 0.02 } else { 0.3 }),
+            runs: self.runs.map_or(if quick { 3 } else { 5 }, |r| r as usize),
+            out: self.out,
+            stacks: if self.stacks.is_empty() {
+                bench::stacks::STACKS.iter().collect()
+            } else {
+                self.stacks
+            },
+            quick,
+            batch: self.batch,
+        }
+    }
+}
+
+impl DatagramArgs {
+    fn params(self) -> bench::datagram::Params {
+        let quick = self.quick;
+        bench::datagram::Params {
+            sizes: self.sizes,
+            seconds: self.seconds.unwrap_or(if quick { 0.3 } else { 2.0 }),
+            runs: self.runs.map_or(if quick { 1 } else { 3 }, |r| r as usize),
+            urgent: self.urgent,
+            quick,
+            no_gso: self.no_gso,
+            workers: self.workers.map(usize::from),
+            max_datagram: usize::from(self.max_datagram),
+            out: self.out,
+            peer: self.peer,
+        }
+    }
+}
+
+impl AdpArgs {
+    fn params(self) -> bench::adp::Params {
+        bench::adp::Params {
+            out: self.out,
+            quick: self.quick,
+            seed: self.seed,
+            profiles: self.profiles,
+            pcap: self.pcap,
+        }
+    }
+}
+
+impl TunnelCoresArgs {
+    fn params(self) -> bench::tunnel_cores::Params {
+        let c = &self.cores;
+        bench::tunnel_cores::Params {
+            workers: c.workers(),
+            batches: if c.quick { vec![1, 32] } else { self.batches },
+            batch: self.batch,
+            seconds: c.seconds(),
+            runs: c.runs(),
+            quick: c.quick,
+            out: c
+                .out
+                .clone()
+                .unwrap_or_else(|| "bench-out/tunnel-cores".into()),
+        }
+    }
+}
+
+impl GpuArgs {
+    fn params(self) -> bench::gpu::Params {
+        let c = &self.cores;
+        bench::gpu::Params {
+            sizes: match (self.sizes.is_empty(), c.quick) {
+                (false, _) => self.sizes.iter().map(|&s| s as usize).collect(),
+                (true, true) => vec![4 << 10, 128 << 10],
+                (true, false) => bench::gpu::DEFAULT_SIZES.to_vec(),
+            },
+            workers: c.workers(),
+            seconds: c.seconds(),
+            runs: c.runs(),
+            quick: c.quick,
+            out: c.out.clone().unwrap_or_else(|| "bench-out/gpu".into()),
+        }
+    }
+}
+
+impl SocketArgs {
+    fn params(self) -> bench::socket::Params {
+        let quick = self.quick;
+        bench::socket::Params {
+            size: self.size.map_or(
+                if quick {
+                    bench::socket::QUICK_SIZE
+                } else {
+                    1 << 30
+                },
+                |m| m << 20,
+            ),
+            runs: self.runs.map_or(if quick { 1 } else { 3 }, |r| r as usize),
+            batch: self.batch,
+            quick,
+            out: self.out,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_valid() {
+        clap::Command::new("sealink")
+            .subcommand(BenchCommand::augment_subcommands(clap::Command::new(
+                "bench",
+            )))
+            .subcommand(DemoArgs::augment_args(clap::Command::new("demo")))
+            .subcommand(RelayArgs::augment_args(clap::Command::new("relay")))
+            .debug_assert();
+    }
+
+    #[test]
+    fn parsers() {
+        assert_eq!(parse_suite("AES128-GCM"), Ok(SuiteId::Aes128Gcm));
+        assert!(parse_suite("legacy-des-cbc-hmac-md5").is_err());
+        assert!(parse_suite("rot13").is_err());
+        assert_eq!(parse_size("1400"), Ok(1400));
+        assert!(parse_size("0").is_err());
+        assert!(parse_probability("1").is_err());
+        assert!(parse_seconds("0").is_err());
+        assert!(parse_delay_ms("-1").is_err());
+    }
+}
