@@ -84,6 +84,8 @@ const F11_EQUAL: &str =
 const F11_BASE: &str = "\"Previous work [38] has shown that, barring any other protocol processing, thread-per-connection achieves higher aggregate throughput than processor-per-connection\"; the paper gives no number for its own baseline curve";
 const F11_CRYPTO: &str = "\"as cryptographic protocol processing is added, the difference in performance between the thread-per-connection and processor-per-connection versions of CLP disappear\" (figure 11)";
 
+/// A row of [`POINTS`]: one argument per column keeps each point on one line of the table.
+#[allow(clippy::too_many_arguments)]
 const fn point(
     figure: u8,
     section: &'static str,
