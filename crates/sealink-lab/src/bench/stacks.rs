@@ -22,6 +22,10 @@ use crate::error::{Error, Result};
 use crate::output;
 use crate::report::{Chart, RunRecord, Table, record};
 
+mod paper;
+
+use paper::{PaperPoint, Point, Read};
+
 /// A protocol stack of the lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stack {
@@ -94,11 +98,6 @@ const PAPER: [(&str, f64, f64, f64, f64); 4] = [
     ("DES/TCP/MD5/IP", 8982.0, 9179.0, 8694.0, 8985.0),
     ("3-DES/TCP/(MD5/)IP", 21461.0, 21121.0, 23150.0, 23237.0),
 ];
-/// Paper 000 section 4.1, PLP send side at one processor, as quoted in the text (Mb/s).
-const PAPER_SEND_MBPS: [&str; 4] = ["~138", "18", "4.6", "1.5"];
-/// Paper 000's speedups at 12 processors as described in the text (figures 4, 6, 8, 10).
-const PAPER_SPEEDUP_PLP: [&str; 4] = ["minimal", "~8 (send)", "~linear", "~linear"];
-const PAPER_SPEEDUP_CLP: [&str; 4] = ["good", "~linear", "~linear", "~linear"];
 /// Paper 000's projection: "TCP/MD5/IP would bottleneck at about 16 processors, DES ... 30".
 const PAPER_PROJECTION: [&str; 4] = ["", "bottleneck ~16 procs", "scales to ~30 procs", ""];
 
@@ -121,6 +120,8 @@ const CONFIDENCE: f64 = 0.90;
 const TARGET_SPEEDUP: f64 = 1.9;
 const TARGET_RAW_RATIO: f64 = 0.9;
 pub const MAX_PACKET: usize = 65_000;
+/// The markdown report the bench leaves in `--out` (everything it prints but the file list).
+const REPORT_FILE: &str = "stacks.md";
 
 /// Parameters of `sealink bench stacks`.
 #[derive(Debug, Clone)]
@@ -594,9 +595,15 @@ pub fn run(p: &Params) -> Result<()> {
                 estimate(&raw_seal_rate(p)?)
             }
         };
-        let json = write_files(p, raw, &curves, &layered, &many)?;
         let mut out = render(p, cores, raw, &curves, &layered, &many, many_runs);
-        let _ = writeln!(out, "\nrun record: {}", json.display());
+        out.push_str(&paper_comparison(p, &curves, &many));
+        let json = write_files(p, raw, &curves, &layered, &many, &out)?;
+        let _ = writeln!(
+            out,
+            "\nreport: {}\nrun record: {}",
+            p.out.join(REPORT_FILE).display(),
+            json.display()
+        );
         Ok(out)
     })();
     pb.finish_and_clear();
@@ -610,16 +617,19 @@ fn policy_name(p: ClpPolicy) -> &'static str {
     }
 }
 
-/// Writes the CSV files, the SVG plots and the run record stacks.json into `p.out`.
+/// Writes the report `report` (stacks.md), the CSV files, the SVG plots and the run record
+/// stacks.json into `p.out`.
 fn write_files(
     p: &Params,
     raw: Estimate,
     curves: &[Curve],
     layered: &[(&Stack, Op, Estimate)],
     many: &[(&Stack, usize, ClpPolicy, Estimate)],
+    report: &str,
 ) -> Result<PathBuf> {
     let dir = &p.out;
     let mut rec = RunRecord::new("stacks");
+    rec.write_text(dir, REPORT_FILE, report)?;
     let f3 = |v: f64| format!("{v:.3}");
     let est = |e: Estimate| [f3(e.median), f3(e.lo), f3(e.hi)];
 
@@ -892,22 +902,17 @@ fn render(
                     (Mode::Clp, Op::Seal) => PAPER[i].3,
                     (Mode::Clp, Op::Open) => PAPER[i].4,
                 };
-                let quoted = if (c.mode, c.op) == (Mode::Plp, Op::Seal) {
-                    format!(" (text: {})", PAPER_SEND_MBPS[i])
-                } else {
-                    String::new()
-                };
+                let quoted = paper::find(i, c.op, c.mode, Point::OneProc)
+                    .map_or(String::new(), |q| format!(" (text: {})", q.short));
                 (format!("{:.1}{quoted}", 4096.0 * 8.0 / us), i)
             });
             match paper {
                 Some((m, i)) => {
                     r.push(m);
                     r.push(
-                        match c.mode {
-                            Mode::Plp => PAPER_SPEEDUP_PLP[i],
-                            Mode::Clp => PAPER_SPEEDUP_CLP[i],
-                        }
-                        .to_owned(),
+                        paper::find(i, c.op, c.mode, Point::Speedup)
+                            .map_or("-", |q| q.short)
+                            .to_owned(),
                     );
                 }
                 None => {
@@ -922,7 +927,7 @@ fn render(
     table(&mut out, &head_ref, &rows, &[1, 2]);
     let _ = writeln!(
         out,
-        "1996 columns: 12-processor SGI Challenge (100 MHz R4400), TCP stacks, 4 KiB packets; 1-processor Mb/s derived from Tables 1-2 latencies (4096 B x 8 / usec), speedups as described in the text.\n"
+        "1996 columns: 12-processor SGI Challenge (100 MHz R4400), TCP stacks, 4 KiB packets; 1-processor Mb/s derived from Tables 1-2 latencies (4096 B x 8 / usec), speedups as the text states them (see \"Paper 000's figures beside ours\" at the end).\n"
     );
 
     // Latency breakdown.
@@ -1183,6 +1188,183 @@ fn render(
             let _ = writeln!(out, "aes128-gcm not measured: targets not evaluated");
         }
     }
+    out
+}
+
+/// One row of the comparison with paper 000's figures.
+struct Beside {
+    at: &'static PaperPoint,
+    stack: &'static Stack,
+    /// Where on the figure ("1 proc", "24 conns").
+    point: String,
+    quantity: &'static str,
+    /// The paper's value of `quantity` (the point's value rescaled where needed), if a number.
+    paper: Option<f64>,
+    paper_text: String,
+    ours: f64,
+}
+
+fn fmt_ratio(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// "Paper 000's figures beside ours": every point of `paper::POINTS` this run measured, in
+/// figure order, with our figure of the same quantity and the ratio, then the sentences of the
+/// paper the values rest on.
+fn paper_comparison(
+    p: &Params,
+    curves: &[Curve],
+    many: &[(&Stack, usize, ClpPolicy, Estimate)],
+) -> String {
+    let nw = p.workers;
+    let procs = paper::PROCESSORS as f64;
+    let mut rows: Vec<Beside> = Vec::new();
+    for c in curves {
+        let Some(i) = c.stack.paper else { continue };
+        if let Some(at) = paper::find(i, c.op, c.mode, Point::OneProc) {
+            rows.push(Beside {
+                at,
+                stack: c.stack,
+                point: "1 proc; ours 1 worker".into(),
+                quantity: "Mbit/s",
+                paper: at.value,
+                paper_text: at.short.to_owned(),
+                ours: c.points[0].median,
+            });
+        }
+        if nw >= 2
+            && let Some(at) = paper::find(i, c.op, c.mode, Point::Speedup)
+        {
+            let sp = c.speedup(nw).median;
+            let per = at.value.map(|v| v / procs);
+            rows.push(Beside {
+                at,
+                stack: c.stack,
+                point: format!("{} procs; ours {nw} workers", paper::PROCESSORS),
+                quantity: "speedup / processors",
+                paper: per,
+                paper_text: match per {
+                    // "~1 (~12 of 12, linear)", "~0.67 (~8 of 12)".
+                    Some(_) if at.read == Read::Ideal => format!(
+                        "~1 ({} of {}, linear)",
+                        at.short.trim_end_matches(" (linear)"),
+                        paper::PROCESSORS
+                    ),
+                    Some(v) => format!("~{v:.2} ({} of {})", at.short, paper::PROCESSORS),
+                    None => format!("speedup {}", at.short),
+                },
+                ours: sp / nw as f64,
+            });
+        }
+    }
+    for s in &p.stacks {
+        let Some(i) = s.paper else { continue };
+        let mut conns: Vec<usize> = many
+            .iter()
+            .filter(|m| m.0.name == s.name)
+            .map(|m| m.1)
+            .collect();
+        conns.dedup();
+        for n in conns {
+            let get = |tpc: bool| {
+                many.iter()
+                    .find(|m| {
+                        m.0.name == s.name
+                            && m.1 == n
+                            && matches!(m.2, ClpPolicy::ThreadPerConnection) == tpc
+                    })
+                    .map(|m| m.3.median)
+            };
+            let kind = Point::TpcOverPpc { at_12: n == 12 };
+            if let (Some(t), Some(q), Some(at)) = (
+                get(true),
+                get(false),
+                paper::find(i, Op::Seal, Mode::Clp, kind),
+            ) {
+                rows.push(Beside {
+                    at,
+                    stack: s,
+                    point: format!("{n} conns"),
+                    quantity: "tpc / ppc",
+                    paper: at.value,
+                    paper_text: at.short.to_owned(),
+                    ours: t / q,
+                });
+            }
+        }
+    }
+    rows.sort_by_key(|r| r.at.figure);
+
+    let mut out = String::new();
+    let _ = writeln!(out, "\n### Paper 000's figures beside ours\n");
+    if rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "(no stack of paper 000 was measured: add baseline, md5, des-md5 or 3des-md5 to --stacks)\n"
+        );
+        return out;
+    }
+    // Each quoted sentence once, numbered in order of first use.
+    let mut sources: Vec<&'static str> = Vec::new();
+    let mut t = Table::new([
+        "figure",
+        "stack (1996 stack)",
+        "side",
+        "mode",
+        "point",
+        "quantity",
+        "paper 1996",
+        "ours",
+        "ours / paper",
+        "source",
+    ])
+    .left(&[1, 2, 3, 4, 5, 6, 9]);
+    for r in &rows {
+        let k = match sources.iter().position(|q| *q == r.at.says) {
+            Some(k) => k,
+            None => {
+                sources.push(r.at.says);
+                sources.len() - 1
+            }
+        };
+        t.row([
+            format!("Fig. {}", r.at.figure),
+            format!("{} ({})", r.stack.name, PAPER[r.at.stack].0),
+            side_name(r.at.op).to_owned(),
+            r.at.mode.name().to_owned(),
+            r.point.clone(),
+            r.quantity.to_owned(),
+            r.paper_text.clone(),
+            fmt_ratio(r.ours),
+            r.paper.map_or("-".to_owned(), |v| fmt_ratio(r.ours / v)),
+            format!("sec. {} [{}]", r.at.section, k + 1),
+        ]);
+    }
+    out.push_str(&t.markdown());
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "How to read it: the paper's copy is text only (no plots), so \"paper 1996\" is what its text says about each figure, not a value measured off a plot. \"~8\" is a number the text prints (good to its last digit); \"~12 (linear)\" and \"~1\" are the ideal values the text calls \"essentially linear\" or a difference that \"disappears\" (read to about 10%); \"~11\" for DES is derived from two stated numbers; words (\"minimal\", \"good\") have no ratio. The table is kept in crates/sealink-lab/src/bench/stacks/paper.rs."
+    );
+    let _ = writeln!(
+        out,
+        "Speedups are compared per processor, since the paper had {} processors and this run {nw} worker(s): speedup at {} / {}, against ours at {nw} / {nw}. Figure 11's processor-per-connection ran {} threads in 1996 and {nw} here, so ours are not equal at 12 connections as the paper's are (there both schemes had 12 threads). The 1996 stacks are TCP/IP in the x-kernel; ours are datagram framing plus the same class of cryptography.\n",
+        paper::PROCESSORS,
+        paper::PROCESSORS,
+        paper::PROCESSORS,
+        paper::PROCESSORS
+    );
+    let _ = writeln!(out, "Sources (paper 000, by section):\n");
+    for (k, q) in sources.iter().enumerate() {
+        let _ = writeln!(out, "{}. {q}", k + 1);
+    }
+    out.push('\n');
     out
 }
 

@@ -89,6 +89,14 @@ impl RunRecord {
         Ok(())
     }
 
+    /// Writes `text` (a markdown report) to `dir/name` and notes the file; returns its path.
+    pub fn write_text(&mut self, dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+        let path = dir.join(name);
+        write_file(&path, text)?;
+        self.file(name);
+        Ok(path)
+    }
+
     /// The record as pretty-printed JSON.
     pub fn to_json(&self) -> Result<String> {
         let mut s = serde_json::to_string_pretty(self)
