@@ -39,7 +39,10 @@ Example CONFIG (TOML):
 
 Packets to addresses outside every peer's allowed_ips are dropped (no-route); packets from a
 peer with a source outside its allowed_ips are dropped (source-not-allowed); `sealink show`
-counts both.
+counts both. Allowed IPs outside the interface's own networks (a site behind a peer) are routed
+through the interface on `up` (`ip route add PREFIX dev NAME`, iproute2 needed); the routes go
+with the interface. A full tunnel (0.0.0.0/0 or ::/0) is refused: it would need wg-quick's
+fwmark policy routing, which sealink does not do; so is a prefix containing a peer's endpoint.
 
 The config and the key file must not be writable by other users (nor the key readable by
 them). The control socket is RUN_DIR/net-INODE/NAME.sock (RUN_DIR: --run-dir, else

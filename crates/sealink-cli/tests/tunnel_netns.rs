@@ -132,6 +132,12 @@ impl Lab {
 
     /// Configs with `extra` lines added to `[interface]`.
     fn write_configs_with(&self, extra: &str) -> [PathBuf; 2] {
+        self.write_configs_full(extra, ["", ""])
+    }
+
+    /// Configs with `extra` lines added to `[interface]` and, on each side, `allowed[side]`
+    /// (`, "PREFIX", ...`) appended to that side's peer's allowed_ips.
+    fn write_configs_full(&self, extra: &str, allowed: [&str; 2]) -> [PathBuf; 2] {
         let keys = [self.public_key(0), self.public_key(1)];
         [0usize, 1].map(|side| {
             let other = 1 - side;
@@ -142,11 +148,12 @@ impl Lab {
                 ""
             };
             let cfg = format!(
-                "[interface]\nname = \"{}\"\nprivate_key = \"host{side}.key\"\naddress = \"10.202.0.{}/24\"\nlisten_port = 51820\n{extra}\n[[peer]]\nname = \"peer{other}\"\npublic_key = \"{}\"\n{endpoint}allowed_ips = [\"10.202.0.{}/32\"]\n",
+                "[interface]\nname = \"{}\"\nprivate_key = \"host{side}.key\"\naddress = \"10.202.0.{}/24\"\nlisten_port = 51820\n{extra}\n[[peer]]\nname = \"peer{other}\"\npublic_key = \"{}\"\n{endpoint}allowed_ips = [\"10.202.0.{}/32\"{}]\n",
                 self.ifname[side],
                 side + 1,
                 keys[other],
-                other + 1
+                other + 1,
+                allowed[side]
             );
             let path = self.dir.path().join(format!("tunnel{side}.toml"));
             std::fs::write(&path, cfg).unwrap();
@@ -583,4 +590,49 @@ fn same_interface_name_in_two_namespaces() {
     let o = lab.exec(1, &[BIN, "down", &name]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!lab.has_link(1));
+}
+
+/// allowed_ips outside the interface's own subnet are routed through the tunnel (as wg-quick
+/// does): a network behind peer B (10.77.0.0/24) is
+/// reachable from A (an extra address of B's), `ip route` in A shows it on the TUN device, and the route goes with the
+/// interface.
+#[test]
+fn allowed_ips_behind_the_peer_are_routed() {
+    let Some(mut lab) = Lab::new("r") else { return };
+    // The site behind B: an address on B's loopback (no dummy module needed).
+    ok(
+        "ip",
+        &["-n", &lab.ns[1], "addr", "add", "10.77.0.1/24", "dev", "lo"],
+    );
+    // A routes 10.77.0.0/24 to B; B's reply comes from 10.77.0.1, which A must accept from B.
+    let cfgs = lab.write_configs_full("", [", \"10.77.0.0/24\"", ""]);
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    assert!(have("ping"), "ping is needed for this test");
+    let o = lab.exec(0, &["ping", "-c", "2", "-i", "0.2", "-W", "5", "10.77.0.1"]);
+    assert!(
+        o.status.success(),
+        "ping to the network behind the peer failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let routes = ok(
+        "ip",
+        &["-n", &lab.ns[0], "route", "show", "dev", &lab.ifname[0]],
+    );
+    assert!(
+        routes.lines().any(|l| l.starts_with("10.77.0.0/24")),
+        "no route to 10.77.0.0/24 via {}: {routes}",
+        lab.ifname[0]
+    );
+    // The peer's own /32 lies inside the interface's subnet: no extra route for it.
+    assert!(!routes.contains("10.202.0.2"), "{routes}");
+    let s1 = lab.show(1);
+    assert_eq!(counter(&s1, "source-not-allowed"), 0, "{s1}");
+    assert!(counter(&lab.show(0), "rx_packets") >= 2);
+    // Down removes the interface, and the route with it.
+    let o = lab.exec(0, &[BIN, "down", &lab.ifname[0]]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let routes = ok("ip", &["-n", &lab.ns[0], "route", "show"]);
+    assert!(!routes.contains("10.77.0.0"), "route left behind: {routes}");
 }

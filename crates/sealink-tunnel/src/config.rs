@@ -23,8 +23,14 @@
 //! name = "b"
 //! public_key = "<base64 from host.key.pub, field 2>"
 //! endpoint = "10.0.0.2:51820"     # optional
-//! allowed_ips = ["10.9.0.2/32"]
+//! allowed_ips = ["10.9.0.2/32"]   # also routed through the interface where the interface's
+//!                                 # own networks do not cover them (a site behind the peer)
 //! ```
+//!
+//! `up` adds `ip route add PREFIX dev NAME` for every allowed IP prefix outside the interface's
+//! networks; the routes go away with the interface. A full tunnel (`0.0.0.0/0`, `::/0`) is
+//! refused (wg-quick's fwmark policy routing is not implemented), and so is any routed prefix
+//! that contains a peer's endpoint (the tunnel's own datagrams would loop into it).
 
 use std::io::Read as _;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -263,10 +269,22 @@ impl Config {
             };
             let mut allowed_ips = Vec::new();
             for a in &p.allowed_ips {
-                allowed_ips.push(
-                    a.parse::<IpNet>()
-                        .map_err(|e| bad(key("allowed_ips"), format!("{a:?}: {e}")))?,
-                );
+                let net = a
+                    .parse::<IpNet>()
+                    .map_err(|e| bad(key("allowed_ips"), format!("{a:?}: {e}")))?;
+                if net.prefix() == 0 {
+                    return Err(bad(
+                        key("allowed_ips"),
+                        format!(
+                            "{a:?}: a full tunnel is not supported: `sealink up` routes allowed \
+                             IPs through the interface, and a default route would carry the \
+                             tunnel's own datagrams to the peer into the tunnel too (wg-quick \
+                             avoids that with fwmark policy routing, which sealink does not do); \
+                             list the networks behind the peer instead"
+                        ),
+                    ));
+                }
+                allowed_ips.push(net);
             }
             peers.push(PeerConfig {
                 name: p.name,
@@ -275,7 +293,7 @@ impl Config {
                 allowed_ips,
             });
         }
-        Ok(Config {
+        let cfg = Config {
             name,
             private_key: i.private_key,
             address,
@@ -285,7 +303,58 @@ impl Config {
             queues: i.queues.map(|q| q as usize),
             core,
             peers,
-        })
+        };
+        cfg.check_routes_spare_endpoints()?;
+        Ok(cfg)
+    }
+
+    /// The networks of the interface's own addresses (the kernel routes them to it already).
+    pub fn networks(&self) -> Vec<IpNet> {
+        IpNet::new(self.address, self.prefix).into_iter().collect()
+    }
+
+    /// The routes `up` adds through the interface: every allowed IP prefix of every peer that
+    /// no network of the interface covers, once each, in config order.
+    pub fn routes(&self) -> Vec<IpNet> {
+        let own = self.networks();
+        let covered = |n: &IpNet| {
+            own.iter()
+                .any(|o| o.prefix() <= n.prefix() && o.contains(n.addr()))
+        };
+        let mut out: Vec<IpNet> = Vec::new();
+        for n in self.peers.iter().flat_map(|p| &p.allowed_ips) {
+            if !covered(n) && !out.contains(n) {
+                out.push(*n);
+            }
+        }
+        out
+    }
+
+    /// A route that covered a peer's endpoint would send the tunnel's own datagrams into the
+    /// tunnel (a loop that silently carries nothing): refused, naming the prefix and the peer.
+    fn check_routes_spare_endpoints(&self) -> Result<(), TunnelError> {
+        let routes = self.routes();
+        for (n, p) in self.peers.iter().enumerate() {
+            for net in &p.allowed_ips {
+                if !routes.contains(net) {
+                    continue;
+                }
+                for q in &self.peers {
+                    if let Some(ep) = q.endpoint.filter(|e| net.contains(e.ip())) {
+                        return Err(bad(
+                            format!("peer[{n}].allowed_ips"),
+                            format!(
+                                "{net} contains the endpoint {ep} of peer {:?}: routed into the \
+                                 tunnel, the datagrams carrying the tunnel would loop back into \
+                                 it; leave the endpoint's address out of allowed_ips",
+                                q.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -383,6 +452,36 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         let c = Config::parse(&text).unwrap();
         assert_eq!((c.workers, c.queues), (Some(0), Some(2)));
         assert_eq!(c.core.piggyback.mode, PiggybackMode::Timer);
+    }
+
+    #[test]
+    fn routes_cover_allowed_ips_outside_the_interface_networks() {
+        // 10.9.0.2/32 lies in 10.9.0.1/24: the kernel already routes it to the interface.
+        let text = sample().replace(
+            r#"["10.9.0.2/32", "fd00::/64"]"#,
+            r#"["10.9.0.2/32", "10.77.0.0/24", "10.9.0.0/16", "fd00::/64", "10.77.0.0/24"]"#,
+        );
+        let c = Config::parse(&text).unwrap();
+        let routes: Vec<String> = c.routes().iter().map(|n| n.to_string()).collect();
+        // A wider prefix than the interface's own is routed; duplicates once; IPv6 too.
+        assert_eq!(routes, ["10.77.0.0/24", "10.9.0.0/16", "fd00::/64"]);
+    }
+
+    #[test]
+    fn full_tunnel_and_routes_over_the_endpoint_are_refused() {
+        for all in ["0.0.0.0/0", "::/0"] {
+            let e = Config::parse(&sample().replace("fd00::/64", all)).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains("peer[0].allowed_ips"), "{msg}");
+            assert!(msg.contains("full tunnel"), "{msg}");
+        }
+        // 10.0.0.0/8 would route the peer's endpoint 10.0.0.2 into the tunnel.
+        for net in ["10.0.0.0/8", "0.0.0.0/1"] {
+            let e = Config::parse(&sample().replace("fd00::/64", net)).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains("peer[0].allowed_ips"), "{msg}");
+            assert!(msg.contains("endpoint 10.0.0.2:51820"), "{msg}");
+        }
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod config;
 pub mod control;
 mod datapath;
 mod error;
+mod netconf;
 mod privs;
 pub mod rundir;
 
@@ -255,6 +256,11 @@ pub fn run(
     let core = Tunnel::new(host, core_cfg, cfg.peers.clone())?;
     let (queues, workers) = data_path_shape(&cfg);
     let (devs, offload) = create_device(&cfg, queues)?;
+    // Allowed IPs outside the interface's own networks (a site behind a peer) need a route into
+    // the tunnel; on an error the device closes on return, taking what was added with it.
+    for net in cfg.routes() {
+        netconf::add_route(&cfg.name, net)?;
+    }
     let udp = bind_udp(cfg.listen_port, queues)?;
     let listen = udp[0]
         .local_addr()
