@@ -17,7 +17,7 @@ Example CONFIG (TOML):
   name = "sl0"                    # TUN name (default sl0)
   private_key = "/etc/sealink/host.key"   # `sealink keygen host PATH`; relative to CONFIG
   address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
-  listen_port = 51820
+  listen_port = 51820             # optional: an ephemeral port if left out (`show` tells it)
   mtu = 1420                      # default 1420
   workers = 4                     # crypto threads; 0: inline (default: core count; 0 up to 2 cores)
   queues = 4                      # TUN queues and UDP sockets (default: core count; 1 up to 2)
@@ -35,6 +35,8 @@ Example CONFIG (TOML):
   name = "b"
   public_key = "<base64 from the peer's host.key.pub, field 2>"
   endpoint = "10.0.0.2:51820"     # optional: learned from authenticated packets
+  persistent_keepalive = 25       # optional: a keepalive after 25 s with nothing sent to the
+                                  # peer, for NAT mappings (0 or absent: off)
   allowed_ips = ["10.9.0.2/32"]   # the peer's addresses inside the tunnel
 
 Packets to addresses outside every peer's allowed_ips are dropped (no-route); packets from a

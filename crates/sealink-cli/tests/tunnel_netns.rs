@@ -636,3 +636,59 @@ fn allowed_ips_behind_the_peer_are_routed() {
     let routes = ok("ip", &["-n", &lab.ns[0], "route", "show"]);
     assert!(!routes.contains("10.77.0.0"), "route left behind: {routes}");
 }
+
+/// `listen_port` left out: A listens on an ephemeral port and `show --json` reports it;
+/// `persistent_keepalive = 1` on A's peer: with no traffic at all, A's first keepalive starts
+/// the handshake at `up` (B learns A's endpoint, ephemeral port included) and keepalives keep
+/// leaving every second.
+#[test]
+fn ephemeral_listen_port_and_persistent_keepalive() {
+    let Some(mut lab) = Lab::new("k") else { return };
+    let cfgs = lab.write_configs();
+    let text = std::fs::read_to_string(&cfgs[0]).unwrap();
+    let text = text
+        .replace("listen_port = 51820\n", "")
+        .replace("allowed_ips", "persistent_keepalive = 1\nallowed_ips");
+    std::fs::write(&cfgs[0], text).unwrap();
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    let o = lab.exec(0, &[BIN, "show", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let port = v[0]["listen_port"]
+        .as_u64()
+        .expect("listen_port in show --json");
+    assert!(port != 0 && port != 51820, "ephemeral port expected: {v}");
+    assert!(
+        v[0]["listening"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{port}")),
+        "{v}"
+    );
+    assert_eq!(v[0]["peers"][0]["persistent_keepalive_secs"], 1, "{v}");
+    // Nothing was sent through the tunnel, yet B knows A (ephemeral port included) and more
+    // keepalives arrive.
+    let want = format!("endpoint: 10.201.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let s1 = loop {
+        let s1 = lab.show(1);
+        // The initiation, the keepalive confirming the session, then two persistent ones.
+        if s1.contains(&want) && counter(&s1, "rx") >= 4 {
+            break s1;
+        }
+        assert!(Instant::now() < deadline, "no keepalives from A: {s1}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(s1.contains("session up"), "{s1}");
+    let s0 = lab.show(0);
+    assert!(counter(&s0, "keepalives") >= 2, "{s0}");
+    assert_eq!(counter(&s0, "tx_packets"), 0, "{s0}");
+    assert!(s0.contains("persistent keepalive: every 1 s"), "{s0}");
+    assert!(
+        lab.show(1)
+            .lines()
+            .all(|l| !l.contains("persistent keepalive")),
+        "B has none configured"
+    );
+}

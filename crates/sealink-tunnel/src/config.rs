@@ -6,7 +6,7 @@
 //! name = "sl0"                    # TUN name (default sl0)
 //! private_key = "/path/host.key"  # written by `sealink keygen host PATH`
 //! address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
-//! listen_port = 51820
+//! listen_port = 51820             # optional: an ephemeral port if left out (`show` tells it)
 //! mtu = 1420                      # default 1420
 //! workers = 4                     # crypto worker threads; 0: inline on the readers
 //! queues = 4                      # TUN queues and UDP sockets
@@ -23,6 +23,8 @@
 //! name = "b"
 //! public_key = "<base64 from host.key.pub, field 2>"
 //! endpoint = "10.0.0.2:51820"     # optional
+//! persistent_keepalive = 25       # optional: a keepalive after 25 s with nothing sent to
+//!                                 # the peer (NAT mappings); 0 or absent: off; at most 65535
 //! allowed_ips = ["10.9.0.2/32"]   # also routed through the interface where the interface's
 //!                                 # own networks do not cover them (a site behind the peer)
 //! ```
@@ -61,7 +63,7 @@ struct RawInterface {
     name: Option<String>,
     private_key: PathBuf,
     address: String,
-    listen_port: u16,
+    listen_port: Option<u16>,
     mtu: Option<u32>,
     workers: Option<u32>,
     queues: Option<u32>,
@@ -85,6 +87,7 @@ struct RawPeer {
     public_key: String,
     endpoint: Option<String>,
     allowed_ips: Vec<String>,
+    persistent_keepalive: Option<u16>,
 }
 
 /// A parsed, checked configuration.
@@ -95,6 +98,7 @@ pub struct Config {
     /// The interface's own address and its prefix length.
     pub address: IpAddr,
     pub prefix: u8,
+    /// UDP port to listen on (0: an ephemeral port, when the config leaves it out).
     pub listen_port: u16,
     /// Crypto worker threads (`None`: the core count; 0: inline on the readers).
     pub workers: Option<usize>,
@@ -167,8 +171,11 @@ impl Config {
                 format!("prefix {prefix:?} is not within 0..={max}"),
             )
         })?;
-        if i.listen_port == 0 {
-            return Err(bad("interface.listen_port", "must be within 1..=65535"));
+        if i.listen_port == Some(0) {
+            return Err(bad(
+                "interface.listen_port",
+                "must be within 1..=65535 (leave it out for an ephemeral port)",
+            ));
         }
         let mut core = TunnelConfig::default();
         if let Some(m) = i.mtu {
@@ -291,6 +298,11 @@ impl Config {
                 public_key,
                 endpoint,
                 allowed_ips,
+                // 0 is off, as in WireGuard; u16 bounds it to 65535 s as there.
+                persistent_keepalive: p
+                    .persistent_keepalive
+                    .filter(|s| *s > 0)
+                    .map(|s| Duration::from_secs(u64::from(s))),
             });
         }
         let cfg = Config {
@@ -298,7 +310,7 @@ impl Config {
             private_key: i.private_key,
             address,
             prefix,
-            listen_port: i.listen_port,
+            listen_port: i.listen_port.unwrap_or(0),
             workers: i.workers.map(|w| w as usize),
             queues: i.queues.map(|q| q as usize),
             core,
@@ -481,6 +493,34 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
             let msg = e.to_string();
             assert!(msg.contains("peer[0].allowed_ips"), "{msg}");
             assert!(msg.contains("endpoint 10.0.0.2:51820"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn listen_port_and_persistent_keepalive_are_optional() {
+        let c = Config::parse(&sample()).unwrap();
+        assert_eq!(c.listen_port, 51820);
+        assert_eq!(c.peers[0].persistent_keepalive, None);
+        let c = Config::parse(&sample().replace("listen_port = 51820\n", "")).unwrap();
+        assert_eq!(c.listen_port, 0, "left out: an ephemeral port");
+        let e = Config::parse(&sample().replace("51820\n", "0\n")).unwrap_err();
+        assert!(e.to_string().contains("interface.listen_port"), "{e}");
+        let with = |v: &str| {
+            sample().replace(
+                "endpoint =",
+                &format!("persistent_keepalive = {v}\nendpoint ="),
+            )
+        };
+        let c = Config::parse(&with("25")).unwrap();
+        assert_eq!(
+            c.peers[0].persistent_keepalive,
+            Some(Duration::from_secs(25))
+        );
+        let c = Config::parse(&with("0")).unwrap();
+        assert_eq!(c.peers[0].persistent_keepalive, None, "0 is off");
+        for v in ["65536", "-1", "\"25\""] {
+            let e = Config::parse(&with(v)).unwrap_err();
+            assert!(e.to_string().contains("persistent_keepalive"), "{v}: {e}");
         }
     }
 
