@@ -16,7 +16,8 @@ Example CONFIG (TOML):
   [interface]
   name = "sl0"                    # TUN name (default sl0)
   private_key = "/etc/sealink/host.key"   # `sealink keygen host PATH`; relative to CONFIG
-  address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
+  address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface, or a list
+                                  # (all assigned): ["10.9.0.1/24", "fd09::1/64"]
   listen_port = 51820             # optional: an ephemeral port if left out (`show` tells it)
   mtu = 1420                      # default 1420
   workers = 4                     # crypto threads; 0: inline (default: core count; 0 up to 2 cores)

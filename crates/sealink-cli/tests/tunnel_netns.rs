@@ -692,3 +692,49 @@ fn ephemeral_listen_port_and_persistent_keepalive() {
         "B has none configured"
     );
 }
+
+/// `address` as a list: an IPv4 and an IPv6 address on each side, both assigned; IPv6 pings
+/// cross the tunnel as IPv4 ones do.
+#[test]
+fn several_addresses_ipv4_and_ipv6() {
+    let Some(mut lab) = Lab::new("m") else { return };
+    let cfgs = lab.write_configs_full("", [", \"fd77::2/128\"", ", \"fd77::1/128\""]);
+    for (side, path) in cfgs.iter().enumerate() {
+        let n = side + 1;
+        let text = std::fs::read_to_string(path).unwrap().replace(
+            &format!("address = \"10.202.0.{n}/24\""),
+            &format!("address = [\"10.202.0.{n}/24\", \"fd77::{n}/64\"]"),
+        );
+        std::fs::write(path, text).unwrap();
+    }
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    for side in 0..2 {
+        let addrs = ok(
+            "ip",
+            &[
+                "-n",
+                &lab.ns[side],
+                "addr",
+                "show",
+                "dev",
+                &lab.ifname[side],
+            ],
+        );
+        let n = side + 1;
+        assert!(addrs.contains(&format!("inet 10.202.0.{n}/24")), "{addrs}");
+        assert!(addrs.contains(&format!("inet6 fd77::{n}/64")), "{addrs}");
+    }
+    assert!(have("ping"), "ping is needed for this test");
+    lab.ping_through(2);
+    let o = lab.exec(
+        0,
+        &["ping", "-6", "-c", "2", "-i", "0.2", "-W", "5", "fd77::2"],
+    );
+    assert!(
+        o.status.success(),
+        "IPv6 ping through the tunnel failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

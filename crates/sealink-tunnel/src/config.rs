@@ -5,7 +5,8 @@
 //! [interface]
 //! name = "sl0"                    # TUN name (default sl0)
 //! private_key = "/path/host.key"  # written by `sealink keygen host PATH`
-//! address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
+//! address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface, or a list:
+//!                                 # ["10.9.0.1/24", "fd09::1/64"] (all are assigned)
 //! listen_port = 51820             # optional: an ephemeral port if left out (`show` tells it)
 //! mtu = 1420                      # default 1420
 //! workers = 4                     # crypto worker threads; 0: inline on the readers
@@ -62,12 +63,20 @@ struct RawConfig {
 struct RawInterface {
     name: Option<String>,
     private_key: PathBuf,
-    address: String,
+    address: OneOrMany,
     listen_port: Option<u16>,
     mtu: Option<u32>,
     workers: Option<u32>,
     queues: Option<u32>,
     piggyback: Option<RawPiggyback>,
+}
+
+/// `address = "CIDR"` or `address = ["CIDR", ...]`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -90,14 +99,57 @@ struct RawPeer {
     persistent_keepalive: Option<u16>,
 }
 
+/// An address of the interface and the length of its network's prefix (`10.9.0.1/24`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IfAddr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl IfAddr {
+    /// The network the address lies in (the kernel routes it to the interface).
+    pub fn network(&self) -> IpNet {
+        // `prefix` was checked against the address family at parse time.
+        IpNet::new(self.addr, self.prefix).unwrap_or_else(|_| IpNet::new(self.addr, 0).unwrap())
+    }
+}
+
+impl std::fmt::Display for IfAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+fn parse_if_addr(s: &str) -> Result<IfAddr, TunnelError> {
+    let (addr, prefix) = s.split_once('/').ok_or_else(|| {
+        bad(
+            "interface.address",
+            format!("{s:?}: expected ADDRESS/PREFIX, e.g. 10.9.0.1/24"),
+        )
+    })?;
+    let addr: IpAddr = addr.parse().map_err(|_| {
+        bad(
+            "interface.address",
+            format!("{addr:?} is not an IP address"),
+        )
+    })?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix: u8 = prefix.parse().ok().filter(|p| *p <= max).ok_or_else(|| {
+        bad(
+            "interface.address",
+            format!("prefix {prefix:?} is not within 0..={max}"),
+        )
+    })?;
+    Ok(IfAddr { addr, prefix })
+}
+
 /// A parsed, checked configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub name: String,
     pub private_key: PathBuf,
-    /// The interface's own address and its prefix length.
-    pub address: IpAddr,
-    pub prefix: u8,
+    /// The interface's own addresses (at least one; IPv4 and IPv6 may mix), all assigned.
+    pub addresses: Vec<IfAddr>,
     /// UDP port to listen on (0: an ephemeral port, when the config leaves it out).
     pub listen_port: u16,
     /// Crypto worker threads (`None`: the core count; 0: inline on the readers).
@@ -152,25 +204,24 @@ impl Config {
                 format!("{name:?}: 1 to 15 characters of [A-Za-z0-9_.-]"),
             ));
         }
-        let (addr, prefix) = i.address.split_once('/').ok_or_else(|| {
-            bad(
-                "interface.address",
-                "expected ADDRESS/PREFIX, e.g. 10.9.0.1/24",
-            )
-        })?;
-        let address: IpAddr = addr.parse().map_err(|_| {
-            bad(
-                "interface.address",
-                format!("{addr:?} is not an IP address"),
-            )
-        })?;
-        let max = if address.is_ipv4() { 32 } else { 128 };
-        let prefix: u8 = prefix.parse().ok().filter(|p| *p <= max).ok_or_else(|| {
-            bad(
-                "interface.address",
-                format!("prefix {prefix:?} is not within 0..={max}"),
-            )
-        })?;
+        let texts = match i.address {
+            OneOrMany::One(a) => vec![a],
+            OneOrMany::Many(v) => v,
+        };
+        if texts.is_empty() {
+            return Err(bad("interface.address", "at least one address is needed"));
+        }
+        let mut addresses: Vec<IfAddr> = Vec::with_capacity(texts.len());
+        for t in &texts {
+            let a = parse_if_addr(t)?;
+            if addresses.iter().any(|b| b.addr == a.addr) {
+                return Err(bad(
+                    "interface.address",
+                    format!("{} is listed twice", a.addr),
+                ));
+            }
+            addresses.push(a);
+        }
         if i.listen_port == Some(0) {
             return Err(bad(
                 "interface.listen_port",
@@ -308,8 +359,7 @@ impl Config {
         let cfg = Config {
             name,
             private_key: i.private_key,
-            address,
-            prefix,
+            addresses,
             listen_port: i.listen_port.unwrap_or(0),
             workers: i.workers.map(|w| w as usize),
             queues: i.queues.map(|q| q as usize),
@@ -322,7 +372,7 @@ impl Config {
 
     /// The networks of the interface's own addresses (the kernel routes them to it already).
     pub fn networks(&self) -> Vec<IpNet> {
-        IpNet::new(self.address, self.prefix).into_iter().collect()
+        self.addresses.iter().map(IfAddr::network).collect()
     }
 
     /// The routes `up` adds through the interface: every allowed IP prefix of every peer that
@@ -409,7 +459,7 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         let c = Config::parse(&sample()).unwrap();
         assert_eq!(c.name, "sl0");
         assert_eq!(c.core.mtu, 1420);
-        assert_eq!(c.prefix, 24);
+        assert_eq!(c.addresses, [parse_if_addr("10.9.0.1/24").unwrap()]);
         assert_eq!(c.core.piggyback.small, 128);
         assert_eq!(c.core.piggyback.max_delay, Duration::from_micros(100));
         assert_eq!(c.peers.len(), 1);
@@ -522,6 +572,37 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
             let e = Config::parse(&with(v)).unwrap_err();
             assert!(e.to_string().contains("persistent_keepalive"), "{v}: {e}");
         }
+    }
+
+    #[test]
+    fn address_is_one_cidr_or_a_list() {
+        let list = r#"address = ["10.9.0.1/24", "fd09::1/64", "10.8.0.1/16"]"#;
+        let c = Config::parse(&sample().replace(r#"address = "10.9.0.1/24""#, list)).unwrap();
+        let got: Vec<String> = c.addresses.iter().map(|a| a.to_string()).collect();
+        assert_eq!(got, ["10.9.0.1/24", "fd09::1/64", "10.8.0.1/16"]);
+        // Every address's network is the interface's: fd00::/64 is not, 10.8.x is now.
+        let text = sample()
+            .replace(r#"address = "10.9.0.1/24""#, list)
+            .replace("fd00::/64", "10.8.3.0/24");
+        let c = Config::parse(&text).unwrap();
+        assert!(c.routes().is_empty(), "{:?}", c.routes());
+        for bad_list in [
+            "address = []",
+            r#"address = ["10.9.0.1/24", "10.9.0.1/16"]"#,
+            r#"address = ["10.9.0.1/24", "fd09::1/129"]"#,
+            r#"address = ["10.9.0.1/24", "nope/8"]"#,
+            r#"address = ["10.9.0.1/24", "fd09::1"]"#,
+        ] {
+            let e = Config::parse(&sample().replace(r#"address = "10.9.0.1/24""#, bad_list))
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("interface.address"),
+                "{bad_list}: {e}"
+            );
+        }
+        let e = Config::parse(&sample().replace(r#"address = "10.9.0.1/24""#, "address = 7"))
+            .unwrap_err();
+        assert!(e.to_string().contains("address"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::process::Command;
 
 use sealink_proto::tunnel::IpNet;
 
+use crate::config::IfAddr;
 use crate::error::TunnelError;
 
 /// Runs `ip ARGS`; a failure names the command and carries what `ip` printed.
@@ -36,6 +37,18 @@ pub(crate) fn add_route(ifname: &str, net: IpNet) -> Result<(), TunnelError> {
         "route".into(),
         "add".into(),
         net.to_string(),
+        "dev".into(),
+        ifname.into(),
+    ])
+}
+
+/// `ip address add ADDR/PREFIX dev IFNAME`: an address after the first (which the TUN builder
+/// sets).
+pub(crate) fn add_address(ifname: &str, a: &IfAddr) -> Result<(), TunnelError> {
+    ip(&[
+        "address".into(),
+        "add".into(),
+        a.to_string(),
         "dev".into(),
         ifname.into(),
     ])

@@ -65,8 +65,9 @@ fn a_good_file_loads_with_its_values_and_a_key_path_beside_it() {
     assert_eq!(c.name, "slt0");
     // Relative to the config file's directory.
     assert_eq!(c.private_key, d.path().join("keys/host.key"));
-    assert_eq!(c.address, "10.77.0.1".parse::<IpAddr>().unwrap());
-    assert_eq!(c.prefix, 24);
+    assert_eq!(c.addresses.len(), 1);
+    assert_eq!(c.addresses[0].addr, "10.77.0.1".parse::<IpAddr>().unwrap());
+    assert_eq!(c.addresses[0].prefix, 24);
     assert_eq!(c.listen_port, 51999);
     assert_eq!(c.core.mtu, 1400);
     assert_eq!(c.workers, Some(2));
