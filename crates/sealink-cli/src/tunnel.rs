@@ -10,7 +10,10 @@ use sealink_tunnel::{Config, RunDir, TunnelError, control};
 use anyhow::{Context, Result, bail};
 
 pub const UP_HELP: &str = r#"Runs in the foreground until SIGINT/SIGTERM or `sealink down NAME`, then removes the
-interface. Prints `up: NAME` on stderr once the interface is up and configured.
+interface. Prints `up: NAME` on stderr once the interface is up and configured; under systemd
+(NOTIFY_SOCKET set, `Type=notify`) it also sends READY=1 then. CONFIG is a path, or a NAME (no
+`/`, not ending in `.toml`) for $SEALINK_CONFIG_DIR/NAME.toml, by default /etc/sealink/NAME.toml
+(contrib/systemd/sealink@.service runs `sealink up %i`).
 
 Example CONFIG (TOML):
   [interface]
@@ -53,7 +56,40 @@ $SEALINK_RUN_DIR, else /run/sealink; INODE names the network namespace, so `show
 must run in the tunnel's namespace); only root and the tunnel's uid may use it. Once set up,
 the tunnel drops every capability."#;
 
+/// Where configs named by NAME live unless $SEALINK_CONFIG_DIR says otherwise.
+const CONFIG_DIR: &str = "/etc/sealink";
+
+/// The config file `sealink up ARG` reads: ARG itself when it looks like a path (it has a `/`
+/// or ends in `.toml`), else `DIR/ARG.toml` (DIR: $SEALINK_CONFIG_DIR, else /etc/sealink), as
+/// wg-quick resolves `wg-quick up wg0` to /etc/wireguard/wg0.conf.
+fn resolve_config(arg: &Path, dir: Option<PathBuf>) -> PathBuf {
+    let text = arg.as_os_str().as_encoded_bytes();
+    if text.contains(&b'/') || text.ends_with(b".toml") || text.is_empty() {
+        return arg.to_path_buf();
+    }
+    let mut name = arg.as_os_str().to_owned();
+    name.push(".toml");
+    dir.unwrap_or_else(|| PathBuf::from(CONFIG_DIR)).join(name)
+}
+
+/// Tells systemd (when it started us with `Type=notify`: NOTIFY_SOCKET is set) that the tunnel
+/// is up and serving. Without NOTIFY_SOCKET this does nothing.
+fn notify_ready(name: &str, listen: std::net::SocketAddr) {
+    let status = format!("up: {name}, listening on {listen}");
+    let states = [
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&status),
+    ];
+    if let Err(e) = sd_notify::notify(&states) {
+        tracing::warn!(error = %e, "cannot notify the service manager (NOTIFY_SOCKET)");
+    }
+}
+
 pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
+    let config = &resolve_config(
+        config,
+        std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from),
+    );
     let cfg = Config::from_file(config).with_context(|| format!("config {}", config.display()))?;
     let host = sealink_keys::read_host_key(&cfg.private_key)?;
     let run_dir = RunDir::new(run_dir);
@@ -72,6 +108,8 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
             "tunnel up"
         );
         eprintln!("up: {}", info.name);
+        // After every thread started; the control socket is served right after this returns.
+        notify_ready(&info.name, info.listen);
     })?;
     Ok(())
 }
@@ -117,4 +155,29 @@ pub fn show(name: Option<&str>, run_dir: Option<PathBuf>, json: bool) -> Result<
         print!("{}", texts.join("\n"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn up_resolves_a_name_to_the_config_directory() {
+        let dir = Some(PathBuf::from("/x/conf"));
+        let r = |a: &str| resolve_config(Path::new(a), dir.clone());
+        assert_eq!(r("sl0"), Path::new("/x/conf/sl0.toml"));
+        assert_eq!(r("wg.office"), Path::new("/x/conf/wg.office.toml"));
+        // Paths stay paths.
+        assert_eq!(r("./sl0"), Path::new("./sl0"));
+        assert_eq!(
+            r("/etc/sealink/sl0.toml"),
+            Path::new("/etc/sealink/sl0.toml")
+        );
+        assert_eq!(r("sl0.toml"), Path::new("sl0.toml"));
+        assert_eq!(r("conf/sl0"), Path::new("conf/sl0"));
+        assert_eq!(
+            resolve_config(Path::new("sl0"), None),
+            Path::new("/etc/sealink/sl0.toml")
+        );
+    }
 }

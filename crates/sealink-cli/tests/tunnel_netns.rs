@@ -163,10 +163,23 @@ impl Lab {
 
     /// Starts `sealink up` in a namespace and waits for its `up:` line.
     fn up(&mut self, side: usize, cfg: &PathBuf) {
+        let rx = self.spawn_up(side, cfg.as_os_str(), &[]);
+        self.wait_up(side, rx);
+    }
+
+    /// Starts `sealink up ARG` in a namespace with `envs` added; its stderr lines arrive on the
+    /// returned channel.
+    fn spawn_up(
+        &mut self,
+        side: usize,
+        arg: &std::ffi::OsStr,
+        envs: &[(&str, &std::ffi::OsStr)],
+    ) -> mpsc::Receiver<String> {
         let mut child = Command::new("ip")
             .args(["netns", "exec", &self.ns[side], BIN, "up"])
-            .arg(cfg)
+            .arg(arg)
             .env("SEALINK_RUN_DIR", &self.run_dir)
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -180,6 +193,11 @@ impl Lab {
                 let _ = tx.send(line);
             }
         });
+        rx
+    }
+
+    /// Waits for the `up:` line of side `side` on `rx`.
+    fn wait_up(&self, side: usize, rx: mpsc::Receiver<String>) {
         let want = format!("up: {}", self.ifname[side]);
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut seen = Vec::new();
@@ -737,4 +755,60 @@ fn several_addresses_ipv4_and_ipv6() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// `sealink up NAME` reads CONFIG_DIR/NAME.toml ($SEALINK_CONFIG_DIR standing in for
+/// /etc/sealink), and with NOTIFY_SOCKET set (systemd's `Type=notify`) sends READY=1 once the
+/// interface is up and the control socket answers.
+#[test]
+fn up_by_name_notifies_systemd_when_ready() {
+    use std::os::unix::net::UnixDatagram;
+    let Some(mut lab) = Lab::new("n") else { return };
+    let cfgs = lab.write_configs();
+    let confdir = lab.dir.path().join("etc-sealink");
+    std::fs::create_dir(&confdir).unwrap();
+    let name = lab.ifname[0].clone();
+    // The key path is relative to the config: keep the key beside it.
+    for f in ["host0.key", "host0.key.pub"] {
+        std::fs::copy(lab.dir.path().join(f), confdir.join(f)).unwrap();
+    }
+    std::fs::copy(&cfgs[0], confdir.join(format!("{name}.toml"))).unwrap();
+
+    // A name with no config behind it: the error names the file it looked for.
+    let o = Command::new(BIN)
+        .args(["up", "nosuch"])
+        .env("SEALINK_CONFIG_DIR", &confdir)
+        .env("SEALINK_RUN_DIR", &lab.run_dir)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("{}/nosuch.toml", confdir.display())),
+        "{err}"
+    );
+
+    let notify = lab.dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&notify).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let rx = lab.spawn_up(
+        0,
+        std::ffi::OsStr::new(&name),
+        &[
+            ("SEALINK_CONFIG_DIR", confdir.as_os_str()),
+            ("NOTIFY_SOCKET", notify.as_os_str()),
+        ],
+    );
+    let mut buf = [0u8; 4096];
+    let n = sock
+        .recv(&mut buf)
+        .expect("no notification from sealink up");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(msg.lines().any(|l| l == "READY=1"), "{msg:?}");
+    assert!(msg.contains(&format!("STATUS=up: {name}")), "{msg:?}");
+    // Ready means ready: the interface exists and `show` is answered at once.
+    assert!(lab.has_link(0), "READY=1 before the interface exists");
+    assert!(lab.show(0).contains(&format!("interface: {name}")));
+    lab.wait_up(0, rx);
 }
