@@ -162,7 +162,7 @@ impl Lab {
     }
 
     /// Starts `sealink up` in a namespace and waits for its `up:` line.
-    fn up(&mut self, side: usize, cfg: &PathBuf) {
+    fn up(&mut self, side: usize, cfg: &Path) {
         let rx = self.spawn_up(side, cfg.as_os_str(), &[]);
         self.wait_up(side, rx);
     }
