@@ -21,6 +21,8 @@ fuzz_target!(|data: &[u8]| {
             public_key: *peer.public(),
             endpoint: Some(src),
             allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
+            // On: the fuzzed timeline also drives keepalives.
+            persistent_keepalive: Some(std::time::Duration::from_secs(1)),
         }],
     )
     .unwrap();

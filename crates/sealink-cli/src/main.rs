@@ -105,7 +105,8 @@ struct CompletionsArgs {
 
 #[derive(Debug, Args)]
 struct UpArgs {
-    /// Tunnel configuration file (TOML; see the example below)
+    /// Tunnel configuration file (TOML; see the example below), or a NAME standing for
+    /// /etc/sealink/NAME.toml (a NAME has no `/` and does not end in `.toml`)
     config: PathBuf,
     #[command(flatten)]
     run_dir: RunDirArg,

@@ -10,14 +10,18 @@ use sealink_tunnel::{Config, RunDir, TunnelError, control};
 use anyhow::{Context, Result, bail};
 
 pub const UP_HELP: &str = r#"Runs in the foreground until SIGINT/SIGTERM or `sealink down NAME`, then removes the
-interface. Prints `up: NAME` on stderr once the interface is up and configured.
+interface. Prints `up: NAME` on stderr once the interface is up and configured; under systemd
+(NOTIFY_SOCKET set, `Type=notify`) it also sends READY=1 then. CONFIG is a path, or a NAME (no
+`/`, not ending in `.toml`) for $SEALINK_CONFIG_DIR/NAME.toml, by default /etc/sealink/NAME.toml
+(contrib/systemd/sealink@.service runs `sealink up %i`).
 
 Example CONFIG (TOML):
   [interface]
   name = "sl0"                    # TUN name (default sl0)
   private_key = "/etc/sealink/host.key"   # `sealink keygen host PATH`; relative to CONFIG
-  address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
-  listen_port = 51820
+  address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface, or a list
+                                  # (all assigned): ["10.9.0.1/24", "fd09::1/64"]
+  listen_port = 51820             # optional: an ephemeral port if left out (`show` tells it)
   mtu = 1420                      # default 1420
   workers = 4                     # crypto threads; 0: inline (default: core count; 0 up to 2 cores)
   queues = 4                      # TUN queues and UDP sockets (default: core count; 1 up to 2)
@@ -35,11 +39,16 @@ Example CONFIG (TOML):
   name = "b"
   public_key = "<base64 from the peer's host.key.pub, field 2>"
   endpoint = "10.0.0.2:51820"     # optional: learned from authenticated packets
+  persistent_keepalive = 25       # optional: a keepalive after 25 s with nothing sent to the
+                                  # peer, for NAT mappings (0 or absent: off)
   allowed_ips = ["10.9.0.2/32"]   # the peer's addresses inside the tunnel
 
 Packets to addresses outside every peer's allowed_ips are dropped (no-route); packets from a
 peer with a source outside its allowed_ips are dropped (source-not-allowed); `sealink show`
-counts both.
+counts both. Allowed IPs outside the interface's own networks (a site behind a peer) are routed
+through the interface on `up` (`ip route add PREFIX dev NAME`, iproute2 needed); the routes go
+with the interface. A full tunnel (0.0.0.0/0 or ::/0) is refused: it would need wg-quick's
+fwmark policy routing, which sealink does not do; so is a prefix containing a peer's endpoint.
 
 The config and the key file must not be writable by other users (nor the key readable by
 them). The control socket is RUN_DIR/net-INODE/NAME.sock (RUN_DIR: --run-dir, else
@@ -47,7 +56,40 @@ $SEALINK_RUN_DIR, else /run/sealink; INODE names the network namespace, so `show
 must run in the tunnel's namespace); only root and the tunnel's uid may use it. Once set up,
 the tunnel drops every capability."#;
 
+/// Where configs named by NAME live unless $SEALINK_CONFIG_DIR says otherwise.
+const CONFIG_DIR: &str = "/etc/sealink";
+
+/// The config file `sealink up ARG` reads: ARG itself when it looks like a path (it has a `/`
+/// or ends in `.toml`), else `DIR/ARG.toml` (DIR: $SEALINK_CONFIG_DIR, else /etc/sealink), as
+/// wg-quick resolves `wg-quick up wg0` to /etc/wireguard/wg0.conf.
+fn resolve_config(arg: &Path, dir: Option<PathBuf>) -> PathBuf {
+    let text = arg.as_os_str().as_encoded_bytes();
+    if text.contains(&b'/') || text.ends_with(b".toml") || text.is_empty() {
+        return arg.to_path_buf();
+    }
+    let mut name = arg.as_os_str().to_owned();
+    name.push(".toml");
+    dir.unwrap_or_else(|| PathBuf::from(CONFIG_DIR)).join(name)
+}
+
+/// Tells systemd (when it started us with `Type=notify`: NOTIFY_SOCKET is set) that the tunnel
+/// is up and serving. Without NOTIFY_SOCKET this does nothing.
+fn notify_ready(name: &str, listen: std::net::SocketAddr) {
+    let status = format!("up: {name}, listening on {listen}");
+    let states = [
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(&status),
+    ];
+    if let Err(e) = sd_notify::notify(&states) {
+        tracing::warn!(error = %e, "cannot notify the service manager (NOTIFY_SOCKET)");
+    }
+}
+
 pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
+    let config = &resolve_config(
+        config,
+        std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from),
+    );
     let cfg = Config::from_file(config).with_context(|| format!("config {}", config.display()))?;
     let host = sealink_keys::read_host_key(&cfg.private_key)?;
     let run_dir = RunDir::new(run_dir);
@@ -66,6 +108,8 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
             "tunnel up"
         );
         eprintln!("up: {}", info.name);
+        // After every thread started; the control socket is served right after this returns.
+        notify_ready(&info.name, info.listen);
     })?;
     Ok(())
 }
@@ -111,4 +155,29 @@ pub fn show(name: Option<&str>, run_dir: Option<PathBuf>, json: bool) -> Result<
         print!("{}", texts.join("\n"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn up_resolves_a_name_to_the_config_directory() {
+        let dir = Some(PathBuf::from("/x/conf"));
+        let r = |a: &str| resolve_config(Path::new(a), dir.clone());
+        assert_eq!(r("sl0"), Path::new("/x/conf/sl0.toml"));
+        assert_eq!(r("wg.office"), Path::new("/x/conf/wg.office.toml"));
+        // Paths stay paths.
+        assert_eq!(r("./sl0"), Path::new("./sl0"));
+        assert_eq!(
+            r("/etc/sealink/sl0.toml"),
+            Path::new("/etc/sealink/sl0.toml")
+        );
+        assert_eq!(r("sl0.toml"), Path::new("sl0.toml"));
+        assert_eq!(r("conf/sl0"), Path::new("conf/sl0"));
+        assert_eq!(
+            resolve_config(Path::new("sl0"), None),
+            Path::new("/etc/sealink/sl0.toml")
+        );
+    }
 }

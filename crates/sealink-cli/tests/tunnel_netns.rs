@@ -132,6 +132,12 @@ impl Lab {
 
     /// Configs with `extra` lines added to `[interface]`.
     fn write_configs_with(&self, extra: &str) -> [PathBuf; 2] {
+        self.write_configs_full(extra, ["", ""])
+    }
+
+    /// Configs with `extra` lines added to `[interface]` and, on each side, `allowed[side]`
+    /// (`, "PREFIX", ...`) appended to that side's peer's allowed_ips.
+    fn write_configs_full(&self, extra: &str, allowed: [&str; 2]) -> [PathBuf; 2] {
         let keys = [self.public_key(0), self.public_key(1)];
         [0usize, 1].map(|side| {
             let other = 1 - side;
@@ -142,11 +148,12 @@ impl Lab {
                 ""
             };
             let cfg = format!(
-                "[interface]\nname = \"{}\"\nprivate_key = \"host{side}.key\"\naddress = \"10.202.0.{}/24\"\nlisten_port = 51820\n{extra}\n[[peer]]\nname = \"peer{other}\"\npublic_key = \"{}\"\n{endpoint}allowed_ips = [\"10.202.0.{}/32\"]\n",
+                "[interface]\nname = \"{}\"\nprivate_key = \"host{side}.key\"\naddress = \"10.202.0.{}/24\"\nlisten_port = 51820\n{extra}\n[[peer]]\nname = \"peer{other}\"\npublic_key = \"{}\"\n{endpoint}allowed_ips = [\"10.202.0.{}/32\"{}]\n",
                 self.ifname[side],
                 side + 1,
                 keys[other],
-                other + 1
+                other + 1,
+                allowed[side]
             );
             let path = self.dir.path().join(format!("tunnel{side}.toml"));
             std::fs::write(&path, cfg).unwrap();
@@ -155,11 +162,24 @@ impl Lab {
     }
 
     /// Starts `sealink up` in a namespace and waits for its `up:` line.
-    fn up(&mut self, side: usize, cfg: &PathBuf) {
+    fn up(&mut self, side: usize, cfg: &Path) {
+        let rx = self.spawn_up(side, cfg.as_os_str(), &[]);
+        self.wait_up(side, rx);
+    }
+
+    /// Starts `sealink up ARG` in a namespace with `envs` added; its stderr lines arrive on the
+    /// returned channel.
+    fn spawn_up(
+        &mut self,
+        side: usize,
+        arg: &std::ffi::OsStr,
+        envs: &[(&str, &std::ffi::OsStr)],
+    ) -> mpsc::Receiver<String> {
         let mut child = Command::new("ip")
             .args(["netns", "exec", &self.ns[side], BIN, "up"])
-            .arg(cfg)
+            .arg(arg)
             .env("SEALINK_RUN_DIR", &self.run_dir)
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -173,6 +193,11 @@ impl Lab {
                 let _ = tx.send(line);
             }
         });
+        rx
+    }
+
+    /// Waits for the `up:` line of side `side` on `rx`.
+    fn wait_up(&self, side: usize, rx: mpsc::Receiver<String>) {
         let want = format!("up: {}", self.ifname[side]);
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut seen = Vec::new();
@@ -583,4 +608,207 @@ fn same_interface_name_in_two_namespaces() {
     let o = lab.exec(1, &[BIN, "down", &name]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!lab.has_link(1));
+}
+
+/// allowed_ips outside the interface's own subnet are routed through the tunnel (as wg-quick
+/// does): a network behind peer B (10.77.0.0/24) is
+/// reachable from A (an extra address of B's), `ip route` in A shows it on the TUN device, and the route goes with the
+/// interface.
+#[test]
+fn allowed_ips_behind_the_peer_are_routed() {
+    let Some(mut lab) = Lab::new("r") else { return };
+    // The site behind B: an address on B's loopback (no dummy module needed).
+    ok(
+        "ip",
+        &["-n", &lab.ns[1], "addr", "add", "10.77.0.1/24", "dev", "lo"],
+    );
+    // A routes 10.77.0.0/24 to B; B's reply comes from 10.77.0.1, which A must accept from B.
+    let cfgs = lab.write_configs_full("", [", \"10.77.0.0/24\"", ""]);
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    assert!(have("ping"), "ping is needed for this test");
+    let o = lab.exec(0, &["ping", "-c", "2", "-i", "0.2", "-W", "5", "10.77.0.1"]);
+    assert!(
+        o.status.success(),
+        "ping to the network behind the peer failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let routes = ok(
+        "ip",
+        &["-n", &lab.ns[0], "route", "show", "dev", &lab.ifname[0]],
+    );
+    assert!(
+        routes.lines().any(|l| l.starts_with("10.77.0.0/24")),
+        "no route to 10.77.0.0/24 via {}: {routes}",
+        lab.ifname[0]
+    );
+    // The peer's own /32 lies inside the interface's subnet: no extra route for it.
+    assert!(!routes.contains("10.202.0.2"), "{routes}");
+    let s1 = lab.show(1);
+    assert_eq!(counter(&s1, "source-not-allowed"), 0, "{s1}");
+    assert!(counter(&lab.show(0), "rx_packets") >= 2);
+    // Down removes the interface, and the route with it.
+    let o = lab.exec(0, &[BIN, "down", &lab.ifname[0]]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let routes = ok("ip", &["-n", &lab.ns[0], "route", "show"]);
+    assert!(!routes.contains("10.77.0.0"), "route left behind: {routes}");
+}
+
+/// `listen_port` left out: A listens on an ephemeral port and `show --json` reports it;
+/// `persistent_keepalive = 1` on A's peer: with no traffic at all, A's first keepalive starts
+/// the handshake at `up` (B learns A's endpoint, ephemeral port included) and keepalives keep
+/// leaving every second.
+#[test]
+fn ephemeral_listen_port_and_persistent_keepalive() {
+    let Some(mut lab) = Lab::new("k") else { return };
+    let cfgs = lab.write_configs();
+    let text = std::fs::read_to_string(&cfgs[0]).unwrap();
+    let text = text
+        .replace("listen_port = 51820\n", "")
+        .replace("allowed_ips", "persistent_keepalive = 1\nallowed_ips");
+    std::fs::write(&cfgs[0], text).unwrap();
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    let o = lab.exec(0, &[BIN, "show", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let port = v[0]["listen_port"]
+        .as_u64()
+        .expect("listen_port in show --json");
+    assert!(port != 0 && port != 51820, "ephemeral port expected: {v}");
+    assert!(
+        v[0]["listening"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!(":{port}")),
+        "{v}"
+    );
+    assert_eq!(v[0]["peers"][0]["persistent_keepalive_secs"], 1, "{v}");
+    // Nothing was sent through the tunnel, yet B knows A (ephemeral port included) and more
+    // keepalives arrive.
+    let want = format!("endpoint: 10.201.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let s1 = loop {
+        let s1 = lab.show(1);
+        // The initiation, the keepalive confirming the session, then two persistent ones.
+        if s1.contains(&want) && counter(&s1, "rx") >= 4 {
+            break s1;
+        }
+        assert!(Instant::now() < deadline, "no keepalives from A: {s1}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(s1.contains("session up"), "{s1}");
+    let s0 = lab.show(0);
+    assert!(counter(&s0, "keepalives") >= 2, "{s0}");
+    assert_eq!(counter(&s0, "tx_packets"), 0, "{s0}");
+    assert!(s0.contains("persistent keepalive: every 1 s"), "{s0}");
+    assert!(
+        lab.show(1)
+            .lines()
+            .all(|l| !l.contains("persistent keepalive")),
+        "B has none configured"
+    );
+}
+
+/// `address` as a list: an IPv4 and an IPv6 address on each side, both assigned; IPv6 pings
+/// cross the tunnel as IPv4 ones do.
+#[test]
+fn several_addresses_ipv4_and_ipv6() {
+    let Some(mut lab) = Lab::new("m") else { return };
+    let cfgs = lab.write_configs_full("", [", \"fd77::2/128\"", ", \"fd77::1/128\""]);
+    for (side, path) in cfgs.iter().enumerate() {
+        let n = side + 1;
+        let text = std::fs::read_to_string(path).unwrap().replace(
+            &format!("address = \"10.202.0.{n}/24\""),
+            &format!("address = [\"10.202.0.{n}/24\", \"fd77::{n}/64\"]"),
+        );
+        std::fs::write(path, text).unwrap();
+    }
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    for side in 0..2 {
+        let addrs = ok(
+            "ip",
+            &[
+                "-n",
+                &lab.ns[side],
+                "addr",
+                "show",
+                "dev",
+                &lab.ifname[side],
+            ],
+        );
+        let n = side + 1;
+        assert!(addrs.contains(&format!("inet 10.202.0.{n}/24")), "{addrs}");
+        assert!(addrs.contains(&format!("inet6 fd77::{n}/64")), "{addrs}");
+    }
+    assert!(have("ping"), "ping is needed for this test");
+    lab.ping_through(2);
+    let o = lab.exec(
+        0,
+        &["ping", "-6", "-c", "2", "-i", "0.2", "-W", "5", "fd77::2"],
+    );
+    assert!(
+        o.status.success(),
+        "IPv6 ping through the tunnel failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `sealink up NAME` reads CONFIG_DIR/NAME.toml ($SEALINK_CONFIG_DIR standing in for
+/// /etc/sealink), and with NOTIFY_SOCKET set (systemd's `Type=notify`) sends READY=1 once the
+/// interface is up and the control socket answers.
+#[test]
+fn up_by_name_notifies_systemd_when_ready() {
+    use std::os::unix::net::UnixDatagram;
+    let Some(mut lab) = Lab::new("n") else { return };
+    let cfgs = lab.write_configs();
+    let confdir = lab.dir.path().join("etc-sealink");
+    std::fs::create_dir(&confdir).unwrap();
+    let name = lab.ifname[0].clone();
+    // The key path is relative to the config: keep the key beside it.
+    for f in ["host0.key", "host0.key.pub"] {
+        std::fs::copy(lab.dir.path().join(f), confdir.join(f)).unwrap();
+    }
+    std::fs::copy(&cfgs[0], confdir.join(format!("{name}.toml"))).unwrap();
+
+    // A name with no config behind it: the error names the file it looked for.
+    let o = Command::new(BIN)
+        .args(["up", "nosuch"])
+        .env("SEALINK_CONFIG_DIR", &confdir)
+        .env("SEALINK_RUN_DIR", &lab.run_dir)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("{}/nosuch.toml", confdir.display())),
+        "{err}"
+    );
+
+    let notify = lab.dir.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&notify).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let rx = lab.spawn_up(
+        0,
+        std::ffi::OsStr::new(&name),
+        &[
+            ("SEALINK_CONFIG_DIR", confdir.as_os_str()),
+            ("NOTIFY_SOCKET", notify.as_os_str()),
+        ],
+    );
+    let mut buf = [0u8; 4096];
+    let n = sock
+        .recv(&mut buf)
+        .expect("no notification from sealink up");
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(msg.lines().any(|l| l == "READY=1"), "{msg:?}");
+    assert!(msg.contains(&format!("STATUS=up: {name}")), "{msg:?}");
+    // Ready means ready: the interface exists and `show` is answered at once.
+    assert!(lab.has_link(0), "READY=1 before the interface exists");
+    assert!(lab.show(0).contains(&format!("interface: {name}")));
+    lab.wait_up(0, rx);
 }

@@ -58,6 +58,7 @@ fn net() -> Net {
                 public_key: *keys[i].public(),
                 endpoint: Some(sa(i)),
                 allowed_ips: vec![format!("10.9.0.{}/32", i + 1).parse().unwrap()],
+                persistent_keepalive: None,
             })
             .collect(),
     )
@@ -72,6 +73,7 @@ fn net() -> Net {
                     public_key: *keys[0].public(),
                     endpoint: Some(sa(0)),
                     allowed_ips: vec!["10.9.0.1/32".parse().unwrap()],
+                    persistent_keepalive: None,
                 }],
             )
             .unwrap()

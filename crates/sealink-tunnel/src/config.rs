@@ -5,8 +5,9 @@
 //! [interface]
 //! name = "sl0"                    # TUN name (default sl0)
 //! private_key = "/path/host.key"  # written by `sealink keygen host PATH`
-//! address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface
-//! listen_port = 51820
+//! address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface, or a list:
+//!                                 # ["10.9.0.1/24", "fd09::1/64"] (all are assigned)
+//! listen_port = 51820             # optional: an ephemeral port if left out (`show` tells it)
 //! mtu = 1420                      # default 1420
 //! workers = 4                     # crypto worker threads; 0: inline on the readers
 //! queues = 4                      # TUN queues and UDP sockets
@@ -23,8 +24,16 @@
 //! name = "b"
 //! public_key = "<base64 from host.key.pub, field 2>"
 //! endpoint = "10.0.0.2:51820"     # optional
-//! allowed_ips = ["10.9.0.2/32"]
+//! persistent_keepalive = 25       # optional: a keepalive after 25 s with nothing sent to
+//!                                 # the peer (NAT mappings); 0 or absent: off; at most 65535
+//! allowed_ips = ["10.9.0.2/32"]   # also routed through the interface where the interface's
+//!                                 # own networks do not cover them (a site behind the peer)
 //! ```
+//!
+//! `up` adds `ip route add PREFIX dev NAME` for every allowed IP prefix outside the interface's
+//! networks; the routes go away with the interface. A full tunnel (`0.0.0.0/0`, `::/0`) is
+//! refused (wg-quick's fwmark policy routing is not implemented), and so is any routed prefix
+//! that contains a peer's endpoint (the tunnel's own datagrams would loop into it).
 
 use std::io::Read as _;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -54,12 +63,20 @@ struct RawConfig {
 struct RawInterface {
     name: Option<String>,
     private_key: PathBuf,
-    address: String,
-    listen_port: u16,
+    address: OneOrMany,
+    listen_port: Option<u16>,
     mtu: Option<u32>,
     workers: Option<u32>,
     queues: Option<u32>,
     piggyback: Option<RawPiggyback>,
+}
+
+/// `address = "CIDR"` or `address = ["CIDR", ...]`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -79,6 +96,51 @@ struct RawPeer {
     public_key: String,
     endpoint: Option<String>,
     allowed_ips: Vec<String>,
+    persistent_keepalive: Option<u16>,
+}
+
+/// An address of the interface and the length of its network's prefix (`10.9.0.1/24`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IfAddr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl IfAddr {
+    /// The network the address lies in (the kernel routes it to the interface).
+    pub fn network(&self) -> IpNet {
+        // `prefix` was checked against the address family at parse time.
+        IpNet::new(self.addr, self.prefix).unwrap_or_else(|_| IpNet::new(self.addr, 0).unwrap())
+    }
+}
+
+impl std::fmt::Display for IfAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+fn parse_if_addr(s: &str) -> Result<IfAddr, TunnelError> {
+    let (addr, prefix) = s.split_once('/').ok_or_else(|| {
+        bad(
+            "interface.address",
+            format!("{s:?}: expected ADDRESS/PREFIX, e.g. 10.9.0.1/24"),
+        )
+    })?;
+    let addr: IpAddr = addr.parse().map_err(|_| {
+        bad(
+            "interface.address",
+            format!("{addr:?} is not an IP address"),
+        )
+    })?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix: u8 = prefix.parse().ok().filter(|p| *p <= max).ok_or_else(|| {
+        bad(
+            "interface.address",
+            format!("prefix {prefix:?} is not within 0..={max}"),
+        )
+    })?;
+    Ok(IfAddr { addr, prefix })
 }
 
 /// A parsed, checked configuration.
@@ -86,9 +148,9 @@ struct RawPeer {
 pub struct Config {
     pub name: String,
     pub private_key: PathBuf,
-    /// The interface's own address and its prefix length.
-    pub address: IpAddr,
-    pub prefix: u8,
+    /// The interface's own addresses (at least one; IPv4 and IPv6 may mix), all assigned.
+    pub addresses: Vec<IfAddr>,
+    /// UDP port to listen on (0: an ephemeral port, when the config leaves it out).
     pub listen_port: u16,
     /// Crypto worker threads (`None`: the core count; 0: inline on the readers).
     pub workers: Option<usize>,
@@ -142,27 +204,29 @@ impl Config {
                 format!("{name:?}: 1 to 15 characters of [A-Za-z0-9_.-]"),
             ));
         }
-        let (addr, prefix) = i.address.split_once('/').ok_or_else(|| {
-            bad(
-                "interface.address",
-                "expected ADDRESS/PREFIX, e.g. 10.9.0.1/24",
-            )
-        })?;
-        let address: IpAddr = addr.parse().map_err(|_| {
-            bad(
-                "interface.address",
-                format!("{addr:?} is not an IP address"),
-            )
-        })?;
-        let max = if address.is_ipv4() { 32 } else { 128 };
-        let prefix: u8 = prefix.parse().ok().filter(|p| *p <= max).ok_or_else(|| {
-            bad(
-                "interface.address",
-                format!("prefix {prefix:?} is not within 0..={max}"),
-            )
-        })?;
-        if i.listen_port == 0 {
-            return Err(bad("interface.listen_port", "must be within 1..=65535"));
+        let texts = match i.address {
+            OneOrMany::One(a) => vec![a],
+            OneOrMany::Many(v) => v,
+        };
+        if texts.is_empty() {
+            return Err(bad("interface.address", "at least one address is needed"));
+        }
+        let mut addresses: Vec<IfAddr> = Vec::with_capacity(texts.len());
+        for t in &texts {
+            let a = parse_if_addr(t)?;
+            if addresses.iter().any(|b| b.addr == a.addr) {
+                return Err(bad(
+                    "interface.address",
+                    format!("{} is listed twice", a.addr),
+                ));
+            }
+            addresses.push(a);
+        }
+        if i.listen_port == Some(0) {
+            return Err(bad(
+                "interface.listen_port",
+                "must be within 1..=65535 (leave it out for an ephemeral port)",
+            ));
         }
         let mut core = TunnelConfig::default();
         if let Some(m) = i.mtu {
@@ -263,29 +327,96 @@ impl Config {
             };
             let mut allowed_ips = Vec::new();
             for a in &p.allowed_ips {
-                allowed_ips.push(
-                    a.parse::<IpNet>()
-                        .map_err(|e| bad(key("allowed_ips"), format!("{a:?}: {e}")))?,
-                );
+                let net = a
+                    .parse::<IpNet>()
+                    .map_err(|e| bad(key("allowed_ips"), format!("{a:?}: {e}")))?;
+                if net.prefix() == 0 {
+                    return Err(bad(
+                        key("allowed_ips"),
+                        format!(
+                            "{a:?}: a full tunnel is not supported: `sealink up` routes allowed \
+                             IPs through the interface, and a default route would carry the \
+                             tunnel's own datagrams to the peer into the tunnel too (wg-quick \
+                             avoids that with fwmark policy routing, which sealink does not do); \
+                             list the networks behind the peer instead"
+                        ),
+                    ));
+                }
+                allowed_ips.push(net);
             }
             peers.push(PeerConfig {
                 name: p.name,
                 public_key,
                 endpoint,
                 allowed_ips,
+                // 0 is off, as in WireGuard; u16 bounds it to 65535 s as there.
+                persistent_keepalive: p
+                    .persistent_keepalive
+                    .filter(|s| *s > 0)
+                    .map(|s| Duration::from_secs(u64::from(s))),
             });
         }
-        Ok(Config {
+        let cfg = Config {
             name,
             private_key: i.private_key,
-            address,
-            prefix,
-            listen_port: i.listen_port,
+            addresses,
+            listen_port: i.listen_port.unwrap_or(0),
             workers: i.workers.map(|w| w as usize),
             queues: i.queues.map(|q| q as usize),
             core,
             peers,
-        })
+        };
+        cfg.check_routes_spare_endpoints()?;
+        Ok(cfg)
+    }
+
+    /// The networks of the interface's own addresses (the kernel routes them to it already).
+    pub fn networks(&self) -> Vec<IpNet> {
+        self.addresses.iter().map(IfAddr::network).collect()
+    }
+
+    /// The routes `up` adds through the interface: every allowed IP prefix of every peer that
+    /// no network of the interface covers, once each, in config order.
+    pub fn routes(&self) -> Vec<IpNet> {
+        let own = self.networks();
+        let covered = |n: &IpNet| {
+            own.iter()
+                .any(|o| o.prefix() <= n.prefix() && o.contains(n.addr()))
+        };
+        let mut out: Vec<IpNet> = Vec::new();
+        for n in self.peers.iter().flat_map(|p| &p.allowed_ips) {
+            if !covered(n) && !out.contains(n) {
+                out.push(*n);
+            }
+        }
+        out
+    }
+
+    /// A route that covered a peer's endpoint would send the tunnel's own datagrams into the
+    /// tunnel (a loop that silently carries nothing): refused, naming the prefix and the peer.
+    fn check_routes_spare_endpoints(&self) -> Result<(), TunnelError> {
+        let routes = self.routes();
+        for (n, p) in self.peers.iter().enumerate() {
+            for net in &p.allowed_ips {
+                if !routes.contains(net) {
+                    continue;
+                }
+                for q in &self.peers {
+                    if let Some(ep) = q.endpoint.filter(|e| net.contains(e.ip())) {
+                        return Err(bad(
+                            format!("peer[{n}].allowed_ips"),
+                            format!(
+                                "{net} contains the endpoint {ep} of peer {:?}: routed into the \
+                                 tunnel, the datagrams carrying the tunnel would loop back into \
+                                 it; leave the endpoint's address out of allowed_ips",
+                                q.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -328,7 +459,7 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         let c = Config::parse(&sample()).unwrap();
         assert_eq!(c.name, "sl0");
         assert_eq!(c.core.mtu, 1420);
-        assert_eq!(c.prefix, 24);
+        assert_eq!(c.addresses, [parse_if_addr("10.9.0.1/24").unwrap()]);
         assert_eq!(c.core.piggyback.small, 128);
         assert_eq!(c.core.piggyback.max_delay, Duration::from_micros(100));
         assert_eq!(c.peers.len(), 1);
@@ -383,6 +514,95 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         let c = Config::parse(&text).unwrap();
         assert_eq!((c.workers, c.queues), (Some(0), Some(2)));
         assert_eq!(c.core.piggyback.mode, PiggybackMode::Timer);
+    }
+
+    #[test]
+    fn routes_cover_allowed_ips_outside_the_interface_networks() {
+        // 10.9.0.2/32 lies in 10.9.0.1/24: the kernel already routes it to the interface.
+        let text = sample().replace(
+            r#"["10.9.0.2/32", "fd00::/64"]"#,
+            r#"["10.9.0.2/32", "10.77.0.0/24", "10.9.0.0/16", "fd00::/64", "10.77.0.0/24"]"#,
+        );
+        let c = Config::parse(&text).unwrap();
+        let routes: Vec<String> = c.routes().iter().map(|n| n.to_string()).collect();
+        // A wider prefix than the interface's own is routed; duplicates once; IPv6 too.
+        assert_eq!(routes, ["10.77.0.0/24", "10.9.0.0/16", "fd00::/64"]);
+    }
+
+    #[test]
+    fn full_tunnel_and_routes_over_the_endpoint_are_refused() {
+        for all in ["0.0.0.0/0", "::/0"] {
+            let e = Config::parse(&sample().replace("fd00::/64", all)).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains("peer[0].allowed_ips"), "{msg}");
+            assert!(msg.contains("full tunnel"), "{msg}");
+        }
+        // 10.0.0.0/8 would route the peer's endpoint 10.0.0.2 into the tunnel.
+        for net in ["10.0.0.0/8", "0.0.0.0/1"] {
+            let e = Config::parse(&sample().replace("fd00::/64", net)).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains("peer[0].allowed_ips"), "{msg}");
+            assert!(msg.contains("endpoint 10.0.0.2:51820"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn listen_port_and_persistent_keepalive_are_optional() {
+        let c = Config::parse(&sample()).unwrap();
+        assert_eq!(c.listen_port, 51820);
+        assert_eq!(c.peers[0].persistent_keepalive, None);
+        let c = Config::parse(&sample().replace("listen_port = 51820\n", "")).unwrap();
+        assert_eq!(c.listen_port, 0, "left out: an ephemeral port");
+        let e = Config::parse(&sample().replace("51820\n", "0\n")).unwrap_err();
+        assert!(e.to_string().contains("interface.listen_port"), "{e}");
+        let with = |v: &str| {
+            sample().replace(
+                "endpoint =",
+                &format!("persistent_keepalive = {v}\nendpoint ="),
+            )
+        };
+        let c = Config::parse(&with("25")).unwrap();
+        assert_eq!(
+            c.peers[0].persistent_keepalive,
+            Some(Duration::from_secs(25))
+        );
+        let c = Config::parse(&with("0")).unwrap();
+        assert_eq!(c.peers[0].persistent_keepalive, None, "0 is off");
+        for v in ["65536", "-1", "\"25\""] {
+            let e = Config::parse(&with(v)).unwrap_err();
+            assert!(e.to_string().contains("persistent_keepalive"), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn address_is_one_cidr_or_a_list() {
+        let list = r#"address = ["10.9.0.1/24", "fd09::1/64", "10.8.0.1/16"]"#;
+        let c = Config::parse(&sample().replace(r#"address = "10.9.0.1/24""#, list)).unwrap();
+        let got: Vec<String> = c.addresses.iter().map(|a| a.to_string()).collect();
+        assert_eq!(got, ["10.9.0.1/24", "fd09::1/64", "10.8.0.1/16"]);
+        // Every address's network is the interface's: fd00::/64 is not, 10.8.x is now.
+        let text = sample()
+            .replace(r#"address = "10.9.0.1/24""#, list)
+            .replace("fd00::/64", "10.8.3.0/24");
+        let c = Config::parse(&text).unwrap();
+        assert!(c.routes().is_empty(), "{:?}", c.routes());
+        for bad_list in [
+            "address = []",
+            r#"address = ["10.9.0.1/24", "10.9.0.1/16"]"#,
+            r#"address = ["10.9.0.1/24", "fd09::1/129"]"#,
+            r#"address = ["10.9.0.1/24", "nope/8"]"#,
+            r#"address = ["10.9.0.1/24", "fd09::1"]"#,
+        ] {
+            let e = Config::parse(&sample().replace(r#"address = "10.9.0.1/24""#, bad_list))
+                .unwrap_err();
+            assert!(
+                e.to_string().contains("interface.address"),
+                "{bad_list}: {e}"
+            );
+        }
+        let e = Config::parse(&sample().replace(r#"address = "10.9.0.1/24""#, "address = 7"))
+            .unwrap_err();
+        assert!(e.to_string().contains("address"), "{e}");
     }
 
     #[test]

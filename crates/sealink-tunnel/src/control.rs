@@ -25,6 +25,8 @@ pub struct Status {
     pub interface: String,
     pub public_key: String,
     pub listening: String,
+    /// The UDP port actually bound (an ephemeral one when the config leaves `listen_port` out).
+    pub listen_port: u16,
     /// TUN offloads (TSO/GRO) in use, and segments per UDP GSO send.
     pub tun_offload: bool,
     pub udp_gso_segments: usize,
@@ -93,6 +95,9 @@ pub struct PeerJson {
     pub piggybacked_packets: u64,
     pub handshakes_completed: u64,
     pub handshakes_initiated: u64,
+    /// `persistent_keepalive` in seconds (`null`: off), and keepalives sent.
+    pub persistent_keepalive_secs: Option<u64>,
+    pub keepalives: u64,
 }
 
 /// The facts of one interface (what `show` and `show-json` both print).
@@ -108,6 +113,7 @@ pub fn status(
         interface: info.name.clone(),
         public_key: b64(public_key),
         listening: info.listen.to_string(),
+        listen_port: info.listen.port(),
         tun_offload: info.tun_offload,
         udp_gso_segments: info.udp_gso_segments,
         tun_queues: info.queues,
@@ -136,6 +142,8 @@ pub fn status(
                 piggybacked_packets: p.stats.piggybacked,
                 handshakes_completed: p.stats.handshakes_completed,
                 handshakes_initiated: p.stats.handshakes_initiated,
+                persistent_keepalive_secs: p.persistent_keepalive.map(|d| d.as_secs()),
+                keepalives: p.stats.keepalives,
             })
             .collect(),
     }
@@ -210,6 +218,13 @@ pub fn format_status(st: &Status) -> String {
             p.handshakes_completed,
             p.handshakes_initiated
         );
+        if let Some(every) = p.persistent_keepalive_secs {
+            let _ = writeln!(
+                s,
+                "  persistent keepalive: every {every} s keepalives={}",
+                p.keepalives
+            );
+        }
     }
     s
 }

@@ -14,6 +14,9 @@ pub enum TunnelError {
         #[source]
         source: std::io::Error,
     },
+    /// `ip` (iproute2) refused to configure the interface (a route or an address).
+    #[error("`{cmd}` failed: {msg}")]
+    Netconf { cmd: String, msg: String },
     #[error("tunnel {0} is already running (its control socket answers)")]
     AlreadyRunning(String),
     #[error("no tunnel named {0} is running")]

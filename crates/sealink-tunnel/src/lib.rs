@@ -29,6 +29,7 @@ pub mod config;
 pub mod control;
 mod datapath;
 mod error;
+mod netconf;
 mod privs;
 pub mod rundir;
 
@@ -155,9 +156,11 @@ fn create_device(cfg: &Config, queues: usize) -> Result<(Vec<SyncDevice>, bool),
             .mtu(cfg.core.mtu as u16)
             .offload(offload)
             .multi_queue(multi);
-        b = match cfg.address {
-            std::net::IpAddr::V4(a) => b.ipv4(a, cfg.prefix, None),
-            std::net::IpAddr::V6(a) => b.ipv6(a, cfg.prefix),
+        // The first address here; the others through `netconf` once the device exists.
+        let first = cfg.addresses[0];
+        b = match first.addr {
+            std::net::IpAddr::V4(a) => b.ipv4(a, first.prefix, None),
+            std::net::IpAddr::V6(a) => b.ipv6(a, first.prefix),
         };
         b.build_sync()
     };
@@ -255,6 +258,15 @@ pub fn run(
     let core = Tunnel::new(host, core_cfg, cfg.peers.clone())?;
     let (queues, workers) = data_path_shape(&cfg);
     let (devs, offload) = create_device(&cfg, queues)?;
+    // The other addresses, then allowed IPs outside the interface's own networks (a site behind
+    // a peer) need a route into the tunnel; on an error the device closes on return, taking
+    // what was added with it.
+    for a in &cfg.addresses[1..] {
+        netconf::add_address(&cfg.name, a)?;
+    }
+    for net in cfg.routes() {
+        netconf::add_route(&cfg.name, net)?;
+    }
     let udp = bind_udp(cfg.listen_port, queues)?;
     let listen = udp[0]
         .local_addr()

@@ -65,8 +65,9 @@ fn a_good_file_loads_with_its_values_and_a_key_path_beside_it() {
     assert_eq!(c.name, "slt0");
     // Relative to the config file's directory.
     assert_eq!(c.private_key, d.path().join("keys/host.key"));
-    assert_eq!(c.address, "10.77.0.1".parse::<IpAddr>().unwrap());
-    assert_eq!(c.prefix, 24);
+    assert_eq!(c.addresses.len(), 1);
+    assert_eq!(c.addresses[0].addr, "10.77.0.1".parse::<IpAddr>().unwrap());
+    assert_eq!(c.addresses[0].prefix, 24);
     assert_eq!(c.listen_port, 51999);
     assert_eq!(c.core.mtu, 1400);
     assert_eq!(c.workers, Some(2));
@@ -138,9 +139,14 @@ fn malformed_toml_and_unknown_or_missing_keys_are_toml_errors() {
         ("not TOML", "[interface\nname = ".to_owned()),
         ("unknown key", text(&key, "colour = \"blue\"\n", "")),
         ("unknown peer key", text(&key, "", "weight = 3\n")),
+        // (listen_port may be left out: an ephemeral port; the private key may not.)
         (
-            "missing listen_port",
-            text(&key, "", "").replace("listen_port = 51999\n", ""),
+            "missing private_key",
+            text(&key, "", "")
+                .lines()
+                .filter(|l| !l.starts_with("private_key"))
+                .collect::<Vec<_>>()
+                .join("\n"),
         ),
         (
             "wrong type",

@@ -142,6 +142,7 @@ fn peer(last_handshake: Option<Time>) -> PeerStatus {
         allowed_ips: vec!["10.5.0.2/32".parse().unwrap(), "fd05::/64".parse().unwrap()],
         last_handshake,
         session_up: last_handshake.is_some(),
+        persistent_keepalive: last_handshake.map(|_| Duration::from_secs(25)),
         stats: PeerStats {
             rx_bytes: 1000,
             tx_bytes: 2000,
@@ -152,6 +153,7 @@ fn peer(last_handshake: Option<Time>) -> PeerStatus {
             piggybacked: 4,
             handshakes_completed: 1,
             handshakes_initiated: 2,
+            keepalives: 3,
         },
     }
 }
@@ -209,6 +211,13 @@ fn status_text_has_the_interface_and_every_peer() {
         s.contains("  datagrams: rx=9 tx=19 piggybacked_packets=4 handshakes=1/2\n"),
         "{s}"
     );
+    // Only the peer with a persistent keepalive shows it.
+    assert_eq!(
+        s.matches("  persistent keepalive: every 25 s keepalives=3\n")
+            .count(),
+        1,
+        "{s}"
+    );
 }
 
 #[test]
@@ -241,6 +250,10 @@ fn status_json_has_the_same_facts_and_round_trips() {
     assert_eq!(v["interface"], "sl5");
     assert_eq!(v["drops"]["auth-failed"], 3);
     assert_eq!(v["control_refused"], 2);
+    assert_eq!(v["listen_port"], 51820);
+    assert_eq!(v["peers"][0]["persistent_keepalive_secs"], 25);
+    assert!(v["peers"][1]["persistent_keepalive_secs"].is_null());
+    assert_eq!(v["peers"][0]["keepalives"], 3);
     assert_eq!(v["peers"][0]["latest_handshake_secs"], 1.5);
     assert!(v["peers"][1]["latest_handshake_secs"].is_null());
     assert!(v["peers"][1]["endpoint"].is_null());

@@ -57,6 +57,15 @@
 //! Handshake initiations pass the [`HandshakeGuard`] (mac1, flood limits, and under load a
 //! cookie reply unless mac2 proves the source address) before any public-key work; see
 //! [`crate::cookie`].
+//!
+//! # Persistent keepalive
+//! A peer with [`PeerConfig::persistent_keepalive`] (WireGuard's `PersistentKeepalive`, for NAT
+//! mappings and stateful firewalls) gets a keepalive (a data datagram with an empty body) once
+//! nothing has been sent to it for that long: data, keepalives and handshake messages all
+//! count as sent; what is received does not, so a mapping that only outgoing traffic refreshes
+//! stays open too. Without a usable session the keepalive starts a handshake instead (so the
+//! first one goes out as soon as the timer first runs, as WireGuard does on `up`), and none is
+//! due while a handshake is under way or while the peer's endpoint is unknown.
 
 pub mod ip;
 
@@ -207,6 +216,9 @@ pub struct PeerConfig {
     /// Where to send until an authenticated datagram tells otherwise.
     pub endpoint: Option<SocketAddr>,
     pub allowed_ips: Vec<IpNet>,
+    /// Send a keepalive when nothing was sent to the peer for this long (`None`: never); see
+    /// the module documentation.
+    pub persistent_keepalive: Option<Duration>,
 }
 
 /// A peer's position in the configuration.
@@ -301,6 +313,8 @@ pub struct PeerStats {
     pub piggybacked: u64,
     pub handshakes_initiated: u64,
     pub handshakes_completed: u64,
+    /// Persistent keepalives sent (each an empty data datagram).
+    pub keepalives: u64,
 }
 
 /// What `show` prints about a peer.
@@ -312,6 +326,7 @@ pub struct PeerStatus {
     pub allowed_ips: Vec<IpNet>,
     pub last_handshake: Option<Time>,
     pub session_up: bool,
+    pub persistent_keepalive: Option<Duration>,
     pub stats: PeerStats,
 }
 
@@ -416,6 +431,8 @@ struct Peer {
     queued_since: Option<Time>,
     /// Datagrams reserved and not yet reported sent (autocork).
     in_flight: u64,
+    /// When a datagram (data, keepalive or handshake) last left for this peer.
+    last_sent: Option<Time>,
     stats: PeerStats,
 }
 
@@ -459,6 +476,20 @@ impl Peer {
             .into_iter()
             .flatten()
             .find(|s| s.local_index == local_index)
+    }
+    /// Counts a datagram sent to this peer (it also restarts the keepalive interval).
+    fn note_sent(&mut self, now: Time) {
+        self.stats.tx_datagrams += 1;
+        self.last_sent = Some(now);
+    }
+    /// When a persistent keepalive is next due: none while off, while a handshake is under way
+    /// (its retransmissions run on their own timer) or while there is nowhere to send.
+    fn keepalive_due(&self) -> Option<Time> {
+        let every = self.cfg.persistent_keepalive?;
+        if self.initiation.is_some() || self.endpoint.is_none() {
+            return None;
+        }
+        Some(self.last_sent.map_or(Time::ZERO, |t| t + every))
     }
 }
 
@@ -522,6 +553,7 @@ impl Tunnel {
                     queue_packets: 0,
                     queued_since: None,
                     in_flight: 0,
+                    last_sent: None,
                     stats: PeerStats::default(),
                 })
                 .collect(),
@@ -577,6 +609,7 @@ impl Tunnel {
                 allowed_ips: self.routes.of_peer(i).collect(),
                 last_handshake: p.last_handshake,
                 session_up: p.current.as_ref().is_some_and(|s| self.sendable(s, now)),
+                persistent_keepalive: p.cfg.persistent_keepalive,
                 stats: p.stats,
             })
             .collect()
@@ -706,10 +739,10 @@ impl Tunnel {
         };
         let p = &mut self.peers[pi];
         p.in_flight += 1;
+        p.note_sent(now);
         let st = &mut p.stats;
         st.tx_packets += 1;
         st.tx_bytes += pkt_len as u64;
-        st.tx_datagrams += 1;
         Reserve::Seal {
             peer: PeerIndex(pi),
             dest,
@@ -797,8 +830,8 @@ impl Tunnel {
         match self.seal_on_current(pi, &mut out, body.len()) {
             Some(len) => {
                 out.truncate(len);
+                self.peers[pi].note_sent(now);
                 let st = &mut self.peers[pi].stats;
-                st.tx_datagrams += 1;
                 st.tx_packets += packets;
                 st.tx_bytes += (body.len() as u64).saturating_sub(LEN_FIELD as u64 * packets);
                 if packets > 1 {
@@ -855,7 +888,7 @@ impl Tunnel {
             Ok((hs, pkt)) => {
                 p.last_init_ts_sent = ts;
                 p.stats.handshakes_initiated += 1;
-                p.stats.tx_datagrams += 1;
+                p.note_sent(now);
                 p.initiation = Some(Initiation {
                     hs,
                     local_index: local,
@@ -903,8 +936,8 @@ impl Tunnel {
         !self.transmits.is_empty() || !self.cookie_replies.is_empty()
     }
 
-    /// When [`Tunnel::handle_timeout`] should next run: a piggyback deadline or a handshake
-    /// retransmission.
+    /// When [`Tunnel::handle_timeout`] should next run: a piggyback deadline, a handshake
+    /// retransmission or a persistent keepalive.
     pub fn poll_timeout(&self) -> Option<Time> {
         let delay = self.cfg.piggyback.max_delay;
         self.peers
@@ -915,13 +948,15 @@ impl Tunnel {
                     p.initiation
                         .as_ref()
                         .map(|i| i.sent_at + self.cfg.handshake_timeout),
+                    p.keepalive_due(),
                 ]
             })
             .flatten()
             .min()
     }
 
-    /// Flushes piggyback queues whose deadline passed and retries or abandons handshakes.
+    /// Flushes piggyback queues whose deadline passed, sends due keepalives, and retries or
+    /// abandons handshakes.
     pub fn handle_timeout(&mut self, now: Time) {
         let delay = self.cfg.piggyback.max_delay;
         for pi in 0..self.peers.len() {
@@ -930,6 +965,9 @@ impl Tunnel {
                 .is_some_and(|t| t + delay <= now)
             {
                 self.flush_queue(pi, now);
+            }
+            if self.peers[pi].keepalive_due().is_some_and(|t| t <= now) {
+                self.send_keepalive(pi, now);
             }
             let due = self.peers[pi]
                 .initiation
@@ -956,6 +994,31 @@ impl Tunnel {
             } else {
                 self.start_handshake(pi, now, attempts + 1);
             }
+        }
+    }
+
+    /// A persistent keepalive: an empty body on the current session, or a handshake where
+    /// there is none to send on (or it wants a rekey).
+    fn send_keepalive(&mut self, pi: usize, now: Time) {
+        // Counts as an attempt whatever happens below, so a failure cannot make it due again
+        // at once (the timer would spin).
+        self.peers[pi].last_sent = Some(now);
+        let usable = self.peers[pi]
+            .current
+            .as_ref()
+            .map(|s| (self.sendable(s, now), self.wants_rekey(s, now)));
+        match usable {
+            Some((true, rekey)) => {
+                let before = self.peers[pi].stats.tx_datagrams;
+                self.send_body(pi, now, &[], 0);
+                if self.peers[pi].stats.tx_datagrams > before {
+                    self.peers[pi].stats.keepalives += 1;
+                }
+                if rekey {
+                    self.start_handshake(pi, now, 1);
+                }
+            }
+            _ => self.start_handshake(pi, now, 1),
         }
     }
 
@@ -1197,7 +1260,7 @@ impl Tunnel {
         p.last_handshake = Some(now);
         p.stats.handshakes_completed += 1;
         p.stats.rx_datagrams += 1;
-        p.stats.tx_datagrams += 1;
+        p.note_sent(now);
         self.transmits.push_back((source, pkt));
         Ok(Decap::Handshake(PeerIndex(pi)))
     }
@@ -1272,7 +1335,7 @@ impl Tunnel {
             p.cookies.add_macs(now, &mut init.packet);
             let resend = init.packet.clone();
             if let Some(dest) = p.endpoint {
-                p.stats.tx_datagrams += 1;
+                p.note_sent(now);
                 self.transmits.push_back((dest, resend));
             }
         }

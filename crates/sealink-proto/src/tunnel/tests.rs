@@ -40,6 +40,11 @@ struct Pair {
 }
 
 fn pair_with(cfg: TunnelConfig) -> Pair {
+    pair_keepalive(cfg, None)
+}
+
+/// A pair where A keeps B alive every `keepalive` (A knows B's endpoint; B learns A's).
+fn pair_keepalive(cfg: TunnelConfig, keepalive: Option<Duration>) -> Pair {
     let ka = HostKey::generate().unwrap();
     let kb = HostKey::generate().unwrap();
     let a = Tunnel::new(
@@ -50,6 +55,7 @@ fn pair_with(cfg: TunnelConfig) -> Pair {
             public_key: *kb.public(),
             endpoint: Some(sa(B_ADDR)),
             allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
+            persistent_keepalive: keepalive,
         }],
     )
     .unwrap();
@@ -61,6 +67,7 @@ fn pair_with(cfg: TunnelConfig) -> Pair {
             public_key: *ka.public(),
             endpoint: None,
             allowed_ips: vec!["10.9.0.1/32".parse().unwrap()],
+            persistent_keepalive: None,
         }],
     )
     .unwrap();
@@ -736,6 +743,7 @@ fn degenerate_peer_keys_are_refused() {
                 public_key: key,
                 endpoint: Some(sa(B_ADDR)),
                 allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
+                persistent_keepalive: None,
             }],
         );
         assert!(matches!(r, Err(crate::Error::Config(_))), "{key:02x?}");
@@ -774,4 +782,98 @@ fn a_local_seal_failure_is_typed_and_counted_as_seal_failed() {
     assert_eq!(p.a.drop_count(TunnelDrop::SealFailed), 2);
     assert_eq!(p.a.drop_count(DropReason::MalformedHeader.into()), 0);
     assert!(p.a.drops().contains(&("seal-failed", 2)));
+}
+
+/// Datagrams on the wire from A, taken off it.
+fn take_from_a(p: &mut Pair) -> Vec<(SocketAddr, SocketAddr, Vec<u8>)> {
+    let (a, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut p.wire)
+        .into_iter()
+        .partition(|(f, _, _)| *f == sa(A_ADDR));
+    p.wire = rest;
+    a
+}
+
+#[test]
+fn persistent_keepalive_leaves_after_the_interval_without_sends() {
+    let every = Duration::from_secs(25);
+    let mut p = pair_keepalive(TunnelConfig::default(), Some(every));
+    p.send(true, &v4(IP_A, IP_B, 100, 0));
+    p.run();
+    p.got_b.clear();
+    // A's last send was its keepalive confirming the session (now): due 25 s later.
+    assert_eq!(p.a.poll_timeout(), Some(p.now + every));
+    p.advance(Duration::from_secs(24));
+    assert!(take_from_a(&mut p).is_empty(), "early keepalive");
+    p.advance(Duration::from_secs(1));
+    let out = take_from_a(&mut p);
+    assert_eq!(out.len(), 1, "one keepalive");
+    let (f, t, d) = out.into_iter().next().unwrap();
+    assert_eq!(t, sa(B_ADDR));
+    // B opens it as data with no packets.
+    assert!(matches!(p.deliver(f, t, d), Ok(Decap::Data(_))));
+    assert!(p.got_b.is_empty());
+    assert!(p.b.drops().is_empty(), "{:?}", p.b.drops());
+    assert_eq!(p.a.peer_status(p.now)[0].stats.keepalives, 1);
+    // A data packet restarts the interval; what A receives does not.
+    p.advance(Duration::from_secs(10));
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 1200, 1)),
+        Encap::Sealed { .. }
+    ));
+    let sent_at = p.now;
+    p.run();
+    p.advance(Duration::from_secs(20));
+    p.send(false, &v4(IP_B, IP_A, 1200, 2));
+    p.run();
+    p.advance(Duration::from_secs(4));
+    assert!(
+        take_from_a(&mut p).is_empty(),
+        "keepalive before 25 s of quiet"
+    );
+    assert_eq!(p.a.poll_timeout(), Some(sent_at + every));
+    p.advance(Duration::from_secs(1));
+    assert_eq!(take_from_a(&mut p).len(), 1);
+    assert_eq!(p.a.peer_status(p.now)[0].stats.keepalives, 2);
+}
+
+#[test]
+fn persistent_keepalive_off_sends_nothing_when_idle() {
+    let mut p = established();
+    p.wire.clear();
+    for _ in 0..20 {
+        p.advance(Duration::from_secs(30));
+    }
+    assert!(
+        p.wire.is_empty(),
+        "an idle tunnel without keepalive stays quiet"
+    );
+    assert_eq!(p.a.poll_timeout(), None);
+}
+
+#[test]
+fn persistent_keepalive_without_a_session_starts_a_handshake_and_never_spins() {
+    let every = Duration::from_secs(5);
+    let mut p = pair_keepalive(TunnelConfig::default(), Some(every));
+    // Due at once, as on `up`: the peer behind a NAT announces itself.
+    assert!(p.a.poll_timeout().is_some_and(|t| t <= p.now));
+    p.advance(Duration::ZERO);
+    assert_eq!(p.wire.len(), 1, "an initiation");
+    assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_initiated, 1);
+    // While it is under way no keepalive is due: only the retransmission timer.
+    let next = p.a.poll_timeout().unwrap();
+    assert_eq!(next, p.now + TunnelConfig::default().handshake_timeout);
+    p.wire.clear();
+    // Unanswered: retries, then gives up; the keepalive tries again an interval later, and
+    // every deadline is in the future (a driver waiting on poll_timeout never spins).
+    for _ in 0..200 {
+        p.advance(Duration::from_millis(500));
+        assert!(p.a.poll_timeout().is_none_or(|t| t > p.now));
+    }
+    assert!(p.a.peer_status(p.now)[0].stats.handshakes_initiated >= 3);
+    // Answered: the session comes up and B learns A's endpoint.
+    p.wire.clear();
+    p.advance(Duration::from_secs(30));
+    p.run();
+    assert!(p.a.peer_status(p.now)[0].session_up);
+    assert_eq!(p.b.peer_status(p.now)[0].endpoint, Some(sa(A_ADDR)));
 }
