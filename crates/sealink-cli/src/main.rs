@@ -54,7 +54,7 @@ enum Command {
     /// Work with trust files (the owners and hosts a node believes)
     #[command(
         subcommand,
-        after_help = "Example:\n  sealink trust check /etc/sealink/trust"
+        after_help = "Examples:\n  sealink trust check /etc/sealink/trust\n  sealink trust check --json /etc/sealink/trust | jq .ok"
     )]
     Trust(TrustCommand),
     /// Run two hosts over a simulated lossy link and check every message arrives exactly once
@@ -338,10 +338,16 @@ struct TrustFileArg {
 #[derive(Debug, Subcommand)]
 enum TrustCommand {
     /// Parse a trust file and summarize what it trusts
-    #[command(after_help = "Example:\n  sealink trust check /etc/sealink/trust")]
+    #[command(
+        after_help = "Examples:\n  sealink trust check /etc/sealink/trust\n  sealink trust check --json /etc/sealink/trust"
+    )]
     Check {
         /// Trust file
         file: PathBuf,
+        /// Print the findings as one JSON object (path, ok, owners, hosts, error; schema:
+        /// sealink_keys::check::TrustCheck), for a bad file too (which still exits 1)
+        #[arg(long)]
+        json: bool,
     },
     /// Trust a host or an owner key (the line `sealink init` printed on the peer)
     #[command(
@@ -536,7 +542,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Keygen(a) => keys::keygen(a.kind.into(), &a.path, a.force),
         Command::Pubkey(a) => keys::pubkey(&a.path, a.kind.map(Into::into), a.trust_line),
         Command::Init(a) => keys::init(a.host_name, a.owner_name),
-        Command::Trust(TrustCommand::Check { file }) => keys::trust_check(&file),
+        Command::Trust(TrustCommand::Check { file, json }) => keys::trust_check(&file, json),
         Command::Trust(TrustCommand::Add {
             kind,
             name,
