@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{HumanBytes, HumanDuration, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_crypto::{Scope, SuiteId};
 use sealink_stream::{
@@ -170,12 +170,23 @@ fn bar_thread(
     (stop, h.ok())
 }
 
-fn summary(verb: &str, bytes: u64, files: usize, streams: usize, secs: f64) -> String {
-    let gbit = bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
+/// The summary line: sizes and rates in binary units (KiB, MiB, ...), the rate in Gbit/s too;
+/// exact figures are in `--json`.
+fn summary(verb: &str, bytes: u64, files: usize, streams: usize, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64();
+    let per_sec = bytes as f64 / secs.max(1e-9);
+    let took = if elapsed >= Duration::from_secs(60) {
+        format!("{secs:.0} s ({})", HumanDuration(elapsed))
+    } else {
+        format!("{secs:.2} s")
+    };
     format!(
-        "{verb} {bytes} bytes in {files} file{} over {streams} stream{} in {secs:.3} s ({gbit:.2} Gbit/s)",
+        "{verb} {} in {files} file{} over {streams} stream{} in {took} ({}/s, {:.2} Gbit/s)",
+        HumanBytes(bytes),
         if files == 1 { "" } else { "s" },
         if streams == 1 { "" } else { "s" },
+        HumanBytes(per_sec as u64),
+        per_sec * 8.0 / 1e9,
     )
 }
 
@@ -296,13 +307,7 @@ pub fn send(p: SendParams) -> Result<()> {
     } else if !p.quiet {
         crate::output::print(&format!(
             "{}\n",
-            summary(
-                "sent",
-                rep.bytes,
-                rep.files,
-                rep.streams,
-                rep.elapsed.as_secs_f64()
-            )
+            summary("sent", rep.bytes, rep.files, rep.streams, rep.elapsed)
         ))?;
     }
     Ok(())
@@ -364,7 +369,7 @@ pub fn recv(p: RecvParams) -> Result<()> {
                 rep.bytes,
                 rep.files.len(),
                 rep.streams,
-                rep.elapsed.as_secs_f64(),
+                rep.elapsed,
             ) + &format!(
                 " from {} (host {}, owner {})",
                 rep.peer, rep.host, rep.owner
@@ -409,6 +414,20 @@ mod tests {
         let (_, _, a) = parse_dest("::1").unwrap();
         assert_eq!(a.port(), sealink_stream::DEFAULT_PORT);
         assert!(parse_dest("no-such-host.invalid").is_err());
+    }
+
+    #[test]
+    fn summaries_use_binary_units() {
+        let s = summary("sent", 3 << 20, 2, 1, Duration::from_millis(500));
+        assert_eq!(
+            s,
+            "sent 3.00 MiB in 2 files over 1 stream in 0.50 s (6.00 MiB/s, 0.05 Gbit/s)"
+        );
+        let s = summary("received", 5, 1, 4, Duration::from_secs(150));
+        assert_eq!(
+            s,
+            "received 5 B in 1 file over 4 streams in 150 s (3 minutes) (0 B/s, 0.00 Gbit/s)"
+        );
     }
 
     #[test]

@@ -918,3 +918,40 @@ fn recv_json_and_stdout_are_refused_together() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
+
+#[test]
+fn summaries_give_sizes_in_binary_units() {
+    let h = Hosts::new();
+    let f = h.dir.join("three.bin");
+    random_file(&f, 3 << 20, 9);
+    let (mut c, addr, err) = h.recv(&[], Stdio::piped());
+    // Not `send_cmd`: that one is --quiet.
+    let o = Command::new(BIN)
+        .arg("send")
+        .arg(&f)
+        .arg(format!("bob@{addr}"))
+        .args(["--streams", "2"])
+        .env("SEALINK_HOME", h.a())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let mut recv_out = String::new();
+    c.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut recv_out)
+        .unwrap();
+    assert!(finish(c, err).0.success());
+    let sent = String::from_utf8_lossy(&o.stdout);
+    for (line, verb) in [(sent.trim_end(), "sent"), (recv_out.trim_end(), "received")] {
+        let head = format!("{verb} 3.00 MiB in 1 file over 2 streams in ");
+        assert!(line.starts_with(&head), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+        // `(12.34 MiB/s, 0.10 Gbit/s)`: a binary-unit rate, then bits.
+        let rate = line.split_once(" s (").map(|(_, r)| r).unwrap_or("");
+        assert!(rate.contains("iB/s, ") || rate.contains(" B/s, "), "{line}");
+        assert!(rate.contains(" Gbit/s)"), "{line}");
+    }
+    assert!(recv_out.contains("(host alice, owner alice)"), "{recv_out}");
+}
