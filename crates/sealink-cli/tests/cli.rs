@@ -337,7 +337,11 @@ fn usage_errors_and_help() {
         args.push("--help");
         let o = sealink(&args);
         assert!(o.status.success(), "{sub:?}");
-        assert!(stdout(&o).contains("Example:"), "{sub:?}: {}", stdout(&o));
+        let help = stdout(&o);
+        assert!(
+            help.contains("Example:") || help.contains("Examples:"),
+            "{sub:?}: {help}"
+        );
     }
 }
 

@@ -10,7 +10,8 @@
 //!   stores nothing, so it prints no record (the reason goes to standard error).
 //! * The sender prints a record for each file once the receiver has confirmed the transfer
 //!   (`"ok"`), or, when the transfer fails, one `"failed"` record for each file with the
-//!   reason in `error` (and the command exits 1).
+//!   reason in `error` (and the command exits 1). A failure before any connection is tried
+//!   (arguments, keys, trust file) prints no record, only the error on standard error.
 
 use std::net::SocketAddr;
 use std::path::Path;
