@@ -198,8 +198,18 @@ fn detect(path: &Path) -> Result<(KeyKind, keyfile::PrivateKey)> {
 }
 
 /// Parses a trust file and prints what it trusts.
-pub fn trust_check(path: &Path) -> Result<()> {
-    let trust = sealink_keys::read_trust(path)?;
+pub fn trust_check(path: &Path, json: bool) -> Result<()> {
+    let read = sealink_keys::read_trust(path);
+    if json {
+        // The findings on stdout, good file or bad; a bad one still fails the command.
+        output::print(&format!(
+            "{}\n",
+            sealink_keys::TrustCheck::of(path, &read).to_json()
+        ))?;
+        read?;
+        return Ok(());
+    }
+    let trust = read?;
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     let mut out = String::new();
     let _ = writeln!(

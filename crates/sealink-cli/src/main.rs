@@ -54,7 +54,7 @@ enum Command {
     /// Work with trust files (the owners and hosts a node believes)
     #[command(
         subcommand,
-        after_help = "Example:\n  sealink trust check /etc/sealink/trust"
+        after_help = "Examples:\n  sealink trust check /etc/sealink/trust\n  sealink trust check --json /etc/sealink/trust | jq .ok"
     )]
     Trust(TrustCommand),
     /// Run two hosts over a simulated lossy link and check every message arrives exactly once
@@ -148,7 +148,9 @@ Keys and trust default to $SEALINK_HOME (or ~/.sealink): host.key, owner.key, tr
 must trust this host's and this owner's public keys; this side must trust the receiver's host key
 (`host NAME KEY` in the trust file; NAME@ picks one when several are trusted).
 `sealink send` exits 0 only after the receiver confirms it holds every file complete. A receiver
-that takes no data for --idle-timeout seconds (stalled, or a dead route) fails the transfer.";
+that takes no data for --idle-timeout seconds (stalled, or a dead route) fails the transfer.
+With --json, stdout gets one JSON object a line per file (result ok, or failed with error) and
+no summary line.";
 
 const RECV_HELP: &str = "Examples:
   sealink recv --dir /srv/incoming
@@ -160,7 +162,9 @@ been verified and the stream's authenticated end has arrived; a failed transfer 
 Existing files are kept unless --force. With --stdout, data is written in order as it arrives.
 A connection must authenticate within --setup-timeout; until it has, it holds no slot of --once
 and may be closed to make room (--max-pending, oldest first). A transfer that receives nothing for
---idle-timeout seconds fails, and its temporary files are removed.";
+--idle-timeout seconds fails, and its temporary files are removed.
+With --json, stdout gets one JSON object a line for each file stored (name, path, bytes, seconds,
+peer, host, owner, suite, ...) instead of the summary lines; failures go to stderr.";
 
 const MSG_HELP: &str = "Examples:
   sealink msg listen --listen 0.0.0.0:7878
@@ -335,10 +339,16 @@ struct TrustFileArg {
 #[derive(Debug, Subcommand)]
 enum TrustCommand {
     /// Parse a trust file and summarize what it trusts
-    #[command(after_help = "Example:\n  sealink trust check /etc/sealink/trust")]
+    #[command(
+        after_help = "Examples:\n  sealink trust check /etc/sealink/trust\n  sealink trust check --json /etc/sealink/trust"
+    )]
     Check {
         /// Trust file
         file: PathBuf,
+        /// Print the findings as one JSON object (path, ok, owners, hosts, error; schema:
+        /// sealink_keys::check::TrustCheck), for a bad file too (which still exits 1)
+        #[arg(long)]
+        json: bool,
     },
     /// Trust a host or an owner key (the line `sealink init` printed on the peer)
     #[command(
@@ -402,6 +412,10 @@ struct SendArgs {
     /// No progress bar, no summary line
     #[arg(long, short)]
     quiet: bool,
+    /// Print one JSON object a line on stdout for each file (delivered or failed) instead of
+    /// the summary line (schema: sealink_stream::report::FileRecord)
+    #[arg(long)]
+    json: bool,
 }
 
 /// Timeouts of stream mode (both sides).
@@ -497,6 +511,10 @@ struct RecvArgs {
     /// No progress bar, no summary lines
     #[arg(long, short)]
     quiet: bool,
+    /// Print one JSON object a line on stdout for each file stored instead of the summary
+    /// lines (schema: sealink_stream::report::FileRecord)
+    #[arg(long, conflicts_with = "stdout")]
+    json: bool,
 }
 
 fn init_tracing(verbose: u8) {
@@ -525,7 +543,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Keygen(a) => keys::keygen(a.kind.into(), &a.path, a.force),
         Command::Pubkey(a) => keys::pubkey(&a.path, a.kind.map(Into::into), a.trust_line),
         Command::Init(a) => keys::init(a.host_name, a.owner_name),
-        Command::Trust(TrustCommand::Check { file }) => keys::trust_check(&file),
+        Command::Trust(TrustCommand::Check { file, json }) => keys::trust_check(&file, json),
         Command::Trust(TrustCommand::Add {
             kind,
             name,
@@ -547,6 +565,7 @@ fn run(cli: Cli) -> Result<()> {
             stdin_name: a.stdin_name,
             timeouts: a.timeouts.get(),
             quiet: a.quiet,
+            json: a.json,
         }),
         Command::Recv(a) => stream::recv(stream::RecvParams {
             listen: a.listen,
@@ -564,6 +583,7 @@ fn run(cli: Cli) -> Result<()> {
                 ..sealink_stream::ConnLimits::default()
             },
             quiet: a.quiet,
+            json: a.json,
         }),
         Command::Msg(MsgCommand::Listen(a)) => msg::listen(msg::ListenParams {
             listen: a.listen,

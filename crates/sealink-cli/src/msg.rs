@@ -151,17 +151,12 @@ pub fn send(p: SendParams) -> Result<()> {
     let trust_path = or_home(p.trust, home::TRUST);
     let trust = sealink_keys::read_trust(&trust_path)?;
     let (name, host, addr) = parse_dest(&p.dest)?;
-    let peer_key = pick_peer(
+    let (peer_name, peer_key) = pick_peer(
         &trust.hosts,
         name.as_deref().or(p.peer.as_deref()),
         &host,
         &trust_path,
     )?;
-    let peer_name = trust
-        .hosts
-        .iter()
-        .find(|(_, k)| *k == peer_key)
-        .map_or_else(|| host.clone(), |(n, _)| n.clone());
     let host_key = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
     let owner_path = or_home(p.owner, home::OWNER_KEY);
     let seed = keyfile::read_private(&owner_path, KeyKind::Owner)?;

@@ -6,13 +6,14 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{HumanBytes, HumanDuration, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_crypto::{Scope, SuiteId};
 use sealink_stream::{
-    ConnLimits, Dest, Progress, Receiver, RecvConfig, SendConfig, Source, Timeouts,
+    ConnLimits, Dest, FileRecord, Progress, Receiver, RecvConfig, SendConfig, Source, Timeouts,
+    TransferMeta,
 };
 
 use sealink_keys::home::{self, or_home};
@@ -34,6 +35,8 @@ pub struct SendParams {
     pub stdin_name: String,
     pub timeouts: Timeouts,
     pub quiet: bool,
+    /// One JSON [`FileRecord`] a line on stdout instead of the summary.
+    pub json: bool,
 }
 
 pub struct RecvParams {
@@ -48,6 +51,8 @@ pub struct RecvParams {
     pub timeouts: Timeouts,
     pub limits: ConnLimits,
     pub quiet: bool,
+    /// One JSON [`FileRecord`] a line on stdout for each file stored, instead of summaries.
+    pub json: bool,
 }
 
 /// A listen address: `ADDR:PORT`, or a host or address alone on the default port.
@@ -93,26 +98,26 @@ pub(crate) fn parse_dest(dest: &str) -> Result<(Option<String>, String, SocketAd
     Ok((name, host, addr))
 }
 
-/// The receiver's public key: from NAME@ or --peer, else a trusted host named like the
+/// The receiver's trusted name and public key: from NAME@ or --peer, else a trusted host named like the
 /// destination host, else the only trusted host.
 pub(crate) fn pick_peer(
     hosts: &[(String, [u8; 32])],
     explicit: Option<&str>,
     host: &str,
     trust: &Path,
-) -> Result<[u8; 32]> {
+) -> Result<(String, [u8; 32])> {
     if let Some(n) = explicit {
         return hosts
             .iter()
             .find(|(h, _)| h == n)
-            .map(|(_, k)| *k)
+            .cloned()
             .ok_or_else(|| anyhow!("no host named {n:?} in {}", trust.display()));
     }
-    if let Some((_, k)) = hosts.iter().find(|(h, _)| h == host) {
-        return Ok(*k);
+    if let Some(found) = hosts.iter().find(|(h, _)| h == host) {
+        return Ok(found.clone());
     }
     match hosts {
-        [(_, k)] => Ok(*k),
+        [only] => Ok(only.clone()),
         [] => Err(anyhow!(
             "{} trusts no host; add the receiver's `host NAME KEY` line",
             trust.display()
@@ -165,20 +170,42 @@ fn bar_thread(
     (stop, h.ok())
 }
 
-fn summary(verb: &str, bytes: u64, files: usize, streams: usize, secs: f64) -> String {
-    let gbit = bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
+/// The summary line: sizes and rates in binary units (KiB, MiB, ...), the rate in Gbit/s too;
+/// exact figures are in `--json`.
+fn summary(verb: &str, bytes: u64, files: usize, streams: usize, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64();
+    let per_sec = bytes as f64 / secs.max(1e-9);
+    let took = if elapsed >= Duration::from_secs(60) {
+        format!("{secs:.0} s ({})", HumanDuration(elapsed))
+    } else {
+        format!("{secs:.2} s")
+    };
     format!(
-        "{verb} {bytes} bytes in {files} file{} over {streams} stream{} in {secs:.3} s ({gbit:.2} Gbit/s)",
+        "{verb} {} in {files} file{} over {streams} stream{} in {took} ({}/s, {:.2} Gbit/s)",
+        HumanBytes(bytes),
         if files == 1 { "" } else { "s" },
         if streams == 1 { "" } else { "s" },
+        HumanBytes(per_sec as u64),
+        per_sec * 8.0 / 1e9,
     )
+}
+
+/// Prints `records` as JSON lines on stdout.
+fn print_records(records: &[FileRecord]) -> Result<()> {
+    let mut out = String::new();
+    for r in records {
+        out.push_str(&r.to_json_line());
+        out.push('\n');
+    }
+    crate::output::print(&out)?;
+    Ok(())
 }
 
 pub fn send(p: SendParams) -> Result<()> {
     let trust_path = or_home(p.trust, home::TRUST);
     let trust = sealink_keys::read_trust(&trust_path)?;
     let (name, host, addr) = parse_dest(&p.dest)?;
-    let peer = pick_peer(
+    let (peer_name, peer) = pick_peer(
         &trust.hosts,
         name.as_deref().or(p.peer.as_deref()),
         &host,
@@ -187,6 +214,7 @@ pub fn send(p: SendParams) -> Result<()> {
     let host_key = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
     let owner_seed = keyfile::read_private(&or_home(p.owner, home::OWNER_KEY), KeyKind::Owner)?;
     let owner = OwnerSigningKey::from_seed(&owner_seed)?;
+    let owner_key = owner.public_key();
     let mut sources = Vec::with_capacity(p.files.len());
     for f in &p.files {
         if f.as_os_str() == "-" {
@@ -204,16 +232,17 @@ pub fn send(p: SendParams) -> Result<()> {
             name: name.to_owned(),
         });
     }
+    let scope = if p.auth_only {
+        Scope::AuthOnly
+    } else {
+        Scope::Encrypt
+    };
     let cfg = SendConfig {
         host: host_key,
         peer,
         owner,
         suite: p.suite,
-        scope: if p.auth_only {
-            Scope::AuthOnly
-        } else {
-            Scope::Encrypt
-        },
+        scope,
         streams: p.streams.unwrap_or_else(sealink_stream::default_streams),
         record_data: p.record_size,
         batch_data: 1 << 20,
@@ -222,22 +251,63 @@ pub fn send(p: SendParams) -> Result<()> {
     };
     let progress = Arc::new(Progress::default());
     let (stop, bar) = bar_thread(progress.clone(), p.quiet, "sending");
+    let started = Instant::now();
     let r = sealink_stream::send(addr, &cfg, &sources, &progress);
     stop.store(true, Ordering::Relaxed);
     if let Some(bar) = bar {
         let _ = bar.join();
     }
-    let rep = r.with_context(|| format!("sending to {addr} failed"))?;
-    if !p.quiet {
+    let listed: Vec<(&str, Option<&Path>)> = sources
+        .iter()
+        .map(|s| match s {
+            Source::File { path, name } => (name.as_str(), Some(path.as_path())),
+            Source::Stdin { name } => (name.as_str(), None),
+        })
+        .collect();
+    let meta = TransferMeta {
+        peer: addr,
+        host: peer_name,
+        // This owner's name, when its trust file lists it (`sealink init` does).
+        owner: trust
+            .owners
+            .iter()
+            .find(|(_, k)| *k == owner_key)
+            .map(|(n, _)| n.clone()),
+        owner_key,
+        suite: p.suite,
+        scope,
+    };
+    let rep = match r {
+        Ok(rep) => rep,
+        Err(e) => {
+            if p.json {
+                let sized: Vec<(&str, Option<&Path>, u64)> = listed
+                    .iter()
+                    .map(|&(n, path)| {
+                        let size = path
+                            .and_then(|f| std::fs::metadata(f).ok())
+                            .filter(std::fs::Metadata::is_file)
+                            .map_or(0, |m| m.len());
+                        (n, path, size)
+                    })
+                    .collect();
+                print_records(&FileRecord::send_failed(
+                    &meta,
+                    &sized,
+                    cfg.streams,
+                    started.elapsed(),
+                    &sealink_lab::error::chain(&e),
+                ))?;
+            }
+            return Err(anyhow::Error::new(e).context(format!("sending to {addr} failed")));
+        }
+    };
+    if p.json {
+        print_records(&FileRecord::sent(&meta, &listed, &rep))?;
+    } else if !p.quiet {
         crate::output::print(&format!(
             "{}\n",
-            summary(
-                "sent",
-                rep.bytes,
-                rep.files,
-                rep.streams,
-                rep.elapsed.as_secs_f64()
-            )
+            summary("sent", rep.bytes, rep.files, rep.streams, rep.elapsed)
         ))?;
     }
     Ok(())
@@ -287,14 +357,19 @@ pub fn recv(p: RecvParams) -> Result<()> {
     }
     let progress = Arc::new(Progress::default());
     let (stop, bar) = bar_thread(progress.clone(), quiet || !p.once, "receiving");
+    let json = p.json;
     let r = receiver.serve(p.once || to_stdout, progress, |r| match r {
+        // A reader that went away ends the records, not the service.
+        Ok(rep) if json => {
+            let _ = print_records(&FileRecord::received(rep));
+        }
         Ok(rep) if !quiet => {
             let line = summary(
                 "received",
                 rep.bytes,
                 rep.files.len(),
                 rep.streams,
-                rep.elapsed.as_secs_f64(),
+                rep.elapsed,
             ) + &format!(
                 " from {} (host {}, owner {})",
                 rep.peer, rep.host, rep.owner
@@ -342,14 +417,37 @@ mod tests {
     }
 
     #[test]
+    fn summaries_use_binary_units() {
+        let s = summary("sent", 3 << 20, 2, 1, Duration::from_millis(500));
+        assert_eq!(
+            s,
+            "sent 3.00 MiB in 2 files over 1 stream in 0.50 s (6.00 MiB/s, 0.05 Gbit/s)"
+        );
+        let s = summary("received", 5, 1, 4, Duration::from_secs(150));
+        assert_eq!(
+            s,
+            "received 5 B in 1 file over 4 streams in 150 s (3 minutes) (0 B/s, 0.00 Gbit/s)"
+        );
+    }
+
+    #[test]
     fn peer_choice() {
         let t = Path::new("trust");
         let one = vec![("a".to_owned(), [1u8; 32])];
         let two = vec![("a".to_owned(), [1u8; 32]), ("b".to_owned(), [2u8; 32])];
-        assert_eq!(pick_peer(&one, None, "x", t).unwrap(), [1; 32]);
+        assert_eq!(
+            pick_peer(&one, None, "x", t).unwrap(),
+            ("a".into(), [1; 32])
+        );
         assert!(pick_peer(&two, None, "x", t).is_err());
-        assert_eq!(pick_peer(&two, None, "b", t).unwrap(), [2; 32]);
-        assert_eq!(pick_peer(&two, Some("b"), "a", t).unwrap(), [2; 32]);
+        assert_eq!(
+            pick_peer(&two, None, "b", t).unwrap(),
+            ("b".into(), [2; 32])
+        );
+        assert_eq!(
+            pick_peer(&two, Some("b"), "a", t).unwrap(),
+            ("b".into(), [2; 32])
+        );
         assert!(pick_peer(&two, Some("c"), "a", t).is_err());
         assert!(pick_peer(&[], None, "a", t).is_err());
     }

@@ -184,6 +184,84 @@ fn trust_check_reports_summary_and_errors() {
     assert!(err.contains("trust file"), "{err}");
 }
 
+/// `trust check --json`: the parsed findings, for good and bad trust files alike.
+fn trust_json(path: &Path) -> (Option<i32>, sealink_keys::TrustCheck) {
+    let o = sealink(&["trust", "check", "--json", path_str(path)]);
+    let line = stdout(&o);
+    assert_eq!(line.lines().count(), 1, "{line}");
+    let c = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    (o.status.code(), c)
+}
+
+#[test]
+fn trust_check_json_reports_entries_and_findings() {
+    let dir = tempfile::tempdir().unwrap();
+    let alice = dir.path().join("alice.key");
+    let gw = dir.path().join("gw.key");
+    let a = stdout(&sealink(&["keygen", "owner", path_str(&alice)]));
+    let g = stdout(&sealink(&["keygen", "host", path_str(&gw)]));
+    let a_b64 = a.split_whitespace().nth(1).unwrap();
+    let g_b64 = g.split_whitespace().nth(1).unwrap();
+    let trust = dir.path().join("trust");
+    fs::write(
+        &trust,
+        format!("# test\nowner alice@example {a_b64}\nhost gw-1 {g_b64}  # gateway\n"),
+    )
+    .unwrap();
+    let (code, c) = trust_json(&trust);
+    assert_eq!(code, Some(0), "{c:?}");
+    assert!(c.ok && c.error.is_none(), "{c:?}");
+    assert_eq!(c.path, path_str(&trust));
+    let pairs = |l: &[sealink_keys::check::TrustEntry]| -> Vec<(String, String)> {
+        l.iter().map(|e| (e.name.clone(), e.key.clone())).collect()
+    };
+    assert_eq!(
+        pairs(&c.owners),
+        [("alice@example".to_owned(), a_b64.to_owned())]
+    );
+    assert_eq!(pairs(&c.hosts), [("gw-1".to_owned(), g_b64.to_owned())]);
+
+    // A bad line: exit 1 as without --json, the finding on stdout, the message on stderr.
+    fs::write(
+        &trust,
+        format!("owner alice {a_b64}\n\nhost bad/name {g_b64}\n"),
+    )
+    .unwrap();
+    let (code, c) = trust_json(&trust);
+    assert_eq!(code, Some(1), "{c:?}");
+    assert!(!c.ok && c.owners.is_empty() && c.hosts.is_empty(), "{c:?}");
+    let f = c.error.unwrap();
+    assert_eq!(
+        (f.kind.as_str(), f.line, f.problem.as_deref()),
+        ("entry", Some(3), Some("bad_name"))
+    );
+    assert!(f.message.contains("bad/name"), "{f:?}");
+    assert!(
+        stderr(&sealink(&["trust", "check", "--json", path_str(&trust)])).starts_with("error: ")
+    );
+
+    fs::write(
+        &trust,
+        format!("owner alice {a_b64}\nowner alice {g_b64}\n"),
+    )
+    .unwrap();
+    let f = trust_json(&trust).1.error.unwrap();
+    assert_eq!(
+        (f.line, f.problem.as_deref()),
+        (Some(2), Some("duplicate_name"))
+    );
+
+    fs::write(&trust, format!("owner alice {a_b64}\n")).unwrap();
+    fs::set_permissions(&trust, fs::Permissions::from_mode(0o666)).unwrap();
+    let (code, c) = trust_json(&trust);
+    assert_eq!(code, Some(1));
+    assert_eq!(c.error.unwrap().kind, "insecure");
+
+    let (code, c) = trust_json(&dir.path().join("missing"));
+    assert_eq!(code, Some(1));
+    assert_eq!(c.error.unwrap().kind, "not_found");
+}
+
 #[test]
 fn bench_seal_quick_table() {
     let tmp = tempfile::tempdir().unwrap();
@@ -259,7 +337,11 @@ fn usage_errors_and_help() {
         args.push("--help");
         let o = sealink(&args);
         assert!(o.status.success(), "{sub:?}");
-        assert!(stdout(&o).contains("Example:"), "{sub:?}: {}", stdout(&o));
+        let help = stdout(&o);
+        assert!(
+            help.contains("Example:") || help.contains("Examples:"),
+            "{sub:?}: {help}"
+        );
     }
 }
 

@@ -797,3 +797,161 @@ fn two_hosts_set_up_with_init_and_trust_add_transfer_a_file() {
     let gone = at(&hb, &["trust", "remove", "alice"]);
     assert_eq!(gone.status.code(), Some(1), "{}", text(&gone));
 }
+
+/// Parses every line of `out` as a `--json` record: nothing else may be on stdout.
+fn records(out: &[u8]) -> Vec<sealink_stream::FileRecord> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect()
+}
+
+#[test]
+fn json_records_on_both_sides_match_the_files() {
+    use sealink_stream::report::{Event, Outcome};
+    let h = Hosts::new();
+    let big = h.dir.join("big.bin");
+    let big_len = random_file(&big, 3 << 20 | 4321, 5).len() as u64;
+    let small = h.dir.join("small.txt");
+    fs::write(&small, b"hello").unwrap();
+    let (mut c, addr, err) = h.recv(&["--json"], Stdio::piped());
+    let o = h.send(
+        &[&big, &small],
+        addr,
+        &["--json", "--streams", "2", "--suite", "chacha20-poly1305"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let mut recv_out = Vec::new();
+    c.stdout.take().unwrap().read_to_end(&mut recv_out).unwrap();
+    let (st, log) = finish(c, err);
+    assert!(st.success(), "{log}");
+
+    let owner_key = common::public(h.a().join("owner.key.pub"));
+    let sizes = [("big.bin", big_len), ("small.txt", 5)];
+    let sent = records(&o.stdout);
+    let received = records(&recv_out);
+    assert_eq!((sent.len(), received.len()), (2, 2), "{}", text(&o));
+    for (side, recs) in [(Event::Sent, &sent), (Event::Received, &received)] {
+        for (i, r) in recs.iter().enumerate() {
+            let (name, size) = sizes[i];
+            assert_eq!((r.event, r.result), (side, Outcome::Ok), "{r:?}");
+            assert_eq!((r.name.as_str(), r.bytes), (name, size), "{r:?}");
+            assert_eq!((r.index, r.files, r.streams), (i, 2, 2), "{r:?}");
+            assert_eq!(r.transfer_bytes, big_len + 5, "{r:?}");
+            assert!(r.seconds > 0.0, "{r:?}");
+            let rate = r.transfer_bytes as f64 / r.seconds;
+            assert!((r.bytes_per_sec - rate).abs() <= rate * 1e-9, "{r:?}");
+            assert_eq!(r.owner_key, owner_key, "{r:?}");
+            assert_eq!(
+                (r.suite.as_str(), r.auth_only),
+                ("chacha20-poly1305", false)
+            );
+            assert_eq!(r.error, None);
+        }
+    }
+    for (r, src) in sent.iter().zip([&big, &small]) {
+        assert_eq!(r.path.as_deref(), src.to_str(), "{r:?}");
+        assert_eq!(
+            (r.peer.as_str(), r.host.as_str()),
+            (&*addr.to_string(), "bob")
+        );
+        // a's trust file does not list its own owner.
+        assert_eq!(r.owner, None, "{r:?}");
+    }
+    for r in &received {
+        let stored = h.inbox().join(&r.name);
+        assert_eq!(r.path.as_deref(), stored.to_str(), "{r:?}");
+        assert_eq!(fs::metadata(&stored).unwrap().len(), r.bytes);
+        assert_eq!(
+            (r.host.as_str(), r.owner.as_deref()),
+            ("alice", Some("alice"))
+        );
+        assert!(r.peer.starts_with("127.0.0.1:"), "{r:?}");
+    }
+
+    // Standard input, authenticated only: its size is known only once it has been sent.
+    let (mut c, addr, err) = h.recv(&["--json", "--force"], Stdio::piped());
+    let o = h
+        .send_cmd(
+            &[Path::new("-")],
+            addr,
+            &["--json", "--auth-only", "--as", "piped"],
+        )
+        .stdin(fs::File::open(&small).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let mut recv_out = Vec::new();
+    c.stdout.take().unwrap().read_to_end(&mut recv_out).unwrap();
+    assert!(finish(c, err).0.success());
+    for r in records(&o.stdout).iter().chain(&records(&recv_out)) {
+        assert_eq!(
+            (r.name.as_str(), r.bytes, r.auth_only),
+            ("piped", 5, true),
+            "{r:?}"
+        );
+    }
+    assert_eq!(records(&o.stdout)[0].path, None);
+
+    // A failed transfer: one `failed` record per file, with the reason, and exit 1.
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let gone = closed.local_addr().unwrap();
+    drop(closed);
+    let o = h.send(&[&big, &small], gone, &["--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let failed = records(&o.stdout);
+    assert_eq!(failed.len(), 2, "{}", text(&o));
+    for (r, (name, size)) in failed.iter().zip(sizes) {
+        assert_eq!(
+            (r.result, r.name.as_str(), r.bytes),
+            (Outcome::Failed, name, size)
+        );
+        assert!(r.error.as_deref().is_some_and(|e| !e.is_empty()), "{r:?}");
+    }
+}
+
+#[test]
+fn recv_json_and_stdout_are_refused_together() {
+    let o = Command::new(BIN)
+        .args(["recv", "--stdout", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
+
+#[test]
+fn summaries_give_sizes_in_binary_units() {
+    let h = Hosts::new();
+    let f = h.dir.join("three.bin");
+    random_file(&f, 3 << 20, 9);
+    let (mut c, addr, err) = h.recv(&[], Stdio::piped());
+    // Not `send_cmd`: that one is --quiet.
+    let o = Command::new(BIN)
+        .arg("send")
+        .arg(&f)
+        .arg(format!("bob@{addr}"))
+        .args(["--streams", "2"])
+        .env("SEALINK_HOME", h.a())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let mut recv_out = String::new();
+    c.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut recv_out)
+        .unwrap();
+    assert!(finish(c, err).0.success());
+    let sent = String::from_utf8_lossy(&o.stdout);
+    for (line, verb) in [(sent.trim_end(), "sent"), (recv_out.trim_end(), "received")] {
+        let head = format!("{verb} 3.00 MiB in 1 file over 2 streams in ");
+        assert!(line.starts_with(&head), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+        // `(12.34 MiB/s, 0.10 Gbit/s)`: a binary-unit rate, then bits.
+        let rate = line.split_once(" s (").map(|(_, r)| r).unwrap_or("");
+        assert!(rate.contains("iB/s, ") || rate.contains(" B/s, "), "{line}");
+        assert!(rate.contains(" Gbit/s)"), "{line}");
+    }
+    assert!(recv_out.contains("(host alice, owner alice)"), "{recv_out}");
+}

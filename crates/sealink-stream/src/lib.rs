@@ -19,6 +19,7 @@ mod files;
 pub mod limits;
 pub mod records;
 pub mod recv;
+pub mod report;
 pub mod send;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +29,7 @@ pub use error::TransferError;
 pub use limits::{ConnLimits, LimiterConfig, Timeouts};
 pub use records::{Opened, RecordBatch, RecordReader};
 pub use recv::{Dest, Receiver, RecvConfig, RecvReport};
+pub use report::{FileRecord, TransferMeta};
 pub use send::{SendConfig, SendReport, Source, send};
 
 /// Default TCP port of `sealink recv`.

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sealink_crypto::Scope;
+use sealink_crypto::{Scope, SuiteId};
 use sealink_proto::HostKey;
 use sealink_proto::stream::body::UNKNOWN_SIZE;
 use sealink_proto::stream::handshake::{INIT_MESSAGE_LEN, JOIN_TOKEN_LEN, accept_fresh};
@@ -75,9 +75,19 @@ impl RecvConfig {
 #[derive(Debug, Clone)]
 pub struct RecvReport {
     pub peer: SocketAddr,
+    /// The sending host's name in the trust file.
     pub host: String,
+    /// The sending owner's name in the trust file, and its Ed25519 public key.
     pub owner: String,
+    pub owner_key: [u8; 32],
+    /// The files' names, in the sender's order.
     pub files: Vec<String>,
+    /// Each file's size as stored (standard input's as it turned out), in the same order.
+    pub sizes: Vec<u64>,
+    /// Where each file now lies; `None` with [`Dest::Stdout`].
+    pub paths: Vec<Option<PathBuf>>,
+    pub suite: SuiteId,
+    pub scope: Scope,
     pub bytes: u64,
     pub streams: usize,
     pub elapsed: Duration,
@@ -571,7 +581,7 @@ impl Session<'_> {
         };
         let r = session.transfer(&control, hello.stripes as usize, joins, registry);
         let reply = match &r {
-            Ok(()) => conn::write_record(
+            Ok(_) => conn::write_record(
                 &control,
                 &session.keys.send,
                 RecordType::Done,
@@ -610,16 +620,28 @@ impl Session<'_> {
                 Ok(())
             }
         };
-        r?;
         // The files are complete and in place; a lost confirmation does not undo that.
         if let Err(e) = reply {
             tracing::warn!("{peer}: could not confirm the transfer: {e}");
         }
+        let sizes = r?;
         Ok(RecvReport {
             peer,
             host,
             owner,
+            owner_key: hello.owner_public,
             files: hello.files.iter().map(|f| f.name.clone()).collect(),
+            sizes,
+            paths: hello
+                .files
+                .iter()
+                .map(|f| match &cfg.dest {
+                    Dest::Dir(dir) => Some(dir.join(&f.name)),
+                    Dest::Stdout => None,
+                })
+                .collect(),
+            suite: session.keys.suite,
+            scope,
             bytes: lock(&session.assembly).bytes(),
             streams: hello.stripes as usize,
             elapsed: Duration::ZERO,
@@ -627,14 +649,14 @@ impl Session<'_> {
     }
 
     /// Answers the hello, gathers the stripes, receives on all of them, then verifies and
-    /// stores.
+    /// stores; returns the files' sizes (from the authenticated end).
     fn transfer(
         &self,
         control: &TcpStream,
         stripes: usize,
         joins: &mpsc::Receiver<Joiner>,
         registry: &Mutex<JoinMap>,
-    ) -> Result<(), TransferError> {
+    ) -> Result<Vec<u64>, TransferError> {
         conn::write_record(
             control,
             &self.keys.send,
@@ -741,7 +763,7 @@ impl Session<'_> {
                     .ctx(|| "cannot write standard output".into())?;
             }
         }
-        Ok(())
+        Ok(end.sizes)
     }
 
     /// Receives one stripe to its end: read big chunks, open records where they lie, write

@@ -62,6 +62,8 @@ pub enum Source {
 pub struct SendReport {
     pub bytes: u64,
     pub files: usize,
+    /// Each file's size as sent, in the order given (standard input's as it turned out).
+    pub sizes: Vec<u64>,
     pub streams: usize,
     /// From the first byte sent to the receiver's confirmation.
     pub elapsed: Duration,
@@ -533,6 +535,7 @@ pub fn send(
     Ok(SendReport {
         bytes,
         files: inputs.len(),
+        sizes,
         streams: socks.len(),
         elapsed: start.elapsed(),
     })

@@ -1,0 +1,247 @@
+//! The machine-readable outcome of a transfer: what `sealink send --json` and
+//! `sealink recv --json` print, one [`FileRecord`] per file, each a JSON object on its own line.
+//!
+//! The files of one transfer travel striped together over the same connections and are
+//! confirmed together, so they have no separate times: every record of a transfer carries the
+//! transfer's `seconds`, `transfer_bytes` and `bytes_per_sec`, and its own file's `bytes`.
+//!
+//! * The receiver prints a record for each file it has stored (or written to standard output)
+//!   once the transfer is verified and committed: `result` is always `"ok"`. A failed transfer
+//!   stores nothing, so it prints no record (the reason goes to standard error).
+//! * The sender prints a record for each file once the receiver has confirmed the transfer
+//!   (`"ok"`), or, when the transfer fails, one `"failed"` record for each file with the
+//!   reason in `error` (and the command exits 1). A failure before any connection is tried
+//!   (arguments, keys, trust file) prints no record, only the error on standard error.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use sealink_crypto::{Scope, SuiteId};
+
+use crate::{RecvReport, SendReport};
+
+/// Which side printed a [`FileRecord`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    Sent,
+    Received,
+}
+
+/// How the file's transfer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Delivered: the receiver holds it complete under its name (or wrote it to its standard
+    /// output) and, on the sender, has confirmed so.
+    Ok,
+    /// The transfer failed (sender only); `error` says why.
+    Failed,
+}
+
+/// One file of a transfer, as one JSON object on one line. Field names are the schema; sizes
+/// in bytes, durations in seconds, keys in standard base64.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FileRecord {
+    pub event: Event,
+    pub result: Outcome,
+    /// The name the file travels and is stored under.
+    pub name: String,
+    /// Sender: the file read (`null` for standard input). Receiver: where the file now lies
+    /// (`null` with `--stdout`).
+    pub path: Option<String>,
+    /// This file's size: as delivered when `result` is `ok`; when `failed`, its size on disk
+    /// when the sender could tell (0 for standard input).
+    pub bytes: u64,
+    /// The file's place in the transfer (from 0), and how many files the transfer has.
+    pub index: usize,
+    pub files: usize,
+    /// All files of the transfer together.
+    pub transfer_bytes: u64,
+    /// The transfer's duration: on the sender from the first byte to the receiver's
+    /// confirmation (or to the failure), on the receiver from the connection's arrival to the
+    /// files being stored.
+    pub seconds: f64,
+    /// `transfer_bytes / seconds` (0 for a failed transfer).
+    pub bytes_per_sec: f64,
+    /// TCP connections the transfer was striped over.
+    pub streams: usize,
+    /// The other side's address (`IP:PORT`).
+    pub peer: String,
+    /// The other side's host name in this side's trust file (the receiver's on the sender,
+    /// the sender's on the receiver).
+    pub host: String,
+    /// The sending owner's name in this side's trust file (`null` on a sender whose trust
+    /// file does not list its own owner key), and its Ed25519 public key.
+    pub owner: Option<String>,
+    pub owner_key: String,
+    /// The suite's name (`aes128-gcm`, `aes256-gcm`, `chacha20-poly1305`).
+    pub suite: String,
+    /// Whether the data travelled in clear (every record still authenticated).
+    pub auth_only: bool,
+    /// Why the transfer failed (`null` when `result` is `ok`).
+    pub error: Option<String>,
+}
+
+/// Who and how, common to every file of one transfer.
+#[derive(Debug, Clone)]
+pub struct TransferMeta {
+    pub peer: SocketAddr,
+    pub host: String,
+    pub owner: Option<String>,
+    pub owner_key: [u8; 32],
+    pub suite: SuiteId,
+    pub scope: Scope,
+}
+
+fn rate(bytes: u64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 { bytes as f64 / secs } else { 0.0 }
+}
+
+fn b64(k: &[u8; 32]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(k)
+}
+
+impl FileRecord {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        event: Event,
+        meta: &TransferMeta,
+        name: &str,
+        path: Option<&Path>,
+        bytes: u64,
+        (index, files): (usize, usize),
+        transfer_bytes: u64,
+        elapsed: Duration,
+        streams: usize,
+        error: Option<String>,
+    ) -> Self {
+        FileRecord {
+            event,
+            result: if error.is_none() {
+                Outcome::Ok
+            } else {
+                Outcome::Failed
+            },
+            name: name.to_owned(),
+            path: path.map(|p| p.display().to_string()),
+            bytes,
+            index,
+            files,
+            transfer_bytes,
+            seconds: elapsed.as_secs_f64(),
+            bytes_per_sec: if error.is_none() {
+                rate(transfer_bytes, elapsed)
+            } else {
+                0.0
+            },
+            streams,
+            peer: meta.peer.to_string(),
+            host: meta.host.clone(),
+            owner: meta.owner.clone(),
+            owner_key: b64(&meta.owner_key),
+            suite: meta.suite.name().to_owned(),
+            auth_only: meta.scope == Scope::AuthOnly,
+            error,
+        }
+    }
+
+    /// The receiver's records of a stored transfer, one per file.
+    pub fn received(rep: &RecvReport) -> Vec<FileRecord> {
+        let meta = TransferMeta {
+            peer: rep.peer,
+            host: rep.host.clone(),
+            owner: Some(rep.owner.clone()),
+            owner_key: rep.owner_key,
+            suite: rep.suite,
+            scope: rep.scope,
+        };
+        let n = rep.files.len();
+        (0..n)
+            .map(|i| {
+                FileRecord::new(
+                    Event::Received,
+                    &meta,
+                    &rep.files[i],
+                    rep.paths.get(i).and_then(|p| p.as_deref()),
+                    rep.sizes.get(i).copied().unwrap_or(0),
+                    (i, n),
+                    rep.bytes,
+                    rep.elapsed,
+                    rep.streams,
+                    None,
+                )
+            })
+            .collect()
+    }
+
+    /// The sender's records of a confirmed transfer: `files` are (name, path read; `None` for
+    /// standard input), in the order sent.
+    pub fn sent(
+        meta: &TransferMeta,
+        files: &[(&str, Option<&Path>)],
+        rep: &SendReport,
+    ) -> Vec<FileRecord> {
+        let n = files.len();
+        files
+            .iter()
+            .enumerate()
+            .map(|(i, (name, path))| {
+                FileRecord::new(
+                    Event::Sent,
+                    meta,
+                    name,
+                    *path,
+                    rep.sizes.get(i).copied().unwrap_or(0),
+                    (i, n),
+                    rep.bytes,
+                    rep.elapsed,
+                    rep.streams,
+                    None,
+                )
+            })
+            .collect()
+    }
+
+    /// The sender's records of a failed transfer: `files` as for [`FileRecord::sent`] with
+    /// each file's size on disk (0 when unknown), after `elapsed`, for `error`.
+    pub fn send_failed(
+        meta: &TransferMeta,
+        files: &[(&str, Option<&Path>, u64)],
+        streams: usize,
+        elapsed: Duration,
+        error: &str,
+    ) -> Vec<FileRecord> {
+        let n = files.len();
+        let total = files.iter().map(|f| f.2).fold(0, u64::saturating_add);
+        files
+            .iter()
+            .enumerate()
+            .map(|(i, (name, path, size))| {
+                FileRecord::new(
+                    Event::Sent,
+                    meta,
+                    name,
+                    *path,
+                    *size,
+                    (i, n),
+                    total,
+                    elapsed,
+                    streams,
+                    Some(error.to_owned()),
+                )
+            })
+            .collect()
+    }
+
+    /// The record as one line of JSON (no newline).
+    pub fn to_json_line(&self) -> String {
+        // Strings, numbers, booleans and null: serializing these cannot fail (serde_json writes
+        // a non-finite float as null; none arises: seconds come from a Duration, rates are
+        // divided by a positive time).
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
