@@ -18,7 +18,9 @@ const BATCH: usize = 32;
 fn main() {
     let mut args = std::env::args().skip(1);
     let size: usize = args.next().map_or(64, |s| s.parse().expect("SIZE"));
-    let total: usize = args.next().map_or(5_000_000, |s| s.parse().expect("MESSAGES"));
+    let total: usize = args
+        .next()
+        .map_or(5_000_000, |s| s.parse().expect("MESSAGES"));
 
     let (ka, kb) = (HostKey::generate().unwrap(), HostKey::generate().unwrap());
     let alice = OwnerSigningKey::from_seed(&[7; 32]).unwrap();
@@ -46,8 +48,16 @@ fn main() {
                 } else {
                     Urgency::Default
                 };
-                a.send(now, peer_b, owner, Some("bob"), &msg, urgency, Scope::Encrypt)
-                    .expect("send");
+                a.send(
+                    now,
+                    peer_b,
+                    owner,
+                    Some("bob"),
+                    &msg,
+                    urgency,
+                    Scope::Encrypt,
+                )
+                .expect("send");
             }
             sent += BATCH;
         }

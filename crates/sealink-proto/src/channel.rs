@@ -977,6 +977,13 @@ impl Channel {
             }
         }
         self.stats.datagrams_received += 1;
+        // An authenticated datagram from the peer shows the path carries traffic again: our
+        // timer must not stay backed off to a minute (6 doublings) because of an outage that
+        // is over. Without this a sender whose window was full when the link healed sent
+        // nothing for up to a minute (found by the wedge proptest). While the path is dark
+        // nothing arrives, so the backoff still grows; on a one-way path retransmissions are
+        // clocked by the peer's datagrams, one round per retransmission timeout at most.
+        self.backoff = 0;
         self.process_frames(sh, now, job.scope(), &buf[body])
     }
 
