@@ -1012,10 +1012,12 @@ impl Channel {
         // Ids refused in this datagram and why (one entry per bad introduction: few).
         let mut bad_owners: Vec<(u64, RefuseReason)> = Vec::new();
         let mut bad_dests: Vec<u64> = Vec::new();
+        let mut msgs = 0usize;
         for f in Frames::new(body) {
             let f = f?;
             frames.push(f);
             match f {
+                Frame::Msg { .. } => msgs += 1,
                 Frame::OwnerIntro { id, name, sig } => {
                     if let Err(r) = self.learn_owner(sh, id, name, sig) {
                         let reason =
@@ -1101,15 +1103,21 @@ impl Channel {
                         sh.stats.messages_delivered += 1;
                         sh.stats.message_bytes_delivered += data.len() as u64;
                         self.stats.messages_delivered += 1;
-                        // `data` lies inside `body` (the frame parser borrows from it).
-                        let start = data.as_ptr() as usize - body.as_ptr() as usize;
-                        let copy = shared.get_or_insert_with(|| Bytes::copy_from_slice(body));
+                        let data = if msgs == 1 {
+                            // Alone in its datagram: one allocation, nothing to share.
+                            Bytes::copy_from_slice(data)
+                        } else {
+                            // `data` lies inside `body` (the frame parser borrows from it).
+                            let start = data.as_ptr() as usize - body.as_ptr() as usize;
+                            let copy = shared.get_or_insert_with(|| Bytes::copy_from_slice(body));
+                            copy.slice(start..start + data.len())
+                        };
                         sh.events.push_back(Event::Message(Delivery {
                             peer: self.peer,
                             from,
                             to,
                             scope,
-                            data: copy.slice(start..start + data.len()),
+                            data,
                         }));
                     } else {
                         // Our acknowledgement was lost: say it again at once.
