@@ -650,8 +650,8 @@ fn precomp_table(rows: &[Precomp]) -> Table {
     for r in rows {
         t.row([
             r.curve.to_owned(),
-            fmt_value(r.fixed),
-            fmt_value(r.variable),
+            crate::report::fmt_sig(r.fixed),
+            crate::report::fmt_sig(r.variable),
             format!("{:.2}x", r.ratio()),
             PAPER_PRECOMP.text.to_owned(),
             format!("{:.2}", r.ratio() / PAPER_PRECOMP.value),
@@ -753,16 +753,6 @@ fn run_soft_script(out: &Path, size: usize, t: Timing) -> Result<()> {
     Ok(())
 }
 
-fn fmt_value(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 /// Table 1 as printed: today's figure, the paper's line and the ratio.
 fn table(rows: &[Row]) -> Table {
     let mut t = Table::new([
@@ -776,11 +766,12 @@ fn table(rows: &[Row]) -> Table {
     for r in rows {
         t.row([
             r.name.to_owned(),
-            fmt_value(r.value),
+            crate::report::fmt_sig(r.value),
             r.unit.name().to_owned(),
             r.paper.map_or("n/a".to_owned(), |p| p.text.to_owned()),
-            r.ratio()
-                .map_or("n/a".to_owned(), |x| format!("{}x", fmt_value(x))),
+            r.ratio().map_or("n/a".to_owned(), |x| {
+                format!("{}x", crate::report::fmt_sig(x))
+            }),
         ]);
     }
     t
@@ -946,7 +937,7 @@ pub fn run(p: &Params) -> Result<()> {
     let mut body = Table::new(["GHASH", "Mbit/s", "how it was obtained"]).left(&[2]);
     body.row([
         "GHASH, this binary".to_owned(),
-        fmt_value(clmul),
+        crate::report::fmt_sig(clmul),
         format!("measured now, in process: {in_process}"),
     ]);
     let mut ghash_csv = vec![Ghash {
@@ -958,7 +949,7 @@ pub fn run(p: &Params) -> Result<()> {
         Some(s) if s.forced_soft => {
             body.row([
                 "GHASH, software-only build".to_owned(),
-                fmt_value(s.mbps),
+                crate::report::fmt_sig(s.mbps),
                 format!(
                     "from {} (unix time {}): examples/ghash.rs built by {GHASH_SOFT_SCRIPT} with RUSTFLAGS='--cfg polyval_force_soft', {} B buffers",
                     soft_path.display(),

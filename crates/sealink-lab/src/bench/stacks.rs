@@ -835,6 +835,31 @@ fn fmt_est(e: Estimate) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// Figure 11's pairs for one stack: (connections, thread-per-connection,
+/// processor-per-connection), for each connection count measured under both.
+fn tpc_ppc(
+    many: &[(&Stack, usize, ClpPolicy, Estimate)],
+    name: &str,
+) -> Vec<(usize, Estimate, Estimate)> {
+    let mut conns: Vec<usize> = many
+        .iter()
+        .filter(|m| m.0.name == name)
+        .map(|m| m.1)
+        .collect();
+    conns.dedup();
+    let get = |n: usize, tpc: bool| {
+        many.iter()
+            .find(|m| {
+                m.0.name == name && m.1 == n && matches!(m.2, ClpPolicy::ThreadPerConnection) == tpc
+            })
+            .map(|m| m.3)
+    };
+    conns
+        .into_iter()
+        .filter_map(|n| Some((n, get(n, true)?, get(n, false)?)))
+        .collect()
+}
+
 fn render(
     p: &Params,
     cores: usize,
@@ -1010,34 +1035,14 @@ fn render(
     );
     let mut rows = Vec::new();
     for s in &p.stacks {
-        let conns: Vec<usize> = {
-            let mut v: Vec<usize> = many
-                .iter()
-                .filter(|m| m.0.name == s.name)
-                .map(|m| m.1)
-                .collect();
-            v.dedup();
-            v
-        };
-        for n in conns {
-            let get = |tpc: bool| {
-                many.iter()
-                    .find(|m| {
-                        m.0.name == s.name
-                            && m.1 == n
-                            && matches!(m.2, ClpPolicy::ThreadPerConnection) == tpc
-                    })
-                    .map(|m| m.3)
-            };
-            if let (Some(t), Some(q)) = (get(true), get(false)) {
-                rows.push(vec![
-                    s.name.to_owned(),
-                    n.to_string(),
-                    fmt_est(t),
-                    fmt_est(q),
-                    format!("{:.2}", t.median / q.median),
-                ]);
-            }
+        for (n, t, q) in tpc_ppc(many, s.name) {
+            rows.push(vec![
+                s.name.to_owned(),
+                n.to_string(),
+                fmt_est(t),
+                fmt_est(q),
+                format!("{:.2}", t.median / q.median),
+            ]);
         }
     }
     table(
@@ -1204,16 +1209,6 @@ struct Beside {
     ours: f64,
 }
 
-fn fmt_ratio(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 /// "Paper 000's figures beside ours": every point of `paper::POINTS` this run measured, in
 /// figure order, with our figure of the same quantity and the ratio, then the sentences of the
 /// paper the values rest on.
@@ -1265,28 +1260,10 @@ fn paper_comparison(
     }
     for s in &p.stacks {
         let Some(i) = s.paper else { continue };
-        let mut conns: Vec<usize> = many
-            .iter()
-            .filter(|m| m.0.name == s.name)
-            .map(|m| m.1)
-            .collect();
-        conns.dedup();
-        for n in conns {
-            let get = |tpc: bool| {
-                many.iter()
-                    .find(|m| {
-                        m.0.name == s.name
-                            && m.1 == n
-                            && matches!(m.2, ClpPolicy::ThreadPerConnection) == tpc
-                    })
-                    .map(|m| m.3.median)
-            };
+        for (n, t, q) in tpc_ppc(many, s.name) {
+            let (t, q) = (t.median, q.median);
             let kind = Point::TpcOverPpc { at_12: n == 12 };
-            if let (Some(t), Some(q), Some(at)) = (
-                get(true),
-                get(false),
-                paper::find(i, Op::Seal, Mode::Clp, kind),
-            ) {
+            if let Some(at) = paper::find(i, Op::Seal, Mode::Clp, kind) {
                 rows.push(Beside {
                     at,
                     stack: s,
@@ -1341,8 +1318,9 @@ fn paper_comparison(
             r.point.clone(),
             r.quantity.to_owned(),
             r.paper_text.clone(),
-            fmt_ratio(r.ours),
-            r.paper.map_or("-".to_owned(), |v| fmt_ratio(r.ours / v)),
+            crate::report::fmt_sig(r.ours),
+            r.paper
+                .map_or("-".to_owned(), |v| crate::report::fmt_sig(r.ours / v)),
             format!("sec. {} [{}]", r.at.section, k + 1),
         ]);
     }

@@ -49,6 +49,18 @@ pub use table::Table;
 
 use crate::error::{Error, Result};
 
+/// A figure to about three significant digits, as the tables print measured values and
+/// ratios: `123`, `12.3`, `1.23`.
+pub fn fmt_sig(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
 /// Writes `text` to `path`, creating the directory it goes in.
 pub fn write_file(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

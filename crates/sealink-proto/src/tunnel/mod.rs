@@ -638,6 +638,15 @@ impl Tunnel {
         s.sendable(&self.limits(), now)
     }
 
+    /// Whether peer `pi`'s current session can carry data, and whether it wants a rekey
+    /// (`None`: no session).
+    fn usable(&self, pi: usize, now: Time) -> Option<(bool, bool)> {
+        self.peers[pi]
+            .current
+            .as_ref()
+            .map(|s| (self.sendable(s, now), self.wants_rekey(s, now)))
+    }
+
     fn wants_rekey(&self, s: &Session, now: Time) -> bool {
         s.wants_rekey(&self.limits(), now)
     }
@@ -684,10 +693,7 @@ impl Tunnel {
         let Some(pi) = self.routes.lookup(dst) else {
             return Reserve::Dropped(self.count(TunnelDrop::NoRoute));
         };
-        let usable = self.peers[pi]
-            .current
-            .as_ref()
-            .map(|s| (self.sendable(s, now), self.wants_rekey(s, now)));
+        let usable = self.usable(pi, now);
         match usable {
             Some((true, rekey)) => {
                 if rekey && self.peers[pi].initiation.is_none() {
@@ -1003,10 +1009,7 @@ impl Tunnel {
         // Counts as an attempt whatever happens below, so a failure cannot make it due again
         // at once (the timer would spin).
         self.peers[pi].last_sent = Some(now);
-        let usable = self.peers[pi]
-            .current
-            .as_ref()
-            .map(|s| (self.sendable(s, now), self.wants_rekey(s, now)));
+        let usable = self.usable(pi, now);
         match usable {
             Some((true, rekey)) => {
                 let before = self.peers[pi].stats.tx_datagrams;
