@@ -110,7 +110,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(
             p.events_b
                 .iter()
-                .any(|(_, e)| matches!(e, Event::Message(d) if d.data == b"after")),
+                .any(|(_, e)| matches!(e, Event::Message(d) if d.data[..] == b"after"[..])),
             "the channel wedged"
         );
         assert!(
