@@ -249,6 +249,15 @@ pub fn send(p: SendParams) -> Result<()> {
         timeouts: p.timeouts,
         key_data_records: None,
     };
+    if !p.quiet && !p.json {
+        // Both ends print the owner's fingerprint: a trust file holding a mistyped key shows
+        // as two different strings before any data is trusted.
+        eprintln!(
+            "to host {peer_name} at {addr} (host key {}), as owner key {}",
+            sealink_keys::fingerprint(&peer),
+            sealink_keys::fingerprint(&owner_key)
+        );
+    }
     let progress = Arc::new(Progress::default());
     let (stop, bar) = bar_thread(progress.clone(), p.quiet, "sending");
     let started = Instant::now();
@@ -371,8 +380,11 @@ pub fn recv(p: RecvParams) -> Result<()> {
                 rep.streams,
                 rep.elapsed,
             ) + &format!(
-                " from {} (host {}, owner {})",
-                rep.peer, rep.host, rep.owner
+                " from {} (host {}, owner {}, owner key {})",
+                rep.peer,
+                rep.host,
+                rep.owner,
+                sealink_keys::fingerprint(&rep.owner_key)
             );
             if to_stdout {
                 eprintln!("{line}");

@@ -953,5 +953,17 @@ fn summaries_give_sizes_in_binary_units() {
         assert!(rate.contains("iB/s, ") || rate.contains(" B/s, "), "{line}");
         assert!(rate.contains(" Gbit/s)"), "{line}");
     }
-    assert!(recv_out.contains("(host alice, owner alice)"), "{recv_out}");
+    // Fingerprints at first contact: the sender names the receiving host's key and its own
+    // owner key; the receiver prints the same owner fingerprint.
+    let sender_err = String::from_utf8_lossy(&o.stderr);
+    let owner_fp = sender_err
+        .split_once("as owner key ")
+        .map(|(_, r)| r.trim_end().to_owned())
+        .unwrap_or_default();
+    assert_eq!(owner_fp.len(), 19, "{sender_err}");
+    assert!(sender_err.contains("(host key "), "{sender_err}");
+    assert!(
+        recv_out.contains(&format!("(host alice, owner alice, owner key {owner_fp})")),
+        "{recv_out} / {sender_err}"
+    );
 }

@@ -14,6 +14,7 @@
 
 pub mod check;
 pub mod error;
+pub mod fingerprint;
 pub mod home;
 pub mod keyfile;
 pub mod secure_file;
@@ -21,6 +22,7 @@ pub mod trust;
 
 pub use check::TrustCheck;
 pub use error::{KeyFileError, TrustProblem};
+pub use fingerprint::fingerprint;
 pub use keyfile::{KEY_LEN, KeyKind, PrivateKey, parse_public, read_host_key, read_private};
 pub use secure_file::InsecureFile;
 pub use trust::{TrustFile, read_trust};
