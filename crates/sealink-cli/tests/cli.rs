@@ -4,7 +4,7 @@ mod common;
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn sealink(args: &[&str]) -> Output {
@@ -144,22 +144,28 @@ fn pubkey_missing_and_malformed_files() {
     assert!(err.contains("base64"), "{err}");
 }
 
-#[test]
-fn trust_check_reports_summary_and_errors() {
+/// A directory with an owner key and a host key, and a good trust file naming both: (dir,
+/// trust path, owner key in base64, host key in base64).
+fn trust_fixture() -> (tempfile::TempDir, PathBuf, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let alice = dir.path().join("alice.key");
     let gw = dir.path().join("gw.key");
     let a = stdout(&sealink(&["keygen", "owner", path_str(&alice)]));
     let g = stdout(&sealink(&["keygen", "host", path_str(&gw)]));
-    let a_b64 = a.split_whitespace().nth(1).unwrap();
-    let g_b64 = g.split_whitespace().nth(1).unwrap();
-
+    let a_b64 = a.split_whitespace().nth(1).unwrap().to_owned();
+    let g_b64 = g.split_whitespace().nth(1).unwrap().to_owned();
     let trust = dir.path().join("trust");
     fs::write(
         &trust,
         format!("# test\nowner alice@example {a_b64}\nhost gw-1 {g_b64}  # gateway\n"),
     )
     .unwrap();
+    (dir, trust, a_b64, g_b64)
+}
+
+#[test]
+fn trust_check_reports_summary_and_errors() {
+    let (dir, trust, a_b64, g_b64) = trust_fixture();
     let o = sealink(&["trust", "check", path_str(&trust)]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
@@ -195,19 +201,7 @@ fn trust_json(path: &Path) -> (Option<i32>, sealink_keys::TrustCheck) {
 
 #[test]
 fn trust_check_json_reports_entries_and_findings() {
-    let dir = tempfile::tempdir().unwrap();
-    let alice = dir.path().join("alice.key");
-    let gw = dir.path().join("gw.key");
-    let a = stdout(&sealink(&["keygen", "owner", path_str(&alice)]));
-    let g = stdout(&sealink(&["keygen", "host", path_str(&gw)]));
-    let a_b64 = a.split_whitespace().nth(1).unwrap();
-    let g_b64 = g.split_whitespace().nth(1).unwrap();
-    let trust = dir.path().join("trust");
-    fs::write(
-        &trust,
-        format!("# test\nowner alice@example {a_b64}\nhost gw-1 {g_b64}  # gateway\n"),
-    )
-    .unwrap();
+    let (dir, trust, a_b64, g_b64) = trust_fixture();
     let (code, c) = trust_json(&trust);
     assert_eq!(code, Some(0), "{c:?}");
     assert!(c.ok && c.error.is_none(), "{c:?}");
