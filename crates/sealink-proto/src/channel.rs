@@ -88,6 +88,14 @@ pub(crate) struct Channel {
     binding: Option<[u8; 32]>,
     pub current: Option<Session>,
     pub previous: Option<Session>,
+    /// A responder session that a newer handshake replaced before the peer's first datagram on
+    /// it arrived. The peer (its initiator) may already be sending on it: keep it to receive,
+    /// and follow the peer to it if the newer one is still unconfirmed. Without it a handshake
+    /// answered twice (a retried or crossing initiation) lost everything the peer sent on the
+    /// first session (`unknown-index`).
+    superseded: Option<Session>,
+    /// `superseded` was installed after `current` (we followed the peer back to an older one).
+    superseded_is_newer: bool,
     pub initiation: Option<Initiation>,
     /// The rekey initiation the last timeout replaced: its response may still be on its way (a
     /// slow or backlogged path), and is accepted as the current one's would be. Without it a
@@ -162,6 +170,8 @@ impl Channel {
             binding: None,
             current: None,
             previous: None,
+            superseded: None,
+            superseded_is_newer: false,
             initiation: None,
             stale_initiation: None,
             cookies: CookieGenerator::new(&remote_static),
@@ -856,15 +866,17 @@ impl Channel {
         self.stats.handshakes += 1;
         if continues {
             // Keep one confirmed session to send on while the new one awaits confirmation; an
-            // unconfirmed current one is superseded.
+            // unconfirmed current one is superseded (kept to receive on).
             if self
                 .current
                 .as_ref()
                 .is_some_and(|c| c.confirmed_at.is_none())
             {
-                if let Some(old) = self.current.take() {
+                if let Some(old) = self.superseded.take() {
                     idx.free(old.local_index);
                 }
+                self.superseded = self.current.take();
+                self.superseded_is_newer = false;
             } else {
                 if let Some(old) = self.previous.take() {
                     idx.free(old.local_index);
@@ -872,10 +884,14 @@ impl Channel {
                 self.previous = self.current.take();
             }
         } else {
-            if let Some(old) = self.previous.take() {
-                idx.free(old.local_index);
-            }
-            if let Some(old) = self.current.take() {
+            for old in [
+                self.previous.take(),
+                self.current.take(),
+                self.superseded.take(),
+            ]
+            .into_iter()
+            .flatten()
+            {
                 idx.free(old.local_index);
             }
             self.reset_for_new_channel();
@@ -976,6 +992,7 @@ impl Channel {
                 self.flush = true;
             }
         }
+        self.follow_superseded(job.local_index());
         self.stats.datagrams_received += 1;
         // An authenticated datagram from the peer shows the path carries traffic again: our
         // timer must not stay backed off to a minute (6 doublings) because of an outage that
@@ -987,8 +1004,27 @@ impl Channel {
         self.process_frames(sh, now, job.scope(), &buf[body])
     }
 
+    /// The peer sent on the superseded session. The peer initiated it, and sends on the newest
+    /// session it completed: if that is this one (the current one is unconfirmed: the peer
+    /// never completed it, or has not yet sent on it; or this one is the newer), send where the
+    /// peer sends. The other stays receivable, and wins in turn if the peer moves to it.
+    fn follow_superseded(&mut self, local_index: u32) {
+        let heard_on_superseded = self
+            .superseded
+            .as_ref()
+            .is_some_and(|s| s.local_index == local_index);
+        let current_unconfirmed = self
+            .current
+            .as_ref()
+            .is_some_and(|c| c.confirmed_at.is_none());
+        if heard_on_superseded && (current_unconfirmed || self.superseded_is_newer) {
+            std::mem::swap(&mut self.current, &mut self.superseded);
+            self.superseded_is_newer = !self.superseded_is_newer;
+        }
+    }
+
     fn session_mut(&mut self, local_index: u32) -> Option<&mut Session> {
-        [&mut self.current, &mut self.previous]
+        [&mut self.current, &mut self.previous, &mut self.superseded]
             .into_iter()
             .flatten()
             .find(|s| s.local_index == local_index)
@@ -1346,9 +1382,11 @@ impl Channel {
                 at(ts + self.reorder_threshold(sh));
             }
         }
-        if let (Some(_), Some(cur)) = (&self.previous, &self.current) {
+        if let Some(cur) = &self.current {
             if let Some(c) = cur.confirmed_at {
-                at(c + sh.cfg.keep_previous);
+                if self.previous.is_some() || self.superseded.is_some() {
+                    at(c + sh.cfg.keep_previous);
+                }
             }
         }
         // Waiting for a responder session's confirmation with nothing else to send on: if it
@@ -1391,14 +1429,17 @@ impl Channel {
                 }
             }
         }
-        if let (Some(_), Some(cur)) = (&self.previous, &self.current) {
-            if cur
-                .confirmed_at
-                .is_some_and(|c| now >= c + sh.cfg.keep_previous)
+        if self
+            .current
+            .as_ref()
+            .and_then(|c| c.confirmed_at)
+            .is_some_and(|c| now >= c + sh.cfg.keep_previous)
+        {
+            for old in [self.previous.take(), self.superseded.take()]
+                .into_iter()
+                .flatten()
             {
-                if let Some(old) = self.previous.take() {
-                    idx.free(old.local_index);
-                }
+                idx.free(old.local_index);
             }
         }
         self.detect_losses(sh, now);
