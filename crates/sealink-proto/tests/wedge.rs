@@ -634,7 +634,7 @@ fn regression_follows_the_peer_onto_its_newest_session() {
     never_wedges(&f, 64, 2, false, 6, 16355251229701785923).unwrap();
 }
 
-/// KNOWN DEFECT, not fixed (found by `channel_never_wedges` at about 1 case in 2,400; fails on
+/// KNOWN DEFECT, not fixed (found by `channel_never_wedges` once in about 8,600 cases; fails on
 /// the code before the fix above too): A never completed its first handshake, B did. After the
 /// link heals B's initiation T1 times out, B sends T2 (carrying B's old channel binding), then
 /// T1's answer arrives: A and B start channel Y, B forgets T2. A then answers T2, whose binding
