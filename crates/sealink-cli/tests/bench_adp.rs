@@ -57,6 +57,10 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
         "Table 8: E x Q",
         "improvement factors",
         "Figure 6: L against arrival rate",
+        "Figure 4: T and L against the number of messages",
+        "Figure 7: T against the timeout M",
+        "Figure 8: L against the timeout M",
+        "Figures 7 and 8: the paper's statements against ours",
     ] {
         assert!(stdout.contains(title), "missing {title:?}");
     }
@@ -86,6 +90,28 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
     assert!((150..=250).contains(&counted), "{h}");
     let f6 = String::from_utf8(read(&one, "figure6.csv")).unwrap();
     assert_eq!(f6.lines().count(), 1 + 2 * 28, "{f6}");
+    // Figure 4: five lengths, the longest the whole trace (relative values 1).
+    let f4 = String::from_utf8(read(&one, "figure4.csv")).unwrap();
+    assert_eq!(f4.lines().count(), 1 + 2 * 5, "{f4}");
+    assert!(
+        f4.lines()
+            .any(|l| l.starts_with("1987,1000,") && l.ends_with(",1.000,1.000")),
+        "{f4}"
+    );
+    // Figures 7 and 8: five traces at eight timeouts, and the paper's two statements checked.
+    for name in ["figure7.csv", "figure8.csv"] {
+        let f = String::from_utf8(read(&one, name)).unwrap();
+        assert_eq!(f.lines().count(), 1 + 2 * 5 * 8, "{name}: {f}");
+    }
+    let claims = String::from_utf8(read(&one, "figures7_8_claims.csv")).unwrap();
+    assert_eq!(claims.lines().count(), 1 + 2 * 2, "{claims}");
+    assert!(
+        claims
+            .lines()
+            .skip(1)
+            .all(|l| l.ends_with(",yes") || l.ends_with(",no")),
+        "{claims}"
+    );
 
     // The run record lists every file and carries the headline figures of Tables 3 and 8.
     assert!(stdout.contains("run record: "), "{stdout}");
@@ -105,8 +131,9 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
         "{gain:?} {unit}"
     );
 
-    // The plots: Figure 5 per profile, Figure 6 once; SVG documents (the record lists them).
-    assert_eq!(svgs.len(), 3, "{svgs:?}");
+    // The plots: Figure 5 per profile, Figures 4, 6, 7 and 8 once; SVG documents (the record
+    // lists them).
+    assert_eq!(svgs.len(), 6, "{svgs:?}");
     for name in &svgs {
         let svg = String::from_utf8(read(&one, name)).unwrap();
         assert!(

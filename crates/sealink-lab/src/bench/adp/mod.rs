@@ -1,8 +1,10 @@
 //! `sealink bench adp`: paper 002's trace-driven evaluation rerun over the simulated link in
 //! virtual time (deterministic for a seed). `trace` generates the five traces, `policy` the
 //! urgency policies U1-U5, `model` the service times of the hosts and wire, `run` one run, and
-//! `tables` the experiments and their markdown and CSV, `layer` Table 4 (SUB against TR).
+//! `tables` the experiments and their markdown and CSV, `layer` Table 4 (SUB against TR),
+//! `figures` Figures 4, 7 and 8.
 
+pub mod figures;
 pub mod format;
 pub mod layer;
 pub mod model;
@@ -40,7 +42,7 @@ pub struct Params {
 
 /// Files written under `out`, each a table as CSV, and `adp.md` with all of them; the run
 /// record `adp.json` lists them and the plots ([`svg_files`]) with the headline figures.
-pub const FILES: [&str; 12] = [
+pub const FILES: [&str; 16] = [
     "adp.md",
     "table3.csv",
     "table4.csv",
@@ -53,20 +55,25 @@ pub const FILES: [&str; 12] = [
     "figure5.csv",
     "figure5_histogram.csv",
     "figure6.csv",
+    "figure4.csv",
+    "figure7.csv",
+    "figure8.csv",
+    "figures7_8_claims.csv",
 ];
 
 /// The plots, SVG: Figure 5 per profile (its latencies differ by orders of magnitude between
-/// profiles), Figure 6 for every profile on one logarithmic latency axis.
+/// profiles), Figures 4, 6, 7 and 8 for every profile on one chart each (6, 7 and 8 on a
+/// logarithmic axis).
 pub fn svg_files(profiles: &[String]) -> Vec<String> {
     let mut v: Vec<String> = profiles
         .iter()
         .map(|p| format!("figure5_{p}.svg"))
         .collect();
-    v.push(FIGURE6_SVG.to_owned());
+    v.extend(SHARED_SVGS.iter().map(|s| (*s).to_owned()));
     v
 }
 
-const FIGURE6_SVG: &str = "figure6.svg";
+const SHARED_SVGS: [&str; 4] = ["figure6.svg", "figure4.svg", "figure7.svg", "figure8.svg"];
 
 /// Runs every experiment for each profile, writes the files and prints the markdown.
 pub fn run(p: &Params) -> Result<()> {
@@ -105,7 +112,8 @@ pub fn run(p: &Params) -> Result<()> {
         traces[0] = Nominal::of(got.trace);
     }
     let pb = output::progress(
-        (tables::runs_per_profile() + layer::runs(n)) * profiles.len() as u64,
+        (tables::runs_per_profile() + layer::runs(n) + figures::runs(traces.len()))
+            * profiles.len() as u64,
         "adp runs",
     );
     let mut md = format!(
@@ -115,12 +123,29 @@ pub fn run(p: &Params) -> Result<()> {
         p.seed
     );
     md += &source;
-    let mut csv: [Vec<format::Table>; 11] = Default::default();
+    let mut csv: [Vec<format::Table>; 15] = Default::default();
     let mut figures = Vec::new();
     let mut fig5_charts = Vec::new();
     let mut fig6 = Chart::new(
         "Figure 6: urgent latency L against arrival rate R, M = 40 ms",
         "R (messages/s)",
+        "L ms (log)",
+    )
+    .log_y();
+    let mut fig4 = Chart::new(
+        "Figure 4: T and L of ALL against the number of messages, relative to the full trace",
+        "messages",
+        "relative to the full trace",
+    );
+    let mut fig7 = Chart::new(
+        "Figure 7: throughput T against the timeout M",
+        "M (ms)",
+        "T kB/s (log)",
+    )
+    .log_y();
+    let mut fig8 = Chart::new(
+        "Figure 8: urgent latency L against the timeout M",
+        "M (ms)",
         "L ms (log)",
     )
     .log_y();
@@ -143,9 +168,22 @@ pub fn run(p: &Params) -> Result<()> {
         for c in curves {
             fig6 = fig6.series(c.name, c.points);
         }
-        for (i, t) in [t3, t4, t4s, t5, t6, t7, t8, t8f, f5, f5h, f6]
-            .into_iter()
-            .enumerate()
+        let (f4, curves) = x.figure4(all)?;
+        for c in curves {
+            fig4 = fig4.series(c.name, c.points);
+        }
+        let f78 = x.figure7_8(&traces)?;
+        for c in f78.t_curves {
+            fig7 = fig7.series(c.name, c.points);
+        }
+        for c in f78.l_curves {
+            fig8 = fig8.series(c.name, c.points);
+        }
+        for (i, t) in [
+            t3, t4, t4s, t5, t6, t7, t8, t8f, f5, f5h, f6, f4, f78.t7, f78.t8, f78.claims,
+        ]
+        .into_iter()
+        .enumerate()
         {
             md += &t.markdown();
             for (what, value, unit) in &t.figures {
@@ -169,7 +207,10 @@ pub fn run(p: &Params) -> Result<()> {
             .collect();
         rec.write_csv(&p.out, name, &report::Table::stacked("profile", &parts))?;
     }
-    for (name, chart) in svgs.iter().zip(fig5_charts.iter().chain([&fig6])) {
+    for (name, chart) in svgs
+        .iter()
+        .zip(fig5_charts.iter().chain([&fig6, &fig4, &fig7, &fig8]))
+    {
         chart.write_svg(&p.out.join(name))?;
         rec.file(name);
     }
