@@ -557,6 +557,7 @@ impl RawSender {
             owner_signature: self.owner.sign(&intro),
             record_data,
             stripes: 1,
+            fresh: false,
             files,
         }
         .encode()
@@ -612,6 +613,7 @@ fn entry(name: &str, size: u64, mode: u32) -> sealink_proto::stream::FileEntry {
     sealink_proto::stream::FileEntry {
         name: name.into(),
         size,
+        mtime: 0,
         mode,
     }
 }
@@ -675,6 +677,7 @@ fn sender_chosen_mode_bits_never_pass_the_receivers_policy() {
         &End {
             data_records: 1,
             sizes: vec![3],
+            hashes: vec![None],
         }
         .encode(),
     );

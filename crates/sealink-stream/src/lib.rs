@@ -28,7 +28,8 @@ pub use admit::ConnDrop;
 pub use error::TransferError;
 pub use limits::{ConnLimits, LimiterConfig, Timeouts};
 pub use records::{Opened, RecordBatch, RecordReader};
-pub use recv::{Dest, Receiver, RecvConfig, RecvReport};
+pub use files::clean_resume_state;
+pub use recv::{DEFAULT_RESUME_MAX_AGE, Dest, Receiver, RecvConfig, RecvReport};
 pub use report::{FileRecord, TransferMeta};
 pub use send::{SendConfig, SendReport, Source, send};
 

@@ -296,13 +296,13 @@ impl Assembly {
             });
         }
         let (base, size) = self.layout.files[file];
+        // Check first, so that a refusal changes nothing.
+        if let Some(seq) = (base..base + records).find(|&s| self.is_seen(s)) {
+            return Err(StreamError::Replayed { seq });
+        }
         for seq in base..base + records {
             let bit = (seq - FIRST_DATA_SEQ) as usize;
-            let (w, m) = (bit / 64, 1u64 << (bit % 64));
-            if self.seen[w] & m != 0 {
-                return Err(StreamError::Replayed { seq });
-            }
-            self.seen[w] |= m;
+            self.seen[bit / 64] |= 1u64 << (bit % 64);
         }
         let bytes = (records * self.layout.record_data).min(size);
         self.received += records;
