@@ -200,7 +200,11 @@ fn resumed_note(resumed: &[u64], bytes: u64) -> String {
     if held == 0 {
         String::new()
     } else {
-        format!(" (resumed at {} of {})", HumanBytes(held), HumanBytes(bytes))
+        format!(
+            " (resumed at {} of {})",
+            HumanBytes(held),
+            HumanBytes(bytes)
+        )
     }
 }
 
@@ -422,12 +426,12 @@ pub fn recv(p: RecvParams) -> Result<()> {
                 rep.elapsed,
             ) + &resumed_note(&rep.resumed, rep.bytes)
                 + &format!(
-                " from {} (host {}, owner {}, owner key {})",
-                rep.peer,
-                rep.host,
-                rep.owner,
-                sealink_keys::fingerprint(&rep.owner_key)
-            );
+                    " from {} (host {}, owner {}, owner key {})",
+                    rep.peer,
+                    rep.host,
+                    rep.owner,
+                    sealink_keys::fingerprint(&rep.owner_key)
+                );
             if to_stdout {
                 eprintln!("{line}");
             } else {

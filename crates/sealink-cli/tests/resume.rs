@@ -78,7 +78,9 @@ impl Setup {
                 if n == 0 {
                     break;
                 }
-                e.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                e.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
         Recv {
@@ -331,7 +333,14 @@ fn a_changed_file_is_not_resumed_and_old_state_expires() {
     drop(r);
     let recv_with_age = |age: &str| {
         let mut c = Command::new(BIN)
-            .args(["recv", "--listen", "127.0.0.1:0", "--resume-max-age", age, "--dir"])
+            .args([
+                "recv",
+                "--listen",
+                "127.0.0.1:0",
+                "--resume-max-age",
+                age,
+                "--dir",
+            ])
             .arg(h.inbox())
             .env("SEALINK_HOME", h.path("b"))
             .stderr(Stdio::piped())

@@ -198,13 +198,15 @@ impl PartFile {
             None
         } else {
             read_map(&map_path)
-                .and_then(|b| match RecordMap::decode_for(&b, owner, name, size, mtime) {
-                    Ok(m) => Some(m.held),
-                    Err(e) => {
-                        tracing::info!("{}: ignored ({e})", map_path.display());
-                        None
-                    }
-                })
+                .and_then(
+                    |b| match RecordMap::decode_for(&b, owner, name, size, mtime) {
+                        Ok(m) => Some(m.held),
+                        Err(e) => {
+                            tracing::info!("{}: ignored ({e})", map_path.display());
+                            None
+                        }
+                    },
+                )
                 // A part file shorter than its map claims was cut: start over.
                 .filter(|&h| h <= meta.len())
         };
@@ -254,7 +256,10 @@ impl PartFile {
             return Ok(());
         }
         self.file.sync_data()?;
-        let next = RecordMap { held, ..map.clone() };
+        let next = RecordMap {
+            held,
+            ..map.clone()
+        };
         let tmp = r.map_path.with_extension("map-new");
         let write = (|| -> std::io::Result<()> {
             use std::io::Write;

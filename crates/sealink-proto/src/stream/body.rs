@@ -473,7 +473,10 @@ mod props {
     fn end() -> impl Strategy<Value = End> {
         (
             any::<u64>(),
-            proptest::collection::vec((any::<u64>(), proptest::option::of(any::<[u8; 32]>())), 0..8),
+            proptest::collection::vec(
+                (any::<u64>(), proptest::option::of(any::<[u8; 32]>())),
+                0..8,
+            ),
         )
             .prop_map(|(data_records, f)| End {
                 data_records,
@@ -524,7 +527,10 @@ mod props {
         }
         .encode();
         *b.last_mut().unwrap() = 2;
-        assert!(matches!(End::decode(&b), Err(StreamError::MalformedBody { what: "end", .. })));
+        assert!(matches!(
+            End::decode(&b),
+            Err(StreamError::MalformedBody { what: "end", .. })
+        ));
         let h = Hello {
             owner_public: [1; 32],
             owner_signature: [2; 64],

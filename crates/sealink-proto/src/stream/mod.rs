@@ -64,7 +64,9 @@ pub enum StreamError {
         limit: u64,
         why: &'static str,
     },
-    #[error("{name} as assembled does not match the sender's SHA-256 of the file (data kept from an earlier session was altered, or the file changed)")]
+    #[error(
+        "{name} as assembled does not match the sender's SHA-256 of the file (data kept from an earlier session was altered, or the file changed)"
+    )]
     HashMismatch { name: String },
     #[error("crypto: {0}")]
     Crypto(#[from] sealink_crypto::CryptoError),
