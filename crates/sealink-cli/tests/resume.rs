@@ -356,3 +356,40 @@ fn a_changed_file_is_not_resumed_and_old_state_expires() {
     assert_eq!(h.state_names(), Vec::<String>::new());
     let _ = std::io::stderr().flush();
 }
+
+#[test]
+fn killed_receiver_keeps_its_last_checkpoint_and_a_new_one_resumes() {
+    let h = Setup::new();
+    let f = h.path("f.bin");
+    let data = random_file(&f, 48 << 20, 16);
+    let mut r = h.recv();
+    let relay = relay(r.addr, 3 << 20);
+    let mut s = send_cmd(
+        &h.path("a"),
+        &[&f],
+        relay.addr,
+        &["--streams", "2", "--record-size", "4096"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // The transfer stalls after the budget; the receiver checkpoints while it waits.
+    wait_for("a checkpoint of the stalled transfer", || {
+        relay.passed.load(Ordering::SeqCst) >= 2 * (3 << 20)
+            && h.state_names().iter().any(|n| n.ends_with(".map"))
+    });
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    s.kill().unwrap();
+    let _ = s.wait();
+    relay.cut();
+    assert!(!h.inbox().join("f.bin").exists());
+    let r = h.recv();
+    let o = h.send(&f, r.addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let resumed = records(&o.stdout)[0].resumed_bytes;
+    assert!(resumed >= 1 << 20, "resumed {resumed} bytes");
+    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    assert_eq!(h.state_names(), Vec::<String>::new());
+}

@@ -912,6 +912,11 @@ impl Session<'_> {
                         if self.failed.load(Ordering::Relaxed) {
                             return Ok(());
                         }
+                        // A stalled transfer still records what it holds, in case the
+                        // receiver is killed before the sender comes back.
+                        if self.resumable {
+                            self.maybe_checkpoint()?;
+                        }
                         if self.stalled() {
                             return Err(TransferError::TimedOut(format!(
                                 "nothing received from the sender for {}",
