@@ -7,9 +7,10 @@ use sealink_proto::SuiteId;
 use sealink_proto::stream::body::UNKNOWN_SIZE;
 use sealink_proto::stream::limits::DEFAULT_MAX_BITMAP_BYTES;
 use sealink_proto::stream::{
-    Abort, Assembly, Done, End, Hello, Layout, RECORD_HEADER_LEN, RecordBound, RecordHeader, StreamError,
-    StreamLimits,
+    Abort, Assembly, Done, End, Hello, Layout, RECORD_HEADER_LEN, Ready, RecordBound, RecordHeader,
+    StreamError, StreamLimits,
 };
+use sealink_proto::stream::resume::RecordMap;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(h) = RecordHeader::parse(data) {
@@ -19,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = (h.record_len(), h.data_len());
     }
     let body = data.get(1..).unwrap_or_default();
-    match data.first().map(|b| b % 5) {
+    match data.first().map(|b| b % 7) {
         Some(0) => {
             if let Ok(x) = Hello::decode(body) {
                 assert_eq!(Hello::decode(&x.encode()).unwrap(), x);
@@ -42,6 +43,18 @@ fuzz_target!(|data: &[u8]| {
         Some(3) => {
             if let Ok(x) = Abort::decode(body) {
                 assert_eq!(Abort::decode(&x.encode()).unwrap(), x);
+            }
+        }
+        Some(4) => {
+            if let Ok(x) = Ready::decode(body) {
+                assert_eq!(Ready::decode(&x.encode()).unwrap(), x);
+            }
+        }
+        Some(5) => {
+            // A record map from disk: never trusted, never a panic.
+            if let Ok(x) = RecordMap::decode(body) {
+                assert!(x.held <= x.size);
+                assert_eq!(RecordMap::decode(&x.encode()).unwrap(), x);
             }
         }
         Some(_) => assembly(body),
@@ -134,7 +147,14 @@ fn assembly(d: &[u8]) {
         .iter()
         .map(|&s| if s == UNKNOWN_SIZE { u64::from(rest.get(1).copied().unwrap_or(0)) } else { s })
         .collect();
-    let end = End { data_records: a.received(), sizes: end_sizes };
+    // What a resumed session does first: hold a prefix of the first file (may be refused).
+    if let Some(&k) = rest.first() {
+        let held = u64::from(k) % 4;
+        if a.hold(0, held).is_ok() {
+            assert!(a.held_prefix(0) >= held.min(a.layout().file_records(0).unwrap_or(0)));
+        }
+    }
+    let end = End { data_records: a.received(), sizes: end_sizes, hashes: vec![] };
     let _ = Assembly::end_seq(&end);
     let _ = a.finish(&end);
 }

@@ -150,7 +150,10 @@ must trust this host's and this owner's public keys; this side must trust the re
 `sealink send` exits 0 only after the receiver confirms it holds every file complete. A receiver
 that takes no data for --idle-timeout seconds (stalled, or a dead route) fails the transfer.
 With --json, stdout gets one JSON object a line per file (result ok, or failed with error) and
-no summary line.";
+no summary line.
+An interrupted transfer resumes when the same command runs again: the receiver keeps what it
+holds of each file (bound to this owner key and the file's name, size and mtime), only the rest
+is sent, and the whole file's SHA-256 is checked before it is stored. --no-resume starts over.";
 
 const RECV_HELP: &str = "Examples:
   sealink recv --dir /srv/incoming
@@ -158,7 +161,10 @@ const RECV_HELP: &str = "Examples:
   sealink recv --once --stdout > dir.tar
 
 Each file is written under a hidden temporary name and renamed only after its last record has
-been verified and the stream's authenticated end has arrived; a failed transfer leaves no file.
+been verified and the stream's authenticated end has arrived; a failed transfer leaves no file
+under its name. What arrived of a file (not of standard input) is kept, private, as hidden
+.sealink-resume-* state for the same owner's next attempt; state older than --resume-max-age is
+deleted at start-up.
 Existing files are kept unless --force. With --stdout, data is written in order as it arrives.
 A connection must authenticate within --setup-timeout; until it has, it holds no slot of --once
 and may be closed to make room (--max-pending, oldest first). A transfer that receives nothing for
@@ -407,6 +413,9 @@ struct SendArgs {
     /// Name under which standard input is stored
     #[arg(long = "as", default_value = "stdin")]
     stdin_name: String,
+    /// Start every file over: the receiver discards what it kept of an interrupted transfer
+    #[arg(long)]
+    no_resume: bool,
     #[command(flatten)]
     timeouts: TimeoutArgs,
     /// No progress bar, no summary line
@@ -508,6 +517,10 @@ struct RecvArgs {
     #[arg(long, value_name = "N", default_value_t = sealink_stream::ConnLimits::default().max_pending,
           value_parser = parse_conn_count)]
     max_pending: usize,
+    /// Delete resume state of interrupted transfers older than this at start-up (seconds, or
+    /// with a unit: 90m, 12h, 7d)
+    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = stream::parse_age)]
+    resume_max_age: Duration,
     /// No progress bar, no summary lines
     #[arg(long, short)]
     quiet: bool,
@@ -563,6 +576,7 @@ fn run(cli: Cli) -> Result<()> {
             auth_only: a.auth_only,
             record_size: a.record_size,
             stdin_name: a.stdin_name,
+            resume: !a.no_resume,
             timeouts: a.timeouts.get(),
             quiet: a.quiet,
             json: a.json,
@@ -582,6 +596,7 @@ fn run(cli: Cli) -> Result<()> {
                 max_pending: a.max_pending,
                 ..sealink_stream::ConnLimits::default()
             },
+            resume_max_age: a.resume_max_age,
             quiet: a.quiet,
             json: a.json,
         }),

@@ -33,6 +33,8 @@ pub struct SendParams {
     pub auth_only: bool,
     pub record_size: usize,
     pub stdin_name: String,
+    /// Let the receiver resume what it holds of an interrupted transfer.
+    pub resume: bool,
     pub timeouts: Timeouts,
     pub quiet: bool,
     /// One JSON [`FileRecord`] a line on stdout instead of the summary.
@@ -50,6 +52,8 @@ pub struct RecvParams {
     pub trust: Option<PathBuf>,
     pub timeouts: Timeouts,
     pub limits: ConnLimits,
+    /// Resume state older than this is deleted at start-up.
+    pub resume_max_age: Duration,
     pub quiet: bool,
     /// One JSON [`FileRecord`] a line on stdout for each file stored, instead of summaries.
     pub json: bool,
@@ -190,6 +194,44 @@ fn summary(verb: &str, bytes: u64, files: usize, streams: usize, elapsed: Durati
     )
 }
 
+/// ` (resumed at X of Y)` when part of the transfer was held from an earlier attempt.
+fn resumed_note(resumed: &[u64], bytes: u64) -> String {
+    let held: u64 = resumed.iter().sum();
+    if held == 0 {
+        String::new()
+    } else {
+        format!(
+            " (resumed at {} of {})",
+            HumanBytes(held),
+            HumanBytes(bytes)
+        )
+    }
+}
+
+/// `--resume-max-age`: seconds, or a number with a unit (s, m, h, d).
+pub(crate) fn parse_age(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
+        _ => (s, 's'),
+    };
+    let per = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        _ => return Err(format!("unknown unit {unit:?} (use s, m, h or d)")),
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|e| format!("{s:?} is not an age: {e}"))?;
+    n.checked_mul(per)
+        .filter(|&v| v <= 100 * 365 * 86_400)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{s} is more than 100 years"))
+}
+
 /// Prints `records` as JSON lines on stdout.
 fn print_records(records: &[FileRecord]) -> Result<()> {
     let mut out = String::new();
@@ -248,6 +290,7 @@ pub fn send(p: SendParams) -> Result<()> {
         batch_data: 1 << 20,
         timeouts: p.timeouts,
         key_data_records: None,
+        resume: p.resume,
     };
     if !p.quiet && !p.json {
         // Both ends print the owner's fingerprint: a trust file holding a mistyped key shows
@@ -315,8 +358,9 @@ pub fn send(p: SendParams) -> Result<()> {
         print_records(&FileRecord::sent(&meta, &listed, &rep))?;
     } else if !p.quiet {
         crate::output::print(&format!(
-            "{}\n",
-            summary("sent", rep.bytes, rep.files, rep.streams, rep.elapsed)
+            "{}{}\n",
+            summary("sent", rep.bytes, rep.files, rep.streams, rep.elapsed),
+            resumed_note(&rep.resumed, rep.bytes)
         ))?;
     }
     Ok(())
@@ -350,6 +394,7 @@ pub fn recv(p: RecvParams) -> Result<()> {
             limits: p.limits,
             keep_group_other_write: p.keep_group_other_write,
             session_limits: Default::default(),
+            resume_max_age: p.resume_max_age,
         },
     )?;
     let quiet = p.quiet;
@@ -379,13 +424,14 @@ pub fn recv(p: RecvParams) -> Result<()> {
                 rep.files.len(),
                 rep.streams,
                 rep.elapsed,
-            ) + &format!(
-                " from {} (host {}, owner {}, owner key {})",
-                rep.peer,
-                rep.host,
-                rep.owner,
-                sealink_keys::fingerprint(&rep.owner_key)
-            );
+            ) + &resumed_note(&rep.resumed, rep.bytes)
+                + &format!(
+                    " from {} (host {}, owner {}, owner key {})",
+                    rep.peer,
+                    rep.host,
+                    rep.owner,
+                    sealink_keys::fingerprint(&rep.owner_key)
+                );
             if to_stdout {
                 eprintln!("{line}");
             } else {
@@ -439,6 +485,22 @@ mod tests {
         assert_eq!(
             s,
             "received 5 B in 1 file over 4 streams in 150 s (3 minutes) (0 B/s, 0.00 Gbit/s)"
+        );
+    }
+
+    #[test]
+    fn ages_parse_with_units() {
+        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_age("90m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_age("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_age("12h"), Ok(Duration::from_secs(43_200)));
+        for bad in ["", "d", "7w", "-1d", "99999999999999d", "1.5h"] {
+            assert!(parse_age(bad).is_err(), "{bad}");
+        }
+        assert_eq!(resumed_note(&[0, 0], 5), "");
+        assert_eq!(
+            resumed_note(&[1 << 20, 0], 4 << 20),
+            " (resumed at 1.00 MiB of 4.00 MiB)"
         );
     }
 

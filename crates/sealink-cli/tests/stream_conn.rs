@@ -355,6 +355,19 @@ fn stalling_relay(to: SocketAddr, budget: usize) -> Stall {
     }
 }
 
+/// After a failed transfer of a file: nothing under its name, and a part file only as the
+/// hidden resume state that a record map describes (see PROTOCOL.md §10).
+fn assert_only_resume_state(names: &[String]) {
+    let parts: Vec<_> = names.iter().filter(|n| n.ends_with(".part")).collect();
+    assert!(
+        names.iter().all(|n| n.starts_with(".sealink-resume-"))
+            && parts
+                .iter()
+                .all(|p| names.contains(&p.replace(".part", ".map"))),
+        "{names:?}"
+    );
+}
+
 /// Defect: read timeouts were removed after set-up, so a peer that stalls mid-transfer hung
 /// both sides forever and left the preallocated part file. Both must now give up after the
 /// idle timeout with a clear error, and the receiver must remove its part file.
@@ -381,7 +394,7 @@ fn stalled_route_times_out_both_sides_and_leaves_no_part_file() {
     assert_eq!(st.code(), Some(1), "receiver: {re}");
     assert!(re.contains("timed out"), "receiver said: {re}");
     assert!(t0.elapsed() < Duration::from_secs(30));
-    assert!(h.inbox_names().is_empty(), "{:?}", h.inbox_names());
+    assert_only_resume_state(&h.inbox_names());
 }
 
 /// The same when the sender process is frozen (SIGSTOP) mid-transfer: the receiver gives up
@@ -430,7 +443,7 @@ fn frozen_receiver_times_out_the_sender() {
         .unwrap();
     // Freeze the receiver once its part file exists (the transfer has begun).
     let t0 = Instant::now();
-    while !h.inbox_names().iter().any(|n| n.ends_with(".sealink-part")) {
+    while !h.inbox_names().iter().any(|n| n.starts_with(".sealink-")) {
         assert!(
             t0.elapsed() < Duration::from_secs(20),
             "no part file appeared"
@@ -445,5 +458,5 @@ fn frozen_receiver_times_out_the_sender() {
     assert!(se.contains("timed out"), "sender said: {se}");
     let (st, re) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
     assert_eq!(st.code(), Some(1), "receiver: {re}");
-    assert!(h.inbox_names().is_empty(), "{:?}", h.inbox_names());
+    assert_only_resume_state(&h.inbox_names());
 }

@@ -3,6 +3,7 @@
 //!
 //! * [`suite`]: per-direction packet keys that seal and open datagram bodies in place, in one
 //!   of three [`Scope`]s (none, authenticate-only, full encryption), singly or in batches.
+//! * [`hash`]: SHA-256, stream mode's content identity of a file.
 //! * [`kdf`]: HKDF-SHA-256 expansion of handshake output into suite keys.
 //! * [`sign`]: Ed25519 owner keys and verification.
 //! * [`legacy`]: DES-CBC, 3DES-CBC, MD5, HMAC-MD5, for the lab only.
@@ -11,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod error;
+pub mod hash;
 pub mod kdf;
 pub mod kx;
 pub mod legacy;

@@ -4,6 +4,10 @@
 use std::fs::File;
 use std::io::{IoSlice, IoSliceMut};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use sealink_crypto::hash::{SHA256_LEN, Sha256};
+use sealink_proto::stream::resume::{MAX_MAP_LEN, RecordMap, state_stem};
 
 /// Fills every slice from `file` at `offset` (preadv, repeated on short reads). A file that
 /// ends early is an error: it shrank while being sent.
@@ -79,6 +83,51 @@ pub(crate) struct PartFile {
     pub file: File,
     pub temp: PathBuf,
     pub path: PathBuf,
+    /// Set for a file that may be resumed: its part file keeps a deterministic hidden name and
+    /// survives a failed transfer together with its record map.
+    pub resume: Option<Resume>,
+}
+
+/// The resume state of one part file.
+#[derive(Debug)]
+pub(crate) struct Resume {
+    map_path: PathBuf,
+    /// Owner, name, size, mtime, and the bytes the map on disk claims (0: no map on disk).
+    map: Mutex<RecordMap>,
+    /// Set once the state is deleted: nothing may write a map for it again.
+    gone: std::sync::atomic::AtomicBool,
+}
+
+/// Suffixes of a resumable file's part file and record map.
+pub(crate) const RESUME_PART: &str = ".part";
+pub(crate) const RESUME_MAP: &str = ".map";
+
+/// Opens a file for reading and writing without following a symbolic link at its name, creating
+/// it (0600) if absent.
+fn open_private(path: &Path, read: bool, truncate: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(read)
+        .write(true)
+        .create(true)
+        .truncate(truncate)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+}
+
+/// Reads a record map (bounded), or `None` if there is none or it cannot be read.
+fn read_map(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .ok()?;
+    let mut b = Vec::new();
+    f.take(MAX_MAP_LEN as u64 + 1).read_to_end(&mut b).ok()?;
+    Some(b)
 }
 
 impl PartFile {
@@ -94,40 +143,249 @@ impl PartFile {
             .create_new(true)
             .mode(0o600)
             .open(&temp)?;
-        let part = Self { file, temp, path };
-        if let Some(n) = size.filter(|&n| n > 0) {
-            // Reserve the space now so a full disk shows up before any data moves. A size
-            // the file system cannot hold fails here (EFBIG, ENOSPC) and refuses the transfer.
-            match rustix::fs::fallocate(&part.file, rustix::fs::FallocateFlags::empty(), 0, n) {
-                Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) | Err(rustix::io::Errno::NOSYS) => {}
-                Err(e) => {
-                    part.discard();
-                    return Err(e.into());
-                }
-            }
+        let part = Self {
+            file,
+            temp,
+            path,
+            resume: None,
+        };
+        if let Some(n) = size.filter(|&n| n > 0)
+            && let Err(e) = reserve(&part.file, n)
+        {
+            part.discard();
+            return Err(e);
         }
         Ok(part)
     }
 
+    /// Opens the resume state of `owner`'s file `name` (`size` bytes, modified at `mtime`):
+    /// `.sealink-resume-<hash>.part` and `.map` in `dir`. Returns the part file and the bytes
+    /// at its start that a valid record map says are held (0 if none, if the map is damaged or
+    /// belongs to another file, or if `fresh`; the part file then starts over).
+    pub fn open_resumable(
+        dir: &Path,
+        owner: &[u8; 32],
+        name: &str,
+        size: u64,
+        mtime: u64,
+        fresh: bool,
+    ) -> std::io::Result<(Self, u64)> {
+        use std::os::unix::fs::PermissionsExt;
+        let stem = state_stem(owner, name, size, mtime);
+        let temp = dir.join(format!("{stem}{RESUME_PART}"));
+        let map_path = dir.join(format!("{stem}{RESUME_MAP}"));
+        let file = open_private(&temp, true, false)?;
+        // One session per state: a second transfer of the same file waits for the first to end.
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    format!("another transfer of {name} from this owner is in progress"),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a regular file",
+                temp.display()
+            )));
+        }
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        let held = if fresh {
+            None
+        } else {
+            read_map(&map_path)
+                .and_then(
+                    |b| match RecordMap::decode_for(&b, owner, name, size, mtime) {
+                        Ok(m) => Some(m.held),
+                        Err(e) => {
+                            tracing::info!("{}: ignored ({e})", map_path.display());
+                            None
+                        }
+                    },
+                )
+                // A part file shorter than its map claims was cut: start over.
+                .filter(|&h| h <= meta.len())
+        };
+        let held = held.unwrap_or(0);
+        let part = Self {
+            file,
+            temp,
+            path: dir.join(name),
+            resume: Some(Resume {
+                map_path,
+                map: Mutex::new(RecordMap {
+                    owner: *owner,
+                    name: name.to_owned(),
+                    size,
+                    mtime,
+                    held,
+                }),
+                gone: std::sync::atomic::AtomicBool::new(false),
+            }),
+        };
+        let prepared = (|| -> std::io::Result<()> {
+            if held == 0 {
+                // Nothing to keep: drop stale data and any map.
+                part.file.set_len(0)?;
+                remove_if_present(&part.resume.as_ref().map(|r| &r.map_path))?;
+            }
+            // Exactly `size` bytes, whatever was there: the final file is never longer.
+            part.file.set_len(size)?;
+            reserve(&part.file, size)
+        })();
+        if let Err(e) = prepared {
+            part.discard();
+            return Err(e);
+        }
+        Ok((part, held))
+    }
+
+    /// Records durably that the first `held` bytes are in place: syncs the part file's data,
+    /// then replaces the record map (written, synced, renamed, directory synced). Only ever
+    /// claims more than before; a no-op for a file that is not resumable.
+    pub fn checkpoint(&self, held: u64) -> std::io::Result<()> {
+        let Some(r) = &self.resume else {
+            return Ok(());
+        };
+        let mut map = r.map.lock().unwrap_or_else(|p| p.into_inner());
+        if held <= map.held || r.gone.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(());
+        }
+        self.file.sync_data()?;
+        let next = RecordMap {
+            held,
+            ..map.clone()
+        };
+        let tmp = r.map_path.with_extension("map-new");
+        let write = (|| -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = open_private(&tmp, false, true)?;
+            f.write_all(&next.encode())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &r.map_path)?;
+            if let Some(dir) = r.map_path.parent() {
+                File::open(dir)?.sync_all()?;
+            }
+            Ok(())
+        })();
+        if write.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        write?;
+        *map = next;
+        Ok(())
+    }
+
+    /// SHA-256 of the first `size` bytes of the part file (one read of the whole file).
+    pub fn sha256(&self, size: u64) -> std::io::Result<[u8; SHA256_LEN]> {
+        hash_file(&self.file, size)
+    }
+
+    /// After a failed transfer: a resumable file keeps its state if a map on disk claims part
+    /// of it; anything else is deleted.
+    pub fn release(&self) {
+        match &self.resume {
+            Some(r) if r.map.lock().unwrap_or_else(|p| p.into_inner()).held > 0 => {}
+            _ => self.discard(),
+        }
+    }
+
     /// Flushes to disk, sets `mode` (already filtered by [`received_mode`]) and moves the file
     /// to its final name; refuses to replace an existing file unless `overwrite` (a hard link
-    /// fails atomically if the name is taken).
+    /// fails atomically if the name is taken). A resumable file's record map goes with it.
     pub fn commit(&self, mode: u32, overwrite: bool) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         self.file.sync_all()?;
         self.file
             .set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
         if overwrite {
-            std::fs::rename(&self.temp, &self.path)
+            std::fs::rename(&self.temp, &self.path)?;
         } else {
             std::fs::hard_link(&self.temp, &self.path)?;
-            std::fs::remove_file(&self.temp)
+            std::fs::remove_file(&self.temp)?;
         }
+        if let Some(r) = &self.resume {
+            r.gone.store(true, std::sync::atomic::Ordering::Relaxed);
+            remove_if_present(&Some(&r.map_path))?;
+        }
+        Ok(())
     }
 
+    /// Deletes the part file, and a resumable file's record map.
     pub fn discard(&self) {
+        if let Some(r) = &self.resume {
+            r.gone.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = std::fs::remove_file(&r.map_path);
+        }
         let _ = std::fs::remove_file(&self.temp);
     }
+}
+
+fn remove_if_present(p: &Option<&PathBuf>) -> std::io::Result<()> {
+    match p.map(std::fs::remove_file) {
+        Some(Err(e)) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Reserves `n` bytes now so a full disk shows up before any data moves. A size the file system
+/// cannot hold fails here (EFBIG, ENOSPC) and refuses the transfer.
+fn reserve(file: &File, n: u64) -> std::io::Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    match rustix::fs::fallocate(file, rustix::fs::FallocateFlags::empty(), 0, n) {
+        Ok(()) | Err(rustix::io::Errno::OPNOTSUPP) | Err(rustix::io::Errno::NOSYS) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// SHA-256 of the first `size` bytes of `file`, read in 1 MiB pieces; a file shorter than
+/// `size` is an error.
+pub(crate) fn hash_file(file: &File, size: u64) -> std::io::Result<[u8; SHA256_LEN]> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0u64;
+    while off < size {
+        let n = (size - off).min(buf.len() as u64) as usize;
+        read_exact_at(file, &mut [IoSliceMut::new(&mut buf[..n])], off)?;
+        h.update(&buf[..n]);
+        off += n as u64;
+    }
+    Ok(h.finish())
+}
+
+/// Deletes resume state (`.sealink-resume-*`) in `dir` not modified for `max_age`; returns how
+/// many files went. State in use is touched by every checkpoint, and the oldest kept is as old
+/// as the last interrupted transfer's last checkpoint.
+pub fn clean_resume_state(dir: &Path, max_age: std::time::Duration) -> std::io::Result<usize> {
+    let now = std::time::SystemTime::now();
+    let mut n = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with(sealink_proto::stream::resume::STATE_PREFIX) {
+            continue;
+        }
+        let Ok(meta) = e.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or_default();
+        if age >= max_age && std::fs::remove_file(e.path()).is_ok() {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// The permissions a received file gets from the mode its sender announced: the read, write

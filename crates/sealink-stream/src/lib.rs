@@ -26,9 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use admit::ConnDrop;
 pub use error::TransferError;
+pub use files::clean_resume_state;
 pub use limits::{ConnLimits, LimiterConfig, Timeouts};
 pub use records::{Opened, RecordBatch, RecordReader};
-pub use recv::{Dest, Receiver, RecvConfig, RecvReport};
+pub use recv::{DEFAULT_RESUME_MAX_AGE, Dest, Receiver, RecvConfig, RecvReport};
 pub use report::{FileRecord, TransferMeta};
 pub use send::{SendConfig, SendReport, Source, send};
 

@@ -6,7 +6,7 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use sealink_crypto::{Scope, SuiteId};
@@ -14,16 +14,17 @@ use sealink_proto::HostKey;
 use sealink_proto::stream::body::UNKNOWN_SIZE;
 use sealink_proto::stream::handshake::{INIT_MESSAGE_LEN, JOIN_TOKEN_LEN, accept_fresh};
 use sealink_proto::stream::record::{self, RecordType};
+use sealink_proto::stream::resume::{held_records, resumable};
 use sealink_proto::stream::{
-    Abort, AbortCode, Assembly, Done, End, Hello, Layout, READY_SEQ, REPLY_SEQ, SENDER_ABORT_SEQ,
-    SessionKeys, StreamError, StreamLimits,
+    Abort, AbortCode, Assembly, Done, End, Hello, Layout, READY_SEQ, REPLY_SEQ, Ready,
+    SENDER_ABORT_SEQ, SessionKeys, StreamError, StreamLimits,
 };
 
 use crate::Progress;
 use crate::admit::{Admission, ConnDrop, ConnGuard};
 use crate::conn::{self, JOIN_LEN, KIND_INIT, KIND_JOIN, MAGIC, secs};
 use crate::error::{IoContext, TransferError, is_timeout};
-use crate::files::{PartFile, process_umask, received_mode, write_all_at};
+use crate::files::{PartFile, clean_resume_state, process_umask, received_mode, write_all_at};
 use crate::limits::{ConnLimits, Timeouts};
 use crate::records::RecordReader;
 
@@ -53,7 +54,16 @@ pub struct RecvConfig {
     pub keep_group_other_write: bool,
     /// Bounds on what one session may carry (bitmap memory, key usage).
     pub session_limits: StreamLimits,
+    /// Resume state (the hidden part file and record map of an interrupted transfer) older
+    /// than this is deleted when the receiver starts.
+    pub resume_max_age: Duration,
 }
+
+/// Default for [`RecvConfig::resume_max_age`]: 7 days.
+pub const DEFAULT_RESUME_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How often, at most, a receiver records durably how much of each resumable file it holds
+/// (sync of the data, then a new record map); also once when a transfer fails.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 impl RecvConfig {
     /// Trusting nobody yet, keeping existing files, default timeouts and limits.
@@ -68,6 +78,7 @@ impl RecvConfig {
             limits: ConnLimits::default(),
             keep_group_other_write: false,
             session_limits: StreamLimits::default(),
+            resume_max_age: DEFAULT_RESUME_MAX_AGE,
         }
     }
 }
@@ -89,6 +100,8 @@ pub struct RecvReport {
     pub suite: SuiteId,
     pub scope: Scope,
     pub bytes: u64,
+    /// Bytes of each file kept from an earlier, interrupted session (not sent again).
+    pub resumed: Vec<u64>,
     pub streams: usize,
     pub elapsed: Duration,
 }
@@ -129,6 +142,13 @@ impl Receiver {
                 "{} is not a directory",
                 d.display()
             )));
+        }
+        if let Dest::Dir(d) = &cfg.dest {
+            let n = clean_resume_state(d, cfg.resume_max_age)
+                .ctx(|| format!("cannot clean old resume state in {}", d.display()))?;
+            if n > 0 {
+                tracing::info!("deleted {n} resume state files older than the limit");
+            }
         }
         let listener = TcpListener::bind(addr).ctx(|| format!("cannot listen on {addr}"))?;
         Ok(Self {
@@ -319,6 +339,20 @@ struct Session<'a> {
     /// When data last arrived or was stored, in nanoseconds since `t0`.
     last_progress: AtomicU64,
     t0: Instant,
+    /// Per file: records held from an earlier session (as the ready said), their bytes, and
+    /// the file's announced size.
+    held: Vec<u64>,
+    resumed: Vec<u64>,
+    sizes: Vec<u64>,
+    record_data: u64,
+    /// Whether any file is resumable (then checkpoints are taken).
+    resumable: bool,
+    /// Held (shared) from accepting records to writing them; a checkpoint takes it alone to
+    /// see only records that are written.
+    writes: RwLock<()>,
+    /// The next checkpoint's time (ns since `t0`), and who takes it.
+    next_checkpoint: AtomicU64,
+    checkpointing: Mutex<()>,
 }
 
 /// What the handshake established, before the peer has proven it holds the keys.
@@ -519,7 +553,9 @@ impl Session<'_> {
         // Bound what the hello announces before anything is allocated or created for it.
         let layout = Layout::new(hello.record_data, hello.files.iter().map(|f| f.size));
         let bound = cfg.session_limits.bound(keys.suite, hello.record_data);
-        let assembly = Assembly::new(layout, bound).map_err(|e| refuse(e.into()))?;
+        let mut assembly = Assembly::new(layout, bound).map_err(|e| refuse(e.into()))?;
+        // Records of each file kept from an interrupted session (never for standard output).
+        let mut held = vec![0u64; hello.files.len()];
         let out = match &cfg.dest {
             Dest::Stdout => Out::Stdout(Mutex::new(Reorder {
                 next: sealink_proto::stream::assembly::FIRST_DATA_SEQ,
@@ -529,10 +565,24 @@ impl Session<'_> {
             })),
             Dest::Dir(dir) => {
                 let mut parts: Vec<PartFile> = Vec::with_capacity(hello.files.len());
-                for f in &hello.files {
+                for (i, f) in hello.files.iter().enumerate() {
                     let path = dir.join(&f.name);
                     let made = if !cfg.overwrite && path.symlink_metadata().is_ok() {
                         Err(TransferError::Exists(path))
+                    } else if resumable(f.size, f.mtime) {
+                        PartFile::open_resumable(
+                            dir,
+                            &hello.owner_public,
+                            &f.name,
+                            f.size,
+                            f.mtime,
+                            hello.fresh,
+                        )
+                        .map(|(p, bytes)| {
+                            held[i] = held_records(bytes, f.size, hello.record_data);
+                            p
+                        })
+                        .ctx(|| format!("cannot open the resume state of {}", path.display()))
                     } else {
                         PartFile::create(dir, &f.name, (f.size != UNKNOWN_SIZE).then_some(f.size))
                             .ctx(|| format!("cannot create a file for {}", path.display()))
@@ -540,7 +590,7 @@ impl Session<'_> {
                     match made {
                         Ok(p) => parts.push(p),
                         Err(e) => {
-                            parts.iter().for_each(PartFile::discard);
+                            parts.iter().for_each(PartFile::release);
                             return Err(refuse(e));
                         }
                     }
@@ -548,6 +598,19 @@ impl Session<'_> {
                 Out::Files(parts)
             }
         };
+        let mut resumed = vec![0u64; hello.files.len()];
+        for (i, &h) in held.iter().enumerate().filter(|x| *x.1 > 0) {
+            match assembly.hold(i, h) {
+                Ok(bytes) => resumed[i] = bytes,
+                Err(e) => {
+                    if let Out::Files(parts) = &out {
+                        parts.iter().for_each(PartFile::release);
+                    }
+                    return Err(refuse(e.into()));
+                }
+            }
+        }
+        progress.add(resumed.iter().sum());
         progress.set_total(if hello.files.iter().any(|f| f.size == UNKNOWN_SIZE) {
             u64::MAX
         } else {
@@ -557,6 +620,8 @@ impl Session<'_> {
                 .map(|f| f.size)
                 .fold(0, u64::saturating_add)
         });
+        let out_files_resumable =
+            matches!(&out, Out::Files(p) if p.iter().any(|p| p.resume.is_some()));
         let session = Session {
             scope,
             assembly: Mutex::new(assembly),
@@ -578,6 +643,14 @@ impl Session<'_> {
             timeouts: cfg.timeouts,
             last_progress: AtomicU64::new(0),
             t0: Instant::now(),
+            resumable: out_files_resumable,
+            held,
+            resumed,
+            sizes: hello.files.iter().map(|f| f.size).collect(),
+            record_data: u64::from(hello.record_data),
+            writes: RwLock::new(()),
+            next_checkpoint: AtomicU64::new(CHECKPOINT_INTERVAL.as_nanos() as u64),
+            checkpointing: Mutex::new(()),
         };
         let r = session.transfer(&control, hello.stripes as usize, joins, registry);
         let reply = match &r {
@@ -595,7 +668,14 @@ impl Session<'_> {
             ),
             Err(e) => {
                 if let Out::Files(parts) = &session.out {
-                    parts.iter().for_each(PartFile::discard);
+                    // Keep what arrived of resumable files for the next attempt.
+                    if session.resumable
+                        && let Err(c) = session.checkpoint()
+                    {
+                        tracing::warn!("{peer}: cannot keep the resume state: {c}");
+                        parts.iter().for_each(PartFile::discard);
+                    }
+                    parts.iter().for_each(PartFile::release);
                 }
                 let code = match e {
                     TransferError::Io { .. } => AbortCode::LocalIo,
@@ -643,6 +723,7 @@ impl Session<'_> {
             suite: session.keys.suite,
             scope,
             bytes: lock(&session.assembly).bytes(),
+            resumed: session.resumed.clone(),
             streams: hello.stripes as usize,
             elapsed: Duration::ZERO,
         })
@@ -663,7 +744,10 @@ impl Session<'_> {
             RecordType::Ready,
             self.scope,
             READY_SEQ,
-            &[],
+            &Ready {
+                held: self.held.clone(),
+            }
+            .encode(),
         )?;
         let mut others: Vec<Option<(TcpStream, ConnGuard)>> = (1..stripes).map(|_| None).collect();
         let deadline = Instant::now() + self.timeouts.setup;
@@ -736,6 +820,7 @@ impl Session<'_> {
         lock(&self.assembly).finish(&end)?;
         match &self.out {
             Out::Files(parts) => {
+                self.verify_hashes(parts, &end)?;
                 for (p, &mode) in parts.iter().zip(&self.modes) {
                     p.commit(mode, self.overwrite).map_err(|e| {
                         if e.kind() == std::io::ErrorKind::AlreadyExists {
@@ -827,6 +912,11 @@ impl Session<'_> {
                         if self.failed.load(Ordering::Relaxed) {
                             return Ok(());
                         }
+                        // A stalled transfer still records what it holds, in case the
+                        // receiver is killed before the sender comes back.
+                        if self.resumable {
+                            self.maybe_checkpoint()?;
+                        }
                         if self.stalled() {
                             return Err(TransferError::TimedOut(format!(
                                 "nothing received from the sender for {}",
@@ -863,6 +953,73 @@ impl Session<'_> {
         }
     }
 
+    /// Trusts nothing kept from an earlier session: every resumed file (and any other whose
+    /// end carries a hash) must hash, as assembled, to the sender's SHA-256. One read of each
+    /// such file. A mismatch deletes that file's resume state.
+    fn verify_hashes(&self, parts: &[PartFile], end: &End) -> Result<(), TransferError> {
+        for (i, p) in parts.iter().enumerate() {
+            let want = end.hashes.get(i).copied().flatten();
+            if self.held.get(i).is_some_and(|&h| h > 0) && want.is_none() {
+                return Err(StreamError::MalformedBody {
+                    what: "end",
+                    why: format!("no SHA-256 for resumed file {i}"),
+                }
+                .into());
+            }
+            let Some(want) = want else { continue };
+            let got = p
+                .sha256(end.sizes[i])
+                .ctx(|| format!("cannot read back {}", p.path.display()))?;
+            if got != want {
+                p.discard();
+                return Err(StreamError::HashMismatch {
+                    name: p
+                        .path
+                        .file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a checkpoint if one is due and no other stripe is taking one.
+    fn maybe_checkpoint(&self) -> Result<(), TransferError> {
+        let now = self.t0.elapsed().as_nanos() as u64;
+        if now < self.next_checkpoint.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let Ok(_one) = self.checkpointing.try_lock() else {
+            return Ok(());
+        };
+        self.next_checkpoint.store(
+            now + CHECKPOINT_INTERVAL.as_nanos() as u64,
+            Ordering::Relaxed,
+        );
+        self.checkpoint()
+    }
+
+    /// Records durably, for each resumable file, the prefix of it that has arrived and been
+    /// written (the part file's data is synced before its map claims it).
+    fn checkpoint(&self) -> Result<(), TransferError> {
+        let Out::Files(parts) = &self.out else {
+            return Ok(());
+        };
+        let prefixes: Vec<u64> = {
+            // No record is between being accepted and being written while this is held.
+            let _quiet = self.writes.write().unwrap_or_else(|p| p.into_inner());
+            let a = lock(&self.assembly);
+            (0..parts.len()).map(|i| a.held_prefix(i)).collect()
+        };
+        for ((p, &records), &size) in parts.iter().zip(&prefixes).zip(&self.sizes) {
+            let bytes = records.saturating_mul(self.record_data).min(size);
+            p.checkpoint(bytes)
+                .ctx(|| format!("cannot record the resume state of {}", p.path.display()))?;
+        }
+        Ok(())
+    }
+
     /// Notes progress: data arrived or was stored.
     fn touch(&self) {
         let now = self.t0.elapsed().as_nanos() as u64;
@@ -877,6 +1034,7 @@ impl Session<'_> {
 
     /// Accepts a chunk's data records (each once) and writes them where they belong.
     fn deliver(&self, buf: &[u8], recs: &[(u64, usize, usize)]) -> Result<(), TransferError> {
+        let writing = self.writes.read().unwrap_or_else(|p| p.into_inner());
         let places = {
             let mut a = lock(&self.assembly);
             recs.iter()
@@ -940,9 +1098,13 @@ impl Session<'_> {
                 }
             }
         }
+        drop(writing);
         self.progress
             .add(recs.iter().map(|&(_, _, n)| n as u64).sum());
         self.touch();
+        if self.resumable {
+            self.maybe_checkpoint()?;
+        }
         Ok(())
     }
 }

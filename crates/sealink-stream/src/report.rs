@@ -55,6 +55,10 @@ pub struct FileRecord {
     /// This file's size: as delivered when `result` is `ok`; when `failed`, its size on disk
     /// when the sender could tell (0 for standard input).
     pub bytes: u64,
+    /// Of `bytes`, how many the receiver already held from an interrupted transfer and were
+    /// not sent again (0 when the file was sent whole, or when `failed`).
+    #[serde(default)]
+    pub resumed_bytes: u64,
     /// The file's place in the transfer (from 0), and how many files the transfer has.
     pub index: usize,
     pub files: usize,
@@ -129,6 +133,7 @@ impl FileRecord {
             name: name.to_owned(),
             path: path.map(|p| p.display().to_string()),
             bytes,
+            resumed_bytes: 0,
             index,
             files,
             transfer_bytes,
@@ -174,8 +179,16 @@ impl FileRecord {
                     rep.streams,
                     None,
                 )
+                .resumed(rep.resumed.get(i).copied().unwrap_or(0))
             })
             .collect()
+    }
+
+    fn resumed(self, resumed_bytes: u64) -> Self {
+        Self {
+            resumed_bytes,
+            ..self
+        }
     }
 
     /// The sender's records of a confirmed transfer: `files` are (name, path read; `None` for
@@ -202,6 +215,7 @@ impl FileRecord {
                     rep.streams,
                     None,
                 )
+                .resumed(rep.resumed.get(i).copied().unwrap_or(0))
             })
             .collect()
     }

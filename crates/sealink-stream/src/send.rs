@@ -16,14 +16,14 @@ use sealink_proto::stream::body::{MAX_FILES, MAX_STRIPES, UNKNOWN_SIZE};
 use sealink_proto::stream::handshake::{Initiator, RESPONSE_MESSAGE_LEN};
 use sealink_proto::stream::record::{MAX_RECORD_DATA, MIN_RECORD_DATA, RecordType};
 use sealink_proto::stream::{
-    Abort, AbortCode, Done, End, FileEntry, Hello, Layout, READY_SEQ, REPLY_SEQ, RecordBound,
-    SENDER_ABORT_SEQ, SessionKeys, StreamError,
+    Abort, AbortCode, Done, End, FileEntry, Hello, Layout, READY_SEQ, REPLY_SEQ, Ready,
+    RecordBound, SENDER_ABORT_SEQ, SessionKeys, StreamError,
 };
 
 use crate::Progress;
 use crate::conn::{self, KIND_INIT, MAGIC, secs};
 use crate::error::{IoContext, TransferError, is_timeout};
-use crate::files::{read_exact_at, read_up_to};
+use crate::files::{hash_file, read_exact_at, read_up_to};
 use crate::limits::Timeouts;
 use crate::records::RecordBatch;
 
@@ -47,6 +47,9 @@ pub struct SendConfig {
     /// Most data records to seal under the session's key; `None`: the suite's AEAD usage
     /// limit for the record size (see `RecordBound::key`). Only ever tightens that limit.
     pub key_data_records: Option<u64>,
+    /// Let the receiver resume files it holds part of from an interrupted session (off: it
+    /// discards what it kept and every file starts over).
+    pub resume: bool,
 }
 
 /// One input of a transfer.
@@ -64,6 +67,8 @@ pub struct SendReport {
     pub files: usize,
     /// Each file's size as sent, in the order given (standard input's as it turned out).
     pub sizes: Vec<u64>,
+    /// Bytes of each file the receiver already held from an interrupted session (not sent).
+    pub resumed: Vec<u64>,
     pub streams: usize,
     /// From the first byte sent to the receiver's confirmation.
     pub elapsed: Duration,
@@ -95,10 +100,17 @@ fn open_sources(sources: &[Source]) -> Result<Vec<Input>, TransferError> {
                         path.display()
                     )));
                 }
+                // The version of the file a receiver's resume state is bound to, with the size.
+                let mtime = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
                 out.push(Input {
                     entry: FileEntry {
                         name: name.clone(),
                         size: meta.len(),
+                        mtime,
                         mode: meta.permissions().mode() & 0o777,
                     },
                     file: Some(file),
@@ -114,6 +126,7 @@ fn open_sources(sources: &[Source]) -> Result<Vec<Input>, TransferError> {
                     entry: FileEntry {
                         name: name.clone(),
                         size: UNKNOWN_SIZE,
+                        mtime: 0,
                         mode: 0o644,
                     },
                     file: None,
@@ -363,6 +376,7 @@ pub fn send(
         owner_signature: cfg.owner.sign(&intro),
         record_data: cfg.record_data as u32,
         stripes: cfg.streams as u16,
+        fresh: !cfg.resume,
         files: inputs.iter().map(|i| i.entry.clone()).collect(),
     };
     conn::write_record(
@@ -398,16 +412,24 @@ pub fn send(
         }
     }
     let deadline = Instant::now() + t.setup * 2;
-    match read_reply(
+    let held = match read_reply(
         &socks[0],
         &keys.recv,
         READY_SEQ,
         deadline,
         "ready from the receiver",
     )? {
-        (RecordType::Ready, _) => {}
+        (RecordType::Ready, body) => Ready::decode(&body)?.held,
         _ => return Err(StreamError::MalformedHeader("expected the receiver's ready").into()),
-    }
+    };
+    // What the receiver keeps from an interrupted session: a prefix of each file, not sent.
+    layout.check_held(&held)?;
+    let resumed: Vec<u64> = inputs
+        .iter()
+        .zip(&held)
+        .map(|(i, &h)| h.saturating_mul(cfg.record_data as u64).min(i.entry.size))
+        .collect();
+    progress.add(resumed.iter().sum());
 
     let per_batch = (cfg.batch_data / cfg.record_data).clamp(1, 1024);
     let stdin_base = layout.known_data_records().map_or_else(
@@ -427,7 +449,7 @@ pub fn send(
         keys: &keys,
         scope: cfg.scope,
         inputs: &inputs,
-        batches: layout.batches(per_batch as u64),
+        batches: layout.batches_after(per_batch as u64, &held),
         next: AtomicUsize::new(0),
         stdin: inputs.last().filter(|i| i.file.is_none()).map(|_| {
             Mutex::new(StdinState {
@@ -443,9 +465,48 @@ pub fn send(
         failed: AtomicBool::new(false),
         progress,
     };
+    let mut hashes: Vec<Option<[u8; 32]>> = vec![None; inputs.len()];
     let result = std::thread::scope(|sc| {
         let mut handles = Vec::with_capacity(socks.len());
         let mut first_err = None;
+        // The receiver checks each file it resumed against the whole file's SHA-256, held
+        // part included: one read of such files, beside the stripes.
+        let hasher = held.iter().any(|&h| h > 0).then(|| {
+            let (work, inputs, held, hashes) = (&work, &inputs, &held, &mut hashes);
+            std::thread::Builder::new()
+                .name("sealink-hash".into())
+                .spawn_scoped(sc, move || {
+                    for (i, input) in inputs.iter().enumerate() {
+                        let Some(file) = input.file.as_ref().filter(|_| held[i] > 0) else {
+                            continue;
+                        };
+                        if work.failed.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let h = hash_file(file, input.entry.size)
+                            .ctx(|| format!("cannot read {}", input.entry.name));
+                        match h {
+                            Ok(h) => hashes[i] = Some(h),
+                            Err(e) => {
+                                work.failed.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+        });
+        match hasher {
+            Some(Ok(h)) => handles.push(h),
+            Some(Err(e)) => {
+                work.failed.store(true, Ordering::Relaxed);
+                first_err = Some(TransferError::Io {
+                    context: "cannot start the hash worker".into(),
+                    source: e,
+                });
+            }
+            None => {}
+        }
         for s in &socks {
             let work = &work;
             let spawned = std::thread::Builder::new()
@@ -517,6 +578,7 @@ pub fn send(
     let end = End {
         data_records,
         sizes: sizes.clone(),
+        hashes,
     };
     conn::write_record(
         &socks[0],
@@ -536,6 +598,7 @@ pub fn send(
         bytes,
         files: inputs.len(),
         sizes,
+        resumed,
         streams: socks.len(),
         elapsed: start.elapsed(),
     })

@@ -112,6 +112,7 @@ fn send_cfg(keys: &Keys, key_data_records: Option<u64>) -> SendConfig {
         batch_data: 4 * RECORD,
         timeouts: Default::default(),
         key_data_records,
+        resume: true,
     }
 }
 

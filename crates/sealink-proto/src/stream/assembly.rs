@@ -122,9 +122,42 @@ impl Layout {
         Ok(Placement { file, offset })
     }
 
+    /// Data records of file `file`, if its size is known.
+    pub fn file_records(&self, file: usize) -> Option<u64> {
+        self.files
+            .get(file)
+            .filter(|f| f.1 != UNKNOWN_SIZE)
+            .map(|f| f.1.div_ceil(self.record_data))
+    }
+
+    /// Checks a ready's held prefixes: one per file, none past its file's records, none for a
+    /// file of unknown size.
+    pub fn check_held(&self, held: &[u64]) -> Result<(), StreamError> {
+        let bad = |why: String| StreamError::MalformedBody { what: "ready", why };
+        if held.len() != self.files.len() {
+            return Err(bad(format!(
+                "{} held counts for {} files",
+                held.len(),
+                self.files.len()
+            )));
+        }
+        for (i, &h) in held.iter().enumerate() {
+            if h > self.file_records(i).unwrap_or(0) {
+                return Err(bad(format!("{h} held records is more than file {i} has")));
+            }
+        }
+        Ok(())
+    }
+
     /// The sender's batches for every file of known size: up to `per_batch` records each,
     /// never spanning two files.
     pub fn batches(&self, per_batch: u64) -> Vec<Batch> {
+        self.batches_after(per_batch, &[])
+    }
+
+    /// As [`Layout::batches`], leaving out the first `held[i]` records of file `i` (what the
+    /// receiver already holds; a missing entry is 0).
+    pub fn batches_after(&self, per_batch: u64, held: &[u64]) -> Vec<Batch> {
         let per_batch = per_batch.max(1);
         let mut out = Vec::new();
         for (file, &(base, size)) in self.files.iter().enumerate() {
@@ -132,7 +165,7 @@ impl Layout {
                 continue;
             }
             let records = size.div_ceil(self.record_data);
-            let mut k = 0;
+            let mut k = held.get(file).copied().unwrap_or(0).min(records);
             while k < records {
                 let n = per_batch.min(records - k);
                 let offset = k * self.record_data;
@@ -252,6 +285,55 @@ impl Assembly {
         Ok(p)
     }
 
+    /// Counts the first `records` data records of file `file` (of known size) as arrived:
+    /// what the receiver kept from an earlier session. Returns their bytes.
+    pub fn hold(&mut self, file: usize, records: u64) -> Result<u64, StreamError> {
+        let total = self.layout.file_records(file).unwrap_or(0);
+        if records > total {
+            return Err(StreamError::OutOfRange {
+                seq: records,
+                why: "more held records than the file has",
+            });
+        }
+        let (base, size) = self.layout.files[file];
+        // Check first, so that a refusal changes nothing.
+        if let Some(seq) = (base..base + records).find(|&s| self.is_seen(s)) {
+            return Err(StreamError::Replayed { seq });
+        }
+        for seq in base..base + records {
+            let bit = (seq - FIRST_DATA_SEQ) as usize;
+            self.seen[bit / 64] |= 1u64 << (bit % 64);
+        }
+        let bytes = (records * self.layout.record_data).min(size);
+        self.received += records;
+        self.bytes[file] += bytes;
+        while self.is_seen(self.low) {
+            self.low += 1;
+        }
+        Ok(bytes)
+    }
+
+    /// How many of file `file`'s records, from its first, have all arrived (0 for a file of
+    /// unknown size).
+    pub fn held_prefix(&self, file: usize) -> u64 {
+        let Some(total) = self.layout.file_records(file) else {
+            return 0;
+        };
+        let base = self.layout.files[file].0;
+        // Everything below `low` has arrived; scan on from there a word at a time.
+        let mut seq = self.low.max(base);
+        while seq < base + total {
+            let bit = (seq - FIRST_DATA_SEQ) as usize;
+            let word = self.seen.get(bit / 64).copied().unwrap_or(0) >> (bit % 64);
+            let run = u64::from(word.trailing_ones()).min(64 - (bit % 64) as u64);
+            seq += run;
+            if run < 64 - (bit % 64) as u64 {
+                break;
+            }
+        }
+        seq.min(base + total) - base
+    }
+
     fn is_seen(&self, seq: u64) -> bool {
         let bit = (seq - FIRST_DATA_SEQ) as usize;
         self.seen
@@ -365,6 +447,7 @@ mod tests {
         let end = End {
             data_records: 3,
             sizes: vec![25],
+            hashes: vec![],
         };
         a.accept(3, 5).unwrap();
         a.accept(1, 10).unwrap();
@@ -386,6 +469,7 @@ mod tests {
         a.finish(&End {
             data_records: 3,
             sizes: vec![24],
+            hashes: vec![],
         })
         .unwrap();
         // An end that claims more than arrived is a truncation.
@@ -395,9 +479,55 @@ mod tests {
             b.finish(&End {
                 data_records: 2,
                 sizes: vec![20],
+                hashes: vec![],
             })
             .is_err()
         );
+    }
+
+    #[test]
+    fn held_prefixes_are_skipped_counted_and_measured() {
+        let l = Layout::new(10, [25, 200, UNKNOWN_SIZE]);
+        assert_eq!(l.file_records(1), Some(20));
+        assert_eq!(l.file_records(2), None);
+        l.check_held(&[3, 20, 0]).unwrap();
+        for bad in [&[3u64, 20][..], &[4, 0, 0], &[0, 21, 0], &[0, 0, 1]] {
+            assert!(l.check_held(bad).is_err(), "{bad:?}");
+        }
+        let b = l.batches_after(8, &[3, 5]);
+        assert!(b.iter().all(|b| b.file == 1));
+        assert_eq!((b[0].first_seq, b[0].offset, b[0].records), (4 + 5, 50, 8));
+        assert_eq!(b.iter().map(|b| b.records).sum::<u64>(), 15);
+
+        let mut a = new(Layout::new(10, [25, 2000]));
+        assert_eq!(a.hold(1, 5).unwrap(), 50);
+        assert!(a.hold(0, 4).is_err(), "more than the file has");
+        assert_eq!(a.held_prefix(0), 0);
+        assert_eq!(a.held_prefix(1), 5);
+        // A held record sent again is a replay.
+        assert_eq!(a.accept(4, 10), Err(StreamError::Replayed { seq: 4 }));
+        a.accept(1, 10).unwrap();
+        a.accept(3, 5).unwrap();
+        assert_eq!(a.held_prefix(0), 1);
+        a.accept(2, 10).unwrap();
+        assert_eq!(a.held_prefix(0), 3);
+        // Past a word boundary, and stopping at the first gap.
+        for seq in 9..4 + 100 {
+            a.accept(seq, 10).unwrap();
+        }
+        assert_eq!(a.held_prefix(1), 100);
+        for seq in 4 + 101..4 + 200 {
+            a.accept(seq, 10).unwrap();
+        }
+        assert_eq!(a.held_prefix(1), 100);
+        a.accept(4 + 100, 10).unwrap();
+        assert_eq!(a.held_prefix(1), 200);
+        a.finish(&End {
+            data_records: 203,
+            sizes: vec![25, 2000],
+            hashes: vec![],
+        })
+        .unwrap();
     }
 
     #[test]

@@ -3,14 +3,20 @@
 //!
 //! ```text
 //! hello: owner public key (32) | owner signature (64) | record data size u32 | stripes u16
-//!        | reserved u16 (0) | file count u32 | files
-//!   file: size u64 (u64::MAX: unknown, only for the last file) | mode u32 | name length u16 | name
-//! end:   data records u64 | file count u32 | final size u64 per file
+//!        | flags u16 (bit 0: fresh, do not resume) | file count u32 | files
+//!   file: size u64 (u64::MAX: unknown, only for the last file) | mtime u64 (ns since the
+//!         epoch, 0: unknown) | mode u32 | name length u16 | name
+//! ready: file count u32 | held records u64 per file (a prefix the receiver keeps from an
+//!        earlier session; the sender sends the rest)
+//! end:   data records u64 | file count u32 | per file: final size u64 | hash flag u8 (0, 1)
+//!        | SHA-256 of the whole file (32, when the flag is 1)
 //! done:  bytes u64 | files u32
 //! abort: code u8 | message length u16 | message (UTF-8)
 //! ```
 
 use sealink_crypto::sign::{PUBLIC_KEY_LEN, SIGNATURE_LEN};
+
+use sealink_crypto::hash::SHA256_LEN;
 
 use super::StreamError;
 use super::record::{MAX_RECORD_DATA, MIN_RECORD_DATA};
@@ -29,6 +35,9 @@ const MAX_ABORT_MESSAGE: usize = 1024;
 pub struct FileEntry {
     pub name: String,
     pub size: u64,
+    /// Modification time in nanoseconds since the epoch (0: unknown; never resumed). Binds a
+    /// receiver's resume state to this version of the file, with the size.
+    pub mtime: u64,
     pub mode: u32,
 }
 
@@ -38,8 +47,13 @@ pub struct Hello {
     pub owner_signature: [u8; SIGNATURE_LEN],
     pub record_data: u32,
     pub stripes: u16,
+    /// Start every file over: the receiver discards what it kept from earlier sessions.
+    pub fresh: bool,
     pub files: Vec<FileEntry>,
 }
+
+/// Hello flag: do not resume.
+const FLAG_FRESH: u16 = 1;
 
 fn bad(what: &'static str, why: impl Into<String>) -> StreamError {
     StreamError::MalformedBody {
@@ -104,10 +118,12 @@ impl Hello {
         v.extend_from_slice(&self.owner_signature);
         v.extend_from_slice(&self.record_data.to_le_bytes());
         v.extend_from_slice(&self.stripes.to_le_bytes());
-        v.extend_from_slice(&0u16.to_le_bytes());
+        let flags = if self.fresh { FLAG_FRESH } else { 0 };
+        v.extend_from_slice(&flags.to_le_bytes());
         v.extend_from_slice(&(self.files.len() as u32).to_le_bytes());
         for f in &self.files {
             v.extend_from_slice(&f.size.to_le_bytes());
+            v.extend_from_slice(&f.mtime.to_le_bytes());
             v.extend_from_slice(&f.mode.to_le_bytes());
             v.extend_from_slice(&(f.name.len() as u16).to_le_bytes());
             v.extend_from_slice(f.name.as_bytes());
@@ -135,8 +151,9 @@ impl Hello {
         if stripes == 0 || stripes as usize > MAX_STRIPES {
             return Err(bad(W, format!("{stripes} stripes")));
         }
-        if r.u16()? != 0 {
-            return Err(bad(W, "reserved field set"));
+        let flags = r.u16()?;
+        if flags & !FLAG_FRESH != 0 {
+            return Err(bad(W, format!("unknown flags {flags:#x}")));
         }
         let n = r.u32()? as usize;
         if n > MAX_FILES {
@@ -145,6 +162,7 @@ impl Hello {
         let mut files: Vec<FileEntry> = Vec::with_capacity(n);
         for i in 0..n {
             let size = r.u64()?;
+            let mtime = r.u64()?;
             let mode = r.u32()?;
             let len = r.u16()? as usize;
             let name = std::str::from_utf8(r.take(len)?)
@@ -162,7 +180,12 @@ impl Hello {
             if files.iter().any(|f| f.name == name) {
                 return Err(bad(W, format!("file name {name:?} appears twice")));
             }
-            files.push(FileEntry { name, size, mode });
+            files.push(FileEntry {
+                name,
+                size,
+                mtime,
+                mode,
+            });
         }
         r.finish()?;
         Ok(Self {
@@ -170,8 +193,38 @@ impl Hello {
             owner_signature,
             record_data,
             stripes,
+            fresh: flags & FLAG_FRESH != 0,
             files,
         })
+    }
+}
+
+/// The receiver's answer to the hello: per file, how many of its first data records it already
+/// holds (from an interrupted session), so the sender starts after them. Checked against the
+/// session's layout by [`super::Layout::check_held`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ready {
+    pub held: Vec<u64>,
+}
+
+impl Ready {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(4 + 8 * self.held.len());
+        v.extend_from_slice(&(self.held.len() as u32).to_le_bytes());
+        for h in &self.held {
+            v.extend_from_slice(&h.to_le_bytes());
+        }
+        v
+    }
+    pub fn decode(b: &[u8]) -> Result<Self, StreamError> {
+        let mut r = Reader { b, what: "ready" };
+        let n = r.u32()? as usize;
+        if n > MAX_FILES {
+            return Err(bad("ready", format!("{n} files")));
+        }
+        let held = (0..n).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+        r.finish()?;
+        Ok(Self { held })
     }
 }
 
@@ -179,15 +232,25 @@ impl Hello {
 pub struct End {
     pub data_records: u64,
     pub sizes: Vec<u64>,
+    /// Per file (as many as `sizes`; missing ones encode as absent): SHA-256 of the whole
+    /// file, present for every file the receiver resumed (it checks the file it assembled).
+    pub hashes: Vec<Option<[u8; SHA256_LEN]>>,
 }
 
 impl End {
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(12 + 8 * self.sizes.len());
+        let mut v = Vec::with_capacity(12 + 9 * self.sizes.len());
         v.extend_from_slice(&self.data_records.to_le_bytes());
         v.extend_from_slice(&(self.sizes.len() as u32).to_le_bytes());
-        for s in &self.sizes {
+        for (i, s) in self.sizes.iter().enumerate() {
             v.extend_from_slice(&s.to_le_bytes());
+            match self.hashes.get(i).copied().flatten() {
+                Some(h) => {
+                    v.push(1);
+                    v.extend_from_slice(&h);
+                }
+                None => v.push(0),
+            }
         }
         v
     }
@@ -198,11 +261,21 @@ impl End {
         if n > MAX_FILES {
             return Err(bad("end", format!("{n} files")));
         }
-        let sizes = (0..n).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
+        let mut sizes = Vec::with_capacity(n);
+        let mut hashes = Vec::with_capacity(n);
+        for _ in 0..n {
+            sizes.push(r.u64()?);
+            hashes.push(match r.array::<1>()?[0] {
+                0 => None,
+                1 => Some(r.array()?),
+                f => return Err(bad("end", format!("hash flag {f}"))),
+            });
+        }
         r.finish()?;
         Ok(Self {
             data_records,
             sizes,
+            hashes,
         })
     }
 }
@@ -315,15 +388,18 @@ mod tests {
             owner_signature: [2; 64],
             record_data: 16384,
             stripes: 2,
+            fresh: false,
             files: vec![
                 FileEntry {
                     name: "a.bin".into(),
                     size: 5,
+                    mtime: 1_700_000_000_123_456_789,
                     mode: 0o644,
                 },
                 FileEntry {
                     name: "stdin".into(),
                     size: UNKNOWN_SIZE,
+                    mtime: 0,
                     mode: 0o600,
                 },
             ],
@@ -334,11 +410,16 @@ mod tests {
     fn bodies_round_trip() {
         let h = hello();
         assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
+        let h = Hello { fresh: true, ..h };
+        assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
         let e = End {
             data_records: 9,
             sizes: vec![1, 2],
+            hashes: vec![None, Some([7; 32])],
         };
         assert_eq!(End::decode(&e.encode()).unwrap(), e);
+        let r = Ready { held: vec![0, 3] };
+        assert_eq!(Ready::decode(&r.encode()).unwrap(), r);
         let d = Done { bytes: 7, files: 1 };
         assert_eq!(Done::decode(&d.encode()).unwrap(), d);
         let a = Abort {
@@ -381,5 +462,89 @@ mod tests {
         for cut in 0..b.len() {
             assert!(Hello::decode(&b[..cut]).is_err());
         }
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn end() -> impl Strategy<Value = End> {
+        (
+            any::<u64>(),
+            proptest::collection::vec(
+                (any::<u64>(), proptest::option::of(any::<[u8; 32]>())),
+                0..8,
+            ),
+        )
+            .prop_map(|(data_records, f)| End {
+                data_records,
+                sizes: f.iter().map(|x| x.0).collect(),
+                hashes: f.iter().map(|x| x.1).collect(),
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn end_and_ready_round_trip_and_every_cut_fails(
+            e in end(),
+            held in proptest::collection::vec(any::<u64>(), 0..8),
+        ) {
+            let b = e.encode();
+            prop_assert_eq!(End::decode(&b).unwrap(), e);
+            for cut in 0..b.len() {
+                prop_assert!(End::decode(&b[..cut]).is_err());
+            }
+            let r = Ready { held };
+            let b = r.encode();
+            prop_assert_eq!(Ready::decode(&b).unwrap(), r);
+            for cut in 0..b.len() {
+                prop_assert!(Ready::decode(&b[..cut]).is_err());
+            }
+            let mut long = b.clone();
+            long.push(0);
+            prop_assert!(Ready::decode(&long).is_err());
+        }
+
+        #[test]
+        fn bodies_never_panic_on_junk(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+            for r in [End::decode(&b).map(|_| ()), Ready::decode(&b).map(|_| ()), Hello::decode(&b).map(|_| ())] {
+                if let Err(e) = r {
+                    let typed = matches!(e, StreamError::MalformedBody { .. });
+                    prop_assert!(typed, "{e:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_flags_and_hash_flags_are_refused() {
+        let mut b = End {
+            data_records: 1,
+            sizes: vec![5],
+            hashes: vec![None],
+        }
+        .encode();
+        *b.last_mut().unwrap() = 2;
+        assert!(matches!(
+            End::decode(&b),
+            Err(StreamError::MalformedBody { what: "end", .. })
+        ));
+        let h = Hello {
+            owner_public: [1; 32],
+            owner_signature: [2; 64],
+            record_data: 16384,
+            stripes: 1,
+            fresh: false,
+            files: vec![],
+        };
+        let mut b = h.encode();
+        b[32 + 64 + 4 + 2] = 2; // flags: an unknown bit
+        assert!(Hello::decode(&b).is_err());
+        // A ready announcing more files than a session may have.
+        let mut b = ((MAX_FILES + 1) as u32).to_le_bytes().to_vec();
+        b.extend(std::iter::repeat_n(0u8, 8 * (MAX_FILES + 1)));
+        assert!(Ready::decode(&b).is_err());
     }
 }

@@ -14,9 +14,10 @@ pub mod body;
 pub mod handshake;
 pub mod limits;
 pub mod record;
+pub mod resume;
 
 pub use assembly::{Assembly, Layout, Placement};
-pub use body::{Abort, AbortCode, Done, End, FileEntry, Hello};
+pub use body::{Abort, AbortCode, Done, End, FileEntry, Hello, Ready};
 pub use handshake::{Initiator, SessionKeys, accept};
 pub use limits::{RecordBound, StreamLimits};
 pub use record::{RECORD_HEADER_LEN, RecordHeader, RecordType};
@@ -63,6 +64,10 @@ pub enum StreamError {
         limit: u64,
         why: &'static str,
     },
+    #[error(
+        "{name} as assembled does not match the sender's SHA-256 of the file (data kept from an earlier session was altered, or the file changed)"
+    )]
+    HashMismatch { name: String },
     #[error("crypto: {0}")]
     Crypto(#[from] sealink_crypto::CryptoError),
 }

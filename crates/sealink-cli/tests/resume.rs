@@ -1,0 +1,395 @@
+//! Resuming interrupted stream transfers, end to end: a real `sealink recv` (serving several
+//! transfers) and real `sealink send` processes. The first attempt goes through a relay that
+//! forwards only the first bytes of each stripe, and the sender is killed (SIGKILL) once they
+//! are through; the same command run again must finish the file sending only the rest.
+
+mod common;
+use common::{BIN, random_file, send_cmd};
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sealink_stream::FileRecord;
+
+const STATE: &str = ".sealink-resume-";
+
+/// A receiver serving transfers into `dir/in` until dropped; its standard error is collected.
+struct Recv {
+    child: Child,
+    addr: SocketAddr,
+    err: Arc<Mutex<String>>,
+    out: PathBuf,
+}
+
+impl Drop for Recv {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        common::two_hosts(dir.path());
+        Setup { dir }
+    }
+    fn path(&self, n: &str) -> PathBuf {
+        self.dir.path().join(n)
+    }
+    fn inbox(&self) -> PathBuf {
+        self.path("in")
+    }
+    fn state_names(&self) -> Vec<String> {
+        common::names_in(&self.inbox())
+            .into_iter()
+            .filter(|n| n.starts_with(STATE))
+            .collect()
+    }
+
+    fn recv(&self) -> Recv {
+        let out = self.path("recv.jsonl");
+        let mut child = Command::new(BIN)
+            .args(["recv", "--listen", "127.0.0.1:0", "--json", "--dir"])
+            .arg(self.inbox())
+            .env("SEALINK_HOME", self.path("b"))
+            .env_remove("RUST_LOG")
+            .stdout(fs::File::create(&out).unwrap())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (addr, mut rest) = common::listening(&mut child);
+        let err = Arc::new(Mutex::new(String::new()));
+        let e = err.clone();
+        thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = rest.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                e.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Recv {
+            child,
+            addr,
+            err,
+            out,
+        }
+    }
+
+    fn send(&self, file: &Path, to: SocketAddr, extra: &[&str]) -> Output {
+        let mut args = vec!["--json", "--streams", "2", "--record-size", "4096"];
+        args.extend_from_slice(extra);
+        send_cmd(&self.path("a"), &[file], to, &args)
+            .output()
+            .unwrap()
+    }
+
+    /// First attempt: through a relay that passes `budget` bytes of each stripe; the sender is
+    /// killed with SIGKILL once they have passed, and the receiver keeps what it got.
+    fn interrupted_send(&self, r: &Recv, file: &Path, budget: u64) {
+        let relay = relay(r.addr, budget);
+        let mut s = send_cmd(
+            &self.path("a"),
+            &[file],
+            relay.addr,
+            &["--streams", "2", "--record-size", "4096"],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        wait_for("the relay to pass its budget on both stripes", || {
+            relay.passed.load(Ordering::SeqCst) >= 2 * budget
+        });
+        s.kill().unwrap();
+        let _ = s.wait();
+        relay.cut();
+        wait_for("the receiver to give up and keep a record map", || {
+            r.err.lock().unwrap().contains("transfer failed")
+                && self.state_names().iter().any(|n| n.ends_with(".map"))
+        });
+        assert!(
+            !self.inbox().join(file.file_name().unwrap()).exists(),
+            "a partial file under its final name"
+        );
+    }
+}
+
+/// Polls `cond` (every 20 ms, up to 120 s: generous for a loaded machine).
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A relay to `to` that passes the first `budget` bytes the sender writes on each connection
+/// and then stops reading it (the sender blocks once the socket buffers fill, so no stripe
+/// runs far ahead of the others); [`Relay::cut`] closes the receiver's side.
+struct Relay {
+    addr: SocketAddr,
+    passed: Arc<AtomicU64>,
+    held: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Relay {
+    /// Closes every connection to the receiver, as a cut network would (after the sender died).
+    fn cut(&self) {
+        for s in self.held.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+fn relay(to: SocketAddr, budget: u64) -> Relay {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let passed = Arc::new(AtomicU64::new(0));
+    let held: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+    let (p, hd) = (passed.clone(), held.clone());
+    thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { return };
+            let Ok(mut s) = TcpStream::connect(to) else {
+                return;
+            };
+            let (mut c2, mut s2) = (c.try_clone().unwrap(), s.try_clone().unwrap());
+            hd.lock().unwrap().push(s.try_clone().unwrap());
+            thread::spawn(move || {
+                let _ = std::io::copy(&mut s2, &mut c2);
+                let _ = c2.shutdown(Shutdown::Write);
+            });
+            let (p, hd) = (p.clone(), hd.clone());
+            thread::spawn(move || {
+                let mut left = budget;
+                let mut buf = vec![0u8; 64 << 10];
+                while left > 0 {
+                    let want = (buf.len() as u64).min(left) as usize;
+                    let n = match c.read(&mut buf[..want]) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    if s.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                    left -= n as u64;
+                    p.fetch_add(n as u64, Ordering::SeqCst);
+                }
+                // Hold the sender's side open, unread, until the test is done with it.
+                hd.lock().unwrap().push(c);
+            });
+        }
+    });
+    Relay { addr, passed, held }
+}
+
+fn records(out: &[u8]) -> Vec<FileRecord> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The receiver's JSON records, once there are `n`. A serving receiver reports a finished
+/// transfer when its accept loop next wakes: a bare connection (closed as not sealink) wakes it.
+fn received(r: &Recv, n: usize) -> Vec<FileRecord> {
+    let mut got = Vec::new();
+    wait_for("the receiver's JSON records", || {
+        drop(TcpStream::connect(r.addr));
+        got = records(&fs::read(&r.out).unwrap());
+        got.len() >= n
+    });
+    got
+}
+
+#[test]
+fn killed_sender_resumes_and_the_rerun_sends_only_the_rest() {
+    let h = Setup::new();
+    let f = h.path("big.bin");
+    let data = random_file(&f, 64 << 20, 11);
+    let r = h.recv();
+    h.interrupted_send(&r, &f, 6 << 20);
+    for n in h.state_names() {
+        let mode = fs::metadata(h.inbox().join(&n)).unwrap().permissions();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(mode.mode() & 0o777, 0o600, "{n} is not private");
+    }
+
+    // The same command again: it succeeds, and sends clearly less than the file.
+    let o = h.send(&f, r.addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let sent = records(&o.stdout);
+    assert_eq!(sent.len(), 1);
+    let resumed = sent[0].resumed_bytes;
+    assert_eq!(sent[0].bytes, 64 << 20);
+    assert!(
+        (2 << 20..=12 << 20).contains(&resumed),
+        "resumed {resumed} bytes"
+    );
+    assert!(fs::read(h.inbox().join("big.bin")).unwrap() == data);
+    // The receiver says the same, and keeps no state for a finished file.
+    let got = received(&r, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].resumed_bytes, resumed);
+    assert_eq!(h.state_names(), Vec::<String>::new());
+}
+
+#[test]
+fn corrupted_held_data_fails_the_hash_check_and_a_rerun_starts_over() {
+    let h = Setup::new();
+    let f = h.path("f.bin");
+    let data = random_file(&f, 48 << 20, 12);
+    let r = h.recv();
+    h.interrupted_send(&r, &f, 3 << 20);
+    // Flip a byte the receiver holds (and will not get again).
+    let part = h
+        .state_names()
+        .into_iter()
+        .find(|n| n.ends_with(".part"))
+        .unwrap();
+    let part = h.inbox().join(part);
+    let mut b = fs::read(&part).unwrap();
+    b[1000] ^= 0x40;
+    fs::write(&part, &b).unwrap();
+
+    let o = h.send(&f, r.addr, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("SHA-256"), "{}", text(&o));
+    assert!(!h.inbox().join("f.bin").exists());
+    assert_eq!(h.state_names(), Vec::<String>::new(), "state kept");
+
+    // Again: from zero, and right.
+    let o = h.send(&f, r.addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(records(&o.stdout)[0].resumed_bytes, 0);
+    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    assert_eq!(h.state_names(), Vec::<String>::new());
+}
+
+#[test]
+fn no_resume_sends_everything_and_drops_the_state() {
+    let h = Setup::new();
+    let f = h.path("f.bin");
+    let data = random_file(&f, 48 << 20, 13);
+    let r = h.recv();
+    h.interrupted_send(&r, &f, 3 << 20);
+    let o = h.send(&f, r.addr, &["--no-resume"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let sent = records(&o.stdout);
+    assert_eq!((sent[0].bytes, sent[0].resumed_bytes), (48 << 20, 0));
+    assert_eq!(received(&r, 1)[0].resumed_bytes, 0);
+    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    assert_eq!(h.state_names(), Vec::<String>::new());
+}
+
+#[test]
+fn a_changed_file_is_not_resumed_and_old_state_expires() {
+    let h = Setup::new();
+    let f = h.path("f.bin");
+    random_file(&f, 48 << 20, 14);
+    let r = h.recv();
+    h.interrupted_send(&r, &f, 3 << 20);
+    // A new version of the file (other content, other mtime): nothing is resumed.
+    let data = random_file(&f, 48 << 20, 15);
+    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+    fs::File::options()
+        .write(true)
+        .open(&f)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+    let o = h.send(&f, r.addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(records(&o.stdout)[0].resumed_bytes, 0);
+    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    // The old version's state stays until it is older than --resume-max-age.
+    assert_eq!(h.state_names().len(), 2, "{:?}", h.state_names());
+    drop(r);
+    let recv_with_age = |age: &str| {
+        let mut c = Command::new(BIN)
+            .args([
+                "recv",
+                "--listen",
+                "127.0.0.1:0",
+                "--resume-max-age",
+                age,
+                "--dir",
+            ])
+            .arg(h.inbox())
+            .env("SEALINK_HOME", h.path("b"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let _ = common::listening(&mut c);
+        c.kill().unwrap();
+        c.wait().unwrap();
+    };
+    recv_with_age("7d");
+    assert_eq!(h.state_names().len(), 2);
+    recv_with_age("0");
+    assert_eq!(h.state_names(), Vec::<String>::new());
+    let _ = std::io::stderr().flush();
+}
+
+#[test]
+fn killed_receiver_keeps_its_last_checkpoint_and_a_new_one_resumes() {
+    let h = Setup::new();
+    let f = h.path("f.bin");
+    let data = random_file(&f, 48 << 20, 16);
+    let mut r = h.recv();
+    let relay = relay(r.addr, 3 << 20);
+    let mut s = send_cmd(
+        &h.path("a"),
+        &[&f],
+        relay.addr,
+        &["--streams", "2", "--record-size", "4096"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // The transfer stalls after the budget; the receiver checkpoints while it waits.
+    wait_for("a checkpoint of the stalled transfer", || {
+        relay.passed.load(Ordering::SeqCst) >= 2 * (3 << 20)
+            && h.state_names().iter().any(|n| n.ends_with(".map"))
+    });
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    s.kill().unwrap();
+    let _ = s.wait();
+    relay.cut();
+    assert!(!h.inbox().join("f.bin").exists());
+    let r = h.recv();
+    let o = h.send(&f, r.addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let resumed = records(&o.stdout)[0].resumed_bytes;
+    assert!(resumed >= 1 << 20, "resumed {resumed} bytes");
+    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    assert_eq!(h.state_names(), Vec::<String>::new());
+}
