@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use sealink_lab::bench::adp::{FILES, svg_files};
+use sealink_lab::bench::adp::{FILES, LOOPBACK_CSV, svg_files};
 
 mod common;
 
@@ -242,4 +242,82 @@ fn bench_adp_runs_a_capture_in_place_of_all_and_refuses_a_broken_one() {
         "{err}"
     );
     assert!(!bad_out.join("adp.md").exists());
+}
+
+/// `--loopback` runs Table 3's traces through two real nodes on 127.0.0.1 (wall clock, so only
+/// the shape is checked): every trace and ALL with piggybacking off, each beside its
+/// virtual-time run, every message delivered (the run fails otherwise), listed in the record.
+#[test]
+fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("lo");
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args([
+            "bench",
+            "adp",
+            "--quick",
+            "--profiles",
+            "today",
+            "--loopback",
+            "--loopback-seconds",
+            "0.3",
+            "--out",
+        ])
+        .arg(&out)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("### Loopback: Table 3's runs"), "{stdout}");
+    let csv = String::from_utf8(read(&out, "loopback.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let cases: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        cases,
+        [
+            ("ALL", "ON"),
+            ("TCP", "ON"),
+            ("ND", "ON"),
+            ("NFS", "ON"),
+            ("ND+NFS", "ON"),
+            ("ALL", "OFF")
+        ],
+        "{csv}"
+    );
+    for r in &rows {
+        // T and L measured on both sides, and the same datagram count for the L run's prefix
+        // with piggybacking off (one datagram per message).
+        for i in [2, 3, 6, 7] {
+            let v: f64 = r[i].parse().unwrap_or_else(|_| panic!("{csv}"));
+            assert!(v > 0.0, "{csv}");
+        }
+    }
+    let off = &rows[5];
+    assert_eq!(off[9], off[5], "Q=OFF: one datagram per message\n{csv}");
+    let svgs = svg_files(&["today".to_owned()]);
+    let listed: Vec<&str> = FILES
+        .iter()
+        .copied()
+        .chain(svgs.iter().map(String::as_str))
+        .chain([LOOPBACK_CSV])
+        .collect();
+    let rec = common::run_record(&out, "adp", &listed);
+    let (t, unit) = common::figure(&rec, "loopback ALL Q=ON T");
+    assert!(t.is_some_and(|t| t > 0.0) && unit == "kB/s", "{t:?} {unit}");
+
+    // A nonsensical cut is a usage error.
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args(["bench", "adp", "--loopback", "--loopback-seconds", "-1"])
+        .output()
+        .expect("run sealink");
+    assert_eq!(o.status.code(), Some(2));
 }

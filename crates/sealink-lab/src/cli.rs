@@ -212,6 +212,22 @@ pub struct AdpArgs {
     /// A packet capture (pcap or pcapng) to run in place of the generated ALL trace
     #[arg(long, value_name = "FILE")]
     pcap: Option<std::path::PathBuf>,
+    /// Also run Table 3's traces over real UDP on loopback through two nodes, beside the
+    /// virtual-time `today` runs (wall-clock: not deterministic; writes loopback.csv)
+    #[arg(long)]
+    loopback: bool,
+    /// Seconds of each trace a loopback L run replays in real time [default: 10, 2 with --quick]
+    #[arg(long, value_name = "SECONDS", value_parser = parse_loopback_seconds)]
+    loopback_seconds: Option<f64>,
+}
+
+fn parse_loopback_seconds(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.01..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a number of seconds within 0.01..=3600"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -549,6 +565,10 @@ impl AdpArgs {
             seed: self.seed,
             profiles: self.profiles,
             pcap: self.pcap,
+            loopback: self.loopback.then(|| {
+                self.loopback_seconds
+                    .unwrap_or(if self.quick { 2.0 } else { 10.0 })
+            }),
         }
     }
 }

@@ -7,6 +7,7 @@
 pub mod figures;
 pub mod format;
 pub mod layer;
+pub mod loopback;
 pub mod model;
 pub mod pcap;
 pub mod policy;
@@ -38,7 +39,12 @@ pub struct Params {
     pub profiles: Vec<String>,
     /// A packet capture whose first messages replace the generated ALL trace.
     pub pcap: Option<PathBuf>,
+    /// Also run over real loopback, L runs cut to this many seconds of each trace.
+    pub loopback: Option<f64>,
 }
+
+/// Written by `--loopback` (not deterministic: wall-clock runs).
+pub const LOOPBACK_CSV: &str = "loopback.csv";
 
 /// Files written under `out`, each a table as CSV, and `adp.md` with all of them; the run
 /// record `adp.json` lists them and the plots ([`svg_files`]) with the headline figures.
@@ -113,7 +119,8 @@ pub fn run(p: &Params) -> Result<()> {
     }
     let pb = output::progress(
         (tables::runs_per_profile() + layer::runs(n) + figures::runs(traces.len()))
-            * profiles.len() as u64,
+            * profiles.len() as u64
+            + p.loopback.map_or(0, |_| loopback::runs(traces.len())),
         "adp runs",
     );
     let mut md = format!(
@@ -192,8 +199,16 @@ pub fn run(p: &Params) -> Result<()> {
             csv[i].push(t);
         }
     }
-    pb.finish_and_clear();
     let mut rec = RunRecord::new("adp");
+    if let Some(seconds) = p.loopback {
+        let t = loopback::table(&traces, seconds, p.quick, p.seed, &pb)?;
+        md += &t.markdown();
+        for (what, value, unit) in &t.figures {
+            figures.push((what.clone(), *value, *unit));
+        }
+        rec.write_csv(&p.out, LOOPBACK_CSV, &t.table)?;
+    }
+    pb.finish_and_clear();
     let svgs = svg_files(&p.profiles);
     md += &format!("Plots: {}\n\n", svgs.join(", "));
     write_file(&p.out.join(FILES[0]), &md)?;

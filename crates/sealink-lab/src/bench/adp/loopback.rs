@@ -1,0 +1,482 @@
+//! `bench adp --loopback`: the trace-driven runs again over real UDP on loopback, through two
+//! `sealink_datagram::Node`s in this process (sockets, the I/O thread, the engine and wall-clock
+//! time), beside the virtual-time runs of the same messages with the `today` profile.
+//!
+//! The same two measurements as in virtual time: T with the trace's messages handed over as
+//! fast as the sending node takes them (back-pressure when its queue is full), over the window
+//! from the first to the last hand-over; L, the mean latency of urgent messages with the trace
+//! replayed open loop at its nominal arrival times. T runs take the whole trace. Real time
+//! makes an L run as long as its trace: each is cut to the messages that arrive within
+//! `seconds` (the same prefix is run in virtual time, so the two columns compare like with
+//! like). The sending node pushes back past [`MAX_OUTSTANDING`] messages.
+//!
+//! Differences from the simulated runs, by construction: the datagram limit is 65,000 bytes
+//! (an IPv4 UDP datagram on loopback carries at most 65,507; the simulation uses 65,535), the
+//! retransmission timers are the library's defaults, and latencies include the thread hand-offs
+//! of a real node (application → I/O thread → application).
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use sealink_crypto::sign::OwnerSigningKey;
+use sealink_datagram::{
+    Config, Delivery, HostKey, LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency,
+};
+
+use super::format::{Table, num, ratio};
+use super::model::{Profile, Scope3, Tech};
+use super::run::{RunResult, RunSpec, run as run_virtual};
+use super::tables::Nominal;
+use super::trace::{self, Msg, Trace, TraceKind};
+use crate::error::{Error, Result};
+
+/// The largest datagram the nodes build: an IPv4 UDP datagram on loopback carries 65,507 bytes.
+const MAX_DATAGRAM: usize = 65_000;
+/// How long the receiver waits for the last deliveries after the last hand-over.
+const DRAIN: Duration = Duration::from_secs(10);
+/// Shortest prefix an L run keeps, however slow the trace.
+const MIN_MESSAGES: usize = 100;
+/// Messages queued or unacknowledged before the sending node pushes back (the simulation's
+/// window). A smaller bound throttles the T runs: a 64 KB datagram carries hundreds of TCP
+/// messages, and the window must hold several datagrams while acknowledgements wait.
+const MAX_OUTSTANDING: usize = 1 << 15;
+/// Message bytes of a T run at least: the trace repeated until it carries this much, so a run
+/// lasts long enough (tens of ms or more) to measure a rate on loopback.
+const T_BYTES: u64 = 64 << 20;
+/// The same with `--quick`.
+const T_BYTES_QUICK: u64 = 4 << 20;
+
+/// One loopback run's inputs.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopSpec<'a> {
+    pub msgs: &'a [Msg],
+    pub urgent: &'a [bool],
+    pub e: Scope3,
+    pub q: bool,
+    pub timeout: Duration,
+    pub saturate: bool,
+}
+
+/// The messages of `t` that arrive within `seconds` (at least [`MIN_MESSAGES`]).
+pub fn prefix(t: &Trace, seconds: f64) -> usize {
+    let within = t.msgs.iter().take_while(|m| m.at <= seconds).count();
+    within.max(MIN_MESSAGES).min(t.msgs.len())
+}
+
+/// Runs per `bench adp --loopback`: for each trace a T and an L run on loopback and in virtual
+/// time, plus ALL with piggybacking off.
+pub fn runs(traces: usize) -> u64 {
+    4 * (traces as u64 + 1)
+}
+
+fn config(q: bool, timeout: Duration) -> Config {
+    let mut cfg = Config {
+        insecure_lab_plaintext: true,
+        max_datagram: MAX_DATAGRAM,
+        default_timeout: timeout,
+        piggyback: q,
+        message_window: 1 << 15,
+        max_queued_messages: MAX_OUTSTANDING,
+        ..Config::default()
+    };
+    cfg.queue_limit = cfg.max_body();
+    cfg
+}
+
+/// A trace message's bytes: its index in the first (up to) four, as in virtual time.
+fn fill_tag(buf: &mut Vec<u8>, i: usize, size: usize) {
+    buf.clear();
+    buf.resize(size, 0);
+    let n = size.min(4);
+    buf[..n].copy_from_slice(&(i as u32).to_le_bytes()[..n]);
+}
+
+fn tag_of(data: &[u8]) -> ([u8; 4], usize) {
+    let mut t = [0u8; 4];
+    let n = data.len().min(4);
+    t[..n].copy_from_slice(&data[..n]);
+    (t, data.len())
+}
+
+/// Two nodes on loopback: A sends as owner "x" to owner "y" at B.
+struct Nodes {
+    a: Node,
+    b: Arc<Node>,
+    peer: sealink_datagram::PeerId,
+    owner: sealink_datagram::OwnerId,
+}
+
+fn nodes(q: bool, timeout: Duration) -> Result<Nodes> {
+    let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    let (ka, kb) = (HostKey::generate()?, HostKey::generate()?);
+    let (pa, pb) = (*ka.public(), *kb.public());
+    let (sx, sy) = (
+        OwnerSigningKey::generate_seed()?,
+        OwnerSigningKey::generate_seed()?,
+    );
+    let (x, y) = (
+        OwnerSigningKey::from_seed(&sx)?,
+        OwnerSigningKey::from_seed(&sy)?,
+    );
+    let mut cb = NodeConfig::new(loopback, kb);
+    cb.config = config(q, timeout);
+    cb.directory.insert("x", x.public_key())?;
+    cb.directory.insert("y", y.public_key())?;
+    cb.peers.push(PeerConfig {
+        name: "a".into(),
+        public_key: pa,
+        addr: None,
+    });
+    let b = Arc::new(Node::start(cb).map_err(|e| Error::bench_by("cannot start node B", e))?);
+    b.add_owner(LocalOwner::new("y", y)?);
+    let mut ca = NodeConfig::new(loopback, ka);
+    ca.config = config(q, timeout);
+    ca.directory = {
+        let mut d = sealink_datagram::Directory::new();
+        d.insert("x", x.public_key())?;
+        d.insert("y", OwnerSigningKey::from_seed(&sy)?.public_key())?;
+        d
+    };
+    let b_addr = b
+        .local_addr()
+        .map_err(|e| Error::bench_by("node B has no address", e))?;
+    ca.peers.push(PeerConfig {
+        name: "b".into(),
+        public_key: pb,
+        addr: Some(b_addr),
+    });
+    let a = Node::start(ca).map_err(|e| Error::bench_by("cannot start node A", e))?;
+    let owner = a.add_owner(LocalOwner::new("x", x)?);
+    let peer = a
+        .peer_id("b")
+        .ok_or_else(|| Error::bench("peer b missing"))?;
+    Ok(Nodes { a, b, peer, owner })
+}
+
+/// One run over loopback.
+pub fn run(spec: &LoopSpec) -> Result<RunResult> {
+    if spec.urgent.len() != spec.msgs.len() {
+        return Err(Error::bench("one urgency flag per message is needed"));
+    }
+    let Nodes { a, b, peer, owner } = nodes(spec.q, spec.timeout)?;
+    let scope = spec.e.scope();
+    // Warm-up: the channel and the owner's introduction, out of the measured run.
+    a.send(peer, owner, Some("y"), &[0xff; 8], Urgency::Urgent, scope)?;
+    a.flush(peer, Duration::from_secs(5))
+        .map_err(|e| Error::bench_by("the warm-up message was not acknowledged", e))?;
+    while b.recv(Some(Duration::from_millis(20))).is_some() {}
+    let before = a.stats().endpoint;
+
+    let n = spec.msgs.len();
+    let stop = Arc::new(AtomicBool::new(false));
+    let receiver = {
+        let (b, stop) = (Arc::clone(&b), Arc::clone(&stop));
+        let mut pending: HashMap<([u8; 4], usize), VecDeque<usize>> = HashMap::new();
+        for (i, m) in spec.msgs.iter().enumerate() {
+            let mut buf = Vec::new();
+            fill_tag(&mut buf, i, m.size);
+            pending.entry(tag_of(&buf)).or_default().push_back(i);
+        }
+        std::thread::spawn(
+            move || -> std::result::Result<Vec<Option<Instant>>, String> {
+                let mut at = vec![None; n];
+                let mut seen = 0;
+                let mut batch: Vec<Delivery> = Vec::new();
+                while seen < n && !stop.load(Ordering::Relaxed) {
+                    b.recv_batch(&mut batch, Some(Duration::from_millis(20)));
+                    for d in batch.drain(..) {
+                        let Some(k) = pending
+                            .get_mut(&tag_of(&d.data))
+                            .and_then(VecDeque::pop_front)
+                        else {
+                            return Err(format!(
+                                "a delivery of {} bytes matches no undelivered trace message",
+                                d.data.len()
+                            ));
+                        };
+                        at[k] = Some(d.received_at);
+                        seen += 1;
+                    }
+                }
+                Ok(at)
+            },
+        )
+    };
+
+    let t0 = Instant::now();
+    let mut sent_at = Vec::with_capacity(n);
+    let mut buf = Vec::new();
+    for (i, (m, &urgent)) in spec.msgs.iter().zip(spec.urgent).enumerate() {
+        if !spec.saturate {
+            let due = t0 + Duration::from_secs_f64(m.at.max(0.0));
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+        fill_tag(&mut buf, i, m.size);
+        // A T run's last message is urgent: the run ends when the queue is flushed, not one
+        // timeout M later (the simulated T avoids that drain by its window instead).
+        let last_of_t = spec.saturate && i + 1 == n;
+        let urgency = if urgent || !spec.q || last_of_t {
+            Urgency::Urgent
+        } else {
+            Urgency::Default
+        };
+        loop {
+            let now = Instant::now();
+            match a.send(peer, owner, Some("y"), &buf, urgency, scope) {
+                Ok(_) => {
+                    sent_at.push(now);
+                    break;
+                }
+                // Back-pressure: the queue or window is full until acknowledgements arrive.
+                Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(Error::bench_by(format!("cannot send trace message {i}"), e));
+                }
+            }
+        }
+    }
+    let handed = Instant::now();
+    // The receiver stops by itself once every message arrived; past the drain it is told to.
+    let deadline = handed + DRAIN + spec.timeout;
+    while !receiver.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let at = receiver
+        .join()
+        .map_err(|_| Error::bench("the receiving thread panicked"))?
+        .map_err(Error::bench)?;
+    let after = a.stats().endpoint;
+    a.shutdown();
+    if let Ok(b) = Arc::try_unwrap(b) {
+        b.shutdown();
+    }
+    let got = at.iter().flatten().count();
+    if got < n {
+        return Err(Error::bench(format!(
+            "only {got} of {n} trace messages were delivered over loopback"
+        )));
+    }
+    let at: Vec<Instant> = at.into_iter().flatten().collect();
+    let first = sent_at.first().copied().unwrap_or(t0);
+    let last_handed = sent_at.last().copied().unwrap_or(t0);
+    let last = at.iter().copied().max().unwrap_or(first);
+    let message_bytes: u64 = spec.msgs.iter().map(|m| m.size as u64).sum();
+    // T: every byte over first hand-over to last delivery. The hand-overs alone would measure
+    // how fast the application fills the node's queue, not what crosses the link.
+    let (window, window_bytes) = if spec.saturate {
+        (last.saturating_duration_since(first), message_bytes)
+    } else {
+        let bytes = spec
+            .msgs
+            .iter()
+            .zip(&at)
+            .filter(|(_, t)| **t <= last_handed)
+            .map(|(m, _)| m.size as u64)
+            .sum();
+        (last_handed.saturating_duration_since(first), bytes)
+    };
+    let latencies_ms: Vec<f64> = spec
+        .urgent
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| **u || !spec.q)
+        .map(|(i, _)| at[i].saturating_duration_since(sent_at[i]).as_secs_f64() * 1000.0)
+        .collect();
+    let urgent = latencies_ms.len();
+    Ok(RunResult {
+        messages: n,
+        message_bytes,
+        datagrams: after.data_datagrams_sent - before.data_datagrams_sent,
+        datagram_bytes: after.bytes_sent - before.bytes_sent,
+        span: last.saturating_duration_since(first),
+        window,
+        window_bytes,
+        urgent,
+        l_ms: if urgent == 0 {
+            f64::NAN
+        } else {
+            latencies_ms.iter().sum::<f64>() / urgent as f64
+        },
+        latencies_ms,
+        retransmitted: after.messages_retransmitted - before.messages_retransmitted,
+    })
+}
+
+/// The loopback table: per trace (and ALL with Q off), T and L over loopback beside the
+/// `today` profile's virtual-time runs of the same prefix.
+pub fn table(
+    traces: &[Nominal],
+    seconds: f64,
+    quick: bool,
+    seed: u64,
+    pb: &indicatif::ProgressBar,
+) -> Result<Table> {
+    let mut tab = Table::new(
+        format!(
+            "Loopback: Table 3's runs through two real nodes on 127.0.0.1, beside the virtual-time \
+             `today` profile (T runs: the trace repeated to {} MiB; L runs: the first {seconds} s \
+             of each trace)",
+            (if quick { T_BYTES_QUICK } else { T_BYTES }) >> 20
+        ),
+        &[
+            "trace",
+            "Q",
+            "T kB/s loopback",
+            "T virtual",
+            "loopback / virtual",
+            "L messages",
+            "L ms loopback",
+            "L virtual",
+            "loopback / virtual",
+            "datagrams loopback",
+            "virtual",
+            "retransmitted",
+        ],
+    );
+    let mut cases: Vec<(&Nominal, bool)> = traces.iter().map(|n| (n, true)).collect();
+    if let Some(all) = traces.iter().find(|n| n.trace.kind == TraceKind::All) {
+        cases.push((all, false));
+    }
+    for (n, q) in cases {
+        let k = prefix(&n.trace, seconds);
+        let msgs = &n.trace.msgs[..k];
+        let t_bytes = if quick { T_BYTES_QUICK } else { T_BYTES };
+        let fast = saturating(&repeat_to(&n.trace, t_bytes));
+        let lp = |saturate: bool, m: &[Msg]| {
+            let r = run(&LoopSpec {
+                msgs: m,
+                urgent: &urgent_of(&n.urgent, m.len()),
+                e: Scope3::Partial,
+                q,
+                timeout: n.timeout,
+                saturate,
+            });
+            pb.inc(1);
+            r.map_err(|e| {
+                Error::bench_by(
+                    format!(
+                        "loopback {} run of {} ({k} messages, Q={})",
+                        if saturate { "T" } else { "L" },
+                        n.trace.kind.name(),
+                        if q { "ON" } else { "OFF" }
+                    ),
+                    e,
+                )
+            })
+        };
+        let vt = |saturate: bool, m: &[Msg]| {
+            let r = run_virtual(&RunSpec {
+                msgs: m,
+                urgent: &urgent_of(&n.urgent, m.len()),
+                e: Scope3::Partial,
+                y: Tech::Hw,
+                q,
+                timeout: n.timeout,
+                profile: Profile::TODAY,
+                saturate,
+                cold: false,
+                seed,
+            });
+            pb.inc(1);
+            r
+        };
+        let (t_lo, l_lo) = (lp(true, &fast.msgs)?, lp(false, msgs)?);
+        let (t_vt, l_vt) = (vt(true, &fast.msgs)?, vt(false, msgs)?);
+        tab.push(vec![
+            n.trace.kind.name().to_owned(),
+            if q { "ON" } else { "OFF" }.to_owned(),
+            num(t_lo.t_kbs(), 0),
+            num(t_vt.t_kbs(), 0),
+            ratio(t_lo.t_kbs(), t_vt.t_kbs()),
+            k.to_string(),
+            num(l_lo.l_ms, 3),
+            num(l_vt.l_ms, 3),
+            ratio(l_lo.l_ms, l_vt.l_ms),
+            l_lo.datagrams.to_string(),
+            l_vt.datagrams.to_string(),
+            (t_lo.retransmitted + l_lo.retransmitted).to_string(),
+        ]);
+        if n.trace.kind == TraceKind::All {
+            let name = if q { "ON" } else { "OFF" };
+            tab.figure(format!("loopback ALL Q={name} T"), t_lo.t_kbs(), "kB/s");
+            tab.figure(format!("loopback ALL Q={name} L"), l_lo.l_ms, "ms");
+        }
+    }
+    Ok(tab)
+}
+
+/// `t` repeated until its messages carry `bytes` (at least once).
+fn repeat_to(t: &Trace, bytes: u64) -> Trace {
+    let one: u64 = t.msgs.iter().map(|m| m.size as u64).sum();
+    let times = bytes.div_ceil(one.max(1)).max(1) as usize;
+    Trace {
+        kind: t.kind,
+        msgs: t
+            .msgs
+            .iter()
+            .copied()
+            .cycle()
+            .take(t.msgs.len() * times)
+            .collect(),
+    }
+}
+
+/// The urgency flags of the first `n` messages of a trace repeated as in [`repeat_to`].
+fn urgent_of(urgent: &[bool], n: usize) -> Vec<bool> {
+    urgent.iter().copied().cycle().take(n).collect()
+}
+
+/// A T run's trace: arrivals all at time zero (the sender hands messages over as fast as the
+/// node takes them; the virtual-time run then also never idles).
+fn saturating(t: &Trace) -> Trace {
+    trace::speed_up(t, 1e12)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::trace::generate;
+    use super::*;
+
+    #[test]
+    fn prefix_keeps_the_arrivals_within_the_cut() {
+        let t = generate(TraceKind::All, 2000, 3);
+        let k = prefix(&t, 1.0);
+        assert!(k >= MIN_MESSAGES && k < 2000, "{k}");
+        assert!(t.msgs[k - 1].at <= 1.0 || k == MIN_MESSAGES);
+        assert_eq!(prefix(&t, 1e9), 2000);
+    }
+
+    #[test]
+    fn a_short_trace_crosses_real_loopback_and_every_message_arrives_once() {
+        let t = generate(TraceKind::Tcp, 200, 5);
+        let fast = saturating(&t);
+        let urgent: Vec<bool> = (0..200).map(|i| i % 10 == 0).collect();
+        for (saturate, msgs) in [(true, &fast.msgs), (false, &t.msgs)] {
+            let r = run(&LoopSpec {
+                msgs,
+                urgent: &urgent,
+                e: Scope3::Partial,
+                q: true,
+                timeout: Duration::from_millis(40),
+                saturate,
+            })
+            .unwrap();
+            assert_eq!(r.messages, 200);
+            assert_eq!(r.urgent, 20);
+            assert!(r.l_ms.is_finite() && r.l_ms > 0.0, "{r:?}");
+            assert!(r.t_kbs() > 0.0, "{r:?}");
+            // Piggybacking: far fewer datagrams than messages.
+            assert!(r.datagrams < 100, "{} datagrams", r.datagrams);
+        }
+    }
+}
