@@ -97,7 +97,15 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).context("install signal handler")?;
     }
-    sealink_tunnel::run(cfg, host, &run_dir, stop, |info| {
+    let reload = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
+        .context("install signal handler")?;
+    let opts = sealink_tunnel::RunOptions {
+        config_path: Some(config.clone()),
+        reload: Some(reload),
+        resolver: None,
+    };
+    sealink_tunnel::run_with(cfg, host, &run_dir, stop, opts, |info| {
         tracing::info!(
             listen = %info.listen,
             tun_offload = info.tun_offload,
@@ -112,6 +120,36 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
         notify_ready(&info.name, info.listen);
     })?;
     Ok(())
+}
+
+/// `sealink reload CONFIG`: the tunnel started from CONFIG (resolved as `up` does) reads it
+/// again and applies its peer changes; prints the tunnel's summary, or fails with its reason.
+pub fn reload(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
+    let config = &resolve_config(
+        config,
+        std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from),
+    );
+    // Parsed here first: a config that does not parse never reaches the tunnel, and names it.
+    let cfg = Config::from_file(config).with_context(|| format!("config {}", config.display()))?;
+    let abs = std::fs::canonicalize(config).unwrap_or_else(|_| config.clone());
+    let answer = control::request(
+        &RunDir::new(run_dir),
+        &cfg.name,
+        &format!("reload {}", abs.display()),
+        Duration::from_secs(30),
+    )?;
+    let answer = answer.trim();
+    match answer.strip_prefix("ok: ") {
+        Some(msg) => {
+            eprintln!("{msg}");
+            Ok(())
+        }
+        None => bail!(
+            "tunnel {}: {}",
+            cfg.name,
+            answer.strip_prefix("error: ").unwrap_or(answer)
+        ),
+    }
 }
 
 pub fn down(name: &str, run_dir: Option<PathBuf>) -> Result<()> {
