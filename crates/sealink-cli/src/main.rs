@@ -700,7 +700,11 @@ mod tests {
         let (global, own) = msg_quiet(&["sealink", "msg", "send", "h", "m"]);
         assert!(!global && !own);
         assert!(Cli::try_parse_from(["sealink", "-q", "-v", "show"]).is_err());
-        assert!(Cli::try_parse_from(["sealink", "-q", "show"]).unwrap().quiet);
+        assert!(
+            Cli::try_parse_from(["sealink", "-q", "show"])
+                .unwrap()
+                .quiet
+        );
     }
 }
 

@@ -692,6 +692,70 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
     }
 
     #[test]
+    fn hooks_are_a_command_or_a_list() {
+        let with = |line: &str| {
+            sample().replace(
+                "[interface.piggyback]",
+                &format!("{line}\n[interface.piggyback]"),
+            )
+        };
+        let c = Config::parse(&with("post_up = \"echo %i\"\npre_down = [\"a\", \"b\"]")).unwrap();
+        assert_eq!(c.hooks.post_up, ["echo %i"]);
+        assert_eq!(c.hooks.pre_down, ["a", "b"]);
+        assert!(c.hooks.pre_up.is_empty() && c.hooks.post_down.is_empty());
+        for bad_hook in ["post_down = \" \"", "pre_up = [\"\"]", "post_up = 3"] {
+            let e = Config::parse(&with(bad_hook)).unwrap_err();
+            assert!(
+                e.to_string().contains("_up") || e.to_string().contains("_down"),
+                "{bad_hook}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn endpoint_names_are_kept_for_re_resolution() {
+        let c = Config::parse(&sample()).unwrap();
+        assert_eq!(
+            c.endpoint_names,
+            [None],
+            "an address is never resolved again"
+        );
+        let c = Config::parse(&sample().replace("10.0.0.2:51820", "localhost:51820")).unwrap();
+        assert_eq!(c.endpoint_names, [Some("localhost:51820".to_string())]);
+        assert!(c.peers[0].endpoint.is_some_and(|e| e.ip().is_loopback()));
+    }
+
+    #[test]
+    fn only_peer_changes_reload_without_a_restart() {
+        let c = Config::parse(&sample()).unwrap();
+        let peers_changed = sample()
+            .replace("10.9.0.2/32", "10.9.0.3/32")
+            .replace("10.0.0.2:51820", "10.0.0.5:51820");
+        assert_eq!(
+            c.restart_needed(&Config::parse(&peers_changed).unwrap()),
+            None
+        );
+        for (from, to, key) in [
+            (
+                "listen_port = 51820",
+                "listen_port = 51821",
+                "interface.listen_port",
+            ),
+            ("10.9.0.1/24", "10.9.0.1/16", "interface.address"),
+            ("host.key", "other.key", "interface.private_key"),
+            ("small = 128", "small = 100", "interface.piggyback"),
+            (
+                "[interface]",
+                "[interface]\npost_up = \"true\"",
+                "interface hooks",
+            ),
+        ] {
+            let n = Config::parse(&sample().replace(from, to)).unwrap();
+            assert_eq!(c.restart_needed(&n), Some(key), "{from} -> {to}");
+        }
+    }
+
+    #[test]
     fn config_others_can_write_is_refused() {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();

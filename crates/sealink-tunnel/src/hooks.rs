@@ -79,7 +79,11 @@ fn log_output(kind: HookKind, out: impl Read + Send + 'static) -> std::sync::mps
 
 /// A `/bin/sh -c SCRIPT sealink-hook ARGS...` with stdout and stderr into one pipe, in its own
 /// process group.
-fn shell(script: &str, args: &[&str], stdin: bool) -> std::io::Result<(Child, std::io::PipeReader)> {
+fn shell(
+    script: &str,
+    args: &[&str],
+    stdin: bool,
+) -> std::io::Result<(Child, std::io::PipeReader)> {
     let (r, w) = std::io::pipe()?;
     let w2 = w.try_clone()?;
     let child = Command::new("/bin/sh")
@@ -95,14 +99,23 @@ fn shell(script: &str, args: &[&str], stdin: bool) -> std::io::Result<(Child, st
     Ok((child, r))
 }
 
-fn finish(kind: HookKind, cmd: &str, mut child: Child, out: std::io::PipeReader) -> Result<(), TunnelError> {
+fn finish(
+    kind: HookKind,
+    cmd: &str,
+    mut child: Child,
+    out: std::io::PipeReader,
+) -> Result<(), TunnelError> {
     let done = log_output(kind, out);
     let status = child.wait();
     let _ = done.recv_timeout(OUTPUT_GRACE);
     check(kind, cmd, status)
 }
 
-fn check(kind: HookKind, cmd: &str, status: std::io::Result<ExitStatus>) -> Result<(), TunnelError> {
+fn check(
+    kind: HookKind,
+    cmd: &str,
+    status: std::io::Result<ExitStatus>,
+) -> Result<(), TunnelError> {
     match status {
         Ok(s) if s.success() => Ok(()),
         Ok(s) => Err(TunnelError::Hook {
@@ -148,7 +161,11 @@ pub(crate) struct Armed {
 
 impl Armed {
     /// Starts a waiting shell for each hook of `kind`.
-    pub(crate) fn arm(kind: HookKind, cmds: &[String], ifname: &str) -> Result<Vec<Armed>, TunnelError> {
+    pub(crate) fn arm(
+        kind: HookKind,
+        cmds: &[String],
+        ifname: &str,
+    ) -> Result<Vec<Armed>, TunnelError> {
         let mut v = Vec::new();
         for c in cmds {
             let cmd = expand(c, ifname);
@@ -221,8 +238,14 @@ impl RouteHelper {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()?;
-        let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("no stdin"))?;
-        let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
         Ok(RouteHelper {
             _child: child,
             stdin,
@@ -231,7 +254,11 @@ impl RouteHelper {
     }
 
     /// `ip route add|del NET dev IFNAME` through the helper.
-    pub(crate) fn change(&mut self, add: bool, net: sealink_proto::tunnel::IpNet) -> Result<(), String> {
+    pub(crate) fn change(
+        &mut self,
+        add: bool,
+        net: sealink_proto::tunnel::IpNet,
+    ) -> Result<(), String> {
         let op = if add { "add" } else { "del" };
         writeln!(self.stdin, "{op} {net}").map_err(|e| format!("route helper: {e}"))?;
         let mut line = String::new();

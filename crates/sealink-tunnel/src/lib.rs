@@ -322,8 +322,8 @@ pub fn run_with(
     let intr = InterruptEvent::new().map_err(io("interrupt event"))?;
     // With the privileges of `up`: post_up, and the down hooks and route helper armed now
     // (they run later, when the tunnel itself holds none).
-    let armed = hooks::run_now(hooks::HookKind::PostUp, &cfg.hooks.post_up, &cfg.name)
-        .and_then(|()| {
+    let armed =
+        hooks::run_now(hooks::HookKind::PostUp, &cfg.hooks.post_up, &cfg.name).and_then(|()| {
             Ok((
                 hooks::Armed::arm(hooks::HookKind::PreDown, &cfg.hooks.pre_down, &cfg.name)?,
                 hooks::Armed::arm(hooks::HookKind::PostDown, &cfg.hooks.post_down, &cfg.name)?,
@@ -419,7 +419,13 @@ pub fn run_with(
             .is_ok();
         if ok {
             on_up(&info);
-            control_loop(sh, &listener, &mut waiters, &mut ctl, reload_flag.as_deref());
+            control_loop(
+                sh,
+                &listener,
+                &mut waiters,
+                &mut ctl,
+                reload_flag.as_deref(),
+            );
         } else {
             tracing::error!("cannot start the tunnel threads");
         }

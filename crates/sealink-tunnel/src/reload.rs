@@ -58,7 +58,8 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
         ));
     }
     let keep = "; the running config stays in force";
-    let new = Config::from_file(&path).map_err(|e| format!("config {}: {e}{keep}", path.display()))?;
+    let new =
+        Config::from_file(&path).map_err(|e| format!("config {}: {e}{keep}", path.display()))?;
     if let Some(key) = ctl.cfg.restart_needed(&new) {
         return Err(format!(
             "{key} changed: a reload applies peer changes only, this needs a restart \
@@ -82,8 +83,16 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
         }
     }
     let (old_routes, new_routes) = (ctl.cfg.routes(), new.routes());
-    let add: Vec<_> = new_routes.iter().filter(|n| !old_routes.contains(n)).copied().collect();
-    let del: Vec<_> = old_routes.iter().filter(|n| !new_routes.contains(n)).copied().collect();
+    let add: Vec<_> = new_routes
+        .iter()
+        .filter(|n| !old_routes.contains(n))
+        .copied()
+        .collect();
+    let del: Vec<_> = old_routes
+        .iter()
+        .filter(|n| !new_routes.contains(n))
+        .copied()
+        .collect();
     let mut added = Vec::new();
     let rollback = |ctl: &mut Ctl, added: &[sealink_proto::tunnel::IpNet]| {
         if let Some(h) = ctl.routes.as_mut() {
@@ -155,7 +164,9 @@ pub(crate) fn resolver_loop(sh: Weak<Shared>, rx: Receiver<([u8; 32], String)>, 
             m
         };
         match moved {
-            Some(a) => tracing::info!(endpoint = %name, address = %a, "endpoint name resolves to a new address; moved"),
+            Some(a) => {
+                tracing::info!(endpoint = %name, address = %a, "endpoint name resolves to a new address; moved")
+            }
             None => tracing::debug!(endpoint = %name, "endpoint name resolved again; unchanged"),
         }
         for k in 0..out.items.len() {

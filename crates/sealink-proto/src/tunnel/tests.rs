@@ -919,7 +919,10 @@ fn reconfigure_keeps_live_sessions_and_adds_and_removes_peers() {
     assert_eq!(after.last_handshake, before.last_handshake);
     assert_eq!(p.a.peer_status(p.now).len(), 2);
     // A packet to C starts a handshake with C.
-    assert_eq!(p.send(true, &v4(IP_A, [10, 9, 0, 3], 400, 2)), Encap::Queued);
+    assert_eq!(
+        p.send(true, &v4(IP_A, [10, 9, 0, 3], 400, 2)),
+        Encap::Queued
+    );
     assert!(p.wire.iter().any(|(_, to, _)| *to == sa("192.0.2.3:51820")));
     p.wire.retain(|(_, to, _)| *to != sa("192.0.2.3:51820"));
     p.run();
@@ -945,7 +948,8 @@ fn reconfigure_keeps_live_sessions_and_adds_and_removes_peers() {
     p.b.reconfigure(Vec::new()).unwrap();
     assert!(p.got_a.iter().all(|pkt| pkt[20] != 4));
     // B added back: a fresh handshake, and traffic flows again.
-    p.a.reconfigure(vec![peer_b_of_key(&p), c_again(&kc)]).unwrap();
+    p.a.reconfigure(vec![peer_b_of_key(&p), c_again(&kc)])
+        .unwrap();
     p.b.reconfigure(vec![PeerConfig {
         name: "a".into(),
         public_key: *p.a.host.public(),
@@ -1025,7 +1029,10 @@ fn a_silent_named_endpoint_is_resolved_again_and_moved() {
     lost(&mut p);
     assert_eq!(p.a.poll_resolve(), None);
     // An answer for another name, or a failed lookup, changes nothing.
-    assert_eq!(p.a.resolved(p.now, &key, "old.example:1", &[sa(B_ADDR)]), None);
+    assert_eq!(
+        p.a.resolved(p.now, &key, "old.example:1", &[sa(B_ADDR)]),
+        None
+    );
     assert_eq!(p.a.peer_status(p.now)[0].endpoint, Some(wrong));
     // The name now resolves to B's real address: the endpoint moves and the initiation is
     // sent there at once.
@@ -1039,10 +1046,7 @@ fn a_silent_named_endpoint_is_resolved_again_and_moved() {
     assert!(p.got_b.iter().any(|pkt| pkt[20] == 1));
     assert!(p.a.peer_status(p.now)[0].session_up);
     // An address among the answers already: nothing moves.
-    assert_eq!(
-        p.a.resolved(p.now, &key, &name, &[wrong, sa(B_ADDR)]),
-        None
-    );
+    assert_eq!(p.a.resolved(p.now, &key, &name, &[wrong, sa(B_ADDR)]), None);
 }
 
 #[test]
