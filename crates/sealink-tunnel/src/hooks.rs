@@ -23,6 +23,9 @@ use std::time::Duration;
 
 use crate::error::TunnelError;
 
+/// The read end of a hook's output pipe.
+type PipeReader = std::fs::File;
+
 /// Which hook (for logs and errors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookKind {
@@ -79,13 +82,11 @@ fn log_output(kind: HookKind, out: impl Read + Send + 'static) -> std::sync::mps
 
 /// A `/bin/sh -c SCRIPT sealink-hook ARGS...` with stdout and stderr into one pipe, in its own
 /// process group.
-fn shell(
-    script: &str,
-    args: &[&str],
-    stdin: bool,
-) -> std::io::Result<(Child, std::io::PipeReader)> {
-    let (r, w) = std::io::pipe()?;
+fn shell(script: &str, args: &[&str], stdin: bool) -> std::io::Result<(Child, PipeReader)> {
+    // std::io::pipe needs Rust 1.87; the workspace supports 1.85.
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let w2 = w.try_clone()?;
+    let r = PipeReader::from(r);
     let child = Command::new("/bin/sh")
         .arg("-c")
         .arg(script)
@@ -99,12 +100,7 @@ fn shell(
     Ok((child, r))
 }
 
-fn finish(
-    kind: HookKind,
-    cmd: &str,
-    mut child: Child,
-    out: std::io::PipeReader,
-) -> Result<(), TunnelError> {
+fn finish(kind: HookKind, cmd: &str, mut child: Child, out: PipeReader) -> Result<(), TunnelError> {
     let done = log_output(kind, out);
     let status = child.wait();
     let _ = done.recv_timeout(OUTPUT_GRACE);
@@ -156,7 +152,7 @@ pub(crate) struct Armed {
     cmd: String,
     child: Child,
     stdin: Option<ChildStdin>,
-    out: std::io::PipeReader,
+    out: PipeReader,
 }
 
 impl Armed {
