@@ -12,6 +12,8 @@
 //! workers = 4                     # crypto worker threads; 0: inline on the readers
 //! queues = 4                      # TUN queues and UDP sockets
 //!                                 # (default both: the core count; up to 2 cores: 0 and 1)
+//! pre_up = "cmd %i"               # hooks (wg-quick's): pre_up, post_up, pre_down, post_down;
+//! post_down = ["a", "b"]          # a command or a list, /bin/sh -c, %i: the interface name
 //!
 //! [interface.piggyback]           # optional: small packets ride together
 //! enabled = true                  # default true

@@ -3,7 +3,7 @@
 //!
 //! A hook is one string run by `/bin/sh -c`, with `%i` replaced by the interface name; what it
 //! prints (stdout and stderr) is logged at info, line by line. `pre_up` and `post_up` run while
-//! `up` still holds its privileges. The running tunnel holds none ([`crate::privs`]), yet
+//! `up` still holds its privileges. The running tunnel holds none (`privs.rs`), yet
 //! wg-quick's `PreDown`/`PostDown` usually undo firewall rules, which needs them. So each down
 //! hook is *armed* during set-up: a shell is started then, with the privileges `up` has, that
 //! waits for one line on a pipe before it runs the hook. Shutdown writes `go`; if the tunnel

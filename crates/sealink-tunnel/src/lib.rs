@@ -20,8 +20,8 @@
 //! Batch buffers are owned by their reader and come back through the release, so the data
 //! path allocates and copies nothing per packet. With zero workers everything runs inline, and
 //! one thread per queue pair serves both the TUN queue and the UDP socket (`io_loop`). The calling thread serves the control socket `RUN_DIR/net-INODE/NAME.sock` (see
-//! [`RunDir`]; `show`, `down`, answered to root and the tunnel's own uid only) and watches the
-//! stop flag (set by signals); on stop, the threads are interrupted and joined and the TUN
+//! [`RunDir`]; `show`, `down`, `reload`, answered to root and the tunnel's own uid only) and
+//! watches the stop flag (set by signals) and the reload flag (SIGHUP; see `reload.rs`); on stop, the threads are interrupted and joined and the TUN
 //! device is closed, which removes the interface. Set-up ends by dropping every capability
 //! ([`privs`]).
 
