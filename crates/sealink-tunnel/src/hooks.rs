@@ -87,6 +87,7 @@ fn shell(script: &str, args: &[&str], stdin: bool) -> std::io::Result<(Child, Pi
     let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
     let w2 = w.try_clone()?;
     let r = PipeReader::from(r);
+    let _umask = crate::UMASK.lock().unwrap_or_else(|e| e.into_inner());
     let child = Command::new("/bin/sh")
         .arg("-c")
         .arg(script)
@@ -224,6 +225,7 @@ pub(crate) struct RouteHelper {
 
 impl RouteHelper {
     pub(crate) fn start(ifname: &str) -> std::io::Result<Self> {
+        let _umask = crate::UMASK.lock().unwrap_or_else(|e| e.into_inner());
         let mut child = Command::new("/bin/sh")
             .arg("-c")
             .arg(ROUTE_HELPER)

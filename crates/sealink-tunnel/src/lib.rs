@@ -467,11 +467,17 @@ fn rand_seed() -> u32 {
     n ^ std::process::id().rotate_left(16)
 }
 
+/// Held while the process-wide umask is changed ([`bind_private`]) and by whatever creates
+/// files or starts processes during set-up that must not inherit that umask (run directories,
+/// hooks): a process running several tunnels (the library's tests) sets them up at once.
+pub(crate) static UMASK: Mutex<()> = Mutex::new(());
+
 /// Binds the control socket with umask 0177, so that it is created 0600 and never briefly
 /// wider; it also lies in a 0700 directory ([`RunDir`]). The umask is process-wide: this runs
 /// during set-up, before the data path threads exist.
 fn bind_private(path: &Path) -> Result<UnixListener, TunnelError> {
     use rustix::fs::Mode;
+    let _umask = UMASK.lock().unwrap_or_else(|e| e.into_inner());
     let old = rustix::process::umask(Mode::from_raw_mode(0o177));
     let r = UnixListener::bind(path);
     rustix::process::umask(old);

@@ -239,7 +239,17 @@ fn library_tunnel_between_namespaces() {
     let r1 = runs.remove(0).join().unwrap();
     assert!(r1.is_ok(), "{r1:?}");
     assert!(!net.has_link(1, &names[1]));
-    assert!(control::running(&run_dir).is_empty());
+    let left = control::running(&run_dir);
+    let mode = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).map(|m| format!("{:o}", m.permissions().mode()))
+    };
+    assert!(
+        left.is_empty(),
+        "{left:?} of {names:?}; {:?} {:?}",
+        mode(run_dir.base()),
+        mode(&run_dir.dir())
+    );
 }
 
 /// A peer whose endpoint name resolved to a stale address at load: its handshakes go
