@@ -31,9 +31,15 @@ struct Cli {
     /// More log output: -v info, -vv debug, -vvv trace (RUST_LOG, when set, decides instead)
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
+    /// Less log output: errors only (RUST_LOG, when set, decides instead). After send, recv
+    /// and msg send, -q/--quiet also drops their progress and summary lines
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
+
+const RELOAD_HELP: &str = "Examples:\n  sealink reload sl0\n  systemctl reload sealink@sl0      (ExecReload runs `sealink reload %i`)\n\nCONFIG is resolved as `sealink up` resolves it and must be the file the tunnel was started\nfrom; SIGHUP to `sealink up` does the same. Peers are matched by public key: new ones are\nadded, missing ones removed (their sessions and routes dropped), kept ones take the new\nallowed_ips, endpoint and persistent_keepalive without a new handshake. Interface settings\n(private key, address, listen_port, mtu, queues, workers, piggyback, hooks) need a restart:\nsuch a reload is refused and the running config stays, as it does when the file does not\nparse. Exit status 1 with the reason when refused.";
 
 /// Exit status of a usage error (bad arguments), as clap and rsync use it.
 const EXIT_USAGE: u8 = 2;
@@ -75,6 +81,9 @@ enum Command {
     /// Tunnel mode: bring up a TUN interface carrying IP packets to peers (foreground)
     #[command(after_help = tunnel::UP_HELP)]
     Up(UpArgs),
+    /// Re-read a running tunnel's config and apply its peer changes (live sessions stay)
+    #[command(after_help = RELOAD_HELP)]
+    Reload(UpArgs),
     /// Stop the tunnel NAME started by `sealink up` and wait until its interface is gone
     #[command(after_help = "Example:\n  sealink down sl0")]
     Down(DownArgs),
@@ -530,8 +539,9 @@ struct RecvArgs {
     json: bool,
 }
 
-fn init_tracing(verbose: u8) {
+fn init_tracing(verbose: u8, quiet: bool) {
     let level = match verbose {
+        _ if quiet => LevelFilter::ERROR,
         0 => LevelFilter::WARN,
         1 => LevelFilter::INFO,
         2 => LevelFilter::DEBUG,
@@ -627,6 +637,7 @@ fn run(cli: Cli) -> Result<()> {
             quiet: a.quiet,
         }),
         Command::Up(a) => tunnel::up(&a.config, a.run_dir.run_dir),
+        Command::Reload(a) => tunnel::reload(&a.config, a.run_dir.run_dir),
         Command::Down(a) => tunnel::down(&a.name, a.run_dir.run_dir),
         Command::Completions(a) => {
             let mut cmd = <Cli as clap::CommandFactory>::command();
@@ -658,7 +669,7 @@ fn main() -> ExitCode {
             };
         }
     };
-    init_tracing(cli.verbose);
+    init_tracing(cli.verbose, cli.quiet);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -681,6 +692,34 @@ mod tests {
     #[test]
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
+    }
+
+    fn msg_quiet(args: &[&str]) -> (bool, bool) {
+        let cli = Cli::try_parse_from(args).unwrap();
+        match cli.command {
+            Command::Msg(MsgCommand::Send(a)) => (cli.quiet, a.quiet),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn global_quiet_and_the_commands_own_quiet_both_work() {
+        // After the command: its own flag (no summary) and, shared by id, the log level.
+        let (global, own) = msg_quiet(&["sealink", "msg", "send", "-q", "h", "m"]);
+        assert!(own && global);
+        let (global, own) = msg_quiet(&["sealink", "msg", "send", "--quiet", "h", "m"]);
+        assert!(own && global);
+        // Before it: the log level.
+        let (global, _) = msg_quiet(&["sealink", "-q", "msg", "send", "h", "m"]);
+        assert!(global);
+        let (global, own) = msg_quiet(&["sealink", "msg", "send", "h", "m"]);
+        assert!(!global && !own);
+        assert!(Cli::try_parse_from(["sealink", "-q", "-v", "show"]).is_err());
+        assert!(
+            Cli::try_parse_from(["sealink", "-q", "show"])
+                .unwrap()
+                .quiet
+        );
     }
 }
 

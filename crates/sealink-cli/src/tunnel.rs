@@ -10,7 +10,7 @@ use sealink_tunnel::{Config, RunDir, TunnelError, control};
 use anyhow::{Context, Result, bail};
 
 pub const UP_HELP: &str = r#"Runs in the foreground until SIGINT/SIGTERM or `sealink down NAME`, then removes the
-interface. Prints `up: NAME` on stderr once the interface is up and configured; under systemd
+interface. SIGHUP (or `sealink reload`) applies the config's peer changes. Prints `up: NAME` on stderr once the interface is up and configured; under systemd
 (NOTIFY_SOCKET set, `Type=notify`) it also sends READY=1 then. CONFIG is a path, or a NAME (no
 `/`, not ending in `.toml`) for $SEALINK_CONFIG_DIR/NAME.toml, by default /etc/sealink/NAME.toml
 (contrib/systemd/sealink@.service runs `sealink up %i`).
@@ -25,6 +25,8 @@ Example CONFIG (TOML):
   mtu = 1420                      # default 1420
   workers = 4                     # crypto threads; 0: inline (default: core count; 0 up to 2 cores)
   queues = 4                      # TUN queues and UDP sockets (default: core count; 1 up to 2)
+  post_up = "echo %i is up"        # hooks, as wg-quick's: pre_up, post_up, pre_down,
+  post_down = ["logger %i down"]  # post_down; a command or a list, /bin/sh -c, %i: the name
 
   [interface.piggyback]           # optional: small packets ride together
   enabled = true                  # default true
@@ -38,7 +40,8 @@ Example CONFIG (TOML):
   [[peer]]
   name = "b"
   public_key = "<base64 from the peer's host.key.pub, field 2>"
-  endpoint = "10.0.0.2:51820"     # optional: learned from authenticated packets
+  endpoint = "10.0.0.2:51820"     # optional: learned from authenticated packets; a host
+                                  # name is resolved again when handshakes go unanswered
   persistent_keepalive = 25       # optional: a keepalive after 25 s with nothing sent to the
                                   # peer, for NAT mappings (0 or absent: off)
   allowed_ips = ["10.9.0.2/32"]   # the peer's addresses inside the tunnel
@@ -97,7 +100,15 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).context("install signal handler")?;
     }
-    sealink_tunnel::run(cfg, host, &run_dir, stop, |info| {
+    let reload = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
+        .context("install signal handler")?;
+    let opts = sealink_tunnel::RunOptions {
+        config_path: Some(config.clone()),
+        reload: Some(reload),
+        resolver: None,
+    };
+    sealink_tunnel::run_with(cfg, host, &run_dir, stop, opts, |info| {
         tracing::info!(
             listen = %info.listen,
             tun_offload = info.tun_offload,
@@ -112,6 +123,36 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
         notify_ready(&info.name, info.listen);
     })?;
     Ok(())
+}
+
+/// `sealink reload CONFIG`: the tunnel started from CONFIG (resolved as `up` does) reads it
+/// again and applies its peer changes; prints the tunnel's summary, or fails with its reason.
+pub fn reload(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
+    let config = &resolve_config(
+        config,
+        std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from),
+    );
+    // Parsed here first: a config that does not parse never reaches the tunnel, and names it.
+    let cfg = Config::from_file(config).with_context(|| format!("config {}", config.display()))?;
+    let abs = std::fs::canonicalize(config).unwrap_or_else(|_| config.clone());
+    let answer = control::request(
+        &RunDir::new(run_dir),
+        &cfg.name,
+        &format!("reload {}", abs.display()),
+        Duration::from_secs(30),
+    )?;
+    let answer = answer.trim();
+    match answer.strip_prefix("ok: ") {
+        Some(msg) => {
+            eprintln!("{msg}");
+            Ok(())
+        }
+        None => bail!(
+            "tunnel {}: {}",
+            cfg.name,
+            answer.strip_prefix("error: ").unwrap_or(answer)
+        ),
+    }
 }
 
 pub fn down(name: &str, run_dir: Option<PathBuf>) -> Result<()> {

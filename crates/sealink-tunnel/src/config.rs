@@ -12,6 +12,8 @@
 //! workers = 4                     # crypto worker threads; 0: inline on the readers
 //! queues = 4                      # TUN queues and UDP sockets
 //!                                 # (default both: the core count; up to 2 cores: 0 and 1)
+//! pre_up = "cmd %i"               # hooks (wg-quick's): pre_up, post_up, pre_down, post_down;
+//! post_down = ["a", "b"]          # a command or a list, /bin/sh -c, %i: the interface name
 //!
 //! [interface.piggyback]           # optional: small packets ride together
 //! enabled = true                  # default true
@@ -46,6 +48,7 @@ use sealink_keys::{KeyFileError, KeyKind};
 use sealink_proto::tunnel::{IpNet, PeerConfig, PiggybackMode, PiggybackPolicy, TunnelConfig};
 
 use crate::error::TunnelError;
+use crate::hooks::Hooks;
 
 /// Longest interface name Linux accepts (IFNAMSIZ - 1).
 const MAX_IFNAME: usize = 15;
@@ -69,9 +72,13 @@ struct RawInterface {
     workers: Option<u32>,
     queues: Option<u32>,
     piggyback: Option<RawPiggyback>,
+    pre_up: Option<OneOrMany>,
+    post_up: Option<OneOrMany>,
+    pre_down: Option<OneOrMany>,
+    post_down: Option<OneOrMany>,
 }
 
-/// `address = "CIDR"` or `address = ["CIDR", ...]`.
+/// `address = "CIDR"` or `address = ["CIDR", ...]` (and hooks: a command or a list).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum OneOrMany {
@@ -158,6 +165,30 @@ pub struct Config {
     pub queues: Option<usize>,
     pub core: TunnelConfig,
     pub peers: Vec<PeerConfig>,
+    /// For each peer (same order): the `HOST:PORT` its endpoint was resolved from when it is a
+    /// name rather than an address; the running tunnel resolves it again when handshakes to
+    /// the peer go unanswered.
+    pub endpoint_names: Vec<Option<String>>,
+    /// `pre_up`, `post_up`, `pre_down`, `post_down` (see [`crate::hooks`]).
+    pub hooks: Hooks,
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(a) => vec![a],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// Hook commands: each non-empty (an empty one would run nothing and hide a typo).
+fn hook_list(key: &str, v: Option<OneOrMany>) -> Result<Vec<String>, TunnelError> {
+    let v = v.map(OneOrMany::into_vec).unwrap_or_default();
+    if v.iter().any(|c| c.trim().is_empty()) {
+        return Err(bad(format!("interface.{key}"), "an empty command"));
+    }
+    Ok(v)
 }
 
 fn bad(key: impl Into<String>, msg: impl Into<String>) -> TunnelError {
@@ -204,10 +235,13 @@ impl Config {
                 format!("{name:?}: 1 to 15 characters of [A-Za-z0-9_.-]"),
             ));
         }
-        let texts = match i.address {
-            OneOrMany::One(a) => vec![a],
-            OneOrMany::Many(v) => v,
+        let hooks = Hooks {
+            pre_up: hook_list("pre_up", i.pre_up)?,
+            post_up: hook_list("post_up", i.post_up)?,
+            pre_down: hook_list("pre_down", i.pre_down)?,
+            post_down: hook_list("post_down", i.post_down)?,
         };
+        let texts = i.address.into_vec();
         if texts.is_empty() {
             return Err(bad("interface.address", "at least one address is needed"));
         }
@@ -296,6 +330,7 @@ impl Config {
             .map_err(|e| bad("interface", e.to_string()))?;
 
         let mut peers = Vec::with_capacity(raw.peer.len());
+        let mut endpoint_names = Vec::with_capacity(raw.peer.len());
         for (n, p) in raw.peer.into_iter().enumerate() {
             let key = |k: &str| format!("peer[{n}].{k}");
             if p.name.is_empty() || p.name.len() > 64 {
@@ -318,13 +353,14 @@ impl Config {
                     ));
                 }
             };
-            let endpoint = match p.endpoint {
+            let endpoint = match &p.endpoint {
                 None => None,
                 Some(e) => Some(
-                    resolve(&e)
+                    resolve(e)
                         .ok_or_else(|| bad(key("endpoint"), format!("{e:?} is not HOST:PORT")))?,
                 ),
             };
+            endpoint_names.push(p.endpoint.filter(|e| e.parse::<SocketAddr>().is_err()));
             let mut allowed_ips = Vec::new();
             for a in &p.allowed_ips {
                 let net = a
@@ -365,9 +401,30 @@ impl Config {
             queues: i.queues.map(|q| q as usize),
             core,
             peers,
+            endpoint_names,
+            hooks,
         };
         cfg.check_routes_spare_endpoints()?;
         Ok(cfg)
+    }
+
+    /// Why `new` cannot replace this running config without a restart: the first
+    /// interface-level setting that differs (a reload applies peer changes only), or `None`.
+    pub fn restart_needed(&self, new: &Config) -> Option<&'static str> {
+        let (a, b) = (&self.core, &new.core);
+        [
+            (self.name != new.name, "interface.name"),
+            (self.private_key != new.private_key, "interface.private_key"),
+            (self.addresses != new.addresses, "interface.address"),
+            (self.listen_port != new.listen_port, "interface.listen_port"),
+            (a.mtu != b.mtu, "interface.mtu"),
+            (self.workers != new.workers, "interface.workers"),
+            (self.queues != new.queues, "interface.queues"),
+            (a.piggyback != b.piggyback, "interface.piggyback"),
+            (self.hooks != new.hooks, "interface hooks"),
+        ]
+        .into_iter()
+        .find_map(|(differs, key)| differs.then_some(key))
     }
 
     /// The networks of the interface's own addresses (the kernel routes them to it already).
@@ -633,6 +690,70 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         for line in [format!("sealink-owner {bare}"), format!("junk {bare}")] {
             let e = Config::parse(&sample().replace(KEY, &line)).unwrap_err();
             assert!(e.to_string().contains("peer[0].public_key"), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn hooks_are_a_command_or_a_list() {
+        let with = |line: &str| {
+            sample().replace(
+                "[interface.piggyback]",
+                &format!("{line}\n[interface.piggyback]"),
+            )
+        };
+        let c = Config::parse(&with("post_up = \"echo %i\"\npre_down = [\"a\", \"b\"]")).unwrap();
+        assert_eq!(c.hooks.post_up, ["echo %i"]);
+        assert_eq!(c.hooks.pre_down, ["a", "b"]);
+        assert!(c.hooks.pre_up.is_empty() && c.hooks.post_down.is_empty());
+        for bad_hook in ["post_down = \" \"", "pre_up = [\"\"]", "post_up = 3"] {
+            let e = Config::parse(&with(bad_hook)).unwrap_err();
+            assert!(
+                e.to_string().contains("_up") || e.to_string().contains("_down"),
+                "{bad_hook}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn endpoint_names_are_kept_for_re_resolution() {
+        let c = Config::parse(&sample()).unwrap();
+        assert_eq!(
+            c.endpoint_names,
+            [None],
+            "an address is never resolved again"
+        );
+        let c = Config::parse(&sample().replace("10.0.0.2:51820", "localhost:51820")).unwrap();
+        assert_eq!(c.endpoint_names, [Some("localhost:51820".to_string())]);
+        assert!(c.peers[0].endpoint.is_some_and(|e| e.ip().is_loopback()));
+    }
+
+    #[test]
+    fn only_peer_changes_reload_without_a_restart() {
+        let c = Config::parse(&sample()).unwrap();
+        let peers_changed = sample()
+            .replace("10.9.0.2/32", "10.9.0.3/32")
+            .replace("10.0.0.2:51820", "10.0.0.5:51820");
+        assert_eq!(
+            c.restart_needed(&Config::parse(&peers_changed).unwrap()),
+            None
+        );
+        for (from, to, key) in [
+            (
+                "listen_port = 51820",
+                "listen_port = 51821",
+                "interface.listen_port",
+            ),
+            ("10.9.0.1/24", "10.9.0.1/16", "interface.address"),
+            ("host.key", "other.key", "interface.private_key"),
+            ("small = 128", "small = 100", "interface.piggyback"),
+            (
+                "[interface]",
+                "[interface]\npost_up = \"true\"",
+                "interface hooks",
+            ),
+        ] {
+            let n = Config::parse(&sample().replace(from, to)).unwrap();
+            assert_eq!(c.restart_needed(&n), Some(key), "{from} -> {to}");
         }
     }
 

@@ -17,6 +17,13 @@ pub enum TunnelError {
     /// `ip` (iproute2) refused to configure the interface (a route or an address).
     #[error("`{cmd}` failed: {msg}")]
     Netconf { cmd: String, msg: String },
+    /// A hook (`pre_up`, `post_up`, ...) failed: `up` stops, naming it.
+    #[error("{hook} hook `{cmd}` failed: {status}")]
+    Hook {
+        hook: &'static str,
+        cmd: String,
+        status: String,
+    },
     #[error("tunnel {0} is already running (its control socket answers)")]
     AlreadyRunning(String),
     #[error("no tunnel named {0} is running")]

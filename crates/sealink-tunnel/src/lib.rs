@@ -20,8 +20,8 @@
 //! Batch buffers are owned by their reader and come back through the release, so the data
 //! path allocates and copies nothing per packet. With zero workers everything runs inline, and
 //! one thread per queue pair serves both the TUN queue and the UDP socket (`io_loop`). The calling thread serves the control socket `RUN_DIR/net-INODE/NAME.sock` (see
-//! [`RunDir`]; `show`, `down`, answered to root and the tunnel's own uid only) and watches the
-//! stop flag (set by signals); on stop, the threads are interrupted and joined and the TUN
+//! [`RunDir`]; `show`, `down`, `reload`, answered to root and the tunnel's own uid only) and
+//! watches the stop flag (set by signals) and the reload flag (SIGHUP; see `reload.rs`); on stop, the threads are interrupted and joined and the TUN
 //! device is closed, which removes the interface. Set-up ends by dropping every capability
 //! ([`privs`]).
 
@@ -29,8 +29,10 @@ pub mod config;
 pub mod control;
 mod datapath;
 mod error;
+pub mod hooks;
 mod netconf;
 mod privs;
+mod reload;
 pub mod rundir;
 
 use std::io::{self, BufRead, BufReader, Write};
@@ -51,6 +53,7 @@ use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
 pub use config::Config;
 pub use error::TunnelError;
 use error::io;
+pub use reload::{Resolver, system_resolver};
 pub use rundir::RunDir;
 
 /// What is up, as reported to the caller once the interface is configured.
@@ -88,6 +91,29 @@ pub(crate) struct Shared {
     owner_uid: u32,
     /// Control connections refused by their peer credentials.
     control_refused: AtomicU64,
+    /// Endpoint names to resolve again, to the resolver thread ([`reload::resolver_loop`]).
+    resolve_tx: std::sync::mpsc::Sender<([u8; 32], String)>,
+}
+
+/// What [`run_with`] takes besides the config.
+#[derive(Default, Clone)]
+pub struct RunOptions {
+    /// The file the config came from: `sealink reload` and SIGHUP read it again.
+    pub config_path: Option<PathBuf>,
+    /// Set by a SIGHUP handler: reload the config file.
+    pub reload: Option<std::sync::Arc<AtomicBool>>,
+    /// Resolves endpoint names again (default: [`system_resolver`]).
+    pub resolver: Option<Resolver>,
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("config_path", &self.config_path)
+            .field("reload", &self.reload)
+            .field("resolver", &self.resolver.as_ref().map(|_| "custom"))
+            .finish()
+    }
 }
 
 impl Shared {
@@ -245,6 +271,20 @@ pub fn run(
     stop: std::sync::Arc<AtomicBool>,
     on_up: impl FnOnce(&UpInfo),
 ) -> Result<(), TunnelError> {
+    run_with(cfg, host, run_dir, stop, RunOptions::default(), on_up)
+}
+
+/// [`run`] with hooks' config path for reloads, a SIGHUP flag and a resolver. Hooks: `pre_up`
+/// before the device is created, `post_up` once addresses and routes are set (before `on_up`,
+/// so before READY=1), `pre_down` before teardown and `post_down` after it (see [`hooks`]).
+pub fn run_with(
+    cfg: Config,
+    host: HostKey,
+    run_dir: &RunDir,
+    stop: std::sync::Arc<AtomicBool>,
+    opts: RunOptions,
+    on_up: impl FnOnce(&UpInfo),
+) -> Result<(), TunnelError> {
     let sock_path = run_dir.prepare()?.join(format!("{}.sock", cfg.name));
     if UnixStream::connect(&sock_path).is_ok() {
         return Err(TunnelError::AlreadyRunning(cfg.name.clone()));
@@ -255,8 +295,12 @@ pub fn run(
     let mut core_cfg = cfg.core.clone();
     core_cfg.index_seed = rand_seed();
     let public_key = *host.public();
-    let core = Tunnel::new(host, core_cfg, cfg.peers.clone())?;
+    let mut core = Tunnel::new(host, core_cfg, cfg.peers.clone())?;
+    for (p, n) in cfg.peers.iter().zip(&cfg.endpoint_names) {
+        core.set_endpoint_name(&p.public_key, n.clone());
+    }
     let (queues, workers) = data_path_shape(&cfg);
+    hooks::run_now(hooks::HookKind::PreUp, &cfg.hooks.pre_up, &cfg.name)?;
     let (devs, offload) = create_device(&cfg, queues)?;
     // The other addresses, then allowed IPs outside the interface's own networks (a site behind
     // a peer) need a route into the tunnel; on an error the device closes on return, taking
@@ -276,11 +320,31 @@ pub fn run(
         .set_nonblocking(true)
         .map_err(io("control socket"))?;
     let intr = InterruptEvent::new().map_err(io("interrupt event"))?;
+    // With the privileges of `up`: post_up, and the down hooks and route helper armed now
+    // (they run later, when the tunnel itself holds none).
+    let armed =
+        hooks::run_now(hooks::HookKind::PostUp, &cfg.hooks.post_up, &cfg.name).and_then(|()| {
+            Ok((
+                hooks::Armed::arm(hooks::HookKind::PreDown, &cfg.hooks.pre_down, &cfg.name)?,
+                hooks::Armed::arm(hooks::HookKind::PostDown, &cfg.hooks.post_down, &cfg.name)?,
+            ))
+        });
+    let (pre_down, post_down) = match armed {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = std::fs::remove_file(&sock_path);
+            return Err(e);
+        }
+    };
+    let route_helper = hooks::RouteHelper::start(&cfg.name)
+        .inspect_err(|e| tracing::warn!(error = %e, "route helper did not start: reloads cannot change routes"))
+        .ok();
     // Everything that needs a privilege is done; the threads below start without any.
     if let Err(e) = privs::drop_all() {
         let _ = std::fs::remove_file(&sock_path);
         return Err(e);
     }
+    let (resolve_tx, resolve_rx) = std::sync::mpsc::channel();
     let info = UpInfo {
         name: cfg.name.clone(),
         listen,
@@ -304,7 +368,22 @@ pub fn run(
         public_key,
         owner_uid: sealink_keys::secure_file::my_uid(),
         control_refused: AtomicU64::new(0),
+        resolve_tx,
     });
+    {
+        let weak = std::sync::Arc::downgrade(&sh);
+        let resolver = opts.resolver.clone().unwrap_or_else(system_resolver);
+        // Detached: a lookup may outlast the tunnel; it holds only a weak reference.
+        let _ = std::thread::Builder::new()
+            .name("sl-resolve".into())
+            .spawn(move || reload::resolver_loop(weak, resolve_rx, resolver));
+    }
+    let mut ctl = reload::Ctl {
+        cfg: cfg.clone(),
+        path: opts.config_path.clone(),
+        routes: route_helper,
+    };
+    let reload_flag = opts.reload.clone();
     let (nq, ns) = (sh.devs.len(), sh.udp.len());
     // Lanes: one per TUN queue, then one per UDP socket.
     let pipe = Pipeline::new(std::sync::Arc::clone(&sh), nq + ns, workers);
@@ -340,7 +419,13 @@ pub fn run(
             .is_ok();
         if ok {
             on_up(&info);
-            control_loop(sh, &listener, &mut waiters);
+            control_loop(
+                sh,
+                &listener,
+                &mut waiters,
+                &mut ctl,
+                reload_flag.as_deref(),
+            );
         } else {
             tracing::error!("cannot start the tunnel threads");
         }
@@ -351,6 +436,8 @@ pub fn run(
         let _ = sh.intr.trigger();
         sh.timer.notify_all();
     });
+    // The interface is still up: pre_down runs now.
+    hooks::fire_all(pre_down);
     // Workers finish what is queued and hand the last reference to the shared state back.
     drop(pipe);
     // Closing the (non-persistent) TUN device removes the interface.
@@ -362,6 +449,8 @@ pub fn run(
     while sys.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
+    drop(ctl);
+    hooks::fire_all(post_down);
     drop(listener);
     let _ = std::fs::remove_file(&sock_path);
     for mut w in waiters {
@@ -378,11 +467,17 @@ fn rand_seed() -> u32 {
     n ^ std::process::id().rotate_left(16)
 }
 
+/// Held while the process-wide umask is changed ([`bind_private`]) and by whatever creates
+/// files or starts processes during set-up that must not inherit that umask (run directories,
+/// hooks): a process running several tunnels (the library's tests) sets them up at once.
+pub(crate) static UMASK: Mutex<()> = Mutex::new(());
+
 /// Binds the control socket with umask 0177, so that it is created 0600 and never briefly
 /// wider; it also lies in a 0700 directory ([`RunDir`]). The umask is process-wide: this runs
 /// during set-up, before the data path threads exist.
 fn bind_private(path: &Path) -> Result<UnixListener, TunnelError> {
     use rustix::fs::Mode;
+    let _umask = UMASK.lock().unwrap_or_else(|e| e.into_inner());
     let old = rustix::process::umask(Mode::from_raw_mode(0o177));
     let r = UnixListener::bind(path);
     rustix::process::umask(old);
@@ -411,8 +506,20 @@ fn authorize(sh: &Shared, stream: &UnixStream) -> Result<(), String> {
     }
 }
 
-fn control_loop(sh: &Shared, listener: &UnixListener, waiters: &mut Vec<UnixStream>) {
+fn control_loop(
+    sh: &Shared,
+    listener: &UnixListener,
+    waiters: &mut Vec<UnixStream>,
+    ctl: &mut reload::Ctl,
+    reload_flag: Option<&AtomicBool>,
+) {
     while !sh.stopping() {
+        if reload_flag.is_some_and(|f| f.swap(false, Ordering::SeqCst)) {
+            match reload::reload(sh, ctl, None) {
+                Ok(msg) => tracing::info!("SIGHUP: {msg}"),
+                Err(e) => tracing::error!("SIGHUP: reload refused: {e}"),
+            }
+        }
         match listener.accept() {
             Ok((stream, _)) => {
                 if let Err(refusal) = authorize(sh, &stream) {
@@ -423,7 +530,7 @@ fn control_loop(sh: &Shared, listener: &UnixListener, waiters: &mut Vec<UnixStre
                     let _ = writeln!(&stream, "{refusal}");
                     continue;
                 }
-                if let Some(w) = serve(sh, stream) {
+                if let Some(w) = serve(sh, stream, ctl) {
                     waiters.push(w);
                     sh.stop.store(true, Ordering::SeqCst);
                 }
@@ -440,7 +547,7 @@ fn control_loop(sh: &Shared, listener: &UnixListener, waiters: &mut Vec<UnixStre
 }
 
 /// Answers one control request; returns the stream of a `down` request, answered after teardown.
-fn serve(sh: &Shared, stream: UnixStream) -> Option<UnixStream> {
+fn serve(sh: &Shared, stream: UnixStream, ctl: &mut reload::Ctl) -> Option<UnixStream> {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
     let mut line = String::new();
@@ -472,6 +579,20 @@ fn serve(sh: &Shared, stream: UnixStream) -> Option<UnixStream> {
             None
         }
         "down" => Some(stream),
+        req if req == "reload" || req.starts_with("reload ") => {
+            let asked = req.strip_prefix("reload ").map(|p| Path::new(p.trim()));
+            match reload::reload(sh, ctl, asked) {
+                Ok(msg) => {
+                    tracing::info!("{msg}");
+                    let _ = writeln!(w, "ok: {msg}");
+                }
+                Err(e) => {
+                    tracing::warn!("reload refused: {e}");
+                    let _ = writeln!(w, "error: {e}");
+                }
+            }
+            None
+        }
         other => {
             let _ = writeln!(w, "error: unknown request {other:?}");
             None
@@ -485,6 +606,9 @@ fn timer_loop(sh: &Shared) {
     while !sh.stopping() {
         let now = sh.clock.now();
         core.handle_timeout(now);
+        while let Some(req) = core.poll_resolve() {
+            let _ = sh.resolve_tx.send(req);
+        }
         out.clear();
         if out.drain(&mut core) > 0 {
             drop(core);

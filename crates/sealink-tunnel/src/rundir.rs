@@ -61,6 +61,10 @@ impl RunDir {
 
     /// Creates the directories if missing and checks them (for `up`); returns [`Self::dir`].
     pub(crate) fn prepare(&self) -> Result<PathBuf, TunnelError> {
+        // Not while another tunnel of this process has the umask at 0177 to bind its socket:
+        // the directories would be created 0600, and once capabilities are gone nothing in
+        // them could be removed.
+        let _umask = crate::UMASK.lock().unwrap_or_else(|e| e.into_inner());
         let mut b = DirBuilder::new();
         b.mode(0o700).recursive(true);
         b.create(&self.base)

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use sealink_proto::HostKey;
-use sealink_tunnel::{Config, RunDir, TunnelError, UpInfo, control};
+use sealink_tunnel::{Config, RunDir, RunOptions, TunnelError, UpInfo, control};
 
 fn ip(args: &[&str]) -> Output {
     Command::new("ip").args(args).output().expect("run ip")
@@ -119,6 +119,18 @@ fn spawn_in(
     stop: Arc<AtomicBool>,
     up: mpsc::Sender<UpInfo>,
 ) -> thread::JoinHandle<Result<(), TunnelError>> {
+    spawn_in_with(ns, cfg, host, run_dir, stop, up, RunOptions::default())
+}
+
+fn spawn_in_with(
+    ns: &str,
+    cfg: Config,
+    host: HostKey,
+    run_dir: RunDir,
+    stop: Arc<AtomicBool>,
+    up: mpsc::Sender<UpInfo>,
+    opts: RunOptions,
+) -> thread::JoinHandle<Result<(), TunnelError>> {
     let path = format!("/run/netns/{ns}");
     thread::spawn(move || {
         let f = std::fs::File::open(&path).unwrap();
@@ -129,7 +141,7 @@ fn spawn_in(
             Some(rustix::thread::LinkNameSpaceType::Network),
         )
         .unwrap();
-        sealink_tunnel::run(cfg, host, &run_dir, stop, |i| {
+        sealink_tunnel::run_with(cfg, host, &run_dir, stop, opts, |i| {
             let _ = up.send(i.clone());
         })
     })
@@ -227,5 +239,103 @@ fn library_tunnel_between_namespaces() {
     let r1 = runs.remove(0).join().unwrap();
     assert!(r1.is_ok(), "{r1:?}");
     assert!(!net.has_link(1, &names[1]));
-    assert!(control::running(&run_dir).is_empty());
+    let left = control::running(&run_dir);
+    let mode = |p: &std::path::Path| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).map(|m| format!("{:o}", m.permissions().mode()))
+    };
+    assert!(
+        left.is_empty(),
+        "{left:?} of {names:?}; {:?} {:?}",
+        mode(run_dir.base()),
+        mode(&run_dir.dir())
+    );
+}
+
+/// A peer whose endpoint name resolved to a stale address at load: its handshakes go
+/// unanswered, the running tunnel asks its resolver again (here an injected one standing in
+/// for DNS; no real DNS is involved), moves the endpoint, and the ping that waited gets through.
+#[test]
+fn a_stale_endpoint_name_is_resolved_again_and_the_tunnel_comes_up() {
+    let id = format!("{}r", std::process::id() % 100_000);
+    let Some(net) = Netns::new(&id) else { return };
+    let d = common::private_dir();
+    let run_dir = RunDir::new(Some(d.path().join("run")));
+    let names = [format!("tL{id}a"), format!("tL{id}b")];
+    let keys = [HostKey::generate().unwrap(), HostKey::generate().unwrap()];
+    let stops = [
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    ];
+    let mut cfg0 = config(0, &names[0], keys[1].public());
+    // Nobody is at 10.203.0.9: what the name resolved to when the config was read.
+    cfg0.peers[0].endpoint = Some("10.203.0.9:51872".parse().unwrap());
+    cfg0.endpoint_names = vec![Some("side1.test:51872".into())];
+    let asked = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let asked2 = Arc::clone(&asked);
+    let resolver: sealink_tunnel::Resolver = Arc::new(move |name: &str| {
+        asked2.lock().unwrap().push(name.to_owned());
+        match name {
+            "side1.test:51872" => Ok(vec!["10.203.0.2:51872".parse().unwrap()]),
+            _ => Err(std::io::Error::other("unknown name")),
+        }
+    });
+    let (tx, rx) = mpsc::channel();
+    let mut runs = vec![
+        spawn_in_with(
+            &net.ns[0],
+            cfg0,
+            keys[0].clone(),
+            run_dir.clone(),
+            stops[0].clone(),
+            tx.clone(),
+            RunOptions {
+                resolver: Some(resolver),
+                ..RunOptions::default()
+            },
+        ),
+        spawn_in(
+            &net.ns[1],
+            config(1, &names[1], keys[0].public()),
+            keys[1].clone(),
+            run_dir.clone(),
+            stops[1].clone(),
+            tx,
+        ),
+    ];
+    for _ in 0..2 {
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("a tunnel did not come up");
+    }
+    // One echo request: staged until a handshake succeeds, which needs the re-resolution
+    // (after RERESOLVE_AFTER_ATTEMPTS unanswered initiations, one a second).
+    let o = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &net.ns[0],
+            "ping",
+            "-c",
+            "1",
+            "-W",
+            "15",
+            "10.204.0.2",
+        ])
+        .output()
+        .unwrap();
+    let show = control::request(&run_dir, &names[0], "show", Duration::from_secs(5)).unwrap();
+    assert!(
+        o.status.success(),
+        "{}{show}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(*asked.lock().unwrap(), ["side1.test:51872"]);
+    assert!(show.contains("endpoint: 10.203.0.2:51872"), "{show}");
+    assert!(show.contains("(session up)"), "{show}");
+    for s in &stops {
+        s.store(true, Ordering::SeqCst);
+    }
+    for r in runs.drain(..) {
+        assert!(r.join().unwrap().is_ok());
+    }
 }

@@ -68,6 +68,7 @@
 //! due while a handshake is under way or while the peer's endpoint is unknown.
 
 pub mod ip;
+mod reconfig;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -88,6 +89,8 @@ use crate::time::Time;
 use crate::wire::{HEADER_LEN, Header, parse_header};
 
 pub use ip::{AllowedIps, IpNet, IpNetError, packet_addrs};
+use reconfig::check_peers;
+pub use reconfig::{PeerChanges, RERESOLVE_AFTER_ATTEMPTS};
 
 /// Bytes a driver leaves in front of a packet handed to [`Tunnel::encapsulate`]: the data
 /// header and the packet's length field.
@@ -434,6 +437,14 @@ struct Peer {
     /// When a datagram (data, keepalive or handshake) last left for this peer.
     last_sent: Option<Time>,
     stats: PeerStats,
+    /// The host name the configured endpoint was resolved from (see [`Tunnel::poll_resolve`]).
+    endpoint_name: Option<String>,
+    /// A re-resolution of `endpoint_name` was handed to the driver and not answered yet.
+    resolving: bool,
+    /// Removed by [`Tunnel::reconfigure`]: no key, route, index or timer leads here any more.
+    /// The slot stays so that a [`PeerIndex`] held by a driver in flight never names another
+    /// peer.
+    removed: bool,
 }
 
 /// The tunnel core: peers, sessions, routing, piggyback queues and counters.
@@ -452,6 +463,8 @@ pub struct Tunnel {
     spare: Vec<Vec<u8>>,
     /// Peers with a non-empty piggyback queue (autocork's end-of-batch check).
     corked: Vec<usize>,
+    /// Peers whose endpoint name should be resolved again ([`Tunnel::poll_resolve`]).
+    resolve_requests: VecDeque<usize>,
     drops: [u64; N_DROPS],
 }
 
@@ -465,6 +478,30 @@ impl std::fmt::Debug for Tunnel {
 }
 
 impl Peer {
+    fn new(cfg: PeerConfig) -> Self {
+        Peer {
+            cookies: CookieGenerator::new(&cfg.public_key),
+            endpoint: cfg.endpoint,
+            cfg,
+            current: None,
+            previous: None,
+            next: None,
+            initiation: None,
+            last_init_ts_sent: 0,
+            last_init_ts_accepted: 0,
+            last_handshake: None,
+            staged: VecDeque::new(),
+            queue: Vec::new(),
+            queue_packets: 0,
+            queued_since: None,
+            in_flight: 0,
+            last_sent: None,
+            stats: PeerStats::default(),
+            endpoint_name: None,
+            resolving: false,
+            removed: false,
+        }
+    }
     fn session(&self, local_index: u32) -> Option<&Session> {
         [&self.current, &self.previous, &self.next]
             .into_iter()
@@ -500,63 +537,17 @@ impl Tunnel {
         peers: Vec<PeerConfig>,
     ) -> Result<Self, crate::Error> {
         cfg.validate()?;
-        let mut by_key = HashMap::new();
-        let mut routes = AllowedIps::default();
-        for (i, p) in peers.iter().enumerate() {
-            if by_key.insert(p.public_key, i).is_some() {
-                return Err(crate::Error::Config(format!(
-                    "peer {:?}: public key listed twice",
-                    p.name
-                )));
-            }
-            if handshake::x25519_public_is_degenerate(&p.public_key) {
-                return Err(crate::Error::Config(format!(
-                    "peer {:?}: public key is a small-order point",
-                    p.name
-                )));
-            }
-            if &p.public_key == host.public() {
-                return Err(crate::Error::Config(format!(
-                    "peer {:?}: public key is this host's own",
-                    p.name
-                )));
-            }
-            for n in &p.allowed_ips {
-                if routes.owner(*n).is_some_and(|o| o != i) {
-                    return Err(crate::Error::Config(format!(
-                        "peer {:?}: allowed IP {n} already belongs to another peer",
-                        p.name
-                    )));
-                }
-                routes.insert(*n, i);
-            }
-        }
+        let routes = check_peers(host.public(), &peers)?;
+        let by_key = peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.public_key, i))
+            .collect();
         let guard = HandshakeGuard::new(host.public(), cfg.limiter);
         let indexes = IndexTable::with_seed(cfg.index_seed);
         Ok(Tunnel {
             host,
-            peers: peers
-                .into_iter()
-                .map(|cfg| Peer {
-                    cookies: CookieGenerator::new(&cfg.public_key),
-                    endpoint: cfg.endpoint,
-                    cfg,
-                    current: None,
-                    previous: None,
-                    next: None,
-                    initiation: None,
-                    last_init_ts_sent: 0,
-                    last_init_ts_accepted: 0,
-                    last_handshake: None,
-                    staged: VecDeque::new(),
-                    queue: Vec::new(),
-                    queue_packets: 0,
-                    queued_since: None,
-                    in_flight: 0,
-                    last_sent: None,
-                    stats: PeerStats::default(),
-                })
-                .collect(),
+            peers: peers.into_iter().map(Peer::new).collect(),
             cfg,
             by_key,
             indexes,
@@ -566,6 +557,7 @@ impl Tunnel {
             transmits: VecDeque::new(),
             spare: Vec::new(),
             corked: Vec::new(),
+            resolve_requests: VecDeque::new(),
             drops: [0; N_DROPS],
         })
     }
@@ -602,6 +594,7 @@ impl Tunnel {
         self.peers
             .iter()
             .enumerate()
+            .filter(|(_, p)| !p.removed)
             .map(|(i, p)| PeerStatus {
                 name: p.cfg.name.clone(),
                 public_key: p.cfg.public_key,
@@ -999,6 +992,7 @@ impl Tunnel {
                 self.drops[TunnelDrop::HandshakeTimeout.index()] += n;
             } else {
                 self.start_handshake(pi, now, attempts + 1);
+                self.want_resolve(pi, attempts + 1);
             }
         }
     }

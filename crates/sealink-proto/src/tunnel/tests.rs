@@ -877,3 +877,187 @@ fn persistent_keepalive_without_a_session_starts_a_handshake_and_never_spins() {
     assert!(p.a.peer_status(p.now)[0].session_up);
     assert_eq!(p.b.peer_status(p.now)[0].endpoint, Some(sa(A_ADDR)));
 }
+
+fn peer_b_of(p: &Pair, endpoint: Option<&str>) -> PeerConfig {
+    PeerConfig {
+        name: "b".into(),
+        public_key: p.a.peers[0].cfg.public_key,
+        endpoint: endpoint.map(sa),
+        allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
+        persistent_keepalive: None,
+    }
+}
+
+#[test]
+fn reconfigure_keeps_live_sessions_and_adds_and_removes_peers() {
+    let mut p = established();
+    let before = p.a.peer_status(p.now)[0].clone();
+    assert!(before.session_up);
+    let kc = HostKey::generate().unwrap();
+    let c = PeerConfig {
+        name: "c".into(),
+        public_key: *kc.public(),
+        endpoint: Some(sa("192.0.2.3:51820")),
+        allowed_ips: vec!["10.9.0.3/32".parse().unwrap()],
+        persistent_keepalive: None,
+    };
+    // B kept (a new allowed IP), C added.
+    let mut b = peer_b_of(&p, Some(B_ADDR));
+    b.allowed_ips.push("10.77.0.0/24".parse().unwrap());
+    let ch = p.a.reconfigure(vec![b.clone(), c.clone()]).unwrap();
+    assert_eq!(ch.added, ["c"]);
+    assert_eq!(ch.updated, ["b"]);
+    assert!(ch.removed.is_empty());
+    // B's session went on: no new handshake, and a packet to B's new prefix leaves at once.
+    let r = p.send(true, &v4(IP_A, [10, 77, 0, 5], 400, 1));
+    assert!(matches!(r, Encap::Sealed { .. }), "{r:?}");
+    let after = p.a.peer_status(p.now)[0].clone();
+    assert_eq!(
+        after.stats.handshakes_initiated,
+        before.stats.handshakes_initiated
+    );
+    assert_eq!(after.last_handshake, before.last_handshake);
+    assert_eq!(p.a.peer_status(p.now).len(), 2);
+    // A packet to C starts a handshake with C.
+    assert_eq!(
+        p.send(true, &v4(IP_A, [10, 9, 0, 3], 400, 2)),
+        Encap::Queued
+    );
+    assert!(p.wire.iter().any(|(_, to, _)| *to == sa("192.0.2.3:51820")));
+    p.wire.retain(|(_, to, _)| *to != sa("192.0.2.3:51820"));
+    p.run();
+
+    // B removed: its packets have no route, its datagrams an unknown index.
+    let ch = p.a.reconfigure(vec![c]).unwrap();
+    assert_eq!(ch.removed, ["b"]);
+    assert_eq!(p.a.peer_status(p.now).len(), 1);
+    let no_route = p.a.drop_count(TunnelDrop::NoRoute);
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 400, 3)),
+        Encap::Dropped(TunnelDrop::NoRoute)
+    ));
+    assert_eq!(p.a.drop_count(TunnelDrop::NoRoute), no_route + 1);
+    let r = p.send(false, &v4(IP_B, IP_A, 400, 4));
+    assert!(matches!(r, Encap::Sealed { .. }), "{r:?}");
+    let (f, t, d) = p.wire.pop().unwrap();
+    assert_eq!(
+        p.deliver(f, t, d),
+        Err(TunnelDrop::Proto(DropReason::UnknownIndex))
+    );
+    // B's initiation is now from an unknown host.
+    p.b.reconfigure(Vec::new()).unwrap();
+    assert!(p.got_a.iter().all(|pkt| pkt[20] != 4));
+    // B added back: a fresh handshake, and traffic flows again.
+    p.a.reconfigure(vec![peer_b_of_key(&p), c_again(&kc)])
+        .unwrap();
+    p.b.reconfigure(vec![PeerConfig {
+        name: "a".into(),
+        public_key: *p.a.host.public(),
+        endpoint: None,
+        allowed_ips: vec!["10.9.0.1/32".parse().unwrap()],
+        persistent_keepalive: None,
+    }])
+    .unwrap();
+    assert_eq!(p.send(true, &v4(IP_A, IP_B, 400, 5)), Encap::Queued);
+    p.run();
+    assert!(p.got_b.iter().any(|pkt| pkt[20] == 5));
+}
+
+fn peer_b_of_key(p: &Pair) -> PeerConfig {
+    PeerConfig {
+        name: "b".into(),
+        public_key: *p.b.host.public(),
+        endpoint: Some(sa(B_ADDR)),
+        allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
+        persistent_keepalive: None,
+    }
+}
+
+fn c_again(kc: &HostKey) -> PeerConfig {
+    PeerConfig {
+        name: "c".into(),
+        public_key: *kc.public(),
+        endpoint: Some(sa("192.0.2.3:51820")),
+        allowed_ips: vec!["10.9.0.3/32".parse().unwrap()],
+        persistent_keepalive: None,
+    }
+}
+
+#[test]
+fn a_refused_reconfiguration_changes_nothing() {
+    let mut p = established();
+    let b = peer_b_of(&p, Some(B_ADDR));
+    let mut twin = b.clone();
+    twin.name = "twin".into();
+    let mut own = b.clone();
+    own.public_key = *p.a.host.public();
+    let mut overlap = peer_b_of_key(&p);
+    overlap.public_key = *HostKey::generate().unwrap().public();
+    for bad in [vec![b.clone(), twin], vec![own], vec![b.clone(), overlap]] {
+        assert!(p.a.reconfigure(bad).is_err());
+        let st = p.a.peer_status(p.now);
+        assert_eq!(st.len(), 1);
+        assert!(st[0].session_up);
+    }
+    let r = p.send(true, &v4(IP_A, IP_B, 400, 9));
+    assert!(matches!(r, Encap::Sealed { .. }), "{r:?}");
+}
+
+#[test]
+fn a_silent_named_endpoint_is_resolved_again_and_moved() {
+    let mut p = pair();
+    let wrong = sa("192.0.2.99:51820");
+    let key = *p.b.host.public();
+    let name = "b.example:51820".to_string();
+    // B's name resolved to a stale address at load.
+    p.a.reconfigure(vec![peer_b_of(&p, Some("192.0.2.99:51820"))])
+        .unwrap();
+    assert!(p.a.set_endpoint_name(&key, Some(name.clone())));
+    assert_eq!(p.send(true, &v4(IP_A, IP_B, 400, 1)), Encap::Queued);
+    let lost = |p: &mut Pair| p.wire.retain(|(_, to, _)| *to != wrong);
+    lost(&mut p);
+    for attempt in 2..RERESOLVE_AFTER_ATTEMPTS {
+        p.advance(Duration::from_secs(1));
+        lost(&mut p);
+        assert_eq!(p.a.poll_resolve(), None, "attempt {attempt}: too early");
+    }
+    p.advance(Duration::from_secs(1));
+    lost(&mut p);
+    assert_eq!(p.a.poll_resolve(), Some((key, name.clone())));
+    // One request outstanding at most.
+    p.advance(Duration::from_secs(1));
+    lost(&mut p);
+    assert_eq!(p.a.poll_resolve(), None);
+    // An answer for another name, or a failed lookup, changes nothing.
+    assert_eq!(
+        p.a.resolved(p.now, &key, "old.example:1", &[sa(B_ADDR)]),
+        None
+    );
+    assert_eq!(p.a.peer_status(p.now)[0].endpoint, Some(wrong));
+    // The name now resolves to B's real address: the endpoint moves and the initiation is
+    // sent there at once.
+    assert_eq!(
+        p.a.resolved(p.now, &key, &name, &[sa(B_ADDR)]),
+        Some(sa(B_ADDR))
+    );
+    p.collect();
+    assert!(p.wire.iter().any(|(_, to, _)| *to == sa(B_ADDR)));
+    p.run();
+    assert!(p.got_b.iter().any(|pkt| pkt[20] == 1));
+    assert!(p.a.peer_status(p.now)[0].session_up);
+    // An address among the answers already: nothing moves.
+    assert_eq!(p.a.resolved(p.now, &key, &name, &[wrong, sa(B_ADDR)]), None);
+}
+
+#[test]
+fn an_address_endpoint_is_never_resolved() {
+    let mut p = pair();
+    p.a.reconfigure(vec![peer_b_of(&p, Some("192.0.2.99:51820"))])
+        .unwrap();
+    assert_eq!(p.send(true, &v4(IP_A, IP_B, 400, 1)), Encap::Queued);
+    for _ in 0..3 * RERESOLVE_AFTER_ATTEMPTS {
+        p.advance(Duration::from_secs(1));
+        p.wire.clear();
+        assert_eq!(p.a.poll_resolve(), None);
+    }
+}

@@ -1,0 +1,273 @@
+//! wg-quick's hooks (`pre_up`, `post_up`, `pre_down`, `post_down`) and the privileged helper
+//! that changes routes on a reload.
+//!
+//! A hook is one string run by `/bin/sh -c`, with `%i` replaced by the interface name; what it
+//! prints (stdout and stderr) is logged at info, line by line. `pre_up` and `post_up` run while
+//! `up` still holds its privileges. The running tunnel holds none (`privs.rs`), yet
+//! wg-quick's `PreDown`/`PostDown` usually undo firewall rules, which needs them. So each down
+//! hook is *armed* during set-up: a shell is started then, with the privileges `up` has, that
+//! waits for one line on a pipe before it runs the hook. Shutdown writes `go`; if the tunnel
+//! dies instead, the pipe closes without it and the hook never runs. The waiting shells ignore
+//! SIGINT, SIGTERM and SIGHUP until released (a Ctrl-C or systemd's stop signal to the whole
+//! group must not kill them before they run) and sit in their own process group.
+//!
+//! The route helper is armed the same way: a shell reading `add NET` or `del NET` lines and
+//! running `ip route add|del NET dev IFNAME` for each, answering `ok` or `error MESSAGE`. A
+//! reload that adds a peer with a prefix outside the interface's networks needs it. It can do
+//! nothing but change routes through this one interface.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use crate::error::TunnelError;
+
+/// The read end of a hook's output pipe.
+type PipeReader = std::fs::File;
+
+/// Which hook (for logs and errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookKind {
+    PreUp,
+    PostUp,
+    PreDown,
+    PostDown,
+}
+
+impl HookKind {
+    pub fn key(self) -> &'static str {
+        match self {
+            HookKind::PreUp => "pre_up",
+            HookKind::PostUp => "post_up",
+            HookKind::PreDown => "pre_down",
+            HookKind::PostDown => "post_down",
+        }
+    }
+}
+
+/// The hooks of a config, each a list run in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hooks {
+    pub pre_up: Vec<String>,
+    pub post_up: Vec<String>,
+    pub pre_down: Vec<String>,
+    pub post_down: Vec<String>,
+}
+
+/// `%i` becomes the interface name, as in wg-quick.
+fn expand(cmd: &str, ifname: &str) -> String {
+    cmd.replace("%i", ifname)
+}
+
+/// How long to wait, once a hook exited, for children it left holding its output pipe.
+const OUTPUT_GRACE: Duration = Duration::from_millis(500);
+
+/// Logs what the hook printed, line by line, from a reader thread; the thread ends when every
+/// writer is closed, which a child the hook left in the background may delay: the caller waits
+/// [`OUTPUT_GRACE`] at most once the hook exited.
+fn log_output(kind: HookKind, out: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _ = std::thread::Builder::new()
+        .name("sl-hook-log".into())
+        .spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                tracing::info!(hook = kind.key(), "{line}");
+            }
+            let _ = tx.send(());
+        });
+    rx
+}
+
+/// A `/bin/sh -c SCRIPT sealink-hook ARGS...` with stdout and stderr into one pipe, in its own
+/// process group.
+fn shell(script: &str, args: &[&str], stdin: bool) -> std::io::Result<(Child, PipeReader)> {
+    // std::io::pipe needs Rust 1.87; the workspace supports 1.85.
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+    let w2 = w.try_clone()?;
+    let r = PipeReader::from(r);
+    let _umask = crate::UMASK.lock().unwrap_or_else(|e| e.into_inner());
+    let child = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .arg("sealink-hook")
+        .args(args)
+        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+        .stdout(w)
+        .stderr(w2)
+        .process_group(0)
+        .spawn()?;
+    Ok((child, r))
+}
+
+fn finish(kind: HookKind, cmd: &str, mut child: Child, out: PipeReader) -> Result<(), TunnelError> {
+    let done = log_output(kind, out);
+    let status = child.wait();
+    let _ = done.recv_timeout(OUTPUT_GRACE);
+    check(kind, cmd, status)
+}
+
+fn check(
+    kind: HookKind,
+    cmd: &str,
+    status: std::io::Result<ExitStatus>,
+) -> Result<(), TunnelError> {
+    match status {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(TunnelError::Hook {
+            hook: kind.key(),
+            cmd: cmd.to_owned(),
+            status: s.to_string(),
+        }),
+        Err(e) => Err(TunnelError::Hook {
+            hook: kind.key(),
+            cmd: cmd.to_owned(),
+            status: format!("could not run /bin/sh: {e}"),
+        }),
+    }
+}
+
+/// Runs the hooks of `kind` now, in order; the first that fails ends the run with its error.
+pub(crate) fn run_now(kind: HookKind, cmds: &[String], ifname: &str) -> Result<(), TunnelError> {
+    for c in cmds {
+        let cmd = expand(c, ifname);
+        tracing::info!(hook = kind.key(), "running: {cmd}");
+        let (child, out) = shell(&cmd, &[], false).map_err(|e| TunnelError::Hook {
+            hook: kind.key(),
+            cmd: cmd.clone(),
+            status: format!("could not run /bin/sh: {e}"),
+        })?;
+        finish(kind, &cmd, child, out)?;
+    }
+    Ok(())
+}
+
+/// Waits for `go` (ignoring the stop signals meanwhile), then runs `$1` with default signals.
+const ARMED: &str = "trap '' INT TERM HUP; read -r go || exit 0; [ \"$go\" = go ] || exit 0; \
+                     trap - INT TERM HUP; exec /bin/sh -c \"$1\"";
+
+/// One hook started during set-up, waiting to be released (see the module documentation).
+pub(crate) struct Armed {
+    kind: HookKind,
+    cmd: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: PipeReader,
+}
+
+impl Armed {
+    /// Starts a waiting shell for each hook of `kind`.
+    pub(crate) fn arm(
+        kind: HookKind,
+        cmds: &[String],
+        ifname: &str,
+    ) -> Result<Vec<Armed>, TunnelError> {
+        let mut v = Vec::new();
+        for c in cmds {
+            let cmd = expand(c, ifname);
+            let (mut child, out) = shell(ARMED, &[&cmd], true).map_err(|e| TunnelError::Hook {
+                hook: kind.key(),
+                cmd: cmd.clone(),
+                status: format!("could not run /bin/sh: {e}"),
+            })?;
+            let stdin = child.stdin.take();
+            v.push(Armed {
+                kind,
+                cmd,
+                child,
+                stdin,
+                out,
+            });
+        }
+        Ok(v)
+    }
+
+    /// Releases the hook and waits for it; a failure is logged (shutdown goes on).
+    pub(crate) fn fire(mut self) {
+        tracing::info!(hook = self.kind.key(), "running: {}", self.cmd);
+        if let Some(mut s) = self.stdin.take() {
+            let _ = s.write_all(b"go\n");
+        }
+        let Armed {
+            kind,
+            cmd,
+            child,
+            out,
+            ..
+        } = self;
+        if let Err(e) = finish(kind, &cmd, child, out) {
+            tracing::error!("{e}");
+        }
+    }
+}
+
+/// Fires every armed hook in order.
+pub(crate) fn fire_all(hooks: Vec<Armed>) {
+    for h in hooks {
+        h.fire();
+    }
+}
+
+const ROUTE_HELPER: &str = "trap '' INT TERM HUP
+while read -r op net; do
+  case \"$op\" in add|del) ;; *) exit 1 ;; esac
+  if out=$(ip route \"$op\" \"$net\" dev \"$1\" 2>&1); then echo ok
+  else printf 'error %s\\n' \"$(printf %s \"$out\" | tr '\\n' ' ')\"; fi
+done";
+
+/// The route helper (see the module documentation); it exits when dropped (its stdin closes).
+pub(crate) struct RouteHelper {
+    _child: Child,
+    stdin: ChildStdin,
+    answers: BufReader<ChildStdout>,
+}
+
+impl RouteHelper {
+    pub(crate) fn start(ifname: &str) -> std::io::Result<Self> {
+        let _umask = crate::UMASK.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(ROUTE_HELPER)
+            .arg("sealink-routes")
+            .arg(ifname)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
+        Ok(RouteHelper {
+            _child: child,
+            stdin,
+            answers: BufReader::new(stdout),
+        })
+    }
+
+    /// `ip route add|del NET dev IFNAME` through the helper.
+    pub(crate) fn change(
+        &mut self,
+        add: bool,
+        net: sealink_proto::tunnel::IpNet,
+    ) -> Result<(), String> {
+        let op = if add { "add" } else { "del" };
+        writeln!(self.stdin, "{op} {net}").map_err(|e| format!("route helper: {e}"))?;
+        let mut line = String::new();
+        match self.answers.read_line(&mut line) {
+            Ok(0) => Err("route helper exited".into()),
+            Ok(_) if line.trim() == "ok" => Ok(()),
+            Ok(_) => Err(format!(
+                "`ip route {op} {net}` failed: {}",
+                line.trim().trim_start_matches("error ").trim()
+            )),
+            Err(e) => Err(format!("route helper: {e}")),
+        }
+    }
+}
