@@ -451,7 +451,7 @@ mod tests {
     fn prefix_keeps_the_arrivals_within_the_cut() {
         let t = generate(TraceKind::All, 2000, 3);
         let k = prefix(&t, 1.0);
-        assert!(k >= MIN_MESSAGES && k < 2000, "{k}");
+        assert!((MIN_MESSAGES..2000).contains(&k), "{k}");
         assert!(t.msgs[k - 1].at <= 1.0 || k == MIN_MESSAGES);
         assert_eq!(prefix(&t, 1e9), 2000);
     }
