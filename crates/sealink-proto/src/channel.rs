@@ -106,6 +106,11 @@ pub(crate) struct Channel {
     cookies: CookieGenerator,
     last_init_ts_sent: u64,
     last_init_ts_accepted: u64,
+    /// The binding carried by the initiation that started this channel when we answered it
+    /// (not a first contact): what the peer held before it learned of this channel.
+    started_by: Option<[u8; 32]>,
+    /// An authenticated datagram from the peer arrived on this channel: it knows the channel.
+    peer_heard: bool,
     pending_tx: VecDeque<Vec<u8>>,
     /// Send a datagram (a PING if nothing else) to confirm a session we initiated.
     confirm_pending: bool,
@@ -177,6 +182,8 @@ impl Channel {
             cookies: CookieGenerator::new(&remote_static),
             last_init_ts_sent: 0,
             last_init_ts_accepted: 0,
+            started_by: None,
+            peer_heard: false,
             pending_tx: VecDeque::new(),
             confirm_pending: false,
             stats: ChannelStats::default(),
@@ -753,6 +760,17 @@ impl Channel {
         // The initiation is authentic (Noise IK authenticates the initiator's static key) and
         // fresh: record its timestamp now, so a replay of it is refused whatever we decide.
         self.last_init_ts_accepted = payload.timestamp;
+        // An initiation carrying the binding the peer held before this channel started, from a
+        // peer that has since sent on this channel, was made before the peer learned of it (a
+        // crossing handshake outdated it; no restart gives an old binding back, a restart
+        // gives zeros). Answering it would start a spurious new channel and renumber, and what
+        // was delivered but not yet acknowledged would be delivered again.
+        if self.peer_heard
+            && self.started_by == Some(payload.binding)
+            && self.binding != Some(payload.binding)
+        {
+            return Err(DropReason::StaleHandshake);
+        }
         if let Some(init) = &self.initiation {
             // Both sides opened at once: the greater static key wins, as ADP's greater name
             // chooses the key. The winner ignores the other's initiation; the loser abandons its
@@ -790,6 +808,9 @@ impl Channel {
         let session = make_session(sh, &split, suite, local, sender_index, now, false)?;
         self.pending_tx.push_back(pkt);
         self.install(sh, idx, session, continues, split.hash);
+        if !continues {
+            self.started_by = (payload.binding != [0; 32]).then_some(payload.binding);
+        }
         Ok(())
     }
 
@@ -913,6 +934,8 @@ impl Channel {
     fn reset_for_new_channel(&mut self) {
         self.rx_owners.clear();
         self.rx_dests.clear();
+        self.started_by = None;
+        self.peer_heard = false;
         self.recv = RecvWindow::default();
         self.ack_pending = false;
         self.ack_now = false;
@@ -994,6 +1017,7 @@ impl Channel {
         }
         self.follow_superseded(job.local_index());
         self.stats.datagrams_received += 1;
+        self.peer_heard = true;
         // An authenticated datagram from the peer shows the path carries traffic again: our
         // timer must not stay backed off to a minute (6 doublings) because of an outage that
         // is over. Without this a sender whose window was full when the link healed sent

@@ -634,16 +634,16 @@ fn regression_follows_the_peer_onto_its_newest_session() {
     never_wedges(&f, 64, 2, false, 6, 16355251229701785923).unwrap();
 }
 
-/// KNOWN DEFECT, not fixed (found by `channel_never_wedges` once in about 8,600 cases; fails on
-/// the code before the fix above too): A never completed its first handshake, B did. After the
-/// link heals B's initiation T1 times out, B sends T2 (carrying B's old channel binding), then
-/// T1's answer arrives: A and B start channel Y, B forgets T2. A then answers T2, whose binding
-/// is not Y, as a new channel Z and renumbers its messages; B had delivered some of them under
-/// Y, and delivers them again under Z. A spurious new channel duplicates what was delivered but
-/// not yet acknowledged (§6: a new channel renumbers from 0). Run with `--ignored`.
+/// Found by `channel_never_wedges` (once in about 8,600 cases; failing on the code before
+/// both fixes here): A never completed its first handshake, B did. After the link heals B's
+/// initiation T1 times out, B sends T2 (carrying B's old channel binding), then T1's answer
+/// arrives: A and B start channel Y, B forgets T2, and both send on Y. A then answered T2,
+/// whose binding is not Y, as a new channel Z and renumbered its messages; B had delivered
+/// some of them under Y, and delivered them again under Z. An initiation that carries the
+/// binding the peer held before the channel started, once the peer was heard on the channel,
+/// is now refused as stale.
 #[test]
-#[ignore = "known defect: an initiation outdated by a crossing handshake starts a spurious new channel"]
-fn known_defect_outdated_initiation_starts_a_spurious_channel() {
+fn regression_outdated_initiation_does_not_start_a_spurious_channel() {
     let f = Fault {
         outages: vec![(1711, 5270), (1, 980)],
         victims: BTreeSet::new(),
