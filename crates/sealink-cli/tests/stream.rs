@@ -566,6 +566,7 @@ impl RawSender {
             record_data,
             stripes: 1,
             fresh: false,
+            update: false,
             files,
         }
         .encode()
@@ -623,6 +624,7 @@ fn entry(name: &str, size: u64, mode: u32) -> sealink_proto::stream::FileEntry {
         size,
         mtime: 0,
         mode,
+        kind: sealink_proto::stream::body::EntryKind::File,
     }
 }
 

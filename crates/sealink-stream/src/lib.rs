@@ -16,11 +16,13 @@ mod admit;
 mod conn;
 pub mod error;
 mod files;
+mod place;
 pub mod limits;
 pub mod records;
 pub mod recv;
 pub mod report;
 pub mod send;
+mod tree;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
