@@ -517,28 +517,74 @@ fn a_link_leading_out_of_the_tree_is_refused_and_nothing_is_created() {
 }
 
 #[test]
-fn a_tree_cut_off_mid_transfer_leaves_no_partial_tree() {
+fn a_tree_cut_off_mid_transfer_leaves_no_partial_tree_and_resumes() {
+    use sealink_proto::stream::{Done, End, Ready};
     let h = Hosts::new();
-    let (c, addr, err) = h.recv(&["--once"], Stdio::null());
+    let (mut c, addr, mut err) = h.recv(&[], Stdio::null());
+    let tree = || {
+        vec![
+            entry("t", 0, EntryKind::Dir),
+            entry("t/d", 0, EntryKind::Dir),
+            entry("t/d/a", 3, EntryKind::File),
+            entry("t/b", 3, EntryKind::File),
+            entry("t/l", 0, EntryKind::Symlink("d/a".into())),
+        ]
+    };
     let mut raw = RawSender::connect(&h, addr);
-    let said = raw.offer(vec![
-        entry("t", 0, EntryKind::Dir),
-        entry("t/d", 0, EntryKind::Dir),
-        entry("t/d/a", 3, EntryKind::File),
-        entry("t/b", 3, EntryKind::File),
-        entry("t/l", 0, EntryKind::Symlink("d/a".into())),
-    ]);
-    assert_eq!(said, None);
+    assert_eq!(raw.offer(tree()), None);
     // One file's data, then the sender goes: no end record.
     raw.write(RecordType::Data, 1, b"abc");
     raw.sock.shutdown(Shutdown::Write).unwrap();
-    let (st, e) = finish(c, err);
-    assert!(!st.success(), "{e}");
-    assert!(e.contains("before the authenticated end"), "{e}");
-    // No tree, no staging directory, no part file: at most hidden resume state.
-    for n in h.inbox_names() {
+    assert!(raw.read().is_some_and(|r| r.0 == RecordType::Abort));
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        while !line.contains("transfer failed") {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0);
+        }
+        assert!(line.contains("before the authenticated end"), "{line}");
+    }
+    // No tree, no staging directory, no part file: only hidden resume state.
+    let names = h.inbox_names();
+    assert!(!names.is_empty());
+    for n in &names {
         assert!(n.starts_with(".sealink-resume-"), "{n} left behind");
     }
+
+    // The same tree again: the receiver holds t/d/a (by its path) and says so.
+    let mut raw = RawSender::connect(&h, addr);
+    let intro = sealink_proto::stream::owner_intro(&raw.keys.binding, &raw.host, &raw.peer);
+    let hello = sealink_proto::stream::Hello {
+        owner_public: raw.owner.public_key(),
+        owner_signature: raw.owner.sign(&intro),
+        record_data: 512,
+        stripes: 1,
+        fresh: false,
+        update: false,
+        files: tree(),
+    };
+    raw.write(RecordType::Hello, 0, &hello.encode());
+    let (kind, body) = raw.read().unwrap();
+    assert_eq!(kind, RecordType::Ready);
+    assert_eq!(Ready::decode(&body).unwrap().held, [0, 0, 1, 0, 0]);
+    raw.write(RecordType::Data, 2, b"xyz");
+    let end = End {
+        data_records: 2,
+        sizes: vec![0, 0, 3, 3, 0],
+        hashes: vec![None, None, Some(sealink_crypto::hash::sha256(b"abc")), None, None],
+    };
+    raw.write(RecordType::End, 3, &end.encode());
+    raw.sock.shutdown(Shutdown::Write).unwrap();
+    let (kind, body) = raw.read().unwrap();
+    assert_eq!(kind, RecordType::Done, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(Done::decode(&body).unwrap().bytes, 6);
+    assert_eq!(listing(&h.inbox()), ["t/", "t/b", "t/d/", "t/d/a", "t/l"]);
+    assert_eq!(fs::read(h.inbox().join("t/d/a")).unwrap(), b"abc");
+    assert_eq!(fs::read(h.inbox().join("t/l")).unwrap(), b"abc");
+    assert_eq!(h.inbox_names(), ["t"]);
+    c.kill().unwrap();
+    let _ = finish(c, err);
 }
 
 #[test]
