@@ -307,8 +307,16 @@ pub fn send(p: SendParams) -> Result<()> {
             });
             continue;
         }
-        let name = f
-            .file_name()
+        // `.` or `dir/..` name no file: the directory they stand for is sent under its name.
+        let named = match f.file_name() {
+            Some(n) => Some(PathBuf::from(n)),
+            None => f
+                .canonicalize()
+                .ok()
+                .and_then(|c| c.file_name().map(PathBuf::from)),
+        };
+        let name = named
+            .as_deref()
             .and_then(|n| n.to_str())
             .ok_or_else(|| anyhow!("{} has no usable file name", f.display()))?;
         sources.push(Source::File {
