@@ -223,21 +223,13 @@ fn tree_note(kinds: &[EntryKind], up_to_date: &[bool], special: u64, excluded: u
     let n = |k: fn(&EntryKind) -> bool| kinds.iter().filter(|x| k(x)).count() as u64;
     let parts: Vec<String> = [
         count(n(|k| *k == EntryKind::Dir), "directory", "directories"),
-        count(
-            n(|k| matches!(k, EntryKind::Symlink(_))),
-            "link",
-            "links",
-        ),
+        count(n(|k| matches!(k, EntryKind::Symlink(_))), "link", "links"),
         count(
             up_to_date.iter().filter(|u| **u).count() as u64,
             "file up to date, not sent",
             "files up to date, not sent",
         ),
-        count(
-            special,
-            "special file skipped",
-            "special files skipped",
-        ),
+        count(special, "special file skipped", "special files skipped"),
         count(excluded, "entry excluded", "entries excluded"),
     ]
     .into_iter()

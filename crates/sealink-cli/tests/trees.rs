@@ -183,7 +183,10 @@ fn a_tree_arrives_exactly_less_what_is_excluded() {
     );
     assert!(o.status.success(), "{}", text(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("skipping") && stderr.contains("pipe"), "{stderr}");
+    assert!(
+        stderr.contains("skipping") && stderr.contains("pipe"),
+        "{stderr}"
+    );
     let mut c = c;
     let mut out = Vec::new();
     c.stdout.take().unwrap().read_to_end(&mut out).unwrap();
@@ -206,16 +209,27 @@ fn a_tree_arrives_exactly_less_what_is_excluded() {
             "sub/up",
         ]
     );
-    assert_eq!(h.inbox_names(), ["extra.txt", "proj"], "nothing hidden left");
+    assert_eq!(
+        h.inbox_names(),
+        ["extra.txt", "proj"],
+        "nothing hidden left"
+    );
     assert_eq!(fs::read(got.join("a.txt")).unwrap(), b"alpha\n");
     assert!(fs::read(got.join("sub/deep/x.bin")).unwrap() == big);
-    assert_eq!(fs::read(h.inbox().join("extra.txt")).unwrap(), b"beside the tree");
+    assert_eq!(
+        fs::read(h.inbox().join("extra.txt")).unwrap(),
+        b"beside the tree"
+    );
     for (link, to) in [
         ("link", "sub/deep/x.bin"),
         ("sub/up", "../a.txt"),
         ("sub/dangling", "nowhere"),
     ] {
-        assert_eq!(fs::read_link(got.join(link)).unwrap(), Path::new(to), "{link}");
+        assert_eq!(
+            fs::read_link(got.join(link)).unwrap(),
+            Path::new(to),
+            "{link}"
+        );
     }
     // Modes (less the receiver's umask 022) and mtimes of files, directories and links.
     for (rel, mode) in [
@@ -229,8 +243,17 @@ fn a_tree_arrives_exactly_less_what_is_excluded() {
         assert_eq!(stat(&got.join(rel)).0, mode, "mode of {rel:?}");
     }
     for rel in [
-        "", "a.txt", "bin", "bin/run.sh", "empty", "sub", "sub/deep", "sub/deep/x.bin", "link",
-        "sub/up", "sub/dangling",
+        "",
+        "a.txt",
+        "bin",
+        "bin/run.sh",
+        "empty",
+        "sub",
+        "sub/deep",
+        "sub/deep/x.bin",
+        "link",
+        "sub/up",
+        "sub/dangling",
     ] {
         assert_eq!(
             stat(&got.join(rel)).1,
@@ -274,7 +297,11 @@ fn a_tree_arrives_exactly_less_what_is_excluded() {
         .unwrap();
     // The tree exists now: refused without --force, and nothing changes.
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("already exists"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("already exists"),
+        "{}",
+        text(&o)
+    );
     assert!(!finish(c, err).0.success());
     assert_eq!(h.inbox_names(), ["extra.txt", "proj"]);
 }
@@ -320,7 +347,11 @@ fn update_sends_nothing_for_unchanged_files_and_sends_a_changed_one() {
     for r in &files {
         assert_eq!(r.result, Outcome::SkippedUpToDate, "{r:?}");
     }
-    assert_eq!(fs::metadata(&x).unwrap().ino(), ino, "an unchanged file was replaced");
+    assert_eq!(
+        fs::metadata(&x).unwrap().ino(),
+        ino,
+        "an unchanged file was replaced"
+    );
 
     // One file changes (same size, new content and mtime): only it is sent.
     fs::write(proj.join("a.txt"), b"ALPHA\n").unwrap();
@@ -333,10 +364,7 @@ fn update_sends_nothing_for_unchanged_files_and_sends_a_changed_one() {
         };
         assert_eq!(r.result, want, "{r:?}");
     }
-    assert_eq!(
-        fs::read(h.inbox().join("proj/a.txt")).unwrap(),
-        b"ALPHA\n"
-    );
+    assert_eq!(fs::read(h.inbox().join("proj/a.txt")).unwrap(), b"ALPHA\n");
     assert_eq!(fs::metadata(&x).unwrap().ino(), ino);
     assert!(fs::read(&x).unwrap() == big);
     // Excluded entries were never sent; nothing hidden is left.
@@ -464,12 +492,7 @@ fn entry(name: &str, size: u64, kind: EntryKind) -> FileEntry {
 fn a_link_leading_out_of_the_tree_is_refused_and_nothing_is_created() {
     let h = Hosts::new();
     let (mut c, addr, err) = h.recv(&[], Stdio::null());
-    let escaping = [
-        "../../etc/passwd",
-        "/etc/passwd",
-        "../..",
-        "sub/../../..",
-    ];
+    let escaping = ["../../etc/passwd", "/etc/passwd", "../..", "sub/../../.."];
     for target in escaping {
         let mut raw = RawSender::connect(&h, addr);
         let said = raw
@@ -487,7 +510,10 @@ fn a_link_leading_out_of_the_tree_is_refused_and_nothing_is_created() {
     // Nor may a path climb out, or a file hang below a link or a file.
     for files in [
         vec![entry("t/../x", 3, EntryKind::File)],
-        vec![entry("t", 3, EntryKind::File), entry("t/x", 3, EntryKind::File)],
+        vec![
+            entry("t", 3, EntryKind::File),
+            entry("t/x", 3, EntryKind::File),
+        ],
         vec![
             entry("t", 0, EntryKind::Dir),
             entry("t/l", 0, EntryKind::Symlink(".".into())),
@@ -572,7 +598,13 @@ fn a_tree_cut_off_mid_transfer_leaves_no_partial_tree_and_resumes() {
     let end = End {
         data_records: 2,
         sizes: vec![0, 0, 3, 3, 0],
-        hashes: vec![None, None, Some(sealink_crypto::hash::sha256(b"abc")), None, None],
+        hashes: vec![
+            None,
+            None,
+            Some(sealink_crypto::hash::sha256(b"abc")),
+            None,
+            None,
+        ],
     };
     raw.write(RecordType::End, 3, &end.encode());
     raw.sock.shutdown(Shutdown::Write).unwrap();

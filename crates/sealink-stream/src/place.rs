@@ -75,7 +75,8 @@ impl Tree {
     /// nothing.
     pub fn plan(dest: &Path, hello: &Hello, overwrite: bool) -> Result<Self, TransferError> {
         let mut tag = [0u8; 16];
-        sealink_crypto::sign::random_bytes(&mut tag).map_err(std::io::Error::other)
+        sealink_crypto::sign::random_bytes(&mut tag)
+            .map_err(std::io::Error::other)
             .ctx(|| "cannot draw a random name".into())?;
         let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
         let mut t = Tree {

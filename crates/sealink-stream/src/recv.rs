@@ -25,8 +25,8 @@ use crate::admit::{Admission, ConnDrop, ConnGuard};
 use crate::conn::{self, JOIN_LEN, KIND_INIT, KIND_JOIN, MAGIC, secs};
 use crate::error::{IoContext, TransferError, is_timeout};
 use crate::files::{PartFile, clean_resume_state, process_umask, received_mode, write_all_at};
-use crate::place::{Found, Slot, Tree};
 use crate::limits::{ConnLimits, Timeouts};
+use crate::place::{Found, Slot, Tree};
 use crate::records::RecordReader;
 
 /// Where received files go.
@@ -614,31 +614,34 @@ impl Session<'_> {
                             held[i] = UP_TO_DATE;
                             Ok(Slot::Keep)
                         }
-                        EntryKind::File if resumable(f.size, f.mtime) => {
-                            PartFile::open_resumable(
-                                dir,
-                                &hello.owner_public,
-                                &f.name,
-                                f.size,
-                                f.mtime,
-                                hello.fresh,
-                            )
-                            .map(|(p, bytes)| {
-                                held[i] = held_records(bytes, f.size, hello.record_data);
-                                Slot::Part(p)
-                            })
-                            .ctx(|| format!("cannot open the resume state of {}", path.display()))
-                        }
-                        EntryKind::File => {
-                            PartFile::create(dir, &f.name, (f.size != UNKNOWN_SIZE).then_some(f.size))
-                                .map(Slot::Part)
-                                .ctx(|| format!("cannot create a file for {}", path.display()))
-                        }
+                        EntryKind::File if resumable(f.size, f.mtime) => PartFile::open_resumable(
+                            dir,
+                            &hello.owner_public,
+                            &f.name,
+                            f.size,
+                            f.mtime,
+                            hello.fresh,
+                        )
+                        .map(|(p, bytes)| {
+                            held[i] = held_records(bytes, f.size, hello.record_data);
+                            Slot::Part(p)
+                        })
+                        .ctx(|| format!("cannot open the resume state of {}", path.display())),
+                        EntryKind::File => PartFile::create(
+                            dir,
+                            &f.name,
+                            (f.size != UNKNOWN_SIZE).then_some(f.size),
+                        )
+                        .map(Slot::Part)
+                        .ctx(|| format!("cannot create a file for {}", path.display())),
                     };
                     match made {
                         Ok(p) => slots.push(p),
                         Err(e) => {
-                            slots.iter().filter_map(Slot::part).for_each(PartFile::release);
+                            slots
+                                .iter()
+                                .filter_map(Slot::part)
+                                .for_each(PartFile::release);
                             return Err(refuse(e));
                         }
                     }
@@ -659,7 +662,10 @@ impl Session<'_> {
                 Ok(_) => {}
                 Err(e) => {
                     if let Out::Files(slots, _) = &out {
-                        slots.iter().filter_map(Slot::part).for_each(PartFile::release);
+                        slots
+                            .iter()
+                            .filter_map(Slot::part)
+                            .for_each(PartFile::release);
                     }
                     return Err(refuse(e.into()));
                 }

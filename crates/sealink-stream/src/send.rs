@@ -15,8 +15,8 @@ use sealink_proto::stream::body::{EntryKind, MAX_STRIPES, UNKNOWN_SIZE, UP_TO_DA
 use sealink_proto::stream::handshake::{Initiator, RESPONSE_MESSAGE_LEN};
 use sealink_proto::stream::record::{MAX_RECORD_DATA, MIN_RECORD_DATA, RecordType};
 use sealink_proto::stream::{
-    Abort, AbortCode, Done, End, Hello, Layout, READY_SEQ, REPLY_SEQ, Ready,
-    RecordBound, SENDER_ABORT_SEQ, SessionKeys, StreamError,
+    Abort, AbortCode, Done, End, Hello, Layout, READY_SEQ, REPLY_SEQ, Ready, RecordBound,
+    SENDER_ABORT_SEQ, SessionKeys, StreamError,
 };
 
 use crate::Progress;
@@ -430,14 +430,17 @@ pub fn send(
         inputs: &inputs,
         batches: layout.batches_after(per_batch as u64, &held),
         next: AtomicUsize::new(0),
-        stdin: inputs.last().filter(|i| i.entry.size == UNKNOWN_SIZE).map(|_| {
-            Mutex::new(StdinState {
-                next_seq: stdin_base,
-                size: 0,
-                eof: false,
-                input: std::io::stdin(),
-            })
-        }),
+        stdin: inputs
+            .last()
+            .filter(|i| i.entry.size == UNKNOWN_SIZE)
+            .map(|_| {
+                Mutex::new(StdinState {
+                    next_seq: stdin_base,
+                    size: 0,
+                    eof: false,
+                    input: std::io::stdin(),
+                })
+            }),
         per_batch,
         record_data: cfg.record_data,
         bound,

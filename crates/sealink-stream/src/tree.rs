@@ -175,8 +175,8 @@ fn walk(w: &mut Walked, dir: &Path, rel: &str, ex: &Gitignore) -> Result<(), Tra
                 path.display()
             )));
         }
-        let meta = std::fs::symlink_metadata(&path)
-            .ctx(|| format!("cannot stat {}", path.display()))?;
+        let meta =
+            std::fs::symlink_metadata(&path).ctx(|| format!("cannot stat {}", path.display()))?;
         let within = name.split_once('/').map_or("", |x| x.1);
         if ex.matched(within, meta.is_dir()).is_ignore() {
             w.excluded += 1;

@@ -200,8 +200,8 @@ impl Hello {
         v.extend_from_slice(&self.owner_signature);
         v.extend_from_slice(&self.record_data.to_le_bytes());
         v.extend_from_slice(&self.stripes.to_le_bytes());
-        let flags = if self.fresh { FLAG_FRESH } else { 0 }
-            | if self.update { FLAG_UPDATE } else { 0 };
+        let flags =
+            if self.fresh { FLAG_FRESH } else { 0 } | if self.update { FLAG_UPDATE } else { 0 };
         v.extend_from_slice(&flags.to_le_bytes());
         v.extend_from_slice(&(self.files.len() as u32).to_le_bytes());
         for f in &self.files {
@@ -292,7 +292,10 @@ impl Hello {
                 k => return Err(bad(W, format!("entry kind {k}"))),
             };
             if kind != EntryKind::File && size != 0 {
-                return Err(bad(W, format!("{name:?} is not a file but has {size} bytes")));
+                return Err(bad(
+                    W,
+                    format!("{name:?} is not a file but has {size} bytes"),
+                ));
             }
             if size == UNKNOWN_SIZE && i + 1 != n {
                 return Err(bad(W, "only the last file may have an unknown size"));
@@ -305,10 +308,7 @@ impl Hello {
                     format!("{name:?} comes without its directory {parent:?} before it"),
                 ));
             }
-            if seen
-                .insert(name.clone(), kind == EntryKind::Dir)
-                .is_some()
-            {
+            if seen.insert(name.clone(), kind == EntryKind::Dir).is_some() {
                 return Err(bad(W, format!("path {name:?} appears twice")));
             }
             files.push(FileEntry {
@@ -617,8 +617,13 @@ mod tests {
         assert!(refused(&[("t", D), ("t/l", L(".")), ("t/l/a", F)]).contains("without"));
         assert!(refused(&[("t", D), ("t/a", F), ("t/a", D)]).contains("twice"));
         assert!(refused(&[("t", D), ("t", D)]).contains("twice"));
-        for p in ["t//a", "t/./a", "t/../a", "/t/a", "t/a/", "t/a\\b", "t/\u{0}"] {
-            assert!(refused(&[("t", D), (p, F)]).contains("not a relative path"), "{p:?}");
+        for p in [
+            "t//a", "t/./a", "t/../a", "/t/a", "t/a/", "t/a\\b", "t/\u{0}",
+        ] {
+            assert!(
+                refused(&[("t", D), (p, F)]).contains("not a relative path"),
+                "{p:?}"
+            );
         }
         // Depth and length bounds.
         let deep: Vec<String> = (1..=MAX_DEPTH + 1)
@@ -670,7 +675,17 @@ mod tests {
 
     #[test]
     fn hello_rejects_bad_names_and_layouts() {
-        for name in ["", ".", "..", "a/b", "../x", "x\n", &"n".repeat(256), "a/", "/a"] {
+        for name in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "../x",
+            "x\n",
+            &"n".repeat(256),
+            "a/",
+            "/a",
+        ] {
             let mut h = hello();
             h.files[0].name = name.into();
             assert!(Hello::decode(&h.encode()).is_err(), "{name:?}");
@@ -728,7 +743,14 @@ mod props {
     /// escaping links all come up.
     fn entries() -> impl Strategy<Value = Vec<FileEntry>> {
         let path = proptest::collection::vec(
-            prop_oneof![Just("a"), Just("b"), Just("."), Just(".."), Just(""), Just("x/y")],
+            prop_oneof![
+                Just("a"),
+                Just("b"),
+                Just("."),
+                Just(".."),
+                Just(""),
+                Just("x/y")
+            ],
             1..5,
         )
         .prop_map(|c| c.join("/"));
@@ -739,7 +761,11 @@ mod props {
             Just(EntryKind::Symlink("/abs".into())),
         ];
         proptest::collection::vec(
-            (path, kind, prop_oneof![Just(0u64), Just(3), Just(UNKNOWN_SIZE)]),
+            (
+                path,
+                kind,
+                prop_oneof![Just(0u64), Just(3), Just(UNKNOWN_SIZE)],
+            ),
             0..8,
         )
         .prop_map(|v| {
