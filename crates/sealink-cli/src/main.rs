@@ -317,7 +317,8 @@ struct KeygenArgs {
     kind: KindArg,
     /// Private key file to write; the public key goes to PATH.pub
     path: PathBuf,
-    /// Replace existing files
+    /// Replace existing files and links, and merge received trees into existing directories
+    /// (never deleting anything the sender did not send)
     #[arg(long)]
     force: bool,
 }
@@ -390,7 +391,8 @@ enum TrustCommand {
 
 #[derive(Debug, Args)]
 struct SendArgs {
-    /// Files to send ("-" reads standard input; it must come last)
+    /// Files and directories to send (a directory goes as a tree: its files, directories and
+    /// links, with modes and mtimes); "-" reads standard input and must come last
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// The receiver: [NAME@]HOST[:PORT] (port 7878 by default; NAME picks its trusted host key)
@@ -425,6 +427,15 @@ struct SendArgs {
     /// Start every file over: the receiver discards what it kept of an interrupted transfer
     #[arg(long)]
     no_resume: bool,
+    /// Leave out of directory trees what matches this gitignore-style pattern, matched against
+    /// paths relative to each directory given (`*.log`, `build/`, `/only-at-the-top`);
+    /// repeatable
+    #[arg(long, value_name = "PATTERN")]
+    exclude: Vec<String>,
+    /// Send no data for files the receiver already has with the same size and mtime (replacing
+    /// a changed file still needs `sealink recv --force`)
+    #[arg(long)]
+    update: bool,
     #[command(flatten)]
     timeouts: TimeoutArgs,
     /// No progress bar, no summary line
@@ -501,7 +512,8 @@ struct RecvArgs {
     /// Serve one transfer, then exit with its outcome
     #[arg(long)]
     once: bool,
-    /// Replace existing files
+    /// Replace existing files and links, and merge received trees into existing directories
+    /// (never deleting anything the sender did not send)
     #[arg(long)]
     force: bool,
     /// Let received files keep group and other write permission when the sender's mode has it
@@ -587,6 +599,8 @@ fn run(cli: Cli) -> Result<()> {
             record_size: a.record_size,
             stdin_name: a.stdin_name,
             resume: !a.no_resume,
+            exclude: a.exclude,
+            update: a.update,
             timeouts: a.timeouts.get(),
             quiet: a.quiet,
             json: a.json,

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use indicatif::{HumanBytes, HumanDuration, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_crypto::{Scope, SuiteId};
+use sealink_proto::stream::body::EntryKind;
 use sealink_stream::{
     ConnLimits, Dest, FileRecord, Progress, Receiver, RecvConfig, SendConfig, Source, Timeouts,
     TransferMeta,
@@ -35,6 +36,10 @@ pub struct SendParams {
     pub stdin_name: String,
     /// Let the receiver resume what it holds of an interrupted transfer.
     pub resume: bool,
+    /// Gitignore-style patterns left out of directory trees.
+    pub exclude: Vec<String>,
+    /// Send nothing for files the receiver has with the same size and mtime.
+    pub update: bool,
     pub timeouts: Timeouts,
     pub quiet: bool,
     /// One JSON [`FileRecord`] a line on stdout instead of the summary.
@@ -208,6 +213,35 @@ fn resumed_note(resumed: &[u64], bytes: u64) -> String {
     }
 }
 
+/// ` (2 directories, 1 link; 3 up to date, not sent; ...)` for what is not a plain file sent.
+fn tree_note(kinds: &[EntryKind], up_to_date: &[bool], special: u64, excluded: u64) -> String {
+    let count = |n: u64, one: &str, many: &str| match n {
+        0 => None,
+        1 => Some(format!("1 {one}")),
+        n => Some(format!("{n} {many}")),
+    };
+    let n = |k: fn(&EntryKind) -> bool| kinds.iter().filter(|x| k(x)).count() as u64;
+    let parts: Vec<String> = [
+        count(n(|k| *k == EntryKind::Dir), "directory", "directories"),
+        count(n(|k| matches!(k, EntryKind::Symlink(_))), "link", "links"),
+        count(
+            up_to_date.iter().filter(|u| **u).count() as u64,
+            "file up to date, not sent",
+            "files up to date, not sent",
+        ),
+        count(special, "special file skipped", "special files skipped"),
+        count(excluded, "entry excluded", "entries excluded"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
 /// `--resume-max-age`: seconds, or a number with a unit (s, m, h, d).
 pub(crate) fn parse_age(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -265,8 +299,16 @@ pub fn send(p: SendParams) -> Result<()> {
             });
             continue;
         }
-        let name = f
-            .file_name()
+        // `.` or `dir/..` name no file: the directory they stand for is sent under its name.
+        let named = match f.file_name() {
+            Some(n) => Some(PathBuf::from(n)),
+            None => f
+                .canonicalize()
+                .ok()
+                .and_then(|c| c.file_name().map(PathBuf::from)),
+        };
+        let name = named
+            .as_deref()
             .and_then(|n| n.to_str())
             .ok_or_else(|| anyhow!("{} has no usable file name", f.display()))?;
         sources.push(Source::File {
@@ -291,6 +333,8 @@ pub fn send(p: SendParams) -> Result<()> {
         timeouts: p.timeouts,
         key_data_records: None,
         resume: p.resume,
+        exclude: p.exclude,
+        update: p.update,
     };
     if !p.quiet && !p.json {
         // Both ends print the owner's fingerprint: a trust file holding a mistyped key shows
@@ -355,12 +399,19 @@ pub fn send(p: SendParams) -> Result<()> {
         }
     };
     if p.json {
-        print_records(&FileRecord::sent(&meta, &listed, &rep))?;
+        print_records(&FileRecord::sent(&meta, &rep))?;
     } else if !p.quiet {
+        let files = rep.kinds.iter().filter(|k| **k == EntryKind::File).count();
         crate::output::print(&format!(
-            "{}{}\n",
-            summary("sent", rep.bytes, rep.files, rep.streams, rep.elapsed),
-            resumed_note(&rep.resumed, rep.bytes)
+            "{}{}{}\n",
+            summary("sent", rep.bytes, files, rep.streams, rep.elapsed),
+            resumed_note(&rep.resumed, rep.bytes),
+            tree_note(
+                &rep.kinds,
+                &rep.up_to_date,
+                rep.special.len() as u64,
+                rep.excluded
+            )
         ))?;
     }
     Ok(())
@@ -418,13 +469,10 @@ pub fn recv(p: RecvParams) -> Result<()> {
             let _ = print_records(&FileRecord::received(rep));
         }
         Ok(rep) if !quiet => {
-            let line = summary(
-                "received",
-                rep.bytes,
-                rep.files.len(),
-                rep.streams,
-                rep.elapsed,
-            ) + &resumed_note(&rep.resumed, rep.bytes)
+            let files = rep.kinds.iter().filter(|k| **k == EntryKind::File).count();
+            let line = summary("received", rep.bytes, files, rep.streams, rep.elapsed)
+                + &resumed_note(&rep.resumed, rep.bytes)
+                + &tree_note(&rep.kinds, &rep.up_to_date, 0, 0)
                 + &format!(
                     " from {} (host {}, owner {}, owner key {})",
                     rep.peer,

@@ -566,6 +566,7 @@ impl RawSender {
             record_data,
             stripes: 1,
             fresh: false,
+            update: false,
             files,
         }
         .encode()
@@ -623,6 +624,7 @@ fn entry(name: &str, size: u64, mode: u32) -> sealink_proto::stream::FileEntry {
         size,
         mtime: 0,
         mode,
+        kind: sealink_proto::stream::body::EntryKind::File,
     }
 }
 
@@ -977,4 +979,44 @@ fn summaries_give_sizes_in_binary_units() {
         recv_out.contains(&format!("(host alice, owner alice, owner key {owner_fp})")),
         "{recv_out} / {sender_err}"
     );
+}
+
+/// The first line `child` writes on stdout within `secs`, read by a thread (`None` if none).
+fn first_line_within(child: &mut Child, secs: u64) -> Option<String> {
+    use std::io::BufRead;
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let mut line = String::new();
+        if BufReader::new(out).read_line(&mut line).is_ok() {
+            let _ = tx.send(line);
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(secs)).ok()
+}
+
+#[test]
+fn a_serving_receiver_reports_each_transfer_as_soon_as_it_ends() {
+    let h = Hosts::new();
+    let f = h.dir.join("one.txt");
+    fs::write(&f, b"report me").unwrap();
+    for (json, name) in [(false, "first.txt"), (true, "second.txt")] {
+        let g = h.dir.join(name);
+        fs::copy(&f, &g).unwrap();
+        // No --once: the receiver serves on, and no other connection arrives after this one.
+        let args: &[&str] = if json { &["--json"] } else { &[] };
+        let (mut c, addr, err) = h.recv_with(None, args, Stdio::piped());
+        let o = h.send(&[&g], addr, &[]);
+        assert!(o.status.success(), "{}", text(&o));
+        let line = first_line_within(&mut c, 5);
+        c.kill().unwrap();
+        let (_, e) = finish(c, err);
+        let line = line.unwrap_or_else(|| panic!("no report within 5 s; stderr: {e}"));
+        if json {
+            let r = &records(line.as_bytes())[0];
+            assert_eq!((r.name.as_str(), r.bytes), (name, 9));
+        } else {
+            assert!(line.starts_with("received 9 B in 1 file"), "{line}");
+        }
+    }
 }

@@ -294,18 +294,28 @@ impl PartFile {
         }
     }
 
-    /// Flushes to disk, sets `mode` (already filtered by [`received_mode`]) and moves the file
-    /// to its final name; refuses to replace an existing file unless `overwrite` (a hard link
-    /// fails atomically if the name is taken). A resumable file's record map goes with it.
-    pub fn commit(&self, mode: u32, overwrite: bool) -> std::io::Result<()> {
+    /// Flushes to disk, sets `mode` (already filtered by [`received_mode`]) and the sender's
+    /// `mtime` (0: unknown, left), and moves the file to `target`; refuses to replace an
+    /// existing file unless `overwrite` (a hard link fails atomically if the name is taken).
+    /// A resumable file's record map goes with it.
+    pub fn commit(
+        &self,
+        target: &Path,
+        mode: u32,
+        mtime: u64,
+        overwrite: bool,
+    ) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
-        self.file.sync_all()?;
         self.file
             .set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
+        if mtime != 0 {
+            rustix::fs::futimens(&self.file, &mtime_stamps(mtime))?;
+        }
+        self.file.sync_all()?;
         if overwrite {
-            std::fs::rename(&self.temp, &self.path)?;
+            std::fs::rename(&self.temp, target)?;
         } else {
-            std::fs::hard_link(&self.temp, &self.path)?;
+            std::fs::hard_link(&self.temp, target)?;
             std::fs::remove_file(&self.temp)?;
         }
         if let Some(r) = &self.resume {
@@ -400,6 +410,46 @@ pub(crate) fn received_mode(sent: u32, umask: u32, keep_group_other_write: bool)
     m
 }
 
+/// Raises this process's soft limit on open files to its hard limit: a session holds every
+/// file it sends or receives open at once (up to `MAX_FILES`), more than the usual soft
+/// limit of 1024. Failing leaves the limit as it was (opening then fails with its own error).
+pub(crate) fn raise_open_files_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut l = getrlimit(Resource::Nofile);
+    if l.current < l.maximum {
+        l.current = l.maximum;
+        let _ = setrlimit(Resource::Nofile, l);
+    }
+}
+
+/// `mtime` (ns since the epoch) as file times: access time left as it is.
+pub(crate) fn mtime_stamps(mtime: u64) -> rustix::fs::Timestamps {
+    rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        last_modification: rustix::fs::Timespec {
+            tv_sec: (mtime / 1_000_000_000) as i64,
+            tv_nsec: (mtime % 1_000_000_000) as _,
+        },
+    }
+}
+
+/// Sets the modification time of `path` itself (a link is not followed); 0 (unknown) leaves it.
+pub(crate) fn set_mtime_at(path: &Path, mtime: u64) -> std::io::Result<()> {
+    if mtime == 0 {
+        return Ok(());
+    }
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        path,
+        &mtime_stamps(mtime),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )?;
+    Ok(())
+}
+
 /// This process's umask: from /proc (read-only), else by setting the most restrictive mask for
 /// an instant and putting the old one back (a file another thread creates meanwhile only gets
 /// fewer permissions).
@@ -460,7 +510,7 @@ mod tests {
             assert!(!n.contains('x'));
         }
         assert_ne!(a.temp, b.temp);
-        a.commit(0o644, false).unwrap();
+        a.commit(&a.path, 0o644, 0, false).unwrap();
         b.discard();
         let names: Vec<_> = std::fs::read_dir(dir)
             .unwrap()

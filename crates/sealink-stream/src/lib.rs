@@ -17,10 +17,12 @@ mod conn;
 pub mod error;
 mod files;
 pub mod limits;
+mod place;
 pub mod records;
 pub mod recv;
 pub mod report;
 pub mod send;
+mod tree;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use sealink_crypto::{Scope, SuiteId};
 use sealink_proto::HostKey;
-use sealink_proto::stream::body::UNKNOWN_SIZE;
+use sealink_proto::stream::body::{EntryKind, UNKNOWN_SIZE, UP_TO_DATE};
 use sealink_proto::stream::handshake::{INIT_MESSAGE_LEN, JOIN_TOKEN_LEN, accept_fresh};
 use sealink_proto::stream::record::{self, RecordType};
 use sealink_proto::stream::resume::{held_records, resumable};
@@ -26,6 +26,7 @@ use crate::conn::{self, JOIN_LEN, KIND_INIT, KIND_JOIN, MAGIC, secs};
 use crate::error::{IoContext, TransferError, is_timeout};
 use crate::files::{PartFile, clean_resume_state, process_umask, received_mode, write_all_at};
 use crate::limits::{ConnLimits, Timeouts};
+use crate::place::{Found, Slot, Tree};
 use crate::records::RecordReader;
 
 /// Where received files go.
@@ -61,6 +62,8 @@ pub struct RecvConfig {
 
 /// Default for [`RecvConfig::resume_max_age`]: 7 days.
 pub const DEFAULT_RESUME_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Longest a finished transfer waits to be reported by a serving receiver.
+const REPORT_POLL: Duration = Duration::from_millis(100);
 /// How often, at most, a receiver records durably how much of each resumable file it holds
 /// (sync of the data, then a new record map); also once when a transfer fails.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
@@ -91,10 +94,15 @@ pub struct RecvReport {
     /// The sending owner's name in the trust file, and its Ed25519 public key.
     pub owner: String,
     pub owner_key: [u8; 32],
-    /// The files' names, in the sender's order.
+    /// The entries' paths (a file given alone: its name), in the sender's order.
     pub files: Vec<String>,
-    /// Each file's size as stored (standard input's as it turned out), in the same order.
+    /// What each entry is.
+    pub kinds: Vec<EntryKind>,
+    /// Each entry's size as stored (standard input's as it turned out), in the same order.
     pub sizes: Vec<u64>,
+    /// Files this receiver already had with the same size and mtime (the sender asked for an
+    /// update): kept as they were, not sent.
+    pub up_to_date: Vec<bool>,
     /// Where each file now lies; `None` with [`Dest::Stdout`].
     pub paths: Vec<Option<PathBuf>>,
     pub suite: SuiteId,
@@ -150,6 +158,7 @@ impl Receiver {
                 tracing::info!("deleted {n} resume state files older than the limit");
             }
         }
+        crate::files::raise_open_files_limit();
         let listener = TcpListener::bind(addr).ctx(|| format!("cannot listen on {addr}"))?;
         Ok(Self {
             listener,
@@ -181,13 +190,39 @@ impl Receiver {
     ) -> Result<(), TransferError> {
         let (tx, rx) = mpsc::channel::<Result<RecvReport, TransferError>>();
         let started = Arc::new(AtomicBool::new(false));
-        let mut wake = self.local_addr();
-        if wake.ip().is_unspecified() {
-            wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-        }
+        // The loop wakes at least this often to report transfers that ended, so a report
+        // never waits for the next connection.
+        self.listener
+            .set_nonblocking(true)
+            .ctx(|| "cannot poll the listening socket".into())?;
+        let tick = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: REPORT_POLL.as_nanos() as _,
+        };
         loop {
+            while let Ok(r) = rx.try_recv() {
+                on_report(&r);
+                if once {
+                    return r.map(|_| ());
+                }
+            }
+            let mut fds = [rustix::event::PollFd::new(
+                &self.listener,
+                rustix::event::PollFlags::IN,
+            )];
+            match rustix::event::poll(&mut fds, Some(&tick)) {
+                Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!("poll failed: {e}");
+                    std::thread::sleep(REPORT_POLL);
+                    continue;
+                }
+            }
             let (sock, peer) = match self.listener.accept() {
                 Ok(x) => x,
+                // Gone before we took it (or taken by a concurrent accept).
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(e) => {
                     // Out of descriptors, most likely: wait for connections to end.
                     tracing::warn!("accept failed: {e}");
@@ -195,11 +230,10 @@ impl Receiver {
                     continue;
                 }
             };
-            while let Ok(r) = rx.try_recv() {
-                on_report(&r);
-                if once {
-                    return r.map(|_| ());
-                }
+            // Accepted sockets do not inherit O_NONBLOCK on Linux; be sure anyway.
+            if let Err(e) = sock.set_nonblocking(false) {
+                tracing::warn!("{peer}: closed, cannot make it blocking: {e}");
+                continue;
             }
             let Some(guard) = self.admission.admit(&sock, peer) else {
                 tracing::debug!("{peer}: closed, every connection slot is held");
@@ -218,10 +252,6 @@ impl Receiver {
                 .spawn(move || {
                     if let Some(r) = handle_conn(sock, peer, guard, &ctx) {
                         let _ = tx.send(r);
-                        if once {
-                            // Wake the accept loop so it sees the outcome.
-                            let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
-                        }
                     }
                 });
             if let Err(e) = spawned {
@@ -307,7 +337,8 @@ fn handle_conn(
 
 /// Where opened data goes.
 enum Out {
-    Files(Vec<PartFile>),
+    /// One slot per entry, and where the entries go.
+    Files(Vec<Slot>, Tree),
     Stdout(Mutex<Reorder>),
 }
 
@@ -335,6 +366,7 @@ struct Session<'a> {
     record_cap: usize,
     modes: Vec<u32>,
     overwrite: bool,
+    hello: Hello,
     timeouts: Timeouts,
     /// When data last arrived or was stored, in nanoseconds since `t0`.
     last_progress: AtomicU64,
@@ -556,6 +588,12 @@ impl Session<'_> {
         let mut assembly = Assembly::new(layout, bound).map_err(|e| refuse(e.into()))?;
         // Records of each file kept from an interrupted session (never for standard output).
         let mut held = vec![0u64; hello.files.len()];
+        if matches!(cfg.dest, Dest::Stdout) && hello.files.iter().any(|f| f.kind != EntryKind::File)
+        {
+            return Err(refuse(TransferError::Usage(
+                "a directory tree cannot be written to standard output".into(),
+            )));
+        }
         let out = match &cfg.dest {
             Dest::Stdout => Out::Stdout(Mutex::new(Reorder {
                 next: sealink_proto::stream::assembly::FIRST_DATA_SEQ,
@@ -564,13 +602,19 @@ impl Session<'_> {
                 out: std::io::stdout(),
             })),
             Dest::Dir(dir) => {
-                let mut parts: Vec<PartFile> = Vec::with_capacity(hello.files.len());
+                // Every path was validated by the decoder; what is there decides the rest.
+                let tree = Tree::plan(dir, &hello, cfg.overwrite).map_err(refuse)?;
+                let mut slots: Vec<Slot> = Vec::with_capacity(hello.files.len());
                 for (i, f) in hello.files.iter().enumerate() {
                     let path = dir.join(&f.name);
-                    let made = if !cfg.overwrite && path.symlink_metadata().is_ok() {
-                        Err(TransferError::Exists(path))
-                    } else if resumable(f.size, f.mtime) {
-                        PartFile::open_resumable(
+                    let made = match &f.kind {
+                        EntryKind::Dir => Ok(Slot::Dir),
+                        EntryKind::Symlink(t) => Ok(Slot::Link(t.clone())),
+                        EntryKind::File if tree.found(i) == Found::Same => {
+                            held[i] = UP_TO_DATE;
+                            Ok(Slot::Keep)
+                        }
+                        EntryKind::File if resumable(f.size, f.mtime) => PartFile::open_resumable(
                             dir,
                             &hello.owner_public,
                             &f.name,
@@ -580,31 +624,48 @@ impl Session<'_> {
                         )
                         .map(|(p, bytes)| {
                             held[i] = held_records(bytes, f.size, hello.record_data);
-                            p
+                            Slot::Part(p)
                         })
-                        .ctx(|| format!("cannot open the resume state of {}", path.display()))
-                    } else {
-                        PartFile::create(dir, &f.name, (f.size != UNKNOWN_SIZE).then_some(f.size))
-                            .ctx(|| format!("cannot create a file for {}", path.display()))
+                        .ctx(|| format!("cannot open the resume state of {}", path.display())),
+                        EntryKind::File => PartFile::create(
+                            dir,
+                            &f.name,
+                            (f.size != UNKNOWN_SIZE).then_some(f.size),
+                        )
+                        .map(Slot::Part)
+                        .ctx(|| format!("cannot create a file for {}", path.display())),
                     };
                     match made {
-                        Ok(p) => parts.push(p),
+                        Ok(p) => slots.push(p),
                         Err(e) => {
-                            parts.iter().for_each(PartFile::release);
+                            slots
+                                .iter()
+                                .filter_map(Slot::part)
+                                .for_each(PartFile::release);
                             return Err(refuse(e));
                         }
                     }
                 }
-                Out::Files(parts)
+                Out::Files(slots, tree)
             }
         };
         let mut resumed = vec![0u64; hello.files.len()];
         for (i, &h) in held.iter().enumerate().filter(|x| *x.1 > 0) {
-            match assembly.hold(i, h) {
-                Ok(bytes) => resumed[i] = bytes,
+            let up_to_date = h == UP_TO_DATE;
+            let records = if up_to_date {
+                assembly.layout().file_records(i).unwrap_or(0)
+            } else {
+                h
+            };
+            match assembly.hold(i, records) {
+                Ok(bytes) if !up_to_date => resumed[i] = bytes,
+                Ok(_) => {}
                 Err(e) => {
-                    if let Out::Files(parts) = &out {
-                        parts.iter().for_each(PartFile::release);
+                    if let Out::Files(slots, _) = &out {
+                        slots
+                            .iter()
+                            .filter_map(Slot::part)
+                            .for_each(PartFile::release);
                     }
                     return Err(refuse(e.into()));
                 }
@@ -620,8 +681,8 @@ impl Session<'_> {
                 .map(|f| f.size)
                 .fold(0, u64::saturating_add)
         });
-        let out_files_resumable =
-            matches!(&out, Out::Files(p) if p.iter().any(|p| p.resume.is_some()));
+        let out_files_resumable = matches!(&out, Out::Files(s, _)
+            if s.iter().filter_map(Slot::part).any(|p| p.resume.is_some()));
         let session = Session {
             scope,
             assembly: Mutex::new(assembly),
@@ -639,6 +700,7 @@ impl Session<'_> {
                     .collect()
             },
             overwrite: cfg.overwrite,
+            hello: hello.clone(),
             keys,
             timeouts: cfg.timeouts,
             last_progress: AtomicU64::new(0),
@@ -667,15 +729,16 @@ impl Session<'_> {
                 .encode(),
             ),
             Err(e) => {
-                if let Out::Files(parts) = &session.out {
+                if let Out::Files(slots, _) = &session.out {
+                    let parts = || slots.iter().filter_map(Slot::part);
                     // Keep what arrived of resumable files for the next attempt.
                     if session.resumable
                         && let Err(c) = session.checkpoint()
                     {
                         tracing::warn!("{peer}: cannot keep the resume state: {c}");
-                        parts.iter().for_each(PartFile::discard);
+                        parts().for_each(PartFile::discard);
                     }
-                    parts.iter().for_each(PartFile::release);
+                    parts().for_each(PartFile::release);
                 }
                 let code = match e {
                     TransferError::Io { .. } => AbortCode::LocalIo,
@@ -711,7 +774,9 @@ impl Session<'_> {
             owner,
             owner_key: hello.owner_public,
             files: hello.files.iter().map(|f| f.name.clone()).collect(),
+            kinds: hello.files.iter().map(|f| f.kind.clone()).collect(),
             sizes,
+            up_to_date: session.held.iter().map(|&h| h == UP_TO_DATE).collect(),
             paths: hello
                 .files
                 .iter()
@@ -819,20 +884,9 @@ impl Session<'_> {
         })?;
         lock(&self.assembly).finish(&end)?;
         match &self.out {
-            Out::Files(parts) => {
-                self.verify_hashes(parts, &end)?;
-                for (p, &mode) in parts.iter().zip(&self.modes) {
-                    p.commit(mode, self.overwrite).map_err(|e| {
-                        if e.kind() == std::io::ErrorKind::AlreadyExists {
-                            TransferError::Exists(p.path.clone())
-                        } else {
-                            TransferError::Io {
-                                context: format!("cannot store {}", p.path.display()),
-                                source: e,
-                            }
-                        }
-                    })?;
-                }
+            Out::Files(slots, tree) => {
+                self.verify_hashes(slots, &end)?;
+                tree.commit(&self.hello, slots, &self.modes, self.overwrite)?;
             }
             Out::Stdout(r) => {
                 let mut r = lock(r);
@@ -956,10 +1010,11 @@ impl Session<'_> {
     /// Trusts nothing kept from an earlier session: every resumed file (and any other whose
     /// end carries a hash) must hash, as assembled, to the sender's SHA-256. One read of each
     /// such file. A mismatch deletes that file's resume state.
-    fn verify_hashes(&self, parts: &[PartFile], end: &End) -> Result<(), TransferError> {
-        for (i, p) in parts.iter().enumerate() {
+    fn verify_hashes(&self, slots: &[Slot], end: &End) -> Result<(), TransferError> {
+        for (i, slot) in slots.iter().enumerate() {
+            let Some(p) = slot.part() else { continue };
             let want = end.hashes.get(i).copied().flatten();
-            if self.held.get(i).is_some_and(|&h| h > 0) && want.is_none() {
+            if self.held.get(i).is_some_and(|&h| h > 0 && h != UP_TO_DATE) && want.is_none() {
                 return Err(StreamError::MalformedBody {
                     what: "end",
                     why: format!("no SHA-256 for resumed file {i}"),
@@ -1003,16 +1058,17 @@ impl Session<'_> {
     /// Records durably, for each resumable file, the prefix of it that has arrived and been
     /// written (the part file's data is synced before its map claims it).
     fn checkpoint(&self) -> Result<(), TransferError> {
-        let Out::Files(parts) = &self.out else {
+        let Out::Files(slots, _) = &self.out else {
             return Ok(());
         };
         let prefixes: Vec<u64> = {
             // No record is between being accepted and being written while this is held.
             let _quiet = self.writes.write().unwrap_or_else(|p| p.into_inner());
             let a = lock(&self.assembly);
-            (0..parts.len()).map(|i| a.held_prefix(i)).collect()
+            (0..slots.len()).map(|i| a.held_prefix(i)).collect()
         };
-        for ((p, &records), &size) in parts.iter().zip(&prefixes).zip(&self.sizes) {
+        for ((slot, &records), &size) in slots.iter().zip(&prefixes).zip(&self.sizes) {
+            let Some(p) = slot.part() else { continue };
             let bytes = records.saturating_mul(self.record_data).min(size);
             p.checkpoint(bytes)
                 .ctx(|| format!("cannot record the resume state of {}", p.path.display()))?;
@@ -1042,7 +1098,7 @@ impl Session<'_> {
                 .collect::<Result<Vec<_>, _>>()?
         };
         match &self.out {
-            Out::Files(parts) => {
+            Out::Files(slots, _) => {
                 let mut i = 0;
                 while i < recs.len() {
                     // A run: consecutive records of one file at consecutive offsets.
@@ -1061,7 +1117,14 @@ impl Session<'_> {
                         .iter()
                         .map(|&(_, s, n)| IoSlice::new(&buf[s..s + n]))
                         .collect();
-                    let p = &parts[file];
+                    // Only files of known size have records; each has its part file.
+                    let Some(p) = slots.get(file).and_then(Slot::part) else {
+                        return Err(StreamError::OutOfRange {
+                            seq: recs[i].0,
+                            why: "data for an entry that takes none",
+                        }
+                        .into());
+                    };
                     write_all_at(&p.file, &mut iov, off)
                         .ctx(|| format!("cannot write {}", p.path.display()))?;
                     i = j;

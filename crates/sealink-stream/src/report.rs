@@ -5,11 +5,15 @@
 //! confirmed together, so they have no separate times: every record of a transfer carries the
 //! transfer's `seconds`, `transfer_bytes` and `bytes_per_sec`, and its own file's `bytes`.
 //!
-//! * The receiver prints a record for each file it has stored (or written to standard output)
-//!   once the transfer is verified and committed: `result` is always `"ok"`. A failed transfer
-//!   stores nothing, so it prints no record (the reason goes to standard error).
-//! * The sender prints a record for each file once the receiver has confirmed the transfer
-//!   (`"ok"`), or, when the transfer fails, one `"failed"` record for each file with the
+//! A directory tree gives one record per entry (file, directory or link, `kind`), named by its
+//! path (`dir/sub/file`).
+//!
+//! * The receiver prints a record for each entry it has stored (or written to standard output)
+//!   once the transfer is verified and committed: `result` is `"ok"`, or `"skipped_up_to_date"`
+//!   for a file it already had (`--update`). A failed transfer stores nothing, so it prints no
+//!   record (the reason goes to standard error).
+//! * The sender prints a record for each entry once the receiver has confirmed the transfer
+//!   (`"ok"` or `"skipped_up_to_date"`), or, when the transfer fails, one `"failed"` record for each file with the
 //!   reason in `error` (and the command exits 1). A failure before any connection is tried
 //!   (arguments, keys, trust file) prints no record, only the error on standard error.
 
@@ -19,6 +23,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use sealink_crypto::{Scope, SuiteId};
+
+use sealink_proto::stream::body::EntryKind;
 
 use crate::{RecvReport, SendReport};
 
@@ -39,6 +45,29 @@ pub enum Outcome {
     Ok,
     /// The transfer failed (sender only); `error` says why.
     Failed,
+    /// Not sent: the sender asked for an update (`--update`) and the receiver already had
+    /// this file with the same size and mtime, which it kept as it was.
+    SkippedUpToDate,
+}
+
+/// What an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    #[default]
+    File,
+    Dir,
+    Symlink,
+}
+
+impl Kind {
+    fn of(k: &EntryKind) -> (Self, Option<String>) {
+        match k {
+            EntryKind::File => (Kind::File, None),
+            EntryKind::Dir => (Kind::Dir, None),
+            EntryKind::Symlink(t) => (Kind::Symlink, Some(t.clone())),
+        }
+    }
 }
 
 /// One file of a transfer, as one JSON object on one line. Field names are the schema; sizes
@@ -47,8 +76,15 @@ pub enum Outcome {
 pub struct FileRecord {
     pub event: Event,
     pub result: Outcome,
-    /// The name the file travels and is stored under.
+    /// The name the file travels and is stored under: for an entry of a directory tree, its
+    /// path from the receiver's directory (`dir/sub/file`).
     pub name: String,
+    /// `file`, `dir` or `symlink` (directories and links carry no bytes).
+    #[serde(default)]
+    pub kind: Kind,
+    /// A link's target as sent (`null` for anything else).
+    #[serde(default)]
+    pub link_target: Option<String>,
     /// Sender: the file read (`null` for standard input). Receiver: where the file now lies
     /// (`null` with `--stdout`).
     pub path: Option<String>,
@@ -131,6 +167,8 @@ impl FileRecord {
                 Outcome::Failed
             },
             name: name.to_owned(),
+            kind: Kind::File,
+            link_target: None,
             path: path.map(|p| p.display().to_string()),
             bytes,
             resumed_bytes: 0,
@@ -180,6 +218,7 @@ impl FileRecord {
                     None,
                 )
                 .resumed(rep.resumed.get(i).copied().unwrap_or(0))
+                .entry(rep.kinds.get(i), rep.up_to_date.get(i).copied())
             })
             .collect()
     }
@@ -191,23 +230,33 @@ impl FileRecord {
         }
     }
 
-    /// The sender's records of a confirmed transfer: `files` are (name, path read; `None` for
-    /// standard input), in the order sent.
-    pub fn sent(
-        meta: &TransferMeta,
-        files: &[(&str, Option<&Path>)],
-        rep: &SendReport,
-    ) -> Vec<FileRecord> {
-        let n = files.len();
-        files
+    /// Sets what the entry is, and marks a file kept up to date.
+    fn entry(self, kind: Option<&EntryKind>, up_to_date: Option<bool>) -> Self {
+        let (kind, link_target) = kind.map_or((Kind::File, None), Kind::of);
+        Self {
+            kind,
+            link_target,
+            result: if up_to_date == Some(true) {
+                Outcome::SkippedUpToDate
+            } else {
+                self.result
+            },
+            ..self
+        }
+    }
+
+    /// The sender's records of a confirmed transfer, one per entry in the order sent.
+    pub fn sent(meta: &TransferMeta, rep: &SendReport) -> Vec<FileRecord> {
+        let n = rep.names.len();
+        rep.names
             .iter()
             .enumerate()
-            .map(|(i, (name, path))| {
+            .map(|(i, name)| {
                 FileRecord::new(
                     Event::Sent,
                     meta,
                     name,
-                    *path,
+                    rep.paths.get(i).and_then(|p| p.as_deref()),
                     rep.sizes.get(i).copied().unwrap_or(0),
                     (i, n),
                     rep.bytes,
@@ -216,6 +265,7 @@ impl FileRecord {
                     None,
                 )
                 .resumed(rep.resumed.get(i).copied().unwrap_or(0))
+                .entry(rep.kinds.get(i), rep.up_to_date.get(i).copied())
             })
             .collect()
     }

@@ -1,6 +1,5 @@
 //! The sending side of a transfer.
 
-use std::fs::File;
 use std::io::{IoSliceMut, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -12,12 +11,12 @@ use sealink_crypto::sign::OwnerSigningKey;
 use sealink_crypto::{PacketKey, Scope, SuiteId};
 use sealink_proto::HostKey;
 use sealink_proto::stream::assembly::{Batch, FIRST_DATA_SEQ};
-use sealink_proto::stream::body::{MAX_FILES, MAX_STRIPES, UNKNOWN_SIZE};
+use sealink_proto::stream::body::{EntryKind, MAX_STRIPES, UNKNOWN_SIZE, UP_TO_DATE};
 use sealink_proto::stream::handshake::{Initiator, RESPONSE_MESSAGE_LEN};
 use sealink_proto::stream::record::{MAX_RECORD_DATA, MIN_RECORD_DATA, RecordType};
 use sealink_proto::stream::{
-    Abort, AbortCode, Done, End, FileEntry, Hello, Layout, READY_SEQ, REPLY_SEQ, Ready,
-    RecordBound, SENDER_ABORT_SEQ, SessionKeys, StreamError,
+    Abort, AbortCode, Done, End, Hello, Layout, READY_SEQ, REPLY_SEQ, Ready, RecordBound,
+    SENDER_ABORT_SEQ, SessionKeys, StreamError,
 };
 
 use crate::Progress;
@@ -26,6 +25,7 @@ use crate::error::{IoContext, TransferError, is_timeout};
 use crate::files::{hash_file, read_exact_at, read_up_to};
 use crate::limits::Timeouts;
 use crate::records::RecordBatch;
+use crate::tree::{Input, open_sources};
 
 /// How to send.
 #[derive(Debug)]
@@ -50,12 +50,17 @@ pub struct SendConfig {
     /// Let the receiver resume files it holds part of from an interrupted session (off: it
     /// discards what it kept and every file starts over).
     pub resume: bool,
+    /// Gitignore-style patterns of entries to leave out of directory trees, matched against
+    /// paths relative to each top directory.
+    pub exclude: Vec<String>,
+    /// Send no data for files the receiver already has with the same size and mtime.
+    pub update: bool,
 }
 
 /// One input of a transfer.
 #[derive(Debug, Clone)]
 pub enum Source {
-    /// A regular file, sent under `name`.
+    /// A regular file or a directory (sent as a tree), under `name`.
     File { path: PathBuf, name: String },
     /// Standard input, sent under `name` (must be the last source).
     Stdin { name: String },
@@ -64,85 +69,26 @@ pub enum Source {
 #[derive(Debug, Clone)]
 pub struct SendReport {
     pub bytes: u64,
+    /// Entries sent (files, directories and links of the trees, and the files given).
     pub files: usize,
-    /// Each file's size as sent, in the order given (standard input's as it turned out).
+    /// Per entry, in the order sent: its path as sent, where it was read (`None` for standard
+    /// input), and what it is.
+    pub names: Vec<String>,
+    pub paths: Vec<Option<PathBuf>>,
+    pub kinds: Vec<EntryKind>,
+    /// Each entry's size as sent (standard input's as it turned out; 0 for a directory or link).
     pub sizes: Vec<u64>,
     /// Bytes of each file the receiver already held from an interrupted session (not sent).
     pub resumed: Vec<u64>,
+    /// Files the receiver already had with the same size and mtime (`update`): not sent.
+    pub up_to_date: Vec<bool>,
+    /// Entries of the trees that are not regular files, directories or links: not sent.
+    pub special: Vec<PathBuf>,
+    /// Entries left out by the exclude patterns.
+    pub excluded: u64,
     pub streams: usize,
     /// From the first byte sent to the receiver's confirmation.
     pub elapsed: Duration,
-}
-
-struct Input {
-    entry: FileEntry,
-    file: Option<File>,
-}
-
-fn open_sources(sources: &[Source]) -> Result<Vec<Input>, TransferError> {
-    use std::os::unix::fs::PermissionsExt;
-    if sources.is_empty() || sources.len() > MAX_FILES {
-        return Err(TransferError::Usage(format!(
-            "give 1 to {MAX_FILES} files to send"
-        )));
-    }
-    let mut out = Vec::with_capacity(sources.len());
-    for (i, s) in sources.iter().enumerate() {
-        match s {
-            Source::File { path, name } => {
-                let file = File::open(path).ctx(|| format!("cannot open {}", path.display()))?;
-                let meta = file
-                    .metadata()
-                    .ctx(|| format!("cannot stat {}", path.display()))?;
-                if !meta.is_file() {
-                    return Err(TransferError::Usage(format!(
-                        "{} is not a regular file",
-                        path.display()
-                    )));
-                }
-                // The version of the file a receiver's resume state is bound to, with the size.
-                let mtime = meta
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-                out.push(Input {
-                    entry: FileEntry {
-                        name: name.clone(),
-                        size: meta.len(),
-                        mtime,
-                        mode: meta.permissions().mode() & 0o777,
-                    },
-                    file: Some(file),
-                });
-            }
-            Source::Stdin { name } => {
-                if i + 1 != sources.len() {
-                    return Err(TransferError::Usage(
-                        "standard input can only be the last thing sent".into(),
-                    ));
-                }
-                out.push(Input {
-                    entry: FileEntry {
-                        name: name.clone(),
-                        size: UNKNOWN_SIZE,
-                        mtime: 0,
-                        mode: 0o644,
-                    },
-                    file: None,
-                });
-            }
-        }
-        let name = &out[i].entry.name;
-        if !sealink_proto::stream::body::valid_file_name(name)
-            || out[..i].iter().any(|o| &o.entry.name == name)
-        {
-            return Err(TransferError::Usage(format!(
-                "cannot send under the name {name:?}: names must be distinct plain file names"
-            )));
-        }
-    }
-    Ok(out)
 }
 
 fn connect(addr: SocketAddr, t: &Timeouts) -> Result<TcpStream, TransferError> {
@@ -340,7 +286,9 @@ pub fn send(
             "stream mode always authenticates".into(),
         ));
     }
-    let inputs = open_sources(sources)?;
+    crate::files::raise_open_files_limit();
+    let walked = open_sources(sources, &cfg.exclude)?;
+    let inputs = walked.inputs;
     let layout = Layout::new(cfg.record_data as u32, inputs.iter().map(|i| i.entry.size));
     // Never seal past the key's usage limit: refuse what is known to exceed it before
     // connecting (standard input is checked as it is read).
@@ -377,15 +325,26 @@ pub fn send(
         record_data: cfg.record_data as u32,
         stripes: cfg.streams as u16,
         fresh: !cfg.resume,
+        update: cfg.update,
         files: inputs.iter().map(|i| i.entry.clone()).collect(),
     };
+    let hello = hello.encode();
+    // The hello is one record: a tree whose paths do not fit is refused before connecting.
+    if hello.len() > MAX_RECORD_DATA {
+        return Err(TransferError::Usage(format!(
+            "the list of {} entries takes {} bytes, more than the {MAX_RECORD_DATA} one \
+             transfer may announce: send the tree in parts",
+            inputs.len(),
+            hello.len()
+        )));
+    }
     conn::write_record(
         &control,
         &keys.send,
         RecordType::Hello,
         cfg.scope,
         0,
-        &hello.encode(),
+        &hello,
     )?;
     let mut socks = vec![control];
     for stripe in 1..cfg.streams {
@@ -422,14 +381,34 @@ pub fn send(
         (RecordType::Ready, body) => Ready::decode(&body)?.held,
         _ => return Err(StreamError::MalformedHeader("expected the receiver's ready").into()),
     };
-    // What the receiver keeps from an interrupted session: a prefix of each file, not sent.
+    // What the receiver keeps from an interrupted session: a prefix of each file, not sent;
+    // and, when asked, which files it already has (none of theirs is sent).
     layout.check_held(&held)?;
+    if !cfg.update && held.contains(&UP_TO_DATE) {
+        return Err(StreamError::MalformedBody {
+            what: "ready",
+            why: "a file marked up to date, which was not asked for".into(),
+        }
+        .into());
+    }
+    let up_to_date: Vec<bool> = held.iter().map(|&h| h == UP_TO_DATE).collect();
     let resumed: Vec<u64> = inputs
         .iter()
         .zip(&held)
-        .map(|(i, &h)| h.saturating_mul(cfg.record_data as u64).min(i.entry.size))
+        .map(|(i, &h)| match h {
+            UP_TO_DATE => 0,
+            h => h.saturating_mul(cfg.record_data as u64).min(i.entry.size),
+        })
         .collect();
     progress.add(resumed.iter().sum());
+    progress.add(
+        inputs
+            .iter()
+            .zip(&up_to_date)
+            .filter(|x| *x.1)
+            .map(|x| x.0.entry.size)
+            .sum(),
+    );
 
     let per_batch = (cfg.batch_data / cfg.record_data).clamp(1, 1024);
     let stdin_base = layout.known_data_records().map_or_else(
@@ -451,14 +430,17 @@ pub fn send(
         inputs: &inputs,
         batches: layout.batches_after(per_batch as u64, &held),
         next: AtomicUsize::new(0),
-        stdin: inputs.last().filter(|i| i.file.is_none()).map(|_| {
-            Mutex::new(StdinState {
-                next_seq: stdin_base,
-                size: 0,
-                eof: false,
-                input: std::io::stdin(),
-            })
-        }),
+        stdin: inputs
+            .last()
+            .filter(|i| i.entry.size == UNKNOWN_SIZE)
+            .map(|_| {
+                Mutex::new(StdinState {
+                    next_seq: stdin_base,
+                    size: 0,
+                    eof: false,
+                    input: std::io::stdin(),
+                })
+            }),
         per_batch,
         record_data: cfg.record_data,
         bound,
@@ -471,13 +453,14 @@ pub fn send(
         let mut first_err = None;
         // The receiver checks each file it resumed against the whole file's SHA-256, held
         // part included: one read of such files, beside the stripes.
-        let hasher = held.iter().any(|&h| h > 0).then(|| {
+        let hashed = |h: u64| h > 0 && h != UP_TO_DATE;
+        let hasher = held.iter().any(|&h| hashed(h)).then(|| {
             let (work, inputs, held, hashes) = (&work, &inputs, &held, &mut hashes);
             std::thread::Builder::new()
                 .name("sealink-hash".into())
                 .spawn_scoped(sc, move || {
                     for (i, input) in inputs.iter().enumerate() {
-                        let Some(file) = input.file.as_ref().filter(|_| held[i] > 0) else {
+                        let Some(file) = input.file.as_ref().filter(|_| hashed(held[i])) else {
                             continue;
                         };
                         if work.failed.load(Ordering::Relaxed) {
@@ -597,8 +580,14 @@ pub fn send(
     Ok(SendReport {
         bytes,
         files: inputs.len(),
+        names: inputs.iter().map(|i| i.entry.name.clone()).collect(),
+        paths: inputs.iter().map(|i| i.path.clone()).collect(),
+        kinds: inputs.iter().map(|i| i.entry.kind.clone()).collect(),
         sizes,
         resumed,
+        up_to_date,
+        special: walked.special,
+        excluded: walked.excluded,
         streams: socks.len(),
         elapsed: start.elapsed(),
     })

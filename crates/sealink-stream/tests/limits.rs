@@ -113,6 +113,8 @@ fn send_cfg(keys: &Keys, key_data_records: Option<u64>) -> SendConfig {
         timeouts: Default::default(),
         key_data_records,
         resume: true,
+        exclude: Vec::new(),
+        update: false,
     }
 }
 

@@ -131,7 +131,8 @@ impl Layout {
     }
 
     /// Checks a ready's held prefixes: one per file, none past its file's records, none for a
-    /// file of unknown size.
+    /// file of unknown size; [`UP_TO_DATE`](super::body::UP_TO_DATE) only for a file of known
+    /// size (it stands for all of its records).
     pub fn check_held(&self, held: &[u64]) -> Result<(), StreamError> {
         let bad = |why: String| StreamError::MalformedBody { what: "ready", why };
         if held.len() != self.files.len() {
@@ -142,6 +143,9 @@ impl Layout {
             )));
         }
         for (i, &h) in held.iter().enumerate() {
+            if h == super::body::UP_TO_DATE && self.file_records(i).is_some() {
+                continue;
+            }
             if h > self.file_records(i).unwrap_or(0) {
                 return Err(bad(format!("{h} held records is more than file {i} has")));
             }

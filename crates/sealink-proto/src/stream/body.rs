@@ -3,11 +3,12 @@
 //!
 //! ```text
 //! hello: owner public key (32) | owner signature (64) | record data size u32 | stripes u16
-//!        | flags u16 (bit 0: fresh, do not resume) | file count u32 | files
-//!   file: size u64 (u64::MAX: unknown, only for the last file) | mtime u64 (ns since the
-//!         epoch, 0: unknown) | mode u32 | name length u16 | name
-//! ready: file count u32 | held records u64 per file (a prefix the receiver keeps from an
-//!        earlier session; the sender sends the rest)
+//!        | flags u16 (bit 0: fresh, do not resume; bit 1: update) | entry count u32 | entries
+//!   entry: size u64 (u64::MAX: unknown, only for the last file) | mtime u64 (ns since the
+//!          epoch, 0: unknown) | mode u32 | kind u8 (0 file, 1 directory, 2 symbolic link)
+//!          | path length u16 | path | (links only) target length u16 | target
+//! ready: entry count u32 | held records u64 per entry (a prefix the receiver keeps from an
+//!        earlier session; the sender sends the rest; `u64::MAX`: up to date, send nothing)
 //! end:   data records u64 | file count u32 | per file: final size u64 | hash flag u8 (0, 1)
 //!        | SHA-256 of the whole file (32, when the flag is 1)
 //! done:  bytes u64 | files u32
@@ -23,22 +24,57 @@ use super::record::{MAX_RECORD_DATA, MIN_RECORD_DATA};
 
 /// Size of a file whose length is not known when the transfer starts (standard input).
 pub const UNKNOWN_SIZE: u64 = u64::MAX;
-/// Most files one session carries (bounds the receiver's open files and bookkeeping).
+/// Most entries (files, directories and links together) one session carries (bounds the
+/// receiver's open files and bookkeeping, and keeps the hello within one record).
 pub const MAX_FILES: usize = 4096;
+/// Longest relative path of an entry, in bytes (Linux PATH_MAX).
+pub const MAX_PATH_LEN: usize = 4096;
+/// Most components of an entry's path.
+pub const MAX_DEPTH: usize = 128;
+/// Longest symbolic link target, in bytes (PATH_MAX less the NUL).
+pub const MAX_LINK_LEN: usize = 4095;
+/// A ready's held count for a file the receiver already has with the announced size and mtime
+/// (asked for with the hello's update flag): none of its records are sent, nothing is stored.
+pub const UP_TO_DATE: u64 = u64::MAX;
 /// Most stripes (TCP connections) one session uses.
 pub const MAX_STRIPES: usize = 64;
 /// Longest file name, in bytes (POSIX NAME_MAX).
 pub const MAX_NAME_LEN: usize = 255;
 const MAX_ABORT_MESSAGE: usize = 1024;
 
+/// What an entry of a hello is. Only regular files carry data records.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum EntryKind {
+    #[default]
+    File,
+    Dir,
+    /// A symbolic link and its target (the link text, never followed by the sender).
+    Symlink(String),
+}
+
+impl EntryKind {
+    fn code(&self) -> u8 {
+        match self {
+            EntryKind::File => 0,
+            EntryKind::Dir => 1,
+            EntryKind::Symlink(_) => 2,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileEntry {
+    /// A relative path: components separated by `/`, each a valid file name
+    /// ([`valid_path`]); a file given alone has one component.
     pub name: String,
+    /// Bytes of data (0 for directories and links).
     pub size: u64,
     /// Modification time in nanoseconds since the epoch (0: unknown; never resumed). Binds a
-    /// receiver's resume state to this version of the file, with the size.
+    /// receiver's resume state to this version of the file, with the size; set on the
+    /// received entry.
     pub mtime: u64,
     pub mode: u32,
+    pub kind: EntryKind,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,11 +85,15 @@ pub struct Hello {
     pub stripes: u16,
     /// Start every file over: the receiver discards what it kept from earlier sessions.
     pub fresh: bool,
+    /// Ask the receiver which files it already has with the same size and mtime (its ready
+    /// says [`UP_TO_DATE`] for them); those are not sent.
+    pub update: bool,
     pub files: Vec<FileEntry>,
 }
 
-/// Hello flag: do not resume.
+/// Hello flags: do not resume; report up-to-date files.
 const FLAG_FRESH: u16 = 1;
+const FLAG_UPDATE: u16 = 2;
 
 fn bad(what: &'static str, why: impl Into<String>) -> StreamError {
     StreamError::MalformedBody {
@@ -72,6 +112,48 @@ pub fn valid_file_name(name: &str) -> bool {
         && !name
             .chars()
             .any(|c| c == '/' || c == '\\' || c.is_control())
+}
+
+/// A relative path a receiver may create under its directory: 1 to [`MAX_DEPTH`] components
+/// separated by `/`, each a [`valid_file_name`], at most [`MAX_PATH_LEN`] bytes in all.
+pub fn valid_path(path: &str) -> bool {
+    path.len() <= MAX_PATH_LEN
+        && path.split('/').count() <= MAX_DEPTH
+        && path.split('/').all(valid_file_name)
+}
+
+/// Whether the link at `path` with this target stays inside the directory tree its path starts
+/// with: a relative target, no NUL or control characters, made of `..` components first and
+/// names after (no `..` after a name, so no link met on the way can lead a `..` astray), that
+/// never climbs above the link's top-level directory. A link at the top level has no tree to
+/// point into and is refused. Every directory a link's path goes through is a directory of the
+/// tree (never a link: see [`Hello::decode`]), so `..` resolves there as it reads.
+pub fn link_stays_inside(path: &str, target: &str) -> bool {
+    if target.is_empty()
+        || target.len() > MAX_LINK_LEN
+        || target.starts_with('/')
+        || target.chars().any(|c| c.is_control())
+    {
+        return false;
+    }
+    // Directories above the link, within its tree (the top-level directory counts as 1).
+    let mut depth = path.split('/').count() - 1;
+    let mut named = false;
+    for c in target.split('/') {
+        match c {
+            "" | "." => {}
+            ".." if named => return false,
+            ".." => {
+                // Climbing to the top (or from a top-level link) leaves the tree.
+                if depth <= 1 {
+                    return false;
+                }
+                depth -= 1;
+            }
+            _ => named = true,
+        }
+    }
+    depth > 0
 }
 
 struct Reader<'a> {
@@ -118,21 +200,29 @@ impl Hello {
         v.extend_from_slice(&self.owner_signature);
         v.extend_from_slice(&self.record_data.to_le_bytes());
         v.extend_from_slice(&self.stripes.to_le_bytes());
-        let flags = if self.fresh { FLAG_FRESH } else { 0 };
+        let flags =
+            if self.fresh { FLAG_FRESH } else { 0 } | if self.update { FLAG_UPDATE } else { 0 };
         v.extend_from_slice(&flags.to_le_bytes());
         v.extend_from_slice(&(self.files.len() as u32).to_le_bytes());
         for f in &self.files {
             v.extend_from_slice(&f.size.to_le_bytes());
             v.extend_from_slice(&f.mtime.to_le_bytes());
             v.extend_from_slice(&f.mode.to_le_bytes());
+            v.push(f.kind.code());
             v.extend_from_slice(&(f.name.len() as u16).to_le_bytes());
             v.extend_from_slice(f.name.as_bytes());
+            if let EntryKind::Symlink(t) = &f.kind {
+                v.extend_from_slice(&(t.len() as u16).to_le_bytes());
+                v.extend_from_slice(t.as_bytes());
+            }
         }
         v
     }
 
-    /// Decodes and validates: record size, stripe count, file count, names (valid, distinct),
-    /// and that only the last file may have an unknown size.
+    /// Decodes and validates: record size, stripes, flags, entry count, paths (valid,
+    /// distinct, each one's parent directory announced before it as a directory), link
+    /// targets ([`link_stays_inside`]), and that only the last entry, a file, may have an
+    /// unknown size. Nothing of a hello that fails here is ever created.
     pub fn decode(b: &[u8]) -> Result<Self, StreamError> {
         const W: &str = "hello";
         let mut r = Reader { b, what: W };
@@ -152,39 +242,81 @@ impl Hello {
             return Err(bad(W, format!("{stripes} stripes")));
         }
         let flags = r.u16()?;
-        if flags & !FLAG_FRESH != 0 {
+        if flags & !(FLAG_FRESH | FLAG_UPDATE) != 0 {
             return Err(bad(W, format!("unknown flags {flags:#x}")));
         }
         let n = r.u32()? as usize;
         if n > MAX_FILES {
-            return Err(bad(W, format!("{n} files (at most {MAX_FILES})")));
+            return Err(bad(W, format!("{n} entries (at most {MAX_FILES})")));
         }
         let mut files: Vec<FileEntry> = Vec::with_capacity(n);
+        // Every path so far, and whether it is a directory.
+        let mut seen: std::collections::HashMap<String, bool> =
+            std::collections::HashMap::with_capacity(n);
         for i in 0..n {
             let size = r.u64()?;
             let mtime = r.u64()?;
             let mode = r.u32()?;
+            let kind = r.array::<1>()?[0];
             let len = r.u16()? as usize;
             let name = std::str::from_utf8(r.take(len)?)
-                .map_err(|_| bad(W, "file name is not UTF-8"))?
+                .map_err(|_| bad(W, "path is not UTF-8"))?
                 .to_owned();
-            if !valid_file_name(&name) {
+            if !valid_path(&name) {
                 return Err(bad(
                     W,
-                    format!("file name {name:?} is not a plain file name"),
+                    format!(
+                        "path {name:?} is not a relative path of plain names (at most \
+                         {MAX_DEPTH} of them, {MAX_PATH_LEN} bytes)"
+                    ),
+                ));
+            }
+            let kind = match kind {
+                0 => EntryKind::File,
+                1 => EntryKind::Dir,
+                2 => {
+                    let len = r.u16()? as usize;
+                    let target = std::str::from_utf8(r.take(len)?)
+                        .map_err(|_| bad(W, "link target is not UTF-8"))?
+                        .to_owned();
+                    if !link_stays_inside(&name, &target) {
+                        return Err(bad(
+                            W,
+                            format!(
+                                "link {name:?} points to {target:?}, outside the tree it is in"
+                            ),
+                        ));
+                    }
+                    EntryKind::Symlink(target)
+                }
+                k => return Err(bad(W, format!("entry kind {k}"))),
+            };
+            if kind != EntryKind::File && size != 0 {
+                return Err(bad(
+                    W,
+                    format!("{name:?} is not a file but has {size} bytes"),
                 ));
             }
             if size == UNKNOWN_SIZE && i + 1 != n {
                 return Err(bad(W, "only the last file may have an unknown size"));
             }
-            if files.iter().any(|f| f.name == name) {
-                return Err(bad(W, format!("file name {name:?} appears twice")));
+            if let Some((parent, _)) = name.rsplit_once('/')
+                && seen.get(parent) != Some(&true)
+            {
+                return Err(bad(
+                    W,
+                    format!("{name:?} comes without its directory {parent:?} before it"),
+                ));
+            }
+            if seen.insert(name.clone(), kind == EntryKind::Dir).is_some() {
+                return Err(bad(W, format!("path {name:?} appears twice")));
             }
             files.push(FileEntry {
                 name,
                 size,
                 mtime,
                 mode,
+                kind,
             });
         }
         r.finish()?;
@@ -194,6 +326,7 @@ impl Hello {
             record_data,
             stripes,
             fresh: flags & FLAG_FRESH != 0,
+            update: flags & FLAG_UPDATE != 0,
             files,
         })
     }
@@ -389,18 +522,21 @@ mod tests {
             record_data: 16384,
             stripes: 2,
             fresh: false,
+            update: false,
             files: vec![
                 FileEntry {
                     name: "a.bin".into(),
                     size: 5,
                     mtime: 1_700_000_000_123_456_789,
                     mode: 0o644,
+                    kind: EntryKind::File,
                 },
                 FileEntry {
                     name: "stdin".into(),
                     size: UNKNOWN_SIZE,
                     mtime: 0,
                     mode: 0o600,
+                    kind: EntryKind::File,
                 },
             ],
         }
@@ -412,6 +548,10 @@ mod tests {
         assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
         let h = Hello { fresh: true, ..h };
         assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
+        let h = Hello { update: true, ..h };
+        assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
+        let t = tree(&[("t", D), ("t/l", L("sub/x")), ("t/sub", D), ("t/sub/x", F)]);
+        assert_eq!(Hello::decode(&t.encode()).unwrap(), t);
         let e = End {
             data_records: 9,
             sizes: vec![1, 2],
@@ -429,9 +569,123 @@ mod tests {
         assert_eq!(Abort::decode(&a.encode()).unwrap(), a);
     }
 
+    const F: Kind = Kind::F;
+    const D: Kind = Kind::D;
+    use Kind::L;
+    #[derive(Clone, Copy, PartialEq)]
+    enum Kind {
+        F,
+        D,
+        L(&'static str),
+    }
+
+    /// A hello announcing these entries (files of 3 bytes).
+    fn tree(entries: &[(&str, Kind)]) -> Hello {
+        let mut h = hello();
+        h.files = entries
+            .iter()
+            .map(|&(name, k)| FileEntry {
+                name: name.into(),
+                size: if matches!(k, F) { 3 } else { 0 },
+                mtime: 1,
+                mode: 0o755,
+                kind: match k {
+                    F => EntryKind::File,
+                    D => EntryKind::Dir,
+                    L(t) => EntryKind::Symlink(t.into()),
+                },
+            })
+            .collect();
+        h
+    }
+
+    fn refused(entries: &[(&str, Kind)]) -> String {
+        match Hello::decode(&tree(entries).encode()) {
+            Err(StreamError::MalformedBody { what: "hello", why }) => why,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn trees_need_their_directories_first_and_distinct_paths() {
+        let ok = tree(&[("t", D), ("t/a", D), ("t/a/f", F), ("t/e", D), ("g", F)]);
+        assert!(Hello::decode(&ok.encode()).is_ok());
+        assert!(refused(&[("t/a", F)]).contains("without its directory"));
+        assert!(refused(&[("t/a", F), ("t", D)]).contains("without its directory"));
+        // A file (or a link) is never a directory of another entry.
+        assert!(refused(&[("t", F), ("t/a", F)]).contains("without its directory"));
+        assert!(refused(&[("t", D), ("t/l", L(".")), ("t/l/a", F)]).contains("without"));
+        assert!(refused(&[("t", D), ("t/a", F), ("t/a", D)]).contains("twice"));
+        assert!(refused(&[("t", D), ("t", D)]).contains("twice"));
+        for p in [
+            "t//a", "t/./a", "t/../a", "/t/a", "t/a/", "t/a\\b", "t/\u{0}",
+        ] {
+            assert!(
+                refused(&[("t", D), (p, F)]).contains("not a relative path"),
+                "{p:?}"
+            );
+        }
+        // Depth and length bounds.
+        let deep: Vec<String> = (1..=MAX_DEPTH + 1)
+            .map(|n| vec!["d"; n].join("/"))
+            .collect();
+        let mut es: Vec<(&str, Kind)> = deep.iter().map(|p| (p.as_str(), D)).collect();
+        assert!(refused(&es).contains("not a relative path"));
+        es.pop();
+        assert!(Hello::decode(&tree(&es).encode()).is_ok());
+        let long = format!("t/{}", vec!["n".repeat(200); 21].join("/"));
+        assert!(long.len() > MAX_PATH_LEN);
+        assert!(refused(&[("t", D), (&long, F)]).contains("not a relative path"));
+        // Directories and links carry no data.
+        let mut h = tree(&[("t", D)]);
+        h.files[0].size = 1;
+        assert!(Hello::decode(&h.encode()).is_err());
+        let mut b = tree(&[("t", F)]).encode();
+        let kind_at = b.len() - 1 - 2 - 1;
+        b[kind_at] = 3;
+        assert!(Hello::decode(&b).is_err());
+    }
+
+    #[test]
+    fn links_that_leave_their_tree_are_refused() {
+        for t in ["sub/x", "x", ".", "./x", "..", "../b", "../.", "a/./b"] {
+            let h = tree(&[("t", D), ("t/a", D), ("t/a/l", L(t))]);
+            assert!(Hello::decode(&h.encode()).is_ok(), "{t:?}");
+        }
+        for t in [
+            "../../etc/passwd",
+            "../../t/x",
+            "/etc/passwd",
+            "../..",
+            "../../..",
+            "up/../..",
+            "x/..",
+            "",
+            "a\nb",
+            "a\u{0}b",
+        ] {
+            let why = refused(&[("t", D), ("t/a", D), ("t/a/l", L(t))]);
+            assert!(why.contains("outside the tree"), "{t:?}: {why}");
+        }
+        // A link at the top level points into the receiver's directory itself.
+        assert!(refused(&[("l", L("x"))]).contains("outside the tree"));
+        assert!(refused(&[("t", D), ("t/l", L(".."))]).contains("outside the tree"));
+        assert!(!link_stays_inside("t/l", &"x".repeat(MAX_LINK_LEN + 1)));
+    }
+
     #[test]
     fn hello_rejects_bad_names_and_layouts() {
-        for name in ["", ".", "..", "a/b", "../x", "x\n", &"n".repeat(256)] {
+        for name in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "../x",
+            "x\n",
+            &"n".repeat(256),
+            "a/",
+            "/a",
+        ] {
             let mut h = hello();
             h.files[0].name = name.into();
             assert!(Hello::decode(&h.encode()).is_err(), "{name:?}");
@@ -485,7 +739,84 @@ mod props {
             })
     }
 
+    /// Entries from a small alphabet, so that `/`, `.`, `..`, duplicates, missing parents and
+    /// escaping links all come up.
+    fn entries() -> impl Strategy<Value = Vec<FileEntry>> {
+        let path = proptest::collection::vec(
+            prop_oneof![
+                Just("a"),
+                Just("b"),
+                Just("."),
+                Just(".."),
+                Just(""),
+                Just("x/y")
+            ],
+            1..5,
+        )
+        .prop_map(|c| c.join("/"));
+        let kind = prop_oneof![
+            Just(EntryKind::File),
+            Just(EntryKind::Dir),
+            path.clone().prop_map(EntryKind::Symlink),
+            Just(EntryKind::Symlink("/abs".into())),
+        ];
+        proptest::collection::vec(
+            (
+                path,
+                kind,
+                prop_oneof![Just(0u64), Just(3), Just(UNKNOWN_SIZE)],
+            ),
+            0..8,
+        )
+        .prop_map(|v| {
+            v.into_iter()
+                .map(|(name, kind, size)| FileEntry {
+                    name,
+                    size,
+                    mtime: 1,
+                    mode: 0o644,
+                    kind,
+                })
+                .collect()
+        })
+    }
+
     proptest! {
+        #[test]
+        fn hello_paths_decode_valid_or_fail_typed(files in entries(), update in any::<bool>()) {
+            let h = Hello {
+                owner_public: [1; 32],
+                owner_signature: [2; 64],
+                record_data: 4096,
+                stripes: 1,
+                fresh: false,
+                update,
+                files,
+            };
+            let b = h.encode();
+            match Hello::decode(&b) {
+                Ok(d) => {
+                    prop_assert_eq!(&d, &h);
+                    for (i, f) in d.files.iter().enumerate() {
+                        prop_assert!(valid_path(&f.name));
+                        if let Some((parent, _)) = f.name.rsplit_once('/') {
+                            let dir = d.files[..i]
+                                .iter()
+                                .any(|p| p.name == parent && p.kind == EntryKind::Dir);
+                            prop_assert!(dir);
+                        }
+                        if let EntryKind::Symlink(t) = &f.kind {
+                            prop_assert!(!t.starts_with('/') && link_stays_inside(&f.name, t));
+                        }
+                    }
+                }
+                Err(e) => prop_assert!(matches!(e, StreamError::MalformedBody { .. }), "{e:?}"),
+            }
+            for cut in 0..b.len() {
+                prop_assert!(Hello::decode(&b[..cut]).is_err());
+            }
+        }
+
         #[test]
         fn end_and_ready_round_trip_and_every_cut_fails(
             e in end(),
@@ -537,10 +868,11 @@ mod props {
             record_data: 16384,
             stripes: 1,
             fresh: false,
+            update: false,
             files: vec![],
         };
         let mut b = h.encode();
-        b[32 + 64 + 4 + 2] = 2; // flags: an unknown bit
+        b[32 + 64 + 4 + 2] = 4; // flags: an unknown bit
         assert!(Hello::decode(&b).is_err());
         // A ready announcing more files than a session may have.
         let mut b = ((MAX_FILES + 1) as u32).to_le_bytes().to_vec();

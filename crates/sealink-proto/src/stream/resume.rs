@@ -12,11 +12,11 @@
 
 use sealink_crypto::hash::{SHA256_LEN, Sha256, sha256};
 
-use super::body::{UNKNOWN_SIZE, valid_file_name};
+use super::body::{UNKNOWN_SIZE, valid_path};
 
 const MAGIC: &[u8; 8] = b"SLRMAP01";
-/// Longest map: fixed fields, the longest name, the checksum.
-pub const MAX_MAP_LEN: usize = 8 + 32 + 24 + 2 + super::body::MAX_NAME_LEN + SHA256_LEN;
+/// Longest map: fixed fields, the longest path, the checksum.
+pub const MAX_MAP_LEN: usize = 8 + 32 + 24 + 2 + super::body::MAX_PATH_LEN + SHA256_LEN;
 /// Prefix of resume state file names (hidden; never a name a transfer can store under, as
 /// every name is stored under its own final name only on commit).
 pub const STATE_PREFIX: &str = ".sealink-resume-";
@@ -93,7 +93,7 @@ impl RecordMap {
         }
         let name = std::str::from_utf8(&body[fixed..])
             .ok()
-            .filter(|n| valid_file_name(n))
+            .filter(|n| valid_path(n))
             .ok_or(MapError::BadName)?
             .to_owned();
         let mut owner = [0u8; 32];
@@ -221,7 +221,7 @@ mod tests {
             RecordMap::decode(&m.encode()),
             Err(MapError::HeldPastSize { .. })
         ));
-        for name in ["", "..", "a/b"] {
+        for name in ["", "..", "a//b", "/a", "a/../b"] {
             let m = RecordMap {
                 name: name.into(),
                 ..map()
