@@ -28,7 +28,12 @@ pub fn keygen(kind: KeyKind, path: &Path, force: bool) -> Result<()> {
 
 /// Prints the public line of a private key file, or with `trust_line` the trust-file line
 /// naming it.
-pub fn pubkey(path: &Path, kind: Option<KeyKind>, trust_line: Option<String>) -> Result<()> {
+pub fn pubkey(
+    path: &Path,
+    kind: Option<KeyKind>,
+    trust_line: Option<String>,
+    fingerprint: bool,
+) -> Result<()> {
     let (kind, private) = match kind {
         Some(k) => (k, keyfile::read_private(path, k)?),
         None => detect(path)?,
@@ -36,6 +41,7 @@ pub fn pubkey(path: &Path, kind: Option<KeyKind>, trust_line: Option<String>) ->
     let public = keyfile::public_from_private(kind, &private)?;
     drop(private);
     let line = match trust_line {
+        _ if fingerprint => sealink_keys::fingerprint(&public),
         Some(name) => {
             check_name(&name)?;
             format!("{} {name} {}", kind.trust_keyword(), B64.encode(public))

@@ -331,8 +331,11 @@ struct PubkeyArgs {
     #[arg(long, value_enum)]
     kind: Option<KindArg>,
     /// Print the trust-file line a peer adds (`host NAME KEY` / `owner NAME KEY`)
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "fingerprint")]
     trust_line: Option<String>,
+    /// Print the key's short fingerprint (`xxxx-xxxx-xxxx-xxxx`), as transfers show it
+    #[arg(long)]
+    fingerprint: bool,
 }
 
 #[derive(Debug, Args)]
@@ -576,7 +579,9 @@ fn init_tracing(verbose: u8, quiet: bool) {
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Keygen(a) => keys::keygen(a.kind.into(), &a.path, a.force),
-        Command::Pubkey(a) => keys::pubkey(&a.path, a.kind.map(Into::into), a.trust_line),
+        Command::Pubkey(a) => {
+            keys::pubkey(&a.path, a.kind.map(Into::into), a.trust_line, a.fingerprint)
+        }
         Command::Init(a) => keys::init(a.host_name, a.owner_name),
         Command::Trust(TrustCommand::Check { file, json }) => keys::trust_check(&file, json),
         Command::Trust(TrustCommand::Add {

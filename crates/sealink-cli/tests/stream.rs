@@ -840,6 +840,16 @@ fn json_records_on_both_sides_match_the_files() {
     assert!(st.success(), "{log}");
 
     let owner_key = common::public(h.a().join("owner.key.pub"));
+    // The records carry the owner's fingerprint as `pubkey --fingerprint` prints it.
+    let fp = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .arg("pubkey")
+        .arg(h.a().join("owner.key"))
+        .arg("--fingerprint")
+        .output()
+        .unwrap();
+    assert!(fp.status.success(), "{}", text(&fp));
+    let fingerprint = String::from_utf8(fp.stdout).unwrap().trim().to_owned();
+    assert_eq!(fingerprint.len(), 19, "{fingerprint}");
     let sizes = [("big.bin", big_len), ("small.txt", 5)];
     let sent = records(&o.stdout);
     let received = records(&recv_out);
@@ -855,6 +865,7 @@ fn json_records_on_both_sides_match_the_files() {
             let rate = r.transfer_bytes as f64 / r.seconds;
             assert!((r.bytes_per_sec - rate).abs() <= rate * 1e-9, "{r:?}");
             assert_eq!(r.owner_key, owner_key, "{r:?}");
+            assert_eq!(r.owner_fingerprint, fingerprint, "{r:?}");
             assert_eq!(
                 (r.suite.as_str(), r.auth_only),
                 ("chacha20-poly1305", false)

@@ -117,6 +117,10 @@ pub struct FileRecord {
     /// file does not list its own owner key), and its Ed25519 public key.
     pub owner: Option<String>,
     pub owner_key: String,
+    /// `owner_key`'s short fingerprint (`xxxx-xxxx-xxxx-xxxx`, `sealink_keys::fingerprint`),
+    /// as both summaries print it.
+    #[serde(default)]
+    pub owner_fingerprint: String,
     /// The suite's name (`aes128-gcm`, `aes256-gcm`, `chacha20-poly1305`).
     pub suite: String,
     /// Whether the data travelled in clear (every record still authenticated).
@@ -186,6 +190,7 @@ impl FileRecord {
             host: meta.host.clone(),
             owner: meta.owner.clone(),
             owner_key: b64(&meta.owner_key),
+            owner_fingerprint: sealink_keys::fingerprint(&meta.owner_key),
             suite: meta.suite.name().to_owned(),
             auth_only: meta.scope == Scope::AuthOnly,
             error,
