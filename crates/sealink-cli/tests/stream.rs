@@ -4,6 +4,7 @@
 //! final name (and no temporary file left behind).
 
 mod common;
+use common::raw_sender::RawSender;
 use common::{BIN, random_file, run_in as run};
 
 use std::fs;
@@ -506,118 +507,6 @@ fn names_of_255_bytes_arrive() {
     assert_eq!(h.inbox_names(), want, "no part file left behind");
 }
 
-/// A sender of our own, built from the proto crate's handshake, record and body code, for what
-/// `sealink send` never sends (huge announced sizes, tiny records, setuid modes).
-struct RawSender {
-    sock: TcpStream,
-    keys: sealink_proto::stream::SessionKeys,
-    owner: sealink_crypto::sign::OwnerSigningKey,
-    host: [u8; 32],
-    peer: [u8; 32],
-}
-
-fn key_file(p: &Path) -> [u8; 32] {
-    use base64::Engine as _;
-    let t = fs::read_to_string(p).unwrap();
-    let b64 = t.split_whitespace().nth(1).unwrap();
-    base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .unwrap()
-        .try_into()
-        .unwrap()
-}
-
-impl RawSender {
-    fn connect(h: &Hosts, to: SocketAddr) -> Self {
-        use sealink_proto::stream::handshake::{Initiator, RESPONSE_MESSAGE_LEN};
-        let host = sealink_proto::HostKey::from_private(key_file(&h.a().join("host.key"))).unwrap();
-        let peer = key_file(&h.dir.join("b").join("host.key.pub"));
-        let owner =
-            sealink_crypto::sign::OwnerSigningKey::from_seed(&key_file(&h.a().join("owner.key")))
-                .unwrap();
-        let ts = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
-        let (init, msg) =
-            Initiator::new(&host, &peer, sealink_crypto::SuiteId::Aes128Gcm, ts).unwrap();
-        let mut sock = TcpStream::connect(to).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        sock.write_all(b"SLS1\x01").unwrap();
-        sock.write_all(&msg).unwrap();
-        let mut resp = [0u8; RESPONSE_MESSAGE_LEN];
-        sock.read_exact(&mut resp).unwrap();
-        let keys = init.finish(&resp).unwrap();
-        RawSender {
-            sock,
-            keys,
-            owner,
-            host: *host.public(),
-            peer,
-        }
-    }
-
-    fn hello(&self, record_data: u32, files: Vec<sealink_proto::stream::FileEntry>) -> Vec<u8> {
-        let intro = sealink_proto::stream::owner_intro(&self.keys.binding, &self.host, &self.peer);
-        sealink_proto::stream::Hello {
-            owner_public: self.owner.public_key(),
-            owner_signature: self.owner.sign(&intro),
-            record_data,
-            stripes: 1,
-            fresh: false,
-            update: false,
-            files,
-        }
-        .encode()
-    }
-
-    fn write(&mut self, kind: sealink_proto::stream::RecordType, seq: u64, body: &[u8]) {
-        use sealink_proto::stream::record;
-        let mut buf = vec![0u8; record::wire_len(body.len())];
-        buf[record::RECORD_HEADER_LEN..][..body.len()].copy_from_slice(body);
-        let n = record::seal_record(
-            &self.keys.send,
-            &mut buf,
-            kind,
-            sealink_crypto::Scope::Encrypt,
-            seq,
-            body.len(),
-        )
-        .unwrap();
-        self.sock.write_all(&buf[..n]).unwrap();
-    }
-
-    /// The receiver's next record: its type and body, or `None` if it closed instead.
-    fn read(&mut self) -> Option<(sealink_proto::stream::RecordType, Vec<u8>)> {
-        use sealink_proto::stream::record::{self, RECORD_HEADER_LEN, RecordHeader};
-        let mut h = [0u8; RECORD_HEADER_LEN];
-        self.sock.read_exact(&mut h).ok()?;
-        let hdr = RecordHeader::parse(&h).unwrap();
-        let mut buf = h.to_vec();
-        buf.resize(hdr.record_len(), 0);
-        self.sock.read_exact(&mut buf[RECORD_HEADER_LEN..]).ok()?;
-        let n = record::open_record(&self.keys.recv, &hdr, &mut buf).unwrap();
-        Some((hdr.kind, buf[RECORD_HEADER_LEN..][..n].to_vec()))
-    }
-
-    /// Sends a hello; returns the receiver's abort message, or `None` if it said ready.
-    fn offer(
-        &mut self,
-        record_data: u32,
-        files: Vec<sealink_proto::stream::FileEntry>,
-    ) -> Option<String> {
-        use sealink_proto::stream::{Abort, RecordType};
-        let hello = self.hello(record_data, files);
-        self.write(RecordType::Hello, 0, &hello);
-        match self.read() {
-            Some((RecordType::Ready, _)) => None,
-            Some((RecordType::Abort, b)) => Some(Abort::decode(&b).unwrap().message),
-            other => panic!("unexpected answer to the hello: {other:?}"),
-        }
-    }
-}
-
 fn entry(name: &str, size: u64, mode: u32) -> sealink_proto::stream::FileEntry {
     sealink_proto::stream::FileEntry {
         name: name.into(),
@@ -633,7 +522,7 @@ fn huge_announcements_are_refused_with_the_reason_and_the_receiver_survives() {
     let h = Hosts::new();
     // Standard output has no file to reserve space for: the bitmap is the first allocation.
     let (c, addr, err) = h.recv_with(None, &["--stdout"], Stdio::null());
-    let mut raw = RawSender::connect(&h, addr);
+    let mut raw = RawSender::connect(&h.a(), &h.dir.join("b"), addr);
     let said = raw
         .offer(512, vec![entry("a", 1 << 62, 0o644)])
         .expect("an abort");
@@ -655,7 +544,7 @@ fn huge_announcements_are_refused_with_the_reason_and_the_receiver_survives() {
         (1 << 20, vec![entry("a", u64::MAX - 1, 0o644)], "records"),
     ];
     for (record_data, files, why) in cases {
-        let mut raw = RawSender::connect(&h, addr);
+        let mut raw = RawSender::connect(&h.a(), &h.dir.join("b"), addr);
         let said = raw.offer(record_data, files.clone());
         let said =
             said.unwrap_or_else(|| panic!("ready for {record_data}-byte records of {files:?}"));
@@ -678,7 +567,7 @@ fn sender_chosen_mode_bits_never_pass_the_receivers_policy() {
     use sealink_proto::stream::{Done, End, RecordType};
     let h = Hosts::new();
     let (c, addr, err) = h.recv_with(Some("022"), &["--once"], Stdio::piped());
-    let mut raw = RawSender::connect(&h, addr);
+    let mut raw = RawSender::connect(&h.a(), &h.dir.join("b"), addr);
     assert_eq!(raw.offer(512, vec![entry("x", 3, 0o7777)]), None);
     raw.write(RecordType::Data, 1, b"abc");
     raw.write(

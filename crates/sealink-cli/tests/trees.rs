@@ -5,18 +5,18 @@
 //! partial tree.
 
 mod common;
+use common::raw_sender::RawSender;
 use common::{BIN, random_file};
 
 use std::fs;
-use std::io::{BufReader, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::io::{BufReader, Read};
+use std::net::{Shutdown, SocketAddr};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
-use std::time::Duration;
 
 use sealink_proto::stream::body::EntryKind;
-use sealink_proto::stream::{Abort, FileEntry, RecordType};
+use sealink_proto::stream::{FileEntry, RecordType};
 use sealink_stream::FileRecord;
 use sealink_stream::report::{Event, Kind, Outcome};
 
@@ -166,10 +166,15 @@ fn a_tree_arrives_exactly_less_what_is_excluded() {
     let extra = h.path("extra.txt");
     fs::write(&extra, b"beside the tree").unwrap();
     let (c, addr, err) = h.recv(&["--once", "--json"], Stdio::piped());
-    let o = h.send(
-        &[&proj, &extra],
-        addr,
-        &[
+    // Not `--quiet` (which `send_cmd` passes and which keeps warnings off stderr, as `-q`
+    // does): the skipped fifo must be reported.
+    let o = Command::new(BIN)
+        .arg("send")
+        .args([&proj, &extra])
+        .arg(format!("bob@{addr}"))
+        .env("SEALINK_HOME", h.path("a"))
+        .env_remove("RUST_LOG")
+        .args([
             "--json",
             "--streams",
             "2",
@@ -179,8 +184,9 @@ fn a_tree_arrives_exactly_less_what_is_excluded() {
             "*.log",
             "--exclude",
             "build/",
-        ],
-    );
+        ])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -376,108 +382,6 @@ fn update_sends_nothing_for_unchanged_files_and_sends_a_changed_one() {
 
 // --- A sender of our own, to say what `sealink send` never would. ---
 
-struct RawSender {
-    sock: TcpStream,
-    keys: sealink_proto::stream::SessionKeys,
-    owner: sealink_crypto::sign::OwnerSigningKey,
-    host: [u8; 32],
-    peer: [u8; 32],
-}
-
-fn key_file(p: &Path) -> [u8; 32] {
-    use base64::Engine as _;
-    let t = fs::read_to_string(p).unwrap();
-    let b64 = t.split_whitespace().nth(1).unwrap();
-    base64::engine::general_purpose::STANDARD
-        .decode(b64)
-        .unwrap()
-        .try_into()
-        .unwrap()
-}
-
-impl RawSender {
-    fn connect(h: &Hosts, to: SocketAddr) -> Self {
-        use sealink_proto::stream::handshake::{Initiator, RESPONSE_MESSAGE_LEN};
-        let a = h.path("a");
-        let host = sealink_proto::HostKey::from_private(key_file(&a.join("host.key"))).unwrap();
-        let peer = key_file(&h.path("b").join("host.key.pub"));
-        let owner =
-            sealink_crypto::sign::OwnerSigningKey::from_seed(&key_file(&a.join("owner.key")))
-                .unwrap();
-        let ts = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
-        let (init, msg) =
-            Initiator::new(&host, &peer, sealink_crypto::SuiteId::Aes128Gcm, ts).unwrap();
-        let mut sock = TcpStream::connect(to).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        sock.write_all(b"SLS1\x01").unwrap();
-        sock.write_all(&msg).unwrap();
-        let mut resp = [0u8; RESPONSE_MESSAGE_LEN];
-        sock.read_exact(&mut resp).unwrap();
-        let keys = init.finish(&resp).unwrap();
-        RawSender {
-            sock,
-            keys,
-            owner,
-            host: *host.public(),
-            peer,
-        }
-    }
-
-    fn write(&mut self, kind: RecordType, seq: u64, body: &[u8]) {
-        use sealink_proto::stream::record;
-        let mut buf = vec![0u8; record::wire_len(body.len())];
-        buf[record::RECORD_HEADER_LEN..][..body.len()].copy_from_slice(body);
-        let n = record::seal_record(
-            &self.keys.send,
-            &mut buf,
-            kind,
-            sealink_crypto::Scope::Encrypt,
-            seq,
-            body.len(),
-        )
-        .unwrap();
-        self.sock.write_all(&buf[..n]).unwrap();
-    }
-
-    fn read(&mut self) -> Option<(RecordType, Vec<u8>)> {
-        use sealink_proto::stream::record::{self, RECORD_HEADER_LEN, RecordHeader};
-        let mut h = [0u8; RECORD_HEADER_LEN];
-        self.sock.read_exact(&mut h).ok()?;
-        let hdr = RecordHeader::parse(&h).unwrap();
-        let mut buf = h.to_vec();
-        buf.resize(hdr.record_len(), 0);
-        self.sock.read_exact(&mut buf[RECORD_HEADER_LEN..]).ok()?;
-        let n = record::open_record(&self.keys.recv, &hdr, &mut buf).unwrap();
-        Some((hdr.kind, buf[RECORD_HEADER_LEN..][..n].to_vec()))
-    }
-
-    /// Sends a hello (encoded by the sans-IO encoder, which checks nothing); returns the
-    /// receiver's abort message, or `None` if it said ready.
-    fn offer(&mut self, files: Vec<FileEntry>) -> Option<String> {
-        let intro = sealink_proto::stream::owner_intro(&self.keys.binding, &self.host, &self.peer);
-        let hello = sealink_proto::stream::Hello {
-            owner_public: self.owner.public_key(),
-            owner_signature: self.owner.sign(&intro),
-            record_data: 512,
-            stripes: 1,
-            fresh: false,
-            update: false,
-            files,
-        }
-        .encode();
-        self.write(RecordType::Hello, 0, &hello);
-        match self.read() {
-            Some((RecordType::Ready, _)) => None,
-            Some((RecordType::Abort, b)) => Some(Abort::decode(&b).unwrap().message),
-            other => panic!("unexpected answer to the hello: {other:?}"),
-        }
-    }
-}
-
 fn entry(name: &str, size: u64, kind: EntryKind) -> FileEntry {
     FileEntry {
         name: name.into(),
@@ -494,14 +398,17 @@ fn a_link_leading_out_of_the_tree_is_refused_and_nothing_is_created() {
     let (mut c, addr, err) = h.recv(&[], Stdio::null());
     let escaping = ["../../etc/passwd", "/etc/passwd", "../..", "sub/../../.."];
     for target in escaping {
-        let mut raw = RawSender::connect(&h, addr);
+        let mut raw = RawSender::connect(&h.path("a"), &h.path("b"), addr);
         let said = raw
-            .offer(vec![
-                entry("t", 0, EntryKind::Dir),
-                entry("t/a", 3, EntryKind::File),
-                entry("t/sub", 0, EntryKind::Dir),
-                entry("t/sub/evil", 0, EntryKind::Symlink(target.into())),
-            ])
+            .offer(
+                512,
+                vec![
+                    entry("t", 0, EntryKind::Dir),
+                    entry("t/a", 3, EntryKind::File),
+                    entry("t/sub", 0, EntryKind::Dir),
+                    entry("t/sub/evil", 0, EntryKind::Symlink(target.into())),
+                ],
+            )
             .unwrap_or_else(|| panic!("ready for a link to {target}"));
         assert!(said.contains("outside the tree"), "{target}: {said}");
         assert!(c.try_wait().unwrap().is_none(), "the receiver died");
@@ -520,8 +427,8 @@ fn a_link_leading_out_of_the_tree_is_refused_and_nothing_is_created() {
             entry("t/l/x", 3, EntryKind::File),
         ],
     ] {
-        let mut raw = RawSender::connect(&h, addr);
-        assert!(raw.offer(files).is_some());
+        let mut raw = RawSender::connect(&h.path("a"), &h.path("b"), addr);
+        assert!(raw.offer(512, files).is_some());
         assert_eq!(h.inbox_names(), Vec::<String>::new());
     }
 
@@ -556,8 +463,8 @@ fn a_tree_cut_off_mid_transfer_leaves_no_partial_tree_and_resumes() {
             entry("t/l", 0, EntryKind::Symlink("d/a".into())),
         ]
     };
-    let mut raw = RawSender::connect(&h, addr);
-    assert_eq!(raw.offer(tree()), None);
+    let mut raw = RawSender::connect(&h.path("a"), &h.path("b"), addr);
+    assert_eq!(raw.offer(512, tree()), None);
     // One file's data, then the sender goes: no end record.
     raw.write(RecordType::Data, 1, b"abc");
     raw.sock.shutdown(Shutdown::Write).unwrap();
@@ -579,7 +486,7 @@ fn a_tree_cut_off_mid_transfer_leaves_no_partial_tree_and_resumes() {
     }
 
     // The same tree again: the receiver holds t/d/a (by its path) and says so.
-    let mut raw = RawSender::connect(&h, addr);
+    let mut raw = RawSender::connect(&h.path("a"), &h.path("b"), addr);
     let intro = sealink_proto::stream::owner_intro(&raw.keys.binding, &raw.host, &raw.peer);
     let hello = sealink_proto::stream::Hello {
         owner_public: raw.owner.public_key(),

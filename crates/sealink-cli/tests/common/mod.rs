@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests (each test binary includes this module).
 #![allow(dead_code)]
 
+pub mod raw_sender;
+
 use std::fs;
 use std::path::PathBuf;
 
