@@ -28,7 +28,7 @@ use sealink_datagram::{
 
 use super::format::{Table, num, ratio};
 use super::model::{Profile, Scope3, Tech};
-use super::run::{RunResult, RunSpec, run as run_virtual};
+use super::run::{RunResult, RunSpec, run as run_virtual, urgent_latencies};
 use super::tables::Nominal;
 use super::trace::{self, Msg, Trace, TraceKind};
 use crate::error::{Error, Result};
@@ -285,14 +285,9 @@ pub fn run(spec: &LoopSpec) -> Result<RunResult> {
             .sum();
         (last_handed.saturating_duration_since(first), bytes)
     };
-    let latencies_ms: Vec<f64> = spec
-        .urgent
-        .iter()
-        .enumerate()
-        .filter(|(_, u)| **u || !spec.q)
-        .map(|(i, _)| at[i].saturating_duration_since(sent_at[i]).as_secs_f64() * 1000.0)
-        .collect();
-    let urgent = latencies_ms.len();
+    let (latencies_ms, l_ms) = urgent_latencies(spec.urgent, spec.q, |i| {
+        at[i].saturating_duration_since(sent_at[i]).as_secs_f64() * 1000.0
+    });
     Ok(RunResult {
         messages: n,
         message_bytes,
@@ -301,12 +296,8 @@ pub fn run(spec: &LoopSpec) -> Result<RunResult> {
         span: last.saturating_duration_since(first),
         window,
         window_bytes,
-        urgent,
-        l_ms: if urgent == 0 {
-            f64::NAN
-        } else {
-            latencies_ms.iter().sum::<f64>() / urgent as f64
-        },
+        urgent: latencies_ms.len(),
+        l_ms,
         latencies_ms,
         retransmitted: after.messages_retransmitted - before.messages_retransmitted,
     })

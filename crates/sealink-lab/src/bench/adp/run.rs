@@ -243,6 +243,27 @@ fn warm_up(
     Ok(pair.now())
 }
 
+/// The urgent messages' latencies (ms, in trace order, from `latency_ms` of each message's
+/// index) and their mean (NaN when there is none). With Q = OFF every message is urgent.
+pub(super) fn urgent_latencies(
+    urgent: &[bool],
+    q: bool,
+    latency_ms: impl Fn(usize) -> f64,
+) -> (Vec<f64>, f64) {
+    let v: Vec<f64> = urgent
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| **u || !q)
+        .map(|(i, _)| latency_ms(i))
+        .collect();
+    let mean = if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    (v, mean)
+}
+
 pub fn run(spec: &RunSpec) -> Result<RunResult> {
     if spec.urgent.len() != spec.msgs.len() {
         return Err(Error::bench("one urgency flag per message is needed"));
@@ -328,14 +349,9 @@ pub fn run(spec: &RunSpec) -> Result<RunResult> {
         .filter(|(_, at)| **at <= handed)
         .map(|(m, _)| m.size as u64)
         .sum();
-    let latencies_ms: Vec<f64> = spec
-        .urgent
-        .iter()
-        .enumerate()
-        .filter(|(_, u)| **u || !spec.q)
-        .map(|(i, _)| at[i].saturating_since(sent_at[i]).as_secs_f64() * 1000.0)
-        .collect();
-    let urgent = latencies_ms.len();
+    let (latencies_ms, l_ms) = urgent_latencies(spec.urgent, spec.q, |i| {
+        at[i].saturating_since(sent_at[i]).as_secs_f64() * 1000.0
+    });
     Ok(RunResult {
         messages: spec.msgs.len(),
         message_bytes: spec.msgs.iter().map(|m| m.size as u64).sum(),
@@ -344,12 +360,8 @@ pub fn run(spec: &RunSpec) -> Result<RunResult> {
         span: last.saturating_since(first),
         window: handed.saturating_since(first),
         window_bytes,
-        urgent,
-        l_ms: if urgent == 0 {
-            f64::NAN
-        } else {
-            latencies_ms.iter().sum::<f64>() / urgent as f64
-        },
+        urgent: latencies_ms.len(),
+        l_ms,
         latencies_ms,
         retransmitted: after.messages_retransmitted - before.messages_retransmitted,
     })
