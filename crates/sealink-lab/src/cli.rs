@@ -113,9 +113,10 @@ pub enum BenchCommand {
     )]
     Datagram(DatagramArgs),
     /// Paper 002 rerun in virtual time: its five traces, urgency policies U1-U5, encryption
-    /// scope and technology, piggybacking; Tables 3, 5-8 and Figures 5-6 as markdown and CSV
+    /// scope and technology, piggybacking; Tables 3-8 and Figures 4-8 as markdown, CSV and SVG
+    /// (and over real loopback with --loopback)
     #[command(
-        after_help = "Examples:\n  sealink bench adp\n  sealink bench adp --quick --out bench-out/adp\n  sealink bench adp --profiles 1987 --seed 7"
+        after_help = "Examples:\n  sealink bench adp\n  sealink bench adp --quick --out bench-out/adp\n  sealink bench adp --profiles 1987 --seed 7\n  sealink bench adp --profiles today --loopback"
     )]
     Adp(AdpArgs),
     /// Paper 004 rerun on the CPU: 1400-byte packets through the tunnel's engine, throughput
