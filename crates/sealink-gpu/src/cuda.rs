@@ -1,79 +1,69 @@
 //! The CUDA backend (feature `cuda`): cudarc with the driver and NVRTC loaded at run time.
 //!
-//! A batch is cut into [`STREAMS`] chunks of consecutive packets. Each chunk is packed into
-//! its stream's pinned host buffer and goes host-to-device, through `gcm_ctr` and back on its
-//! own stream, so one chunk's copies overlap another's kernel; the host then finishes each
-//! chunk's tags (GHASH) in order while later chunks are still on the device.
+//! A run of packets is cut into batches; each batch is one frame ([`Frame`]: metadata, tag
+//! slots, packed data) in its stream's pinned host buffer, and takes one host-to-device copy,
+//! one `gcm_seal` launch and one device-to-host copy on its own stream. Up to [`STREAMS`]
+//! batches are in flight: while one stream's copies and kernel run, the host packs the next
+//! batch and finishes (unpacks, and with GHASH on the CPU hashes) the oldest, so batches come
+//! back in the order they went in.
 #![allow(unsafe_code)]
 
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PinnedHostSlice,
+    PushKernelArg,
 };
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
-use crate::gcm::{CpuCtr, Key128, finish_tags};
-use crate::kernel::{TABLE_LEN, THREADS_PER_PACKET, source};
-use crate::layout::{NONCE_LEN, Packed, TAG_LEN};
-use crate::{Availability, GpuError, GpuSealer};
+use crate::gcm::{CpuCtr, Key128, finish_frame};
+use crate::kernel::{TABLE_WORDS, THREADS_PER_PACKET, source};
+use crate::layout::{Frame, MAX_GHASH_BLOCKS, NONCE_LEN, Packed, TAG_LEN};
+use crate::{Availability, GpuError, GpuSealer, Phases};
 
-/// CUDA streams per device: enough for copy-in, kernel and copy-out of three chunks to
-/// overlap, plus one being finished on the host.
+/// CUDA streams, and so batches in flight: enough for one batch's copy in, another's kernel
+/// and a third's copy out to overlap while the host packs or finishes a fourth.
 pub const STREAMS: usize = 4;
-/// Pinned host memory kept in the buffer cache; past it the cache is emptied before a new
-/// size is allocated (pinned memory is locked RAM taken from the whole machine).
-pub const MAX_PINNED_BYTES: usize = 512 << 20;
+/// `seal_batch` splits a batch over the streams only into pieces at least this large: below
+/// it the driver calls of each piece cost more than the overlap gains.
+pub const MIN_CHUNK_BYTES: usize = 256 << 10;
 
 fn drv(e: cudarc::driver::DriverError) -> GpuError {
     GpuError::Driver(e.to_string())
 }
 
-/// One stream's buffers for chunks of one shape (data bytes, packets): cudarc copies whole
-/// host slices, so buffers are sized exactly and cached by shape.
-struct Buffers {
-    host_data: PinnedHostSlice<u8>,
-    host_meta: PinnedHostSlice<u32>,
-    host_masks: PinnedHostSlice<u8>,
-    dev_data: CudaSlice<u8>,
-    dev_meta: CudaSlice<u32>,
-    dev_masks: CudaSlice<u8>,
+/// One stream's batch: the pinned host buffer and device buffer its frame goes through (grown
+/// to the next power of two, never shrunk), and the batch's layout.
+#[derive(Default)]
+struct Slot {
+    host: Option<PinnedHostSlice<u8>>,
+    dev: Option<CudaSlice<u8>>,
+    packed: Packed,
+    frame: Option<Frame>,
 }
 
-impl Buffers {
-    fn new(
+impl Slot {
+    fn ensure(
+        &mut self,
         ctx: &Arc<CudaContext>,
         s: &Arc<CudaStream>,
-        bytes: usize,
-        n: usize,
-    ) -> Result<Self, GpuError> {
-        let bytes = bytes.max(16);
-        // SAFETY: the pinned buffers are uninitialised host memory; every byte the device
-        // reads is written first (pack fills data and meta in full), and masks are only read
-        // after the device wrote them. Flags 0 (not write-combined): the host reads results.
-        let (host_data, host_meta, host_masks) = unsafe {
-            (
-                ctx.alloc_pinned_with_flags::<u8>(bytes, 0).map_err(drv)?,
-                ctx.alloc_pinned_with_flags::<u32>(n * crate::layout::META_WORDS, 0)
-                    .map_err(drv)?,
-                ctx.alloc_pinned_with_flags::<u8>(n * 16, 0).map_err(drv)?,
-            )
-        };
-        Ok(Buffers {
-            host_data,
-            host_meta,
-            host_masks,
-            dev_data: s.alloc_zeros::<u8>(bytes).map_err(drv)?,
-            dev_meta: s
-                .alloc_zeros::<u32>(n * crate::layout::META_WORDS)
-                .map_err(drv)?,
-            dev_masks: s.alloc_zeros::<u8>(n * 16).map_err(drv)?,
-        })
-    }
-
-    fn pinned_bytes(&self) -> usize {
-        self.host_data.num_bytes() + self.host_meta.num_bytes() + self.host_masks.num_bytes()
+        len: usize,
+    ) -> Result<(), GpuError> {
+        if self.host.as_ref().is_some_and(|h| h.len() >= len) {
+            return Ok(());
+        }
+        let cap = len.next_power_of_two().max(64 << 10);
+        // Free the old pair first (pinned memory is locked RAM taken from the whole machine).
+        self.host = None;
+        self.dev = None;
+        // SAFETY: uninitialised pinned host memory; the host writes every byte of a frame
+        // before copying it to the device, and reads back only what the device wrote. Flags 0
+        // (not write-combined): the host reads the results.
+        self.host = Some(unsafe { ctx.alloc_pinned_with_flags::<u8>(cap, 0) }.map_err(drv)?);
+        self.dev = Some(s.alloc_zeros::<u8>(cap).map_err(drv)?);
+        Ok(())
     }
 }
 
@@ -82,14 +72,17 @@ pub(crate) struct Device {
     ctx: Arc<CudaContext>,
     streams: Vec<Arc<CudaStream>>,
     setup: CudaFunction,
-    ctr: CudaFunction,
+    powers: CudaFunction,
+    seal: CudaFunction,
     name: String,
     key_dev: CudaSlice<u8>,
-    table: CudaSlice<u8>,
-    /// The key whose table is on the device, and its GHASH subkey.
+    h_dev: CudaSlice<u32>,
+    table: CudaSlice<u32>,
+    hpow: CudaSlice<u32>,
+    /// The key whose tables are on the device, and its GHASH subkey.
     keyed: Option<(Key128, [u8; 16])>,
-    packed: Vec<Packed>,
-    buffers: HashMap<(usize, usize, usize), Buffers>,
+    slots: Vec<Slot>,
+    gpu_ghash: bool,
 }
 
 impl std::fmt::Debug for Device {
@@ -97,6 +90,7 @@ impl std::fmt::Debug for Device {
         f.debug_struct("Device")
             .field("name", &self.name)
             .field("streams", &self.streams.len())
+            .field("gpu_ghash", &self.gpu_ghash)
             .finish()
     }
 }
@@ -137,45 +131,72 @@ pub(crate) fn open() -> Result<Availability, GpuError> {
     }
     let ctx = CudaContext::new(0).map_err(drv)?;
     let name = ctx.name().map_err(drv)?;
+    // Compile for this device's own architecture (PTX for an older one would be JIT-compiled
+    // by the driver without the newer chip's scheduling).
+    let (major, minor) = ctx.compute_capability().map_err(drv)?;
+    let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
     let ptx = compile_ptx_with_opts(
         source(),
         CompileOptions {
-            name: Some("sealink_gcm_ctr.cu".into()),
+            name: Some("sealink_gcm.cu".into()),
+            arch: Some(arch),
             ..Default::default()
         },
     )
     .map_err(|e| GpuError::Compile(e.to_string()))?;
     let module = ctx.load_module(ptx).map_err(drv)?;
     let setup = module.load_function("aes128_setup").map_err(drv)?;
-    let ctr = module.load_function("gcm_ctr").map_err(drv)?;
+    let powers = module.load_function("ghash_powers").map_err(drv)?;
+    let seal = module.load_function("gcm_seal").map_err(drv)?;
     let streams = (0..STREAMS)
         .map(|_| ctx.new_stream())
         .collect::<Result<Vec<_>, _>>()
         .map_err(drv)?;
-    let key_dev = streams[0].alloc_zeros::<u8>(16).map_err(drv)?;
-    let table = streams[0].alloc_zeros::<u8>(TABLE_LEN).map_err(drv)?;
+    let s0 = &streams[0];
+    let key_dev = s0.alloc_zeros::<u8>(16).map_err(drv)?;
+    let h_dev = s0.alloc_zeros::<u32>(4).map_err(drv)?;
+    let table = s0.alloc_zeros::<u32>(TABLE_WORDS).map_err(drv)?;
+    let hpow = s0.alloc_zeros::<u32>(4 * MAX_GHASH_BLOCKS).map_err(drv)?;
     Ok(Availability::Ready(Box::new(GpuSealer {
         inner: Device {
             ctx,
             streams,
             setup,
-            ctr,
+            powers,
+            seal,
             name,
             key_dev,
+            h_dev,
             table,
+            hpow,
             keyed: None,
-            packed: (0..STREAMS).map(|_| Packed::default()).collect(),
-            buffers: HashMap::new(),
+            slots: (0..STREAMS).map(|_| Slot::default()).collect(),
+            gpu_ghash: true,
         },
     })))
 }
+
+/// One batch of a run: its nonces, AADs and packets.
+type Part<'a, 'b> = (
+    &'a [[u8; NONCE_LEN]],
+    &'a [&'a [u8]],
+    &'a mut [&'b mut [u8]],
+);
 
 impl Device {
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
-    /// Puts `key`'s S-box and round keys on the device (once per key); returns H.
+    pub(crate) fn set_gpu_ghash(&mut self, on: bool) {
+        self.gpu_ghash = on;
+    }
+
+    pub(crate) fn gpu_ghash(&self) -> bool {
+        self.gpu_ghash
+    }
+
+    /// Puts `key`'s tables and the powers of its H on the device (once per key); returns H.
     fn set_key(&mut self, key: &Key128) -> Result<[u8; 16], GpuError> {
         if let Some((k, h)) = &self.keyed {
             if k == key {
@@ -183,13 +204,18 @@ impl Device {
             }
         }
         let h = CpuCtr::new(key)?.hash_subkey()?;
+        let hw: Vec<u32> = h
+            .chunks_exact(4)
+            .map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
         let s = &self.streams[0];
         s.memcpy_htod(&key[..], &mut self.key_dev).map_err(drv)?;
+        s.memcpy_htod(&hw[..], &mut self.h_dev).map_err(drv)?;
         let mut b = s.launch_builder(&self.setup);
         b.arg(&self.key_dev).arg(&mut self.table);
-        // SAFETY: aes128_setup(const u8 *key, u8 *table) reads 16 bytes of key_dev and writes
-        // TABLE_LEN bytes of table, both allocated with those lengths; one block of 256
-        // threads as the kernel expects.
+        // SAFETY: aes128_setup(const u8 *key, u32 *table) reads the 16 bytes of key_dev and
+        // writes TABLE_WORDS words of table, both allocated with those lengths; one block of
+        // 256 threads as the kernel expects.
         unsafe {
             b.launch(LaunchConfig {
                 grid_dim: (1, 1, 1),
@@ -198,26 +224,155 @@ impl Device {
             })
         }
         .map_err(drv)?;
+        let count = MAX_GHASH_BLOCKS as u32;
+        let mut b = s.launch_builder(&self.powers);
+        b.arg(&self.h_dev).arg(&mut self.hpow).arg(&count);
+        // SAFETY: ghash_powers(const u32 *h, u32 *hpow, u32 count) reads 4 words of h_dev and
+        // writes 4 words per index below count into hpow, allocated with 4 * count words.
+        unsafe { b.launch(LaunchConfig::for_num_elems(count)) }.map_err(drv)?;
         s.synchronize().map_err(drv)?;
         self.keyed = Some((*key, h));
         Ok(h)
     }
 
-    fn buffers(&mut self, stream: usize, bytes: usize, n: usize) -> Result<(), GpuError> {
-        let shape = (stream, bytes, n);
-        if self.buffers.contains_key(&shape) {
-            return Ok(());
+    /// Packs batch `part` into stream `s`'s frame and queues its copy in, kernel and copy out.
+    fn launch(&mut self, s: usize, part: &Part<'_, '_>) -> Result<(), GpuError> {
+        let (nonces, aads, packets) = part;
+        let slot = &mut self.slots[s];
+        let frame = slot.packed.frame(nonces, aads, packets)?;
+        let st = &self.streams[s];
+        slot.ensure(&self.ctx, st, frame.len())?;
+        let host = slot
+            .host
+            .as_mut()
+            .expect("ensured")
+            .as_mut_slice()
+            .map_err(drv)?;
+        slot.packed
+            .fill_frame(&frame, aads, packets, &mut host[..frame.len()]);
+        let dev = slot.dev.as_mut().expect("ensured");
+        {
+            let (dptr, _rec) = dev.device_ptr_mut(st);
+            // SAFETY: copies frame.len() bytes of pinned host memory to the device buffer,
+            // which holds at least that many (ensure). The host buffer is not touched again
+            // until `finish` has synchronised this stream.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(
+                    dptr,
+                    &host[..frame.len()],
+                    st.cu_stream(),
+                )
+            }
+            .map_err(drv)?;
         }
-        let held: usize = self.buffers.values().map(Buffers::pinned_bytes).sum();
-        if held + bytes > MAX_PINNED_BYTES {
-            self.ctx.synchronize().map_err(drv)?;
-            self.buffers.clear();
+        let npkt = frame.npkt as u32;
+        let ghash = u32::from(self.gpu_ghash);
+        let mut b = st.launch_builder(&self.seal);
+        b.arg(&self.table)
+            .arg(&self.hpow)
+            .arg(&mut *dev)
+            .arg(&npkt)
+            .arg(&ghash);
+        // SAFETY: gcm_seal(table, hpow, buf, npkt, gpu_ghash): table holds TABLE_WORDS words,
+        // hpow the MAX_GHASH_BLOCKS powers (layout bounds every packet's AAD and payload so
+        // that no packet needs more), buf the frame whose metadata, tag slots and every
+        // (offset, padded length) lie inside it (layout built both); one block of
+        // THREADS_PER_PACKET threads per packet, grid = npkt.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (npkt, 1, 1),
+                block_dim: (THREADS_PER_PACKET, 1, 1),
+                shared_mem_bytes: 0,
+            })
         }
-        let b = Buffers::new(&self.ctx, &self.streams[stream], bytes, n)?;
-        self.buffers.insert(shape, b);
+        .map_err(drv)?;
+        {
+            let (dptr, _rec) = dev.device_ptr_mut(st);
+            let back = &mut host[frame.tags_at()..frame.len()];
+            // SAFETY: copies the frame's tag slots and data (frame.len() - tags_at bytes from
+            // device offset tags_at, inside the buffer) back into the same range of the pinned
+            // host buffer; read only after `finish` synchronises the stream.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    back,
+                    dptr + frame.tags_at() as u64,
+                    st.cu_stream(),
+                )
+            }
+            .map_err(drv)?;
+        }
+        slot.frame = Some(frame);
         Ok(())
     }
 
+    /// Waits for stream `s`'s batch; puts its ciphertext back into `part`'s packets and returns
+    /// its tags (GHASH here when the device did not do it).
+    fn finish(
+        &mut self,
+        s: usize,
+        h: &[u8; 16],
+        part: &mut Part<'_, '_>,
+    ) -> Result<Vec<[u8; TAG_LEN]>, GpuError> {
+        self.streams[s].synchronize().map_err(drv)?;
+        let slot = &mut self.slots[s];
+        let frame = slot.frame.take().expect("a launched batch");
+        let host = slot
+            .host
+            .as_ref()
+            .expect("launched")
+            .as_slice()
+            .map_err(drv)?;
+        finish_frame(
+            h,
+            &slot.packed,
+            &frame,
+            &host[..frame.len()],
+            self.gpu_ghash,
+            part.1,
+            part.2,
+        )
+    }
+
+    /// Seals a run of packets in batches of `per_batch`, pipelined over the streams. On an
+    /// error the packets' contents are unspecified (some batches sealed, some not).
+    pub(crate) fn seal_batches(
+        &mut self,
+        key: &Key128,
+        nonces: &[[u8; NONCE_LEN]],
+        aads: &[&[u8]],
+        packets: &mut [&mut [u8]],
+        per_batch: usize,
+    ) -> Result<Vec<[u8; TAG_LEN]>, GpuError> {
+        crate::layout::check(nonces.len(), packets.iter().map(|p| p.len()))?;
+        crate::layout::check_aads(packets.len(), aads.iter().map(|a| a.len()))?;
+        if packets.is_empty() {
+            return Ok(Vec::new());
+        }
+        let per = per_batch.max(1);
+        let h = self.set_key(key)?;
+        let mut parts: Vec<Part<'_, '_>> = nonces
+            .chunks(per)
+            .zip(aads.chunks(per))
+            .zip(packets.chunks_mut(per))
+            .map(|((n, a), p)| (n, a, p))
+            .collect();
+        let mut tags = Vec::with_capacity(nonces.len());
+        let mut inflight = VecDeque::with_capacity(STREAMS);
+        for i in 0..parts.len() {
+            if inflight.len() == STREAMS {
+                let j: usize = inflight.pop_front().expect("full");
+                tags.extend(self.finish(j % STREAMS, &h, &mut parts[j])?);
+            }
+            self.launch(i % STREAMS, &parts[i])?;
+            inflight.push_back(i);
+        }
+        while let Some(j) = inflight.pop_front() {
+            tags.extend(self.finish(j % STREAMS, &h, &mut parts[j])?);
+        }
+        Ok(tags)
+    }
+
+    /// One batch: split over the streams when it is large enough to gain from it.
     pub(crate) fn seal_batch(
         &mut self,
         key: &Key128,
@@ -225,82 +380,102 @@ impl Device {
         aads: &[&[u8]],
         packets: &mut [&mut [u8]],
     ) -> Result<Vec<[u8; TAG_LEN]>, GpuError> {
+        let bytes: usize = packets.iter().map(|p| p.len()).sum();
+        let pieces = (bytes / MIN_CHUNK_BYTES).clamp(1, STREAMS);
+        let per = packets.len().div_ceil(pieces);
+        self.seal_batches(key, nonces, aads, packets, per)
+    }
+
+    /// One batch on one stream with a wait after each step, timed by the host clock: where a
+    /// batch's time goes (see [`Phases`]).
+    pub(crate) fn phases(
+        &mut self,
+        key: &Key128,
+        nonces: &[[u8; NONCE_LEN]],
+        aads: &[&[u8]],
+        packets: &mut [&mut [u8]],
+    ) -> Result<Phases, GpuError> {
         crate::layout::check(nonces.len(), packets.iter().map(|p| p.len()))?;
-        if aads.len() != packets.len() {
-            return Err(GpuError::Batch(format!(
-                "{} AADs for {} packets",
-                aads.len(),
-                packets.len()
-            )));
-        }
-        if packets.is_empty() {
-            return Ok(Vec::new());
-        }
+        crate::layout::check_aads(packets.len(), aads.iter().map(|a| a.len()))?;
         let h = self.set_key(key)?;
-        let per = packets.len().div_ceil(STREAMS);
-        let mut shapes = Vec::with_capacity(STREAMS);
-        // Launch every chunk: pack into pinned memory, H2D, kernel, D2H on its stream.
-        for (s, (chunk, nonce_chunk)) in packets.chunks(per).zip(nonces.chunks(per)).enumerate() {
-            let mut packed = std::mem::take(&mut self.packed[s]);
-            let lens = chunk.iter().map(|p| p.len());
-            let bytes = packed.layout(nonce_chunk, lens)?;
-            let n = chunk.len();
-            self.buffers(s, bytes.max(16), n)?;
-            let shape = (s, bytes.max(16), n);
-            let bufs = self.buffers.get_mut(&shape).expect("just inserted");
-            packed.scatter(chunk, bufs.host_data.as_mut_slice().map_err(drv)?);
-            bufs.host_meta
-                .as_mut_slice()
-                .map_err(drv)?
-                .copy_from_slice(&packed.meta);
-            let st = &self.streams[s];
-            st.memcpy_htod(&bufs.host_data, &mut bufs.dev_data)
-                .map_err(drv)?;
-            st.memcpy_htod(&bufs.host_meta, &mut bufs.dev_meta)
-                .map_err(drv)?;
-            let npkt = n as u32;
-            let mut b = st.launch_builder(&self.ctr);
-            b.arg(&self.table)
-                .arg(&bufs.dev_meta)
-                .arg(&mut bufs.dev_data)
-                .arg(&mut bufs.dev_masks)
-                .arg(&npkt);
-            // SAFETY: gcm_ctr(table, meta, data, masks, npkt): table holds TABLE_LEN bytes,
-            // meta 5 words per packet, masks 16 bytes per packet, and data the packed chunk
-            // whose every (offset, padded length) in meta lies inside it (layout built both);
-            // one block of THREADS_PER_PACKET threads per packet, grid = npkt.
+        let st = self.streams[0].clone();
+        let sync = || st.synchronize().map_err(drv);
+        let t = Instant::now();
+        let slot = &mut self.slots[0];
+        let frame = slot.packed.frame(nonces, aads, packets)?;
+        slot.ensure(&self.ctx, &st, frame.len())?;
+        let host = slot
+            .host
+            .as_mut()
+            .expect("ensured")
+            .as_mut_slice()
+            .map_err(drv)?;
+        slot.packed
+            .fill_frame(&frame, aads, packets, &mut host[..frame.len()]);
+        let pack = t.elapsed();
+        let dev = slot.dev.as_mut().expect("ensured");
+        let t = Instant::now();
+        {
+            let (dptr, _rec) = dev.device_ptr_mut(&st);
+            // SAFETY: as in `launch`; the stream is synchronised right after.
             unsafe {
-                b.launch(LaunchConfig {
-                    grid_dim: (npkt, 1, 1),
-                    block_dim: (THREADS_PER_PACKET, 1, 1),
-                    shared_mem_bytes: 0,
-                })
+                cudarc::driver::result::memcpy_htod_async(
+                    dptr,
+                    &host[..frame.len()],
+                    st.cu_stream(),
+                )
             }
             .map_err(drv)?;
-            st.memcpy_dtoh(&bufs.dev_data, &mut bufs.host_data)
-                .map_err(drv)?;
-            st.memcpy_dtoh(&bufs.dev_masks, &mut bufs.host_masks)
-                .map_err(drv)?;
-            self.packed[s] = packed;
-            shapes.push(shape);
         }
-        // Finish in order: chunk s's tags on the CPU while later chunks are still running.
-        let mut tags = Vec::with_capacity(packets.len());
-        for (s, (chunk, aad_chunk)) in packets.chunks_mut(per).zip(aads.chunks(per)).enumerate() {
-            self.streams[s].synchronize().map_err(drv)?;
-            let bufs = &self.buffers[&shapes[s]];
-            let data = bufs.host_data.as_slice().map_err(drv)?;
-            let masks: Vec<[u8; 16]> = bufs
-                .host_masks
-                .as_slice()
-                .map_err(drv)?
-                .chunks_exact(16)
-                .map(|m| m.try_into().expect("16 bytes"))
-                .collect();
-            let packed = &self.packed[s];
-            tags.extend(finish_tags(&h, packed, data, aad_chunk, &masks)?);
-            packed.unpack(data, chunk);
+        sync()?;
+        let h2d = t.elapsed();
+        let t = Instant::now();
+        let npkt = frame.npkt as u32;
+        let ghash = u32::from(self.gpu_ghash);
+        let mut b = st.launch_builder(&self.seal);
+        b.arg(&self.table)
+            .arg(&self.hpow)
+            .arg(&mut *dev)
+            .arg(&npkt)
+            .arg(&ghash);
+        // SAFETY: as in `launch`.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (npkt, 1, 1),
+                block_dim: (THREADS_PER_PACKET, 1, 1),
+                shared_mem_bytes: 0,
+            })
         }
-        Ok(tags)
+        .map_err(drv)?;
+        sync()?;
+        let kernel = t.elapsed();
+        let t = Instant::now();
+        {
+            let (dptr, _rec) = dev.device_ptr_mut(&st);
+            let back = &mut host[frame.tags_at()..frame.len()];
+            // SAFETY: as in `launch`; the stream is synchronised right after.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    back,
+                    dptr + frame.tags_at() as u64,
+                    st.cu_stream(),
+                )
+            }
+            .map_err(drv)?;
+        }
+        sync()?;
+        let d2h = t.elapsed();
+        let t = Instant::now();
+        slot.frame = Some(frame);
+        let mut part: Part<'_, '_> = (nonces, aads, packets);
+        self.finish(0, &h, &mut part)?;
+        let finish = t.elapsed();
+        Ok(Phases {
+            pack,
+            h2d,
+            kernel,
+            d2h,
+            finish,
+        })
     }
 }

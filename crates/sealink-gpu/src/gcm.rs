@@ -14,7 +14,7 @@ use ghash::GHash;
 use ghash::universal_hash::{KeyInit, UniversalHash};
 
 use crate::GpuError;
-use crate::layout::{NONCE_LEN, Packed, TAG_LEN, counter_block, j0};
+use crate::layout::{Frame, NONCE_LEN, Packed, TAG_LEN, counter_block, j0};
 
 /// An AES-128 key.
 pub type Key128 = [u8; 16];
@@ -117,6 +117,33 @@ pub fn finish_tags(
         .collect())
 }
 
+/// Reads a frame the device has sealed (`buf`, `frame.len()` bytes, laid out by `packed`):
+/// puts each packet's ciphertext back into `packets` and returns the tags, read from the tag
+/// slots when the device computed GHASH (`gpu_ghash`), else computed here from the slots'
+/// `E_K(J0)` masks and the ciphertext under hash subkey `h`.
+pub fn finish_frame(
+    h: &[u8; 16],
+    packed: &Packed,
+    frame: &Frame,
+    buf: &[u8],
+    gpu_ghash: bool,
+    aads: &[&[u8]],
+    packets: &mut [&mut [u8]],
+) -> Result<Vec<[u8; TAG_LEN]>, GpuError> {
+    let slots: Vec<[u8; 16]> = buf[frame.tags_at()..frame.data_at()]
+        .chunks_exact(16)
+        .map(|m| m.try_into().expect("16 bytes"))
+        .collect();
+    let data = &buf[frame.data_at()..frame.len()];
+    let tags = if gpu_ghash {
+        slots
+    } else {
+        finish_tags(h, packed, data, aads, &slots)?
+    };
+    packed.unpack(data, packets);
+    Ok(tags)
+}
+
 /// AES-128-GCM seal of a batch entirely on the CPU, through the same packing and tag path as
 /// the GPU: ciphertext in place, tags returned. Byte-identical to aws-lc-rs's seal.
 pub fn cpu_seal_batch(
@@ -128,7 +155,7 @@ pub fn cpu_seal_batch(
     let ctr = CpuCtr::new(key)?;
     let h = ctr.hash_subkey()?;
     let mut packed = Packed::default();
-    packed.pack(nonces, packets)?;
+    packed.pack(nonces, aads, packets)?;
     let masks = ctr.keystream_packed(&mut packed)?;
     let tags = finish_tags(&h, &packed, &packed.data, aads, &masks)?;
     packed.unpack(&packed.data, packets);

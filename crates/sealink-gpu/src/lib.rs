@@ -1,8 +1,9 @@
 //! AES-128-GCM sealing of packet batches on a CUDA GPU, after paper 004 (section 6): the CTR
 //! keystream on the GPU with one thread block per packet and batches of packets, several CUDA
 //! streams overlapping host-to-device copies, kernels and device-to-host copies from pinned
-//! host buffers; GHASH and the tag on the CPU ([`gcm`]). The output is byte-identical to
-//! aws-lc-rs's AES-128-GCM seal.
+//! host buffers, and several batches in flight. GHASH and the tag run on the GPU too (the
+//! default), or on the CPU ([`gcm`]) for comparison ([`GpuSealer::set_gpu_ghash`]). The output
+//! is byte-identical to aws-lc-rs's AES-128-GCM seal either way.
 //!
 //! The CUDA backend is behind the `cuda` feature (cudarc, driver and NVRTC loaded at run
 //! time, kernels compiled from [`kernel`]'s source by NVRTC). Without the feature, or on a
@@ -12,6 +13,8 @@
 #[cfg(feature = "cuda")]
 mod cuda;
 pub mod dispatch;
+#[cfg(test)]
+mod emulated;
 pub mod gcm;
 pub mod kernel;
 pub mod layout;
@@ -19,6 +22,18 @@ pub mod layout;
 pub use dispatch::{Device, Dispatch, Reorder};
 pub use gcm::{Key128, cpu_seal_batch};
 pub use layout::{NONCE_LEN, TAG_LEN};
+
+/// Where one batch's time goes on the device path, each step waited for before the next
+/// ([`GpuSealer::phases`]): packing into pinned memory, the copy in, the kernel, the copy
+/// out, and finishing on the host (unpacking, plus GHASH when it runs on the CPU).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Phases {
+    pub pack: std::time::Duration,
+    pub h2d: std::time::Duration,
+    pub kernel: std::time::Duration,
+    pub d2h: std::time::Duration,
+    pub finish: std::time::Duration,
+}
 
 /// Why the GPU backend failed.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +116,73 @@ impl GpuSealer {
         #[cfg(not(feature = "cuda"))]
         {
             let _ = (key, nonces, aads, packets);
+            match self.inner {}
+        }
+    }
+
+    /// Seals a run of packets in batches of `per_batch` packets, several batches in flight
+    /// over the device's streams, tags returned in order. Each packet's result equals
+    /// [`GpuSealer::seal_batch`]'s. On an error the packets' contents are unspecified.
+    pub fn seal_batches(
+        &mut self,
+        key: &Key128,
+        nonces: &[[u8; NONCE_LEN]],
+        aads: &[&[u8]],
+        packets: &mut [&mut [u8]],
+        per_batch: usize,
+    ) -> Result<Vec<[u8; TAG_LEN]>, GpuError> {
+        #[cfg(feature = "cuda")]
+        {
+            self.inner
+                .seal_batches(key, nonces, aads, packets, per_batch)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = (key, nonces, aads, packets, per_batch);
+            match self.inner {}
+        }
+    }
+
+    /// Seals one batch synchronously, step by step, and says how long each step took.
+    pub fn phases(
+        &mut self,
+        key: &Key128,
+        nonces: &[[u8; NONCE_LEN]],
+        aads: &[&[u8]],
+        packets: &mut [&mut [u8]],
+    ) -> Result<Phases, GpuError> {
+        #[cfg(feature = "cuda")]
+        {
+            self.inner.phases(key, nonces, aads, packets)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = (key, nonces, aads, packets);
+            match self.inner {}
+        }
+    }
+
+    /// GHASH on the GPU (`true`, the default) or on the CPU over the device's ciphertext.
+    pub fn set_gpu_ghash(&mut self, on: bool) {
+        #[cfg(feature = "cuda")]
+        {
+            self.inner.set_gpu_ghash(on)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = on;
+            match self.inner {}
+        }
+    }
+
+    /// Whether GHASH runs on the GPU.
+    pub fn gpu_ghash(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        {
+            self.inner.gpu_ghash()
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
             match self.inner {}
         }
     }

@@ -23,13 +23,22 @@ fn aws_seal(key: &[u8; 16], nonce: [u8; 12], aad: &[u8], data: &mut [u8]) -> [u8
     t.as_ref().try_into().unwrap()
 }
 
-/// Seals `items` on the GPU and with aws-lc-rs; asserts every byte and tag agree.
-fn compare(gpu: &mut GpuSealer, key: &[u8; 16], items: &[([u8; 12], Vec<u8>, Vec<u8>)]) {
+/// Seals `items` on the GPU (one batch, or a run in batches of `per` packets) and with
+/// aws-lc-rs; asserts every byte and tag agree.
+fn compare(
+    gpu: &mut GpuSealer,
+    key: &[u8; 16],
+    items: &[([u8; 12], Vec<u8>, Vec<u8>)],
+    per: Option<usize>,
+) {
     let nonces: Vec<[u8; 12]> = items.iter().map(|i| i.0).collect();
     let aads: Vec<&[u8]> = items.iter().map(|i| &i.1[..]).collect();
     let mut ours: Vec<Vec<u8>> = items.iter().map(|i| i.2.clone()).collect();
     let mut refs: Vec<&mut [u8]> = ours.iter_mut().map(|v| &mut v[..]).collect();
-    let tags = gpu.seal_batch(key, &nonces, &aads, &mut refs).unwrap();
+    let tags = match per {
+        None => gpu.seal_batch(key, &nonces, &aads, &mut refs).unwrap(),
+        Some(p) => gpu.seal_batches(key, &nonces, &aads, &mut refs, p).unwrap(),
+    };
     assert_eq!(tags.len(), items.len());
     for (k, it) in items.iter().enumerate() {
         let mut want = it.2.clone();
@@ -40,8 +49,25 @@ fn compare(gpu: &mut GpuSealer, key: &[u8; 16], items: &[([u8; 12], Vec<u8>, Vec
             "ciphertext of packet {k} ({} bytes)",
             want.len()
         );
-        assert_eq!(tags[k], t, "tag of packet {k}");
+        assert_eq!(
+            tags[k],
+            t,
+            "tag of packet {k} (GHASH on the {})",
+            if gpu.gpu_ghash() { "GPU" } else { "CPU" }
+        );
     }
+}
+
+/// [`compare`] with GHASH on the GPU and on the CPU, as one batch and as runs of small
+/// batches (several in flight over the streams).
+fn compare_all(gpu: &mut GpuSealer, key: &[u8; 16], items: &[([u8; 12], Vec<u8>, Vec<u8>)]) {
+    for on_gpu in [true, false] {
+        gpu.set_gpu_ghash(on_gpu);
+        for per in [None, Some(1), Some(3), Some(7)] {
+            compare(gpu, key, items, per);
+        }
+    }
+    gpu.set_gpu_ghash(true);
 }
 
 #[test]
@@ -59,12 +85,13 @@ fn gpu_known_answer_against_aws_lc() {
         .map(|(i, &n)| {
             let mut nonce = [0u8; 12];
             nonce[4..].copy_from_slice(&(i as u64).to_le_bytes());
-            let aad = vec![i as u8; 16];
+            // AADs of 0 to 100 bytes: empty, partial and whole GHASH blocks.
+            let aad = vec![i as u8; [0, 1, 15, 16, 17, 100][i % 6]];
             let data: Vec<u8> = (0..n).map(|b| (b * 7 + i) as u8).collect();
             (nonce, aad, data)
         })
         .collect();
-    compare(&mut gpu, &key, &items);
+    compare_all(&mut gpu, &key, &items);
     // A second key on the same device, and a batch of 1400-byte packets (the bench's shape).
     let items: Vec<_> = (0..300u32)
         .map(|i| {
@@ -73,7 +100,27 @@ fn gpu_known_answer_against_aws_lc() {
             (nonce, vec![], vec![i as u8; 1400])
         })
         .collect();
-    compare(&mut gpu, &[0x7Eu8; 16], &items);
+    compare_all(&mut gpu, &[0x7Eu8; 16], &items);
+}
+
+/// The largest packet and AAD the layout accepts: the GHASH uses every power of H the
+/// device holds.
+#[test]
+fn gpu_largest_packet_and_aad_against_aws_lc() {
+    let Some(mut gpu) = device("gpu_largest_packet_and_aad_against_aws_lc") else {
+        return;
+    };
+    let big = (
+        [9u8; 12],
+        (0..sealink_gpu::layout::MAX_AAD).map(|b| b as u8).collect(),
+        (0..sealink_gpu::layout::MAX_PACKET)
+            .map(|b| (b / 3) as u8)
+            .collect(),
+    );
+    let small = ([1u8; 12], vec![1u8; 5], vec![2u8; 33]);
+    compare(&mut gpu, &[0x11u8; 16], &[big.clone(), small.clone()], None);
+    gpu.set_gpu_ghash(false);
+    compare(&mut gpu, &[0x11u8; 16], &[small, big], None);
 }
 
 proptest! {
@@ -84,10 +131,13 @@ proptest! {
         items in proptest::collection::vec(
             (any::<[u8; 12]>(), proptest::collection::vec(any::<u8>(), 0..32),
              proptest::collection::vec(any::<u8>(), 0..5000)), 1..40),
+        on_gpu in any::<bool>(),
+        per in proptest::option::of(1usize..12),
     ) {
         let Some(mut gpu) = device("gpu_random_batches_match_aws_lc") else {
             return Ok(());
         };
-        compare(&mut gpu, &key, &items);
+        gpu.set_gpu_ghash(on_gpu);
+        compare(&mut gpu, &key, &items, per);
     }
 }

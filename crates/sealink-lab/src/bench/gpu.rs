@@ -1,8 +1,10 @@
-//! `sealink bench gpu`: paper 004's Figure 12 rerun. Throughput of sealing one batch of
+//! `sealink bench gpu`: paper 004's Figure 12 rerun. Throughput of sealing batches of
 //! 1400-byte packets with AES-128-GCM against the batch size, on the CPU through the engine
-//! (1..N workers, the batch split among them, one batch at a time) and on the GPU
-//! (`sealink-gpu`, copies to and from the device and the host's GHASH included), the crossover
-//! batch size where the GPU starts to win, and the paper's 3.7 Gb/s at 128 KB beside.
+//! (1..N workers, each batch split among them, the engine's batches in flight) and on the GPU
+//! (`sealink-gpu`: one launch per batch, [`RUN_BATCHES`] batches per call pipelined over the
+//! device's streams; packing, copies both ways and unpacking included), with GHASH on the GPU
+//! and on the CPU; the crossover batch size where the GPU starts to win; the paper's 3.7 Gb/s
+//! at 128 KB beside; and where one batch's time goes on the device path.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -61,12 +63,16 @@ fn cpu_point(keys: &Keys, workers: usize, n: usize, seconds: f64) -> Result<f64>
     Ok(s.gbps())
 }
 
-/// GPU: `seal_batch` of `n` packets with 16-byte AADs, repeated for `seconds`.
-fn gpu_point(gpu: &mut GpuSealer, n: usize, seconds: f64) -> Result<f64> {
+/// Batches per `seal_batches` call in the GPU runs: the pipeline fills and drains once per
+/// call, as the engine's does once per run.
+pub const RUN_BATCHES: usize = 16;
+
+/// Random packets and 16-byte AADs for `n` packets, and a random key.
+fn gpu_inputs(n: usize) -> Result<([u8; 16], Vec<Vec<u8>>, Vec<[u8; 16]>)> {
     let mut key = [0u8; 16];
     sealink_crypto::sign::random_bytes(&mut key).map_err(Error::Random)?;
     let seed = random_seed()?;
-    let mut bufs: Vec<Vec<u8>> = (0..n)
+    let bufs: Vec<Vec<u8>> = (0..n)
         .map(|i| {
             let mut b = vec![0u8; PACKET];
             super::fill(
@@ -77,26 +83,66 @@ fn gpu_point(gpu: &mut GpuSealer, n: usize, seconds: f64) -> Result<f64> {
         })
         .collect();
     let aads: Vec<[u8; 16]> = (0..n).map(|i| [i as u8; 16]).collect();
+    Ok((key, bufs, aads))
+}
+
+/// Unique nonces for `n` packets from `counter` on.
+fn nonces(counter: &mut u64, n: usize) -> Vec<[u8; 12]> {
+    (0..n)
+        .map(|_| {
+            let mut nonce = [0u8; 12];
+            nonce[4..].copy_from_slice(&counter.to_le_bytes());
+            *counter += 1;
+            nonce
+        })
+        .collect()
+}
+
+/// GPU: runs of [`RUN_BATCHES`] batches of `n` packets through `seal_batches`, for
+/// `seconds`, GHASH where `on_gpu` says.
+fn gpu_point(gpu: &mut GpuSealer, n: usize, seconds: f64, on_gpu: bool) -> Result<f64> {
+    gpu.set_gpu_ghash(on_gpu);
+    let (key, mut bufs, aads) = gpu_inputs(n * RUN_BATCHES)?;
     let aad_refs: Vec<&[u8]> = aads.iter().map(|a| &a[..]).collect();
     let mut counter = 0u64;
     let dur = Duration::from_secs_f64(seconds);
     let start = Instant::now();
     let mut sealed = 0u64;
     while start.elapsed() < dur {
-        let nonces: Vec<[u8; 12]> = (0..n)
-            .map(|_| {
-                let mut nonce = [0u8; 12];
-                nonce[4..].copy_from_slice(&counter.to_le_bytes());
-                counter += 1;
-                nonce
-            })
-            .collect();
+        let nonces = nonces(&mut counter, bufs.len());
         let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
-        gpu.seal_batch(&key, &nonces, &aad_refs, &mut refs)
+        gpu.seal_batches(&key, &nonces, &aad_refs, &mut refs, n)
             .map_err(|e| Error::bench_by("GPU seal failed", e))?;
-        sealed += n as u64;
+        sealed += refs.len() as u64;
     }
     Ok(sealed as f64 * PACKET as f64 * 8.0 / start.elapsed().as_secs_f64() / 1e9)
+}
+
+/// Where one batch of `n` packets spends its time, step by step: the median of `reps`
+/// [`GpuSealer::phases`] runs, per step, in microseconds.
+fn gpu_phases(gpu: &mut GpuSealer, n: usize, on_gpu: bool, reps: usize) -> Result<[f64; 5]> {
+    gpu.set_gpu_ghash(on_gpu);
+    let (key, mut bufs, aads) = gpu_inputs(n)?;
+    let aad_refs: Vec<&[u8]> = aads.iter().map(|a| &a[..]).collect();
+    let mut counter = 0u64;
+    let mut steps: [Vec<f64>; 5] = Default::default();
+    for rep in 0..=reps {
+        let nonces = nonces(&mut counter, n);
+        let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+        let ph = gpu
+            .phases(&key, &nonces, &aad_refs, &mut refs)
+            .map_err(|e| Error::bench_by("GPU seal failed", e))?;
+        if rep == 0 {
+            continue; // the first run allocates the buffers
+        }
+        for (v, d) in steps
+            .iter_mut()
+            .zip([ph.pack, ph.h2d, ph.kernel, ph.d2h, ph.finish])
+        {
+            v.push(d.as_secs_f64() * 1e6);
+        }
+    }
+    Ok(steps.map(|v| median(&v)))
 }
 
 fn validate(p: &Params) -> Result<()> {
@@ -137,10 +183,12 @@ pub fn run(p: &Params) -> Result<()> {
             Availability::Absent(why) => (None, Some(why)),
         };
     let steps =
-        (p.sizes.len() * (p.workers.len() + usize::from(gpu.is_some())) * (p.runs + 1)) as u64;
+        (p.sizes.len() * (p.workers.len() + 2 * usize::from(gpu.is_some())) * (p.runs + 1)) as u64;
     let pb = output::progress(steps, "bench gpu");
     let mut cpu: Vec<Vec<f64>> = Vec::new();
-    let mut gpu_rows: Vec<f64> = Vec::new();
+    // Per size: GHASH on the GPU, GHASH on the CPU.
+    let mut gpu_rows: Vec<[f64; 2]> = Vec::new();
+    let mut phase_rows: Vec<(usize, bool, [f64; 5])> = Vec::new();
     let res = (|| -> Result<()> {
         for &size in &p.sizes {
             let n = packets_in(size);
@@ -158,16 +206,31 @@ pub fn run(p: &Params) -> Result<()> {
             }
             cpu.push(row);
             if let Some(g) = gpu.as_mut() {
-                let mut v = Vec::new();
-                for run in 0..=p.runs {
-                    let x = gpu_point(g, n, p.seconds)?;
-                    pb.inc(1);
-                    if run > 0 {
-                        v.push(x);
+                let mut both = [0.0; 2];
+                for (slot, on_gpu) in both.iter_mut().zip([true, false]) {
+                    let mut v = Vec::new();
+                    for run in 0..=p.runs {
+                        let x = gpu_point(g, n, p.seconds, on_gpu)?;
+                        pb.inc(1);
+                        if run > 0 {
+                            v.push(x);
+                        }
                     }
+                    *slot = median(&v);
                 }
-                gpu_rows.push(median(&v));
+                gpu_rows.push(both);
             }
+        }
+        if let Some(g) = gpu.as_mut() {
+            let reps = if p.quick { 3 } else { 50 };
+            let mut at = vec![128 << 10];
+            at.extend(p.sizes.iter().max().filter(|&&m| m != 128 << 10));
+            for size in at {
+                for on_gpu in [true, false] {
+                    phase_rows.push((size, on_gpu, gpu_phases(g, packets_in(size), on_gpu, reps)?));
+                }
+            }
+            g.set_gpu_ghash(true);
         }
         Ok(())
     })();
@@ -190,7 +253,7 @@ pub fn run(p: &Params) -> Result<()> {
     );
     let gpu_line = match (&gpu, &absent) {
         (Some(g), _) => format!(
-            "GPU: {} (CTR keystream on the GPU, 4 streams, pinned buffers; GHASH on the CPU; copies included)",
+            "GPU: {} (AES-CTR with a T-table, one block of 128 threads per packet; GHASH on the GPU or on the CPU; one copy in and one out per batch from pinned buffers, {RUN_BATCHES} batches per run over 4 streams; packing and unpacking included)",
             g.name()
         ),
         (None, Some(why)) => format!("GPU: not measured (no CUDA device/driver found: {why})"),
@@ -204,7 +267,8 @@ pub fn run(p: &Params) -> Result<()> {
     );
     let mut head: Vec<String> = vec!["batch".into(), "packets".into()];
     head.extend(p.workers.iter().map(|w| format!("CPU {w}w Gbit/s")));
-    head.push("GPU Gbit/s".into());
+    head.push("GPU Gbit/s (GHASH on GPU)".into());
+    head.push("GPU Gbit/s (GHASH on CPU)".into());
     head.push("paper 004 (Fig. 12, text)".into());
     let mut t = Table::new(head.clone());
     let mut tc = Table::new(head);
@@ -224,14 +288,16 @@ pub fn run(p: &Params) -> Result<()> {
         );
     }
     if !gpu_rows.is_empty() {
-        chart = chart.series(
-            "GPU",
-            p.sizes
-                .iter()
-                .zip(&gpu_rows)
-                .map(|(s, g)| (*s as f64 / 1024.0, *g))
-                .collect(),
-        );
+        for (k, label) in [(0, "GPU, GHASH on GPU"), (1, "GPU, GHASH on CPU")] {
+            chart = chart.series(
+                label,
+                p.sizes
+                    .iter()
+                    .zip(&gpu_rows)
+                    .map(|(s, g)| (*s as f64 / 1024.0, g[k]))
+                    .collect(),
+            );
+        }
     }
     for (i, &size) in p.sizes.iter().enumerate() {
         let paper = if size == 128 << 10 {
@@ -239,18 +305,22 @@ pub fn run(p: &Params) -> Result<()> {
         } else {
             ""
         };
-        let g = gpu_rows
-            .get(i)
-            .map_or("not measured".to_string(), |g| format!("{g:.3}"));
-        let gc = gpu_rows.get(i).map_or(String::new(), |g| g.to_string());
         let mut row = vec![kb(size), packets_in(size).to_string()];
         row.extend(cpu[i].iter().map(|v| format!("{v:.3}")));
-        row.push(g);
+        for k in 0..2 {
+            row.push(
+                gpu_rows
+                    .get(i)
+                    .map_or("not measured".to_string(), |g| format!("{:.3}", g[k])),
+            );
+        }
         row.push(paper.into());
         t.row(row);
         let mut row = vec![size.to_string(), packets_in(size).to_string()];
         row.extend(cpu[i].iter().map(|v| v.to_string()));
-        row.push(gc);
+        for k in 0..2 {
+            row.push(gpu_rows.get(i).map_or(String::new(), |g| g[k].to_string()));
+        }
         row.push(paper.into());
         tc.row(row);
     }
@@ -261,11 +331,12 @@ pub fn run(p: &Params) -> Result<()> {
         .zip(&cpu)
         .map(|(s, r)| (*s, r.iter().copied().fold(f64::NAN, f64::max)))
         .collect();
+    // The faster GHASH placement at each size (the dispatcher would use that one).
     let gpu_pts: Vec<(usize, f64)> = p
         .sizes
         .iter()
         .copied()
-        .zip(gpu_rows.iter().copied())
+        .zip(gpu_rows.iter().map(|g| g[0].max(g[1])))
         .collect();
     let d = Dispatch::new(&best_cpu, &gpu_pts);
     let cross = if gpu_pts.is_empty() {
@@ -280,6 +351,43 @@ pub fn run(p: &Params) -> Result<()> {
         }
     };
     let _ = writeln!(out, "\n{cross}");
+    if !gpu_rows.is_empty() {
+        let faster = gpu_rows.iter().filter(|g| g[0] >= g[1]).count();
+        let _ = writeln!(
+            out,
+            "GHASH: on the GPU as fast or faster at {faster} of {} batch sizes{}",
+            gpu_rows.len(),
+            if 2 * faster >= gpu_rows.len() {
+                " (kept as the default)"
+            } else {
+                " (the CPU placement wins more often; the default stays the GPU's, see RESULTS)"
+            }
+        );
+    }
+    if !phase_rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nWhere one batch's time goes (one stream, each step waited for; median of runs, microseconds):"
+        );
+        let mut pt = Table::new(
+            [
+                "batch", "GHASH on", "pack", "copy in", "kernel", "copy out", "finish", "total",
+                "Gbit/s",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        for (size, on_gpu, st) in &phase_rows {
+            let total: f64 = st.iter().sum();
+            let bits = (packets_in(*size) * PACKET * 8) as f64;
+            let mut row = vec![kb(*size), if *on_gpu { "GPU" } else { "CPU" }.to_string()];
+            row.extend(st.iter().map(|v| format!("{v:.1}")));
+            row.push(format!("{total:.1}"));
+            row.push(format!("{:.3}", bits / total / 1e3));
+            pt.row(row);
+        }
+        out.push_str(&pt.markdown());
+    }
     let _ = writeln!(
         out,
         "paper 004 (text): 3.7 Gb/s at 128 KB with one CUDA block per file and streams, 8x its naive GPU code; 4x at 4 KB; CPU almost constant in size; no speed-up below 4 KB"
@@ -290,8 +398,9 @@ pub fn run(p: &Params) -> Result<()> {
     for (s, c) in &best_cpu {
         rec.figure(format!("cpu best {}", kb(*s)), *c, "Gbit/s");
     }
-    for (s, g) in &gpu_pts {
-        rec.figure(format!("gpu {}", kb(*s)), *g, "Gbit/s");
+    for (s, g) in p.sizes.iter().zip(&gpu_rows) {
+        rec.figure(format!("gpu ghash-gpu {}", kb(*s)), g[0], "Gbit/s");
+        rec.figure(format!("gpu ghash-cpu {}", kb(*s)), g[1], "Gbit/s");
     }
     rec.figure(
         "crossover",
