@@ -67,8 +67,11 @@ fn cpu_point(keys: &Keys, workers: usize, n: usize, seconds: f64) -> Result<f64>
 /// call, as the engine's does once per run.
 pub const RUN_BATCHES: usize = 16;
 
+/// A random key, `n` random packets and their 16-byte AADs.
+type Inputs = ([u8; 16], Vec<Vec<u8>>, Vec<[u8; 16]>);
+
 /// Random packets and 16-byte AADs for `n` packets, and a random key.
-fn gpu_inputs(n: usize) -> Result<([u8; 16], Vec<Vec<u8>>, Vec<[u8; 16]>)> {
+fn gpu_inputs(n: usize) -> Result<Inputs> {
     let mut key = [0u8; 16];
     sealink_crypto::sign::random_bytes(&mut key).map_err(Error::Random)?;
     let seed = random_seed()?;
