@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use sealink_lab::bench::adp::{FILES, LOOPBACK_CSV, svg_files};
+use sealink_lab::bench::adp::{FILES, LOOPBACK_CSV, LOOPBACK_GAIN_CSV, svg_files};
 
 mod common;
 
@@ -308,11 +308,37 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
         .iter()
         .copied()
         .chain(svgs.iter().map(String::as_str))
-        .chain([LOOPBACK_CSV])
+        .chain([LOOPBACK_CSV, LOOPBACK_GAIN_CSV])
         .collect();
     let rec = common::run_record(&out, "adp", &listed);
     let (t, unit) = common::figure(&rec, "loopback ALL Q=ON T");
     assert!(t.is_some_and(|t| t > 0.0) && unit == "kB/s", "{t:?} {unit}");
+    // Piggybacking's gain: ALL's T on and off in interleaved rounds (one with --quick), the
+    // ALL rows above being the median round's, and the ratio as a figure.
+    assert!(
+        stdout.contains("### Loopback: piggybacking's gain in T on ALL"),
+        "{stdout}"
+    );
+    let gain = String::from_utf8(read(&out, LOOPBACK_GAIN_CSV)).unwrap();
+    let grows: Vec<Vec<&str>> = gain
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(grows.len(), 2, "one round and the median\n{gain}");
+    assert_eq!(
+        grows[0][1], rows[0][2],
+        "ALL ON is the round's T\n{gain}\n{csv}"
+    );
+    assert_eq!(
+        grows[0][2], rows[5][2],
+        "ALL OFF is the round's T\n{gain}\n{csv}"
+    );
+    let (r, unit) = common::figure(&rec, "loopback ALL T ON/OFF median");
+    assert!(
+        r.is_some_and(|r| r > 0.0) && unit == "ratio",
+        "{r:?} {unit}"
+    );
 
     // A nonsensical cut is a usage error.
     let o = Command::new(env!("CARGO_BIN_EXE_sealink"))

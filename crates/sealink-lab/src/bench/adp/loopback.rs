@@ -44,10 +44,14 @@ const MIN_MESSAGES: usize = 100;
 /// messages, and the window must hold several datagrams while acknowledgements wait.
 const MAX_OUTSTANDING: usize = 1 << 15;
 /// Message bytes of a T run at least: the trace repeated until it carries this much, so a run
-/// lasts long enough (tens of ms or more) to measure a rate on loopback.
-const T_BYTES: u64 = 64 << 20;
+/// lasts long enough to measure a sustained rate on loopback. At 64 MiB a piggybacked run
+/// lasted about 0.15 s and its first tenth (the window opening, the first allocations and page
+/// faults) weighed on T; 256 MiB runs for about half a second.
+const T_BYTES: u64 = 256 << 20;
 /// The same with `--quick`.
 const T_BYTES_QUICK: u64 = 4 << 20;
+/// Interleaved rounds of ALL's T with piggybacking on and off, for the ON/OFF ratio.
+pub const T_ROUNDS: usize = 5;
 
 /// One loopback run's inputs.
 #[derive(Debug, Clone, Copy)]
@@ -66,10 +70,15 @@ pub fn prefix(t: &Trace, seconds: f64) -> usize {
     within.max(MIN_MESSAGES).min(t.msgs.len())
 }
 
+/// Interleaved ON/OFF rounds of ALL's T (one with `--quick`).
+pub fn t_rounds(quick: bool) -> usize {
+    if quick { 1 } else { T_ROUNDS }
+}
+
 /// Runs per `bench adp --loopback`: for each trace a T and an L run on loopback and in virtual
-/// time, plus ALL with piggybacking off.
-pub fn runs(traces: usize) -> u64 {
-    4 * (traces as u64 + 1)
+/// time, plus ALL with piggybacking off; ALL's two loopback T runs are the interleaved rounds.
+pub fn runs(traces: usize, quick: bool) -> u64 {
+    4 * (traces as u64 + 1) - 2 + 2 * t_rounds(quick) as u64
 }
 
 fn config(q: bool, timeout: Duration) -> Config {
@@ -303,15 +312,78 @@ pub fn run(spec: &LoopSpec) -> Result<RunResult> {
     })
 }
 
-/// The loopback table: per trace (and ALL with Q off), T and L over loopback beside the
-/// `today` profile's virtual-time runs of the same prefix.
+/// The loopback tables: per trace (and ALL with Q off), T and L over loopback beside the
+/// `today` profile's virtual-time runs of the same prefix; and ALL's T with piggybacking on and
+/// off in interleaved rounds, with the ratio per round and its median (the loopback table's
+/// ALL rows take the round whose ON T is the median).
 pub fn table(
     traces: &[Nominal],
     seconds: f64,
     quick: bool,
     seed: u64,
     pb: &indicatif::ProgressBar,
-) -> Result<Table> {
+) -> Result<(Table, Table)> {
+    let t_bytes = if quick { T_BYTES_QUICK } else { T_BYTES };
+    let all = traces.iter().find(|n| n.trace.kind == TraceKind::All);
+    let rounds = match all {
+        Some(all) => piggyback_rounds(all, t_rounds(quick), t_bytes, pb)?,
+        None => Vec::new(),
+    };
+    let mut gain = Table::new(
+        format!(
+            "Loopback: piggybacking's gain in T on ALL (authenticate-only, GSO on, the trace \
+             repeated to {} MiB), ON and OFF interleaved, {} round(s); paper: 2.3x (Table 8, partial \
+             encryption)",
+            t_bytes >> 20,
+            rounds.len()
+        ),
+        &[
+            "round",
+            "T ON kB/s",
+            "T OFF kB/s",
+            "ON / OFF",
+            "retransmitted ON",
+            "retransmitted OFF",
+        ],
+    );
+    for (i, (on, off)) in rounds.iter().enumerate() {
+        gain.push(vec![
+            (i + 1).to_string(),
+            num(on.t_kbs(), 0),
+            num(off.t_kbs(), 0),
+            format!("{:.2}", on.t_kbs() / off.t_kbs()),
+            on.retransmitted.to_string(),
+            off.retransmitted.to_string(),
+        ]);
+    }
+    let ratios: Vec<f64> = rounds
+        .iter()
+        .map(|(on, off)| on.t_kbs() / off.t_kbs())
+        .collect();
+    if !rounds.is_empty() {
+        let med = crate::bench::median(&ratios);
+        let med_on = crate::bench::median(&rounds.iter().map(|r| r.0.t_kbs()).collect::<Vec<_>>());
+        let med_off = crate::bench::median(&rounds.iter().map(|r| r.1.t_kbs()).collect::<Vec<_>>());
+        gain.push(vec![
+            "median".into(),
+            num(med_on, 0),
+            num(med_off, 0),
+            format!("**{med:.2}**"),
+            String::new(),
+            String::new(),
+        ]);
+        gain.figure("loopback ALL T ON/OFF median", med, "ratio");
+    }
+    // The round whose ON T is the median stands for ALL in the per-trace table.
+    let pick = |rounds: &[(RunResult, RunResult)], k: usize| -> Option<RunResult> {
+        let mut v: Vec<&RunResult> = rounds
+            .iter()
+            .map(|r| if k == 0 { &r.0 } else { &r.1 })
+            .collect();
+        v.sort_by(|a, b| a.t_kbs().total_cmp(&b.t_kbs()));
+        v.get(v.len() / 2).map(|r| (*r).clone())
+    };
+    let mut all_t = [pick(&rounds, 0), pick(&rounds, 1)];
     let mut tab = Table::new(
         format!(
             "Loopback: Table 3's runs through two real nodes on 127.0.0.1, beside the virtual-time \
@@ -341,7 +413,6 @@ pub fn table(
     for (n, q) in cases {
         let k = prefix(&n.trace, seconds);
         let msgs = &n.trace.msgs[..k];
-        let t_bytes = if quick { T_BYTES_QUICK } else { T_BYTES };
         let fast = saturating(&repeat_to(&n.trace, t_bytes));
         let lp = |saturate: bool, m: &[Msg]| {
             let r = run(&LoopSpec {
@@ -381,7 +452,16 @@ pub fn table(
             pb.inc(1);
             r
         };
-        let (t_lo, l_lo) = (lp(true, &fast.msgs)?, lp(false, msgs)?);
+        let measured = if n.trace.kind == TraceKind::All {
+            all_t[usize::from(!q)].take()
+        } else {
+            None
+        };
+        let t_lo = match measured {
+            Some(r) => r,
+            None => lp(true, &fast.msgs)?,
+        };
+        let l_lo = lp(false, msgs)?;
         let (t_vt, l_vt) = (vt(true, &fast.msgs)?, vt(false, msgs)?);
         tab.push(vec![
             n.trace.kind.name().to_owned(),
@@ -403,11 +483,60 @@ pub fn table(
             tab.figure(format!("loopback ALL Q={name} L"), l_lo.l_ms, "ms");
         }
     }
-    Ok(tab)
+    Ok((tab, gain))
+}
+
+/// ALL's T over loopback, piggybacking on then off, `rounds` times: (ON, OFF) per round,
+/// after an unreported warm-up pair on an eighth of the bytes. The first loopback run of the
+/// process paid for its first allocations and page faults: a 64 MiB ON run right after the
+/// virtual-time tables measured 485 MB/s where the next rounds measured 610-790.
+fn piggyback_rounds(
+    all: &Nominal,
+    rounds: usize,
+    t_bytes: u64,
+    pb: &indicatif::ProgressBar,
+) -> Result<Vec<(RunResult, RunResult)>> {
+    let fast = saturating(&repeat_to(&all.trace, t_bytes));
+    let urgent = urgent_of(&all.urgent, fast.msgs.len());
+    let warm = saturating(&repeat_to(&all.trace, t_bytes / 8));
+    for q in [true, false] {
+        run(&LoopSpec {
+            msgs: &warm.msgs,
+            urgent: &urgent[..warm.msgs.len()],
+            e: Scope3::Partial,
+            q,
+            timeout: all.timeout,
+            saturate: true,
+        })
+        .map_err(|e| Error::bench_by("loopback warm-up run of ALL", e))?;
+    }
+    let t = |q: bool, round: usize| {
+        let r = run(&LoopSpec {
+            msgs: &fast.msgs,
+            urgent: &urgent,
+            e: Scope3::Partial,
+            q,
+            timeout: all.timeout,
+            saturate: true,
+        });
+        pb.inc(1);
+        r.map_err(|e| {
+            Error::bench_by(
+                format!(
+                    "loopback T run of ALL, round {round}, Q={}",
+                    if q { "ON" } else { "OFF" }
+                ),
+                e,
+            )
+        })
+    };
+    (1..=rounds)
+        .map(|i| Ok((t(true, i)?, t(false, i)?)))
+        .collect()
 }
 
 /// `t` repeated until its messages carry `bytes` (at least once).
-fn repeat_to(t: &Trace, bytes: u64) -> Trace {
+pub fn repeat_to(t: &Trace, bytes: u64) -> Trace {
     let one: u64 = t.msgs.iter().map(|m| m.size as u64).sum();
     let times = bytes.div_ceil(one.max(1)).max(1) as usize;
     Trace {
@@ -423,13 +552,13 @@ fn repeat_to(t: &Trace, bytes: u64) -> Trace {
 }
 
 /// The urgency flags of the first `n` messages of a trace repeated as in [`repeat_to`].
-fn urgent_of(urgent: &[bool], n: usize) -> Vec<bool> {
+pub fn urgent_of(urgent: &[bool], n: usize) -> Vec<bool> {
     urgent.iter().copied().cycle().take(n).collect()
 }
 
 /// A T run's trace: arrivals all at time zero (the sender hands messages over as fast as the
 /// node takes them; the virtual-time run then also never idles).
-fn saturating(t: &Trace) -> Trace {
+pub fn saturating(t: &Trace) -> Trace {
     trace::speed_up(t, 1e12)
 }
 

@@ -45,6 +45,8 @@ pub struct Params {
 
 /// Written by `--loopback` (not deterministic: wall-clock runs).
 pub const LOOPBACK_CSV: &str = "loopback.csv";
+/// Written by `--loopback`: ALL's T with piggybacking on and off, per interleaved round.
+pub const LOOPBACK_GAIN_CSV: &str = "loopback-piggyback.csv";
 
 /// Files written under `out`, each a table as CSV, and `adp.md` with all of them; the run
 /// record `adp.json` lists them and the plots ([`svg_files`]) with the headline figures.
@@ -120,7 +122,8 @@ pub fn run(p: &Params) -> Result<()> {
     let pb = output::progress(
         (tables::runs_per_profile() + layer::runs(n) + figures::runs(traces.len()))
             * profiles.len() as u64
-            + p.loopback.map_or(0, |_| loopback::runs(traces.len())),
+            + p.loopback
+                .map_or(0, |_| loopback::runs(traces.len(), p.quick)),
         "adp runs",
     );
     let mut md = format!(
@@ -201,12 +204,15 @@ pub fn run(p: &Params) -> Result<()> {
     }
     let mut rec = RunRecord::new("adp");
     if let Some(seconds) = p.loopback {
-        let t = loopback::table(&traces, seconds, p.quick, p.seed, &pb)?;
-        md += &t.markdown();
-        for (what, value, unit) in &t.figures {
-            figures.push((what.clone(), *value, *unit));
+        let (t, gain) = loopback::table(&traces, seconds, p.quick, p.seed, &pb)?;
+        for t in [&t, &gain] {
+            md += &t.markdown();
+            for (what, value, unit) in &t.figures {
+                figures.push((what.clone(), *value, *unit));
+            }
         }
         rec.write_csv(&p.out, LOOPBACK_CSV, &t.table)?;
+        rec.write_csv(&p.out, LOOPBACK_GAIN_CSV, &gain.table)?;
     }
     pb.finish_and_clear();
     let svgs = svg_files(&p.profiles);
