@@ -389,8 +389,17 @@ fn fault() -> impl Strategy<Value = Fault> {
         })
 }
 
+/// Cases per run: 48 in CI; `SEALINK_WEDGE_CASES=20000` for a long search (a failure is kept
+/// in `wedge.proptest-regressions`: read it before reverting that file).
+fn wedge_cases() -> u32 {
+    std::env::var("SEALINK_WEDGE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(48)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: wedge_cases(), .. ProptestConfig::default() })]
 
     /// Whatever was lost, dropped on purpose or abandoned while the link was bad, once it
     /// heals new messages in both directions arrive within bounded virtual time, exactly once.
