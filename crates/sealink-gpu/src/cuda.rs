@@ -176,6 +176,14 @@ pub(crate) fn open() -> Result<Availability, GpuError> {
     })))
 }
 
+/// What a stream does with a packed batch, in this order.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    CopyIn,
+    Kernel,
+    CopyOut,
+}
+
 /// One batch of a run: its nonces, AADs and packets.
 type Part<'a, 'b> = (
     &'a [[u8; NONCE_LEN]],
@@ -235,13 +243,12 @@ impl Device {
         Ok(h)
     }
 
-    /// Packs batch `part` into stream `s`'s frame and queues its copy in, kernel and copy out.
-    fn launch(&mut self, s: usize, part: &Part<'_, '_>) -> Result<(), GpuError> {
+    /// Packs batch `part` into stream `s`'s pinned buffer as a frame.
+    fn pack(&mut self, s: usize, part: &Part<'_, '_>) -> Result<(), GpuError> {
         let (nonces, aads, packets) = part;
         let slot = &mut self.slots[s];
         let frame = slot.packed.frame(nonces, aads, packets)?;
-        let st = &self.streams[s];
-        slot.ensure(&self.ctx, st, frame.len())?;
+        slot.ensure(&self.ctx, &self.streams[s], frame.len())?;
         let host = slot
             .host
             .as_mut()
@@ -250,58 +257,85 @@ impl Device {
             .map_err(drv)?;
         slot.packed
             .fill_frame(&frame, aads, packets, &mut host[..frame.len()]);
-        let dev = slot.dev.as_mut().expect("ensured");
-        {
-            let (dptr, _rec) = dev.device_ptr_mut(st);
-            // SAFETY: copies frame.len() bytes of pinned host memory to the device buffer,
-            // which holds at least that many (ensure). The host buffer is not touched again
-            // until `finish` has synchronised this stream.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    dptr,
-                    &host[..frame.len()],
-                    st.cu_stream(),
-                )
-            }
-            .map_err(drv)?;
-        }
-        let npkt = frame.npkt as u32;
-        let ghash = u32::from(self.gpu_ghash);
-        let mut b = st.launch_builder(&self.seal);
-        b.arg(&self.table)
-            .arg(&self.hpow)
-            .arg(&mut *dev)
-            .arg(&npkt)
-            .arg(&ghash);
-        // SAFETY: gcm_seal(table, hpow, buf, npkt, gpu_ghash): table holds TABLE_WORDS words,
-        // hpow the MAX_GHASH_BLOCKS powers (layout bounds every packet's AAD and payload so
-        // that no packet needs more), buf the frame whose metadata, tag slots and every
-        // (offset, padded length) lie inside it (layout built both); one block of
-        // THREADS_PER_PACKET threads per packet, grid = npkt.
-        unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (npkt, 1, 1),
-                block_dim: (THREADS_PER_PACKET, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        }
-        .map_err(drv)?;
-        {
-            let (dptr, _rec) = dev.device_ptr_mut(st);
-            let back = &mut host[frame.tags_at()..frame.len()];
-            // SAFETY: copies the frame's tag slots and data (frame.len() - tags_at bytes from
-            // device offset tags_at, inside the buffer) back into the same range of the pinned
-            // host buffer; read only after `finish` synchronises the stream.
-            unsafe {
-                cudarc::driver::result::memcpy_dtoh_async(
-                    back,
-                    dptr + frame.tags_at() as u64,
-                    st.cu_stream(),
-                )
-            }
-            .map_err(drv)?;
-        }
         slot.frame = Some(frame);
+        Ok(())
+    }
+
+    /// Queues one step of stream `s`'s packed batch on that stream.
+    fn step(&mut self, s: usize, step: Step) -> Result<(), GpuError> {
+        let st = &self.streams[s];
+        let slot = &mut self.slots[s];
+        let frame = slot.frame.expect("packed");
+        let dev = slot.dev.as_mut().expect("ensured");
+        let host = slot
+            .host
+            .as_mut()
+            .expect("ensured")
+            .as_mut_slice()
+            .map_err(drv)?;
+        match step {
+            Step::CopyIn => {
+                let (dptr, _rec) = dev.device_ptr_mut(st);
+                // SAFETY: copies frame.len() bytes of pinned host memory to the device buffer,
+                // which holds at least that many (ensure). The host buffer is not touched
+                // again until `finish` has synchronised this stream.
+                unsafe {
+                    cudarc::driver::result::memcpy_htod_async(
+                        dptr,
+                        &host[..frame.len()],
+                        st.cu_stream(),
+                    )
+                }
+                .map_err(drv)
+            }
+            Step::Kernel => {
+                let npkt = frame.npkt as u32;
+                let ghash = u32::from(self.gpu_ghash);
+                let mut b = st.launch_builder(&self.seal);
+                b.arg(&self.table)
+                    .arg(&self.hpow)
+                    .arg(&mut *dev)
+                    .arg(&npkt)
+                    .arg(&ghash);
+                // SAFETY: gcm_seal(table, hpow, buf, npkt, gpu_ghash): table holds
+                // TABLE_WORDS words, hpow the MAX_GHASH_BLOCKS powers (layout bounds every
+                // packet's AAD and payload so that no packet needs more), buf the frame whose
+                // metadata, tag slots and every (offset, padded length) lie inside it (layout
+                // built both); one block of THREADS_PER_PACKET threads per packet, grid = npkt.
+                unsafe {
+                    b.launch(LaunchConfig {
+                        grid_dim: (npkt, 1, 1),
+                        block_dim: (THREADS_PER_PACKET, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+                }
+                .map(|_| ())
+                .map_err(drv)
+            }
+            Step::CopyOut => {
+                let (dptr, _rec) = dev.device_ptr_mut(st);
+                let back = &mut host[frame.tags_at()..frame.len()];
+                // SAFETY: copies the frame's tag slots and data (frame.len() - tags_at bytes
+                // from device offset tags_at, inside the buffer) back into the same range of
+                // the pinned host buffer; read only after `finish` synchronises the stream.
+                unsafe {
+                    cudarc::driver::result::memcpy_dtoh_async(
+                        back,
+                        dptr + frame.tags_at() as u64,
+                        st.cu_stream(),
+                    )
+                }
+                .map_err(drv)
+            }
+        }
+    }
+
+    /// Packs batch `part` and queues its copy in, kernel and copy out on stream `s`.
+    fn launch(&mut self, s: usize, part: &Part<'_, '_>) -> Result<(), GpuError> {
+        self.pack(s, part)?;
+        for step in [Step::CopyIn, Step::Kernel, Step::CopyOut] {
+            self.step(s, step)?;
+        }
         Ok(())
     }
 
@@ -398,84 +432,28 @@ impl Device {
         crate::layout::check(nonces.len(), packets.iter().map(|p| p.len()))?;
         crate::layout::check_aads(packets.len(), aads.iter().map(|a| a.len()))?;
         let h = self.set_key(key)?;
-        let st = self.streams[0].clone();
-        let sync = || st.synchronize().map_err(drv);
-        let t = Instant::now();
-        let slot = &mut self.slots[0];
-        let frame = slot.packed.frame(nonces, aads, packets)?;
-        slot.ensure(&self.ctx, &st, frame.len())?;
-        let host = slot
-            .host
-            .as_mut()
-            .expect("ensured")
-            .as_mut_slice()
-            .map_err(drv)?;
-        slot.packed
-            .fill_frame(&frame, aads, packets, &mut host[..frame.len()]);
-        let pack = t.elapsed();
-        let dev = slot.dev.as_mut().expect("ensured");
-        let t = Instant::now();
-        {
-            let (dptr, _rec) = dev.device_ptr_mut(&st);
-            // SAFETY: as in `launch`; the stream is synchronised right after.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    dptr,
-                    &host[..frame.len()],
-                    st.cu_stream(),
-                )
-            }
-            .map_err(drv)?;
-        }
-        sync()?;
-        let h2d = t.elapsed();
-        let t = Instant::now();
-        let npkt = frame.npkt as u32;
-        let ghash = u32::from(self.gpu_ghash);
-        let mut b = st.launch_builder(&self.seal);
-        b.arg(&self.table)
-            .arg(&self.hpow)
-            .arg(&mut *dev)
-            .arg(&npkt)
-            .arg(&ghash);
-        // SAFETY: as in `launch`.
-        unsafe {
-            b.launch(LaunchConfig {
-                grid_dim: (npkt, 1, 1),
-                block_dim: (THREADS_PER_PACKET, 1, 1),
-                shared_mem_bytes: 0,
-            })
-        }
-        .map_err(drv)?;
-        sync()?;
-        let kernel = t.elapsed();
-        let t = Instant::now();
-        {
-            let (dptr, _rec) = dev.device_ptr_mut(&st);
-            let back = &mut host[frame.tags_at()..frame.len()];
-            // SAFETY: as in `launch`; the stream is synchronised right after.
-            unsafe {
-                cudarc::driver::result::memcpy_dtoh_async(
-                    back,
-                    dptr + frame.tags_at() as u64,
-                    st.cu_stream(),
-                )
-            }
-            .map_err(drv)?;
-        }
-        sync()?;
-        let d2h = t.elapsed();
-        let t = Instant::now();
-        slot.frame = Some(frame);
         let mut part: Part<'_, '_> = (nonces, aads, packets);
+        let t = Instant::now();
+        self.pack(0, &part)?;
+        let pack = t.elapsed();
+        let mut took = [std::time::Duration::ZERO; 3];
+        for (d, step) in took
+            .iter_mut()
+            .zip([Step::CopyIn, Step::Kernel, Step::CopyOut])
+        {
+            let t = Instant::now();
+            self.step(0, step)?;
+            self.streams[0].synchronize().map_err(drv)?;
+            *d = t.elapsed();
+        }
+        let t = Instant::now();
         self.finish(0, &h, &mut part)?;
-        let finish = t.elapsed();
         Ok(Phases {
             pack,
-            h2d,
-            kernel,
-            d2h,
-            finish,
+            h2d: took[0],
+            kernel: took[1],
+            d2h: took[2],
+            finish: t.elapsed(),
         })
     }
 }

@@ -99,35 +99,9 @@ int main(int argc, char **argv) {
 fn emulator() -> Option<PathBuf> {
     static EXE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     EXE.get_or_init(|| {
-        if Command::new("cc").arg("--version").output().is_err() {
-            return None;
-        }
-        let dir = std::env::temp_dir().join(format!("sealink-gpu-emu-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         let kernels = source().replace("extern \"C\" __global__", "__global__");
         let text = format!("{SHIM}\n{kernels}\n#define THREADS {THREADS_PER_PACKET}\n{MAIN}");
-        let (src, exe) = (dir.join("emu.c"), dir.join("emu"));
-        std::fs::write(&src, text).unwrap();
-        let out = Command::new("cc")
-            .args([
-                "-O2",
-                "-std=gnu11",
-                "-pthread",
-                "-Wall",
-                "-Werror",
-                "-Wno-unused-function",
-                "-o",
-            ])
-            .arg(&exe)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cc failed on the kernels under the shim: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Some(exe)
+        crate::host_cc::compile("emu", &text, &["-pthread"])
     })
     .clone()
 }

@@ -296,37 +296,17 @@ mod tests {
     /// Compiles [`AES_CORE`] followed by `main_src` with the host's C compiler, runs it and
     /// returns its output; `None` (the caller skips, saying so) without `cc`.
     fn run_c(test: &str, main_src: &str) -> Option<String> {
-        if Command::new("cc").arg("--version").output().is_err() {
+        let exe = crate::host_cc::compile(
+            test,
+            &format!("#include <stdio.h>\n#define DEVFN static\n{AES_CORE}{main_src}"),
+            &[],
+        );
+        let Some(exe) = exe else {
             eprintln!("SKIP {test}: no C compiler `cc` on PATH");
             return None;
-        }
-        let mut c = String::from("#include <stdio.h>\n#define DEVFN static\n");
-        c.push_str(AES_CORE);
-        c.push_str(main_src);
-        let dir = std::env::temp_dir().join(format!("sealink-gpu-{test}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (src, exe) = (dir.join("t.c"), dir.join("t"));
-        std::fs::write(&src, c).unwrap();
-        let out = Command::new("cc")
-            .args([
-                "-O1",
-                "-std=c99",
-                "-Wall",
-                "-Werror",
-                "-Wno-unused-function",
-                "-o",
-            ])
-            .arg(&exe)
-            .arg(&src)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "cc failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        };
         let run = Command::new(&exe).output().unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(exe.parent().unwrap());
         assert!(run.status.success());
         Some(String::from_utf8(run.stdout).unwrap())
     }

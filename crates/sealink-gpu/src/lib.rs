@@ -16,6 +16,8 @@ pub mod dispatch;
 #[cfg(test)]
 mod emulated;
 pub mod gcm;
+#[cfg(test)]
+mod host_cc;
 pub mod kernel;
 pub mod layout;
 

@@ -490,7 +490,7 @@ pub fn table(
 /// after an unreported warm-up pair on an eighth of the bytes. The first loopback run of the
 /// process paid for its first allocations and page faults: a 64 MiB ON run right after the
 /// virtual-time tables measured 485 MB/s where the next rounds measured 610-790.
-fn piggyback_rounds(
+pub fn piggyback_rounds(
     all: &Nominal,
     rounds: usize,
     t_bytes: u64,
