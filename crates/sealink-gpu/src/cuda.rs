@@ -392,16 +392,28 @@ impl Device {
             .collect();
         let mut tags = Vec::with_capacity(nonces.len());
         let mut inflight = VecDeque::with_capacity(STREAMS);
-        for i in 0..parts.len() {
-            if inflight.len() == STREAMS {
-                let j: usize = inflight.pop_front().expect("full");
+        let mut run = || -> Result<(), GpuError> {
+            for i in 0..parts.len() {
+                if inflight.len() == STREAMS {
+                    let j: usize = inflight.pop_front().expect("full");
+                    tags.extend(self.finish(j % STREAMS, &h, &mut parts[j])?);
+                }
+                self.launch(i % STREAMS, &parts[i])?;
+                inflight.push_back(i);
+            }
+            while let Some(j) = inflight.pop_front() {
                 tags.extend(self.finish(j % STREAMS, &h, &mut parts[j])?);
             }
-            self.launch(i % STREAMS, &parts[i])?;
-            inflight.push_back(i);
-        }
-        while let Some(j) = inflight.pop_front() {
-            tags.extend(self.finish(j % STREAMS, &h, &mut parts[j])?);
+            Ok(())
+        };
+        if let Err(e) = run() {
+            // Batches still in flight may be copying into the pinned buffers: wait for them
+            // before a later call packs into those buffers again.
+            let _ = self.ctx.synchronize();
+            for slot in &mut self.slots {
+                slot.frame = None;
+            }
+            return Err(e);
         }
         Ok(tags)
     }
