@@ -236,8 +236,17 @@ impl Device {
         let mut b = s.launch_builder(&self.powers);
         b.arg(&self.h_dev).arg(&mut self.hpow).arg(&count);
         // SAFETY: ghash_powers(const u32 *h, u32 *hpow, u32 count) reads 4 words of h_dev and
-        // writes 4 words per index below count into hpow, allocated with 4 * count words.
-        unsafe { b.launch(LaunchConfig::for_num_elems(count)) }.map_err(drv)?;
+        // writes 4 words per index below count into hpow, allocated with 4 * count words;
+        // threads past count return. Blocks of 256, not the 1024 of `for_num_elems`: the
+        // square-and-multiply keeps a dozen 128-bit values per thread in registers.
+        unsafe {
+            b.launch(LaunchConfig {
+                grid_dim: (count.div_ceil(256), 1, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            })
+        }
+        .map_err(drv)?;
         s.synchronize().map_err(drv)?;
         self.keyed = Some((*key, h));
         Ok(h)

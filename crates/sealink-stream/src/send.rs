@@ -522,14 +522,8 @@ pub fn send(
         first_err.map_or(Ok(()), Err)
     });
     if let Err(e) = result {
-        // A receiver that gave up says why on the control connection before closing.
-        if matches!(e, TransferError::Io { .. }) {
-            let deadline = Instant::now() + Duration::from_secs(2);
-            if let Err(why @ (TransferError::ReceiverAborted(_) | TransferError::Refused(_))) =
-                read_reply(&socks[0], &keys.recv, REPLY_SEQ, deadline, "the reason")
-            {
-                return Err(why);
-            }
+        if let Some(why) = receivers_reason(&e, &socks[0], &keys.recv) {
+            return Err(why);
         }
         // A stalled receiver may not take even this.
         let _ = socks[0].set_write_timeout(Some(t.idle.min(Duration::from_secs(1))));
@@ -563,14 +557,18 @@ pub fn send(
         sizes: sizes.clone(),
         hashes,
     };
-    conn::write_record(
+    if let Err(e) = conn::write_record(
         &socks[0],
         &keys.send,
         RecordType::End,
         cfg.scope,
         FIRST_DATA_SEQ + data_records,
         &end.encode(),
-    )?;
+    ) {
+        // The receiver may have failed after the last data left (a full disk): its reason
+        // is already on the way, and its close reset the connection under this write.
+        return Err(receivers_reason(&e, &socks[0], &keys.recv).unwrap_or(e));
+    }
     for s in &socks {
         let _ = s.shutdown(Shutdown::Write);
     }
@@ -591,6 +589,20 @@ pub fn send(
         streams: socks.len(),
         elapsed: start.elapsed(),
     })
+}
+
+/// After a write failed (`e`), the receiver's own reason if it sent one: a receiver that gives
+/// up says why on the control connection before closing, and closing with our data unread
+/// resets the connection, so our next write fails with a bare reset.
+fn receivers_reason(e: &TransferError, s: &TcpStream, key: &PacketKey) -> Option<TransferError> {
+    if !matches!(e, TransferError::Io { .. }) {
+        return None;
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    match read_reply(s, key, REPLY_SEQ, deadline, "the reason") {
+        Err(why @ (TransferError::ReceiverAborted(_) | TransferError::Refused(_))) => Some(why),
+        _ => None,
+    }
 }
 
 /// Reads the receiver's reply with sequence number `seq`: `Ok` with its type and body, or
