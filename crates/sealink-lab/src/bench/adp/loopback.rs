@@ -315,7 +315,7 @@ pub fn run(spec: &LoopSpec) -> Result<RunResult> {
 /// The loopback tables: per trace (and ALL with Q off), T and L over loopback beside the
 /// `today` profile's virtual-time runs of the same prefix; and ALL's T with piggybacking on and
 /// off in interleaved rounds, with the ratio per round and its median (the loopback table's
-/// ALL rows take the round whose ON T is the median).
+/// ALL rows take the median ON run and the median OFF run).
 pub fn table(
     traces: &[Nominal],
     seconds: f64,
@@ -374,7 +374,7 @@ pub fn table(
         ]);
         gain.figure("loopback ALL T ON/OFF median", med, "ratio");
     }
-    // The round whose ON T is the median stands for ALL in the per-trace table.
+    // The median ON run and the median OFF run stand for ALL in the per-trace table.
     let pick = |rounds: &[(RunResult, RunResult)], k: usize| -> Option<RunResult> {
         let mut v: Vec<&RunResult> = rounds
             .iter()
