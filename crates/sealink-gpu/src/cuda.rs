@@ -95,6 +95,28 @@ impl std::fmt::Debug for Device {
     }
 }
 
+/// Compiles the kernels with NVRTC for `arch` (such as `compute_90`) without a device: the
+/// PTX, or `None` when no NVRTC library can be loaded.
+pub(crate) fn compile_only(arch: &'static str) -> Result<Option<String>, GpuError> {
+    // SAFETY: only tries to dlopen the library by its usual names and close it again.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Ok(None);
+    }
+    compile(arch).map(|p| Some(p.to_src()))
+}
+
+fn compile(arch: &'static str) -> Result<cudarc::nvrtc::Ptx, GpuError> {
+    compile_ptx_with_opts(
+        source(),
+        CompileOptions {
+            name: Some("sealink_gcm.cu".into()),
+            arch: Some(arch),
+            ..Default::default()
+        },
+    )
+    .map_err(|e| GpuError::Compile(e.to_string()))
+}
+
 /// Looks for device 0 (see [`crate::open`]).
 pub(crate) fn open() -> Result<Availability, GpuError> {
     // SAFETY: both only try to dlopen the library by its usual names and close it again.
@@ -135,15 +157,7 @@ pub(crate) fn open() -> Result<Availability, GpuError> {
     // by the driver without the newer chip's scheduling).
     let (major, minor) = ctx.compute_capability().map_err(drv)?;
     let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
-    let ptx = compile_ptx_with_opts(
-        source(),
-        CompileOptions {
-            name: Some("sealink_gcm.cu".into()),
-            arch: Some(arch),
-            ..Default::default()
-        },
-    )
-    .map_err(|e| GpuError::Compile(e.to_string()))?;
+    let ptx = compile(arch)?;
     let module = ctx.load_module(ptx).map_err(drv)?;
     let setup = module.load_function("aes128_setup").map_err(drv)?;
     let powers = module.load_function("ghash_powers").map_err(drv)?;

@@ -91,6 +91,21 @@ pub fn open() -> Result<Availability, GpuError> {
     }
 }
 
+/// Compiles the kernels with NVRTC for `arch` (such as `compute_90`) without needing a device
+/// or a driver: the PTX, or `None` when no NVRTC library is found (or without the `cuda`
+/// feature). Lets a machine without a GPU check that the kernel source compiles.
+pub fn compile_kernels(arch: &'static str) -> Result<Option<String>, GpuError> {
+    #[cfg(feature = "cuda")]
+    {
+        cuda::compile_only(arch)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = arch;
+        Ok(None)
+    }
+}
+
 /// [`open`], with `None` when there is no device (its reason is dropped; call [`open`] to
 /// have it).
 pub fn open_default() -> Result<Option<GpuSealer>, GpuError> {

@@ -70,6 +70,27 @@ fn compare_all(gpu: &mut GpuSealer, key: &[u8; 16], items: &[([u8; 12], Vec<u8>,
     gpu.set_gpu_ghash(true);
 }
 
+/// The kernel source compiles with NVRTC for the Hopper chips the device machines have, and
+/// has its three entry points: needs only the NVRTC library, no GPU or driver.
+#[test]
+fn kernels_compile_with_nvrtc() {
+    let Some(ptx) = sealink_gpu::compile_kernels("compute_90").expect("the kernels compile") else {
+        eprintln!("SKIP kernels_compile_with_nvrtc: no NVRTC library (or no `cuda` feature)");
+        return;
+    };
+    for entry in ["aes128_setup", "ghash_powers", "gcm_seal"] {
+        assert!(
+            ptx.contains(&format!(".entry {entry}")),
+            "no entry point {entry} in the PTX"
+        );
+    }
+    eprintln!(
+        "PTX: {} bytes, {} lines declaring local memory",
+        ptx.len(),
+        ptx.lines().filter(|l| l.contains(".local")).count()
+    );
+}
+
 #[test]
 fn gpu_known_answer_against_aws_lc() {
     let Some(mut gpu) = device("gpu_known_answer_against_aws_lc") else {
