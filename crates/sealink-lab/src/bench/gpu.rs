@@ -1,7 +1,7 @@
 //! `sealink bench gpu`: paper 004's Figure 12 rerun. Throughput of sealing batches of
 //! 1400-byte packets with AES-128-GCM against the batch size, on the CPU through the engine
 //! (1..N workers, each batch split among them, the engine's batches in flight) and on the GPU
-//! (`sealink-gpu`: one launch per batch, [`RUN_BATCHES`] batches per call pipelined over the
+//! (`sealink-gpu`: one launch per batch, up to [`RUN_BATCHES`] batches per call pipelined over the
 //! device's streams; packing, copies both ways and unpacking included), with GHASH on the GPU
 //! and on the CPU; the crossover batch size where the GPU starts to win; the paper's 3.7 Gb/s
 //! at 128 KB beside; and where one batch's time goes on the device path.
@@ -64,8 +64,18 @@ fn cpu_point(keys: &Keys, workers: usize, n: usize, seconds: f64) -> Result<f64>
 }
 
 /// Batches per `seal_batches` call in the GPU runs: the pipeline fills and drains once per
-/// call, as the engine's does once per run.
+/// call, as the engine's does once per run. Fewer (down to [`MIN_RUN_BATCHES`]) where 16 would
+/// hold more than [`RUN_BYTES`] of packets.
 pub const RUN_BATCHES: usize = 16;
+/// At least one batch per CUDA stream.
+pub const MIN_RUN_BATCHES: usize = 4;
+/// Packet bytes one GPU call holds at most (unless [`MIN_RUN_BATCHES`] batches need more).
+pub const RUN_BYTES: usize = 64 << 20;
+
+/// Batches of `n` packets per GPU call.
+fn run_batches(n: usize) -> usize {
+    (RUN_BYTES / (n * PACKET).max(1)).clamp(MIN_RUN_BATCHES, RUN_BATCHES)
+}
 
 /// A random key, `n` random packets and their 16-byte AADs.
 type Inputs = ([u8; 16], Vec<Vec<u8>>, Vec<[u8; 16]>);
@@ -101,11 +111,11 @@ fn nonces(counter: &mut u64, n: usize) -> Vec<[u8; 12]> {
         .collect()
 }
 
-/// GPU: runs of [`RUN_BATCHES`] batches of `n` packets through `seal_batches`, for
+/// GPU: runs of [`run_batches`] batches of `n` packets through `seal_batches`, for
 /// `seconds`, GHASH where `on_gpu` says.
 fn gpu_point(gpu: &mut GpuSealer, n: usize, seconds: f64, on_gpu: bool) -> Result<f64> {
     gpu.set_gpu_ghash(on_gpu);
-    let (key, mut bufs, aads) = gpu_inputs(n * RUN_BATCHES)?;
+    let (key, mut bufs, aads) = gpu_inputs(n * run_batches(n))?;
     let aad_refs: Vec<&[u8]> = aads.iter().map(|a| &a[..]).collect();
     let mut counter = 0u64;
     let dur = Duration::from_secs_f64(seconds);
@@ -256,8 +266,9 @@ pub fn run(p: &Params) -> Result<()> {
     );
     let gpu_line = match (&gpu, &absent) {
         (Some(g), _) => format!(
-            "GPU: {} (AES-CTR with a T-table, one block of 128 threads per packet; GHASH on the GPU or on the CPU; one copy in and one out per batch from pinned buffers, {RUN_BATCHES} batches per run over 4 streams; packing and unpacking included)",
-            g.name()
+            "GPU: {} (AES-CTR with a T-table, one block of 128 threads per packet; GHASH on the GPU or on the CPU; one copy in and one out per batch from pinned buffers, {RUN_BATCHES} batches per call (at least {MIN_RUN_BATCHES}, within {} MiB) over 4 streams; packing and unpacking included)",
+            g.name(),
+            RUN_BYTES >> 20
         ),
         (None, Some(why)) => format!("GPU: not measured (no CUDA device/driver found: {why})"),
         (None, None) => "GPU: not measured".into(),
@@ -417,6 +428,14 @@ pub fn run(p: &Params) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_calls_hold_at_most_64_mib_but_one_batch_per_stream() {
+        assert_eq!(run_batches(packets_in(4 << 10)), RUN_BATCHES);
+        assert_eq!(run_batches(packets_in(1 << 20)), RUN_BATCHES);
+        assert_eq!(run_batches(packets_in(8 << 20)), 8);
+        assert_eq!(run_batches(packets_in(MAX_SIZE)), MIN_RUN_BATCHES);
+    }
 
     #[test]
     fn batch_sizes_in_packets() {
