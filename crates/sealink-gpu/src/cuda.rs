@@ -67,6 +67,11 @@ impl Slot {
     }
 }
 
+/// A slot's pinned host buffer, once `Slot::ensure` made it.
+fn pinned(host: &mut Option<PinnedHostSlice<u8>>) -> Result<&mut [u8], GpuError> {
+    host.as_mut().expect("ensured").as_mut_slice().map_err(drv)
+}
+
 /// The device, its compiled kernels, streams and buffers.
 pub(crate) struct Device {
     ctx: Arc<CudaContext>,
@@ -272,12 +277,7 @@ impl Device {
         let slot = &mut self.slots[s];
         let frame = slot.packed.frame(nonces, aads, packets)?;
         slot.ensure(&self.ctx, &self.streams[s], frame.len())?;
-        let host = slot
-            .host
-            .as_mut()
-            .expect("ensured")
-            .as_mut_slice()
-            .map_err(drv)?;
+        let host = pinned(&mut slot.host)?;
         slot.packed
             .fill_frame(&frame, aads, packets, &mut host[..frame.len()]);
         slot.frame = Some(frame);
@@ -290,12 +290,7 @@ impl Device {
         let slot = &mut self.slots[s];
         let frame = slot.frame.expect("packed");
         let dev = slot.dev.as_mut().expect("ensured");
-        let host = slot
-            .host
-            .as_mut()
-            .expect("ensured")
-            .as_mut_slice()
-            .map_err(drv)?;
+        let host = pinned(&mut slot.host)?;
         match step {
             Step::CopyIn => {
                 let (dptr, _rec) = dev.device_ptr_mut(st);
