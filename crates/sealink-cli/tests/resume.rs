@@ -4,6 +4,7 @@
 //! are through; the same command run again must finish the file sending only the rest.
 
 mod common;
+use common::hosts::text;
 use common::{BIN, random_file, send_cmd};
 
 use std::fs;
@@ -204,15 +205,6 @@ fn records(out: &[u8]) -> Vec<FileRecord> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The receiver's JSON records, once there are `n` (a serving receiver reports each transfer

@@ -4,6 +4,7 @@
 //! final name (and no temporary file left behind).
 
 mod common;
+use common::hosts::{Hosts, finish, text};
 use common::raw_sender::RawSender;
 use common::{BIN, random_file, run_in as run};
 
@@ -12,125 +13,18 @@ use std::io::{BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::thread;
 use std::time::Duration;
-
-/// A temporary directory; the tmpfs the full-disk test mounts at `in/small` is unmounted
-/// before it is removed.
-struct Scratch(tempfile::TempDir);
-
-impl Scratch {
-    fn new() -> Self {
-        Scratch(tempfile::tempdir().unwrap())
-    }
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.path().join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg(self.join("in").join("small"))
-            .output();
-    }
-}
-
-/// Two hosts: `a` sends (host key, owner key, trusts b's host), `b` receives into `b/in`.
-struct Hosts {
-    dir: Scratch,
-}
-
-impl Hosts {
-    fn new() -> Self {
-        let dir = Scratch::new();
-        common::two_hosts(dir.0.path());
-        Hosts { dir }
-    }
-    fn a(&self) -> PathBuf {
-        self.dir.join("a")
-    }
-    fn inbox(&self) -> PathBuf {
-        self.dir.join("in")
-    }
-
-    /// Starts `sealink recv --once` on an ephemeral port; returns the child and its address.
-    fn recv(&self, extra: &[&str], stdout: Stdio) -> (Child, SocketAddr, BufReader<ChildStderr>) {
-        let mut args = vec!["--once"];
-        args.extend_from_slice(extra);
-        self.recv_with(None, &args, stdout)
-    }
-
-    /// Starts `sealink recv ARGS` (into the inbox unless `--stdout`) on an ephemeral port, under
-    /// `umask` if given (set by a shell that then execs the receiver).
-    fn recv_with(
-        &self,
-        umask: Option<&str>,
-        extra: &[&str],
-        stdout: Stdio,
-    ) -> (Child, SocketAddr, BufReader<ChildStderr>) {
-        let mut cmd = match umask {
-            Some(m) => {
-                let mut c = Command::new("sh");
-                c.args(["-c", "umask \"$0\" && exec \"$@\"", m, BIN]);
-                c
-            }
-            None => Command::new(BIN),
-        };
-        cmd.args(["recv", "--listen", "127.0.0.1:0"]);
-        if !extra.contains(&"--stdout") {
-            cmd.arg("--dir").arg(self.inbox());
-        }
-        let mut c = cmd
-            .args(extra)
-            .env("SEALINK_HOME", self.dir.join("b"))
-            .env_remove("RUST_LOG")
-            .stdout(stdout)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (addr, err) = common::listening(&mut c);
-        (c, addr, err)
-    }
-
-    fn send_cmd(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
-        common::send_cmd(&self.a(), files, to, extra)
-    }
-
-    fn send(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Output {
-        self.send_cmd(files, to, extra).output().unwrap()
-    }
-
-    /// Files in the inbox, hidden temporary ones included.
-    fn inbox_names(&self) -> Vec<String> {
-        common::names_in(&self.inbox())
-    }
-}
-
-fn finish(mut c: Child, mut err: BufReader<ChildStderr>) -> (std::process::ExitStatus, String) {
-    let mut rest = String::new();
-    let _ = err.read_to_string(&mut rest);
-    (c.wait().unwrap(), rest)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 #[test]
 fn files_arrive_identical_over_several_stripes() {
     let h = Hosts::new();
-    let big = h.dir.join("big.bin");
+    let big = h.path("big.bin");
     let data = random_file(&big, 24 << 20 | 12345, 1);
-    let small = h.dir.join("small.txt");
+    let small = h.path("small.txt");
     fs::write(&small, b"hello").unwrap();
-    let empty = h.dir.join("empty");
+    let empty = h.path("empty");
     fs::write(&empty, b"").unwrap();
     let (c, addr, err) = h.recv(&[], Stdio::piped());
     let o = h.send(&[&big, &small, &empty], addr, &["--streams", "3"]);
@@ -169,10 +63,10 @@ fn files_arrive_identical_over_several_stripes() {
 #[test]
 fn stdin_to_stdout_keeps_order_across_stripes() {
     let h = Hosts::new();
-    let src = h.dir.join("src");
+    let src = h.path("src");
     let data = random_file(&src, 9 << 20 | 77, 2);
     // Into a file, not a pipe: nobody drains a pipe while `send` runs.
-    let out_path = h.dir.join("out");
+    let out_path = h.path("out");
     let (c, addr, err) = h.recv(
         &["--stdout"],
         Stdio::from(fs::File::create(&out_path).unwrap()),
@@ -202,7 +96,7 @@ fn untrusted_owner_is_refused() {
             .status
             .success()
     );
-    let f = h.dir.join("f");
+    let f = h.path("f");
     fs::write(&f, b"data").unwrap();
     let (c, addr, err) = h.recv(&[], Stdio::piped());
     let o = h.send(&[&f], addr, &["--owner", other.to_str().unwrap()]);
@@ -285,7 +179,7 @@ fn relay(to: SocketAddr, fault: Fault) -> SocketAddr {
 
 fn faulty_transfer(fault: Fault, expect: &str) {
     let h = Hosts::new();
-    let f = h.dir.join("f.bin");
+    let f = h.path("f.bin");
     random_file(&f, 3 << 20, 3);
     let (c, addr, err) = h.recv(&[], Stdio::piped());
     let via = relay(addr, fault);
@@ -369,11 +263,21 @@ fn receiver_dying_mid_transfer_fails_the_sender() {
     assert!(names.iter().all(|n| n.starts_with('.')), "{names:?}");
 }
 
+/// Unmounts what a test mounted at its path, before the temporary directory is removed.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).output();
+    }
+}
+
 #[test]
 fn full_disk_is_reported_and_leaves_no_file() {
     let h = Hosts::new();
     let small = h.inbox().join("small");
     fs::create_dir_all(&small).unwrap();
+    let _unmount = Unmount(small.clone());
     let m = Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
         .arg(&small)
@@ -382,14 +286,14 @@ fn full_disk_is_reported_and_leaves_no_file() {
         eprintln!("skipped: cannot mount a small tmpfs here (not root?)");
         return;
     }
-    let f = h.dir.join("f.bin");
+    let f = h.path("f.bin");
     random_file(&f, 4 << 20, 4);
     // `sealink recv --once` into the small tmpfs.
     let recv_small = || {
         let mut c = Command::new(BIN)
             .args(["recv", "--once", "--listen", "127.0.0.1:0", "--dir"])
             .arg(&small)
-            .env("SEALINK_HOME", h.dir.join("b"))
+            .env("SEALINK_HOME", h.path("b"))
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -446,10 +350,10 @@ fn send_under_umask(h: &Hosts, umask: &str, extra: &[&str], files: &[&Path]) {
 #[test]
 fn received_modes_follow_the_receivers_umask_and_drop_group_other_write() {
     let h = Hosts::new();
-    let open = h.dir.join("open.sh");
+    let open = h.path("open.sh");
     fs::write(&open, b"#!/bin/sh\n").unwrap();
     chmod(&open, 0o777);
-    let private = h.dir.join("private");
+    let private = h.path("private");
     fs::write(&private, b"mine").unwrap();
     chmod(&private, 0o640);
     let got = |n: &str| mode_of(&h.inbox().join(n));
@@ -485,7 +389,7 @@ fn names_of_255_bytes_arrive() {
         .iter()
         .enumerate()
         .map(|(i, n)| {
-            let p = h.dir.join(n);
+            let p = h.path(n);
             fs::write(&p, format!("file {i}")).unwrap();
             p
         })
@@ -522,7 +426,7 @@ fn huge_announcements_are_refused_with_the_reason_and_the_receiver_survives() {
     let h = Hosts::new();
     // Standard output has no file to reserve space for: the bitmap is the first allocation.
     let (c, addr, err) = h.recv_with(None, &["--stdout"], Stdio::null());
-    let mut raw = RawSender::connect(&h.a(), &h.dir.join("b"), addr);
+    let mut raw = RawSender::connect(&h.a(), &h.path("b"), addr);
     let said = raw
         .offer(512, vec![entry("a", 1 << 62, 0o644)])
         .expect("an abort");
@@ -544,7 +448,7 @@ fn huge_announcements_are_refused_with_the_reason_and_the_receiver_survives() {
         (1 << 20, vec![entry("a", u64::MAX - 1, 0o644)], "records"),
     ];
     for (record_data, files, why) in cases {
-        let mut raw = RawSender::connect(&h.a(), &h.dir.join("b"), addr);
+        let mut raw = RawSender::connect(&h.a(), &h.path("b"), addr);
         let said = raw.offer(record_data, files.clone());
         let said =
             said.unwrap_or_else(|| panic!("ready for {record_data}-byte records of {files:?}"));
@@ -553,7 +457,7 @@ fn huge_announcements_are_refused_with_the_reason_and_the_receiver_survives() {
     }
     assert!(h.inbox_names().is_empty(), "{:?}", h.inbox_names());
     // Still serving: a real transfer goes through.
-    let f = h.dir.join("after");
+    let f = h.path("after");
     fs::write(&f, b"still here").unwrap();
     let o = h.send(&[&f], addr, &[]);
     assert!(o.status.success(), "{}", text(&o));
@@ -567,7 +471,7 @@ fn sender_chosen_mode_bits_never_pass_the_receivers_policy() {
     use sealink_proto::stream::{Done, End, RecordType};
     let h = Hosts::new();
     let (c, addr, err) = h.recv_with(Some("022"), &["--once"], Stdio::piped());
-    let mut raw = RawSender::connect(&h.a(), &h.dir.join("b"), addr);
+    let mut raw = RawSender::connect(&h.a(), &h.path("b"), addr);
     assert_eq!(raw.offer(512, vec![entry("x", 3, 0o7777)]), None);
     raw.write(RecordType::Data, 1, b"abc");
     raw.write(
@@ -594,7 +498,7 @@ fn sender_chosen_mode_bits_never_pass_the_receivers_policy() {
 fn verbose_logs_are_plain_text_off_a_terminal() {
     // stderr is a pipe (as under systemd): `-v` logs the transfer, without colour escapes.
     let h = Hosts::new();
-    let f = h.dir.join("note.txt");
+    let f = h.path("note.txt");
     fs::write(&f, b"hello").unwrap();
     let (c, addr, err) = h.recv(&["-v"], Stdio::piped());
     let o = h.send(&[&f], addr, &[]);
@@ -712,9 +616,9 @@ fn records(out: &[u8]) -> Vec<sealink_stream::FileRecord> {
 fn json_records_on_both_sides_match_the_files() {
     use sealink_stream::report::{Event, Outcome};
     let h = Hosts::new();
-    let big = h.dir.join("big.bin");
+    let big = h.path("big.bin");
     let big_len = random_file(&big, 3 << 20 | 4321, 5).len() as u64;
-    let small = h.dir.join("small.txt");
+    let small = h.path("small.txt");
     fs::write(&small, b"hello").unwrap();
     let (mut c, addr, err) = h.recv(&["--json"], Stdio::piped());
     let o = h.send(
@@ -835,7 +739,7 @@ fn recv_json_and_stdout_are_refused_together() {
 #[test]
 fn summaries_give_sizes_in_binary_units() {
     let h = Hosts::new();
-    let f = h.dir.join("three.bin");
+    let f = h.path("three.bin");
     random_file(&f, 3 << 20, 9);
     let (mut c, addr, err) = h.recv(&[], Stdio::piped());
     // Not `send_cmd`: that one is --quiet.
@@ -898,10 +802,10 @@ fn first_line_within(child: &mut Child, secs: u64) -> Option<String> {
 #[test]
 fn a_serving_receiver_reports_each_transfer_as_soon_as_it_ends() {
     let h = Hosts::new();
-    let f = h.dir.join("one.txt");
+    let f = h.path("one.txt");
     fs::write(&f, b"report me").unwrap();
     for (json, name) in [(false, "first.txt"), (true, "second.txt")] {
-        let g = h.dir.join(name);
+        let g = h.path(name);
         fs::copy(&f, &g).unwrap();
         // No --once: the receiver serves on, and no other connection arrives after this one.
         let args: &[&str] = if json { &["--json"] } else { &[] };

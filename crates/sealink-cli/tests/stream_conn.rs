@@ -4,7 +4,8 @@
 //! timeout and no part file.
 
 mod common;
-use common::{BIN, random_file};
+use common::hosts::Hosts;
+use common::random_file;
 
 use std::fs;
 use std::io::{BufReader, Read, Write};
@@ -19,48 +20,11 @@ use std::time::{Duration, Instant};
 /// Bytes of an init connection's first message: "SLS1", kind 1, the Noise IK initiation.
 const INIT_LEN: usize = 5 + 158;
 
-/// Two hosts: `a` sends (host key, owner key, trusts b's host), `b` receives into `in`.
-struct Hosts {
-    dir: tempfile::TempDir,
-}
-
-impl Hosts {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        common::two_hosts(dir.path());
-        Hosts { dir }
-    }
-
-    fn inbox(&self) -> PathBuf {
-        self.dir.path().join("in")
-    }
-
-    /// Starts `sealink recv --once` on an ephemeral port; returns the child and its address.
-    fn recv(&self, extra: &[&str]) -> (Child, SocketAddr, BufReader<ChildStderr>) {
-        let mut c = Command::new(BIN)
-            .args(["recv", "--once", "--listen", "127.0.0.1:0", "--dir"])
-            .arg(self.inbox())
-            .args(extra)
-            .env("SEALINK_HOME", self.dir.path().join("b"))
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (addr, err) = common::listening(&mut c);
-        (c, addr, err)
-    }
-
-    fn send_cmd(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
-        let mut c = common::send_cmd(&self.dir.path().join("a"), files, to, extra);
-        c.stdout(Stdio::piped()).stderr(Stdio::piped());
-        c
-    }
-
-    /// Files in the inbox, hidden temporary ones included.
-    fn inbox_names(&self) -> Vec<String> {
-        common::names_in(&self.inbox())
-    }
+/// `sealink send` from host `a` with its output captured.
+fn send_piped(h: &Hosts, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
+    let mut c = h.send_cmd(files, to, extra);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
 }
 
 /// Waits for `c` to exit, killing it (and failing) after `limit`; returns its status and the
@@ -140,9 +104,9 @@ fn signal(pid: u32, sig: &str) {
 #[test]
 fn unauthenticated_peers_do_not_take_the_once_slot() {
     let h = Hosts::new();
-    let f = h.dir.path().join("f.bin");
+    let f = h.path("f.bin");
     let data = random_file(&f, 300_000, 7);
-    let (c, addr, err) = h.recv(&[]);
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
     let mut held = Vec::new();
     // A valid init preamble, then: closed, junk, stalled, half an initiation then stalled.
     let mut closed = TcpStream::connect(addr).unwrap();
@@ -167,7 +131,7 @@ fn unauthenticated_peers_do_not_take_the_once_slot() {
     held.push(TcpStream::connect(addr).unwrap());
     thread::sleep(Duration::from_millis(300));
 
-    let (st, e) = send_within(h.send_cmd(&[&f], addr, &[]), Duration::from_secs(30));
+    let (st, e) = send_within(send_piped(&h, &[&f], addr, &[]), Duration::from_secs(30));
     assert!(st.success(), "sender: {st:?} {e}");
     let (st, e) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
     assert!(st.success(), "receiver: {st:?} {e}");
@@ -182,9 +146,9 @@ fn unauthenticated_peers_do_not_take_the_once_slot() {
 #[test]
 fn many_unauthenticated_connections_are_bounded() {
     let h = Hosts::new();
-    let f = h.dir.path().join("f.bin");
+    let f = h.path("f.bin");
     let data = random_file(&f, 1 << 20, 8);
-    let (c, addr, err) = h.recv(&["--max-pending", "16"]);
+    let (c, addr, err) = h.recv(&["--max-pending", "16"], Stdio::piped());
     let base = threads_of(c.id());
     let mut held = Vec::new();
     for i in 0..300 {
@@ -215,7 +179,7 @@ fn many_unauthenticated_connections_are_bounded() {
         "{during} threads for 300 idle connections (before: {base})"
     );
 
-    let (st, e) = send_within(h.send_cmd(&[&f], addr, &[]), Duration::from_secs(30));
+    let (st, e) = send_within(send_piped(&h, &[&f], addr, &[]), Duration::from_secs(30));
     assert!(st.success(), "sender: {st:?} {e}");
     let (st, e) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
     assert!(st.success(), "receiver: {st:?} {e}");
@@ -264,9 +228,9 @@ fn refused_threads_do_not_kill_the_receiver() {
         eprintln!("skipped: no writable pids cgroup here");
         return;
     };
-    let f = h.dir.path().join("f.bin");
+    let f = h.path("f.bin");
     let data = random_file(&f, 200_000, 9);
-    let (mut c, addr, err) = h.recv(&[]);
+    let (mut c, addr, err) = h.recv(&[], Stdio::piped());
     let now = threads_of(c.id());
     cg.set_max(&(now + 2).to_string());
     cg.adopt(c.id());
@@ -283,7 +247,7 @@ fn refused_threads_do_not_kill_the_receiver() {
     thread::sleep(Duration::from_millis(300));
     cg.set_max("max");
     let (st, e) = send_within(
-        h.send_cmd(&[&f], addr, &["--streams", "1"]),
+        send_piped(&h, &[&f], addr, &["--streams", "1"]),
         Duration::from_secs(30),
     );
     assert!(st.success(), "sender: {st:?} {e}");
@@ -374,13 +338,14 @@ fn assert_only_resume_state(names: &[String]) {
 #[test]
 fn stalled_route_times_out_both_sides_and_leaves_no_part_file() {
     let h = Hosts::new();
-    let f = h.dir.path().join("f.bin");
+    let f = h.path("f.bin");
     sparse_file(&f, 64 << 20);
-    let (c, addr, err) = h.recv(&["--idle-timeout", "1"]);
+    let (c, addr, err) = h.recv(&["--idle-timeout", "1"], Stdio::piped());
     let relay = stalling_relay(addr, 2 << 20);
     let t0 = Instant::now();
     let (st, se) = send_within(
-        h.send_cmd(
+        send_piped(
+            &h,
             &[&f],
             relay.addr,
             &["--streams", "1", "--idle-timeout", "1"],
@@ -402,16 +367,16 @@ fn stalled_route_times_out_both_sides_and_leaves_no_part_file() {
 #[test]
 fn frozen_sender_times_out_the_receiver() {
     let h = Hosts::new();
-    let (c, addr, err) = h.recv(&["--idle-timeout", "1"]);
-    let mut s = h
-        .send_cmd(
-            &[Path::new("-")],
-            addr,
-            &["--as", "piped", "--idle-timeout", "1"],
-        )
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let (c, addr, err) = h.recv(&["--idle-timeout", "1"], Stdio::piped());
+    let mut s = send_piped(
+        &h,
+        &[Path::new("-")],
+        addr,
+        &["--as", "piped", "--idle-timeout", "1"],
+    )
+    .stdin(Stdio::piped())
+    .spawn()
+    .unwrap();
     let mut input = s.stdin.take().unwrap();
     input.write_all(&vec![7u8; 1 << 20]).unwrap();
     thread::sleep(Duration::from_millis(300));
@@ -433,12 +398,11 @@ fn frozen_sender_times_out_the_receiver() {
 #[test]
 fn frozen_receiver_times_out_the_sender() {
     let h = Hosts::new();
-    let f = h.dir.path().join("f.bin");
+    let f = h.path("f.bin");
     sparse_file(&f, 64 << 20);
-    let (c, addr, err) = h.recv(&[]);
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
     let pid = c.id();
-    let mut s = h
-        .send_cmd(&[&f], addr, &["--streams", "1", "--idle-timeout", "1"])
+    let mut s = send_piped(&h, &[&f], addr, &["--streams", "1", "--idle-timeout", "1"])
         .spawn()
         .unwrap();
     // Freeze the receiver once its part file exists (the transfer has begun).

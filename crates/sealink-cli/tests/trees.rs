@@ -5,77 +5,21 @@
 //! partial tree.
 
 mod common;
+use common::hosts::{Hosts, finish, text};
 use common::raw_sender::RawSender;
 use common::{BIN, random_file};
 
 use std::fs;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::net::{Shutdown, SocketAddr};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use sealink_proto::stream::body::EntryKind;
 use sealink_proto::stream::{FileEntry, RecordType};
 use sealink_stream::FileRecord;
 use sealink_stream::report::{Event, Kind, Outcome};
-
-struct Hosts {
-    dir: tempfile::TempDir,
-}
-
-impl Hosts {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        common::two_hosts(dir.path());
-        Hosts { dir }
-    }
-    fn path(&self, n: &str) -> PathBuf {
-        self.dir.path().join(n)
-    }
-    fn inbox(&self) -> PathBuf {
-        self.path("in")
-    }
-    /// `sealink recv ARGS` into the inbox under umask 022, on an ephemeral port.
-    fn recv(&self, extra: &[&str], stdout: Stdio) -> (Child, SocketAddr, BufReader<ChildStderr>) {
-        let mut c = Command::new("sh")
-            .args(["-c", "umask 022 && exec \"$@\"", "sh", BIN])
-            .args(["recv", "--listen", "127.0.0.1:0", "--dir"])
-            .arg(self.inbox())
-            .args(extra)
-            .env("SEALINK_HOME", self.path("b"))
-            .env_remove("RUST_LOG")
-            .stdout(stdout)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (addr, err) = common::listening(&mut c);
-        (c, addr, err)
-    }
-    fn send(&self, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Output {
-        common::send_cmd(&self.path("a"), files, to, extra)
-            .output()
-            .unwrap()
-    }
-    fn inbox_names(&self) -> Vec<String> {
-        common::names_in(&self.inbox())
-    }
-}
-
-fn finish(mut c: Child, mut err: BufReader<ChildStderr>) -> (std::process::ExitStatus, String) {
-    let mut rest = String::new();
-    let _ = err.read_to_string(&mut rest);
-    (c.wait().unwrap(), rest)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn records(out: &[u8]) -> Vec<FileRecord> {
     String::from_utf8_lossy(out)
@@ -165,7 +109,7 @@ fn a_tree_arrives_exactly_less_what_is_excluded() {
     let (proj, big) = make_tree(&h);
     let extra = h.path("extra.txt");
     fs::write(&extra, b"beside the tree").unwrap();
-    let (c, addr, err) = h.recv(&["--once", "--json"], Stdio::piped());
+    let (c, addr, err) = h.recv_with(Some("022"), &["--once", "--json"], Stdio::piped());
     // Not `--quiet` (which `send_cmd` passes and which keeps warnings off stderr, as `-q`
     // does): the skipped fifo must be reported.
     let o = Command::new(BIN)
@@ -291,7 +235,7 @@ fn a_tree_arrives_exactly_less_what_is_excluded() {
         h.inbox().join("proj/sub/deep/x.bin").display().to_string()
     );
 
-    let (c, addr, err) = h.recv(&["--once"], Stdio::null());
+    let (c, addr, err) = h.recv_with(Some("022"), &["--once"], Stdio::null());
     let o = Command::new(BIN)
         .arg("send")
         .arg(&proj)
@@ -324,7 +268,7 @@ fn update_sends_nothing_for_unchanged_files_and_sends_a_changed_one() {
     let h = Hosts::new();
     let (proj, big) = make_tree(&h);
     fs::remove_file(proj.join("sub/pipe")).unwrap();
-    let (mut c, addr, err) = h.recv(&["--force"], Stdio::null());
+    let (mut c, addr, err) = h.recv_with(Some("022"), &["--force"], Stdio::null());
     let send = |extra: &[&str]| {
         let mut args = vec![
             "--json",
@@ -395,7 +339,7 @@ fn entry(name: &str, size: u64, kind: EntryKind) -> FileEntry {
 #[test]
 fn a_link_leading_out_of_the_tree_is_refused_and_nothing_is_created() {
     let h = Hosts::new();
-    let (mut c, addr, err) = h.recv(&[], Stdio::null());
+    let (mut c, addr, err) = h.recv_with(Some("022"), &[], Stdio::null());
     let escaping = ["../../etc/passwd", "/etc/passwd", "../..", "sub/../../.."];
     for target in escaping {
         let mut raw = RawSender::connect(&h.path("a"), &h.path("b"), addr);
@@ -453,7 +397,7 @@ fn a_link_leading_out_of_the_tree_is_refused_and_nothing_is_created() {
 fn a_tree_cut_off_mid_transfer_leaves_no_partial_tree_and_resumes() {
     use sealink_proto::stream::{Done, End, Ready};
     let h = Hosts::new();
-    let (mut c, addr, mut err) = h.recv(&[], Stdio::null());
+    let (mut c, addr, mut err) = h.recv_with(Some("022"), &[], Stdio::null());
     let tree = || {
         vec![
             entry("t", 0, EntryKind::Dir),

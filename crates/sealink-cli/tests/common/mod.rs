@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests (each test binary includes this module).
 #![allow(dead_code)]
 
+pub mod hosts;
 pub mod raw_sender;
 
 use std::fs;
