@@ -25,8 +25,8 @@ use bytes::Bytes;
 use sealink_proto::channel::ChannelStats;
 use sealink_proto::ratelimit::LimiterConfig;
 use sealink_proto::{
-    Clock, Config, Directory, DropReason, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId,
-    PeerId, Scope, Stats, Time, Urgency,
+    Clock, Config, Directory, DropReason, Endpoint, Event, HostKey, LocalOwner, MessageId,
+    Messages, OwnerId, PeerId, Scope, Stats, Time, Urgency,
 };
 
 use sealink_udp::{UdpIo, UdpOptions};
@@ -158,6 +158,69 @@ pub struct Delivery {
     pub received_at: Instant,
 }
 
+/// Messages that arrived together: a run of one datagram's messages from one owner to one
+/// destination ([`Messages`]), as [`Node::recv_arrivals`] hands them over. Taking messages this
+/// way costs per datagram, not per message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arrival {
+    /// Configured name of the peer host the channel authenticated.
+    pub peer_name: Arc<str>,
+    /// When the I/O thread handed them over.
+    pub received_at: Instant,
+    /// The messages, their sending owner (verified by its signature on this channel), their
+    /// destination and scope.
+    pub messages: Messages,
+}
+
+impl Arrival {
+    /// One [`Delivery`] per message.
+    pub fn deliveries(&self) -> impl ExactSizeIterator<Item = Delivery> + '_ {
+        self.messages.deliveries().map(|d| Delivery {
+            peer: d.peer,
+            peer_name: self.peer_name.clone(),
+            from: d.from,
+            to: d.to,
+            scope: d.scope,
+            data: d.data,
+            received_at: self.received_at,
+        })
+    }
+}
+
+/// Arrivals not yet taken, and how many messages of the first [`Node::recv`] already took.
+#[derive(Default)]
+pub(crate) struct Inbox {
+    arrivals: VecDeque<Arrival>,
+    front_taken: usize,
+}
+
+impl Inbox {
+    fn is_empty(&self) -> bool {
+        self.arrivals.is_empty()
+    }
+
+    /// The next message, one at a time.
+    fn pop_one(&mut self) -> Option<Delivery> {
+        let front = self.arrivals.front()?;
+        let d = front.deliveries().nth(self.front_taken)?;
+        self.front_taken += 1;
+        if self.front_taken >= front.messages.len() {
+            self.arrivals.pop_front();
+            self.front_taken = 0;
+        }
+        Some(d)
+    }
+
+    /// The arrivals whole, minus what `pop_one` already took of the first.
+    fn take_all(&mut self) -> impl Iterator<Item = Arrival> + '_ {
+        if let Some(f) = self.arrivals.front_mut() {
+            f.messages.advance(self.front_taken);
+        }
+        self.front_taken = 0;
+        self.arrivals.drain(..)
+    }
+}
+
 /// Counters of a node: the endpoint's own plus the driver's.
 #[derive(Debug, Clone, Default)]
 pub struct NodeStats {
@@ -209,7 +272,7 @@ pub(crate) struct Shared {
     pub(crate) state: Mutex<State>,
     /// Signalled after each I/O round (waiters for acknowledgements).
     pub(crate) progress: Condvar,
-    pub(crate) deliveries: Mutex<VecDeque<Delivery>>,
+    pub(crate) deliveries: Mutex<Inbox>,
     pub(crate) delivered: Condvar,
     pub(crate) stop: AtomicBool,
     /// A wake-up is already pending: later senders skip the eventfd write.
@@ -266,7 +329,7 @@ impl Node {
                 io_sleep_until: Time::ZERO,
             }),
             progress: Condvar::new(),
-            deliveries: Mutex::new(VecDeque::new()),
+            deliveries: Mutex::new(Inbox::default()),
             delivered: Condvar::new(),
             stop: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
@@ -428,7 +491,7 @@ impl Node {
     /// stops).
     pub fn recv(&self, timeout: Option<Duration>) -> Option<Delivery> {
         let mut q = self.wait_deliveries(timeout)?;
-        q.pop_front()
+        q.pop_one()
     }
 
     /// Moves every message received so far into `out`, first waiting up to `timeout` (`None`:
@@ -438,16 +501,31 @@ impl Node {
         let Some(mut q) = self.wait_deliveries(timeout) else {
             return 0;
         };
-        let n = q.len();
-        out.extend(q.drain(..));
+        let before = out.len();
+        for a in q.take_all() {
+            out.extend(a.deliveries());
+        }
+        out.len() - before
+    }
+
+    /// Moves everything received so far into `out` as [`Arrival`]s, first waiting up to
+    /// `timeout` (`None`: until one arrives or the node stops) if there is nothing. Returns how
+    /// many messages were added. The high-rate receive path: one lock per batch and no work
+    /// per message at all (read them with [`Messages::iter`]).
+    pub fn recv_arrivals(&self, out: &mut Vec<Arrival>, timeout: Option<Duration>) -> usize {
+        let Some(mut q) = self.wait_deliveries(timeout) else {
+            return 0;
+        };
+        let mut n = 0;
+        for a in q.take_all() {
+            n += a.messages.len();
+            out.push(a);
+        }
         n
     }
 
     /// The delivery queue, locked, once it holds something; `None` on timeout or stop.
-    fn wait_deliveries(
-        &self,
-        timeout: Option<Duration>,
-    ) -> Option<MutexGuard<'_, VecDeque<Delivery>>> {
+    fn wait_deliveries(&self, timeout: Option<Duration>) -> Option<MutexGuard<'_, Inbox>> {
         let mut q = lock(&self.sh.deliveries);
         // The clock is read only if there is something to wait for.
         let mut deadline = None;
@@ -479,7 +557,12 @@ impl Node {
 
     /// Every message received so far, without waiting.
     pub fn drain(&self) -> Vec<Delivery> {
-        lock(&self.sh.deliveries).drain(..).collect()
+        let mut q = lock(&self.sh.deliveries);
+        let mut out = Vec::new();
+        for a in q.take_all() {
+            out.extend(a.deliveries());
+        }
+        out
     }
 
     /// Waits until every message sent to `peer` has been acknowledged or given up on. Errors with
@@ -508,6 +591,46 @@ impl Node {
                 return Err(NodeError::Stopped);
             }
             let Some(left) = deadline
+                .checked_duration_since(Instant::now())
+                .filter(|l| !l.is_zero())
+            else {
+                return Err(NodeError::Timeout(timeout));
+            };
+            st = self
+                .sh
+                .progress
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Waits until the channel to `peer` has room for `count` more messages under the
+    /// configured `max_queued_messages` (queued plus unacknowledged), so a sender that met
+    /// back-pressure resumes as soon as acknowledgements free the room, rather than polling.
+    /// Returns the room there is then, or [`NodeError::Timeout`] if there is still not enough
+    /// after `timeout`.
+    pub fn wait_room<'a>(
+        &self,
+        peer: impl Into<PeerRef<'a>>,
+        count: usize,
+        timeout: Duration,
+    ) -> Result<usize, NodeError> {
+        let mut st = lock(&self.sh.state);
+        let p = self.resolve(&st, peer.into())?;
+        let max = st.ep.config().max_queued_messages;
+        let want = count.min(max);
+        let mut deadline = None;
+        loop {
+            let room = max.saturating_sub(st.ep.pending_messages(p));
+            if room >= want {
+                return Ok(room);
+            }
+            if self.sh.stop.load(Ordering::Relaxed) {
+                return Err(NodeError::Stopped);
+            }
+            let d = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+            let Some(left) = d
                 .checked_duration_since(Instant::now())
                 .filter(|l| !l.is_zero())
             else {
@@ -585,9 +708,9 @@ impl Drop for Node {
 
 impl Shared {
     /// Hands received messages to [`Node::recv`] waiters.
-    pub(crate) fn deliver(&self, events: &mut Vec<Delivery>) {
+    pub(crate) fn deliver(&self, events: &mut Vec<Arrival>) {
         if !events.is_empty() {
-            lock(&self.deliveries).extend(events.drain(..));
+            lock(&self.deliveries).arrivals.extend(events.drain(..));
             self.delivered.notify_all();
         }
     }
@@ -600,24 +723,20 @@ impl Shared {
 }
 
 /// Moves the endpoint's events out: messages into `out`, given-up ids into the state.
-pub(crate) fn drain_events(st: &mut State, names: &Mutex<Vec<Arc<str>>>, out: &mut Vec<Delivery>) {
+pub(crate) fn drain_events(st: &mut State, names: &Mutex<Vec<Arc<str>>>, out: &mut Vec<Arrival>) {
     let at = Instant::now();
     let names = lock(names);
     while let Some(ev) = st.ep.poll_event() {
         match ev {
-            Event::Message(m) => {
+            Event::Messages(m) => {
                 let peer_name = names
                     .get(m.peer.index())
                     .cloned()
                     .unwrap_or_else(|| Arc::from("?"));
-                out.push(Delivery {
-                    peer: m.peer,
+                out.push(Arrival {
                     peer_name,
-                    from: m.from,
-                    to: m.to,
-                    scope: m.scope,
-                    data: m.data,
                     received_at: at,
+                    messages: m,
                 });
             }
             Event::Undeliverable { peer, id } => {

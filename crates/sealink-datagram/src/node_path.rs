@@ -30,7 +30,7 @@ use sealink_proto::session::{OpenJob, SealJob};
 use sealink_proto::wire::{self, Header};
 use sealink_proto::{DropReason, PeerId, Time};
 
-use crate::node::{Delivery, Shared, State, drain_events, lock};
+use crate::node::{Arrival, Shared, State, drain_events, lock};
 use sealink_udp::{GsoRuns, RecvBuffers, Segment};
 
 /// Receive batch size (quinn-udp caps `recvmmsg` at its BATCH_SIZE anyway).
@@ -53,7 +53,7 @@ struct RxEntry {
 pub(crate) struct RxBatch {
     rb: RecvBuffers,
     entries: Vec<RxEntry>,
-    events: Vec<Delivery>,
+    events: Vec<Arrival>,
     pool: Arc<Pool<Box<RxBatch>>>,
 }
 
@@ -221,7 +221,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
         }));
     }
     let stopping = || sh.stop.load(Ordering::Relaxed);
-    let mut events: Vec<Delivery> = Vec::new();
+    let mut events: Vec<Arrival> = Vec::new();
     while !stopping() {
         // Work queued by `send` before this point is seen below; later sends wake us again.
         sh.wake_pending.store(false, Ordering::Release);

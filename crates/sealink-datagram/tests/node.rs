@@ -632,3 +632,166 @@ fn under_load_the_peer_gets_a_cookie_and_its_retry_gets_through() {
     a.shutdown();
     b.shutdown();
 }
+
+/// Messages that shared a datagram come out of `recv_arrivals` as runs of one owner each, in the
+/// order they were sent; `recv` may take some first, and `recv_arrivals` then hands over exactly
+/// the rest.
+#[test]
+fn arrivals_group_a_datagrams_messages_by_owner_and_keep_order() {
+    let (alice, ka) = owner("alice");
+    let (bob, kb) = owner("bob");
+    let (a, b, peer_b, _) = pair(&[("alice", ka), ("bob", kb)], LimiterConfig::default());
+    let (al, bo) = (a.add_owner(alice), a.add_owner(bob));
+    let msg = |i: u32| i.to_le_bytes().to_vec();
+    fn out(data: &[u8], urgency: Urgency) -> Outgoing<'_> {
+        Outgoing {
+            data,
+            urgency,
+            scope: Scope::Encrypt,
+        }
+    }
+    // Warm-up: the channel and both owners' introductions, so what follows is data only.
+    for o in [al, bo] {
+        a.send(peer_b, o, None, b"hi", Urgency::Urgent, Scope::Encrypt)
+            .unwrap();
+    }
+    a.flush(peer_b, Duration::from_secs(5)).unwrap();
+    assert_eq!(collect(&b, 2, Duration::from_secs(5)).len(), 2);
+    // Non-urgent runs from alice, bob, alice, then an urgent one that takes them all along.
+    let (runs, per_run) = (4u32, 30u32);
+    let mut sent = Vec::new();
+    for r in 0..runs {
+        let from = if r % 2 == 0 { al } else { bo };
+        let data: Vec<Vec<u8>> = (0..per_run).map(|i| msg(r * 1000 + i)).collect();
+        let last = r == runs - 1;
+        let msgs: Vec<Outgoing<'_>> = data
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let urgent = last && i as u32 == per_run - 1;
+                out(
+                    d,
+                    if urgent {
+                        Urgency::Urgent
+                    } else {
+                        Urgency::Default
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(
+            a.send_batch(peer_b, from, None, &msgs).unwrap().count,
+            msgs.len()
+        );
+        let name = if r % 2 == 0 { "alice" } else { "bob" };
+        sent.extend(data.into_iter().map(|d| (name.to_owned(), d)));
+    }
+    a.flush(peer_b, Duration::from_secs(5)).unwrap();
+    // Three taken one at a time first.
+    let first = collect(&b, 3, Duration::from_secs(5));
+    assert_eq!(first.len(), 3);
+    let mut got: Vec<(String, Vec<u8>)> = first
+        .iter()
+        .map(|d| (d.from.to_string(), d.data.to_vec()))
+        .collect();
+    let mut arrivals = Vec::new();
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut n = 3;
+    while n < sent.len() && Instant::now() < end {
+        n += b.recv_arrivals(&mut arrivals, Some(Duration::from_millis(100)));
+    }
+    for arr in &arrivals {
+        assert!(!arr.messages.is_empty());
+        assert_eq!(&*arr.peer_name, "a");
+        assert_eq!(arr.messages.scope, Scope::Encrypt);
+        // One owner per arrival, and the per-message views agree with the borrowed ones.
+        let views: Vec<Vec<u8>> = arr.deliveries().map(|d| d.data.to_vec()).collect();
+        let borrowed: Vec<Vec<u8>> = arr.messages.iter().map(<[u8]>::to_vec).collect();
+        assert_eq!(views, borrowed);
+        assert!(arr.deliveries().all(|d| d.from == arr.messages.from));
+        got.extend(
+            borrowed
+                .into_iter()
+                .map(|d| (arr.messages.from.to_string(), d)),
+        );
+    }
+    assert_eq!(got, sent, "every message once, in order, with its owner");
+    assert!(
+        arrivals.len() < sent.len() - 3,
+        "{} arrivals for {} messages: piggybacked messages share one",
+        arrivals.len(),
+        sent.len() - 3
+    );
+    a.shutdown();
+    b.shutdown();
+}
+
+/// A sender that met back-pressure waits for room instead of polling: it resumes once the
+/// peer's acknowledgements free the window, and times out when nothing comes back.
+#[test]
+fn wait_room_resumes_on_acknowledgements_and_times_out_without_them() {
+    let (alice, ka) = owner("alice");
+    let window = 64;
+    let (a, b, peer_b, _) = pair_with(&[("alice", ka)], LimiterConfig::default(), |c| {
+        c.config.max_queued_messages = window;
+    });
+    let me = a.add_owner(alice);
+    let data = [7u8; 16];
+    let msgs = [Outgoing {
+        data: &data,
+        urgency: Urgency::Default,
+        scope: Scope::Encrypt,
+    }; 40];
+    let mut sent = 0;
+    for _ in 0..20 {
+        match a.send_batch(peer_b, me, None, &msgs) {
+            Ok(q) => sent += q.count,
+            Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {}
+            Err(e) => panic!("{e}"),
+        }
+        let room = a
+            .wait_room(peer_b, msgs.len(), Duration::from_secs(5))
+            .unwrap();
+        assert!(room >= msgs.len(), "room {room}");
+    }
+    assert_eq!(
+        sent,
+        20 * msgs.len(),
+        "every batch found room after waiting"
+    );
+    a.flush(peer_b, Duration::from_secs(5)).unwrap();
+    assert_eq!(collect(&b, sent, Duration::from_secs(5)).len(), sent);
+    assert!(matches!(
+        a.wait_room(peer_b, window + 1, Duration::from_millis(1)),
+        Ok(r) if r == window
+    ));
+
+    // A peer that never answers: the window stays full, the wait times out.
+    let silent = UdpSocket::bind(LOOPBACK).unwrap();
+    let (carol, kc) = owner("carol");
+    let mut cc = NodeConfig::new(LOOPBACK, HostKey::generate().unwrap());
+    cc.config.max_queued_messages = window;
+    cc.directory.insert("carol", kc).unwrap();
+    cc.peers.push(PeerConfig {
+        name: "silent".into(),
+        public_key: *HostKey::generate().unwrap().public(),
+        addr: Some(silent.local_addr().unwrap()),
+    });
+    let c = Node::start(cc).unwrap();
+    let me = c.add_owner(carol);
+    let q = c.send_batch("silent", me, None, &[msgs[0]; 64]).unwrap();
+    assert_eq!(q.count, window);
+    let t = Instant::now();
+    let e = c
+        .wait_room("silent", 1, Duration::from_millis(100))
+        .unwrap_err();
+    assert!(matches!(e, NodeError::Timeout(_)), "{e}");
+    assert!(t.elapsed() >= Duration::from_millis(100));
+    assert!(matches!(
+        c.wait_room("nobody", 1, Duration::from_millis(1)),
+        Err(NodeError::UnknownPeer(_))
+    ));
+    a.shutdown();
+    b.shutdown();
+    c.shutdown();
+}

@@ -418,35 +418,37 @@ fn run_trace(
     ] {
         for (t, ev) in events {
             match ev {
-                Event::Message(d) => {
-                    let Some(num) = d
-                        .data
-                        .get(..8)
-                        .and_then(|b| b.try_into().ok())
-                        .map(u64::from_le_bytes)
-                        .filter(|n| (*n as usize) < total)
-                    else {
-                        problems.unknown += 1;
-                        continue;
-                    };
-                    let m = by_num[num as usize];
-                    if m.from_a != at_b {
-                        problems.misrouted.push(num);
-                        continue;
-                    }
-                    if delivered_at[num as usize].is_some() {
-                        problems.duplicates.push(num);
-                        continue;
-                    }
-                    delivered_at[num as usize] = Some(*t);
-                    if d.data != m.data {
-                        problems.corrupted.push(num);
-                    }
-                    if &*d.from != m.sender_name() || d.to.as_deref() != Some(m.to) {
-                        problems.wrong_names.push(num);
-                    }
-                    if d.scope < m.scope {
-                        problems.weaker_scope.push(num);
+                Event::Messages(msgs) => {
+                    for d in msgs.deliveries() {
+                        let Some(num) = d
+                            .data
+                            .get(..8)
+                            .and_then(|b| b.try_into().ok())
+                            .map(u64::from_le_bytes)
+                            .filter(|n| (*n as usize) < total)
+                        else {
+                            problems.unknown += 1;
+                            continue;
+                        };
+                        let m = by_num[num as usize];
+                        if m.from_a != at_b {
+                            problems.misrouted.push(num);
+                            continue;
+                        }
+                        if delivered_at[num as usize].is_some() {
+                            problems.duplicates.push(num);
+                            continue;
+                        }
+                        delivered_at[num as usize] = Some(*t);
+                        if d.data != m.data {
+                            problems.corrupted.push(num);
+                        }
+                        if &*d.from != m.sender_name() || d.to.as_deref() != Some(m.to) {
+                            problems.wrong_names.push(num);
+                        }
+                        if d.scope < m.scope {
+                            problems.weaker_scope.push(num);
+                        }
                     }
                 }
                 Event::ChannelUp { .. } => {

@@ -66,8 +66,8 @@ fn main() {
             let _ = b.handle(now, &mut buf[..t.len]);
         }
         while let Some(ev) = b.poll_event() {
-            if let Event::Message(_) = ev {
-                delivered += 1;
+            if let Event::Messages(m) = ev {
+                delivered += m.len();
             }
         }
         now = now + tick;

@@ -21,7 +21,7 @@ use crate::owner::{RemoteOwner, intro_message};
 use crate::recv_window::RecvWindow;
 use crate::send_arena::{SendArena, Slot};
 use crate::session::{IndexTable, Limits, OpenJob, SealJob, Session};
-use crate::shared::{Delivery, Event, MessageId, PeerId, Shared};
+use crate::shared::{Event, MessageId, Messages, PeerId, Shared};
 use crate::time::Time;
 use crate::wire::{self, Frame, Frames, HEADER_LEN, MAX_ACK_RANGES, RefuseReason, Writer};
 
@@ -1101,12 +1101,21 @@ impl Channel {
         // once per run.
         let mut last_from: Option<(u64, Arc<str>)> = None;
         let mut last_to: Option<(u64, Arc<str>)> = None;
-        // One copy of the body for every message delivered from it, made at the first.
+        // One copy of the body for every message delivered from it, made at the first; and the
+        // run of messages being gathered into one event (same owner and destination).
         let mut shared: Option<Bytes> = None;
+        let mut run: Option<Messages> = None;
         for f in frames {
             match f {
-                Frame::Ack(ack) => self.on_ack(sh, now, ack),
-                Frame::Refused { seq, reason } => self.on_refused(sh, seq, reason),
+                Frame::Ack(ack) => {
+                    // Events keep the order of the frames that caused them.
+                    flush_run(sh, &mut run);
+                    self.on_ack(sh, now, ack)
+                }
+                Frame::Refused { seq, reason } => {
+                    flush_run(sh, &mut run);
+                    self.on_refused(sh, seq, reason)
+                }
                 Frame::Abandon { below } => {
                     self.recv.advance_to(below);
                     eliciting = true;
@@ -1163,22 +1172,34 @@ impl Channel {
                         sh.stats.messages_delivered += 1;
                         sh.stats.message_bytes_delivered += data.len() as u64;
                         self.stats.messages_delivered += 1;
-                        let data = if msgs == 1 {
-                            // Alone in its datagram: one allocation, nothing to share.
-                            Bytes::copy_from_slice(data)
+                        let same = run.as_ref().is_some_and(|r| {
+                            Arc::ptr_eq(&r.from, &from)
+                                && match (&r.to, &to) {
+                                    (None, None) => true,
+                                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                                    _ => false,
+                                }
+                        });
+                        if !same {
+                            flush_run(sh, &mut run);
+                        }
+                        let r = run.get_or_insert_with(|| {
+                            let copy = if msgs == 1 {
+                                // Alone in its datagram: one allocation of just the message.
+                                Bytes::copy_from_slice(data)
+                            } else {
+                                shared
+                                    .get_or_insert_with(|| Bytes::copy_from_slice(body))
+                                    .clone()
+                            };
+                            Messages::new(self.peer, from, to, scope, copy)
+                        });
+                        if msgs == 1 {
+                            r.push(0, data.len());
                         } else {
                             // `data` lies inside `body` (the frame parser borrows from it).
-                            let start = data.as_ptr() as usize - body.as_ptr() as usize;
-                            let copy = shared.get_or_insert_with(|| Bytes::copy_from_slice(body));
-                            copy.slice(start..start + data.len())
-                        };
-                        sh.events.push_back(Event::Message(Delivery {
-                            peer: self.peer,
-                            from,
-                            to,
-                            scope,
-                            data,
-                        }));
+                            r.push(data.as_ptr() as usize - body.as_ptr() as usize, data.len());
+                        }
                     } else {
                         // Our acknowledgement was lost: say it again at once.
                         sh.stats.duplicates_suppressed += 1;
@@ -1188,6 +1209,7 @@ impl Channel {
                 Frame::OwnerIntro { .. } | Frame::Dest { .. } | Frame::Padding => {}
             }
         }
+        flush_run(sh, &mut run);
         if eliciting {
             self.ack_pending = true;
             self.eliciting_since_ack += 1;
@@ -1560,6 +1582,13 @@ impl Acked {
         if let Some(d) = Channel::dest_mut(dests, m.dest) {
             d.confirmed = true;
         }
+    }
+}
+
+/// Ends the run of messages being gathered, as one event.
+fn flush_run(sh: &mut Shared, run: &mut Option<Messages>) {
+    if let Some(r) = run.take() {
+        sh.events.push_back(Event::Messages(r));
     }
 }
 

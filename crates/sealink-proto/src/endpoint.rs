@@ -23,7 +23,7 @@ use crate::wire::{self, HEADER_LEN, Header};
 
 pub use crate::session::{OpenJob, SealJob};
 use crate::shared::Shared;
-pub use crate::shared::{Delivery, Event, MessageId, PeerId, Transmit};
+pub use crate::shared::{Delivery, Event, MessageId, Messages, PeerId, Transmit};
 
 /// Outcome of [`Endpoint::handle_reserve`].
 #[derive(Debug, Clone)]

@@ -100,7 +100,9 @@ impl Net {
                 let _ = self.a.handle_from(self.now, sa(B), &mut buf[..t.len]);
             }
             while let Some(e) = self.b.poll_event() {
-                delivered += matches!(e, Event::Message(_)) as usize;
+                if let Event::Messages(m) = e {
+                    delivered += m.len();
+                }
             }
             if quiet {
                 break;

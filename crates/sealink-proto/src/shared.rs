@@ -43,25 +43,107 @@ pub struct Delivery {
     pub data: Bytes,
 }
 
+/// Messages delivered together: consecutive messages of one datagram from one owner to one
+/// destination, in the order they were sent. One event (and one copy of the datagram's body)
+/// carries them all, so a host receiving many small messages pays per datagram, not per
+/// message, to hand them over: the owner names are shared, not cloned per message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Messages {
+    pub peer: PeerId,
+    /// The sending owner, authenticated on this channel.
+    pub from: Arc<str>,
+    /// The destination owner named by the sender, or `None` for the host itself.
+    pub to: Option<Arc<str>>,
+    /// The scope of the datagram that carried them.
+    pub scope: Scope,
+    /// One copy of the datagram's body (or of the message, when it came alone).
+    body: Bytes,
+    /// Each message's (start, length) in `body`.
+    spans: Vec<(u32, u32)>,
+}
+
+impl Messages {
+    pub(crate) fn new(
+        peer: PeerId,
+        from: Arc<str>,
+        to: Option<Arc<str>>,
+        scope: Scope,
+        body: Bytes,
+    ) -> Self {
+        Messages {
+            peer,
+            from,
+            to,
+            scope,
+            body,
+            spans: Vec::new(),
+        }
+    }
+
+    /// Adds the message at `start..start + len` of the body (the caller checks the bounds).
+    pub(crate) fn push(&mut self, start: usize, len: usize) {
+        debug_assert!(start + len <= self.body.len());
+        self.spans.push((start as u32, len as u32));
+    }
+
+    /// Number of messages.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The messages' bytes, in order, borrowed: no reference count is touched.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        self.spans
+            .iter()
+            .map(|&(s, l)| &self.body[s as usize..(s + l) as usize])
+    }
+
+    /// Message `i` as an owned view of the shared body.
+    pub fn get(&self, i: usize) -> Option<Bytes> {
+        let &(s, l) = self.spans.get(i)?;
+        Some(self.body.slice(s as usize..(s + l) as usize))
+    }
+
+    /// Drops the first `n` messages (a consumer that took them one at a time).
+    pub fn advance(&mut self, n: usize) {
+        self.spans.drain(..n.min(self.spans.len()));
+    }
+
+    /// Total bytes of the messages.
+    pub fn bytes(&self) -> usize {
+        self.spans.iter().map(|&(_, l)| l as usize).sum()
+    }
+
+    /// One [`Delivery`] per message, for consumers that want them one at a time (each clones
+    /// the names and a view of the body).
+    pub fn deliveries(&self) -> impl ExactSizeIterator<Item = Delivery> + '_ {
+        (0..self.len()).map(|i| Delivery {
+            peer: self.peer,
+            from: self.from.clone(),
+            to: self.to.clone(),
+            scope: self.scope,
+            data: self.get(i).unwrap_or_default(),
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
     /// A new channel with this peer is established (first contact, or after the peer restarted).
-    ChannelUp {
-        peer: PeerId,
-    },
-    Message(Delivery),
+    ChannelUp { peer: PeerId },
+    /// Messages received: see [`Messages`] (one event per run of messages in a datagram).
+    Messages(Messages),
     /// A message was given up on (peer unreachable), or the peer refused it (its owner or
     /// destination is not accepted there). It may still have arrived if only the
     /// acknowledgements were lost; it is never sent again.
-    Undeliverable {
-        peer: PeerId,
-        id: MessageId,
-    },
+    Undeliverable { peer: PeerId, id: MessageId },
     /// Every handshake attempt with this peer went unanswered.
-    HandshakeFailed {
-        peer: PeerId,
-    },
+    HandshakeFailed { peer: PeerId },
 }
 
 /// A datagram ready to go to `peer`; its bytes are the first `len` of the caller's buffer.
@@ -79,4 +161,29 @@ pub(crate) struct Shared {
     pub owners: Vec<LocalOwner>,
     pub stats: Stats,
     pub events: VecDeque<Event>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_views_agree_and_advance_drops_the_front() {
+        let body = Bytes::from_static(b"..abc.de.f");
+        let mut m = Messages::new(PeerId(0), Arc::from("o"), None, Scope::Encrypt, body);
+        for (s, l) in [(2, 3), (6, 2), (9, 1), (9, 0)] {
+            m.push(s, l);
+        }
+        let parts: Vec<&[u8]> = m.iter().collect();
+        assert_eq!(parts, [&b"abc"[..], b"de", b"f", b""]);
+        assert_eq!((m.len(), m.bytes()), (4, 6));
+        assert_eq!(m.get(1).as_deref(), Some(&b"de"[..]));
+        assert_eq!(m.get(4), None);
+        let d: Vec<Bytes> = m.deliveries().map(|d| d.data).collect();
+        assert_eq!(d, parts);
+        m.advance(2);
+        assert_eq!(m.iter().collect::<Vec<_>>(), [&b"f"[..], b""]);
+        m.advance(9);
+        assert!(m.is_empty());
+    }
 }

@@ -8,14 +8,19 @@ use sealink_proto::{DropReason, Event, Scope, Time, Urgency};
 
 fn deliveries(ev: &[(Time, Event)]) -> Vec<(Time, String, Option<String>, Vec<u8>)> {
     ev.iter()
-        .filter_map(|(t, e)| match e {
-            Event::Message(d) => Some((
-                *t,
-                d.from.to_string(),
-                d.to.as_deref().map(str::to_owned),
-                d.data.to_vec(),
-            )),
-            _ => None,
+        .flat_map(|(t, e)| match e {
+            Event::Messages(m) => m
+                .deliveries()
+                .map(|d| {
+                    (
+                        *t,
+                        d.from.to_string(),
+                        d.to.as_deref().map(str::to_owned),
+                        d.data.to_vec(),
+                    )
+                })
+                .collect(),
+            _ => Vec::new(),
         })
         .collect()
 }
@@ -307,4 +312,75 @@ fn a_rekey_over_a_path_slower_than_the_handshake_timeout_completes() {
     assert!(p.pair_events_clean());
     assert_eq!(st.channels_established, 1, "{st:?}");
     assert!(st.handshakes_completed >= 3, "it rekeyed: {st:?}");
+}
+
+/// Piggybacked messages reach the receiver as one [`Event::Messages`] per run of one owner and
+/// destination within a datagram, in the order sent: alice×3 to bob, carol×2 to bob, alice×2 to
+/// the host, alice×1 to bob (urgent, so all eight leave together) makes four events.
+#[test]
+fn a_datagrams_messages_arrive_as_one_event_per_owner_and_destination_run() {
+    let mut s = setup(LinkConfig::default(), 7);
+    let p = &mut s.pair;
+    // Warm-up: channel and introductions, so the eight below share one datagram.
+    for o in [0, 1] {
+        for to in [Some("bob"), None] {
+            p.a.send(
+                p.now(),
+                s.a_peer,
+                s.a_owners[o],
+                to,
+                b"w",
+                Urgency::Urgent,
+                Scope::Encrypt,
+            )
+            .unwrap();
+        }
+    }
+    p.run_until(Time::from_millis(100));
+    p.events_b.clear();
+    let now = p.now();
+    let plan: [(usize, Option<&str>, usize); 4] = [
+        (0, Some("bob"), 3),
+        (1, Some("bob"), 2),
+        (0, None, 2),
+        (0, Some("bob"), 1),
+    ];
+    let mut want = Vec::new();
+    for (k, &(o, to, n)) in plan.iter().enumerate() {
+        for i in 0..n {
+            let data = [k as u8, i as u8];
+            let urgent = k == plan.len() - 1;
+            let u = if urgent {
+                Urgency::Urgent
+            } else {
+                Urgency::Default
+            };
+            p.a.send(now, s.a_peer, s.a_owners[o], to, &data, u, Scope::Encrypt)
+                .unwrap();
+            want.push((A_OWNERS[o].to_owned(), to.map(str::to_owned), data.to_vec()));
+        }
+    }
+    p.run_until(now + Duration::from_millis(100));
+    let runs: Vec<(String, Option<String>, Vec<Vec<u8>>)> = p
+        .events_b
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::Messages(m) => Some((
+                m.from.to_string(),
+                m.to.as_deref().map(str::to_owned),
+                m.iter().map(<[u8]>::to_vec).collect(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let sizes: Vec<usize> = runs.iter().map(|r| r.2.len()).collect();
+    assert_eq!(sizes, [3, 2, 2, 1], "{runs:?}");
+    for (r, (o, to, _)) in runs.iter().zip(plan) {
+        assert_eq!((r.0.as_str(), r.1.as_deref()), (A_OWNERS[o], to));
+    }
+    let flat: Vec<_> = runs
+        .into_iter()
+        .flat_map(|(f, t, d)| d.into_iter().map(move |d| (f.clone(), t.clone(), d)))
+        .collect();
+    assert_eq!(flat, want);
 }

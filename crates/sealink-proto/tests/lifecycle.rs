@@ -14,9 +14,9 @@ use sealink_proto::{
 
 fn delivered(ev: &[(Time, Event)]) -> Vec<Vec<u8>> {
     ev.iter()
-        .filter_map(|(_, e)| match e {
-            Event::Message(d) => Some(d.data.to_vec()),
-            _ => None,
+        .flat_map(|(_, e)| match e {
+            Event::Messages(m) => m.iter().map(<[u8]>::to_vec).collect(),
+            _ => Vec::new(),
         })
         .collect()
 }

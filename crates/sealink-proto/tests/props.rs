@@ -115,7 +115,8 @@ fn run(s: &mut Setup, msgs: &[Msg], start: Time, limit: Duration) -> Outcome {
     let mut delivered = Vec::new();
     for (to_b, evs) in [(true, &s.pair.events_b), (false, &s.pair.events_a)] {
         for (t, e) in evs {
-            if let Event::Message(d) = e {
+            let Event::Messages(m) = e else { continue };
+            for d in m.deliveries() {
                 delivered.push((
                     *t,
                     to_b,

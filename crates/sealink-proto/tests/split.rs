@@ -54,8 +54,8 @@ fn deliver_split(to: &mut Endpoint, now: Time, mut dgs: Vec<Vec<u8>>) -> Vec<Dro
 fn messages(ep: &mut Endpoint) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
     while let Some(e) = ep.poll_event() {
-        if let Event::Message(m) = e {
-            got.push(m.data.to_vec());
+        if let Event::Messages(m) = e {
+            got.extend(m.iter().map(<[u8]>::to_vec));
         }
     }
     got

@@ -30,8 +30,10 @@ fn number(data: &[u8]) -> u64 {
 fn delivered(evs: &[(Time, Event)]) -> BTreeMap<u64, usize> {
     let mut m = BTreeMap::new();
     for (_, e) in evs {
-        if let Event::Message(d) = e {
-            *m.entry(number(&d.data)).or_default() += 1;
+        if let Event::Messages(msgs) = e {
+            for d in msgs.iter() {
+                *m.entry(number(d)).or_default() += 1;
+            }
         }
     }
     m

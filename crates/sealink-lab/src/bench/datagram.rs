@@ -360,14 +360,16 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
         let mut lat = Vec::new();
         let mut batch = Vec::new();
         while !stop2.load(Ordering::Relaxed) {
-            b2.recv_batch(&mut batch, Some(Duration::from_millis(50)));
-            for d in batch.drain(..) {
-                if d.data.get(8) == Some(&1) {
-                    let mut ns = [0u8; 8];
-                    ns.copy_from_slice(&d.data[..8]);
-                    let sent = Duration::from_nanos(u64::from_le_bytes(ns));
-                    let at = d.received_at.duration_since(t0);
-                    lat.push(at.saturating_sub(sent).as_secs_f64() * 1e6);
+            b2.recv_arrivals(&mut batch, Some(Duration::from_millis(50)));
+            for a in batch.drain(..) {
+                let at = a.received_at.duration_since(t0);
+                for data in a.messages.iter() {
+                    if data.get(8) == Some(&1) {
+                        let mut ns = [0u8; 8];
+                        ns.copy_from_slice(&data[..8]);
+                        let sent = Duration::from_nanos(u64::from_le_bytes(ns));
+                        lat.push(at.saturating_sub(sent).as_secs_f64() * 1e6);
+                    }
                 }
             }
         }
@@ -408,8 +410,11 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
             // Messages past a partial batch were never accepted: the next batch replaces them.
             Ok(q) if q.count == BATCH => {}
             Ok(_) | Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {
-                // Back-pressure: the window is full until acknowledgements arrive.
-                std::thread::sleep(Duration::from_micros(50));
+                // Back-pressure: the window is full until acknowledgements free a batch's room.
+                match a.wait_room(peer, BATCH, Duration::from_secs(5)) {
+                    Ok(_) | Err(NodeError::Timeout(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
             Err(e) => return Err(e.into()),
         }

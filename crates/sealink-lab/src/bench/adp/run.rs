@@ -180,23 +180,25 @@ impl Deliveries {
     fn take(&mut self, pair: &mut Pair) -> Result<()> {
         let events = std::mem::take(&mut pair.events_b);
         for (_, ev) in events {
-            let Event::Message(d) = ev else { continue };
-            let mut t = [0u8; 4];
-            let n = d.data.len().min(4);
-            t[..n].copy_from_slice(&d.data[..n]);
-            let Some(k) = self
-                .pending
-                .get_mut(&(t, d.data.len()))
-                .and_then(VecDeque::pop_front)
-            else {
-                return Err(Error::bench(format!(
-                    "a delivery of {} bytes (tag {t:02x?}) matches no undelivered trace message",
-                    d.data.len()
-                )));
-            };
-            pair.charge(Side::B, self.per_message);
-            self.at[k] = Some(pair.cpu_free(Side::B));
-            self.seen += 1;
+            let Event::Messages(m) = ev else { continue };
+            for data in m.iter() {
+                let mut t = [0u8; 4];
+                let n = data.len().min(4);
+                t[..n].copy_from_slice(&data[..n]);
+                let Some(k) = self
+                    .pending
+                    .get_mut(&(t, data.len()))
+                    .and_then(VecDeque::pop_front)
+                else {
+                    return Err(Error::bench(format!(
+                        "a delivery of {} bytes (tag {t:02x?}) matches no undelivered trace message",
+                        data.len()
+                    )));
+                };
+                pair.charge(Side::B, self.per_message);
+                self.at[k] = Some(pair.cpu_free(Side::B));
+                self.seen += 1;
+            }
         }
         Ok(())
     }
@@ -235,7 +237,7 @@ fn warm_up(
     if !pair
         .events_b
         .iter()
-        .any(|(_, e)| matches!(e, Event::Message(_)))
+        .any(|(_, e)| matches!(e, Event::Messages(_)))
     {
         return Err(Error::bench("the warm-up message was not delivered"));
     }
