@@ -9,12 +9,12 @@ mod node_path;
 
 pub use bytes::Bytes;
 pub use node::{
-    Arrival, Delivery, Node, NodeConfig, NodeError, NodeStats, Outgoing, PeerConfig, PeerRef,
-    Queued,
+    Arrival, Delivery, Node, NodeConfig, NodeError, NodeStats, PeerConfig, PeerRef, Queued,
 };
 pub use sealink_proto::channel::ChannelStats;
 pub use sealink_proto::ratelimit::LimiterConfig;
 pub use sealink_proto::{
-    Config, Directory, HostKey, LocalOwner, MessageId, Messages, OwnerId, PeerId, Scope, Urgency,
+    Config, Directory, HostKey, LocalOwner, MessageId, Messages, Outgoing, OwnerId, PeerId, Scope,
+    Urgency,
 };
 pub use sealink_udp::UdpOptions;

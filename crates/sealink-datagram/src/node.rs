@@ -26,7 +26,7 @@ use sealink_proto::channel::ChannelStats;
 use sealink_proto::ratelimit::LimiterConfig;
 use sealink_proto::{
     Clock, Config, Directory, DropReason, Endpoint, Event, HostKey, LocalOwner, MessageId,
-    Messages, OwnerId, PeerId, Scope, Stats, Time, Urgency,
+    Messages, Outgoing, OwnerId, PeerId, Scope, Stats, Time, Urgency,
 };
 
 use sealink_udp::{UdpIo, UdpOptions};
@@ -114,14 +114,6 @@ impl<'a> From<&'a str> for PeerRef<'a> {
     fn from(n: &'a str) -> Self {
         PeerRef::Name(n)
     }
-}
-
-/// One message of a [`Node::send_batch`].
-#[derive(Debug, Clone, Copy)]
-pub struct Outgoing<'a> {
-    pub data: &'a [u8],
-    pub urgency: Urgency,
-    pub scope: Scope,
 }
 
 /// What [`Node::send_batch`] queued: `count` messages with consecutive ids from `first`
@@ -446,26 +438,16 @@ impl Node {
             let mut st = lock(&self.sh.state);
             let p = self.resolve(&st, peer.into())?;
             let now = self.sh.clock.now();
-            let mut first = None;
-            let mut count = 0;
-            let mut urgent = false;
-            for m in msgs {
-                match st.ep.send(now, p, from, to, m.data, m.urgency, m.scope) {
-                    Ok(id) => {
-                        first.get_or_insert(id);
-                        count += 1;
-                        urgent |= matches!(m.urgency, Urgency::Urgent);
-                    }
-                    Err(e) if count == 0 => return Err(e.into()),
-                    Err(_) => break,
-                }
-            }
-            let Some(first) = first else {
+            let (first, count) = st.ep.send_batch(now, p, from, to, msgs)?;
+            if count == 0 {
                 return Ok(Queued {
                     first: MessageId(0),
                     count: 0,
                 });
-            };
+            }
+            let urgent = msgs[..count]
+                .iter()
+                .any(|m| matches!(m.urgency, Urgency::Urgent));
             // Wake the I/O thread only if these messages change its plan: something must leave
             // now, a handshake must start, or a deadline falls before the time it sleeps until.
             // Non-urgent messages that will wait anyway cost no system call and no context

@@ -301,22 +301,29 @@ impl Channel {
 
     // ---------------------------------------------------------------- sending
 
+    /// The wire ids of owner `from` and destination `to` (numbered on first use): looked up
+    /// once for a batch of messages that share them.
+    pub fn wire_ids(&mut self, from: usize, to: Option<&str>) -> (u64, u64) {
+        let owner_wire = self.tx_owner(from).wire_id;
+        (owner_wire, to.map_or(0, |d| self.tx_dest(d)))
+    }
+
+    /// Queues one message whose wire ids are known; the caller runs [`Channel::ensure_session`]
+    /// once after the batch.
     #[allow(clippy::too_many_arguments)]
-    pub fn enqueue(
+    pub fn push_message(
         &mut self,
-        sh: &mut Shared,
-        idx: &mut IndexTable,
+        sh: &Shared,
         now: Time,
         id: MessageId,
         from: usize,
-        to: Option<&str>,
+        owner_wire: u64,
+        dest: u64,
         data: &[u8],
         deadline: Time,
         urgent: bool,
         scope: Scope,
     ) {
-        let owner_wire = self.tx_owner(from).wire_id;
-        let dest = to.map_or(0, |d| self.tx_dest(d));
         let seq = self.next_seq;
         self.next_seq += 1;
         self.queued_bytes += wire::msg_frame_len(seq, owner_wire, dest, data.len());
@@ -338,7 +345,6 @@ impl Channel {
         {
             self.flush = true;
         }
-        self.ensure_session(sh, idx, now);
     }
 
     fn tx_owner(&mut self, from: usize) -> &mut TxOwner {
@@ -385,7 +391,7 @@ impl Channel {
     }
 
     /// Starts a handshake if we have nothing to send on and none is under way.
-    fn ensure_session(&mut self, sh: &mut Shared, idx: &mut IndexTable, now: Time) {
+    pub fn ensure_session(&mut self, sh: &mut Shared, idx: &mut IndexTable, now: Time) {
         let needs = match self.send_session_index(sh, now) {
             None => !self.awaiting_confirmation(sh, now),
             Some(cur) => {

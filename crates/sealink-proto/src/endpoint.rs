@@ -23,7 +23,7 @@ use crate::wire::{self, HEADER_LEN, Header};
 
 pub use crate::session::{OpenJob, SealJob};
 use crate::shared::Shared;
-pub use crate::shared::{Delivery, Event, MessageId, Messages, PeerId, Transmit};
+pub use crate::shared::{Delivery, Event, MessageId, Messages, Outgoing, PeerId, Transmit};
 
 /// Outcome of [`Endpoint::handle_reserve`].
 #[derive(Debug, Clone)]
@@ -201,6 +201,27 @@ impl Endpoint {
         urgency: Urgency,
         scope: Scope,
     ) -> Result<MessageId, Error> {
+        let msg = Outgoing {
+            data,
+            urgency,
+            scope,
+        };
+        self.send_batch(now, peer, from, to, &[msg]).map(|(id, _)| id)
+    }
+
+    /// Queues several messages from `from` to `to` on `peer`, in order, as [`Endpoint::send`]
+    /// would one by one, but with the checks shared by the batch (peer, owner, destination, the
+    /// size limit, the handshake) made once. Stops at the first message refused: if it is the
+    /// first, its error is returned; otherwise the messages queued so far, with consecutive ids
+    /// from the first id returned.
+    pub fn send_batch(
+        &mut self,
+        now: Time,
+        peer: PeerId,
+        from: OwnerId,
+        to: Option<&str>,
+        msgs: &[Outgoing<'_>],
+    ) -> Result<(MessageId, usize), Error> {
         let ch = self.channels.get_mut(peer.0).ok_or(Error::UnknownPeer)?;
         if from.0 >= self.sh.owners.len() {
             return Err(Error::UnknownOwner);
@@ -210,40 +231,58 @@ impl Endpoint {
                 return Err(Error::InvalidName(t.to_owned()));
             }
         }
-        if scope == Scope::None && !self.sh.cfg.insecure_lab_plaintext {
-            return Err(Error::ScopeRefused);
-        }
         let max = self.sh.cfg.max_message_len();
-        if data.len() > max {
-            return Err(Error::MessageTooLarge {
-                len: data.len(),
-                max,
-            });
+        let limit = self.sh.cfg.max_queued_messages;
+        let mut pending = ch.queued_messages() + ch.inflight_messages();
+        let first = MessageId(self.next_msg);
+        let mut count = 0;
+        let mut ids = None;
+        for m in msgs {
+            let refused = if m.scope == Scope::None && !self.sh.cfg.insecure_lab_plaintext {
+                Some(Error::ScopeRefused)
+            } else if m.data.len() > max {
+                Some(Error::MessageTooLarge {
+                    len: m.data.len(),
+                    max,
+                })
+            } else if pending >= limit {
+                Some(Error::QueueFull(pending))
+            } else {
+                None
+            };
+            if let Some(e) = refused {
+                if count == 0 {
+                    return Err(e);
+                }
+                break;
+            }
+            let deadline = match m.urgency {
+                Urgency::Urgent => now,
+                Urgency::Deadline(d) => now + d,
+                Urgency::Default => now + self.sh.cfg.default_timeout,
+            };
+            let (owner_wire, dest) = *ids.get_or_insert_with(|| ch.wire_ids(from.0, to));
+            let id = MessageId(self.next_msg);
+            self.next_msg += 1;
+            ch.push_message(
+                &self.sh,
+                now,
+                id,
+                from.0,
+                owner_wire,
+                dest,
+                m.data,
+                deadline,
+                m.urgency == Urgency::Urgent,
+                m.scope,
+            );
+            pending += 1;
+            count += 1;
         }
-        let pending = ch.queued_messages() + ch.inflight_messages();
-        if pending >= self.sh.cfg.max_queued_messages {
-            return Err(Error::QueueFull(pending));
+        if count > 0 {
+            ch.ensure_session(&mut self.sh, &mut self.idx, now);
         }
-        let deadline = match urgency {
-            Urgency::Urgent => now,
-            Urgency::Deadline(d) => now + d,
-            Urgency::Default => now + self.sh.cfg.default_timeout,
-        };
-        let id = MessageId(self.next_msg);
-        self.next_msg += 1;
-        ch.enqueue(
-            &mut self.sh,
-            &mut self.idx,
-            now,
-            id,
-            from.0,
-            to,
-            data,
-            deadline,
-            urgency == Urgency::Urgent,
-            scope,
-        );
-        Ok(id)
+        Ok((first, count))
     }
 
     /// Processes one datagram from the network without knowing where it came from: as

@@ -27,7 +27,7 @@ pub mod tunnel;
 pub mod wire;
 
 pub use config::{Config, Urgency};
-pub use endpoint::{Delivery, Endpoint, Event, MessageId, Messages, PeerId, Transmit};
+pub use endpoint::{Delivery, Endpoint, Event, MessageId, Messages, Outgoing, PeerId, Transmit};
 pub use error::{DropReason, Error};
 pub use handshake::HostKey;
 pub use owner::{Directory, LocalOwner, OwnerId};

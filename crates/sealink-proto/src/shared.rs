@@ -28,6 +28,14 @@ impl PeerId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MessageId(pub u64);
 
+/// One message of [`crate::Endpoint::send_batch`].
+#[derive(Debug, Clone, Copy)]
+pub struct Outgoing<'a> {
+    pub data: &'a [u8],
+    pub urgency: crate::config::Urgency,
+    pub scope: Scope,
+}
+
 /// A message delivered to this host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
