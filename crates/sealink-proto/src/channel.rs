@@ -1111,6 +1111,8 @@ impl Channel {
         // run of messages being gathered into one event (same owner and destination).
         let mut shared: Option<Bytes> = None;
         let mut run: Option<Messages> = None;
+        // The wire ids (owner, destination) of `run`'s messages.
+        let mut run_ids: Option<(u64, u64)> = None;
         for f in frames {
             match f {
                 Frame::Ack(ack) => {
@@ -1142,69 +1144,65 @@ impl Channel {
                         sh.stats.drop(DropReason::OutsideWindow);
                         continue;
                     }
-                    let from = match &last_from {
-                        Some((id, name)) if *id == from => Ok(name.clone()),
-                        _ => match bad_owners.iter().find(|(id, _)| *id == from) {
-                            Some((_, r)) => Err(*r),
-                            None => match self.rx_owners.get(&from) {
-                                Some(o) => {
-                                    last_from = Some((from, o.name.clone()));
-                                    Ok(o.name.clone())
+                    // A message of the run being gathered needs no lookup: its owner and
+                    // destination were accepted for the run's first message.
+                    if run.is_none() || run_ids != Some((from, to)) {
+                        let from_name = match &last_from {
+                            Some((id, name)) if *id == from => Ok(name.clone()),
+                            _ => match bad_owners.iter().find(|(id, _)| *id == from) {
+                                Some((_, r)) => Err(*r),
+                                None => match self.rx_owners.get(&from) {
+                                    Some(o) => {
+                                        last_from = Some((from, o.name.clone()));
+                                        Ok(o.name.clone())
+                                    }
+                                    None => Err(RefuseReason::UnknownOwnerId),
+                                },
+                            },
+                        };
+                        let to_name = match (to, &last_to) {
+                            (0, _) => Ok(None),
+                            (_, Some((id, name))) if *id == to => Ok(Some(name.clone())),
+                            _ if bad_dests.contains(&to) => Err(RefuseReason::OwnerConflict),
+                            _ => match self.rx_dests.get(&to) {
+                                Some(d) => {
+                                    last_to = Some((to, d.clone()));
+                                    Ok(Some(d.clone()))
                                 }
                                 None => Err(RefuseReason::UnknownOwnerId),
                             },
-                        },
-                    };
-                    let to = match (to, &last_to) {
-                        (0, _) => Ok(None),
-                        (_, Some((id, name))) if *id == to => Ok(Some(name.clone())),
-                        _ if bad_dests.contains(&to) => Err(RefuseReason::OwnerConflict),
-                        _ => match self.rx_dests.get(&to) {
-                            Some(d) => {
-                                last_to = Some((to, d.clone()));
-                                Ok(Some(d.clone()))
+                        };
+                        let (from_name, to_name) = match (from_name, to_name) {
+                            (Ok(f), Ok(t)) => (f, t),
+                            (Err(r), _) | (_, Err(r)) => {
+                                self.refuse(sh, seq, r);
+                                continue;
                             }
-                            None => Err(RefuseReason::UnknownOwnerId),
-                        },
-                    };
-                    let (from, to) = match (from, to) {
-                        (Ok(f), Ok(t)) => (f, t),
-                        (Err(r), _) | (_, Err(r)) => {
-                            self.refuse(sh, seq, r);
-                            continue;
-                        }
-                    };
+                        };
+                        flush_run(sh, &mut run);
+                        let copy = if msgs == 1 {
+                            // Alone in its datagram: one allocation of just the message.
+                            Bytes::copy_from_slice(data)
+                        } else {
+                            shared
+                                .get_or_insert_with(|| Bytes::copy_from_slice(body))
+                                .clone()
+                        };
+                        run = Some(Messages::new(self.peer, from_name, to_name, scope, copy));
+                        run_ids = Some((from, to));
+                    }
                     if self.recv.insert(seq) {
                         sh.stats.messages_delivered += 1;
                         sh.stats.message_bytes_delivered += data.len() as u64;
                         self.stats.messages_delivered += 1;
-                        let same = run.as_ref().is_some_and(|r| {
-                            Arc::ptr_eq(&r.from, &from)
-                                && match (&r.to, &to) {
-                                    (None, None) => true,
-                                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                                    _ => false,
-                                }
-                        });
-                        if !same {
-                            flush_run(sh, &mut run);
-                        }
-                        let r = run.get_or_insert_with(|| {
-                            let copy = if msgs == 1 {
-                                // Alone in its datagram: one allocation of just the message.
-                                Bytes::copy_from_slice(data)
-                            } else {
-                                shared
-                                    .get_or_insert_with(|| Bytes::copy_from_slice(body))
-                                    .clone()
-                            };
-                            Messages::new(self.peer, from, to, scope, copy)
-                        });
-                        if msgs == 1 {
-                            r.push(0, data.len());
-                        } else {
+                        if let Some(r) = &mut run {
                             // `data` lies inside `body` (the frame parser borrows from it).
-                            r.push(data.as_ptr() as usize - body.as_ptr() as usize, data.len());
+                            let start = if msgs == 1 {
+                                0
+                            } else {
+                                data.as_ptr() as usize - body.as_ptr() as usize
+                            };
+                            r.push(start, data.len());
                         }
                     } else {
                         // Our acknowledgement was lost: say it again at once.
@@ -1591,9 +1589,10 @@ impl Acked {
     }
 }
 
-/// Ends the run of messages being gathered, as one event.
+/// Ends the run of messages being gathered, as one event (none if every message of it was a
+/// duplicate).
 fn flush_run(sh: &mut Shared, run: &mut Option<Messages>) {
-    if let Some(r) = run.take() {
+    if let Some(r) = run.take().filter(|r| !r.is_empty()) {
         sh.events.push_back(Event::Messages(r));
     }
 }

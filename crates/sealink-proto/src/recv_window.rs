@@ -28,6 +28,11 @@ impl RecvWindow {
 
     /// Records `seq`; returns false if it was already there.
     pub fn insert(&mut self, seq: u64) -> bool {
+        if seq == self.cumulative && self.above.is_empty() {
+            // In order with nothing ahead: the common case on a lossless path.
+            self.cumulative += 1;
+            return true;
+        }
         if self.contains(seq) {
             return false;
         }
