@@ -206,7 +206,8 @@ impl Endpoint {
             urgency,
             scope,
         };
-        self.send_batch(now, peer, from, to, &[msg]).map(|(id, _)| id)
+        self.send_batch(now, peer, from, to, &[msg])
+            .map(|(id, _)| id)
     }
 
     /// Queues several messages from `from` to `to` on `peer`, in order, as [`Endpoint::send`]
