@@ -234,11 +234,12 @@ impl Endpoint {
         }
         let max = self.sh.cfg.max_message_len();
         let limit = self.sh.cfg.max_queued_messages;
-        let mut pending = ch.queued_messages() + ch.inflight_messages();
+        let pending0 = ch.queued_messages() + ch.inflight_messages();
         let first = MessageId(self.next_msg);
         let mut count = 0;
         let mut ids = None;
         for m in msgs {
+            let pending = pending0 + count;
             let refused = if m.scope == Scope::None && !self.sh.cfg.insecure_lab_plaintext {
                 Some(Error::ScopeRefused)
             } else if m.data.len() > max {
@@ -277,7 +278,6 @@ impl Endpoint {
                 m.urgency == Urgency::Urgent,
                 m.scope,
             );
-            pending += 1;
             count += 1;
         }
         if count > 0 {
