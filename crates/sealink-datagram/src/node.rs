@@ -569,21 +569,7 @@ impl Node {
                     Err(NodeError::Undeliverable(lost))
                 };
             }
-            if self.sh.stop.load(Ordering::Relaxed) {
-                return Err(NodeError::Stopped);
-            }
-            let Some(left) = deadline
-                .checked_duration_since(Instant::now())
-                .filter(|l| !l.is_zero())
-            else {
-                return Err(NodeError::Timeout(timeout));
-            };
-            st = self
-                .sh
-                .progress
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            st = self.wait_progress(st, deadline, timeout)?;
         }
     }
 
@@ -608,23 +594,32 @@ impl Node {
             if room >= want {
                 return Ok(room);
             }
-            if self.sh.stop.load(Ordering::Relaxed) {
-                return Err(NodeError::Stopped);
-            }
             let d = *deadline.get_or_insert_with(|| Instant::now() + timeout);
-            let Some(left) = d
-                .checked_duration_since(Instant::now())
-                .filter(|l| !l.is_zero())
-            else {
-                return Err(NodeError::Timeout(timeout));
-            };
-            st = self
-                .sh
-                .progress
-                .wait_timeout(st, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            st = self.wait_progress(st, d, timeout)?;
         }
+    }
+
+    /// Sleeps until the I/O thread's next round or `deadline`; an error once the node stopped
+    /// or the deadline passed (`timeout` is what the caller was given, for the error).
+    fn wait_progress<'g>(
+        &self,
+        st: MutexGuard<'g, State>,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<MutexGuard<'g, State>, NodeError> {
+        if self.sh.stop.load(Ordering::Relaxed) {
+            return Err(NodeError::Stopped);
+        }
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|l| !l.is_zero())
+            .ok_or(NodeError::Timeout(timeout))?;
+        Ok(self
+            .sh
+            .progress
+            .wait_timeout(st, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0)
     }
 
     /// Messages sent to `peer` that are queued or not yet acknowledged.
