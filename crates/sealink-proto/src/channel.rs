@@ -124,7 +124,10 @@ pub(crate) struct Channel {
     flush: bool,
     inflight: Inflight<OutMsg>,
     retx: VecDeque<u64>,
-    sent_log: VecDeque<(Time, u64)>,
+    /// Transmissions in time order for loss detection: (when, first seq, count), each entry a
+    /// run of consecutive sequence numbers sent at the same instant (a datagram's new messages
+    /// make one entry, not one each).
+    sent_log: VecDeque<(Time, u64, u32)>,
     largest_acked_sent: Option<Time>,
     /// Indexed by local owner index (dense and small).
     tx_owners: Vec<Option<TxOwner>>,
@@ -600,6 +603,9 @@ impl Channel {
             if self.flush {
                 let mut intros: Vec<u64> = Vec::new();
                 let mut dests: Vec<u64> = Vec::new();
+                // The owner, destination and owner wire id of the last message written: a
+                // message that shares them needs no introduction, declaration or lookup.
+                let mut declared: Option<(usize, u64, u64)> = None;
                 loop {
                     let (seq, from_retx) = match self.retx.front() {
                         Some(&s) if !self.inflight.contains(s) => {
@@ -619,27 +625,36 @@ impl Channel {
                         &self.queue.front()?.1
                     };
                     let (from, dest_wire, len, mscope) = (m.from, m.dest, m.data.len(), m.scope);
-                    let owner = self.tx_owners.get(from)?.as_ref()?;
-                    let owner_wire = owner.wire_id;
-                    let need_intro = !owner.confirmed && !intros.contains(&owner_wire);
-                    let to = match dest_wire {
-                        0 => None,
-                        d => Some(
-                            self.tx_dests
-                                .get(usize::try_from(d).ok()?.checked_sub(1)?)?,
-                        ),
+                    let (owner_wire, need_intro, to) = match declared {
+                        Some((f, d, ow)) if (f, d) == (from, dest_wire) => (ow, false, None),
+                        _ => {
+                            let owner = self.tx_owners.get(from)?.as_ref()?;
+                            let owner_wire = owner.wire_id;
+                            let need_intro = !owner.confirmed && !intros.contains(&owner_wire);
+                            let to = match dest_wire {
+                                0 => None,
+                                d => Some(
+                                    self.tx_dests
+                                        .get(usize::try_from(d).ok()?.checked_sub(1)?)?,
+                                ),
+                            };
+                            let need_dest =
+                                to.is_some_and(|t| !t.confirmed && !dests.contains(&dest_wire));
+                            // The name only when this datagram declares it (an Arc clone, not
+                            // per message).
+                            let to = if need_dest {
+                                to.map(|t| t.name.clone())
+                            } else {
+                                None
+                            };
+                            (owner_wire, need_intro, to)
+                        }
                     };
-                    let need_dest = to.is_some_and(|t| !t.confirmed && !dests.contains(&dest_wire));
-                    let mut need = wire::msg_frame_len(seq, owner_wire, dest_wire, len);
+                    let frame = wire::msg_frame_len(seq, owner_wire, dest_wire, len);
+                    let mut need = frame;
                     if need_intro {
                         need += wire::owner_intro_len(owner_wire, &sh.owners.get(from)?.name);
                     }
-                    // The name only when this datagram declares it (an Arc clone, not per message).
-                    let to = if need_dest {
-                        to.map(|t| t.name.clone())
-                    } else {
-                        None
-                    };
                     if let Some(d) = &to {
                         need += wire::dest_len(dest_wire, d);
                     }
@@ -663,17 +678,21 @@ impl Channel {
                         self.inflight.get_mut(seq)?
                     } else {
                         let (_, m) = self.queue.pop_front()?;
-                        self.queued_bytes = self
-                            .queued_bytes
-                            .saturating_sub(wire::msg_frame_len(seq, owner_wire, dest_wire, len));
+                        self.queued_bytes = self.queued_bytes.saturating_sub(frame);
                         sh.stats.messages_sent += 1;
                         self.stats.messages_sent += 1;
                         self.inflight.insert(seq, m)
                     };
                     wire::write_msg(&mut w, seq, owner_wire, dest_wire, self.arena.get(m.data))?;
+                    declared = Some((from, dest_wire, owner_wire));
                     m.last_sent = now;
                     m.transmissions += 1;
-                    self.sent_log.push_back((now, seq));
+                    match self.sent_log.back_mut() {
+                        Some((t, first, n)) if *t == now && *first + u64::from(*n) == seq => {
+                            *n += 1;
+                        }
+                        _ => self.sent_log.push_back((now, seq, 1)),
+                    }
                     scope = Some(scope.map_or(mscope, |s| s.max(mscope)));
                     messages += 1;
                     wrote = true;
@@ -1360,11 +1379,24 @@ impl Channel {
         let rto = self.rto(sh);
         let thresh = self.reorder_threshold(sh);
         let mut timed_out = false;
-        while let Some(&(t, seq)) = self.sent_log.front() {
-            let live = self.inflight.get(seq).is_some_and(|m| m.last_sent == t);
-            if !live {
+        while let Some(&(t, first, n)) = self.sent_log.front() {
+            // Every seq of an entry was sent at `t`: one decision for the run. Seqs acknowledged
+            // or sent again since are skipped (a dead prefix is trimmed, so each is looked at
+            // a bounded number of times).
+            let live = |inflight: &Inflight<OutMsg>, seq: u64| {
+                inflight.get(seq).is_some_and(|m| m.last_sent == t)
+            };
+            let dead = (first..first + u64::from(n))
+                .take_while(|&s| !live(&self.inflight, s))
+                .count() as u32;
+            if dead == n {
                 self.sent_log.pop_front();
                 continue;
+            }
+            if dead > 0 {
+                if let Some(e) = self.sent_log.front_mut() {
+                    *e = (t, first + u64::from(dead), n - dead);
+                }
             }
             let by_timeout = t + rto <= now;
             let by_reorder = self.largest_acked_sent.is_some_and(|la| t < la) && t + thresh <= now;
@@ -1373,24 +1405,29 @@ impl Channel {
             }
             timed_out |= by_timeout;
             self.sent_log.pop_front();
-            let give_up = self
-                .inflight
-                .get(seq)
-                .is_some_and(|m| m.transmissions >= sh.cfg.max_transmissions);
-            if give_up {
-                if let Some(m) = self.inflight.remove(seq) {
-                    self.arena.release(m.data);
-                    sh.stats.messages_undeliverable += 1;
-                    sh.events.push_back(Event::Undeliverable {
-                        peer: self.peer,
-                        id: m.id,
-                    });
-                    // The peer may still wait for it: tell it to stop.
-                    self.abandon_now = true;
+            for seq in first + u64::from(dead)..first + u64::from(n) {
+                if !live(&self.inflight, seq) {
+                    continue;
                 }
-            } else {
-                self.retx.push_back(seq);
-                self.flush = true;
+                let give_up = self
+                    .inflight
+                    .get(seq)
+                    .is_some_and(|m| m.transmissions >= sh.cfg.max_transmissions);
+                if give_up {
+                    if let Some(m) = self.inflight.remove(seq) {
+                        self.arena.release(m.data);
+                        sh.stats.messages_undeliverable += 1;
+                        sh.events.push_back(Event::Undeliverable {
+                            peer: self.peer,
+                            id: m.id,
+                        });
+                        // The peer may still wait for it: tell it to stop.
+                        self.abandon_now = true;
+                    }
+                } else {
+                    self.retx.push_back(seq);
+                    self.flush = true;
+                }
             }
         }
         if timed_out {
@@ -1426,7 +1463,7 @@ impl Channel {
         if let Some(d) = self.abandon_due {
             at(d);
         }
-        if let Some(&(ts, _)) = self.sent_log.front() {
+        if let Some(&(ts, _, _)) = self.sent_log.front() {
             at(ts + self.rto(sh));
             if self.largest_acked_sent.is_some_and(|la| ts < la) {
                 at(ts + self.reorder_threshold(sh));
