@@ -1305,11 +1305,8 @@ impl Channel {
             }
         }
         let mut acc = Acked::default();
-        while let Some((_, m)) = self.inflight.pop_below(ack.cumulative) {
-            acc.note(&mut self.tx_owners, &mut self.tx_dests, &m);
-            self.arena.release(m.data);
-        }
-        for (s, e) in ack.ranges() {
+        // Everything below the cumulative point, then each range: one pass over the ring each.
+        for (s, e) in std::iter::once((0, ack.cumulative)).chain(ack.ranges()) {
             let (owners, dests, arena) = (&mut self.tx_owners, &mut self.tx_dests, &mut self.arena);
             self.inflight.remove_range(s, e, |_, m| {
                 acc.note(owners, dests, &m);
@@ -1602,6 +1599,8 @@ impl Channel {
 #[derive(Default)]
 struct Acked {
     any: bool,
+    /// The owner and destination last confirmed (messages of a run share them).
+    confirmed: Option<(usize, u64)>,
     /// Latest send time of an acknowledged message (loss detection by reordering).
     newest_sent: Option<Time>,
     /// Latest send time of an acknowledged message sent only once (an unambiguous RTT sample).
@@ -1617,11 +1616,14 @@ impl Acked {
             self.newest_first_tx = max(self.newest_first_tx);
         }
         // The peer holds whatever introduced this message's owner and destination.
-        if let Some(Some(o)) = owners.get_mut(m.from) {
-            o.confirmed = true;
-        }
-        if let Some(d) = Channel::dest_mut(dests, m.dest) {
-            d.confirmed = true;
+        if self.confirmed != Some((m.from, m.dest)) {
+            self.confirmed = Some((m.from, m.dest));
+            if let Some(Some(o)) = owners.get_mut(m.from) {
+                o.confirmed = true;
+            }
+            if let Some(d) = Channel::dest_mut(dests, m.dest) {
+                d.confirmed = true;
+            }
         }
     }
 }

@@ -88,15 +88,6 @@ impl<T> Inflight<T> {
         Some(v)
     }
 
-    /// Removes and returns the lowest entry if its sequence number is below `end`.
-    pub fn pop_below(&mut self, end: u64) -> Option<(u64, T)> {
-        if self.live == 0 || self.base >= end {
-            return None;
-        }
-        let seq = self.base;
-        self.remove(seq).map(|v| (seq, v))
-    }
-
     /// Removes every entry in `[start, end)`, passing each to `f` in order. Costs at most the
     /// span in flight, whatever the range (ranges come from the peer).
     pub fn remove_range(&mut self, start: u64, end: u64, mut f: impl FnMut(u64, T)) {
@@ -139,7 +130,6 @@ mod tests {
     enum Op {
         Append(u8),
         Remove(u8),
-        PopBelow(u8),
         RemoveRange(u8, u8),
         TakeAll,
     }
@@ -148,8 +138,7 @@ mod tests {
         prop_oneof![
             4 => (0u8..4).prop_map(Op::Append),
             3 => any::<u8>().prop_map(Op::Remove),
-            1 => any::<u8>().prop_map(Op::PopBelow),
-            1 => (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Op::RemoveRange(a, b)),
+            2 => (any::<u8>(), any::<u8>()).prop_map(|(a, b)| Op::RemoveRange(a, b)),
             1 => Just(Op::TakeAll),
         ]
     }
@@ -172,12 +161,6 @@ mod tests {
                     Op::Remove(s) => {
                         let s = u64::from(s) % (next + 1);
                         prop_assert_eq!(ring.remove(s), model.remove(&s));
-                    }
-                    Op::PopBelow(e) => {
-                        let e = u64::from(e) % (next + 2);
-                        let want = model.first_key_value().filter(|(k, _)| **k < e).map(|(k, v)| (*k, *v));
-                        if let Some((k, _)) = want { model.remove(&k); }
-                        prop_assert_eq!(ring.pop_below(e), want);
                     }
                     Op::RemoveRange(a, b) => {
                         let (a, b) = (u64::from(a.min(b)), u64::from(a.max(b)));
