@@ -606,6 +606,10 @@ impl Channel {
                 // The owner, destination and owner wire id of the last message written: a
                 // message that shares them needs no introduction, declaration or lookup.
                 let mut declared: Option<(usize, u64, u64)> = None;
+                // The MSG_RUN being written: where its count lies, its owner and destination,
+                // the seq it continues with, and its count. New messages of one owner to one
+                // destination share one run (a retransmission goes in a MSG of its own).
+                let mut run: Option<(usize, usize, u64, u64, u16)> = None;
                 loop {
                     let (seq, from_retx) = match self.retx.front() {
                         Some(&s) if !self.inflight.contains(s) => {
@@ -650,8 +654,18 @@ impl Channel {
                             (owner_wire, need_intro, to)
                         }
                     };
-                    let frame = wire::msg_frame_len(seq, owner_wire, dest_wire, len);
-                    let mut need = frame;
+                    let continues = !from_retx
+                        && run.is_some_and(|(_, f, d, next, n)| {
+                            (f, d, next) == (from, dest_wire, seq) && n < u16::MAX
+                        });
+                    let mut need = if continues {
+                        wire::run_item_len(len)
+                    } else if from_retx {
+                        wire::msg_frame_len(seq, owner_wire, dest_wire, len)
+                    } else {
+                        wire::msg_run_header_len(seq, owner_wire, dest_wire)
+                            + wire::run_item_len(len)
+                    };
                     if need_intro {
                         need += wire::owner_intro_len(owner_wire, &sh.owners.get(from)?.name);
                     }
@@ -660,6 +674,11 @@ impl Channel {
                     }
                     if need > w.remaining() {
                         break;
+                    }
+                    if !continues {
+                        if let Some((at, .., n)) = run.take() {
+                            wire::set_run_count(&mut w, at, n)?;
+                        }
                     }
                     if need_intro {
                         let sig = self.owner_signature(sh, from)?;
@@ -678,12 +697,28 @@ impl Channel {
                         self.inflight.get_mut(seq)?
                     } else {
                         let (_, m) = self.queue.pop_front()?;
-                        self.queued_bytes = self.queued_bytes.saturating_sub(frame);
+                        // What `push_message` counted (an upper bound: a MSG frame).
+                        let counted = wire::msg_frame_len(seq, owner_wire, dest_wire, len);
+                        self.queued_bytes = self.queued_bytes.saturating_sub(counted);
                         sh.stats.messages_sent += 1;
                         self.stats.messages_sent += 1;
                         self.inflight.insert(seq, m)
                     };
-                    wire::write_msg(&mut w, seq, owner_wire, dest_wire, self.arena.get(m.data))?;
+                    let data = self.arena.get(m.data);
+                    if from_retx {
+                        wire::write_msg(&mut w, seq, owner_wire, dest_wire, data)?;
+                    } else {
+                        if !continues {
+                            let at =
+                                wire::write_msg_run_header(&mut w, seq, owner_wire, dest_wire)?;
+                            run = Some((at, from, dest_wire, seq, 0));
+                        }
+                        wire::write_run_item(&mut w, data)?;
+                        if let Some((_, _, _, next, n)) = &mut run {
+                            *next += 1;
+                            *n += 1;
+                        }
+                    }
                     declared = Some((from, dest_wire, owner_wire));
                     m.last_sent = now;
                     m.transmissions += 1;
@@ -699,6 +734,9 @@ impl Channel {
                     if !sh.cfg.piggyback {
                         break;
                     }
+                }
+                if let Some((at, .., n)) = run {
+                    wire::set_run_count(&mut w, at, n)?;
                 }
                 if self.queue.is_empty() && self.retx.is_empty() {
                     self.flush = false;

@@ -8,9 +8,12 @@ use crate::error::Error;
 use crate::wire::{HEADER_LEN, MAX_NAME_LEN, SIGNATURE_LEN};
 
 /// Worst-case bytes of framing around one message in a datagram: its owner introduction,
-/// its destination declaration and its MSG frame header (varints at their widest).
-pub const PER_MESSAGE_FRAMING: usize =
-    (1 + 8 + 1 + MAX_NAME_LEN + SIGNATURE_LEN) + (1 + 8 + 1 + MAX_NAME_LEN) + (1 + 8 + 8 + 8 + 8);
+/// its destination declaration and the header of the MSG_RUN it starts (type, seq, owner,
+/// destination, a 2-byte count and its length; varints at their widest; a MSG frame's header
+/// is 2 bytes shorter).
+pub const PER_MESSAGE_FRAMING: usize = (1 + 8 + 1 + MAX_NAME_LEN + SIGNATURE_LEN)
+    + (1 + 8 + 1 + MAX_NAME_LEN)
+    + (1 + 8 + 8 + 8 + 2 + 8);
 
 /// How long a message may wait in the piggyback queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,6 +29,9 @@ pub const FRAME_MSG: u8 = 0x04;
 pub const FRAME_PING: u8 = 0x05;
 pub const FRAME_ABANDON: u8 = 0x06;
 pub const FRAME_REFUSED: u8 = 0x07;
+/// Consecutive messages of one owner to one destination: the MSG fields once, then each
+/// message as its length and bytes. [`Frames`] yields them as [`Frame::Msg`]s.
+pub const FRAME_MSG_RUN: u8 = 0x08;
 
 /// Why a receiver refused one message it acknowledges (the REFUSED frame's reason byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,11 +348,15 @@ fn read_name<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
     valid_name(s).then_some(s)
 }
 
-/// Iterates the frames of a data body; yields `Err` once on the first malformed frame.
+/// Iterates the frames of a data body; yields `Err` once on the first malformed frame. A
+/// MSG_RUN frame comes out as one [`Frame::Msg`] per message.
 #[derive(Debug)]
 pub struct Frames<'a> {
     r: Reader<'a>,
     failed: bool,
+    /// The MSG_RUN being read: next seq, owner, destination, messages left.
+    run: Option<(u64, u64, u64, u16)>,
+    runs: usize,
 }
 
 impl<'a> Frames<'a> {
@@ -357,10 +364,33 @@ impl<'a> Frames<'a> {
         Frames {
             r: Reader::new(body),
             failed: false,
+            run: None,
+            runs: 0,
         }
     }
 
+    /// MSG_RUN frames begun so far (their messages come out as MSGs).
+    pub fn runs(&self) -> usize {
+        self.runs
+    }
+
+    /// The next message of the MSG_RUN being read.
+    fn run_item(&mut self, (seq, from, to, left): (u64, u64, u64, u16)) -> Option<Frame<'a>> {
+        let len = self.r.varint()?;
+        let data = self.r.bytes(usize::try_from(len).ok()?)?;
+        self.run = (left > 1).then_some((seq + 1, from, to, left - 1));
+        Some(Frame::Msg {
+            seq,
+            from,
+            to,
+            data,
+        })
+    }
+
     fn parse_one(&mut self) -> Option<Frame<'a>> {
+        if let Some(run) = self.run {
+            return self.run_item(run);
+        }
         let r = &mut self.r;
         match r.u8()? {
             FRAME_PADDING => {
@@ -425,6 +455,18 @@ impl<'a> Frames<'a> {
                     data,
                 })
             }
+            FRAME_MSG_RUN => {
+                let seq = r.varint()?;
+                let from = r.varint()?;
+                let to = r.varint()?;
+                let count = u16::from_be_bytes(r.bytes(2)?.try_into().ok()?);
+                // Every seq of the run must be a varint too.
+                if from == 0 || count == 0 || seq.checked_add(u64::from(count))? > VARINT_MAX + 1 {
+                    return None;
+                }
+                self.runs += 1;
+                self.run_item((seq, from, to, count))
+            }
             FRAME_PING => Some(Frame::Ping),
             FRAME_ABANDON => Some(Frame::Abandon { below: r.varint()? }),
             FRAME_REFUSED => {
@@ -440,7 +482,7 @@ impl<'a> Frames<'a> {
 impl<'a> Iterator for Frames<'a> {
     type Item = Result<Frame<'a>, DropReason>;
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.r.is_empty() {
+        if self.failed || (self.r.is_empty() && self.run.is_none()) {
             return None;
         }
         match self.parse_one() {
@@ -465,6 +507,41 @@ pub fn write_msg(w: &mut Writer<'_>, seq: u64, from: u64, to: u64, data: &[u8]) 
     w.varint(to)?;
     w.varint(data.len() as u64)?;
     w.bytes(data)
+}
+
+/// Encoded size of a MSG_RUN header (the count written as 0, see [`set_run_count`]).
+pub fn msg_run_header_len(seq: u64, from: u64, to: u64) -> usize {
+    1 + varint_len(seq) + varint_len(from) + varint_len(to) + 2
+}
+
+/// Encoded size of one message inside a MSG_RUN.
+pub fn run_item_len(len: usize) -> usize {
+    varint_len(len as u64) + len
+}
+
+/// Starts a MSG_RUN whose first message is `seq`; returns where its count lies, for
+/// [`set_run_count`] once its messages ([`write_run_item`]) are written.
+pub fn write_msg_run_header(w: &mut Writer<'_>, seq: u64, from: u64, to: u64) -> Option<usize> {
+    w.u8(FRAME_MSG_RUN)?;
+    w.varint(seq)?;
+    w.varint(from)?;
+    w.varint(to)?;
+    let at = w.pos();
+    w.bytes(&[0, 0])?;
+    Some(at)
+}
+
+pub fn write_run_item(w: &mut Writer<'_>, data: &[u8]) -> Option<()> {
+    w.varint(data.len() as u64)?;
+    w.bytes(data)
+}
+
+/// Fills in a MSG_RUN's count at `at` (from [`write_msg_run_header`]).
+pub fn set_run_count(w: &mut Writer<'_>, at: usize, count: u16) -> Option<()> {
+    w.buf
+        .get_mut(at..at + 2)?
+        .copy_from_slice(&count.to_be_bytes());
+    Some(())
 }
 
 pub fn owner_intro_len(id: u64, name: &str) -> usize {
@@ -653,22 +730,101 @@ mod tests {
     }
 
     #[test]
+    fn a_msg_run_reads_as_consecutive_msgs() {
+        let mut buf = [0u8; 256];
+        let mut w = Writer::new(&mut buf);
+        let items: [&[u8]; 3] = [b"one", b"", b"three"];
+        let at = write_msg_run_header(&mut w, 16_383, 3, 0).unwrap();
+        for d in items {
+            write_run_item(&mut w, d).unwrap();
+        }
+        set_run_count(&mut w, at, 3).unwrap();
+        w.u8(FRAME_PING).unwrap();
+        let n = w.pos();
+        assert_eq!(
+            n,
+            msg_run_header_len(16_383, 3, 0)
+                + items.iter().map(|d| run_item_len(d.len())).sum::<usize>()
+                + 1
+        );
+        let frames: Vec<_> = Frames::new(&buf[..n]).collect::<Result<_, _>>().unwrap();
+        let want: Vec<Frame<'_>> = items
+            .iter()
+            .zip(16_383..)
+            .map(|(&data, seq)| Frame::Msg {
+                seq,
+                from: 3,
+                to: 0,
+                data,
+            })
+            .chain([Frame::Ping])
+            .collect();
+        assert_eq!(frames, want);
+        // The example of docs/PROTOCOL.md §3.
+        let doc = [0x08, 0x05, 0x01, 0x00, 0x00, 0x02, 0x02, 0x68, 0x69, 0x00];
+        let frames: Vec<_> = Frames::new(&doc).collect::<Result<_, _>>().unwrap();
+        assert_eq!(
+            frames,
+            [
+                Frame::Msg {
+                    seq: 5,
+                    from: 1,
+                    to: 0,
+                    data: b"hi"
+                },
+                Frame::Msg {
+                    seq: 6,
+                    from: 1,
+                    to: 0,
+                    data: b""
+                }
+            ]
+        );
+        // A run whose count says more than it holds is malformed at the end of the body.
+        set_run_count(&mut Writer::new(&mut buf), at, 4).unwrap();
+        let r: Result<Vec<_>, _> = Frames::new(&buf[..n - 1]).collect();
+        assert_eq!(r, Err(DropReason::MalformedFrame));
+    }
+
+    #[test]
     fn bad_frames() {
         for bad in [
-            &[0x09u8][..],                  // unknown type
-            &[FRAME_MSG, 1, 0, 0, 5, b'a'], // from = 0
-            &[FRAME_MSG, 1, 1, 0, 5, b'a'], // truncated data
-            &[FRAME_DEST, 1, 0],            // empty name
-            &[FRAME_DEST, 1, 1, b' '],      // bad char
-            &[FRAME_ACK, 5, 1, 0, 1],       // zero gap above non-zero cumulative
-            &[FRAME_ACK, 5, 1, 1, 0],       // empty range
-            &[FRAME_ACK, 0, 40],            // too many ranges
-            &[FRAME_PADDING, 0, 1],         // padding with data
-            &[FRAME_ABANDON],               // no value
-            &[FRAME_ABANDON, 0x40, 0x05],   // non-minimal varint
-            &[FRAME_REFUSED, 1],            // no reason
-            &[FRAME_REFUSED, 1, 0],         // reason 0
-            &[FRAME_REFUSED, 1, 5],         // unknown reason
+            &[0x09u8][..],                            // unknown type
+            &[FRAME_MSG, 1, 0, 0, 5, b'a'],           // from = 0
+            &[FRAME_MSG, 1, 1, 0, 5, b'a'],           // truncated data
+            &[FRAME_DEST, 1, 0],                      // empty name
+            &[FRAME_DEST, 1, 1, b' '],                // bad char
+            &[FRAME_ACK, 5, 1, 0, 1],                 // zero gap above non-zero cumulative
+            &[FRAME_ACK, 5, 1, 1, 0],                 // empty range
+            &[FRAME_ACK, 0, 40],                      // too many ranges
+            &[FRAME_PADDING, 0, 1],                   // padding with data
+            &[FRAME_ABANDON],                         // no value
+            &[FRAME_ABANDON, 0x40, 0x05],             // non-minimal varint
+            &[FRAME_REFUSED, 1],                      // no reason
+            &[FRAME_REFUSED, 1, 0],                   // reason 0
+            &[FRAME_REFUSED, 1, 5],                   // unknown reason
+            &[FRAME_MSG_RUN, 1, 1, 0, 0, 0],          // no messages
+            &[FRAME_MSG_RUN, 1, 0, 0, 0, 1, 1, b'a'], // from = 0
+            &[FRAME_MSG_RUN, 1, 1, 0, 0, 2, 1, b'a'], // second message missing
+            &[FRAME_MSG_RUN, 1, 1, 0, 0, 1, 2, b'a'], // truncated message
+            &[FRAME_MSG_RUN, 1, 1, 0, 0],             // truncated count
+            &[
+                FRAME_MSG_RUN,
+                0xff,
+                0xff,
+                0xff,
+                0xff,
+                0xff,
+                0xff,
+                0xff,
+                0xff,
+                1,
+                0,
+                0,
+                2,
+                0,
+                0,
+            ], // seq past 2^62
         ] {
             let r: Result<Vec<_>, _> = Frames::new(bad).collect();
             assert_eq!(r, Err(DropReason::MalformedFrame), "{bad:?}");
