@@ -988,14 +988,15 @@ mod tests {
 
     #[test]
     fn trace_is_deterministic_and_well_formed() {
-        let a = make_trace(&mut SimRng::new(3), 500, 1123);
-        let b = make_trace(&mut SimRng::new(3), 500, 1123);
+        let max = Config::default().max_message_len();
+        let a = make_trace(&mut SimRng::new(3), 500, max);
+        let b = make_trace(&mut SimRng::new(3), 500, max);
         assert_eq!(a.len(), 1000);
         assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
         for (x, y) in a.iter().zip(&b) {
             assert_eq!((x.num, x.at, &x.data), (y.num, y.at, &y.data));
             assert_eq!(&x.data[..8], &x.num.to_le_bytes());
-            assert!((32..=1123).contains(&x.data.len()), "{}", x.data.len());
+            assert!((32..=max).contains(&x.data.len()), "{}", x.data.len());
         }
         let urgent = a.iter().filter(|m| m.urgency == Urgency::Urgent).count();
         assert!((120..280).contains(&urgent), "{urgent}");
@@ -1014,7 +1015,11 @@ mod tests {
         };
         let go = || {
             let keys = Keys::derive(11).unwrap();
-            let trace = make_trace(&mut SimRng::new(11), 150, 1123);
+            let trace = make_trace(
+                &mut SimRng::new(11),
+                150,
+                Config::default().max_message_len(),
+            );
             let r = run_trace(&trace, &keys, link, 12, true, &ProgressBar::hidden()).unwrap();
             assert!(r.problems.is_empty(), "{}", r.problems.summary());
             (
