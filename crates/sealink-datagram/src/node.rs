@@ -167,7 +167,16 @@ pub struct Arrival {
 impl Arrival {
     /// One [`Delivery`] per message.
     pub fn deliveries(&self) -> impl ExactSizeIterator<Item = Delivery> + '_ {
-        self.messages.deliveries().map(|d| Delivery {
+        self.messages.deliveries().map(|d| self.with_host(d))
+    }
+
+    /// Message `i` as a [`Delivery`] of its own.
+    pub fn delivery(&self, i: usize) -> Option<Delivery> {
+        self.messages.delivery(i).map(|d| self.with_host(d))
+    }
+
+    fn with_host(&self, d: sealink_proto::Delivery) -> Delivery {
+        Delivery {
             peer: d.peer,
             peer_name: self.peer_name.clone(),
             from: d.from,
@@ -175,7 +184,7 @@ impl Arrival {
             scope: d.scope,
             data: d.data,
             received_at: self.received_at,
-        })
+        }
     }
 }
 
@@ -194,7 +203,8 @@ impl Inbox {
     /// The next message, one at a time.
     fn pop_one(&mut self) -> Option<Delivery> {
         let front = self.arrivals.front()?;
-        let d = front.deliveries().nth(self.front_taken)?;
+        // Only the message taken is built (not the ones before it in the arrival).
+        let d = front.delivery(self.front_taken)?;
         self.front_taken += 1;
         if self.front_taken >= front.messages.len() {
             self.arrivals.pop_front();

@@ -129,13 +129,22 @@ impl Messages {
     /// One [`Delivery`] per message, for consumers that want them one at a time (each clones
     /// the names and a view of the body).
     pub fn deliveries(&self) -> impl ExactSizeIterator<Item = Delivery> + '_ {
-        (0..self.len()).map(|i| Delivery {
+        (0..self.len()).map(|i| self.with_names(self.get(i).unwrap_or_default()))
+    }
+
+    /// Message `i` as a [`Delivery`] of its own.
+    pub fn delivery(&self, i: usize) -> Option<Delivery> {
+        self.get(i).map(|data| self.with_names(data))
+    }
+
+    fn with_names(&self, data: Bytes) -> Delivery {
+        Delivery {
             peer: self.peer,
             from: self.from.clone(),
             to: self.to.clone(),
             scope: self.scope,
-            data: self.get(i).unwrap_or_default(),
-        })
+            data,
+        }
     }
 }
 
@@ -189,6 +198,8 @@ mod tests {
         assert_eq!(m.get(4), None);
         let d: Vec<Bytes> = m.deliveries().map(|d| d.data).collect();
         assert_eq!(d, parts);
+        assert_eq!(m.delivery(1).map(|d| d.data), m.get(1));
+        assert!(m.delivery(4).is_none());
         m.advance(2);
         assert_eq!(m.iter().collect::<Vec<_>>(), [&b"f"[..], b""]);
         m.advance(9);
