@@ -52,6 +52,7 @@ fuzz_target!(|data: &[u8]| {
             Ok(Frame::OwnerIntro { id, name, sig }) => wire::write_owner_intro(&mut w, id, name, sig).unwrap(),
             Ok(Frame::Dest { id, name }) => wire::write_dest(&mut w, id, name).unwrap(),
             Ok(Frame::Msg { seq, from, to, data }) => wire::write_msg(&mut w, seq, from, to, data).unwrap(),
+            Ok(Frame::MsgRun(_)) => unreachable!("Frames::new yields a run's messages one by one"),
             Ok(Frame::Ping) => w.u8(wire::FRAME_PING).unwrap(),
             Ok(Frame::Abandon { below }) => wire::write_abandon(&mut w, below).unwrap(),
             Ok(Frame::Refused { seq, reason }) => wire::write_refused(&mut w, seq, reason).unwrap(),
@@ -66,6 +67,27 @@ fuzz_target!(|data: &[u8]| {
                 break;
             }
         }
+    }
+    // The receive path reads runs whole (`Frames::with_runs`): the same frames, a run's
+    // messages expanded, and malformed exactly when the one-by-one reading is.
+    let whole: Result<Vec<Frame<'_>>, _> = Frames::with_runs(body).collect();
+    let one_by_one: Result<Vec<Frame<'_>>, _> = Frames::new(body).collect();
+    match (whole, one_by_one) {
+        (Ok(whole), Ok(one_by_one)) => {
+            let expanded: Vec<Frame<'_>> = whole
+                .into_iter()
+                .flat_map(|f| match f {
+                    Frame::MsgRun(r) => r
+                        .iter()
+                        .map(|(seq, data)| Frame::Msg { seq, from: r.from, to: r.to, data })
+                        .collect(),
+                    f => vec![f],
+                })
+                .collect();
+            assert_eq!(expanded, one_by_one, "a run read whole differs from its messages");
+        }
+        (Err(_), Err(_)) => {}
+        (w, o) => panic!("whole runs {:?} but one by one {:?}", w.is_ok(), o.is_ok()),
     }
     if all_ok {
         let n = w.pos();

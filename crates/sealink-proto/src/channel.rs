@@ -16,10 +16,10 @@ use sealink_crypto::{Scope, SuiteId};
 use crate::cookie::CookieGenerator;
 use crate::error::DropReason;
 use crate::handshake::{self, InitPayload, Split};
-use crate::inflight::Inflight;
+use crate::inflight::{Inflight, OutRun};
 use crate::owner::{RemoteOwner, intro_message};
 use crate::recv_window::RecvWindow;
-use crate::send_arena::{SendArena, Slot};
+use crate::send_arena::SendArena;
 use crate::session::{IndexTable, Limits, OpenJob, SealJob, Session};
 use crate::shared::{Event, MessageId, Messages, PeerId, Shared};
 use crate::time::Time;
@@ -43,18 +43,6 @@ pub(crate) struct Initiation {
     /// a simultaneous open shows it may be lost.
     packet: Vec<u8>,
     cookie_retried: bool,
-}
-
-/// A message on the sending side.
-struct OutMsg {
-    id: MessageId,
-    from: usize,
-    /// Destination wire id (0: the peer host); `Channel::tx_dests[dest - 1]` describes it.
-    dest: u64,
-    scope: Scope,
-    data: Slot,
-    last_sent: Time,
-    transmissions: u32,
 }
 
 /// Sending-side state of a local owner on this channel.
@@ -118,17 +106,25 @@ pub(crate) struct Channel {
 
     // Sending.
     next_seq: u64,
-    queue: VecDeque<(u64, OutMsg)>,
+    /// Messages not yet sent, as runs ([`OutRun`]); a run's `dest` is a wire id, and
+    /// `tx_dests[dest - 1]` describes it.
+    queue: VecDeque<OutRun>,
+    queued_msgs: usize,
+    /// What the queue's runs take on the wire (MSG_RUN headers and items).
     queued_bytes: usize,
     earliest_deadline: Option<Time>,
     flush: bool,
-    inflight: Inflight<OutMsg>,
-    retx: VecDeque<u64>,
+    inflight: Inflight,
+    /// Sequence ranges `[start, end)` holding runs declared lost, in the order they were:
+    /// retransmissions go out in this order.
+    retx: VecDeque<(u64, u64)>,
     /// Transmissions in time order for loss detection: (when, first seq, count), each entry a
     /// run of consecutive sequence numbers sent at the same instant (a datagram's new messages
     /// make one entry, not one each).
     sent_log: VecDeque<(Time, u64, u32)>,
     largest_acked_sent: Option<Time>,
+    /// When the retransmission timer last fired: the next firing is a timeout after it.
+    probe_at: Option<Time>,
     /// Indexed by local owner index (dense and small).
     tx_owners: Vec<Option<TxOwner>>,
     next_owner_id: u64,
@@ -192,6 +188,7 @@ impl Channel {
             stats: ChannelStats::default(),
             next_seq: 0,
             queue: VecDeque::new(),
+            queued_msgs: 0,
             queued_bytes: 0,
             earliest_deadline: None,
             flush: false,
@@ -199,6 +196,7 @@ impl Channel {
             retx: VecDeque::new(),
             sent_log: VecDeque::new(),
             largest_acked_sent: None,
+            probe_at: None,
             tx_owners: Vec::new(),
             next_owner_id: 1,
             tx_dests: Vec::new(),
@@ -293,7 +291,7 @@ impl Channel {
     }
 
     pub fn queued_messages(&self) -> usize {
-        self.queue.len()
+        self.queued_msgs
     }
     pub fn inflight_messages(&self) -> usize {
         self.inflight.len()
@@ -312,7 +310,9 @@ impl Channel {
     }
 
     /// Queues one message whose wire ids are known; the caller runs [`Channel::ensure_session`]
-    /// once after the batch.
+    /// once after the batch. A message that continues the queue's last run (same owner,
+    /// destination and scope, next id, bytes adjacent in the arena) joins it: a batch is one
+    /// run, and costs its bytes plus a few comparisons per message.
     #[allow(clippy::too_many_arguments)]
     pub fn push_message(
         &mut self,
@@ -329,20 +329,39 @@ impl Channel {
     ) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.queued_bytes += wire::msg_frame_len(seq, owner_wire, dest, data.len());
-        let data = self.arena.push(data);
-        self.queue.push_back((
-            seq,
-            OutMsg {
-                id,
+        self.queued_msgs += 1;
+        let joined = match self.queue.back_mut() {
+            Some(r)
+                if (r.from, r.dest, r.scope) == (from, dest, scope)
+                    && r.id + u64::from(r.count) == id.0
+                    && r.count < u32::from(u16::MAX) =>
+            {
+                let before = r.data.len();
+                let ok = self.arena.extend_item(&mut r.data, data);
+                if ok {
+                    r.count += 1;
+                    self.queued_bytes += r.data.len() - before;
+                }
+                ok
+            }
+            _ => false,
+        };
+        if !joined {
+            let data = self.arena.push_item(data);
+            self.queued_bytes += wire::msg_run_header_len(seq, owner_wire, dest) + data.len();
+            self.queue.push_back(OutRun {
+                seq,
+                id: id.0,
+                count: 1,
                 from,
                 dest,
                 scope,
                 data,
                 last_sent: now,
                 transmissions: 0,
-            },
-        ));
+                lost: false,
+            });
+        }
         self.earliest_deadline = Some(self.earliest_deadline.map_or(deadline, |d| d.min(deadline)));
         if urgent || !sh.cfg.piggyback || self.queued_bytes >= sh.cfg.queue_limit || deadline <= now
         {
@@ -502,7 +521,7 @@ impl Channel {
     fn window_base(&self) -> u64 {
         self.inflight
             .first_seq()
-            .or_else(|| self.queue.front().map(|(s, _)| *s))
+            .or_else(|| self.queue.front().map(|r| r.seq))
             .unwrap_or(self.next_seq)
     }
 
@@ -533,13 +552,18 @@ impl Channel {
     /// one). A message given up on holds the window until the peer acknowledges the ABANDON
     /// that settles it.
     fn queue_front_in_window(&self, sh: &Shared) -> bool {
-        self.queue
-            .front()
-            .is_some_and(|(s, _)| s.saturating_sub(self.window_anchor()) < sh.cfg.message_window)
+        self.window_room(sh) > 0
+    }
+
+    /// How many of the queue's first messages the window lets us send now.
+    fn window_room(&self, sh: &Shared) -> u64 {
+        self.queue.front().map_or(0, |r| {
+            (self.window_anchor() + sh.cfg.message_window).saturating_sub(r.seq)
+        })
     }
 
     fn has_sendable_messages(&self, sh: &Shared) -> bool {
-        self.retx.iter().any(|&s| self.inflight.contains(s)) || self.queue_front_in_window(sh)
+        self.inflight.has_lost() || self.queue_front_in_window(sh)
     }
 
     /// Builds and seals one data datagram: a pending ACK, then retransmissions, then queued
@@ -603,80 +627,102 @@ impl Channel {
             if self.flush {
                 let mut intros: Vec<u64> = Vec::new();
                 let mut dests: Vec<u64> = Vec::new();
-                // The owner, destination and owner wire id of the last message written: a
-                // message that shares them needs no introduction, declaration or lookup.
-                let mut declared: Option<(usize, u64, u64)> = None;
-                // The MSG_RUN being written: where its count lies, its owner and destination,
-                // the seq it continues with, and its count. New messages of one owner to one
-                // destination share one run (a retransmission goes in a MSG of its own).
-                let mut run: Option<(usize, usize, u64, u64, u16)> = None;
+                // Each pass writes as much of a run as fits (the rest stays, split off),
+                // retransmissions first. A run's messages are already encoded as MSG_RUN items,
+                // so its bytes go in with one copy; a run that continues the MSG_RUN just
+                // written (same owner and destination, next seq) extends it, so that a
+                // datagram of one owner's traffic has one header, and equal-sized datagrams
+                // (one GSO call) whatever batches their messages were queued in.
+                // The open MSG_RUN: where its count lies, owner, destination, next seq, count.
+                let mut open: Option<(usize, usize, u64, u64, u16)> = None;
                 loop {
-                    let (seq, from_retx) = match self.retx.front() {
-                        Some(&s) if !self.inflight.contains(s) => {
-                            self.retx.pop_front();
-                            continue;
+                    // Retransmissions first: the first run still lost in the oldest range.
+                    let mut lost = None;
+                    while let Some(&(s, e)) = self.retx.front() {
+                        match self.inflight.first_lost_in(s, e) {
+                            Some(i) => {
+                                lost = Some(i);
+                                break;
+                            }
+                            None => {
+                                self.retx.pop_front();
+                            }
                         }
-                        Some(&s) => (s, true),
-                        None if self.queue_front_in_window(sh) => match self.queue.front() {
-                            Some((s, _)) => (*s, false),
+                    }
+                    let room = match lost {
+                        Some(_) => u64::MAX,
+                        None => self.window_room(sh),
+                    };
+                    let r = match lost {
+                        Some(i) => self.inflight.run(i),
+                        None if room > 0 => match self.queue.front() {
+                            Some(r) => r,
                             None => break,
                         },
                         None => break,
                     };
-                    let m = if from_retx {
-                        self.inflight.get(seq)?
+                    let (seq, count, from, dest_wire, rscope, slot) =
+                        (r.seq, r.count, r.from, r.dest, r.scope, r.data);
+                    let owner = self.tx_owners.get(from)?.as_ref()?;
+                    let owner_wire = owner.wire_id;
+                    let need_intro = !owner.confirmed && !intros.contains(&owner_wire);
+                    let to = match dest_wire {
+                        0 => None,
+                        d => Some(
+                            self.tx_dests
+                                .get(usize::try_from(d).ok()?.checked_sub(1)?)?,
+                        ),
+                    };
+                    let need_dest = to.is_some_and(|t| !t.confirmed && !dests.contains(&dest_wire));
+                    // The name only when this datagram declares it.
+                    let to = if need_dest {
+                        to.map(|t| t.name.clone())
                     } else {
-                        &self.queue.front()?.1
+                        None
                     };
-                    let (from, dest_wire, len, mscope) = (m.from, m.dest, m.data.len(), m.scope);
-                    let (owner_wire, need_intro, to) = match declared {
-                        Some((f, d, ow)) if (f, d) == (from, dest_wire) => (ow, false, None),
-                        _ => {
-                            let owner = self.tx_owners.get(from)?.as_ref()?;
-                            let owner_wire = owner.wire_id;
-                            let need_intro = !owner.confirmed && !intros.contains(&owner_wire);
-                            let to = match dest_wire {
-                                0 => None,
-                                d => Some(
-                                    self.tx_dests
-                                        .get(usize::try_from(d).ok()?.checked_sub(1)?)?,
-                                ),
-                            };
-                            let need_dest =
-                                to.is_some_and(|t| !t.confirmed && !dests.contains(&dest_wire));
-                            // The name only when this datagram declares it (an Arc clone, not
-                            // per message).
-                            let to = if need_dest {
-                                to.map(|t| t.name.clone())
-                            } else {
-                                None
-                            };
-                            (owner_wire, need_intro, to)
-                        }
-                    };
-                    let continues = !from_retx
-                        && run.is_some_and(|(_, f, d, next, n)| {
+                    // (Never with an introduction or declaration to write first: those
+                    // were written before the open run's first message, which shares them.)
+                    let continues = !need_intro
+                        && to.is_none()
+                        && open.is_some_and(|(_, f, d, next, n)| {
                             (f, d, next) == (from, dest_wire, seq) && n < u16::MAX
                         });
-                    let mut need = if continues {
-                        wire::run_item_len(len)
-                    } else if from_retx {
-                        wire::msg_frame_len(seq, owner_wire, dest_wire, len)
+                    let mut fixed = if continues {
+                        0
                     } else {
                         wire::msg_run_header_len(seq, owner_wire, dest_wire)
-                            + wire::run_item_len(len)
                     };
                     if need_intro {
-                        need += wire::owner_intro_len(owner_wire, &sh.owners.get(from)?.name);
+                        fixed += wire::owner_intro_len(owner_wire, &sh.owners.get(from)?.name);
                     }
                     if let Some(d) = &to {
-                        need += wire::dest_len(dest_wire, d);
+                        fixed += wire::dest_len(dest_wire, d);
                     }
-                    if need > w.remaining() {
+                    // Without piggybacking each message has a datagram of its own.
+                    let in_frame = open.filter(|_| continues).map_or(0, |(.., n)| n);
+                    let most = if sh.cfg.piggyback {
+                        u64::from(count)
+                            .min(room)
+                            .min(u64::from(u16::MAX - in_frame))
+                    } else {
+                        1
+                    };
+                    let (k, nbytes) = match w.remaining().checked_sub(fixed) {
+                        // The whole run fits: no need to walk its messages.
+                        Some(cap) if slot.len() <= cap && most == u64::from(count) => {
+                            (count as usize, slot.len())
+                        }
+                        Some(cap) => {
+                            wire::run_items_fitting(self.arena.get(slot), most as usize, cap)
+                        }
+                        None => (0, 0),
+                    };
+                    if k == 0 {
                         break;
                     }
+                    let k32 = k as u32;
                     if !continues {
-                        if let Some((at, .., n)) = run.take() {
+                        if let Some((at, .., n)) = open.take() {
                             wire::set_run_count(&mut w, at, n)?;
                         }
                     }
@@ -690,52 +736,58 @@ impl Channel {
                         wire::write_dest(&mut w, dest_wire, d)?;
                         dests.push(dest_wire);
                     }
-                    let m = if from_retx {
-                        self.retx.pop_front();
-                        sh.stats.messages_retransmitted += 1;
-                        self.stats.messages_retransmitted += 1;
-                        self.inflight.get_mut(seq)?
-                    } else {
-                        let (_, m) = self.queue.pop_front()?;
-                        // What `push_message` counted (an upper bound: a MSG frame).
-                        let counted = wire::msg_frame_len(seq, owner_wire, dest_wire, len);
-                        self.queued_bytes = self.queued_bytes.saturating_sub(counted);
-                        sh.stats.messages_sent += 1;
-                        self.stats.messages_sent += 1;
-                        self.inflight.insert(seq, m)
-                    };
-                    let data = self.arena.get(m.data);
-                    if from_retx {
-                        wire::write_msg(&mut w, seq, owner_wire, dest_wire, data)?;
-                    } else {
-                        if !continues {
-                            let at =
-                                wire::write_msg_run_header(&mut w, seq, owner_wire, dest_wire)?;
-                            run = Some((at, from, dest_wire, seq, 0));
+                    if !continues {
+                        let at = wire::write_msg_run_header(&mut w, seq, owner_wire, dest_wire)?;
+                        open = Some((at, from, dest_wire, seq, 0));
+                    }
+                    w.bytes(&self.arena.get(slot)[..nbytes])?;
+                    if let Some((_, _, _, next, n)) = &mut open {
+                        *next += k as u64;
+                        *n += k as u16;
+                    }
+                    match lost {
+                        Some(i) => {
+                            if k32 < count {
+                                self.inflight.split_at(&mut self.arena, i, k32, nbytes);
+                            }
+                            self.inflight.sent(i, now);
+                            sh.stats.messages_retransmitted += k as u64;
+                            self.stats.messages_retransmitted += k as u64;
                         }
-                        wire::write_run_item(&mut w, data)?;
-                        if let Some((_, _, _, next, n)) = &mut run {
-                            *next += 1;
-                            *n += 1;
+                        None => {
+                            let mut r = self.queue.pop_front()?;
+                            self.queued_bytes = self.queued_bytes.saturating_sub(
+                                wire::msg_run_header_len(seq, owner_wire, dest_wire) + slot.len(),
+                            );
+                            if k32 < count {
+                                let rest = r.split_off(&mut self.arena, k32, nbytes);
+                                self.queued_bytes +=
+                                    wire::msg_run_header_len(rest.seq, owner_wire, dest_wire)
+                                        + rest.data.len();
+                                self.queue.push_front(rest);
+                            }
+                            self.queued_msgs -= k;
+                            r.last_sent = now;
+                            r.transmissions = 1;
+                            self.inflight.push(r);
+                            sh.stats.messages_sent += k as u64;
+                            self.stats.messages_sent += k as u64;
                         }
                     }
-                    declared = Some((from, dest_wire, owner_wire));
-                    m.last_sent = now;
-                    m.transmissions += 1;
                     match self.sent_log.back_mut() {
                         Some((t, first, n)) if *t == now && *first + u64::from(*n) == seq => {
-                            *n += 1;
+                            *n += k32;
                         }
-                        _ => self.sent_log.push_back((now, seq, 1)),
+                        _ => self.sent_log.push_back((now, seq, k32)),
                     }
-                    scope = Some(scope.map_or(mscope, |s| s.max(mscope)));
-                    messages += 1;
+                    scope = Some(scope.map_or(rscope, |s| s.max(rscope)));
+                    messages += k as u64;
                     wrote = true;
                     if !sh.cfg.piggyback {
                         break;
                     }
                 }
-                if let Some((at, .., n)) = run {
+                if let Some((at, .., n)) = open {
                     wire::set_run_count(&mut w, at, n)?;
                 }
                 if self.queue.is_empty() && self.retx.is_empty() {
@@ -1012,29 +1064,33 @@ impl Channel {
         for d in &mut self.tx_dests {
             d.confirmed = false;
         }
-        let mut pending: Vec<OutMsg> = self.inflight.take_all().collect();
-        pending.extend(self.queue.drain(..).map(|(_, m)| m));
+        let mut pending: Vec<OutRun> = self.inflight.take_all().collect();
+        pending.extend(self.queue.drain(..));
         self.retx.clear();
         self.sent_log.clear();
         self.largest_acked_sent = None;
+        self.probe_at = None;
         self.queued_bytes = 0;
+        self.queued_msgs = 0;
         self.next_seq = 0;
         self.peer_cum = 0;
         self.abandon_now = false;
         self.abandon_due = None;
         self.refused_out.clear();
-        for mut m in pending {
+        for mut r in pending {
             // New channel, new messages: earlier attempts went to keys the peer no longer has.
-            m.transmissions = 0;
-            let seq = self.next_seq;
-            self.next_seq += 1;
+            r.transmissions = 0;
+            r.lost = false;
+            r.seq = self.next_seq;
+            self.next_seq += u64::from(r.count);
             let ow = self
                 .tx_owners
-                .get(m.from)
+                .get(r.from)
                 .and_then(Option::as_ref)
                 .map_or(1, |o| o.wire_id);
-            self.queued_bytes += wire::msg_frame_len(seq, ow, m.dest, m.data.len());
-            self.queue.push_back((seq, m));
+            self.queued_bytes += wire::msg_run_header_len(r.seq, ow, r.dest) + r.data.len();
+            self.queued_msgs += r.count as usize;
+            self.queue.push_back(r);
         }
     }
 
@@ -1130,26 +1186,35 @@ impl Channel {
         // refuses only the messages that use it, in pass 2: the other owners' messages, the
         // acknowledgements and the rest of the datagram still count.
         let mut eliciting = false;
-        // Parsed once; pass 2 walks the frames kept here.
-        let mut frames = Vec::with_capacity(32);
-        // Ids refused in this datagram and why (one entry per bad introduction: few).
-        let mut bad_owners: Vec<(u64, RefuseReason)> = Vec::new();
-        let mut bad_dests: Vec<u64> = Vec::new();
-        let mut msgs = 0usize;
-        for f in Frames::new(body) {
+        // Parsed once; pass 2 walks the frames kept here (a MSG_RUN is one frame).
+        let mut frames = Vec::with_capacity(8);
+        let mut g = Gather {
+            body,
+            scope,
+            msgs: 0,
+            bad_owners: Vec::new(),
+            bad_dests: Vec::new(),
+            last_from: None,
+            last_to: None,
+            shared: None,
+            run: None,
+            run_ids: None,
+        };
+        for f in Frames::with_runs(body) {
             let f = f?;
             frames.push(f);
             match f {
-                Frame::Msg { .. } => msgs += 1,
+                Frame::Msg { .. } => g.msgs += 1,
+                Frame::MsgRun(r) => g.msgs += usize::from(r.count),
                 Frame::OwnerIntro { id, name, sig } => {
                     if let Err(r) = self.learn_owner(sh, id, name, sig) {
                         let reason =
                             RefuseReason::from_drop(r).unwrap_or(RefuseReason::UnknownOwner);
-                        bad_owners.push((id, reason));
+                        g.bad_owners.push((id, reason));
                     }
                 }
                 Frame::Dest { id, name } => match self.rx_dests.get(&id) {
-                    Some(n) if &**n != name => bad_dests.push(id),
+                    Some(n) if &**n != name => g.bad_dests.push(id),
                     Some(_) => {}
                     None if self.rx_dests.len() < MAX_DESTINATIONS => {
                         self.rx_dests.insert(id, Arc::from(name));
@@ -1160,25 +1225,15 @@ impl Channel {
             }
         }
         // Pass 2: apply, in order (an ABANDON moves the window before the messages after it).
-        // Piggybacked messages mostly come from one owner to one destination: look them up
-        // once per run.
-        let mut last_from: Option<(u64, Arc<str>)> = None;
-        let mut last_to: Option<(u64, Arc<str>)> = None;
-        // One copy of the body for every message delivered from it, made at the first; and the
-        // run of messages being gathered into one event (same owner and destination).
-        let mut shared: Option<Bytes> = None;
-        let mut run: Option<Messages> = None;
-        // The wire ids (owner, destination) of `run`'s messages.
-        let mut run_ids: Option<(u64, u64)> = None;
         for f in frames {
             match f {
                 Frame::Ack(ack) => {
                     // Events keep the order of the frames that caused them.
-                    flush_run(sh, &mut run);
+                    flush_run(sh, &mut g.run);
                     self.on_ack(sh, now, ack)
                 }
                 Frame::Refused { seq, reason } => {
-                    flush_run(sh, &mut run);
+                    flush_run(sh, &mut g.run);
                     self.on_refused(sh, seq, reason)
                 }
                 Frame::Abandon { below } => {
@@ -1195,82 +1250,16 @@ impl Channel {
                     data,
                 } => {
                     eliciting = true;
-                    self.messages_since_ack += 1;
-                    if seq >= self.recv.cumulative().saturating_add(sh.cfg.message_window) {
-                        // Not settled: the sender keeps it and sends it again.
-                        sh.stats.drop(DropReason::OutsideWindow);
-                        continue;
-                    }
-                    // A message of the run being gathered needs no lookup: its owner and
-                    // destination were accepted for the run's first message.
-                    if run.is_none() || run_ids != Some((from, to)) {
-                        let from_name = match &last_from {
-                            Some((id, name)) if *id == from => Ok(name.clone()),
-                            _ => match bad_owners.iter().find(|(id, _)| *id == from) {
-                                Some((_, r)) => Err(*r),
-                                None => match self.rx_owners.get(&from) {
-                                    Some(o) => {
-                                        last_from = Some((from, o.name.clone()));
-                                        Ok(o.name.clone())
-                                    }
-                                    None => Err(RefuseReason::UnknownOwnerId),
-                                },
-                            },
-                        };
-                        let to_name = match (to, &last_to) {
-                            (0, _) => Ok(None),
-                            (_, Some((id, name))) if *id == to => Ok(Some(name.clone())),
-                            _ if bad_dests.contains(&to) => Err(RefuseReason::OwnerConflict),
-                            _ => match self.rx_dests.get(&to) {
-                                Some(d) => {
-                                    last_to = Some((to, d.clone()));
-                                    Ok(Some(d.clone()))
-                                }
-                                None => Err(RefuseReason::UnknownOwnerId),
-                            },
-                        };
-                        let (from_name, to_name) = match (from_name, to_name) {
-                            (Ok(f), Ok(t)) => (f, t),
-                            (Err(r), _) | (_, Err(r)) => {
-                                self.refuse(sh, seq, r);
-                                continue;
-                            }
-                        };
-                        flush_run(sh, &mut run);
-                        let copy = if msgs == 1 {
-                            // Alone in its datagram: one allocation of just the message.
-                            Bytes::copy_from_slice(data)
-                        } else {
-                            shared
-                                .get_or_insert_with(|| Bytes::copy_from_slice(body))
-                                .clone()
-                        };
-                        run = Some(Messages::new(self.peer, from_name, to_name, scope, copy));
-                        run_ids = Some((from, to));
-                    }
-                    if self.recv.insert(seq) {
-                        sh.stats.messages_delivered += 1;
-                        sh.stats.message_bytes_delivered += data.len() as u64;
-                        self.stats.messages_delivered += 1;
-                        if let Some(r) = &mut run {
-                            // `data` lies inside `body` (the frame parser borrows from it).
-                            let start = if msgs == 1 {
-                                0
-                            } else {
-                                data.as_ptr() as usize - body.as_ptr() as usize
-                            };
-                            r.push(start, data.len());
-                        }
-                    } else {
-                        // Our acknowledgement was lost: say it again at once.
-                        sh.stats.duplicates_suppressed += 1;
-                        self.ack_now = true;
-                    }
+                    self.take_msg(sh, &mut g, seq, from, to, data);
+                }
+                Frame::MsgRun(run) => {
+                    eliciting = true;
+                    self.take_run(sh, &mut g, run);
                 }
                 Frame::OwnerIntro { .. } | Frame::Dest { .. } | Frame::Padding => {}
             }
         }
-        flush_run(sh, &mut run);
+        flush_run(sh, &mut g.run);
         if eliciting {
             self.ack_pending = true;
             self.eliciting_since_ack += 1;
@@ -1284,6 +1273,125 @@ impl Channel {
             }
         }
         Ok(())
+    }
+
+    /// Makes `g.run` the event for messages from owner `from` to destination `to`: the one
+    /// being gathered if it is theirs (no lookup), else a new one once both names are accepted.
+    fn open_run(
+        &mut self,
+        sh: &mut Shared,
+        g: &mut Gather<'_>,
+        from: u64,
+        to: u64,
+        data: &[u8],
+    ) -> Result<(), RefuseReason> {
+        if g.run.is_some() && g.run_ids == Some((from, to)) {
+            return Ok(());
+        }
+        let from_name = match &g.last_from {
+            Some((id, name)) if *id == from => name.clone(),
+            _ => match g.bad_owners.iter().find(|(id, _)| *id == from) {
+                Some((_, r)) => return Err(*r),
+                None => match self.rx_owners.get(&from) {
+                    Some(o) => {
+                        g.last_from = Some((from, o.name.clone()));
+                        o.name.clone()
+                    }
+                    None => return Err(RefuseReason::UnknownOwnerId),
+                },
+            },
+        };
+        let to_name = match (to, &g.last_to) {
+            (0, _) => None,
+            (_, Some((id, name))) if *id == to => Some(name.clone()),
+            _ if g.bad_dests.contains(&to) => return Err(RefuseReason::OwnerConflict),
+            _ => match self.rx_dests.get(&to) {
+                Some(d) => {
+                    g.last_to = Some((to, d.clone()));
+                    Some(d.clone())
+                }
+                None => return Err(RefuseReason::UnknownOwnerId),
+            },
+        };
+        flush_run(sh, &mut g.run);
+        let copy = if g.msgs == 1 {
+            // Alone in its datagram: one allocation of just the message.
+            Bytes::copy_from_slice(data)
+        } else {
+            g.shared
+                .get_or_insert_with(|| Bytes::copy_from_slice(g.body))
+                .clone()
+        };
+        g.run = Some(Messages::new(self.peer, from_name, to_name, g.scope, copy));
+        g.run_ids = Some((from, to));
+        Ok(())
+    }
+
+    /// Adds delivered message `data` (borrowed from `g.body`) to the run being gathered.
+    fn deliver(&mut self, sh: &mut Shared, g: &mut Gather<'_>, data: &[u8]) {
+        sh.stats.messages_delivered += 1;
+        sh.stats.message_bytes_delivered += data.len() as u64;
+        self.stats.messages_delivered += 1;
+        if let Some(r) = &mut g.run {
+            // `data` lies inside `body` (the frame parser borrows from it).
+            let start = if g.msgs == 1 {
+                0
+            } else {
+                data.as_ptr() as usize - g.body.as_ptr() as usize
+            };
+            r.push(start, data.len());
+        }
+    }
+
+    /// One received message: delivered once, refused, or counted as a duplicate.
+    fn take_msg(
+        &mut self,
+        sh: &mut Shared,
+        g: &mut Gather<'_>,
+        seq: u64,
+        from: u64,
+        to: u64,
+        data: &[u8],
+    ) {
+        self.messages_since_ack += 1;
+        if seq >= self.recv.cumulative().saturating_add(sh.cfg.message_window) {
+            // Not settled: the sender keeps it and sends it again.
+            sh.stats.drop(DropReason::OutsideWindow);
+            return;
+        }
+        if let Err(r) = self.open_run(sh, g, from, to, data) {
+            self.refuse(sh, seq, r);
+            return;
+        }
+        if self.recv.insert(seq) {
+            self.deliver(sh, g, data);
+        } else {
+            // Our acknowledgement was lost: say it again at once.
+            sh.stats.duplicates_suppressed += 1;
+            self.ack_now = true;
+        }
+    }
+
+    /// A received MSG_RUN. The common case (it continues exactly where the receive window
+    /// stands, with nothing received above it, from accepted names) moves the window once for
+    /// the whole run; any other takes its messages one by one.
+    fn take_run(&mut self, sh: &mut Shared, g: &mut Gather<'_>, run: wire::RunFrame<'_>) {
+        let n = u64::from(run.count);
+        let first = run.iter().next().map_or(&[][..], |(_, d)| d);
+        let in_order = run.seq == self.recv.cumulative()
+            && self.recv.nothing_above()
+            && n <= sh.cfg.message_window;
+        if in_order && self.open_run(sh, g, run.from, run.to, first).is_ok() {
+            self.recv.advance_to(run.seq + n);
+            self.messages_since_ack += usize::from(run.count);
+            for (_, data) in run.iter() {
+                self.deliver(sh, g, data);
+            }
+            return;
+        }
+        for (seq, data) in run.iter() {
+            self.take_msg(sh, g, seq, run.from, run.to, data);
+        }
     }
 
     /// A message we will not deliver (its owner or destination is not accepted): settle it,
@@ -1345,11 +1453,9 @@ impl Channel {
         let mut acc = Acked::default();
         // Everything below the cumulative point, then each range: one pass over the ring each.
         for (s, e) in std::iter::once((0, ack.cumulative)).chain(ack.ranges()) {
-            let (owners, dests, arena) = (&mut self.tx_owners, &mut self.tx_dests, &mut self.arena);
-            self.inflight.remove_range(s, e, |_, m| {
-                acc.note(owners, dests, &m);
-                arena.release(m.data);
-            });
+            let (owners, dests) = (&mut self.tx_owners, &mut self.tx_dests);
+            self.inflight
+                .remove_range(&mut self.arena, s, e, |r| acc.note(owners, dests, r));
         }
         if !acc.any {
             return;
@@ -1375,22 +1481,26 @@ impl Channel {
     /// settled it: report it undeliverable now instead of retransmitting it, and introduce its
     /// owner and destination again with the next messages that use them.
     fn on_refused(&mut self, sh: &mut Shared, seq: u64, reason: RefuseReason) {
-        let Some(m) = self.inflight.remove(seq) else {
+        let mut refused = None;
+        self.inflight
+            .remove_range(&mut self.arena, seq, seq + 1, |r| {
+                refused = Some((r.id, r.from, r.dest))
+            });
+        let Some((id, from, dest)) = refused else {
             return;
         };
-        self.arena.release(m.data);
         tracing::debug!(seq, ?reason, "peer refused a message");
-        if let Some(Some(o)) = self.tx_owners.get_mut(m.from) {
+        if let Some(Some(o)) = self.tx_owners.get_mut(from) {
             o.confirmed = false;
         }
-        if let Some(d) = Self::dest_mut(&mut self.tx_dests, m.dest) {
+        if let Some(d) = Self::dest_mut(&mut self.tx_dests, dest) {
             d.confirmed = false;
         }
         sh.stats.messages_refused += 1;
         sh.stats.messages_undeliverable += 1;
         sh.events.push_back(Event::Undeliverable {
             peer: self.peer,
-            id: m.id,
+            id: MessageId(id),
         });
     }
 
@@ -1408,66 +1518,101 @@ impl Channel {
         self.srtt.unwrap_or(sh.cfg.initial_rtt) * 9 / 8 + sh.cfg.ack_delay
     }
 
-    /// Marks messages lost: unacknowledged past the retransmission timeout, or sent well before
-    /// something already acknowledged. Lost messages go to the front of the next flush.
+    /// Marks messages lost. Sent well before something already acknowledged: lost, all of
+    /// them (evidence, clocked by acknowledgements). Unacknowledged for a retransmission
+    /// timeout with no such evidence: the oldest run goes again as a probe, and the timer
+    /// backs off (QUIC's probe timeout, TCP's RTO). Sending the whole window again on every
+    /// timeout, as this did before, turned a delay into a storm: a peer whose acknowledgements
+    /// were late behind a busy host got thousands of duplicates, which made them later still,
+    /// until every message was given up (`engine_workers_carry_both_directions_in_order`,
+    /// about one run in ten under parallel tests). Lost messages go to the front of the next
+    /// flush.
     fn detect_losses(&mut self, sh: &mut Shared, now: Time) {
         let rto = self.rto(sh);
         let thresh = self.reorder_threshold(sh);
-        let mut timed_out = false;
         while let Some(&(t, first, n)) = self.sent_log.front() {
-            // Every seq of an entry was sent at `t`: one decision for the run. Seqs acknowledged
-            // or sent again since are skipped (a dead prefix is trimmed, so each is looked at
-            // a bounded number of times).
-            let live = |inflight: &Inflight<OutMsg>, seq: u64| {
-                inflight.get(seq).is_some_and(|m| m.last_sent == t)
-            };
-            let dead = (first..first + u64::from(n))
-                .take_while(|&s| !live(&self.inflight, s))
-                .count() as u32;
-            if dead == n {
+            // Every seq of an entry was sent at `t`: one decision for the entry. Runs
+            // acknowledged or sent again since are not live; an entry with none is dropped.
+            let end = first + u64::from(n);
+            if !self.inflight.live_in(first, end, t) {
                 self.sent_log.pop_front();
                 continue;
             }
-            if dead > 0 {
-                if let Some(e) = self.sent_log.front_mut() {
-                    *e = (t, first + u64::from(dead), n - dead);
-                }
+            if self.largest_acked_sent.is_some_and(|la| t < la) && t + thresh <= now {
+                self.sent_log.pop_front();
+                self.declare_lost(sh, t, first, end, false);
+                continue;
             }
-            let by_timeout = t + rto <= now;
-            let by_reorder = self.largest_acked_sent.is_some_and(|la| t < la) && t + thresh <= now;
-            if !by_timeout && !by_reorder {
+            // Entries are in time order: none after this one has evidence either.
+            if self.probe_at.map_or(t, |p| p.max(t)) + rto <= now {
+                self.probe(sh, now, rto, t, first, end);
+            }
+            break;
+        }
+    }
+
+    /// The retransmission timer fired for the oldest entry (sent at `t`, seqs `first..end`):
+    /// its first live run goes again, unless it was sent `max_transmissions` times already.
+    /// Then the path has been dark through every backed-off timeout: that run and every other
+    /// waiting a timeout or more are given up.
+    fn probe(&mut self, sh: &mut Shared, now: Time, rto: Duration, t: Time, first: u64, end: u64) {
+        self.probe_at = Some(now);
+        self.backoff += 1;
+        self.timeouts_since_handshake += 1;
+        let Some(i) = self.inflight.overlapping(first, end).find(|&i| {
+            let r = self.inflight.run(i);
+            r.last_sent == t && !r.lost
+        }) else {
+            return;
+        };
+        let r = self.inflight.run(i);
+        if r.transmissions < sh.cfg.max_transmissions {
+            let (seq, run_end) = (r.seq, r.end());
+            self.inflight.mark_lost(i);
+            self.retx.push_back((seq, run_end));
+            self.flush = true;
+            return;
+        }
+        while let Some(&(t, first, n)) = self.sent_log.front() {
+            if t + rto > now {
                 break;
             }
-            timed_out |= by_timeout;
             self.sent_log.pop_front();
-            for seq in first + u64::from(dead)..first + u64::from(n) {
-                if !live(&self.inflight, seq) {
-                    continue;
+            self.declare_lost(sh, t, first, first + u64::from(n), true);
+        }
+    }
+
+    /// The runs of `first..end` still waiting on their transmission at `t` are lost: each goes
+    /// again, or is given up (reported undeliverable, and the peer told to stop waiting) if it
+    /// was sent `max_transmissions` times already, or if `give_up`.
+    fn declare_lost(&mut self, sh: &mut Shared, t: Time, first: u64, end: u64, give_up: bool) {
+        let mut i = self.inflight.overlapping(first, end).start;
+        let mut retransmit = false;
+        while i < self.inflight.overlapping(first, end).end {
+            let r = self.inflight.run(i);
+            if r.last_sent != t || r.lost {
+                i += 1;
+            } else if give_up || r.transmissions >= sh.cfg.max_transmissions {
+                let r = self.inflight.remove(i);
+                self.arena.release(r.data);
+                sh.stats.messages_undeliverable += u64::from(r.count);
+                for k in 0..u64::from(r.count) {
+                    sh.events.push_back(Event::Undeliverable {
+                        peer: self.peer,
+                        id: MessageId(r.id + k),
+                    });
                 }
-                let give_up = self
-                    .inflight
-                    .get(seq)
-                    .is_some_and(|m| m.transmissions >= sh.cfg.max_transmissions);
-                if give_up {
-                    if let Some(m) = self.inflight.remove(seq) {
-                        self.arena.release(m.data);
-                        sh.stats.messages_undeliverable += 1;
-                        sh.events.push_back(Event::Undeliverable {
-                            peer: self.peer,
-                            id: m.id,
-                        });
-                        // The peer may still wait for it: tell it to stop.
-                        self.abandon_now = true;
-                    }
-                } else {
-                    self.retx.push_back(seq);
-                    self.flush = true;
-                }
+                // The peer may still wait for them: tell it to stop.
+                self.abandon_now = true;
+            } else {
+                self.inflight.mark_lost(i);
+                retransmit = true;
+                i += 1;
             }
         }
-        if timed_out {
-            self.backoff += 1;
-            self.timeouts_since_handshake += 1;
+        if retransmit {
+            self.retx.push_back((first, end));
+            self.flush = true;
         }
     }
 
@@ -1499,7 +1644,7 @@ impl Channel {
             at(d);
         }
         if let Some(&(ts, _, _)) = self.sent_log.front() {
-            at(ts + self.rto(sh));
+            at(self.probe_at.map_or(ts, |p| p.max(ts)) + self.rto(sh));
             if self.largest_acked_sent.is_some_and(|la| ts < la) {
                 at(ts + self.reorder_threshold(sh));
             }
@@ -1602,26 +1747,25 @@ impl Channel {
     fn give_up(&mut self, sh: &mut Shared) {
         sh.events
             .push_back(Event::HandshakeFailed { peer: self.peer });
-        let ids: Vec<MessageId> = self
+        let runs: Vec<OutRun> = self
             .queue
             .drain(..)
-            .map(|(_, m)| m)
             .chain(self.inflight.take_all())
-            .map(|m| {
-                self.arena.release(m.data);
-                m.id
-            })
             .collect();
-        for id in ids {
-            sh.stats.messages_undeliverable += 1;
-            sh.events.push_back(Event::Undeliverable {
-                peer: self.peer,
-                id,
-            });
+        for r in runs {
+            self.arena.release(r.data);
+            sh.stats.messages_undeliverable += u64::from(r.count);
+            for k in 0..u64::from(r.count) {
+                sh.events.push_back(Event::Undeliverable {
+                    peer: self.peer,
+                    id: MessageId(r.id + k),
+                });
+            }
         }
         self.retx.clear();
         self.sent_log.clear();
         self.queued_bytes = 0;
+        self.queued_msgs = 0;
         self.flush = false;
         self.earliest_deadline = None;
         // Their numbers are settled for us; the peer learns it from the ABANDON that the next
@@ -1633,7 +1777,7 @@ impl Channel {
     }
 }
 
-/// What one ACK frame released, gathered message by message.
+/// What one ACK frame released, gathered run by run.
 #[derive(Default)]
 struct Acked {
     any: bool,
@@ -1646,7 +1790,7 @@ struct Acked {
 }
 
 impl Acked {
-    fn note(&mut self, owners: &mut [Option<TxOwner>], dests: &mut [TxDest], m: &OutMsg) {
+    fn note(&mut self, owners: &mut [Option<TxOwner>], dests: &mut [TxDest], m: &OutRun) {
         self.any = true;
         let max = |t: Option<Time>| Some(t.map_or(m.last_sent, |t| t.max(m.last_sent)));
         self.newest_sent = max(self.newest_sent);
@@ -1664,6 +1808,26 @@ impl Acked {
             }
         }
     }
+}
+
+/// What pass 2 of `process_frames` carries from message to message: the body, the names that
+/// were refused or looked up last, the body's one copy, and the run of messages being gathered
+/// into one event (same owner and destination).
+struct Gather<'b> {
+    body: &'b [u8],
+    scope: Scope,
+    /// Messages in the datagram.
+    msgs: usize,
+    /// Ids refused in this datagram and why (one entry per bad introduction: few).
+    bad_owners: Vec<(u64, RefuseReason)>,
+    bad_dests: Vec<u64>,
+    last_from: Option<(u64, Arc<str>)>,
+    last_to: Option<(u64, Arc<str>)>,
+    /// One copy of the body for every message delivered from it, made at the first.
+    shared: Option<Bytes>,
+    run: Option<Messages>,
+    /// The wire ids (owner, destination) of `run`'s messages.
+    run_ids: Option<(u64, u64)>,
 }
 
 /// Ends the run of messages being gathered, as one event (none if every message of it was a

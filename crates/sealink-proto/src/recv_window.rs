@@ -16,6 +16,11 @@ impl RecvWindow {
         self.cumulative
     }
 
+    /// Nothing was received above the cumulative point.
+    pub fn nothing_above(&self) -> bool {
+        self.above.is_empty()
+    }
+
     pub fn contains(&self, seq: u64) -> bool {
         if seq < self.cumulative {
             return true;

@@ -52,29 +52,64 @@ pub(crate) struct SendArena {
 
 impl SendArena {
     /// Copies `data` in and returns where it lies.
+    #[cfg(test)]
     pub fn push(&mut self, data: &[u8]) -> Slot {
         if data.len() > OWN_CHUNK_ABOVE {
             let id = self.new_chunk(Vec::with_capacity(data.len()));
             return self.append(id, data);
         }
-        let id = match self.current {
-            Some(id) if self.chunk(id).buf.len() + data.len() <= CHUNK => id,
-            _ => {
-                let old = self.current.take();
-                let buf = self
-                    .spare
-                    .pop()
-                    .unwrap_or_else(|| Vec::with_capacity(CHUNK));
-                let id = self.new_chunk(buf);
-                self.current = Some(id);
-                // The chunk filled up: once its messages are gone it is free.
-                if let Some(old) = old {
-                    self.free_if_empty(old);
-                }
-                id
-            }
-        };
+        let id = self.current_with_room(data.len());
         self.append(id, data)
+    }
+
+    /// Starts a run's bytes with one MSG_RUN item (varint length, then `data`).
+    pub fn push_item(&mut self, data: &[u8]) -> Slot {
+        let (prefix, n) = crate::wire::varint_bytes(data.len() as u64);
+        let total = n + data.len();
+        let id = if total > OWN_CHUNK_ABOVE {
+            self.new_chunk(Vec::with_capacity(total))
+        } else {
+            self.current_with_room(total)
+        };
+        let mut s = self.append(id, &prefix[..n]);
+        self.append_more(&mut s, data);
+        s
+    }
+
+    /// Appends one MSG_RUN item to the run at `s` if `s` ends the chunk being appended to and
+    /// the chunk has room; false (and nothing written) otherwise.
+    pub fn extend_item(&mut self, s: &mut Slot, data: &[u8]) -> bool {
+        let (prefix, n) = crate::wire::varint_bytes(data.len() as u64);
+        let total = n + data.len();
+        let fits = self.current == Some(s.chunk)
+            && self
+                .chunks
+                .get(s.chunk as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|c| {
+                    c.buf.len() == (s.start + s.len) as usize && c.buf.len() + total <= CHUNK
+                });
+        if fits {
+            self.append_more(s, &prefix[..n]);
+            self.append_more(s, data);
+        }
+        fits
+    }
+
+    /// Splits the bytes at `s` after `at` bytes into two slots, each released on its own.
+    pub fn split(&mut self, s: Slot, at: usize) -> (Slot, Slot) {
+        let at = (at as u32).min(s.len);
+        if let Some(Some(c)) = self.chunks.get_mut(s.chunk as usize) {
+            c.live += 1;
+        }
+        (
+            Slot { len: at, ..s },
+            Slot {
+                chunk: s.chunk,
+                start: s.start + at,
+                len: s.len - at,
+            },
+        )
     }
 
     pub fn get(&self, s: Slot) -> &[u8] {
@@ -128,6 +163,37 @@ impl SendArena {
                 u32::try_from(self.chunks.len() - 1).expect("chunk count fits u32")
             }
         }
+    }
+
+    /// The chunk appended to, or a fresh one if it lacks room for `len` more bytes.
+    fn current_with_room(&mut self, len: usize) -> u32 {
+        match self.current {
+            Some(id) if self.chunk(id).buf.len() + len <= CHUNK => id,
+            _ => {
+                let old = self.current.take();
+                let buf = self
+                    .spare
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(CHUNK));
+                let id = self.new_chunk(buf);
+                self.current = Some(id);
+                // The chunk filled up: once its messages are gone it is free.
+                if let Some(old) = old {
+                    self.free_if_empty(old);
+                }
+                id
+            }
+        }
+    }
+
+    /// Appends `data` to the slot `s`, which ends its chunk.
+    fn append_more(&mut self, s: &mut Slot, data: &[u8]) {
+        let c = self.chunks[s.chunk as usize]
+            .as_mut()
+            .expect("appending to an allocated chunk");
+        debug_assert_eq!(c.buf.len(), (s.start + s.len) as usize);
+        c.buf.extend_from_slice(data);
+        s.len = u32::try_from(c.buf.len() - s.start as usize).expect("run length fits u32");
     }
 
     fn append(&mut self, id: u32, data: &[u8]) -> Slot {

@@ -162,6 +162,21 @@ pub const fn varint_len(v: u64) -> usize {
     }
 }
 
+/// The encoding of varint `v` (at most [`VARINT_MAX`]): its bytes are `.0[..len]`.
+pub fn varint_bytes(v: u64) -> ([u8; 8], usize) {
+    let len = varint_len(v);
+    let tag: u64 = match len {
+        1 => 0,
+        2 => 1,
+        4 => 2,
+        _ => 3,
+    };
+    let enc = (v | (tag << (len * 8 - 2))).to_be_bytes();
+    let mut out = [0u8; 8];
+    out[..len].copy_from_slice(&enc[8 - len..]);
+    (out, len)
+}
+
 /// Bounds-checked reader over a byte slice.
 #[derive(Debug)]
 pub struct Reader<'a> {
@@ -237,15 +252,8 @@ impl<'a> Writer<'a> {
         if v > VARINT_MAX {
             return None;
         }
-        let len = varint_len(v);
-        let tag: u64 = match len {
-            1 => 0,
-            2 => 1,
-            4 => 2,
-            _ => 3,
-        };
-        let enc = (v | (tag << (len * 8 - 2))).to_be_bytes();
-        self.bytes(&enc[8 - len..])
+        let (enc, len) = varint_bytes(v);
+        self.bytes(&enc[..len])
     }
 }
 
@@ -327,6 +335,9 @@ pub enum Frame<'a> {
         to: u64,
         data: &'a [u8],
     },
+    /// A MSG_RUN whole (only from [`Frames::with_runs`]; [`Frames::new`] yields its messages
+    /// as [`Frame::Msg`]s).
+    MsgRun(RunFrame<'a>),
     /// Asks for an acknowledgement; carries nothing.
     Ping,
     /// From a sender: it will never send again any message numbered below `below` (each was
@@ -340,6 +351,29 @@ pub enum Frame<'a> {
         seq: u64,
         reason: RefuseReason,
     },
+}
+
+/// A MSG_RUN frame, its messages checked to parse: `count` messages numbered from `seq`, from
+/// owner `from` to destination `to`, each as a length and bytes in `items`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunFrame<'a> {
+    pub seq: u64,
+    pub from: u64,
+    pub to: u64,
+    pub count: u16,
+    pub items: &'a [u8],
+}
+
+impl<'a> RunFrame<'a> {
+    /// Each message with its sequence number, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &'a [u8])> + use<'a> {
+        let mut r = Reader::new(self.items);
+        let seq = self.seq;
+        (0..u64::from(self.count)).map_while(move |k| {
+            let len = usize::try_from(r.varint()?).ok()?;
+            Some((seq + k, r.bytes(len)?))
+        })
+    }
 }
 
 fn read_name<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
@@ -357,6 +391,8 @@ pub struct Frames<'a> {
     /// The MSG_RUN being read: next seq, owner, destination, messages left.
     run: Option<(u64, u64, u64, u16)>,
     runs: usize,
+    /// Yield each MSG_RUN as one [`Frame::MsgRun`].
+    whole_runs: bool,
 }
 
 impl<'a> Frames<'a> {
@@ -366,6 +402,16 @@ impl<'a> Frames<'a> {
             failed: false,
             run: None,
             runs: 0,
+            whole_runs: false,
+        }
+    }
+
+    /// As [`Frames::new`], but each MSG_RUN comes out whole, as a [`Frame::MsgRun`] whose
+    /// messages were checked to parse (the receive path's form: it takes a run at once).
+    pub fn with_runs(body: &'a [u8]) -> Self {
+        Frames {
+            whole_runs: true,
+            ..Frames::new(body)
         }
     }
 
@@ -465,6 +511,21 @@ impl<'a> Frames<'a> {
                     return None;
                 }
                 self.runs += 1;
+                if self.whole_runs {
+                    let start = r.remaining();
+                    for _ in 0..count {
+                        let len = r.varint()?;
+                        r.bytes(usize::try_from(len).ok()?)?;
+                    }
+                    let used = start.len() - r.remaining().len();
+                    return Some(Frame::MsgRun(RunFrame {
+                        seq,
+                        from,
+                        to,
+                        count,
+                        items: &start[..used],
+                    }));
+                }
                 self.run_item((seq, from, to, count))
             }
             FRAME_PING => Some(Frame::Ping),
@@ -534,6 +595,40 @@ pub fn write_msg_run_header(w: &mut Writer<'_>, seq: u64, from: u64, to: u64) ->
 pub fn write_run_item(w: &mut Writer<'_>, data: &[u8]) -> Option<()> {
     w.varint(data.len() as u64)?;
     w.bytes(data)
+}
+
+/// Writes a whole MSG_RUN: its header, then `count` messages already encoded as items
+/// (varint length, bytes) back to back in `items`.
+pub fn write_msg_run(
+    w: &mut Writer<'_>,
+    seq: u64,
+    from: u64,
+    to: u64,
+    count: u16,
+    items: &[u8],
+) -> Option<()> {
+    let at = write_msg_run_header(w, seq, from, to)?;
+    set_run_count(w, at, count)?;
+    w.bytes(items)
+}
+
+/// How many of the MSG_RUN items at the front of `items` (at most `max`) fit in `cap` bytes,
+/// and the bytes they take. Stops at the first item that does not parse.
+pub fn run_items_fitting(items: &[u8], max: usize, cap: usize) -> (usize, usize) {
+    let mut r = Reader::new(items);
+    let (mut n, mut used) = (0, 0);
+    while n < max && !r.is_empty() {
+        let Some(len) = r.varint().and_then(|l| usize::try_from(l).ok()) else {
+            break;
+        };
+        let item = varint_len(len as u64) + len;
+        if used + item > cap || r.bytes(len).is_none() {
+            break;
+        }
+        used += item;
+        n += 1;
+    }
+    (n, used)
 }
 
 /// Fills in a MSG_RUN's count at `at` (from [`write_msg_run_header`]).
@@ -784,6 +879,68 @@ mod tests {
         set_run_count(&mut Writer::new(&mut buf), at, 4).unwrap();
         let r: Result<Vec<_>, _> = Frames::new(&buf[..n - 1]).collect();
         assert_eq!(r, Err(DropReason::MalformedFrame));
+    }
+
+    #[test]
+    fn with_runs_yields_a_run_whole_with_the_same_messages() {
+        let mut buf = [0u8; 256];
+        let mut w = Writer::new(&mut buf);
+        let msgs: [&[u8]; 3] = [b"one", b"", b"three"];
+        let mut items = Vec::new();
+        for d in msgs {
+            let (p, n) = varint_bytes(d.len() as u64);
+            items.extend_from_slice(&p[..n]);
+            items.extend_from_slice(d);
+        }
+        write_msg_run(&mut w, 70, 2, 5, 3, &items).unwrap();
+        w.u8(FRAME_PING).unwrap();
+        let n = w.pos();
+        let whole: Vec<_> = Frames::with_runs(&buf[..n])
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let Frame::MsgRun(run) = whole[0] else {
+            panic!("a MSG_RUN comes out whole: {whole:?}")
+        };
+        assert_eq!((run.seq, run.from, run.to, run.count), (70, 2, 5, 3));
+        assert_eq!(run.items, &items[..]);
+        assert_eq!(whole[1], Frame::Ping);
+        // Its messages are exactly what `Frames::new` yields one by one.
+        let split: Vec<_> = Frames::new(&buf[..n]).collect::<Result<_, _>>().unwrap();
+        let expanded: Vec<Frame<'_>> = run
+            .iter()
+            .map(|(seq, data)| Frame::Msg {
+                seq,
+                from: 2,
+                to: 5,
+                data,
+            })
+            .chain([Frame::Ping])
+            .collect();
+        assert_eq!(split, expanded);
+        // A run whose count says more than it holds is malformed whole too.
+        let mut short = buf;
+        let at = 1 + varint_len(70) + 2;
+        short[at..at + 2].copy_from_slice(&4u16.to_be_bytes());
+        let r: Result<Vec<_>, _> = Frames::with_runs(&short[..n - 1]).collect();
+        assert_eq!(r, Err(DropReason::MalformedFrame));
+    }
+
+    #[test]
+    fn run_items_fitting_counts_whole_items() {
+        let mut items = Vec::new();
+        for d in [&b"abc"[..], b"", &[7u8; 100]] {
+            let (p, n) = varint_bytes(d.len() as u64);
+            items.extend_from_slice(&p[..n]);
+            items.extend_from_slice(d);
+        }
+        assert_eq!(run_items_fitting(&items, 9, 0), (0, 0));
+        assert_eq!(run_items_fitting(&items, 9, 4), (1, 4));
+        assert_eq!(run_items_fitting(&items, 9, 5), (2, 5));
+        assert_eq!(run_items_fitting(&items, 9, 106), (2, 5));
+        assert_eq!(run_items_fitting(&items, 9, 107), (3, 107));
+        assert_eq!(run_items_fitting(&items, 1, 107), (1, 4));
+        // A truncated item ends the count.
+        assert_eq!(run_items_fitting(&items[..50], 9, 999), (2, 5));
     }
 
     #[test]
