@@ -8,11 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use sealink_crypto::sign::{self, SIGNATURE_LEN};
 use sealink_crypto::suite::TAG_LEN;
 use sealink_crypto::{Scope, SuiteId};
 
+use crate::config::Urgency;
 use crate::cookie::CookieGenerator;
 use crate::error::DropReason;
 use crate::handshake::{self, InitPayload, Split};
@@ -21,7 +23,7 @@ use crate::owner::{RemoteOwner, intro_message};
 use crate::recv_window::RecvWindow;
 use crate::send_arena::SendArena;
 use crate::session::{IndexTable, Limits, OpenJob, SealJob, Session};
-use crate::shared::{Event, MessageId, Messages, PeerId, Shared};
+use crate::shared::{Event, MessageId, Messages, Outgoing, PeerId, Shared};
 use crate::time::Time;
 use crate::wire::{self, Frame, Frames, HEADER_LEN, MAX_ACK_RANGES, RefuseReason, Writer};
 
@@ -309,64 +311,91 @@ impl Channel {
         (owner_wire, to.map_or(0, |d| self.tx_dest(d)))
     }
 
-    /// Queues one message whose wire ids are known; the caller runs [`Channel::ensure_session`]
-    /// once after the batch. A message that continues the queue's last run (same owner,
-    /// destination and scope, next id, bytes adjacent in the arena) joins it: a batch is one
-    /// run, and costs its bytes plus a few comparisons per message.
+    /// Queues a batch of checked messages from local owner `from` (wire id `owner_wire`) to
+    /// destination wire id `dest`, numbered from `first`; the caller runs
+    /// [`Channel::ensure_session`] once after. A message that continues the queue's last run
+    /// (same scope, next id, bytes adjacent in the arena) joins it, so a batch is one run and
+    /// costs its bytes plus a few comparisons per message; deadlines and the flush decision
+    /// are settled once per batch.
     #[allow(clippy::too_many_arguments)]
-    pub fn push_message(
+    pub fn push_batch(
         &mut self,
         sh: &Shared,
         now: Time,
-        id: MessageId,
+        first: MessageId,
+        from: usize,
+        owner_wire: u64,
+        dest: u64,
+        msgs: &[Outgoing<'_>],
+    ) {
+        let mut earliest = self.earliest_deadline;
+        let mut urgent = false;
+        for (k, m) in msgs.iter().enumerate() {
+            let deadline = match m.urgency {
+                Urgency::Urgent => now,
+                Urgency::Deadline(d) => now + d,
+                Urgency::Default => now + sh.cfg.default_timeout,
+            };
+            earliest = Some(earliest.map_or(deadline, |d| d.min(deadline)));
+            urgent |= deadline <= now;
+            self.push_one(
+                now,
+                first.0 + k as u64,
+                from,
+                owner_wire,
+                dest,
+                m.data,
+                m.scope,
+            );
+        }
+        self.earliest_deadline = earliest;
+        if urgent || !sh.cfg.piggyback || self.queued_bytes >= sh.cfg.queue_limit {
+            self.flush = true;
+        }
+    }
+
+    /// Appends one message to the queue's last run, or starts a run with it.
+    #[allow(clippy::too_many_arguments)]
+    fn push_one(
+        &mut self,
+        now: Time,
+        id: u64,
         from: usize,
         owner_wire: u64,
         dest: u64,
         data: &[u8],
-        deadline: Time,
-        urgent: bool,
         scope: Scope,
     ) {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.queued_msgs += 1;
-        let joined = match self.queue.back_mut() {
-            Some(r)
-                if (r.from, r.dest, r.scope) == (from, dest, scope)
-                    && r.id + u64::from(r.count) == id.0
-                    && r.count < u32::from(u16::MAX) =>
+        if let Some(r) = self.queue.back_mut() {
+            if (r.from, r.dest, r.scope) == (from, dest, scope)
+                && r.id + u64::from(r.count) == id
+                && r.count < u32::from(u16::MAX)
             {
                 let before = r.data.len();
-                let ok = self.arena.extend_item(&mut r.data, data);
-                if ok {
+                if self.arena.extend_item(&mut r.data, data) {
                     r.count += 1;
                     self.queued_bytes += r.data.len() - before;
+                    return;
                 }
-                ok
             }
-            _ => false,
-        };
-        if !joined {
-            let data = self.arena.push_item(data);
-            self.queued_bytes += wire::msg_run_header_len(seq, owner_wire, dest) + data.len();
-            self.queue.push_back(OutRun {
-                seq,
-                id: id.0,
-                count: 1,
-                from,
-                dest,
-                scope,
-                data,
-                last_sent: now,
-                transmissions: 0,
-                lost: false,
-            });
         }
-        self.earliest_deadline = Some(self.earliest_deadline.map_or(deadline, |d| d.min(deadline)));
-        if urgent || !sh.cfg.piggyback || self.queued_bytes >= sh.cfg.queue_limit || deadline <= now
-        {
-            self.flush = true;
-        }
+        let data = self.arena.push_item(data);
+        self.queued_bytes += wire::msg_run_header_len(seq, owner_wire, dest) + data.len();
+        self.queue.push_back(OutRun {
+            seq,
+            id,
+            count: 1,
+            from,
+            dest,
+            scope,
+            data,
+            last_sent: now,
+            transmissions: 0,
+            lost: false,
+        });
     }
 
     fn tx_owner(&mut self, from: usize) -> &mut TxOwner {
@@ -1186,8 +1215,9 @@ impl Channel {
         // refuses only the messages that use it, in pass 2: the other owners' messages, the
         // acknowledgements and the rest of the datagram still count.
         let mut eliciting = false;
-        // Parsed once; pass 2 walks the frames kept here (a MSG_RUN is one frame).
-        let mut frames = Vec::with_capacity(8);
+        // Parsed once; pass 2 walks the frames kept here (a MSG_RUN is one frame, so a
+        // datagram has a few: no allocation).
+        let mut frames: SmallVec<[Frame<'_>; 8]> = SmallVec::new();
         let mut g = Gather {
             body,
             scope,
@@ -1384,6 +1414,9 @@ impl Channel {
         if in_order && self.open_run(sh, g, run.from, run.to, first).is_ok() {
             self.recv.advance_to(run.seq + n);
             self.messages_since_ack += usize::from(run.count);
+            if let Some(r) = &mut g.run {
+                r.reserve(usize::from(run.count));
+            }
             for (_, data) in run.iter() {
                 self.deliver(sh, g, data);
             }

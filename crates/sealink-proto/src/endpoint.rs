@@ -236,8 +236,8 @@ impl Endpoint {
         let limit = self.sh.cfg.max_queued_messages;
         let pending0 = ch.queued_messages() + ch.inflight_messages();
         let first = MessageId(self.next_msg);
+        // The messages accepted: a prefix of the batch, up to the first refused.
         let mut count = 0;
-        let mut ids = None;
         for m in msgs {
             let pending = pending0 + count;
             let refused = if m.scope == Scope::None && !self.sh.cfg.insecure_lab_plaintext {
@@ -258,27 +258,20 @@ impl Endpoint {
                 }
                 break;
             }
-            let deadline = match m.urgency {
-                Urgency::Urgent => now,
-                Urgency::Deadline(d) => now + d,
-                Urgency::Default => now + self.sh.cfg.default_timeout,
-            };
-            let (owner_wire, dest) = *ids.get_or_insert_with(|| ch.wire_ids(from.0, to));
-            let id = MessageId(self.next_msg);
-            self.next_msg += 1;
-            ch.push_message(
+            count += 1;
+        }
+        if count > 0 {
+            let (owner_wire, dest) = ch.wire_ids(from.0, to);
+            ch.push_batch(
                 &self.sh,
                 now,
-                id,
+                first,
                 from.0,
                 owner_wire,
                 dest,
-                m.data,
-                deadline,
-                m.urgency == Urgency::Urgent,
-                m.scope,
+                &msgs[..count],
             );
-            count += 1;
+            self.next_msg += count as u64;
         }
         if count > 0 {
             ch.ensure_session(&mut self.sh, &mut self.idx, now);

@@ -90,8 +90,17 @@ impl SendArena {
                     c.buf.len() == (s.start + s.len) as usize && c.buf.len() + total <= CHUNK
                 });
         if fits {
-            self.append_more(s, &prefix[..n]);
-            self.append_more(s, data);
+            let c = self.chunks[s.chunk as usize]
+                .as_mut()
+                .expect("the chunk appended to is allocated");
+            // A one- or two-byte length without a copy call (most messages).
+            match n {
+                1 => c.buf.push(prefix[0]),
+                2 => c.buf.extend_from_slice(&[prefix[0], prefix[1]]),
+                _ => c.buf.extend_from_slice(&prefix[..n]),
+            }
+            c.buf.extend_from_slice(data);
+            s.len += total as u32;
         }
         fits
     }

@@ -94,6 +94,11 @@ impl Messages {
         self.spans.push((start as u32, len as u32));
     }
 
+    /// Room for `n` more messages (a run read whole: one allocation).
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.spans.reserve(n);
+    }
+
     /// Number of messages.
     pub fn len(&self) -> usize {
         self.spans.len()
