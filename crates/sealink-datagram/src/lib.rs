@@ -6,6 +6,7 @@
 
 pub mod node;
 mod node_path;
+mod signal;
 
 pub use bytes::Bytes;
 pub use node::{

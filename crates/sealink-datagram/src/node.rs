@@ -15,8 +15,8 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,8 @@ use sealink_proto::{
 };
 
 use sealink_udp::{UdpIo, UdpOptions};
+
+use crate::signal::Signal;
 
 /// Errors of the [`Node`] API.
 #[derive(Debug, thiserror::Error)]
@@ -273,9 +275,9 @@ pub(crate) struct Shared {
     pub(crate) io: UdpIo,
     pub(crate) state: Mutex<State>,
     /// Signalled after each I/O round (waiters for acknowledgements).
-    pub(crate) progress: Condvar,
+    pub(crate) progress: Signal,
     pub(crate) deliveries: Mutex<Inbox>,
-    pub(crate) delivered: Condvar,
+    pub(crate) delivered: Signal,
     pub(crate) stop: AtomicBool,
     /// A wake-up is already pending: later senders skip the eventfd write.
     pub(crate) wake_pending: AtomicBool,
@@ -284,6 +286,17 @@ pub(crate) struct Shared {
     pub(crate) names: Mutex<Vec<Arc<str>>>,
     /// Engine worker threads (0: seal and open inline on the I/O thread).
     pub(crate) workers: usize,
+    /// What the transmit path counts (outside the state lock).
+    pub(crate) tx_counts: TxCounts,
+}
+
+/// The send counters of [`NodeStats`], kept as atomics.
+#[derive(Debug, Default)]
+pub(crate) struct TxCounts {
+    pub(crate) send_calls: AtomicU64,
+    pub(crate) send_errors: AtomicU64,
+    pub(crate) datagrams_out: AtomicU64,
+    pub(crate) seal_failures: AtomicU64,
 }
 
 /// A sealink datagram-mode node: one UDP socket, one endpoint, one I/O thread.
@@ -330,14 +343,15 @@ impl Node {
                 rounds: 0,
                 io_sleep_until: Time::ZERO,
             }),
-            progress: Condvar::new(),
+            progress: Signal::default(),
             deliveries: Mutex::new(Inbox::default()),
-            delivered: Condvar::new(),
+            delivered: Signal::default(),
             stop: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             clock: Clock::new(),
             names: Mutex::new(names),
             workers: cfg.workers.unwrap_or_else(sealink_engine::default_workers),
+            tx_counts: TxCounts::default(),
         });
         let sh2 = Arc::clone(&sh);
         let thread = std::thread::Builder::new()
@@ -532,16 +546,12 @@ impl Node {
                 deadline = Some(Instant::now() + t);
             }
             q = match deadline {
-                None => self.sh.delivered.wait(q).unwrap_or_else(|e| e.into_inner()),
+                None => self.sh.delivered.wait(q),
                 Some(d) => {
                     let left = d
                         .checked_duration_since(Instant::now())
                         .filter(|l| !l.is_zero())?;
-                    self.sh
-                        .delivered
-                        .wait_timeout(q, left)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
+                    self.sh.delivered.wait_timeout(q, left)
                 }
             };
         }
@@ -624,12 +634,7 @@ impl Node {
             .checked_duration_since(Instant::now())
             .filter(|l| !l.is_zero())
             .ok_or(NodeError::Timeout(timeout))?;
-        Ok(self
-            .sh
-            .progress
-            .wait_timeout(st, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0)
+        Ok(self.sh.progress.wait_timeout(st, left))
     }
 
     /// Messages sent to `peer` that are queued or not yet acknowledged.
@@ -652,6 +657,11 @@ impl Node {
     pub fn stats(&self) -> NodeStats {
         let st = lock(&self.sh.state);
         let mut s = st.stats.clone();
+        let c = &self.sh.tx_counts;
+        s.send_calls = c.send_calls.load(Ordering::Relaxed);
+        s.send_errors = c.send_errors.load(Ordering::Relaxed);
+        s.datagrams_out = c.datagrams_out.load(Ordering::Relaxed);
+        s.seal_failures = c.seal_failures.load(Ordering::Relaxed);
         s.endpoint = st.ep.stats().clone();
         s.rate_limited = s.endpoint.drops(DropReason::RateLimited)
             + s.endpoint.drops(DropReason::CookieRequired);
@@ -682,7 +692,11 @@ impl Node {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // Through each mutex first: a waiter that saw no stop flag is asleep by then, and
+        // counted (`Signal`).
+        drop(lock(&self.sh.deliveries));
         self.sh.delivered.notify_all();
+        drop(lock(&self.sh.state));
         self.sh.progress.notify_all();
     }
 }
