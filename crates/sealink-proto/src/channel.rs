@@ -784,17 +784,20 @@ impl Channel {
                             self.stats.messages_retransmitted += k as u64;
                         }
                         None => {
-                            let mut r = self.queue.pop_front()?;
                             self.queued_bytes = self.queued_bytes.saturating_sub(
                                 wire::msg_run_header_len(seq, owner_wire, dest_wire) + slot.len(),
                             );
-                            if k32 < count {
-                                let rest = r.split_off(&mut self.arena, k32, nbytes);
+                            let mut r = if k32 < count {
+                                // The rest stays in place, at the queue's front.
+                                let front = self.queue.front_mut()?;
+                                let head = front.split_head(&mut self.arena, k32, nbytes);
                                 self.queued_bytes +=
-                                    wire::msg_run_header_len(rest.seq, owner_wire, dest_wire)
-                                        + rest.data.len();
-                                self.queue.push_front(rest);
-                            }
+                                    wire::msg_run_header_len(front.seq, owner_wire, dest_wire)
+                                        + front.data.len();
+                                head
+                            } else {
+                                self.queue.pop_front()?
+                            };
                             self.queued_msgs -= k;
                             r.last_sent = now;
                             r.transmissions = 1;

@@ -48,6 +48,14 @@ impl OutRun {
         self.seq + u64::from(self.count)
     }
 
+    /// Returns the first `k` messages (`0 < k < count`), which take the first `at` bytes, as a
+    /// run of their own with the same state, and keeps the others.
+    pub fn split_head(&mut self, arena: &mut SendArena, k: u32, at: usize) -> OutRun {
+        let mut head = self.split_off(arena, k, at);
+        std::mem::swap(self, &mut head);
+        head
+    }
+
     /// Keeps the first `k` messages (`0 < k < count`), which take the first `at` bytes, and
     /// returns the others as a run of their own, with the same state.
     pub fn split_off(&mut self, arena: &mut SendArena, k: u32, at: usize) -> OutRun {
