@@ -1581,24 +1581,21 @@ impl Channel {
             }
             // Entries are in time order: none after this one has evidence either.
             if self.probe_at.map_or(t, |p| p.max(t)) + rto <= now {
-                self.probe(sh, now, rto, t, first, end);
+                self.probe(sh, now, rto);
             }
             break;
         }
     }
 
-    /// The retransmission timer fired for the oldest entry (sent at `t`, seqs `first..end`):
-    /// its first live run goes again, unless it was sent `max_transmissions` times already.
-    /// Then the path has been dark through every backed-off timeout: that run and every other
-    /// waiting a timeout or more are given up.
-    fn probe(&mut self, sh: &mut Shared, now: Time, rto: Duration, t: Time, first: u64, end: u64) {
+    /// The retransmission timer fired: the oldest unacknowledged run goes again (TCP's
+    /// retransmission from `snd_una`), so timeouts in a row probe with the same run until it is
+    /// acknowledged. Once it was sent `max_transmissions` times the path has been dark through
+    /// every backed-off timeout: it and every run waiting a timeout or more are given up.
+    fn probe(&mut self, sh: &mut Shared, now: Time, rto: Duration) {
         self.probe_at = Some(now);
         self.backoff += 1;
         self.timeouts_since_handshake += 1;
-        let Some(i) = self.inflight.overlapping(first, end).find(|&i| {
-            let r = self.inflight.run(i);
-            r.last_sent == t && !r.lost
-        }) else {
+        let Some(i) = self.inflight.oldest_waiting() else {
             return;
         };
         let r = self.inflight.run(i);
@@ -1609,6 +1606,9 @@ impl Channel {
             self.flush = true;
             return;
         }
+        let r = self.inflight.remove(i);
+        self.undeliverable(sh, r);
+        self.abandon_now = true;
         while let Some(&(t, first, n)) = self.sent_log.front() {
             if t + rto > now {
                 break;
@@ -1630,14 +1630,7 @@ impl Channel {
                 i += 1;
             } else if give_up || r.transmissions >= sh.cfg.max_transmissions {
                 let r = self.inflight.remove(i);
-                self.arena.release(r.data);
-                sh.stats.messages_undeliverable += u64::from(r.count);
-                for k in 0..u64::from(r.count) {
-                    sh.events.push_back(Event::Undeliverable {
-                        peer: self.peer,
-                        id: MessageId(r.id + k),
-                    });
-                }
+                self.undeliverable(sh, r);
                 // The peer may still wait for them: tell it to stop.
                 self.abandon_now = true;
             } else {
@@ -1779,6 +1772,18 @@ impl Channel {
         }
     }
 
+    /// Gives up on run `r`: its bytes are released and each of its messages is reported.
+    fn undeliverable(&mut self, sh: &mut Shared, r: OutRun) {
+        self.arena.release(r.data);
+        sh.stats.messages_undeliverable += u64::from(r.count);
+        for k in 0..u64::from(r.count) {
+            sh.events.push_back(Event::Undeliverable {
+                peer: self.peer,
+                id: MessageId(r.id + k),
+            });
+        }
+    }
+
     /// The handshake failed for good: everything waiting for this peer is undeliverable.
     fn give_up(&mut self, sh: &mut Shared) {
         sh.events
@@ -1789,14 +1794,7 @@ impl Channel {
             .chain(self.inflight.take_all())
             .collect();
         for r in runs {
-            self.arena.release(r.data);
-            sh.stats.messages_undeliverable += u64::from(r.count);
-            for k in 0..u64::from(r.count) {
-                sh.events.push_back(Event::Undeliverable {
-                    peer: self.peer,
-                    id: MessageId(r.id + k),
-                });
-            }
+            self.undeliverable(sh, r);
         }
         self.retx.clear();
         self.sent_log.clear();

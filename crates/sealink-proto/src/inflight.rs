@@ -128,6 +128,11 @@ impl Inflight {
         self.runs.push_back(r);
     }
 
+    /// The lowest-numbered run not already waiting to be sent again.
+    pub fn oldest_waiting(&self) -> Option<usize> {
+        self.runs.iter().position(|r| !r.lost)
+    }
+
     /// Indices of the runs holding some sequence number in `[start, end)`.
     pub fn overlapping(&self, start: u64, end: u64) -> Range<usize> {
         let lo = self.runs.partition_point(|r| r.end() <= start);

@@ -121,3 +121,57 @@ fn batches_both_ways_over_loss_reordering_and_duplication() {
         );
     }
 }
+
+/// The path goes dark with 50 messages in flight, each sent at its own instant. Retransmission
+/// timeouts probe with the oldest message, backing off to 64x, and after `max_transmissions`
+/// the messages are given up: here at 16.9 s, before the failed handshakes would give up on
+/// them (20 attempts about 1 s apart, from the third timeout on). A probe that moved on to
+/// another message at each timeout never reached `max_transmissions` (none given up by 19 s).
+#[test]
+fn a_dark_path_gives_messages_up_after_max_transmissions() {
+    let mut s = setup(LinkConfig::default(), 3);
+    let alice = s.a_owners[0];
+    let send = |s: &mut Setup, t: Time, n: u8| {
+        s.pair
+            .a
+            .send(
+                t,
+                s.a_peer,
+                alice,
+                None,
+                &[n; 40],
+                Urgency::Urgent,
+                Scope::Encrypt,
+            )
+            .unwrap();
+    };
+    send(&mut s, Time::ZERO, 0);
+    s.pair.run_until(Time::from_millis(1000));
+    s.pair.link.loss = 1.0;
+    for n in 1..=50u8 {
+        let t = Time::from_millis(1000 + 5 * u64::from(n));
+        s.pair.run_until(t);
+        send(&mut s, t, n);
+    }
+    s.pair.run_until(Time::from_millis(19_000));
+    let given_up: Vec<Time> = s
+        .pair
+        .events_a
+        .iter()
+        .filter(|(_, e)| matches!(e, Event::Undeliverable { .. }))
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(given_up.len(), 50, "every message in flight is given up");
+    assert!(
+        given_up.iter().all(|&t| t < Time::from_millis(18_000)),
+        "given up by max_transmissions, not by the handshake: {:?}",
+        given_up.last()
+    );
+    assert!(
+        !s.pair
+            .events_a
+            .iter()
+            .any(|(_, e)| matches!(e, Event::HandshakeFailed { .. })),
+        "the handshake had not given up yet"
+    );
+}
