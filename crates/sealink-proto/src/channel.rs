@@ -372,6 +372,7 @@ impl Channel {
         if let Some(r) = self.queue.back_mut() {
             if (r.from, r.dest, r.scope) == (from, dest, scope)
                 && r.id + u64::from(r.count) == id
+                && r.end() == seq
                 && r.count < u32::from(u16::MAX)
             {
                 let before = r.data.len();

@@ -5,9 +5,9 @@
 //! slot: what one `send_batch` queued, or what one datagram carried of it. Queueing, sending,
 //! acknowledging and loss detection cost per run; a run is split only where a datagram ends,
 //! where an acknowledgement range cuts it, or where the peer refused one of its messages.
-//! (Tracking each message cost about 60 ns of a 64-byte message's 210: an entry moved from
-//! the queue to the in-flight ring, released one by one by acknowledgements; `sealink bench
-//! datagram --sizes 64` under `perf`, RESULTS §17.)
+//! (Tracking each message, an entry moved from the queue to an in-flight ring and released one
+//! by one by acknowledgements, framed and windowed one by one, was about a third of a 64-byte
+//! message's 210 ns: `sealink bench datagram --sizes 64` under `perf`, RESULTS §17a.)
 //!
 //! Runs leave the queue in sequence order and keep their numbers when sent again, so the
 //! runs in flight are sorted by sequence number, with gaps where acknowledgements landed:
