@@ -452,7 +452,11 @@ pub fn run_with(
     drop(ctl);
     hooks::fire_all(post_down);
     drop(listener);
-    let _ = std::fs::remove_file(&sock_path);
+    // A socket left behind lists the tunnel as running (`control::running`) until the next
+    // `up` of that name removes it: say why, if it happens.
+    if let Err(e) = std::fs::remove_file(&sock_path) {
+        tracing::warn!(error = %e, path = %sock_path.display(), "cannot remove the control socket");
+    }
     for mut w in waiters {
         let _ = w.write_all(b"down\n");
     }
