@@ -78,14 +78,6 @@ impl OutRun {
     }
 }
 
-// `..*self` above copies the plain fields; a run is never duplicated otherwise (its slot is
-// released once).
-impl Clone for OutRun {
-    fn clone(&self) -> Self {
-        OutRun { ..*self }
-    }
-}
-
 /// The runs in flight, sorted by sequence number.
 #[derive(Debug, Default)]
 pub(crate) struct Inflight {

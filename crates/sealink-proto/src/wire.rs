@@ -885,13 +885,7 @@ mod tests {
     fn with_runs_yields_a_run_whole_with_the_same_messages() {
         let mut buf = [0u8; 256];
         let mut w = Writer::new(&mut buf);
-        let msgs: [&[u8]; 3] = [b"one", b"", b"three"];
-        let mut items = Vec::new();
-        for d in msgs {
-            let (p, n) = varint_bytes(d.len() as u64);
-            items.extend_from_slice(&p[..n]);
-            items.extend_from_slice(d);
-        }
+        let items = run_items(&[b"one", b"", b"three"]);
         write_msg_run(&mut w, 70, 2, 5, 3, &items).unwrap();
         w.u8(FRAME_PING).unwrap();
         let n = w.pos();
@@ -925,14 +919,20 @@ mod tests {
         assert_eq!(r, Err(DropReason::MalformedFrame));
     }
 
-    #[test]
-    fn run_items_fitting_counts_whole_items() {
+    /// Messages encoded as MSG_RUN items, back to back.
+    fn run_items(msgs: &[&[u8]]) -> Vec<u8> {
         let mut items = Vec::new();
-        for d in [&b"abc"[..], b"", &[7u8; 100]] {
+        for d in msgs {
             let (p, n) = varint_bytes(d.len() as u64);
             items.extend_from_slice(&p[..n]);
             items.extend_from_slice(d);
         }
+        items
+    }
+
+    #[test]
+    fn run_items_fitting_counts_whole_items() {
+        let items = run_items(&[b"abc", b"", &[7u8; 100]]);
         assert_eq!(run_items_fitting(&items, 9, 0), (0, 0));
         assert_eq!(run_items_fitting(&items, 9, 4), (1, 4));
         assert_eq!(run_items_fitting(&items, 9, 5), (2, 5));
