@@ -3,15 +3,16 @@
 //! bounded memory while the established channel keeps delivering; spoofed initiations from a
 //! peer's own address that do not keep it from its handshake.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, RngCore};
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_datagram::{
-    HostKey, LimiterConfig, LocalOwner, MessageId, Node, NodeConfig, NodeError, Outgoing,
-    PeerConfig, PeerId, Scope, Urgency,
+    Arrival, HostKey, LimiterConfig, LocalOwner, MessageId, Node, NodeConfig, NodeError, OnArrival,
+    Outgoing, PeerConfig, PeerId, Scope, Urgency,
 };
 use sealink_proto::DropReason;
 use sealink_proto::cookie::CookieGenerator;
@@ -794,4 +795,126 @@ fn wait_room_resumes_on_acknowledgements_and_times_out_without_them() {
     a.shutdown();
     b.shutdown();
     c.shutdown();
+}
+
+/// Sets `handler` on the receiving node of [`pair_with`] (the one whose peer is "a").
+fn on_b(cfg: &mut NodeConfig, handler: impl Fn() -> OnArrival) {
+    if cfg.peers.first().is_some_and(|p| p.name == "a") {
+        cfg.on_arrival = Some(handler());
+    }
+}
+
+/// A receive handler gets every message exactly once and in order, on the node's own threads
+/// (inline and with engine workers), and nothing is left queued for `recv`.
+#[test]
+fn a_receive_handler_gets_every_message_in_order_on_the_nodes_thread() {
+    for workers in [0, 2] {
+        let got = Arc::new(Mutex::new(Vec::<(Vec<u8>, String)>::new()));
+        let threads = Arc::new(Mutex::new(HashSet::new()));
+        let (alice, ka) = owner("alice");
+        let (g, t) = (Arc::clone(&got), Arc::clone(&threads));
+        let (a, b, peer_b, _) = pair_with(&[("alice", ka)], LimiterConfig::default(), |c| {
+            c.workers = Some(workers);
+            let (g, t) = (Arc::clone(&g), Arc::clone(&t));
+            on_b(c, move || {
+                let (g, t) = (Arc::clone(&g), Arc::clone(&t));
+                OnArrival::new(move |arr: Arrival| {
+                    t.lock().unwrap().insert(std::thread::current().id());
+                    let from = arr.messages.from.to_string();
+                    let mut g = g.lock().unwrap();
+                    g.extend(arr.messages.iter().map(|d| (d.to_vec(), from.clone())));
+                })
+            });
+        });
+        let me = a.add_owner(alice);
+        let data: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| {
+                let mut d = i.to_le_bytes().to_vec();
+                d.resize(4 + (i as usize * 7) % 300, i as u8);
+                d
+            })
+            .collect();
+        for chunk in data.chunks(30) {
+            let msgs: Vec<Outgoing<'_>> = chunk
+                .iter()
+                .map(|d| Outgoing {
+                    data: d,
+                    urgency: Urgency::Default,
+                    scope: Scope::Encrypt,
+                })
+                .collect();
+            let mut sent = 0;
+            while sent < msgs.len() {
+                match a.send_batch(peer_b, me, None, &msgs[sent..]) {
+                    Ok(q) => sent += q.count,
+                    Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {
+                        let _ = a.wait_room(peer_b, 30, Duration::from_secs(5));
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        a.flush(peer_b, Duration::from_secs(10)).unwrap();
+        wait_for(|| got.lock().unwrap().len() >= data.len());
+        let got = std::mem::take(&mut *got.lock().unwrap());
+        assert!(got.iter().all(|(_, from)| from == "alice"));
+        let got: Vec<Vec<u8>> = got.into_iter().map(|(d, _)| d).collect();
+        assert_eq!(got, data, "workers {workers}: every message once, in order");
+        assert!(
+            b.recv(Some(Duration::from_millis(50))).is_none(),
+            "none queued"
+        );
+        let threads = threads.lock().unwrap();
+        assert!(
+            !threads.contains(&std::thread::current().id()),
+            "the handler runs on the node's threads"
+        );
+    }
+}
+
+/// A handler that panics stops its node as a shutdown would: its senders are told it stopped
+/// instead of waiting on a node that no longer receives.
+#[test]
+fn a_panicking_receive_handler_stops_the_node() {
+    let (alice, ka) = owner("alice");
+    let (bob, kb) = owner("bob");
+    let (a, b, peer_b, peer_a) = pair_with(
+        &[("alice", ka), ("bob", kb)],
+        LimiterConfig::default(),
+        |c| on_b(c, || OnArrival::new(|_| panic!("the application's bug"))),
+    );
+    let me = a.add_owner(alice);
+    let b_me = b.add_owner(bob);
+    // Before any arrival, b works.
+    b.send(
+        peer_a,
+        b_me,
+        None,
+        b"hello",
+        Urgency::Urgent,
+        Scope::Encrypt,
+    )
+    .unwrap();
+    a.send(peer_b, me, None, b"boom", Urgency::Urgent, Scope::Encrypt)
+        .unwrap();
+    wait_for(|| {
+        matches!(
+            b.send(
+                peer_a,
+                b_me,
+                None,
+                b"again",
+                Urgency::Urgent,
+                Scope::Encrypt
+            ),
+            Err(NodeError::Stopped)
+        )
+    });
+    let t = Instant::now();
+    assert!(b.recv(Some(Duration::from_secs(2))).is_none());
+    assert!(t.elapsed() < Duration::from_secs(1), "recv sees the stop");
+    assert!(matches!(
+        b.flush(peer_a, Duration::from_secs(2)),
+        Err(NodeError::Stopped)
+    ));
 }

@@ -265,6 +265,10 @@ pub struct DatagramArgs {
     /// Also run the same workload over PEER, interleaved with sealink's runs (quic: quinn)
     #[arg(long, value_parser = bench::quic::parse_peer)]
     peer: Option<bench::quic::Peer>,
+    /// How the receiving application takes messages: handler (called on the node's own thread,
+    /// no hand-off) or thread (its own thread, blocked in recv_arrivals)
+    #[arg(long, default_value = "handler", value_parser = bench::datagram::parse_receiver)]
+    receiver: bench::datagram::Receiver,
 }
 
 #[derive(Debug, Args)]
@@ -554,6 +558,7 @@ impl DatagramArgs {
             max_datagram: usize::from(self.max_datagram),
             out: self.out,
             peer: self.peer,
+            receiver: self.receiver,
         }
     }
 }

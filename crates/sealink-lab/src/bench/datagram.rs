@@ -15,13 +15,14 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_datagram::{
-    Config, HostKey, LocalOwner, Node, NodeConfig, NodeError, Outgoing, PeerConfig, Scope, Urgency,
+    Arrival, Config, HostKey, LocalOwner, Node, NodeConfig, NodeError, OnArrival, Outgoing,
+    PeerConfig, Scope, Urgency,
 };
 use sealink_proto::sim::SimRng;
 
@@ -59,6 +60,25 @@ pub struct Params {
     pub out: PathBuf,
     /// Also run the workload over this peer, interleaved with sealink's runs.
     pub peer: Option<Peer>,
+    /// How the receiving application takes its messages.
+    pub receiver: Receiver,
+}
+
+/// How the bench's receiving application takes messages from its node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receiver {
+    /// A receive handler on the node's own thread ([`OnArrival`]): no hand-off.
+    Handler,
+    /// A thread of its own blocked in [`Node::recv_arrivals`]: a lock and a wake-up per round.
+    Thread,
+}
+
+pub fn parse_receiver(s: &str) -> Result<Receiver, String> {
+    match s {
+        "handler" => Ok(Receiver::Handler),
+        "thread" => Ok(Receiver::Thread),
+        _ => Err(format!("{s:?} is not a receiver: handler or thread")),
+    }
 }
 
 pub fn parse_size(s: &str) -> Result<usize, String> {
@@ -90,13 +110,17 @@ pub fn run(p: &Params) -> Result<()> {
     println!(
         "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
          window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
-         {} engine worker(s) per node{}{}",
+         {} engine worker(s) per node, receiver: {}{}{}",
         p.seconds,
         p.runs,
         p.urgent * 100.0,
         p.max_datagram,
         if p.no_gso { "off" } else { "on" },
         p.workers.unwrap_or_else(sealink_engine::default_workers),
+        match p.receiver {
+            Receiver::Handler => "handler on the node's thread",
+            Receiver::Thread => "a thread in recv_arrivals",
+        },
         if p.quick {
             " [--quick: smoke test, not a measurement]"
         } else {
@@ -294,6 +318,19 @@ fn quic_run(variant: quic::Variant, size: usize, p: &Params) -> Result<Sample> {
     })
 }
 
+/// Appends the latency of each urgent message of `a` (its send stamp to its arrival), in µs.
+fn urgent_latencies(t0: Instant, a: &Arrival, lat: &mut Vec<f64>) {
+    let at = a.received_at.duration_since(t0);
+    for data in a.messages.iter() {
+        if data.get(8) == Some(&1) {
+            let mut ns = [0u8; 8];
+            ns.copy_from_slice(&data[..8]);
+            let sent = Duration::from_nanos(u64::from_le_bytes(ns));
+            lat.push(at.saturating_sub(sent).as_secs_f64() * 1e6);
+        }
+    }
+}
+
 fn owner() -> Result<(LocalOwner, [u8; 32])> {
     let key = OwnerSigningKey::from_seed(&OwnerSigningKey::generate_seed()?)?;
     let public = key.public_key();
@@ -313,7 +350,20 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     let (ka, kb) = (HostKey::generate()?, HostKey::generate()?);
     let (pa, pb) = (*ka.public(), *kb.public());
     let (own, own_pub) = owner()?;
+    // Urgent latencies are recorded once `armed` (the warm-up message is not one of them).
+    let t0 = Instant::now();
+    let armed = Arc::new(AtomicBool::new(false));
+    let lat = Arc::new(Mutex::new(Vec::new()));
     let mut cb = NodeConfig::new(loopback, kb);
+    if p.receiver == Receiver::Handler {
+        let (armed, lat) = (Arc::clone(&armed), Arc::clone(&lat));
+        cb.on_arrival = Some(OnArrival::new(move |a: Arrival| {
+            if armed.load(Ordering::Relaxed) {
+                // Uncontended: nothing else takes this lock until the run is over.
+                urgent_latencies(t0, &a, &mut lat.lock().unwrap_or_else(|e| e.into_inner()));
+            }
+        }));
+    }
     cb.config = cfg.clone();
     cb.gso = gso;
     cb.workers = p.workers;
@@ -345,7 +395,6 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
         .ok_or_else(|| Error::bench("peer b missing"))?;
 
     // Warm-up: handshake and owner introduction out of the timed window.
-    let t0 = Instant::now();
     let mut rng = SimRng::new(random_seed()?);
     let mut payload = vec![0u8; size];
     fill(&mut rng, &mut payload);
@@ -355,25 +404,20 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     while b.recv(Some(Duration::from_millis(1))).is_some() {}
 
     let stop = Arc::new(AtomicBool::new(false));
-    let (b2, stop2) = (Arc::clone(&b), Arc::clone(&stop));
-    let receiver = std::thread::spawn(move || {
-        let mut lat = Vec::new();
-        let mut batch = Vec::new();
-        while !stop2.load(Ordering::Relaxed) {
-            b2.recv_arrivals(&mut batch, Some(Duration::from_millis(50)));
-            for a in batch.drain(..) {
-                let at = a.received_at.duration_since(t0);
-                for data in a.messages.iter() {
-                    if data.get(8) == Some(&1) {
-                        let mut ns = [0u8; 8];
-                        ns.copy_from_slice(&data[..8]);
-                        let sent = Duration::from_nanos(u64::from_le_bytes(ns));
-                        lat.push(at.saturating_sub(sent).as_secs_f64() * 1e6);
-                    }
+    armed.store(true, Ordering::Relaxed);
+    let receiver = (p.receiver == Receiver::Thread).then(|| {
+        let (b2, stop2) = (Arc::clone(&b), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut lat = Vec::new();
+            let mut batch = Vec::new();
+            while !stop2.load(Ordering::Relaxed) {
+                b2.recv_arrivals(&mut batch, Some(Duration::from_millis(50)));
+                for a in batch.drain(..) {
+                    urgent_latencies(t0, &a, &mut lat);
                 }
             }
-        }
-        lat
+            lat
+        })
     });
 
     let (sa, sb) = (a.stats(), b.stats());
@@ -423,13 +467,23 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     let (ea, eb) = (a.stats(), b.stats());
     let cpu = (process_cpu() - cpu0).as_secs_f64();
     stop.store(true, Ordering::Relaxed);
-    let mut lat = receiver
-        .join()
-        .map_err(|_| Error::bench("receiver thread panicked"))?;
+    armed.store(false, Ordering::Relaxed);
+    let thread_lat = match receiver {
+        Some(r) => r
+            .join()
+            .map_err(|_| Error::bench("receiver thread panicked"))?,
+        None => Vec::new(),
+    };
     a.shutdown();
     if let Ok(b) = Arc::try_unwrap(b) {
+        // Stopping the node ends the handler's calls and drops what it held.
         b.shutdown();
     }
+    let mut lat = match Arc::try_unwrap(lat) {
+        Ok(m) => m.into_inner().unwrap_or_else(|e| e.into_inner()),
+        Err(_) => return Err(Error::bench("the receive handler outlived its node")),
+    };
+    lat.extend(thread_lat);
     let delivered = eb.endpoint.messages_delivered - sb.endpoint.messages_delivered;
     let dgrams = ea.endpoint.data_datagrams_sent - sa.endpoint.data_datagrams_sent;
     let first_tx = ea.endpoint.messages_sent - sa.endpoint.messages_sent;
