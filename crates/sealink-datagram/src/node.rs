@@ -49,6 +49,8 @@ pub enum NodeError {
     Undeliverable(usize),
     #[error("the node's I/O thread has stopped")]
     Stopped,
+    #[error(transparent)]
+    Pin(#[from] sealink_engine::PinError),
 }
 
 /// A peer host the node trusts.
@@ -82,6 +84,10 @@ pub struct NodeConfig {
     /// Hand received messages to this function on the node's own threads instead of queueing
     /// them for [`Node::recv`] (`None`: queue them).
     pub on_arrival: Option<OnArrival>,
+    /// Pin the I/O thread to this CPU (`None`: let the scheduler place it). An application
+    /// that sends from a thread pinned to the same CPU hands its messages over through that
+    /// CPU's cache instead of pulling them across to another core.
+    pub io_cpu: Option<usize>,
 }
 
 /// A receive handler: the node's I/O thread (or an engine worker) calls it with each
@@ -121,6 +127,7 @@ impl NodeConfig {
             gso: true,
             workers: None,
             on_arrival: None,
+            io_cpu: None,
         }
     }
 }
@@ -350,6 +357,7 @@ impl Node {
     /// Binds the socket, builds the endpoint with the configured peers, starts the I/O thread.
     pub fn start(cfg: NodeConfig) -> Result<Node, NodeError> {
         let io = UdpIo::bind(cfg.listen, &cfg.udp)?;
+        let io_cpu = cfg.io_cpu;
         let mut ep = Endpoint::new(cfg.config, cfg.host, cfg.directory)?;
         ep.set_handshake_limits(cfg.limiter);
         let mut addrs = Vec::new();
@@ -383,13 +391,33 @@ impl Node {
             tx_counts: TxCounts::default(),
         });
         let sh2 = Arc::clone(&sh);
+        // The thread pins itself and says whether it could before it starts its loop.
+        let (pinned_tx, pinned) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
             .name("sealink-node".into())
-            .spawn(move || crate::node_path::io_thread(sh2, cfg.gso))?;
-        Ok(Node {
+            .spawn(move || {
+                let pin = io_cpu.map_or(Ok(()), sealink_engine::pin_current_thread);
+                let ok = pin.is_ok();
+                let _ = pinned_tx.send(pin);
+                if ok {
+                    crate::node_path::io_thread(sh2, cfg.gso);
+                }
+            })?;
+        let mut node = Node {
             sh,
             thread: Some(thread),
-        })
+        };
+        match pinned.recv() {
+            Ok(Ok(())) => Ok(node),
+            Ok(Err(e)) => {
+                node.stop_thread();
+                Err(e.into())
+            }
+            Err(_) => {
+                node.stop_thread();
+                Err(NodeError::Stopped)
+            }
+        }
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {

@@ -918,3 +918,42 @@ fn a_panicking_receive_handler_stops_the_node() {
         Err(NodeError::Stopped)
     ));
 }
+
+/// `io_cpu` pins the I/O thread (seen from the receive handler, which runs on it with no
+/// engine workers); a CPU the process may not use is refused at start, with no thread left.
+#[test]
+fn the_io_thread_runs_on_the_cpu_it_was_pinned_to() {
+    let cpu = *sealink_engine::cpus().last().expect("some CPU");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (alice, ka) = owner("alice");
+    let s = Arc::clone(&seen);
+    let (a, _b, peer_b, _) = pair_with(&[("alice", ka)], LimiterConfig::default(), |c| {
+        c.workers = Some(0);
+        c.io_cpu = Some(cpu);
+        let s = Arc::clone(&s);
+        on_b(c, move || {
+            let s = Arc::clone(&s);
+            OnArrival::new(move |_| {
+                let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+                let allowed = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                    .unwrap()
+                    .trim()
+                    .to_owned();
+                s.lock().unwrap().push(allowed);
+            })
+        });
+    });
+    let me = a.add_owner(alice);
+    a.send(peer_b, me, None, b"where", Urgency::Urgent, Scope::Encrypt)
+        .unwrap();
+    wait_for(|| !seen.lock().unwrap().is_empty());
+    assert_eq!(seen.lock().unwrap()[0], cpu.to_string());
+
+    let mut cfg = NodeConfig::new(LOOPBACK, HostKey::generate().unwrap());
+    cfg.io_cpu = Some(1 << 20);
+    let e = Node::start(cfg).unwrap_err();
+    assert!(matches!(e, NodeError::Pin(_)), "{e}");
+    assert!(e.to_string().contains("CPU 1048576"), "{e}");
+}

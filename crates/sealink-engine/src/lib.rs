@@ -102,3 +102,28 @@ pub fn run_all<E: Engine + ?Sized>(
     }
     out
 }
+
+/// The CPUs this process may run on, by number.
+pub fn cpus() -> Vec<usize> {
+    core_affinity::get_core_ids()
+        .map(|ids| ids.into_iter().map(|c| c.id).collect())
+        .unwrap_or_default()
+}
+
+/// Why [`pin_current_thread`] failed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot pin a thread to CPU {cpu}: this process may run on CPUs {allowed:?}")]
+pub struct PinError {
+    pub cpu: usize,
+    pub allowed: Vec<usize>,
+}
+
+/// Pins the calling thread to CPU `cpu` (one of [`cpus`]).
+pub fn pin_current_thread(cpu: usize) -> Result<(), PinError> {
+    let allowed = cpus();
+    if allowed.contains(&cpu) && core_affinity::set_for_current(core_affinity::CoreId { id: cpu }) {
+        Ok(())
+    } else {
+        Err(PinError { cpu, allowed })
+    }
+}

@@ -269,6 +269,12 @@ pub struct DatagramArgs {
     /// no hand-off) or thread (its own thread, blocked in recv_arrivals)
     #[arg(long, default_value = "handler", value_parser = bench::datagram::parse_receiver)]
     receiver: bench::datagram::Receiver,
+    /// Where the two hosts run, comma separated, each point run under each: shared (the
+    /// scheduler places every thread) or split (each host pinned to a CPU of its own, as two
+    /// one-core machines; needs two CPUs). The same for sealink and the peer.
+    /// [default: shared,split; shared alone on one CPU]
+    #[arg(long, value_delimiter = ',', value_parser = bench::placement::parse_placement)]
+    placement: Option<Vec<bench::placement::Placement>>,
 }
 
 #[derive(Debug, Args)]
@@ -559,6 +565,9 @@ impl DatagramArgs {
             out: self.out,
             peer: self.peer,
             receiver: self.receiver,
+            placements: self
+                .placement
+                .unwrap_or_else(bench::placement::Placement::defaults),
         }
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! Two [`Node`]s in this process (each with its own I/O thread) share one channel. A sender thread
 //! offers small messages as fast as the channel takes them, `BATCH` per [`Node::send_batch`] call
-//! (back-pressure: at most `WINDOW` messages queued or unacknowledged), a share of them urgent; a
-//! receiver thread takes the deliveries in batches. Every message carries its send time
+//! (back-pressure: at most `WINDOW` messages queued or unacknowledged), a share of them urgent; the
+//! receiving application takes the deliveries in batches, by default in a receive handler on the
+//! receiving node's I/O thread ([`OnArrival`]), with `--receiver thread` on a thread of its own
+//! blocked in [`Node::recv_arrivals`]. Every message carries its send time
 //! (nanoseconds since a shared start instant), so an urgent message's latency is its delivery
 //! time at the receiving node minus its send time. Both modes use the same batched API: what
 //! differs is only whether messages share datagrams.
@@ -12,6 +14,11 @@
 //! With `--peer quic` the same workload also runs over quinn (see [`super::quic`]), interleaved
 //! run by run with the sealink modes, and the ratios against it follow. Writes datagram.csv and
 //! the run record datagram.json into `--out`.
+//!
+//! Every point runs under each `--placement` (see [`super::placement`]): `shared` leaves all
+//! threads to the scheduler; `split` pins the sending host (its node's I/O thread and the
+//! sending application) to one CPU and the receiving host (its node's I/O thread, which runs
+//! the receive handler) to another, and does the same to quinn's two hosts.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -26,6 +33,7 @@ use sealink_datagram::{
 };
 use sealink_proto::sim::SimRng;
 
+use super::placement::{Cpus, Placement, on_cpu};
 use super::quic::{self, Peer, process_cpu};
 use super::{fill, median, random_seed};
 use crate::error::{Error, Result};
@@ -62,6 +70,8 @@ pub struct Params {
     pub peer: Option<Peer>,
     /// How the receiving application takes its messages.
     pub receiver: Receiver,
+    /// Where the two hosts run on the CPUs; each point runs under every placement given.
+    pub placements: Vec<Placement>,
 }
 
 /// How the bench's receiving application takes messages from its node.
@@ -110,7 +120,7 @@ pub fn run(p: &Params) -> Result<()> {
     println!(
         "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
          window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
-         {} engine worker(s) per node, receiver: {}{}{}",
+         {} engine worker(s) per node, receiver: {}, placement: {}{}{}",
         p.seconds,
         p.runs,
         p.urgent * 100.0,
@@ -121,6 +131,17 @@ pub fn run(p: &Params) -> Result<()> {
             Receiver::Handler => "handler on the node's thread",
             Receiver::Thread => "a thread in recv_arrivals",
         },
+        p.placements
+            .iter()
+            .map(|pl| match pl.cpus() {
+                Ok(Some(c)) => format!(
+                    "split (sender on CPU {}, receiver on CPU {})",
+                    c.sender, c.receiver
+                ),
+                _ => pl.label().to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(" and "),
         if p.quick {
             " [--quick: smoke test, not a measurement]"
         } else {
@@ -131,13 +152,23 @@ pub fn run(p: &Params) -> Result<()> {
             None => String::new(),
         }
     );
-    // Sealink's two modes, then the peer's, each run of a point interleaved with the others.
-    let mut modes = vec![Mode::Sealink(true), Mode::Sealink(false)];
-    if p.peer == Some(Peer::Quic) {
-        modes.extend([
-            Mode::Quic(quic::Variant::Stream),
-            Mode::Quic(quic::Variant::Datagram),
-        ]);
+    // Per placement, sealink's two modes, then the peer's; each run of a point interleaved
+    // with the others.
+    let mut modes = Vec::new();
+    for &placement in &p.placements {
+        let cpus = placement.cpus()?;
+        let mut systems = vec![System::Sealink(true), System::Sealink(false)];
+        if p.peer == Some(Peer::Quic) {
+            systems.extend([
+                System::Quic(quic::Variant::Stream),
+                System::Quic(quic::Variant::Datagram),
+            ]);
+        }
+        modes.extend(systems.into_iter().map(|system| Mode {
+            system,
+            placement,
+            cpus,
+        }));
     }
     let pb = output::progress((p.sizes.len() * modes.len() * p.runs) as u64, "datagram");
     let mut rows = Vec::new();
@@ -145,9 +176,9 @@ pub fn run(p: &Params) -> Result<()> {
         let mut samples = vec![Vec::new(); modes.len()];
         for _ in 0..p.runs {
             for (mode, out) in modes.iter().zip(samples.iter_mut()) {
-                out.push(match *mode {
-                    Mode::Sealink(piggyback) => one_run(size, piggyback, p, !p.no_gso)?,
-                    Mode::Quic(v) => quic_run(v, size, p)?,
+                out.push(match mode.system {
+                    System::Sealink(piggyback) => one_run(size, piggyback, p, mode.cpus)?,
+                    System::Quic(v) => quic_run(v, size, p, mode.cpus)?,
                 });
                 pb.inc(1);
             }
@@ -171,24 +202,69 @@ pub fn run(p: &Params) -> Result<()> {
     pb.finish_and_clear();
     let mut t = table(&rows, &modes).terminal();
     t.push('\n');
+    let find = |point: &[Sample], system: System, placement: Placement| {
+        modes
+            .iter()
+            .position(|m| m.system == system && m.placement == placement)
+            .map(|i| point[i])
+    };
     for (size, point) in &rows {
-        let (on, off) = (&point[0], &point[1]);
-        t.push_str(&format!(
-            "{size:>4} B: throughput on/off = {:.2}x, urgent p99 on/off = {:.2}x\n",
-            on.msgs_per_s / off.msgs_per_s.max(1e-9),
-            on.p99_us / off.p99_us.max(1e-9)
-        ));
+        for &pl in &p.placements {
+            if let (Some(on), Some(off)) = (
+                find(point, System::Sealink(true), pl),
+                find(point, System::Sealink(false), pl),
+            ) {
+                t.push_str(&format!(
+                    "{size:>4} B, {}: throughput on/off = {:.2}x, urgent p99 on/off = {:.2}x\n",
+                    pl.label(),
+                    on.msgs_per_s / off.msgs_per_s.max(1e-9),
+                    on.p99_us / off.p99_us.max(1e-9)
+                ));
+            }
+        }
     }
+    let ratio = |on: &Sample, peer: &Sample| {
+        format!(
+            "msgs/s = {:.2}x, urgent p99 = {:.2}x, cpu/msg = {:.2}x",
+            on.msgs_per_s / peer.msgs_per_s.max(1e-9),
+            on.p99_us / peer.p99_us.max(1e-9),
+            on.cpu_us / peer.cpu_us.max(1e-9)
+        )
+    };
     for (size, point) in &rows {
-        for (peer, mode) in point.iter().zip(&modes).skip(2) {
-            t.push_str(&format!(
-                "{size:>4} B: sealink (piggyback on) / {}: msgs/s = {:.2}x, urgent p99 = {:.2}x, \
-                 cpu/msg = {:.2}x\n",
-                mode.label(),
-                point[0].msgs_per_s / peer.msgs_per_s.max(1e-9),
-                point[0].p99_us / peer.p99_us.max(1e-9),
-                point[0].cpu_us / peer.cpu_us.max(1e-9)
-            ));
+        for (peer, mode) in point.iter().zip(&modes) {
+            let System::Quic(_) = mode.system else {
+                continue;
+            };
+            if let Some(on) = find(point, System::Sealink(true), mode.placement) {
+                t.push_str(&format!(
+                    "{size:>4} B, {}: sealink (piggyback on) / {}: {}\n",
+                    mode.placement.label(),
+                    mode.system.label(),
+                    ratio(&on, peer)
+                ));
+            }
+        }
+        // With several placements: each system at its best placement, so that no placement
+        // choice flatters one side.
+        let best = |system: System| {
+            point
+                .iter()
+                .zip(&modes)
+                .filter(|(_, m)| m.system == system)
+                .max_by(|a, b| a.0.msgs_per_s.total_cmp(&b.0.msgs_per_s))
+        };
+        if p.placements.len() > 1 {
+            let stream = System::Quic(quic::Variant::Stream);
+            if let (Some((on, mo)), Some((peer, mp))) = (best(System::Sealink(true)), best(stream))
+            {
+                t.push_str(&format!(
+                    "{size:>4} B, best placement of each: sealink ({}) / quic-strm ({}): {}\n",
+                    mo.placement.label(),
+                    mp.placement.label(),
+                    ratio(on, peer)
+                ));
+            }
         }
     }
     let (csv, json) = write_files(&p.out, &rows, &modes)?;
@@ -206,6 +282,7 @@ type Rows = [(usize, Vec<Sample>)];
 fn table(rows: &Rows, modes: &[Mode]) -> Table {
     let mut t = Table::new([
         "size",
+        "placement",
         "piggyback",
         "msgs/s",
         "dgrams/s",
@@ -216,12 +293,13 @@ fn table(rows: &Rows, modes: &[Mode]) -> Table {
         "cpu us/msg",
         "lost",
     ])
-    .left(&[1]);
+    .left(&[1, 2]);
     for (size, point) in rows {
         for (s, mode) in point.iter().zip(modes) {
             t.row([
                 size.to_string(),
-                mode.label().to_owned(),
+                mode.placement.label().to_owned(),
+                mode.system.label().to_owned(),
                 format!("{:.0}", s.msgs_per_s),
                 format!("{:.0}", s.dgrams_per_s),
                 format!("{:.2}", s.msgs_per_dgram),
@@ -238,13 +316,14 @@ fn table(rows: &Rows, modes: &[Mode]) -> Table {
 
 /// Writes datagram.csv (the medians at full precision) and the run record into `dir`.
 fn write_files(dir: &Path, rows: &Rows, modes: &[Mode]) -> Result<(PathBuf, PathBuf)> {
-    let mut t = Table::new("size_bytes,piggyback,msgs_per_s,dgrams_per_s,msgs_per_dgram,urgent_p50_us,urgent_p99_us,urgent_samples,cpu_us_per_msg,lost".split(','));
+    let mut t = Table::new("size_bytes,placement,piggyback,msgs_per_s,dgrams_per_s,msgs_per_dgram,urgent_p50_us,urgent_p99_us,urgent_samples,cpu_us_per_msg,lost".split(','));
     let mut rec = RunRecord::new("datagram");
     for (size, point) in rows {
         for (s, mode) in point.iter().zip(modes) {
-            let on = mode.label();
+            let (on, pl) = (mode.system.label(), mode.placement.label());
             t.row([
                 size.to_string(),
+                pl.to_owned(),
                 on.to_owned(),
                 s.msgs_per_s.to_string(),
                 s.dgrams_per_s.to_string(),
@@ -255,9 +334,13 @@ fn write_files(dir: &Path, rows: &Rows, modes: &[Mode]) -> Result<(PathBuf, Path
                 s.cpu_us.to_string(),
                 s.lost.to_string(),
             ]);
-            rec.figure(format!("{size} B piggyback {on}"), s.msgs_per_s, "msgs/s");
             rec.figure(
-                format!("{size} B piggyback {on} urgent p99"),
+                format!("{size} B {pl} piggyback {on}"),
+                s.msgs_per_s,
+                "msgs/s",
+            );
+            rec.figure(
+                format!("{size} B {pl} piggyback {on} urgent p99"),
                 s.p99_us,
                 "us",
             );
@@ -267,21 +350,29 @@ fn write_files(dir: &Path, rows: &Rows, modes: &[Mode]) -> Result<(PathBuf, Path
     Ok((csv, rec.write(dir)?))
 }
 
-/// One column of the table: a sealink mode (piggybacking on or off) or a QUIC variant.
-#[derive(Debug, Clone, Copy)]
-enum Mode {
+/// What one row measures: a sealink mode (piggybacking on or off) or a QUIC variant...
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum System {
     Sealink(bool),
     Quic(quic::Variant),
 }
 
-impl Mode {
+impl System {
     fn label(self) -> &'static str {
         match self {
-            Mode::Sealink(true) => "on",
-            Mode::Sealink(false) => "off",
-            Mode::Quic(v) => v.label(),
+            System::Sealink(true) => "on",
+            System::Sealink(false) => "off",
+            System::Quic(v) => v.label(),
         }
     }
+}
+
+/// ...and where its hosts run.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    system: System,
+    placement: Placement,
+    cpus: Option<Cpus>,
 }
 
 /// The latency percentile `q` of sorted `lat` (NaN when empty).
@@ -293,7 +384,7 @@ fn percentile(lat: &[f64], q: f64) -> f64 {
     }
 }
 
-fn quic_run(variant: quic::Variant, size: usize, p: &Params) -> Result<Sample> {
+fn quic_run(variant: quic::Variant, size: usize, p: &Params, cpus: Option<Cpus>) -> Result<Sample> {
     let mut o = quic::one_run(
         variant,
         &quic::Workload {
@@ -304,6 +395,7 @@ fn quic_run(variant: quic::Variant, size: usize, p: &Params) -> Result<Sample> {
             batch: BATCH,
             max_datagram: p.max_datagram,
         },
+        cpus,
     )?;
     o.latencies_us.sort_by(f64::total_cmp);
     Ok(Sample {
@@ -337,8 +429,10 @@ fn owner() -> Result<(LocalOwner, [u8; 32])> {
     Ok((LocalOwner::new("bench", key)?, public))
 }
 
-fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample> {
-    let (seconds, urgent_share) = (p.seconds, p.urgent);
+/// One timed run of sealink; with `cpus`, the receiving node's I/O thread (and receiver) on
+/// one CPU, the sending node's I/O thread and the sending application on the other.
+fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Result<Sample> {
+    let gso = !p.no_gso;
     let mut cfg = Config {
         piggyback,
         max_queued_messages: WINDOW,
@@ -367,6 +461,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     cb.config = cfg.clone();
     cb.gso = gso;
     cb.workers = p.workers;
+    cb.io_cpu = cpus.map(|c| c.receiver);
     cb.directory.insert("bench", own_pub)?;
     cb.peers.push(PeerConfig {
         name: "a".into(),
@@ -380,6 +475,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     ca.config = cfg;
     ca.gso = gso;
     ca.workers = p.workers;
+    ca.io_cpu = cpus.map(|c| c.sender);
     ca.peers.push(PeerConfig {
         name: "b".into(),
         public_key: pb,
@@ -407,7 +503,12 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     armed.store(true, Ordering::Relaxed);
     let receiver = (p.receiver == Receiver::Thread).then(|| {
         let (b2, stop2) = (Arc::clone(&b), Arc::clone(&stop));
+        let cpu = cpus.map(|c| c.receiver);
         std::thread::spawn(move || {
+            if let Some(c) = cpu {
+                sealink_engine::pin_current_thread(c)
+                    .map_err(|e| Error::bench_by("placement", e))?;
+            }
             let mut lat = Vec::new();
             let mut batch = Vec::new();
             while !stop2.load(Ordering::Relaxed) {
@@ -416,53 +517,23 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
                     urgent_latencies(t0, &a, &mut lat);
                 }
             }
-            lat
+            Ok::<_, Error>(lat)
         })
     });
 
     let (sa, sb) = (a.stats(), b.stats());
-    let mut payloads = vec![payload; BATCH];
-    let mut urgency = [Urgency::Default; BATCH];
     let cpu0 = process_cpu();
     let start = Instant::now();
-    let run_for = Duration::from_secs_f64(seconds);
-    // One clock read per batch serves both the stop check and the stamp.
-    let end = start.duration_since(t0) + run_for;
-    loop {
-        let now = t0.elapsed();
-        if now >= end {
-            break;
-        }
-        // One stamp per batch: its messages are all handed over at this instant.
-        let ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
-        for (p, u) in payloads.iter_mut().zip(urgency.iter_mut()) {
-            let urgent = rng.chance(urgent_share);
-            p[..8].copy_from_slice(&ns.to_le_bytes());
-            p[8] = u8::from(urgent);
-            *u = if urgent {
-                Urgency::Urgent
-            } else {
-                Urgency::Default
-            };
-        }
-        let msgs: [Outgoing<'_>; BATCH] = std::array::from_fn(|i| Outgoing {
-            data: &payloads[i],
-            urgency: urgency[i],
-            scope: Scope::Encrypt,
-        });
-        match a.send_batch(peer, me, None, &msgs) {
-            // Messages past a partial batch were never accepted: the next batch replaces them.
-            Ok(q) if q.count == BATCH => {}
-            Ok(_) | Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {
-                // Back-pressure: the window is full until acknowledgements free a batch's room.
-                match a.wait_room(peer, BATCH, Duration::from_secs(5)) {
-                    Ok(_) | Err(NodeError::Timeout(_)) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
+    let end = start.duration_since(t0) + Duration::from_secs_f64(p.seconds);
+    let sender = Sender {
+        node: &a,
+        peer,
+        me,
+        t0,
+        end,
+        urgent: p.urgent,
+    };
+    let sent = on_cpu(cpus.map(|c| c.sender), || sender.run(rng, payload));
     let elapsed = start.elapsed().as_secs_f64();
     let (ea, eb) = (a.stats(), b.stats());
     let cpu = (process_cpu() - cpu0).as_secs_f64();
@@ -471,9 +542,10 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
     let thread_lat = match receiver {
         Some(r) => r
             .join()
-            .map_err(|_| Error::bench("receiver thread panicked"))?,
+            .map_err(|_| Error::bench("receiver thread panicked"))??,
         None => Vec::new(),
     };
+    sent?;
     a.shutdown();
     if let Ok(b) = Arc::try_unwrap(b) {
         // Stopping the node ends the handler's calls and drops what it held.
@@ -499,4 +571,62 @@ fn one_run(size: usize, piggyback: bool, p: &Params, gso: bool) -> Result<Sample
         cpu_us: cpu * 1e6 / (delivered as f64).max(1.0),
         lost: 0.0,
     })
+}
+
+/// The sending application of a run: batches of stamped messages, as fast as the channel takes
+/// them, until `end`.
+struct Sender<'a> {
+    node: &'a Node,
+    peer: sealink_datagram::PeerId,
+    me: sealink_datagram::OwnerId,
+    t0: Instant,
+    end: Duration,
+    urgent: f64,
+}
+
+impl Sender<'_> {
+    fn run(&self, mut rng: SimRng, payload: Vec<u8>) -> Result<()> {
+        let mut payloads = vec![payload; BATCH];
+        let mut urgency = [Urgency::Default; BATCH];
+        // One clock read per batch serves both the stop check and the stamp.
+        loop {
+            let now = self.t0.elapsed();
+            if now >= self.end {
+                break;
+            }
+            // One stamp per batch: its messages are all handed over at this instant.
+            let ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+            for (p, u) in payloads.iter_mut().zip(urgency.iter_mut()) {
+                let urgent = rng.chance(self.urgent);
+                p[..8].copy_from_slice(&ns.to_le_bytes());
+                p[8] = u8::from(urgent);
+                *u = if urgent {
+                    Urgency::Urgent
+                } else {
+                    Urgency::Default
+                };
+            }
+            let msgs: [Outgoing<'_>; BATCH] = std::array::from_fn(|i| Outgoing {
+                data: &payloads[i],
+                urgency: urgency[i],
+                scope: Scope::Encrypt,
+            });
+            match self.node.send_batch(self.peer, self.me, None, &msgs) {
+                // Messages past a partial batch were never accepted: the next batch replaces them.
+                Ok(q) if q.count == BATCH => {}
+                Ok(_) | Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {
+                    // Back-pressure: the window is full until acknowledgements free a batch's room.
+                    match self
+                        .node
+                        .wait_room(self.peer, BATCH, Duration::from_secs(5))
+                    {
+                        Ok(_) | Err(NodeError::Timeout(_)) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
 }

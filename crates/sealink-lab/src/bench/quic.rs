@@ -3,8 +3,10 @@
 //! Same messages as the sealink runs: `size` bytes, the first 8 the send time (nanoseconds since a
 //! shared start instant), byte 8 the urgent flag (5% by default), then a sequence number (bytes
 //! 9..17, when the size has room) that the receiver checks; `BATCH` messages stamped at once and
-//! handed over in one call. Two quinn endpoints in this process, one tokio multi-thread runtime
-//! with a worker per core (quinn as it is usually deployed), carrying one connection:
+//! handed over in one call. Two quinn endpoints in this process carrying one connection, on one
+//! tokio multi-thread runtime with a worker per core (quinn as it is usually deployed), or, placed
+//! `split` (see [`super::placement`]), each host on a single-threaded runtime pinned to a CPU of
+//! its own:
 //!
 //! - **stream**: one bidirectional stream (only the client half is written) carrying the messages
 //!   length-prefixed (2 bytes). Reliable and ordered, as a sealink channel is. An urgent message
@@ -42,7 +44,9 @@ use quinn::{
     TransportConfig, VarInt,
 };
 use sealink_proto::sim::SimRng;
+use tokio::runtime::Handle;
 
+use super::placement::{Cpus, on_cpu};
 use super::{fill, random_seed};
 use crate::error::{Error, Result};
 
@@ -137,24 +141,62 @@ pub fn process_cpu() -> Duration {
 
 /// Runs `w` once over QUIC `variant`. Fails if a stream message arrives out of order, is lost or
 /// corrupted, or if quinn fails.
-pub fn one_run(variant: Variant, w: &Workload) -> Result<Outcome> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cores)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::bench_by("cannot start the tokio runtime", e))?;
-    rt.block_on(async {
-        let (server, client, conn_c, conn_s) = connect(w).await?;
-        let out = match variant {
-            Variant::Stream => stream_run(&conn_c, &conn_s, w).await,
-            Variant::Datagram => datagram_run(&conn_c, &conn_s, w).await,
-        };
-        conn_c.close(VarInt::from_u32(0), b"done");
-        client.wait_idle().await;
-        server.close(VarInt::from_u32(0), b"done");
+///
+/// Placed `shared` (`cpus` is `None`): both endpoints and all tasks on one multi-thread runtime
+/// with a worker per core. Placed `split`: each host on a single-threaded runtime of its own,
+/// pinned to its CPU; the client endpoint and the sending loop on the sender's, the server
+/// endpoint, its connection and the receiving task on the receiver's.
+pub fn one_run(variant: Variant, w: &Workload, cpus: Option<Cpus>) -> Result<Outcome> {
+    let Some(cpus) = cpus else {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cores)
+            .enable_all()
+            .build()
+            .map_err(|e| Error::bench_by("cannot start the tokio runtime", e))?;
+        return rt.block_on(hosts(variant, w, rt.handle().clone()));
+    };
+    let single = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::bench_by("cannot start the tokio runtime", e))
+    };
+    let receiving = single()?;
+    let handle = receiving.handle().clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    std::thread::scope(|s| {
+        // The receiving host's runtime runs its tasks until the sending host is done.
+        let server = s.spawn(move || {
+            on_cpu(Some(cpus.receiver), || {
+                receiving.block_on(async {
+                    let _ = stopped.await;
+                });
+                Ok(())
+            })
+        });
+        let out = on_cpu(Some(cpus.sender), || {
+            single()?.block_on(hosts(variant, w, handle))
+        });
+        let _ = stop.send(());
+        server
+            .join()
+            .map_err(|_| Error::bench("the receiving host's thread panicked"))??;
         out
     })
+}
+
+/// Connects the two hosts, the receiving one on runtime `server_rt`, and runs `variant`.
+async fn hosts(variant: Variant, w: &Workload, server_rt: Handle) -> Result<Outcome> {
+    let (server, client, conn_c, conn_s) = connect(w, &server_rt).await?;
+    let out = match variant {
+        Variant::Stream => stream_run(&conn_c, &conn_s, w, &server_rt).await,
+        Variant::Datagram => datagram_run(&conn_c, &conn_s, w, &server_rt).await,
+    };
+    conn_c.close(VarInt::from_u32(0), b"done");
+    client.wait_idle().await;
+    server.close(VarInt::from_u32(0), b"done");
+    out
 }
 
 fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -197,8 +239,12 @@ fn socket() -> Result<UdpSocket> {
     Ok(s)
 }
 
-/// Two endpoints and one established connection (client side, server side).
-async fn connect(w: &Workload) -> Result<(Endpoint, Endpoint, Connection, Connection)> {
+/// Two endpoints and one established connection (client side, server side); the server's
+/// endpoint, connection and accepting task run on `server_rt`.
+async fn connect(
+    w: &Workload,
+    server_rt: &Handle,
+) -> Result<(Endpoint, Endpoint, Connection, Connection)> {
     let tls = |e: rustls::Error| Error::bench_by("TLS configuration", e);
     let quic = |e: quinn::crypto::rustls::NoInitialCipherSuite| {
         Error::bench_by("QUIC TLS configuration", e)
@@ -241,7 +287,11 @@ async fn connect(w: &Workload) -> Result<(Endpoint, Endpoint, Connection, Connec
         Endpoint::new(ep_cfg.clone(), server, socket()?, Arc::new(TokioRuntime))
             .map_err(|e| Error::bench_by("cannot start a quinn endpoint", e))
     };
-    let server = endpoint(Some(server_cfg))?;
+    let server = {
+        // quinn spawns the endpoint's driver on the runtime it is created in.
+        let _on = server_rt.enter();
+        endpoint(Some(server_cfg))?
+    };
     let mut client = endpoint(None)?;
     client.set_default_client_config(client_cfg);
     let addr = server
@@ -252,7 +302,7 @@ async fn connect(w: &Workload) -> Result<(Endpoint, Endpoint, Connection, Connec
         .map_err(|e| Error::bench_by("cannot connect over QUIC", e))?;
     // The server must accept while the client connects: its side runs as a task.
     let srv = server.clone();
-    let accepting = tokio::spawn(async move {
+    let accepting = server_rt.spawn(async move {
         match srv.accept().await {
             Some(incoming) => incoming
                 .await
@@ -368,7 +418,12 @@ impl Window {
     }
 }
 
-async fn stream_run(client: &Connection, server: &Connection, w: &Workload) -> Result<Outcome> {
+async fn stream_run(
+    client: &Connection,
+    server: &Connection,
+    w: &Workload,
+    server_rt: &Handle,
+) -> Result<Outcome> {
     let (mut tx, _) = client
         .open_bi()
         .await
@@ -394,7 +449,7 @@ async fn stream_run(client: &Connection, server: &Connection, w: &Workload) -> R
     let count = Arc::new(AtomicU64::new(seq));
     let counter = Arc::clone(&count);
     let (size, first) = (w.size, seq);
-    let receiver = tokio::spawn(async move {
+    let receiver = server_rt.spawn(async move {
         let mut pending = BytesMut::new();
         let mut lat = Vec::new();
         let mut expect = first;
@@ -454,7 +509,12 @@ async fn stream_run(client: &Connection, server: &Connection, w: &Workload) -> R
     Ok(out)
 }
 
-async fn datagram_run(client: &Connection, server: &Connection, w: &Workload) -> Result<Outcome> {
+async fn datagram_run(
+    client: &Connection,
+    server: &Connection,
+    w: &Workload,
+    server_rt: &Handle,
+) -> Result<Outcome> {
     let max = client
         .max_datagram_size()
         .ok_or_else(|| Error::bench("the QUIC peer does not take datagrams"))?;
@@ -484,7 +544,7 @@ async fn datagram_run(client: &Connection, server: &Connection, w: &Workload) ->
     let counter = Arc::clone(&count);
     let conn = server.clone();
     let size = w.size;
-    let receiver = tokio::spawn(async move {
+    let receiver = server_rt.spawn(async move {
         let mut lat = Vec::new();
         let mut last = 0u64;
         loop {
@@ -548,10 +608,19 @@ mod tests {
         }
     }
 
+    /// Shared, and split where there are two CPUs.
+    fn placements() -> Vec<Option<Cpus>> {
+        let split = super::super::placement::Placement::Split.cpus();
+        [None]
+            .into_iter()
+            .chain(split.ok().flatten().map(Some))
+            .collect()
+    }
+
     #[test]
     fn stream_delivers_every_message_in_order() {
-        for size in [64, 1024] {
-            let o = one_run(Variant::Stream, &quick(size)).unwrap();
+        for (size, cpus) in [64, 1024].into_iter().zip(placements().into_iter().cycle()) {
+            let o = one_run(Variant::Stream, &quick(size), cpus).unwrap();
             // The receiver checked sizes and sequence numbers; everything sent arrived.
             assert!(o.sent > 1000, "{size} B: only {} messages sent", o.sent);
             assert_eq!(o.received, o.sent, "{size} B: stream lost messages");
@@ -565,7 +634,8 @@ mod tests {
 
     #[test]
     fn datagrams_arrive_once_and_increasing() {
-        let o = one_run(Variant::Datagram, &quick(64)).unwrap();
+        let cpus = placements().pop().flatten();
+        let o = one_run(Variant::Datagram, &quick(64), cpus).unwrap();
         assert!(o.sent > 1000, "only {} datagrams sent", o.sent);
         assert!(o.received > 0 && o.received <= o.sent);
         assert!(o.delivered <= o.received);
