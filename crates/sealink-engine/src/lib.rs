@@ -60,8 +60,10 @@ pub fn set_pin_workers(on: bool) {
 /// Pins the calling worker thread if pinning is on; a failure to pin is not an error.
 pub(crate) fn maybe_pin(i: usize) {
     if PIN_WORKERS.load(std::sync::atomic::Ordering::Relaxed) {
-        if let Some(ids) = core_affinity::get_core_ids().filter(|ids| !ids.is_empty()) {
-            core_affinity::set_for_current(ids[i % ids.len()]);
+        let cpus = cpus();
+        if !cpus.is_empty() {
+            // A failure to pin is not an error here (see above).
+            let _ = pin_current_thread(cpus[i % cpus.len()]);
         }
     }
 }

@@ -361,11 +361,9 @@ fn pinned_pair(cpus: (usize, usize), keys: &Arc<Keys>, cfg: Config, seconds: f64
         .map(|cpu| {
             let (keys, barrier) = (Arc::clone(keys), Arc::clone(&barrier));
             std::thread::spawn(move || {
-                let pinned = core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+                let pinned = sealink_engine::pin_current_thread(cpu);
                 barrier.wait();
-                if !pinned {
-                    return Err(Error::bench(format!("cannot pin a thread to CPU {cpu}")));
-                }
+                pinned.map_err(|e| Error::bench_by("pinned pair", e))?;
                 drive(cfg, &keys, Duration::from_secs_f64(seconds), None, |_| {})
             })
         })
