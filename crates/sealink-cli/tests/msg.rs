@@ -231,6 +231,8 @@ fn datagram_bench_quick_runs() {
         "0.1",
         "--receiver",
         "thread",
+        "--sender",
+        "thread",
         "--placement",
         "shared",
         "--out",
@@ -243,6 +245,7 @@ fn datagram_bench_quick_runs() {
     );
     let s = String::from_utf8_lossy(&out.stdout);
     assert!(s.contains("receiver: a thread in recv_arrivals"), "{s}");
+    assert!(s.contains("sender: a thread in send_batch"), "{s}");
     assert!(s.contains("64 B, shared: throughput on/off = "), "{s}");
     let on = s
         .lines()
@@ -297,6 +300,7 @@ fn datagram_bench_quick_runs_against_quic() {
     );
     assert!(s.contains("TLS13_AES_128_GCM_SHA256"), "{s}");
     assert!(s.contains("receiver: handler on the node's thread"), "{s}");
+    assert!(s.contains("sender: source on the node's thread"), "{s}");
     // Both placements by default where there are two CPUs (CI has two).
     let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
     let placements: &[&str] = if two {

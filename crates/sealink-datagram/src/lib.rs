@@ -7,6 +7,7 @@
 pub mod node;
 mod node_path;
 mod signal;
+mod source;
 
 pub use bytes::Bytes;
 pub use node::{
@@ -20,3 +21,4 @@ pub use sealink_proto::{
     Urgency,
 };
 pub use sealink_udp::UdpOptions;
+pub use source::{Outbox, Source, Supply};

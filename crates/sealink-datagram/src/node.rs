@@ -32,6 +32,7 @@ use sealink_proto::{
 use sealink_udp::{UdpIo, UdpOptions};
 
 use crate::signal::Signal;
+use crate::source::Source;
 
 /// Errors of the [`Node`] API.
 #[derive(Debug, thiserror::Error)]
@@ -313,6 +314,8 @@ pub(crate) struct Shared {
     pub(crate) delivered: Signal,
     /// Takes arrivals instead of `deliveries` when set.
     pub(crate) on_arrival: Option<Mutex<OnArrival>>,
+    /// The application's sender run on the I/O thread ([`Node::set_source`]).
+    pub(crate) source: Mutex<Option<Source>>,
     pub(crate) stop: AtomicBool,
     /// A wake-up is already pending: later senders skip the eventfd write.
     pub(crate) wake_pending: AtomicBool,
@@ -383,6 +386,7 @@ impl Node {
             deliveries: Mutex::new(Inbox::default()),
             delivered: Signal::default(),
             on_arrival: cfg.on_arrival.map(Mutex::new),
+            source: Mutex::new(None),
             stop: AtomicBool::new(false),
             wake_pending: AtomicBool::new(false),
             clock: Clock::new(),
@@ -463,15 +467,21 @@ impl Node {
     }
 
     fn resolve(&self, st: &State, peer: PeerRef<'_>) -> Result<PeerId, NodeError> {
-        match peer {
-            PeerRef::Id(p) if p.index() < st.addrs.len() => Ok(p),
-            PeerRef::Id(p) => Err(NodeError::UnknownPeer(format!("#{}", p.index()))),
-            PeerRef::Name(n) => st
-                .ep
-                .peers()
-                .find(|&p| st.ep.peer_name(p) == Some(n))
-                .ok_or_else(|| NodeError::UnknownPeer(n.to_owned())),
-        }
+        resolve(st, peer)
+    }
+
+    /// Installs `source` (replacing any other): the I/O thread calls it each round to queue
+    /// messages itself, with no hand-off between threads (see [`Source`]). It may be installed
+    /// at any time, typically once the channel is up.
+    pub fn set_source(&self, source: Source) {
+        *lock(&self.sh.source) = Some(source);
+        self.sh.wake();
+    }
+
+    /// Calls the installed [`Source`] again soon, after it said [`crate::Supply::Idle`] and has
+    /// something to send now.
+    pub fn wake_source(&self) {
+        self.sh.wake();
     }
 
     /// Queues `data` from local owner `from` to owner `to` (`None`: the peer host itself) on the
@@ -782,23 +792,40 @@ impl Shared {
             }))
         };
         if handled.is_err() {
-            // The application's code failed, not the node's: stop as a shutdown would, so
-            // senders and waiters see `Stopped` instead of a node that silently went deaf.
-            tracing::error!("the receive handler panicked; the node stops");
             events.clear();
-            self.stop.store(true, Ordering::Relaxed);
-            self.io.wake();
-            drop(lock(&self.deliveries));
-            self.delivered.notify_all();
-            drop(lock(&self.state));
-            self.progress.notify_all();
+            self.fail("the receive handler panicked");
         }
+    }
+
+    /// The application's code run by the node failed, not the node's: stop as a shutdown
+    /// would, so senders and waiters see `Stopped` instead of a node that silently went deaf.
+    pub(crate) fn fail(&self, what: &str) {
+        tracing::error!("{what}; the node stops");
+        self.stop.store(true, Ordering::Relaxed);
+        self.io.wake();
+        drop(lock(&self.deliveries));
+        self.delivered.notify_all();
+        drop(lock(&self.state));
+        self.progress.notify_all();
     }
 
     pub(crate) fn wake(&self) {
         if !self.wake_pending.swap(true, Ordering::AcqRel) {
             self.io.wake();
         }
+    }
+}
+
+/// The id of `peer` among the configured peers.
+pub(crate) fn resolve(st: &State, peer: PeerRef<'_>) -> Result<PeerId, NodeError> {
+    match peer {
+        PeerRef::Id(p) if p.index() < st.addrs.len() => Ok(p),
+        PeerRef::Id(p) => Err(NodeError::UnknownPeer(format!("#{}", p.index()))),
+        PeerRef::Name(n) => st
+            .ep
+            .peers()
+            .find(|&p| st.ep.peer_name(p) == Some(n))
+            .ok_or_else(|| NodeError::UnknownPeer(n.to_owned())),
     }
 }
 

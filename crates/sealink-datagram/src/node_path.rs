@@ -31,6 +31,7 @@ use sealink_proto::wire::{self, Header};
 use sealink_proto::{DropReason, PeerId, Time};
 
 use crate::node::{Arrival, Shared, State, drain_events, lock};
+use crate::source::{After, run_source};
 use sealink_udp::{GsoRuns, RecvBuffers, Segment};
 
 /// Receive batch size (quinn-udp caps `recvmmsg` at its BATCH_SIZE anyway).
@@ -221,6 +222,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
     }
     let stopping = || sh.stop.load(Ordering::Relaxed);
     let mut events: Vec<Arrival> = Vec::new();
+    let mut after = After::Sleep;
     while !stopping() {
         // Work queued by `send` before this point is seen below; later sends wake us again.
         sh.wake_pending.store(false, Ordering::Release);
@@ -228,6 +230,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
             let mut st = lock(&sh.state);
             let now = sh.clock.now();
             let t = match st.ep.poll_timeout() {
+                _ if after == After::Spin => Duration::ZERO,
                 Some(t) if t <= now => Duration::ZERO,
                 Some(t) => t.saturating_since(now).min(IDLE_WAIT),
                 None => IDLE_WAIT,
@@ -273,6 +276,9 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
             }
             drain_events(&mut st, &sh.names, &mut events);
         }
+        // The application's source queues what leaves in this round (room freed by the
+        // acknowledgements just received included).
+        after = run_source(&sh);
         // Transmit until the endpoint has nothing more; the lock is held only while gathering.
         while let Some(mut tx) = tx_pool.take(&pipe, stopping) {
             let more = {

@@ -12,7 +12,7 @@ use rand::{Rng, RngCore};
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_datagram::{
     Arrival, HostKey, LimiterConfig, LocalOwner, MessageId, Node, NodeConfig, NodeError, OnArrival,
-    Outgoing, PeerConfig, PeerId, Scope, Urgency,
+    Outbox, Outgoing, PeerConfig, PeerId, Scope, Source, Supply, Urgency,
 };
 use sealink_proto::DropReason;
 use sealink_proto::cookie::CookieGenerator;
@@ -956,4 +956,137 @@ fn the_io_thread_runs_on_the_cpu_it_was_pinned_to() {
     let e = Node::start(cfg).unwrap_err();
     assert!(matches!(e, NodeError::Pin(_)), "{e}");
     assert!(e.to_string().contains("CPU 1048576"), "{e}");
+}
+
+/// A send source run by the node's own thread queues every message exactly once and in order,
+/// through back-pressure (a window of 64 messages, so it is pushed back and called again many
+/// times), inline and with engine workers; once it says it is done it is not called again.
+#[test]
+fn a_send_source_delivers_every_message_in_order_from_the_nodes_thread() {
+    for workers in [0, 2] {
+        let (alice, ka) = owner("alice");
+        let (a, b, peer_b, _) = pair_with(&[("alice", ka)], LimiterConfig::default(), |c| {
+            c.workers = Some(workers);
+            c.config.max_queued_messages = 64;
+        });
+        let me = a.add_owner(alice);
+        let data: Vec<Vec<u8>> = (0..4000u32)
+            .map(|i| {
+                let mut d = i.to_le_bytes().to_vec();
+                d.resize(4 + (i as usize * 13) % 400, i as u8);
+                d
+            })
+            .collect();
+        let calls = Arc::new(Mutex::new((0usize, 0usize, HashSet::new())));
+        let (c, d) = (Arc::clone(&calls), data.clone());
+        let mut next = 0;
+        a.set_source(Source::new(move |out: &mut Outbox<'_>| {
+            let mut c = c.lock().unwrap();
+            c.0 += 1;
+            c.2.insert(std::thread::current().id());
+            if next == d.len() {
+                c.1 += 1;
+                return Supply::Done;
+            }
+            let msgs: Vec<Outgoing<'_>> = d[next..(next + 50).min(d.len())]
+                .iter()
+                .enumerate()
+                .map(|(k, m)| Outgoing {
+                    data: m,
+                    urgency: if (next + k) % 20 == 0 {
+                        Urgency::Urgent
+                    } else {
+                        Urgency::Default
+                    },
+                    scope: Scope::Encrypt,
+                })
+                .collect();
+            match out.send_batch(peer_b, me, None, &msgs) {
+                Ok(q) => next += q.count,
+                Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {
+                    assert_eq!(out.room(peer_b), 0, "pushed back only when full");
+                }
+                Err(e) => panic!("{e}"),
+            }
+            Supply::More
+        }));
+        let got = collect(&b, data.len(), Duration::from_secs(20));
+        let got: Vec<Vec<u8>> = got.into_iter().map(|d| d.data.to_vec()).collect();
+        assert_eq!(got.len(), data.len(), "workers {workers}");
+        assert!(
+            got == data,
+            "workers {workers}: every message once, in order"
+        );
+        a.flush(peer_b, Duration::from_secs(5)).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let (calls, done, threads) = std::mem::take(&mut *calls.lock().unwrap());
+        assert!(
+            calls > 4000 / 50,
+            "pushed back and called again: {calls} calls"
+        );
+        assert_eq!(done, 1, "not called after Done");
+        assert_eq!(threads.len(), 1, "one thread calls it");
+        assert!(!threads.contains(&std::thread::current().id()));
+    }
+}
+
+/// A source that is idle is called again once woken, and its message goes out in that round.
+#[test]
+fn an_idle_send_source_runs_again_when_woken() {
+    let (alice, ka) = owner("alice");
+    let (a, b, peer_b, _) = pair(&[("alice", ka)], LimiterConfig::default());
+    let me = a.add_owner(alice);
+    // Up first, so the source's message is not held by the handshake.
+    a.send(peer_b, me, None, b"up", Urgency::Urgent, Scope::Encrypt)
+        .unwrap();
+    assert_eq!(collect(&b, 1, Duration::from_secs(5)).len(), 1);
+    let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let r = Arc::clone(&ready);
+    a.set_source(Source::new(move |out: &mut Outbox<'_>| {
+        if !r.load(std::sync::atomic::Ordering::SeqCst) {
+            return Supply::Idle;
+        }
+        let m = Outgoing {
+            data: b"now",
+            urgency: Urgency::Urgent,
+            scope: Scope::Encrypt,
+        };
+        out.send_batch(peer_b, me, None, &[m]).unwrap();
+        Supply::Done
+    }));
+    assert!(b.recv(Some(Duration::from_millis(300))).is_none(), "idle");
+    ready.store(true, std::sync::atomic::Ordering::SeqCst);
+    let t = Instant::now();
+    a.wake_source();
+    let d = b
+        .recv(Some(Duration::from_secs(5)))
+        .expect("sent once woken");
+    assert_eq!(&d.data[..], b"now");
+    // Woken, not found by the I/O thread's 250 ms idle round.
+    assert!(
+        t.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        t.elapsed()
+    );
+}
+
+/// A source that panics stops its node as a shutdown would.
+#[test]
+fn a_panicking_send_source_stops_the_node() {
+    let (alice, ka) = owner("alice");
+    let (a, _b, peer_b, _) = pair(&[("alice", ka)], LimiterConfig::default());
+    let me = a.add_owner(alice);
+    a.set_source(Source::new(|_: &mut Outbox<'_>| {
+        panic!("the application's bug")
+    }));
+    wait_for(|| {
+        matches!(
+            a.send(peer_b, me, None, b"x", Urgency::Urgent, Scope::Encrypt),
+            Err(NodeError::Stopped)
+        )
+    });
+    assert!(matches!(
+        a.flush(peer_b, Duration::from_secs(2)),
+        Err(NodeError::Stopped)
+    ));
 }

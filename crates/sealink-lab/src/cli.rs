@@ -256,9 +256,8 @@ pub struct DatagramArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=256))]
     workers: Option<u16>,
     /// Largest datagram, and so the piggyback queue limit (1400 suits any Ethernet path; the
-    /// paper's nominal queue limit was 64 KiB, which loopback's MTU allows: try 65507). With
-    /// --peer quic, quinn's handshake stalls here from 16 KiB on; such a run stops with an error
-    /// 30 s past its timed window
+    /// paper's nominal queue limit was 64 KiB, which loopback's MTU allows: try 65507). quinn
+    /// gets the same size, RFC 9002's initial window for it, and GSO batches that fit 64 KiB
     #[arg(long, default_value_t = 1400, value_parser = clap::value_parser!(u16).range(512..=65507))]
     max_datagram: u16,
     /// Directory for datagram.csv and the run record datagram.json
@@ -271,6 +270,10 @@ pub struct DatagramArgs {
     /// no hand-off) or thread (its own thread, blocked in recv_arrivals)
     #[arg(long, default_value = "handler", value_parser = bench::datagram::parse_receiver)]
     receiver: bench::datagram::Receiver,
+    /// How the sending application hands messages over: source (run by the node's own thread,
+    /// no hand-off) or thread (its own thread, calling send_batch and waiting for room)
+    #[arg(long, default_value = "source", value_parser = bench::datagram::parse_sender)]
+    sender: bench::datagram::Sending,
     /// Where the two hosts run, comma separated, each point run under each: shared (the
     /// scheduler places every thread) or split (each host pinned to a CPU of its own, as two
     /// one-core machines; needs two CPUs). The same for sealink and the peer.
@@ -567,6 +570,7 @@ impl DatagramArgs {
             out: self.out,
             peer: self.peer,
             receiver: self.receiver,
+            sender: self.sender,
             placements: self
                 .placement
                 .unwrap_or_else(bench::placement::Placement::defaults),

@@ -1,8 +1,10 @@
 //! `sealink bench datagram`: datagram mode over real loopback UDP, piggybacking on and off.
 //!
-//! Two [`Node`]s in this process (each with its own I/O thread) share one channel. A sender thread
-//! offers small messages as fast as the channel takes them, `BATCH` per [`Node::send_batch`] call
-//! (back-pressure: at most `WINDOW` messages queued or unacknowledged), a share of them urgent; the
+//! Two [`Node`]s in this process (each with its own I/O thread) share one channel. The sending
+//! application offers small messages as fast as the channel takes them, `BATCH` per `send_batch`
+//! call (back-pressure: at most `WINDOW` messages queued or unacknowledged), a share of them
+//! urgent: by default as a [`Source`] that the sending node's I/O thread calls each round, with
+//! `--sender thread` on a thread of its own calling [`Node::send_batch`] and [`Node::wait_room`]; the
 //! receiving application takes the deliveries in batches, by default in a receive handler on the
 //! receiving node's I/O thread ([`OnArrival`]), with `--receiver thread` on a thread of its own
 //! blocked in [`Node::recv_arrivals`]. Every message carries its send time
@@ -28,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_datagram::{
-    Arrival, Config, HostKey, LocalOwner, Node, NodeConfig, NodeError, OnArrival, Outgoing,
-    PeerConfig, Scope, Urgency,
+    Arrival, Config, HostKey, LocalOwner, Node, NodeConfig, NodeError, OnArrival, Outbox, Outgoing,
+    OwnerId, PeerConfig, PeerId, Scope, Source, Supply, Urgency,
 };
 use sealink_proto::sim::SimRng;
 
@@ -70,6 +72,8 @@ pub struct Params {
     pub peer: Option<Peer>,
     /// How the receiving application takes its messages.
     pub receiver: Receiver,
+    /// How the sending application hands its messages over.
+    pub sender: Sending,
     /// Where the two hosts run on the CPUs; each point runs under every placement given.
     pub placements: Vec<Placement>,
 }
@@ -88,6 +92,24 @@ pub fn parse_receiver(s: &str) -> Result<Receiver, String> {
         "handler" => Ok(Receiver::Handler),
         "thread" => Ok(Receiver::Thread),
         _ => Err(format!("{s:?} is not a receiver: handler or thread")),
+    }
+}
+
+/// How the bench's sending application hands messages to its node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sending {
+    /// A [`Source`] run by the node's own I/O thread: no hand-off.
+    Source,
+    /// A thread of its own calling [`Node::send_batch`] and [`Node::wait_room`]: a lock per
+    /// batch, wake-ups both ways.
+    Thread,
+}
+
+pub fn parse_sender(s: &str) -> Result<Sending, String> {
+    match s {
+        "source" => Ok(Sending::Source),
+        "thread" => Ok(Sending::Thread),
+        _ => Err(format!("{s:?} is not a sender: source or thread")),
     }
 }
 
@@ -120,13 +142,17 @@ pub fn run(p: &Params) -> Result<()> {
     println!(
         "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
          window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
-         {} engine worker(s) per node, receiver: {}, placement: {}{}{}",
+         {} engine worker(s) per node, sender: {}, receiver: {}, placement: {}{}{}",
         p.seconds,
         p.runs,
         p.urgent * 100.0,
         p.max_datagram,
         if p.no_gso { "off" } else { "on" },
         p.workers.unwrap_or_else(sealink_engine::default_workers),
+        match p.sender {
+            Sending::Source => "source on the node's thread",
+            Sending::Thread => "a thread in send_batch",
+        },
         match p.receiver {
             Receiver::Handler => "handler on the node's thread",
             Receiver::Thread => "a thread in recv_arrivals",
@@ -525,15 +551,28 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let cpu0 = process_cpu();
     let start = Instant::now();
     let end = start.duration_since(t0) + Duration::from_secs_f64(p.seconds);
-    let sender = Sender {
-        node: &a,
-        peer,
-        me,
-        t0,
-        end,
-        urgent: p.urgent,
+    let stamper = Stamper::new(t0, p.urgent, rng, payload);
+    let sent = match p.sender {
+        Sending::Thread => {
+            let sender = Sender {
+                node: &a,
+                peer,
+                me,
+                end,
+            };
+            on_cpu(cpus.map(|c| c.sender), || sender.run(stamper))
+        }
+        Sending::Source => {
+            let (done, finished) = std::sync::mpsc::sync_channel(1);
+            let per_call = source_batches(size, p.max_datagram);
+            a.set_source(source(peer, me, end, per_call, stamper, done));
+            let limit = Duration::from_secs_f64(p.seconds) + Duration::from_secs(30);
+            finished
+                .recv_timeout(limit)
+                .map_err(|_| Error::bench("the send source did not finish"))
+                .and_then(|r| r)
+        }
     };
-    let sent = on_cpu(cpus.map(|c| c.sender), || sender.run(rng, payload));
     let elapsed = start.elapsed().as_secs_f64();
     let (ea, eb) = (a.stats(), b.stats());
     let cpu = (process_cpu() - cpu0).as_secs_f64();
@@ -573,44 +612,67 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     })
 }
 
-/// The sending application of a run: batches of stamped messages, as fast as the channel takes
-/// them, until `end`.
+/// The sending application's messages: `BATCH` copies of a random payload, each stamped with
+/// the time it is handed over and an urgent flag (a share `urgent` of them).
+struct Stamper {
+    t0: Instant,
+    urgent: f64,
+    rng: SimRng,
+    payloads: Vec<Vec<u8>>,
+    urgency: [Urgency; BATCH],
+}
+
+impl Stamper {
+    fn new(t0: Instant, urgent: f64, rng: SimRng, payload: Vec<u8>) -> Self {
+        Stamper {
+            t0,
+            urgent,
+            rng,
+            payloads: vec![payload; BATCH],
+            urgency: [Urgency::Default; BATCH],
+        }
+    }
+
+    /// The time since the start, or `None` once it is `end`: one clock read per batch serves
+    /// both the stop check and the stamp.
+    fn now(&self, end: Duration) -> Option<Duration> {
+        Some(self.t0.elapsed()).filter(|&now| now < end)
+    }
+
+    /// The next batch, stamped `now` (its messages are all handed over at this instant).
+    fn stamp(&mut self, now: Duration) -> [Outgoing<'_>; BATCH] {
+        let ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+        for (p, u) in self.payloads.iter_mut().zip(self.urgency.iter_mut()) {
+            let urgent = self.rng.chance(self.urgent);
+            p[..8].copy_from_slice(&ns.to_le_bytes());
+            p[8] = u8::from(urgent);
+            *u = if urgent {
+                Urgency::Urgent
+            } else {
+                Urgency::Default
+            };
+        }
+        std::array::from_fn(|i| Outgoing {
+            data: &self.payloads[i],
+            urgency: self.urgency[i],
+            scope: Scope::Encrypt,
+        })
+    }
+}
+
+/// The sending application on a thread of its own: batches of stamped messages, as fast as the
+/// channel takes them, until `end`.
 struct Sender<'a> {
     node: &'a Node,
-    peer: sealink_datagram::PeerId,
-    me: sealink_datagram::OwnerId,
-    t0: Instant,
+    peer: PeerId,
+    me: OwnerId,
     end: Duration,
-    urgent: f64,
 }
 
 impl Sender<'_> {
-    fn run(&self, mut rng: SimRng, payload: Vec<u8>) -> Result<()> {
-        let mut payloads = vec![payload; BATCH];
-        let mut urgency = [Urgency::Default; BATCH];
-        // One clock read per batch serves both the stop check and the stamp.
-        loop {
-            let now = self.t0.elapsed();
-            if now >= self.end {
-                break;
-            }
-            // One stamp per batch: its messages are all handed over at this instant.
-            let ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
-            for (p, u) in payloads.iter_mut().zip(urgency.iter_mut()) {
-                let urgent = rng.chance(self.urgent);
-                p[..8].copy_from_slice(&ns.to_le_bytes());
-                p[8] = u8::from(urgent);
-                *u = if urgent {
-                    Urgency::Urgent
-                } else {
-                    Urgency::Default
-                };
-            }
-            let msgs: [Outgoing<'_>; BATCH] = std::array::from_fn(|i| Outgoing {
-                data: &payloads[i],
-                urgency: urgency[i],
-                scope: Scope::Encrypt,
-            });
+    fn run(&self, mut stamper: Stamper) -> Result<()> {
+        while let Some(now) = stamper.now(self.end) {
+            let msgs = stamper.stamp(now);
             match self.node.send_batch(self.peer, self.me, None, &msgs) {
                 // Messages past a partial batch were never accepted: the next batch replaces them.
                 Ok(q) if q.count == BATCH => {}
@@ -629,4 +691,49 @@ impl Sender<'_> {
         }
         Ok(())
     }
+}
+
+/// Datagrams' worth of messages a source queues per call before the round transmits them.
+/// Fewer means more rounds (a receive and a send system call each) per message: at 64 B, 13
+/// datagrams' worth gave 11.2M msgs/s and 32 gave 14.3M; a whole window (2,048 messages, 100
+/// datagrams) gave no more than 32 and a higher urgent p99 (RESULTS §19b).
+const SOURCE_DATAGRAMS: usize = 32;
+
+/// Batches a source queues per call: [`SOURCE_DATAGRAMS`] full datagrams of `size`-byte
+/// messages (each with its 2-byte MSG_RUN length), at least one batch.
+fn source_batches(size: usize, max_datagram: usize) -> usize {
+    (SOURCE_DATAGRAMS * max_datagram / (size + 2) / BATCH).max(1)
+}
+
+/// The sending application as a [`Source`] on the sending node's I/O thread: the same batches
+/// as [`Sender`], queued while the channel has room, until `end`; then it reports on `done`.
+fn source(
+    peer: PeerId,
+    me: OwnerId,
+    end: Duration,
+    batches_per_call: usize,
+    mut stamper: Stamper,
+    done: std::sync::mpsc::SyncSender<Result<()>>,
+) -> Source {
+    Source::new(move |out: &mut Outbox<'_>| {
+        for _ in 0..batches_per_call {
+            let Some(now) = stamper.now(end) else {
+                let _ = done.try_send(Ok(()));
+                return Supply::Done;
+            };
+            let msgs = stamper.stamp(now);
+            match out.send_batch(peer, me, None, &msgs) {
+                Ok(q) if q.count == BATCH => {}
+                // Back-pressure: called again when acknowledgements free room.
+                Ok(_) | Err(NodeError::Proto(sealink_proto::Error::QueueFull(_))) => {
+                    return Supply::More;
+                }
+                Err(e) => {
+                    let _ = done.try_send(Err(e.into()));
+                    return Supply::Done;
+                }
+            }
+        }
+        Supply::More
+    })
 }

@@ -25,23 +25,32 @@
 //!   certificate is self-signed (rcgen) and pinned as the client's only root.
 //! - Congestion control: quinn's default (CUBIC). Loopback loses nothing unless a buffer overflows.
 //! - Datagram size: `initial_mtu` = the sealink run's `--max-datagram` (clamped to QUIC's
-//!   1200..=65527) and MTU discovery off, so both systems build datagrams of the same size.
+//!   1200..=65527) and MTU discovery off, so both systems build datagrams of the same size. Two
+//!   quinn defaults are sized for 1,200-byte datagrams and would keep it from using larger ones
+//!   (RESULTS.md §19a): its initial congestion window (14,720 bytes: smaller than one datagram
+//!   past that, so nothing left) is set by RFC 9002's rule for the size, and its GSO batches
+//!   (10 datagrams: past 6,550 bytes more than one `sendmsg` takes, and quinn-udp drops the
+//!   `EMSGSIZE` silently) are capped to what fits 64 KiB ([`GsoWithin64k`]).
 //! - Outstanding data: `send_window` and the receive windows = sealink's window of messages times
 //!   the framed message size, so neither side queues more than the other before back-pressure.
 //! - Sockets: 8 MiB send and receive buffers (forced past the sysctl when root), as sealink's.
 //!   quinn uses GSO/GRO through quinn-udp by default, as sealink does.
 
+use std::io::IoSliceMut;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use quinn::congestion::CubicConfig;
 use quinn::rustls;
 use quinn::{
-    ClientConfig, Connection, Endpoint, EndpointConfig, ServerConfig, TokioRuntime,
-    TransportConfig, VarInt,
+    AsyncUdpSocket, ClientConfig, Connection, Endpoint, EndpointConfig, Runtime, ServerConfig,
+    TokioRuntime, TransportConfig, UdpPoller, VarInt,
 };
 use sealink_proto::sim::SimRng;
 use tokio::runtime::Handle;
@@ -112,8 +121,9 @@ pub struct Workload {
 }
 
 /// How long a quinn run may take beyond its timed window before it is stopped as stalled.
-/// quinn's handshake never completes on some paths (here: loopback with datagrams of 16 KiB
-/// and more, RESULTS.md §18h), and nothing in it times out on its own.
+/// Nothing in quinn times out on its own: with its default initial window, datagrams of 16 KiB
+/// and more never left (RESULTS.md §18h, fixed by [`cubic`]); a stall of any other cause ends
+/// the same way.
 pub const STALL: Duration = Duration::from_secs(30);
 
 /// What one run measured.
@@ -203,17 +213,23 @@ async fn hosts_within(
     stall: Duration,
 ) -> Result<Outcome> {
     let limit = Duration::from_secs_f64(w.seconds) + stall;
-    tokio::time::timeout(limit, run_hosts(variant, w, server_rt))
-        .await
-        .unwrap_or_else(|_| {
-            Err(Error::bench(format!(
-                "quinn ({}, {} B datagrams) did not finish within {} s: its handshake or \
-                 transfer stalled",
-                variant.label(),
-                mtu(w),
-                limit.as_secs()
-            )))
-        })
+    let what = || format!("quinn ({}, {} B datagrams)", variant.label(), mtu(w));
+    within(limit, what, run_hosts(variant, w, server_rt)).await
+}
+
+/// `run`, or an error naming `what` if it has not finished after `limit`.
+async fn within<T>(
+    limit: Duration,
+    what: impl FnOnce() -> String,
+    run: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    tokio::time::timeout(limit, run).await.unwrap_or_else(|_| {
+        Err(Error::bench(format!(
+            "{} did not finish within {} s: its handshake or transfer stalled",
+            what(),
+            limit.as_secs()
+        )))
+    })
 }
 
 /// Connects the two hosts, the receiving one on runtime `server_rt`, and runs `variant`.
@@ -246,8 +262,23 @@ fn transport(w: &Workload) -> Result<Arc<TransportConfig>> {
         .datagram_send_buffer_size(window as usize)
         .datagram_receive_buffer_size(Some(window as usize))
         .initial_mtu(mtu(w))
-        .mtu_discovery_config(None);
+        .mtu_discovery_config(None)
+        .congestion_controller_factory(Arc::new(cubic(mtu(w))));
     Ok(Arc::new(t))
+}
+
+/// CUBIC with RFC 9002's initial window for `mtu`-byte datagrams. quinn's default (14,720 bytes,
+/// sized for 1,200-byte datagrams) is smaller than one datagram past 14,720 bytes: the client's
+/// first datagram was blocked by congestion control forever (the stall of RESULTS.md §18h, §19a).
+fn cubic(mtu: u16) -> CubicConfig {
+    let mut c = CubicConfig::default();
+    c.initial_window(initial_window(u64::from(mtu)));
+    c
+}
+
+/// RFC 9002 §7.2: `min(10 * max_datagram_size, max(2 * max_datagram_size, 14720))`.
+fn initial_window(mtu: u64) -> u64 {
+    (10 * mtu).min((2 * mtu).max(14_720))
 }
 
 /// QUIC's largest UDP payload is 65527; its smallest 1200.
@@ -267,6 +298,64 @@ fn socket() -> Result<UdpSocket> {
         let _ = sockopt::set_socket_recv_buffer_size(s.as_fd(), SOCKET_BUFFER);
     }
     Ok(s)
+}
+
+/// Largest UDP payload of one IPv4 datagram: a GSO batch (its segments together) must fit it.
+const MAX_IPV4_UDP_PAYLOAD: usize = 65_507;
+
+/// quinn's tokio socket with its GSO batches kept within one IPv4 datagram.
+///
+/// quinn batches up to 10 datagrams of the path MTU into one GSO send. Past 6,550 bytes that
+/// exceeds the 65,507 bytes the kernel takes in one `sendmsg`: it answers `EMSGSIZE`, which
+/// quinn-udp counts as sent (it expects it only of MTU probes), so every batch is lost and the
+/// connection falls back to 1,200 bytes (RESULTS.md §19a). Capping the segments per
+/// batch lets quinn use the datagram size it was given, as sealink does.
+#[derive(Debug)]
+struct GsoWithin64k {
+    inner: Arc<dyn AsyncUdpSocket>,
+    /// The datagram size the endpoint sends at.
+    segment: usize,
+}
+
+impl AsyncUdpSocket for GsoWithin64k {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &quinn::udp::Transmit) -> std::io::Result<()> {
+        self.inner.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [quinn::udp::RecvMeta],
+    ) -> Poll<std::io::Result<usize>> {
+        self.inner.poll_recv(cx, bufs, meta)
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        gso_segments(self.inner.max_transmit_segments(), self.segment)
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
+}
+
+/// Segments per GSO send: what the socket allows, as many `segment`-byte datagrams as fit in one
+/// IPv4 datagram, and at least one.
+fn gso_segments(allowed: usize, segment: usize) -> usize {
+    allowed.min(MAX_IPV4_UDP_PAYLOAD / segment.max(1)).max(1)
 }
 
 /// Two endpoints and one established connection (client side, server side); the server's
@@ -314,8 +403,14 @@ async fn connect(
         .max_udp_payload_size(mtu(w))
         .map_err(|e| Error::bench_by("QUIC endpoint configuration", e))?;
     let endpoint = |server: Option<ServerConfig>| {
-        Endpoint::new(ep_cfg.clone(), server, socket()?, Arc::new(TokioRuntime))
-            .map_err(|e| Error::bench_by("cannot start a quinn endpoint", e))
+        let io = |e| Error::bench_by("cannot start a quinn endpoint", e);
+        let inner = TokioRuntime.wrap_udp_socket(socket()?).map_err(io)?;
+        let sock = Arc::new(GsoWithin64k {
+            inner,
+            segment: usize::from(mtu(w)),
+        });
+        Endpoint::new_with_abstract_socket(ep_cfg.clone(), server, sock, Arc::new(TokioRuntime))
+            .map_err(io)
     };
     let server = {
         // quinn spawns the endpoint's driver on the runtime it is created in.
@@ -672,27 +767,52 @@ mod tests {
         assert!(o.cpu > 0.0 && o.datagrams > 0);
     }
 
-    /// A quinn run that cannot finish (on this machine, datagrams of 64 KiB: its handshake
-    /// never completes) ends with an error within its limit instead of hanging the bench.
+    /// A run that cannot finish ends with an error within its limit instead of hanging the
+    /// bench.
     #[test]
     fn a_stalled_quinn_run_is_stopped_with_an_error() {
-        let w = Workload {
-            max_datagram: 65507,
-            ..quick(64)
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Runtime::new().unwrap();
-            let h = rt.handle().clone();
-            let r = rt.block_on(hosts_within(Variant::Stream, &w, h, Duration::from_secs(2)));
-            let _ = tx.send(r.map(|o| o.sent).map_err(|e| e.to_string()));
-        });
-        match rx.recv_timeout(Duration::from_secs(20)) {
-            // Where quinn does carry 64 KiB datagrams, the run is simply good.
-            Ok(Ok(sent)) => assert!(sent > 0),
-            Ok(Err(e)) => assert!(e.contains("did not finish within 2 s"), "{e}"),
-            Err(_) => panic!("the quinn run neither finished nor was stopped"),
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let t = Instant::now();
+        let r: Result<()> = rt.block_on(within(
+            Duration::from_secs(1),
+            || "quinn (test)".to_string(),
+            std::future::pending(),
+        ));
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("quinn (test) did not finish within 1 s"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    /// quinn carries datagrams of 64 KiB on loopback, full of messages, as sealink does: with
+    /// its defaults the handshake never completed (RESULTS.md §18h), and at 8 KiB every GSO
+    /// batch was dropped until it fell back to 1,200 bytes (§19a).
+    #[test]
+    fn quinn_carries_the_datagram_size_it_is_given() {
+        for max_datagram in [8192, 65507] {
+            let w = Workload {
+                max_datagram,
+                ..quick(64)
+            };
+            let o = one_run(Variant::Stream, &w, None).unwrap();
+            assert!(o.sent > 0 && o.received >= o.sent, "{o:?}");
+            // 1,200-byte datagrams would carry 17.5 of these messages each.
+            let per = o.sent as f64 / o.datagrams.max(1) as f64;
+            assert!(per > 50.0, "{max_datagram}: {per:.1} messages per datagram");
         }
+    }
+
+    #[test]
+    fn quinn_gets_rfc_9002s_initial_window_and_gso_batches_within_64_kib() {
+        assert_eq!(initial_window(1200), 12_000);
+        assert_eq!(initial_window(1400), 14_000);
+        assert_eq!(initial_window(1472), 14_720);
+        assert_eq!(initial_window(8192), 16_384);
+        assert_eq!(initial_window(65507), 131_014);
+        assert_eq!(gso_segments(10, 1400), 10);
+        assert_eq!(gso_segments(10, 8192), 7);
+        assert_eq!(gso_segments(10, 65507), 1);
+        assert_eq!(gso_segments(1, 1400), 1);
+        assert_eq!(gso_segments(64, 0), 64);
     }
 
     #[test]
