@@ -330,7 +330,7 @@ impl Channel {
     ) {
         let mut earliest = self.earliest_deadline;
         let mut urgent = false;
-        for (k, m) in msgs.iter().enumerate() {
+        for m in msgs {
             let deadline = match m.urgency {
                 Urgency::Urgent => now,
                 Urgency::Deadline(d) => now + d,
@@ -338,20 +338,49 @@ impl Channel {
             };
             earliest = Some(earliest.map_or(deadline, |d| d.min(deadline)));
             urgent |= deadline <= now;
-            self.push_one(
-                now,
-                first.0 + k as u64,
-                from,
-                owner_wire,
-                dest,
-                m.data,
-                m.scope,
-            );
+        }
+        let mut k = 0;
+        while k < msgs.len() {
+            let id = first.0 + k as u64;
+            let n = self.extend_last_run(id, from, dest, &msgs[k..]);
+            if n > 0 {
+                k += n;
+                continue;
+            }
+            let m = &msgs[k];
+            self.push_one(now, id, from, owner_wire, dest, m.data, m.scope);
+            k += 1;
         }
         self.earliest_deadline = earliest;
         if urgent || !sh.cfg.piggyback || self.queued_bytes >= sh.cfg.queue_limit {
             self.flush = true;
         }
+    }
+
+    /// Appends the leading messages of `msgs` (ids from `id`) that continue the queue's last run
+    /// (same owner, destination and scope, consecutive ids) to it, as many as its chunk takes;
+    /// returns how many.
+    fn extend_last_run(&mut self, id: u64, from: usize, dest: u64, msgs: &[Outgoing<'_>]) -> usize {
+        let seq = self.next_seq;
+        let Some(r) = self.queue.back_mut() else {
+            return 0;
+        };
+        let scope = msgs[0].scope;
+        if (r.from, r.dest, r.scope) != (from, dest, scope)
+            || r.id + u64::from(r.count) != id
+            || r.end() != seq
+        {
+            return 0;
+        }
+        let most = (u32::from(u16::MAX) - r.count.min(u32::from(u16::MAX))) as usize;
+        let before = r.data.len();
+        let same = msgs.iter().take(most).take_while(|m| m.scope == scope);
+        let n = self.arena.extend_items(&mut r.data, same.map(|m| m.data));
+        r.count += n as u32;
+        self.queued_bytes += r.data.len() - before;
+        self.next_seq += n as u64;
+        self.queued_msgs += n;
+        n
     }
 
     /// Appends one message to the queue's last run, or starts a run with it.

@@ -105,6 +105,42 @@ impl SendArena {
         fits
     }
 
+    /// Appends MSG_RUN items to the run at `s`, in order, while `s` ends the chunk being
+    /// appended to and the chunk has room; returns how many were appended. The chunk is looked
+    /// up once for them all: a sender's batch of small messages goes in at the cost of its copies.
+    pub fn extend_items<'d>(
+        &mut self,
+        s: &mut Slot,
+        items: impl Iterator<Item = &'d [u8]>,
+    ) -> usize {
+        if self.current != Some(s.chunk) {
+            return 0;
+        }
+        let Some(Some(c)) = self.chunks.get_mut(s.chunk as usize) else {
+            return 0;
+        };
+        if c.buf.len() != (s.start + s.len) as usize {
+            return 0;
+        }
+        let before = c.buf.len();
+        let mut n = 0;
+        for data in items {
+            let (prefix, k) = crate::wire::varint_bytes(data.len() as u64);
+            if c.buf.len() + k + data.len() > CHUNK {
+                break;
+            }
+            match k {
+                1 => c.buf.push(prefix[0]),
+                2 => c.buf.extend_from_slice(&[prefix[0], prefix[1]]),
+                _ => c.buf.extend_from_slice(&prefix[..k]),
+            }
+            c.buf.extend_from_slice(data);
+            n += 1;
+        }
+        s.len += (c.buf.len() - before) as u32;
+        n
+    }
+
     /// Splits the bytes at `s` after `at` bytes into two slots, each released on its own.
     pub fn split(&mut self, s: Slot, at: usize) -> (Slot, Slot) {
         let at = (at as u32).min(s.len);
@@ -263,6 +299,38 @@ mod tests {
             }
             prop_assert!(a.chunks_in_use() <= 1, "{} chunks left", a.chunks_in_use());
         }
+    }
+
+    /// A batch extends a run with its items as `extend_item` would one by one, up to the
+    /// chunk's end; a run that no longer ends the chunk takes none.
+    #[test]
+    fn extend_items_appends_a_batch_until_the_chunk_is_full() {
+        let mut a = SendArena::default();
+        let mut run = a.push_item(&[1; 64]);
+        let msgs: Vec<Vec<u8>> = (0..200u8)
+            .map(|i| vec![i; 64 + usize::from(i % 3)])
+            .collect();
+        let n = a.extend_items(&mut run, msgs.iter().map(Vec::as_slice));
+        // 8 KiB of 66- to 68-byte items: the chunk fills before the batch ends.
+        assert!(n > 100 && n < 200, "{n}");
+        let mut one = SendArena::default();
+        let mut want = one.push_item(&[1; 64]);
+        for m in &msgs[..n] {
+            assert!(one.extend_item(&mut want, m));
+        }
+        assert!(
+            !one.extend_item(&mut want, &msgs[n]),
+            "the same chunk is full"
+        );
+        assert_eq!(a.get(run), one.get(want));
+        // A new run starts the next chunk; the old one no longer ends the chunk appended to.
+        let mut next = a.push_item(&msgs[n]);
+        assert_eq!(
+            a.extend_items(&mut run, msgs[n..].iter().map(Vec::as_slice)),
+            0
+        );
+        assert_eq!(a.extend_items(&mut next, std::iter::empty()), 0);
+        assert_eq!(a.get(next).len(), 2 + msgs[n].len(), "a two-byte length and the bytes");
     }
 
     #[test]
