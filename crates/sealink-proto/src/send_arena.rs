@@ -330,7 +330,11 @@ mod tests {
             0
         );
         assert_eq!(a.extend_items(&mut next, std::iter::empty()), 0);
-        assert_eq!(a.get(next).len(), 2 + msgs[n].len(), "a two-byte length and the bytes");
+        assert_eq!(
+            a.get(next).len(),
+            2 + msgs[n].len(),
+            "a two-byte length and the bytes"
+        );
     }
 
     #[test]

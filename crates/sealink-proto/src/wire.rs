@@ -1017,6 +1017,16 @@ mod tests {
         assert_eq!(run_items_fitting(&items, 1, 107), (1, 4));
         // A truncated item ends the count.
         assert_eq!(run_items_fitting(&items[..50], 9, 999), (2, 5));
+        // So does a length not in its shortest form (5 in two bytes), as when reading it.
+        assert_eq!(
+            run_items_fitting(&[1, b'a', 0x40, 5, 1, 2, 3, 4, 5], 9, 99),
+            (1, 2)
+        );
+        assert_eq!(
+            run_items_fitting(&[0x40, 64], 9, 99),
+            (0, 0),
+            "64 bytes announced"
+        );
     }
 
     #[test]
