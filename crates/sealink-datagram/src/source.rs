@@ -3,8 +3,8 @@
 //! The send-side mirror of [`crate::OnArrival`]. A sender on a thread of its own hands every
 //! batch across: the state lock, a wake-up of the I/O thread, and a wait for room when the
 //! window is full; on a host with one CPU per side, the two threads take turns on it, and at
-//! 64-byte messages a tenth of that CPU went to switching between them and waking each other
-//! (RESULTS §19). A source is called by the I/O thread between receiving and transmitting, with
+//! 64-byte messages about 15% of that CPU went to switching between them and waking each other
+//! (RESULTS §19a). A source is called by the I/O thread between receiving and transmitting, with
 //! the endpoint in hand: what it queues leaves in the same round, acknowledgements that free
 //! room call it again, and no other thread is involved (as quinn's sender task runs on the
 //! connection's own single-threaded runtime).
