@@ -376,6 +376,13 @@ impl Channel {
         let before = r.data.len();
         let same = msgs.iter().take(most).take_while(|m| m.scope == scope);
         let n = self.arena.extend_items(&mut r.data, same.map(|m| m.data));
+        if r.item != 0
+            && msgs[..n]
+                .iter()
+                .any(|m| wire::run_item_len(m.data.len()) != r.item as usize)
+        {
+            r.item = 0;
+        }
         r.count += n as u32;
         self.queued_bytes += r.data.len() - before;
         self.next_seq += n as u64;
@@ -406,6 +413,9 @@ impl Channel {
             {
                 let before = r.data.len();
                 if self.arena.extend_item(&mut r.data, data) {
+                    if r.item as usize != wire::run_item_len(data.len()) {
+                        r.item = 0;
+                    }
                     r.count += 1;
                     self.queued_bytes += r.data.len() - before;
                     return;
@@ -422,6 +432,7 @@ impl Channel {
             dest,
             scope,
             data,
+            item: data.len() as u32,
             last_sent: now,
             transmissions: 0,
             lost: false,
@@ -720,8 +731,8 @@ impl Channel {
                         },
                         None => break,
                     };
-                    let (seq, count, from, dest_wire, rscope, slot) =
-                        (r.seq, r.count, r.from, r.dest, r.scope, r.data);
+                    let (seq, count, from, dest_wire, rscope, slot, item) =
+                        (r.seq, r.count, r.from, r.dest, r.scope, r.data, r.item);
                     let owner = self.tx_owners.get(from)?.as_ref()?;
                     let owner_wire = owner.wire_id;
                     let need_intro = !owner.confirmed && !intros.contains(&owner_wire);
@@ -771,9 +782,14 @@ impl Channel {
                         Some(cap) if slot.len() <= cap && most == u64::from(count) => {
                             (count as usize, slot.len())
                         }
-                        Some(cap) => {
-                            wire::run_items_fitting(self.arena.get(slot), most as usize, cap)
-                        }
+                        Some(cap) => crate::inflight::items_fitting(
+                            &self.arena,
+                            slot,
+                            item,
+                            count,
+                            most as usize,
+                            cap,
+                        ),
                         None => (0, 0),
                     };
                     if k == 0 {

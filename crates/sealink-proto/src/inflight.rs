@@ -36,13 +36,42 @@ pub(crate) struct OutRun {
     pub scope: Scope,
     /// The messages as MSG_RUN items (varint length, bytes), back to back.
     pub data: Slot,
+    /// The encoded size of each item when all are the same size, else 0: a datagram then
+    /// takes as many as fit without reading their lengths (fixed-size messages, the common case
+    /// at high rates).
+    pub item: u32,
     pub last_sent: Time,
     pub transmissions: u32,
     /// Declared lost and not yet sent again.
     pub lost: bool,
 }
 
+/// [`OutRun::items_fitting`] from the run's fields.
+pub(crate) fn items_fitting(
+    arena: &SendArena,
+    data: Slot,
+    item: u32,
+    count: u32,
+    max: usize,
+    cap: usize,
+) -> (usize, usize) {
+    match item as usize {
+        0 => wire::run_items_fitting(arena.get(data), max, cap),
+        item => {
+            let k = max.min(count as usize).min(cap / item);
+            (k, k * item)
+        }
+    }
+}
+
 impl OutRun {
+    /// How many of the first messages (at most `max`) fit in `cap` bytes, and the bytes they
+    /// take ([`wire::run_items_fitting`] on the run's items, by arithmetic when they are all
+    /// the same size).
+    pub fn items_fitting(&self, arena: &SendArena, max: usize, cap: usize) -> (usize, usize) {
+        items_fitting(arena, self.data, self.item, self.count, max, cap)
+    }
+
     /// One past the last sequence number.
     pub fn end(&self) -> u64 {
         self.seq + u64::from(self.count)
@@ -64,6 +93,7 @@ impl OutRun {
             at,
             wire::run_items_fitting(arena.get(self.data), k as usize, usize::MAX).1
         );
+        debug_assert_eq!(self.items_fitting(arena, k as usize, usize::MAX).1, at);
         let (head, tail) = arena.split(self.data, at);
         self.data = head;
         let rest = OutRun {
@@ -148,7 +178,7 @@ impl Inflight {
 
     /// Splits run `i` after `k` messages; the rest becomes run `i + 1`.
     pub fn split(&mut self, arena: &mut SendArena, i: usize, k: u32) {
-        let at = wire::run_items_fitting(arena.get(self.runs[i].data), k as usize, usize::MAX).1;
+        let at = self.runs[i].items_fitting(arena, k as usize, usize::MAX).1;
         self.split_at(arena, i, k, at);
     }
 
@@ -244,6 +274,13 @@ mod tests {
             dest: 0,
             scope: Scope::Encrypt,
             data,
+            // As the channel keeps it: the item size when all are alike, so both ways of
+            // counting what fits are exercised.
+            item: if msgs.iter().all(|m| m.len() == msgs[0].len()) {
+                wire::run_item_len(msgs[0].len()) as u32
+            } else {
+                0
+            },
             last_sent: Time::ZERO,
             transmissions: 1,
             lost: false,
