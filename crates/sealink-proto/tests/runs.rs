@@ -48,6 +48,17 @@ fn received(ev: &[(Time, Event)]) -> (Vec<Vec<u8>>, usize) {
     (got, undeliverable)
 }
 
+/// 5% loss, 5% reordering, 3% duplication, 2 ms of jitter.
+fn faulty() -> LinkConfig {
+    LinkConfig {
+        jitter: Duration::from_millis(2),
+        loss: 0.05,
+        duplicate: 0.03,
+        reorder: 0.05,
+        ..LinkConfig::default()
+    }
+}
+
 fn both_ways(link: LinkConfig, seed: u64, in_order: bool) {
     both_ways_with(link, seed, in_order, messages());
 }
@@ -120,17 +131,7 @@ fn batches_both_ways_over_a_clean_link() {
 #[test]
 fn batches_both_ways_over_loss_reordering_and_duplication() {
     for seed in 0..6 {
-        both_ways(
-            LinkConfig {
-                jitter: Duration::from_millis(2),
-                loss: 0.05,
-                duplicate: 0.03,
-                reorder: 0.05,
-                ..LinkConfig::default()
-            },
-            seed,
-            false,
-        );
+        both_ways(faulty(), seed, false);
     }
 }
 
@@ -140,18 +141,7 @@ fn batches_both_ways_over_loss_reordering_and_duplication() {
 #[test]
 fn fixed_size_batches_both_ways_over_loss_reordering_and_duplication() {
     for (seed, size) in [(0, 64), (1, 63), (2, 300), (3, 64)] {
-        both_ways_with(
-            LinkConfig {
-                jitter: Duration::from_millis(2),
-                loss: 0.05,
-                duplicate: 0.03,
-                reorder: 0.05,
-                ..LinkConfig::default()
-            },
-            seed,
-            false,
-            messages_of(Some(size)),
-        );
+        both_ways_with(faulty(), seed, false, messages_of(Some(size)));
     }
 }
 
