@@ -466,10 +466,6 @@ impl Node {
             .flatten()
     }
 
-    fn resolve(&self, st: &State, peer: PeerRef<'_>) -> Result<PeerId, NodeError> {
-        resolve(st, peer)
-    }
-
     /// Installs `source` (replacing any other): the I/O thread calls it each round to queue
     /// messages itself, with no hand-off between threads (see [`Source`]). It may be installed
     /// at any time, typically once the channel is up.
@@ -527,7 +523,7 @@ impl Node {
         }
         let (queued, wake) = {
             let mut st = lock(&self.sh.state);
-            let p = self.resolve(&st, peer.into())?;
+            let p = resolve(&st, peer.into())?;
             let now = self.sh.clock.now();
             let (first, count) = st.ep.send_batch(now, p, from, to, msgs)?;
             if count == 0 {
@@ -644,7 +640,7 @@ impl Node {
     ) -> Result<(), NodeError> {
         let deadline = Instant::now() + timeout;
         let mut st = lock(&self.sh.state);
-        let p = self.resolve(&st, peer.into())?;
+        let p = resolve(&st, peer.into())?;
         loop {
             if st.ep.pending_messages(p) == 0 {
                 let before = st.undeliverable.len();
@@ -672,12 +668,11 @@ impl Node {
         timeout: Duration,
     ) -> Result<usize, NodeError> {
         let mut st = lock(&self.sh.state);
-        let p = self.resolve(&st, peer.into())?;
-        let max = st.ep.config().max_queued_messages;
-        let want = count.min(max);
+        let p = resolve(&st, peer.into())?;
+        let want = count.min(st.ep.config().max_queued_messages);
         let mut deadline = None;
         loop {
-            let room = max.saturating_sub(st.ep.pending_messages(p));
+            let room = room(&st, p);
             if room >= want {
                 return Ok(room);
             }
@@ -814,6 +809,13 @@ impl Shared {
             self.io.wake();
         }
     }
+}
+
+/// Messages the channel to `peer` takes before it pushes back (under `max_queued_messages`,
+/// queued plus unacknowledged).
+pub(crate) fn room(st: &State, peer: PeerId) -> usize {
+    let max = st.ep.config().max_queued_messages;
+    max.saturating_sub(st.ep.pending_messages(peer))
 }
 
 /// The id of `peer` among the configured peers.

@@ -9,10 +9,9 @@
 //! room call it again, and no other thread is involved (as quinn's sender task runs on the
 //! connection's own single-threaded runtime).
 
-use sealink_proto::{Clock, Error as ProtoError, OwnerId, PeerId};
+use sealink_proto::{Clock, Error as ProtoError, Outgoing, OwnerId, PeerId};
 
-use crate::node::{NodeError, PeerRef, Queued, State, resolve};
-use sealink_proto::Outgoing;
+use crate::node::{NodeError, PeerRef, Queued, State, resolve, room};
 
 /// What a [`Source`] says after a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,8 +89,7 @@ impl Outbox<'_> {
     /// Messages the channel to `peer` takes before it pushes back (under the configured
     /// `max_queued_messages`, queued plus unacknowledged).
     pub fn room(&self, peer: PeerId) -> usize {
-        let max = self.st.ep.config().max_queued_messages;
-        max.saturating_sub(self.st.ep.pending_messages(peer))
+        room(self.st, peer)
     }
 }
 

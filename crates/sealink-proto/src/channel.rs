@@ -348,7 +348,7 @@ impl Channel {
                 continue;
             }
             let m = &msgs[k];
-            self.push_one(now, id, from, owner_wire, dest, m.data, m.scope);
+            self.start_run(now, id, from, owner_wire, dest, m.data, m.scope);
             k += 1;
         }
         self.earliest_deadline = earliest;
@@ -390,9 +390,10 @@ impl Channel {
         n
     }
 
-    /// Appends one message to the queue's last run, or starts a run with it.
+    /// Starts a run with one message (the queue's last run could not take it:
+    /// [`Channel::extend_last_run`] tried first).
     #[allow(clippy::too_many_arguments)]
-    fn push_one(
+    fn start_run(
         &mut self,
         now: Time,
         id: u64,
@@ -405,23 +406,6 @@ impl Channel {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.queued_msgs += 1;
-        if let Some(r) = self.queue.back_mut() {
-            if (r.from, r.dest, r.scope) == (from, dest, scope)
-                && r.id + u64::from(r.count) == id
-                && r.end() == seq
-                && r.count < u32::from(u16::MAX)
-            {
-                let before = r.data.len();
-                if self.arena.extend_item(&mut r.data, data) {
-                    if r.item as usize != wire::run_item_len(data.len()) {
-                        r.item = 0;
-                    }
-                    r.count += 1;
-                    self.queued_bytes += r.data.len() - before;
-                    return;
-                }
-            }
-        }
         let data = self.arena.push_item(data);
         self.queued_bytes += wire::msg_run_header_len(seq, owner_wire, dest) + data.len();
         self.queue.push_back(OutRun {

@@ -78,31 +78,9 @@ impl SendArena {
 
     /// Appends one MSG_RUN item to the run at `s` if `s` ends the chunk being appended to and
     /// the chunk has room; false (and nothing written) otherwise.
+    #[cfg(test)]
     pub fn extend_item(&mut self, s: &mut Slot, data: &[u8]) -> bool {
-        let (prefix, n) = crate::wire::varint_bytes(data.len() as u64);
-        let total = n + data.len();
-        let fits = self.current == Some(s.chunk)
-            && self
-                .chunks
-                .get(s.chunk as usize)
-                .and_then(Option::as_ref)
-                .is_some_and(|c| {
-                    c.buf.len() == (s.start + s.len) as usize && c.buf.len() + total <= CHUNK
-                });
-        if fits {
-            let c = self.chunks[s.chunk as usize]
-                .as_mut()
-                .expect("the chunk appended to is allocated");
-            // A one- or two-byte length without a copy call (most messages).
-            match n {
-                1 => c.buf.push(prefix[0]),
-                2 => c.buf.extend_from_slice(&[prefix[0], prefix[1]]),
-                _ => c.buf.extend_from_slice(&prefix[..n]),
-            }
-            c.buf.extend_from_slice(data);
-            s.len += total as u32;
-        }
-        fits
+        self.extend_items(s, std::iter::once(data)) == 1
     }
 
     /// Appends MSG_RUN items to the run at `s`, in order, while `s` ends the chunk being

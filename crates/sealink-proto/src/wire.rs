@@ -393,32 +393,12 @@ impl<'a> RunFrame<'a> {
 }
 
 /// Bytes of the `count` MSG_RUN items at the start of `items` (a varint length, then that many
-/// bytes, each), or `None` if they do not all parse. The receive path checks every run this way
-/// before it takes one: one pass over the lengths, the one- and two-byte ones (messages under
-/// 16 KiB) read in place.
+/// bytes, each), or `None` if they do not all parse: the receive path checks every run this way
+/// before it takes one.
 #[inline]
 fn run_items_len(items: &[u8], count: u16) -> Option<usize> {
-    let mut pos = 0usize;
-    for _ in 0..count {
-        let first = *items.get(pos)?;
-        let (len, n) = match first >> 6 {
-            0 => (usize::from(first), 1),
-            1 => {
-                let v = u16::from_be_bytes([first & 0x3f, *items.get(pos + 1)?]);
-                if v < 1 << 6 {
-                    return None; // not minimal
-                }
-                (usize::from(v), 2)
-            }
-            _ => {
-                let mut r = Reader::new(&items[pos..]);
-                let v = usize::try_from(r.varint()?).ok()?;
-                (v, r.pos)
-            }
-        };
-        pos = pos.checked_add(n)?.checked_add(len)?;
-    }
-    (pos <= items.len()).then_some(pos)
+    let (n, used) = run_items_fitting(items, usize::from(count), usize::MAX);
+    (n == usize::from(count)).then_some(used)
 }
 
 fn read_name<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
