@@ -328,17 +328,21 @@ impl Channel {
         dest: u64,
         msgs: &[Outgoing<'_>],
     ) {
-        let mut earliest = self.earliest_deadline;
-        let mut urgent = false;
-        for m in msgs {
-            let deadline = match m.urgency {
+        // The batch's soonest deadline decides both: an urgent message is one due now.
+        let default = now + sh.cfg.default_timeout;
+        let soonest = msgs
+            .iter()
+            .map(|m| match m.urgency {
                 Urgency::Urgent => now,
                 Urgency::Deadline(d) => now + d,
-                Urgency::Default => now + sh.cfg.default_timeout,
-            };
-            earliest = Some(earliest.map_or(deadline, |d| d.min(deadline)));
-            urgent |= deadline <= now;
-        }
+                Urgency::Default => default,
+            })
+            .min();
+        let urgent = soonest.is_some_and(|d| d <= now);
+        let earliest = match (self.earliest_deadline, soonest) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let mut k = 0;
         while k < msgs.len() {
             let id = first.0 + k as u64;
@@ -376,12 +380,17 @@ impl Channel {
         let before = r.data.len();
         let same = msgs.iter().take(most).take_while(|m| m.scope == scope);
         let n = self.arena.extend_items(&mut r.data, same.map(|m| m.data));
-        if r.item != 0
-            && msgs[..n]
-                .iter()
-                .any(|m| wire::run_item_len(m.data.len()) != r.item as usize)
-        {
-            r.item = 0;
+        // Still equal-sized: every message has the one length whose item is `r.item` bytes
+        // (an item's size grows with its length, so there is at most one).
+        let item = r.item as usize;
+        if item != 0 {
+            let len = [1, 2, 4, 8]
+                .into_iter()
+                .map(|k| item.saturating_sub(k))
+                .find(|&l| wire::run_item_len(l) == item);
+            if len.is_none_or(|l| msgs[..n].iter().any(|m| m.data.len() != l)) {
+                r.item = 0;
+            }
         }
         r.count += n as u32;
         self.queued_bytes += r.data.len() - before;
@@ -1406,6 +1415,40 @@ impl Channel {
         }
     }
 
+    /// Delivers every message of `run` (in order, names accepted), as [`Channel::deliver`]
+    /// would one by one, with the counters added once for the run: per message, only the
+    /// span is recorded.
+    fn deliver_all(&mut self, sh: &mut Shared, g: &mut Gather<'_>, run: wire::RunFrame<'_>) {
+        let (mut n, mut bytes) = (0u64, 0u64);
+        let base = g.body.as_ptr() as usize;
+        match &mut g.run {
+            Some(r) => {
+                r.reserve(usize::from(run.count));
+                let alone = g.msgs == 1;
+                for (_, data) in run.iter() {
+                    // `data` lies inside `body` (the frame parser borrows from it).
+                    let start = if alone {
+                        0
+                    } else {
+                        data.as_ptr() as usize - base
+                    };
+                    r.push(start, data.len());
+                    n += 1;
+                    bytes += data.len() as u64;
+                }
+            }
+            None => {
+                for (_, data) in run.iter() {
+                    n += 1;
+                    bytes += data.len() as u64;
+                }
+            }
+        }
+        sh.stats.messages_delivered += n;
+        sh.stats.message_bytes_delivered += bytes;
+        self.stats.messages_delivered += n;
+    }
+
     /// One received message: delivered once, refused, or counted as a duplicate.
     fn take_msg(
         &mut self,
@@ -1447,12 +1490,7 @@ impl Channel {
         if in_order && self.open_run(sh, g, run.from, run.to, first).is_ok() {
             self.recv.advance_to(run.seq + n);
             self.messages_since_ack += usize::from(run.count);
-            if let Some(r) = &mut g.run {
-                r.reserve(usize::from(run.count));
-            }
-            for (_, data) in run.iter() {
-                self.deliver(sh, g, data);
-            }
+            self.deliver_all(sh, g, run);
             return;
         }
         for (seq, data) in run.iter() {
