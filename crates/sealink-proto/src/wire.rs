@@ -378,18 +378,50 @@ pub struct RunFrame<'a> {
     pub to: u64,
     pub count: u16,
     pub items: &'a [u8],
+    /// Bytes of each item when all have one size (length prefix included), else 0.
+    pub stride: usize,
 }
 
 impl<'a> RunFrame<'a> {
     /// Each message with its sequence number, in order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &'a [u8])> + use<'a> {
-        let mut r = Reader::new(self.items);
-        let seq = self.seq;
+        let items = self.items;
+        let mut r = Reader::new(items);
+        let (seq, stride) = (self.seq, self.stride);
+        // Equal-sized items lie at known places: no length to read before finding the next.
+        let prefix = match stride {
+            0 => 0,
+            _ => items.first().map_or(0, |&b| 1usize << (b >> 6)),
+        };
         (0..u64::from(self.count)).map_while(move |k| {
+            if stride != 0 {
+                let at = k as usize * stride;
+                return Some((seq + k, items.get(at + prefix..at + stride)?));
+            }
             let len = usize::try_from(r.varint()?).ok()?;
             Some((seq + k, r.bytes(len)?))
         })
     }
+}
+
+/// The size of each of the `count` MSG_RUN items at the start of `items` when they all have
+/// the first one's size (its length prefix included), else `None`. Each length is compared at
+/// its predicted place, so the checks do not wait on one another as a walk's reads do: a
+/// sender's batch of one size is checked at the cost of its loads (RESULTS §20).
+fn equal_items(items: &[u8], count: u16) -> Option<usize> {
+    let (a, b) = (*items.first()?, items.get(1).copied().unwrap_or(0));
+    let k = match a >> 6 {
+        0 => 1,
+        1 => 2,
+        _ => return None,
+    };
+    // The shortest form only, as `Reader::varint` reads it.
+    let len = usize::try_from(Reader::new(items).varint()?).ok()?;
+    let stride = k + len;
+    let all = items.get(..stride.checked_mul(usize::from(count))?)?;
+    all.chunks_exact(stride)
+        .all(|c| c[0] == a && (k == 1 || c[1] == b))
+        .then_some(stride)
 }
 
 /// Bytes of the `count` MSG_RUN items at the start of `items` (a varint length, then that many
@@ -562,7 +594,10 @@ impl<'a> Frames<'a> {
                 self.runs += 1;
                 if self.whole_runs {
                     let start = r.remaining();
-                    let used = run_items_len(start, count)?;
+                    let (used, stride) = match equal_items(start, count) {
+                        Some(stride) => (stride * usize::from(count), stride),
+                        None => (run_items_len(start, count)?, 0),
+                    };
                     r.bytes(used)?;
                     return Some(Frame::MsgRun(RunFrame {
                         seq,
@@ -570,6 +605,7 @@ impl<'a> Frames<'a> {
                         to,
                         count,
                         items: &start[..used],
+                        stride,
                     }));
                 }
                 self.run_item((seq, from, to, count))
@@ -1105,7 +1141,10 @@ mod tests {
             lens in proptest::collection::vec(prop_oneof![0usize..64, 64usize..300, 16_384usize..16_400], 1..6),
             cut in 0usize..64,
             flip in any::<(usize, u8)>(),
+            same in any::<bool>(),
         ) {
+            // Equal sizes take the receiver's stride path, others its walk.
+            let lens: Vec<usize> = if same { vec![lens[0]; lens.len()] } else { lens };
             let msgs: Vec<Vec<u8>> = lens.iter().map(|&l| vec![0xa5; l]).collect();
             let refs: Vec<&[u8]> = msgs.iter().map(Vec::as_slice).collect();
             let items = run_items(&refs);
@@ -1141,7 +1180,12 @@ mod tests {
             count in 1u16..8,
         ) {
             let (n, used) = run_items_fitting(&items, usize::from(count), usize::MAX);
-            prop_assert_eq!(run_items_len(&items, count), (n == usize::from(count)).then_some(used));
+            let want = (n == usize::from(count)).then_some(used);
+            prop_assert_eq!(run_items_len(&items, count), want);
+            // Where the stride check accepts, it finds the same bytes.
+            if let Some(stride) = equal_items(&items, count) {
+                prop_assert_eq!(Some(stride * usize::from(count)), want);
+            }
         }
 
         #[test]
