@@ -380,17 +380,12 @@ impl Channel {
         let before = r.data.len();
         let same = msgs.iter().take(most).take_while(|m| m.scope == scope);
         let n = self.arena.extend_items(&mut r.data, same.map(|m| m.data));
-        // Still equal-sized: every message has the one length whose item is `r.item` bytes
-        // (an item's size grows with its length, so there is at most one).
-        let item = r.item as usize;
-        if item != 0 {
-            let len = [1, 2, 4, 8]
-                .into_iter()
-                .map(|k| item.saturating_sub(k))
-                .find(|&l| wire::run_item_len(l) == item);
-            if len.is_none_or(|l| msgs[..n].iter().any(|m| m.data.len() != l)) {
-                r.item = 0;
-            }
+        // Still equal-sized: every message has the one length whose item is `r.item` bytes.
+        if r.item != 0
+            && wire::run_item_data_len(r.item as usize)
+                .is_none_or(|l| msgs[..n].iter().any(|m| m.data.len() != l))
+        {
+            r.item = 0;
         }
         r.count += n as u32;
         self.queued_bytes += r.data.len() - before;

@@ -662,6 +662,15 @@ pub fn run_item_len(len: usize) -> usize {
     varint_len(len as u64) + len
 }
 
+/// The message length whose MSG_RUN item takes `item` bytes, if one does (an item's size grows
+/// with its length, so there is at most one; 0 bytes is no item).
+pub fn run_item_data_len(item: usize) -> Option<usize> {
+    [1, 2, 4, 8]
+        .into_iter()
+        .filter_map(|k| item.checked_sub(k))
+        .find(|&l| run_item_len(l) == item)
+}
+
 /// Starts a MSG_RUN whose first message is `seq`; returns where its count lies, for
 /// [`set_run_count`] once its messages ([`write_run_item`]) are written.
 pub fn write_msg_run_header(w: &mut Writer<'_>, seq: u64, from: u64, to: u64) -> Option<usize> {
@@ -1044,6 +1053,16 @@ mod tests {
             items.extend_from_slice(d);
         }
         items
+    }
+
+    #[test]
+    fn run_item_data_len_inverts_run_item_len() {
+        for len in (0..20_000).chain([1 << 30, (1 << 30) - 1, 1 << 40]) {
+            assert_eq!(run_item_data_len(run_item_len(len)), Some(len), "{len}");
+        }
+        // 64 bytes take a two-byte length: no message makes a 65-byte item.
+        assert_eq!(run_item_data_len(65), None);
+        assert_eq!(run_item_data_len(0), None);
     }
 
     #[test]
