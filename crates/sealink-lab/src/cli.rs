@@ -260,6 +260,11 @@ pub struct DatagramArgs {
     /// gets the same size, RFC 9002's initial window for it, and GSO batches that fit 64 KiB
     #[arg(long, default_value_t = 1400, value_parser = clap::value_parser!(u16).range(512..=65507))]
     max_datagram: u16,
+    /// Each node's receive keeps asking for datagrams without sleeping for up to this many
+    /// microseconds before it sleeps (0: sleeps at once). Spends a core to spare the sender's
+    /// wake-ups; quinn has no such setting
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    busy_poll_us: u32,
     /// Directory for datagram.csv and the run record datagram.json
     #[arg(long, default_value = "bench-out/datagram")]
     out: PathBuf,
@@ -567,6 +572,7 @@ impl DatagramArgs {
             no_gso: self.no_gso,
             workers: self.workers.map(usize::from),
             max_datagram: usize::from(self.max_datagram),
+            busy_poll: std::time::Duration::from_micros(u64::from(self.busy_poll_us)),
             out: self.out,
             peer: self.peer,
             receiver: self.receiver,

@@ -359,7 +359,10 @@ mod tests {
         let msgs: Vec<Vec<u8>> = (0..100usize)
             .map(|l| (0..l).map(|j| (l * 7 + j) as u8).collect())
             .collect();
-        assert_eq!(a.extend_items(&mut run, msgs.iter().map(Vec::as_slice)), 100);
+        assert_eq!(
+            a.extend_items(&mut run, msgs.iter().map(Vec::as_slice)),
+            100
+        );
         let mut want = vec![0u8];
         for m in &msgs {
             let (prefix, k) = crate::wire::varint_bytes(m.len() as u64);

@@ -33,6 +33,11 @@ pub struct UdpOptions {
     pub recv_buffer: usize,
     /// Set `SO_REUSEPORT` so several sockets (one per worker) can share the port.
     pub reuse_port: bool,
+    /// A receive that finds nothing keeps asking, without sleeping, for up to this long before
+    /// it sleeps (zero: sleeps at once). Like Linux's `SO_BUSY_POLL`, for hosts with a core to
+    /// spare: a datagram that arrives meanwhile is taken without a wake-up, which the sending
+    /// CPU pays for (an inter-processor interrupt, and a VM exit on a virtual machine).
+    pub busy_poll: Duration,
 }
 
 impl Default for UdpOptions {
@@ -41,6 +46,7 @@ impl Default for UdpOptions {
             send_buffer: 8 << 20,
             recv_buffer: 8 << 20,
             reuse_port: false,
+            busy_poll: Duration::ZERO,
         }
     }
 }
@@ -56,6 +62,8 @@ pub struct UdpIo {
     read_timeout: AtomicU64,
     /// The socket is IPv6 (possibly dual-stack): IPv4 destinations are sent as v4-mapped addresses.
     is_v6: bool,
+    /// [`UdpOptions::busy_poll`].
+    busy_poll: Duration,
 }
 
 /// Receive buffers for [`UdpIo::recv`]: `batch` buffers of 64 KiB each, reused across calls.
@@ -117,6 +125,7 @@ impl UdpIo {
             wake,
             read_timeout: AtomicU64::new(NO_TIMEOUT),
             is_v6: addr.is_ipv6(),
+            busy_poll: opts.busy_poll,
         })
     }
 
@@ -259,6 +268,8 @@ impl UdpIo {
         f: &mut impl FnMut(Segment, &mut [u8]),
     ) -> io::Result<usize> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        // Until when this call asks without sleeping (set at its first empty receive).
+        let mut spin_until: Option<Instant> = None;
         loop {
             let n = {
                 let mut slices: Vec<IoSliceMut<'_>> =
@@ -292,7 +303,21 @@ impl UdpIo {
                 PollFd::new(&self.socket, PollFlags::IN),
                 PollFd::new(&self.wake, PollFlags::IN),
             ];
-            if retry_poll(&mut fds, left)? == 0 {
+            if !self.busy_poll.is_zero() {
+                let now = Instant::now();
+                let until = *spin_until.get_or_insert_with(|| {
+                    now + left.map_or(self.busy_poll, |l| l.min(self.busy_poll))
+                });
+                if now < until {
+                    // Both the socket and the wake-up, without sleeping.
+                    if retry_poll(&mut fds, Some(Duration::ZERO))? == 0 {
+                        std::hint::spin_loop();
+                        continue;
+                    }
+                } else if retry_poll(&mut fds, left)? == 0 {
+                    return Ok(0);
+                }
+            } else if retry_poll(&mut fds, left)? == 0 {
                 return Ok(0);
             }
             if !fds[1].revents().is_empty() {
@@ -522,6 +547,66 @@ mod tests {
         let (n, waited) = t.join().unwrap();
         assert_eq!(n, 0);
         assert!(waited < Duration::from_secs(2));
+    }
+
+    fn busy(spin: Duration) -> UdpIo {
+        let opts = UdpOptions {
+            busy_poll: spin,
+            ..UdpOptions::default()
+        };
+        UdpIo::bind((Ipv4Addr::LOCALHOST, 0).into(), &opts).unwrap()
+    }
+
+    /// Receives on `io` in a thread, for at most `timeout`: (datagrams, time taken).
+    fn recv_in_thread(
+        io: &Arc<UdpIo>,
+        timeout: Option<Duration>,
+    ) -> std::thread::JoinHandle<(Vec<Vec<u8>>, Duration)> {
+        let io = Arc::clone(io);
+        std::thread::spawn(move || {
+            let mut bufs = RecvBuffers::new(4);
+            let mut got = Vec::new();
+            let start = Instant::now();
+            io.recv_timeout(&mut bufs, timeout, |_, d| got.push(d.to_vec()))
+                .unwrap();
+            (got, start.elapsed())
+        })
+    }
+
+    /// A datagram that arrives while the receive spins is taken by the spin; one that arrives
+    /// after a short spin ended is taken from the sleep that follows.
+    #[test]
+    fn busy_poll_takes_datagrams_during_and_after_the_spin() {
+        let a = loopback();
+        for (spin, send_after) in [(10_000, 50), (20, 150)] {
+            let b = Arc::new(busy(Duration::from_millis(spin)));
+            let t = recv_in_thread(&b, Some(Duration::from_secs(5)));
+            std::thread::sleep(Duration::from_millis(send_after));
+            a.send(b.local_addr().unwrap(), b"spun", 4).unwrap();
+            let (got, took) = t.join().unwrap();
+            assert_eq!(got, vec![b"spun".to_vec()], "spin {spin} ms");
+            assert!(took < Duration::from_secs(2), "spin {spin} ms: {took:?}");
+        }
+    }
+
+    /// The receive's own timeout ends a longer spin, and a wake-up interrupts one.
+    #[test]
+    fn busy_poll_keeps_the_timeout_and_the_wake_up() {
+        let b = Arc::new(busy(Duration::from_secs(10)));
+        let (got, took) = recv_in_thread(&b, Some(Duration::from_millis(50)))
+            .join()
+            .unwrap();
+        assert!(got.is_empty());
+        assert!(
+            took >= Duration::from_millis(45) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+        let t = recv_in_thread(&b, None);
+        std::thread::sleep(Duration::from_millis(50));
+        b.wake();
+        let (got, took) = t.join().unwrap();
+        assert!(got.is_empty());
+        assert!(took < Duration::from_secs(2), "{took:?}");
     }
 
     #[test]

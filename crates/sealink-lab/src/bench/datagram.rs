@@ -66,6 +66,8 @@ pub struct Params {
     pub workers: Option<usize>,
     /// Largest datagram built (the piggyback queue limit follows it).
     pub max_datagram: usize,
+    /// Each node's receive busy-polls this long before sleeping ([`sealink_udp::UdpOptions`]).
+    pub busy_poll: Duration,
     /// Directory for datagram.csv and datagram.json.
     pub out: PathBuf,
     /// Also run the workload over this peer, interleaved with sealink's runs.
@@ -142,13 +144,14 @@ pub fn run(p: &Params) -> Result<()> {
     println!(
         "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
          window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
-         {} engine worker(s) per node, sender: {}, receiver: {}, placement: {}{}{}",
+         {} engine worker(s) per node, busy poll {} us, sender: {}, receiver: {}, placement: {}{}{}",
         p.seconds,
         p.runs,
         p.urgent * 100.0,
         p.max_datagram,
         if p.no_gso { "off" } else { "on" },
         p.workers.unwrap_or_else(sealink_engine::default_workers),
+        p.busy_poll.as_micros(),
         match p.sender {
             Sending::Source => "source on the node's thread",
             Sending::Thread => "a thread in send_batch",
@@ -486,6 +489,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     }
     cb.config = cfg.clone();
     cb.gso = gso;
+    cb.udp.busy_poll = p.busy_poll;
     cb.workers = p.workers;
     cb.io_cpu = cpus.map(|c| c.receiver);
     cb.directory.insert("bench", own_pub)?;
@@ -500,6 +504,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let mut ca = NodeConfig::new(loopback, ka);
     ca.config = cfg;
     ca.gso = gso;
+    ca.udp.busy_poll = p.busy_poll;
     ca.workers = p.workers;
     ca.io_cpu = cpus.map(|c| c.sender);
     ca.peers.push(PeerConfig {
