@@ -60,8 +60,7 @@ impl SendArena {
     #[cfg(test)]
     pub fn push(&mut self, data: &[u8]) -> Slot {
         if data.len() > OWN_CHUNK_ABOVE {
-            let id = self.new_chunk(vec![0; data.len()].into_boxed_slice());
-            return self.append(id, data);
+            return self.own_chunk(&[data]);
         }
         let id = self.current_with_room(data.len());
         self.append(id, data)
@@ -71,11 +70,10 @@ impl SendArena {
     pub fn push_item(&mut self, data: &[u8]) -> Slot {
         let (prefix, n) = crate::wire::varint_bytes(data.len() as u64);
         let total = n + data.len();
-        let id = if total > OWN_CHUNK_ABOVE {
-            self.new_chunk(vec![0; total].into_boxed_slice())
-        } else {
-            self.current_with_room(total)
-        };
+        if total > OWN_CHUNK_ABOVE {
+            return self.own_chunk(&[&prefix[..n], data]);
+        }
+        let id = self.current_with_room(total);
         let mut s = self.append(id, &prefix[..n]);
         self.append_more(&mut s, data);
         s
@@ -182,6 +180,27 @@ impl SendArena {
         self.chunks[id as usize]
             .as_ref()
             .expect("a live slot's chunk is allocated")
+    }
+
+    /// A chunk of its own for one large message, built from `parts` (no zeroing first: it is
+    /// written whole).
+    fn own_chunk(&mut self, parts: &[&[u8]]) -> Slot {
+        let mut v = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+        for p in parts {
+            v.extend_from_slice(p);
+        }
+        let len = u32::try_from(v.len()).expect("message length fits u32");
+        let id = self.new_chunk(v.into_boxed_slice());
+        let c = self.chunks[id as usize]
+            .as_mut()
+            .expect("a chunk just allocated");
+        c.used = len as usize;
+        c.live = 1;
+        Slot {
+            chunk: id,
+            start: 0,
+            len,
+        }
     }
 
     fn new_chunk(&mut self, buf: Box<[u8]>) -> u32 {
@@ -370,6 +389,23 @@ mod tests {
             want.extend_from_slice(m);
         }
         assert_eq!(a.get(run), &want[..]);
+    }
+
+    /// A large message gets a chunk of its own, exactly its item, written whole; no later
+    /// message is appended to it.
+    #[test]
+    fn a_large_item_has_a_chunk_of_its_own() {
+        let mut a = SendArena::default();
+        let small = a.push_item(&[1; 10]);
+        let data: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        let mut big = a.push_item(&data);
+        assert_ne!(big.chunk, small.chunk);
+        assert_eq!(&a.get(big)[..2], &[0x53, 0x88], "5000 as a two-byte varint");
+        assert_eq!(&a.get(big)[2..], &data[..]);
+        assert_eq!(a.bytes_reserved(), CHUNK + 5002);
+        assert_eq!(a.extend_items(&mut big, std::iter::once(&[9u8][..])), 0);
+        a.release(big);
+        assert_eq!(a.bytes_reserved(), CHUNK, "its chunk is freed with it");
     }
 
     #[test]
