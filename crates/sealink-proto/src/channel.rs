@@ -1394,50 +1394,34 @@ impl Channel {
         Ok(())
     }
 
-    /// Adds delivered message `data` (borrowed from `g.body`) to the run being gathered.
-    fn deliver(&mut self, sh: &mut Shared, g: &mut Gather<'_>, data: &[u8]) {
-        sh.stats.messages_delivered += 1;
-        sh.stats.message_bytes_delivered += data.len() as u64;
-        self.stats.messages_delivered += 1;
-        if let Some(r) = &mut g.run {
-            // `data` lies inside `body` (the frame parser borrows from it).
-            let start = if g.msgs == 1 {
-                0
-            } else {
-                data.as_ptr() as usize - g.body.as_ptr() as usize
-            };
-            r.push(start, data.len());
-        }
-    }
-
-    /// Delivers every message of `run` (in order, names accepted), as [`Channel::deliver`]
-    /// would one by one, with the counters added once for the run: per message, only the
-    /// span is recorded.
-    fn deliver_all(&mut self, sh: &mut Shared, g: &mut Gather<'_>, run: wire::RunFrame<'_>) {
+    /// Adds delivered messages (`count` of them, borrowed from `g.body`) to the run being
+    /// gathered, the counters added once for them all: per message, only its span is recorded.
+    fn deliver<'d>(
+        &mut self,
+        sh: &mut Shared,
+        g: &mut Gather<'_>,
+        msgs: impl Iterator<Item = &'d [u8]>,
+        count: usize,
+    ) {
         let (mut n, mut bytes) = (0u64, 0u64);
+        let alone = g.msgs == 1;
         let base = g.body.as_ptr() as usize;
-        match &mut g.run {
-            Some(r) => {
-                r.reserve(usize::from(run.count));
-                let alone = g.msgs == 1;
-                for (_, data) in run.iter() {
-                    // `data` lies inside `body` (the frame parser borrows from it).
-                    let start = if alone {
-                        0
-                    } else {
-                        data.as_ptr() as usize - base
-                    };
-                    r.push(start, data.len());
-                    n += 1;
-                    bytes += data.len() as u64;
-                }
+        let mut run = g.run.as_mut();
+        if let Some(r) = &mut run {
+            r.reserve(count);
+        }
+        for data in msgs {
+            if let Some(r) = &mut run {
+                // `data` lies inside `body` (the frame parser borrows from it).
+                let start = if alone {
+                    0
+                } else {
+                    data.as_ptr() as usize - base
+                };
+                r.push(start, data.len());
             }
-            None => {
-                for (_, data) in run.iter() {
-                    n += 1;
-                    bytes += data.len() as u64;
-                }
-            }
+            n += 1;
+            bytes += data.len() as u64;
         }
         sh.stats.messages_delivered += n;
         sh.stats.message_bytes_delivered += bytes;
@@ -1465,7 +1449,7 @@ impl Channel {
             return;
         }
         if self.recv.insert(seq) {
-            self.deliver(sh, g, data);
+            self.deliver(sh, g, std::iter::once(data), 1);
         } else {
             // Our acknowledgement was lost: say it again at once.
             sh.stats.duplicates_suppressed += 1;
@@ -1485,7 +1469,8 @@ impl Channel {
         if in_order && self.open_run(sh, g, run.from, run.to, first).is_ok() {
             self.recv.advance_to(run.seq + n);
             self.messages_since_ack += usize::from(run.count);
-            self.deliver_all(sh, g, run);
+            let count = usize::from(run.count);
+            self.deliver(sh, g, run.iter().map(|(_, data)| data), count);
             return;
         }
         for (seq, data) in run.iter() {

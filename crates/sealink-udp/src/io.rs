@@ -303,19 +303,17 @@ impl UdpIo {
                 PollFd::new(&self.socket, PollFlags::IN),
                 PollFd::new(&self.wake, PollFlags::IN),
             ];
-            if !self.busy_poll.is_zero() {
+            let spinning = !self.busy_poll.is_zero() && {
                 let now = Instant::now();
-                let until = *spin_until.get_or_insert_with(|| {
+                now < *spin_until.get_or_insert_with(|| {
                     now + left.map_or(self.busy_poll, |l| l.min(self.busy_poll))
-                });
-                if now < until {
-                    // Both the socket and the wake-up, without sleeping.
-                    if retry_poll(&mut fds, Some(Duration::ZERO))? == 0 {
-                        std::hint::spin_loop();
-                        continue;
-                    }
-                } else if retry_poll(&mut fds, left)? == 0 {
-                    return Ok(0);
+                })
+            };
+            if spinning {
+                // Both the socket and the wake-up, without sleeping.
+                if retry_poll(&mut fds, Some(Duration::ZERO))? == 0 {
+                    std::hint::spin_loop();
+                    continue;
                 }
             } else if retry_poll(&mut fds, left)? == 0 {
                 return Ok(0);
