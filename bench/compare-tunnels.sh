@@ -13,15 +13,32 @@
 # is measured. The flows run interleaved RUNS times; the script prints every run, the medians in
 # Gbit/s, and each tunnel's ratio to wireguard-go and to plain veth.
 #
-# Missing tools are installed: iperf3 and wireguard-tools from Debian's packages, wireguard-go
-# with `go install`, boringtun-cli with `cargo install`. A tunnel that cannot be installed or
-# brought up is reported (with why) and skipped; the others are still measured.
+# Per-thread load of sealink: around every sealink flow (tcp1, tcp4, udp256; not rtt) the script
+# reads `sealink show NAME --json` on both sides, before and after, and prints under the round
+# each data-path thread's share of one core (its busy_s delta over the wall time between), the
+# busiest first:
+#   round 1  tcp1    sealink              4.480
+#     busiest: b/sl-io-0 0.90 core (a/sl-io-0 0.83, a/sl-work-0 0.35, +4 more) over 3.20 s (flow 3.00 s)
+# (a/ is the iperf3 client's side, b/ the server's; "over" is the wall time between the
+# snapshots, which also holds iperf3's start and end, about 0.2 s with jq, so a thread busy all
+# through the flow reads a little under 1 core; "flow" is iperf3's own time). The
+# summary gives, per test and sealink tunnel, each thread's median share over the rounds, the
+# busiest first. A build whose `show --json` has no "threads" prints "per-thread counters: not
+# reported by this build".
+#
+# Missing tools are installed: iperf3, wireguard-tools and jq from Debian's packages,
+# wireguard-go with `go install`, boringtun-cli with `cargo install`. JSON (iperf3's and
+# sealink's) is read with jq, or with python3 where jq is missing. A tunnel that cannot be
+# installed or brought up is reported (with why) and skipped; the others are still measured.
 # Namespaces, interfaces and daemons are removed on exit, also on failure or Ctrl-C.
 #
 # Environment: RUNS (5), SECONDS_PER_FLOW (6), TESTS (tcp1,tcp4,udp256,rtt),
 # TUNNELS (plain,wg-go,boringtun,sealink; add sealink-inline, sealink-nopb, sealink-timer),
 # SEALINK (a prebuilt sealink binary instead of building target/release/sealink),
-# BORINGTUN_THREADS (boringtun's default when unset), KEEP_LOGS=1 (keep the work directory).
+# BORINGTUN_THREADS (boringtun's default when unset), KEEP_LOGS=1 (keep the work directory,
+# made under TMPDIR, default /tmp), THREAD_LOG=FILE (append every thread's deltas of every
+# sealink flow there, one line each: round= test= tunnel= thread= wall_s= flow_s= share= and
+# each counter's delta as name=value), PAUSE (seconds of rest after each flow, 1).
 # Usage: sudo bash bench/compare-tunnels.sh
 set -euo pipefail
 
@@ -35,7 +52,7 @@ export WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD=1
 
 NA=slbench-a
 NB=slbench-b
-work="$(mktemp -d /tmp/sealink-tunnels.XXXXXX)"
+work="$(mktemp -d "${TMPDIR:-/tmp}/sealink-tunnels.XXXXXX")"
 pids=()
 
 log() { echo "compare-tunnels: $*" >&2; }
@@ -67,13 +84,20 @@ ina() { ip netns exec "$NA" "$@"; }
 inb() { ip netns exec "$NB" "$@"; }
 
 # --- tools ------------------------------------------------------------------------------------
-if ! command -v iperf3 >/dev/null || ! command -v wg >/dev/null || ! command -v ping >/dev/null; then
-  log "installing iperf3 and wireguard-tools"
+if ! command -v iperf3 >/dev/null || ! command -v wg >/dev/null || ! command -v ping >/dev/null ||
+  { ! command -v jq >/dev/null && ! command -v python3 >/dev/null; }; then
+  log "installing iperf3, wireguard-tools and jq"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq >/dev/null
-  apt-get install -y -qq iperf3 wireguard-tools iputils-ping >/dev/null
+  apt-get install -y -qq iperf3 wireguard-tools iputils-ping jq >/dev/null
 fi
-command -v python3 >/dev/null || { log "python3 is needed to read iperf3's JSON"; exit 1; }
+if command -v jq >/dev/null; then
+  jsonp=jq
+elif command -v python3 >/dev/null; then
+  jsonp=python3
+else
+  log "jq or python3 is needed to read JSON"; exit 1
+fi
 
 declare -A skip=()
 if want wg-go && ! command -v wireguard-go >/dev/null && [ ! -x "$HOME/go/bin/wireguard" ]; then
@@ -241,16 +265,23 @@ wait_for inb bash -c 'ss -Hltn "sport = :5201" | grep -q .' || { log "iperf3 ser
 flow() {
   local out
   out="$(ina iperf3 -c "$1" -p 5201 -t "$secs" -P "$2" -J 2>&1)" || { echo "iperf3 failed: $out" | head -n 5 >&2; echo 0; return; }
-  python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.3f" % (d["end"]["sum_received"]["bits_per_second"]/1e9))' <<<"$out"
+  printf '%s\n' "$out" >"$work/iperf3-last.json"
+  if [ "$jsonp" = jq ]; then
+    jq -r '.end.sum_received.bits_per_second' <<<"$out"
+  else
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])' <<<"$out"
+  fi | awk '{printf "%.3f\n", $1 / 1e9}'
 }
 # Small UDP packets (256 B, unlimited rate); prints thousands of packets per second received.
 udpflow() {
   local out
   out="$(ina iperf3 -c "$1" -p 5201 -u -l 256 -b 0 -t "$secs" -J 2>&1)" || { echo "iperf3 -u failed: $out" | head -n 5 >&2; echo 0; return; }
-  python3 -c '
-import json,sys
-d=json.load(sys.stdin)["end"]["sum"]
-print("%.1f" % ((d["packets"]-d["lost_packets"])/d["seconds"]/1e3))' <<<"$out"
+  printf '%s\n' "$out" >"$work/iperf3-last.json"
+  if [ "$jsonp" = jq ]; then
+    jq -r '.end.sum | "\(.packets) \(.lost_packets) \(.seconds)"' <<<"$out"
+  else
+    python3 -c 'import json,sys; d=json.load(sys.stdin)["end"]["sum"]; print(d["packets"], d["lost_packets"], d["seconds"])' <<<"$out"
+  fi | awk '{printf "%.1f\n", ($3 > 0 ? ($1 - $2) / $3 / 1e3 : 0)}'
 }
 # Idle round trip: median of 40 pings 50 ms apart, in ms (after 10 to warm up).
 rtt() {
@@ -259,7 +290,131 @@ rtt() {
     awk '{a[NR]=$1} END {if (NR) printf "%.3f\n", a[int((NR+1)/2)]; else print 0}'
 }
 
+# --- per-thread load of sealink ----------------------------------------------------------------
+# The numeric fields of every data-path thread in a `sealink show --json` answer (stdin), one
+# "THREAD FIELD VALUE" line each; nothing where the build reports no "threads".
+thread_fields() {
+  if [ "$jsonp" = jq ]; then
+    jq -r '.[] | (.threads // [])[] | . as $t | to_entries[] | select(.value | type == "number")
+      | "\($t.name) \(.key) \(.value)"'
+  else
+    python3 -c '
+import json, sys
+for i in json.load(sys.stdin):
+    for t in i.get("threads") or []:
+        for k, v in t.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                print(t.get("name", "?"), k, repr(v))'
+  fi
+}
+now() { echo "${EPOCHREALTIME:-$(date +%s.%N)}"; }
+# The seconds of the last iperf3 flow as iperf3 measured them (without its start and end).
+flow_seconds() {
+  [ -s "$work/iperf3-last.json" ] || { echo 0; return 0; }
+  if [ "$jsonp" = jq ]; then
+    jq -r '.end.sum_received.seconds // .end.sum.seconds // 0' "$work/iperf3-last.json" 2>/dev/null
+  else
+    python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["end"]; print((e.get("sum_received") or e.get("sum") or {}).get("seconds", 0))' \
+      "$work/iperf3-last.json" 2>/dev/null
+  fi | awk '{printf "%.3f\n", $1 + 0} END {if (!NR) print 0}'
+}
+# Both sides of sealink tunnel $1, into $2-{a,b}.t (wall clock), .txt (thread fields), .err.
+thread_snap() {
+  local label="$1" f="$2" side ns
+  for side in a b; do
+    if [ "$side" = a ]; then ns="$NA"; else ns="$NB"; fi
+    now >"$f-$side.t"
+    if ip netns exec "$ns" "$sealink" show "${ifn[$label]}$side" --json >"$f-$side.json" 2>"$f-$side.err"; then
+      thread_fields <"$f-$side.json" >"$f-$side.txt" 2>>"$f-$side.err" || true
+    else
+      : >"$f-$side.txt"
+      echo "sealink show ${ifn[$label]}$side --json failed" >>"$f-$side.err"
+    fi
+  done
+}
+# Prints, under a round, each thread's share of one core between snapshots $1 and $2 (busiest
+# first), the wall time between them and the flow's own (iperf3's, without its start and end),
+# and keeps them for the summary ($work/threads-TEST-TUNNEL.txt) and THREAD_LOG.
+# $3 = round, $4 = test, $5 = tunnel.
+thread_report() {
+  local p0="$1" p1="$2" r="$3" test="$4" label="$5" side t0 t1 deltas="$2-deltas" fs
+  fs="$(flow_seconds)"
+  : >"$deltas"
+  for side in a b; do
+    [ -s "$p0-$side.txt" ] && [ -s "$p1-$side.txt" ] || continue
+    t0="$(cat "$p0-$side.t")"; t1="$(cat "$p1-$side.t")"
+    # "side/THREAD FIELD DELTA WALL" (a thread that appeared in between counts from 0)
+    awk -v side="$side" -v dt="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.6f", b - a}')" '
+      NR == FNR {b[$1 " " $2] = $3; next}
+      {k = $1 " " $2; d = $3 - (k in b ? b[k] : 0)
+       printf "%s/%s %s %s %s\n", side, $1, $2, ($2 == "busy_s" ? sprintf("%.6f", d) : sprintf("%.0f", d)), dt}' \
+      "$p0-$side.txt" "$p1-$side.txt" >>"$deltas"
+  done
+  if [ ! -s "$deltas" ]; then
+    if grep -qs 'failed$' "$p0-a.err" "$p0-b.err" "$p1-a.err" "$p1-b.err"; then
+      echo "  per-thread counters: sealink show failed: $(cat "$p0-a.err" "$p0-b.err" "$p1-a.err" "$p1-b.err" | head -n 2 | tr '\n' ' ')"
+    else
+      echo "  per-thread counters: not reported by this build"
+    fi
+    return 0
+  fi
+  awk '$2 == "busy_s" {printf "%s %.3f\n", $1, ($4 > 0 ? $3 / $4 : 0)}' "$deltas" | sort -k2,2gr -k1,1 >"$p1-shares"
+  awk -v r="$r" '{print r, $1, $2}' "$p1-shares" >>"$work/threads-$test-$label.txt"
+  awk -v wall="$(awk '{if ($4 > w) w = $4} END {printf "%.2f", w}' "$deltas")" -v fs="$fs" '
+       NR == 1 {line = sprintf("  busiest: %s %.2f core", $1, $2); next}
+       $2 >= 0.01 && n < 11 {o = o (n++ ? ", " : "") sprintf("%s %.2f", $1, $2); next}
+       {rest++}
+       END {
+         if (NR == 0) {print "  per-thread counters: no busy_s reported"; exit}
+         if (rest) o = o (n ? ", " : "") "+" rest " more"
+         printf "%s%s over %s s (flow %.2f s)\n", line, (o != "" ? " (" o ")" : ""), wall, fs
+       }' "$p1-shares"
+  if [ -n "${THREAD_LOG:-}" ]; then
+    awk -v r="$r" -v test="$test" -v t="$label" -v fs="$fs" '
+      !($1 in wall) {order[++n] = $1; wall[$1] = $4; share[$1] = 0}
+      {f[$1] = f[$1] " " $2 "=" $3; if ($2 == "busy_s" && $4 > 0) share[$1] = $3 / $4}
+      END {for (i = 1; i <= n; i++) {th = order[i]
+        printf "round=%s test=%s tunnel=%s thread=%s wall_s=%.3f flow_s=%s share=%.3f%s\n", r, test, t, th, wall[th], fs, share[th], f[th]}}' \
+      "$deltas" >>"$THREAD_LOG"
+  fi
+}
+# One summary line for test $1 and sealink tunnel $2: the threads by median share of one core
+# over the rounds (a thread missing from a round counts 0 there), then each round's busiest.
+thread_summary() {
+  local f="$work/threads-$1-$2.txt"
+  if [ ! -s "$f" ]; then
+    printf '%-15s %s\n' "$2" "per-thread counters: not reported by this build"
+    return 0
+  fi
+  awk -v name="$2" '
+    function median(arr, m,   i, j, x) {
+      for (i = 2; i <= m; i++) {x = arr[i]; for (j = i - 1; j >= 1 && arr[j] > x; j--) arr[j + 1] = arr[j]; arr[j + 1] = x}
+      return (m % 2) ? arr[(m + 1) / 2] : (arr[m / 2] + arr[m / 2 + 1]) / 2
+    }
+    !($1 in seen) {seen[$1] = 1; rounds[++nr] = $1; best[$1] = sprintf("%s %.2f", $2, $3)}
+    !($2 in th) {th[$2] = 1; names[++nt] = $2}
+    {s[$2, $1] = $3}
+    END {
+      for (i = 1; i <= nt; i++) {
+        for (j = 1; j <= nr; j++) v[j] = ((names[i], rounds[j]) in s) ? s[names[i], rounds[j]] : 0
+        med[i] = median(v, nr)
+      }
+      # the four with the highest median share
+      out = ""
+      for (k = 1; k <= 4 && k <= nt; k++) {
+        top = 0
+        for (i = 1; i <= nt; i++) if (!(i in used) && (top == 0 || med[i] > med[top])) top = i
+        used[top] = 1
+        out = out (k > 1 ? ", " : "") sprintf("%s %.2f", names[top], med[top])
+      }
+      per = ""
+      for (j = 1; j <= nr; j++) per = per (j > 1 ? ", " : "") best[rounds[j]]
+      printf "%-15s %s   per round: %s\n", name, out, per
+    }' "$f"
+}
+
 tests="${TESTS:-tcp1,tcp4,udp256,rtt}"
+pause="${PAUSE:-1}"
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a/b; else printf "-" }'; }
 
@@ -270,6 +425,13 @@ log "measuring ${active[*]} ($tests): $runs rounds of ${secs} s each, interleave
 for r in $(seq "$runs"); do
   for test in ${tests//,/ }; do
     for t in "${active[@]}"; do
+      # sealink's threads are read just before and after each of its flows.
+      snap=""
+      if [[ "$t" == sealink* && "$test" != rtt ]]; then
+        snap="$work/threads-$r-$test-$t"
+        rm -f "$work/iperf3-last.json"
+        thread_snap "$t" "$snap-0"
+      fi
       case "$test" in
         tcp1) g="$(flow "${dest[$t]}" 1)" ;;
         tcp4) g="$(flow "${dest[$t]}" 4)" ;;
@@ -277,9 +439,11 @@ for r in $(seq "$runs"); do
         rtt) g="$(rtt "${dest[$t]}")" ;;
         *) log "unknown test $test"; exit 1 ;;
       esac
+      [ -z "$snap" ] || thread_snap "$t" "$snap-1"
       results[$test,$t]+="$g "
       printf 'round %d  %-7s %-15s %10s\n' "$r" "$test" "$t" "$g"
-      sleep 1
+      [ -z "$snap" ] || thread_report "$snap-0" "$snap-1" "$r" "$test" "$t"
+      sleep "$pause"
     done
   done
 done
@@ -310,5 +474,16 @@ for test in ${tests//,/ }; do
     printf '%-15s %10s %10s %10s   %s\n' "$t" "${med[$t]}" \
       "$(ratio "${med[$t]}" "${med[wg-go]:-0}")" "$(ratio "${med[$t]}" "${med[plain]:-0}")" "${results[$test,$t]}"
   done
+  if [ "$test" != rtt ]; then
+    header=0
+    for t in $all_tunnels; do
+      [[ "$t" == sealink* && -n "${med[$t]:-}" ]] || continue
+      if [ "$header" = 0 ]; then
+        echo "$test: busiest threads, share of one core (median over rounds), then each round's busiest"
+        header=1
+      fi
+      thread_summary "$test" "$t"
+    done
+  fi
   unset med
 done

@@ -12,6 +12,7 @@ use sealink_proto::Time;
 use sealink_proto::tunnel::PeerStatus;
 
 use crate::error::{TunnelError, io};
+pub use crate::threads::ThreadStatus;
 use crate::{RunDir, UpInfo};
 
 fn b64(k: &[u8; 32]) -> String {
@@ -40,6 +41,10 @@ pub struct Status {
     /// Control requests refused (peers neither root nor the owner).
     pub control_refused: u64,
     pub peers: Vec<PeerJson>,
+    /// The data path's threads: CPU time and what each one's system calls carried (see
+    /// [`ThreadStatus`]). Absent from the answers of older builds.
+    #[serde(default)]
+    pub threads: Vec<ThreadStatus>,
 }
 
 /// A list of (name, count) as a JSON object, keeping its order both ways.
@@ -108,6 +113,7 @@ pub fn status(
     peers: &[PeerStatus],
     drops: &[(&'static str, u64)],
     control_refused: u64,
+    threads: Vec<ThreadStatus>,
 ) -> Status {
     Status {
         interface: info.name.clone(),
@@ -146,6 +152,7 @@ pub fn status(
                 keepalives: p.stats.keepalives,
             })
             .collect(),
+        threads,
     }
 }
 
@@ -185,6 +192,26 @@ pub fn format_status(st: &Status) -> String {
             "  control: refused={} (peers neither root nor the owner)",
             st.control_refused
         );
+    }
+    if !st.threads.is_empty() {
+        let _ = writeln!(s, "  threads (cpu seconds; system calls/items carried):");
+        for t in &st.threads {
+            let mut parts = vec![format!("    {} busy={:.3}s", t.name, t.busy_s)];
+            for (what, calls, items) in [
+                ("tun_read", t.tun_reads, t.tun_read_packets),
+                ("udp_send", t.udp_sends, t.udp_send_datagrams),
+                ("udp_recv", t.udp_receives, t.udp_receive_datagrams),
+                ("tun_write", t.tun_writes, t.tun_write_packets),
+            ] {
+                if calls > 0 {
+                    parts.push(format!("{what}={calls}/{items}"));
+                }
+            }
+            if t.batches_submitted > 0 {
+                parts.push(format!("batches={}", t.batches_submitted));
+            }
+            let _ = writeln!(s, "{}", parts.join(" "));
+        }
     }
     for p in &st.peers {
         let _ = writeln!(s, "\npeer: {}", p.name);

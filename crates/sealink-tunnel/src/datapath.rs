@@ -1,6 +1,7 @@
 //! The data path: TUN and UDP readers that reserve under the core's lock, batches sealed and
 //! opened on the engine's workers, and in-order release (see the crate documentation).
 
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::{Arc, MutexGuard};
@@ -11,8 +12,10 @@ use sealink_proto::DropReason;
 use sealink_proto::Time;
 use sealink_proto::tunnel::{DecapReserve, HEADROOM, OpenJob, PeerIndex, Reserve, SealJob, Tunnel};
 use sealink_udp::{GsoRuns, RecvBuffers, Segment};
-use tun_rs::{ExpandBuffer, GROTable, IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
+use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
 
+use crate::threads::Count;
+use crate::tunwrite;
 use crate::{Outbox, Shared};
 
 /// Batches each reader may have in flight (its buffers): enough to keep the workers busy while
@@ -197,7 +200,11 @@ impl TunReader {
                 dev.recv_multiple(original, &mut bufs, sizes, HEADROOM)
             };
             match r {
-                Ok(n) => n,
+                Ok(n) => {
+                    sh.threads
+                        .call(Count::TunReads, Count::TunReadPackets, n as u64);
+                    n
+                }
                 Err(e) => {
                     if !sh.stopping() && e.kind() != std::io::ErrorKind::WouldBlock {
                         tracing::debug!(error = %e, "TUN read failed");
@@ -209,7 +216,7 @@ impl TunReader {
         };
         b.items.clear();
         b.out.clear();
-        let mut queued = false;
+        let wake_timer;
         {
             let mut core = sh.lock();
             let now = sh.clock.now();
@@ -235,8 +242,7 @@ impl TunReader {
                         job,
                         len: 0,
                     }),
-                    Reserve::Queued => queued = true,
-                    Reserve::Dropped(_) => {}
+                    Reserve::Queued | Reserve::Dropped(_) => {}
                 }
             }
             // Autocork: the queues of idle peers leave now, after this batch's packets.
@@ -244,13 +250,17 @@ impl TunReader {
             let first = out.items.len();
             let k = out.drain(&mut core);
             items.extend((first..first + k).map(TxItem::Out));
+            // A small packet that end_batch already sent needs no timer: waking it for every
+            // TCP ACK cost the receiving host 4% of a core (RESULTS §21).
+            wake_timer = core.take_timer_hint();
         }
-        if queued {
+        if wake_timer {
             sh.timer.notify_one();
         }
         if b.items.is_empty() {
             pool.put(b);
         } else {
+            sh.threads.count(Count::BatchesSubmitted, 1);
             pipe.submit(q, Duplex::Tx(b));
         }
         n > 0
@@ -307,11 +317,13 @@ pub(crate) struct RxBatch {
     entries: Vec<RxEntry>,
     out: Outbox,
     ranges: Vec<Range<usize>>,
-    /// Packets to write: (receive buffer, range in it, first packet of its datagram).
-    pkts: Vec<(usize, Range<usize>, bool)>,
-    /// Copies for packets that cannot be written in place (coalesced runs, piggybacked).
-    spills: Vec<Vec<u8>>,
-    gro: GROTable,
+    /// Packets to write: (receive buffer, range in it).
+    pkts: Vec<(usize, Range<usize>)>,
+    /// The TUN writes of `pkts` (super-packets and single packets), and each one's virtio
+    /// header and last segment's TCP flags.
+    runs: Vec<tunwrite::Run>,
+    hdrs: Vec<[u8; VIRTIO_NET_HDR_LEN]>,
+    last_flags: Vec<u8>,
     pool: Arc<Pool<Box<RxBatch>>>,
 }
 
@@ -347,8 +359,8 @@ impl Half for RxBatch {
                     .is_ok()
                 {
                     let base = e.seg.range.start;
-                    for (k, r) in ranges.iter().enumerate() {
-                        pkts.push((e.seg.buf, base + r.start..base + r.end, k == 0));
+                    for r in ranges.iter() {
+                        pkts.push((e.seg.buf, base + r.start..base + r.end));
                     }
                 }
             }
@@ -368,121 +380,59 @@ impl Half for RxBatch {
 }
 
 impl RxBatch {
-    /// Writes the opened packets to the TUN device from the receive buffers.
+    /// Writes the opened packets to the TUN device straight from the receive buffers: with
+    /// offloads, TCP segments of a flow coalesced into super-packets (see [`tunwrite`]).
     fn write_tun(&mut self, sh: &Shared) {
         let dev = &sh.devs[self.sock % sh.devs.len()];
-        let off = if sh.offload { VIRTIO_NET_HDR_LEN } else { 0 };
-        if self.spills.len() < self.pkts.len() {
-            self.spills.resize_with(self.pkts.len(), Vec::new);
-        }
-        let mut bufs = in_place(self.rb.bufs_mut(), &mut self.spills, &self.pkts, off);
-        if sh.offload {
-            if let Err(e) = dev.send_multiple(&mut self.gro, &mut bufs, off) {
-                tracing::debug!(error = %e, "TUN write failed");
-            }
-        } else {
-            for b in &bufs {
-                if let Err(e) = dev.send(b.as_ref()) {
-                    tracing::debug!(error = %e, "TUN write failed");
+        let RxBatch {
+            rb,
+            pkts,
+            runs,
+            hdrs,
+            last_flags,
+            ..
+        } = self;
+        if !sh.offload {
+            let bufs = rb.bufs_mut();
+            for (b, r) in pkts.iter() {
+                match dev.send(&bufs[*b][r.clone()]) {
+                    Ok(_) => sh.threads.call(Count::TunWrites, Count::TunWritePackets, 1),
+                    Err(e) => tracing::debug!(error = %e, "TUN write failed"),
                 }
             }
+            return;
         }
-    }
-}
-
-/// A packet for the TUN write: `off` bytes of room and the packet, in the receive buffer where
-/// it was opened, or copied out (spilled) once it must grow or cannot have its room in place.
-struct TunBuf<'a> {
-    slice: &'a mut [u8],
-    spill: &'a mut Vec<u8>,
-    spilled: bool,
-}
-
-impl TunBuf<'_> {
-    fn spill(&mut self) {
-        if !self.spilled {
-            self.spill.clear();
-            self.spill.extend_from_slice(self.slice);
-            self.spilled = true;
+        {
+            let bufs = &*rb.bufs_mut();
+            let slices: Vec<&[u8]> = pkts.iter().map(|(b, r)| &bufs[*b][r.clone()]).collect();
+            tunwrite::plan(&slices, runs);
+            last_flags.clear();
+            last_flags.extend(
+                runs.iter()
+                    .map(|r| tunwrite::tcp_flags(slices[r.first + r.n - 1])),
+            );
         }
-    }
-}
-
-impl AsRef<[u8]> for TunBuf<'_> {
-    fn as_ref(&self) -> &[u8] {
-        if self.spilled { self.spill } else { self.slice }
-    }
-}
-
-impl AsMut<[u8]> for TunBuf<'_> {
-    fn as_mut(&mut self) -> &mut [u8] {
-        if self.spilled { self.spill } else { self.slice }
-    }
-}
-
-impl ExpandBuffer for TunBuf<'_> {
-    fn buf_capacity(&self) -> usize {
-        // Growing spills into a vector that grows as needed.
-        self.spill.capacity().max(2 * 65_536)
-    }
-    fn buf_resize(&mut self, new_len: usize, value: u8) {
-        self.spill();
-        self.spill.resize(new_len, value);
-    }
-    fn buf_extend_from_slice(&mut self, src: &[u8]) {
-        self.spill();
-        self.spill.extend_from_slice(src);
-    }
-}
-
-/// Splits the receive buffers into one disjoint region per packet (`off` bytes of room before
-/// it). A packet whose room would overlap the previous packet (the second and later packets of
-/// a piggybacked datagram) is copied into its spill instead. `pkts` is in buffer order.
-fn in_place<'a>(
-    bufs: &'a mut [Box<[u8]>],
-    spills: &'a mut [Vec<u8>],
-    pkts: &[(usize, Range<usize>, bool)],
-    off: usize,
-) -> Vec<TunBuf<'a>> {
-    let mut out = Vec::with_capacity(pkts.len());
-    let mut spills = spills.iter_mut();
-    let mut bufs = bufs.iter_mut().enumerate();
-    let mut cur: Option<(usize, &'a mut [u8], usize)> = None;
-    for (bi, r, first) in pkts {
-        while cur.as_ref().is_none_or(|(i, _, _)| i != bi) {
-            match bufs.next() {
-                Some((i, b)) => cur = Some((i, &mut b[..], 0)),
-                None => return out,
+        hdrs.clear();
+        {
+            let bufs = rb.bufs_mut();
+            for (run, &lf) in runs.iter().zip(last_flags.iter()) {
+                let (b, r) = &pkts[run.first];
+                hdrs.push(tunwrite::finish(run, &mut bufs[*b][r.clone()], lf));
             }
         }
-        let Some(spill) = spills.next() else {
-            return out;
-        };
-        let Some((i, rest, consumed)) = cur.take() else {
-            return out;
-        };
-        if *first && r.start >= off + consumed {
-            let (_, tail) = rest.split_at_mut(r.start - off - consumed);
-            let (region, tail) = tail.split_at_mut(r.end - r.start + off);
-            out.push(TunBuf {
-                slice: region,
-                spill,
-                spilled: false,
-            });
-            cur = Some((i, tail, r.end));
-        } else {
-            spill.clear();
-            spill.resize(off, 0);
-            spill.extend_from_slice(&rest[r.start - consumed..r.end - consumed]);
-            out.push(TunBuf {
-                slice: &mut [],
-                spill,
-                spilled: true,
-            });
-            cur = Some((i, rest, consumed));
+        let bufs = &*rb.bufs_mut();
+        let slices: Vec<&[u8]> = pkts.iter().map(|(b, r)| &bufs[*b][r.clone()]).collect();
+        let mut iov = [IoSlice::new(&[]); tunwrite::MAX_RUN + 1];
+        for (run, hdr) in runs.iter().zip(hdrs.iter()) {
+            let n = tunwrite::gather(run, hdr, &slices, &mut iov);
+            match rustix::io::writev(dev, &iov[..n]) {
+                Ok(_) => sh
+                    .threads
+                    .call(Count::TunWrites, Count::TunWritePackets, run.n as u64),
+                Err(e) => tracing::debug!(error = %e, packets = run.n, "TUN write failed"),
+            }
         }
     }
-    out
 }
 
 /// The reader of UDP socket `s`, with the batches it owns; its batches go on `lane`.
@@ -503,8 +453,9 @@ impl UdpReader {
                 out: Outbox::new(sh.stride),
                 ranges: Vec::new(),
                 pkts: Vec::new(),
-                spills: Vec::new(),
-                gro: GROTable::default(),
+                runs: Vec::new(),
+                hdrs: Vec::new(),
+                last_flags: Vec::new(),
                 pool: Arc::clone(&pool),
             }));
         }
@@ -546,7 +497,13 @@ impl UdpReader {
             })
         };
         let got = match r {
-            Ok(n) => n > 0,
+            Ok(n) => {
+                if n > 0 {
+                    sh.threads
+                        .call(Count::UdpReceives, Count::UdpReceiveDatagrams, n as u64);
+                }
+                n > 0
+            }
             Err(e) => {
                 tracing::debug!(error = %e, "UDP receive failed");
                 false
@@ -560,6 +517,7 @@ impl UdpReader {
             }
             pool.put(b);
         } else {
+            sh.threads.count(Count::BatchesSubmitted, 1);
             pipe.submit(self.lane, Duplex::Rx(b));
         }
         got

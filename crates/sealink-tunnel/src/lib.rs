@@ -34,6 +34,8 @@ mod netconf;
 mod privs;
 mod reload;
 pub mod rundir;
+mod threads;
+mod tunwrite;
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{Ipv6Addr, SocketAddr};
@@ -93,6 +95,8 @@ pub(crate) struct Shared {
     control_refused: AtomicU64,
     /// Endpoint names to resolve again, to the resolver thread ([`reload::resolver_loop`]).
     resolve_tx: std::sync::mpsc::Sender<([u8; 32], String)>,
+    /// Per-thread counters of the data path (`show`).
+    threads: threads::Registry,
 }
 
 /// What [`run_with`] takes besides the config.
@@ -125,8 +129,18 @@ impl Shared {
         self.stop.load(Ordering::Relaxed)
     }
     fn send(&self, sock: usize, dest: SocketAddr, data: &[u8], segment: usize) {
-        if let Err(e) = self.udp[sock].send(dest, data, segment) {
-            tracing::debug!(%dest, error = %e, "udp send failed");
+        let u = &self.udp[sock];
+        match u.send(dest, data, segment) {
+            Ok(calls) => {
+                let seg = segment.min(data.len()).max(1);
+                self.threads.call_n(
+                    threads::Count::UdpSends,
+                    calls as u64,
+                    threads::Count::UdpSendDatagrams,
+                    data.len().div_ceil(seg) as u64,
+                );
+            }
+            Err(e) => tracing::debug!(%dest, error = %e, "udp send failed"),
         }
     }
 }
@@ -369,6 +383,7 @@ pub fn run_with(
         owner_uid: sealink_keys::secure_file::my_uid(),
         control_refused: AtomicU64::new(0),
         resolve_tx,
+        threads: threads::Registry::new(),
     });
     {
         let weak = std::sync::Arc::downgrade(&sh);
@@ -572,6 +587,7 @@ fn serve(sh: &Shared, stream: UnixStream, ctl: &mut reload::Ctl) -> Option<UnixS
                     &core.peer_status(now),
                     &core.drops(),
                     sh.control_refused.load(Ordering::Relaxed),
+                    sh.threads.snapshot(),
                 );
                 if req == "show" {
                     control::format_status(&st)

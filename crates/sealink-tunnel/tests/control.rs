@@ -169,6 +169,7 @@ fn status_text_has_the_interface_and_every_peer() {
         &[peer(seen), peer(None)],
         &[("auth-failed", 3), ("replayed", 1)],
         2,
+        vec![],
     ));
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(lines[0], "interface: sl5");
@@ -222,14 +223,30 @@ fn status_text_has_the_interface_and_every_peer() {
 
 #[test]
 fn status_text_when_quiet() {
-    let s = control::format_status(&control::status(&info(), &[0; 32], Time::ZERO, &[], &[], 0));
+    let s = control::format_status(&control::status(
+        &info(),
+        &[0; 32],
+        Time::ZERO,
+        &[],
+        &[],
+        0,
+        vec![],
+    ));
     assert!(s.contains("  drops: none\n"), "{s}");
     assert!(!s.contains("control:"), "{s}");
     assert!(!s.contains("peer:"), "{s}");
     let mut off = info();
     off.tun_offload = false;
     off.udp_gso_segments = 1;
-    let s = control::format_status(&control::status(&off, &[0; 32], Time::ZERO, &[], &[], 0));
+    let s = control::format_status(&control::status(
+        &off,
+        &[0; 32],
+        Time::ZERO,
+        &[],
+        &[],
+        0,
+        vec![],
+    ));
     assert!(s.contains("  offload: tun=off udp_gso_segments=1\n"), "{s}");
 }
 
@@ -244,10 +261,32 @@ fn status_json_has_the_same_facts_and_round_trips() {
         &[peer(seen), peer(None)],
         &[("auth-failed", 3)],
         2,
+        vec![control::ThreadStatus {
+            name: "sl-io-0".into(),
+            busy_s: 1.5,
+            tun_reads: 10,
+            tun_read_packets: 470,
+            udp_sends: 20,
+            udp_send_datagrams: 470,
+            udp_receives: 3,
+            udp_receive_datagrams: 5,
+            tun_writes: 5,
+            tun_write_packets: 5,
+            batches_submitted: 13,
+        }],
     );
     let text = control::format_status_json(&st);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["interface"], "sl5");
+    assert_eq!(v["threads"][0]["name"], "sl-io-0");
+    assert_eq!(v["threads"][0]["tun_read_packets"], 470);
+    assert_eq!(v["threads"][0]["busy_s"], 1.5);
+    // The text form lists the thread with what its calls carried.
+    assert!(
+        control::format_status(&st).contains("    sl-io-0 busy=1.500s tun_read=10/470 udp_send=20/470 udp_recv=3/5 tun_write=5/5 batches=13"),
+        "{}",
+        control::format_status(&st)
+    );
     assert_eq!(v["drops"]["auth-failed"], 3);
     assert_eq!(v["control_refused"], 2);
     assert_eq!(v["listen_port"], 51820);

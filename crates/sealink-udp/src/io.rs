@@ -173,10 +173,15 @@ impl UdpIo {
 
     /// Sends `contents` to `dest` as datagrams of `segment_size` bytes (the last may be shorter) in as
     /// few system calls as GSO allows. `segment_size == contents.len()` sends one datagram.
-    /// Blocks while the socket's send buffer is full.
-    pub fn send(&self, dest: SocketAddr, contents: &[u8], segment_size: usize) -> io::Result<()> {
+    /// Blocks while the socket's send buffer is full. Returns the system calls it took.
+    pub fn send(
+        &self,
+        dest: SocketAddr,
+        contents: &[u8],
+        segment_size: usize,
+    ) -> io::Result<usize> {
         if contents.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         if segment_size == 0 {
             return Err(io::Error::new(
@@ -187,6 +192,7 @@ impl UdpIo {
         let dest = self.map_dest(dest);
         let seg = segment_size.min(contents.len());
         let mut rest = contents;
+        let mut calls = 0;
         while !rest.is_empty() {
             // One syscall carries at most max_gso_segments segments and MAX_SEND bytes.
             let segs = self.max_gso_segments().min(MAX_SEND / seg).max(1);
@@ -194,20 +200,24 @@ impl UdpIo {
             let (chunk, tail) = rest.split_at(take);
             let gso = chunk.len() > seg;
             match self.send_one(dest, chunk, gso.then_some(seg)) {
-                Ok(()) => rest = tail,
+                Ok(()) => {
+                    rest = tail;
+                    calls += 1;
+                }
                 // quinn-udp turns GSO off after EIO/EINVAL from a device without it: resend the
                 // chunk one datagram per call.
                 Err(e) if gso && self.max_gso_segments() == 1 => {
                     tracing::debug!(error = %e, "GSO send failed; falling back to one datagram per call");
                     for d in chunk.chunks(seg) {
                         self.send_one(dest, d, None)?;
+                        calls += 1;
                     }
                     rest = tail;
                 }
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        Ok(calls)
     }
 
     fn send_one(

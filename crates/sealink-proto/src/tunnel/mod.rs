@@ -463,6 +463,10 @@ pub struct Tunnel {
     spare: Vec<Vec<u8>>,
     /// Peers with a non-empty piggyback queue (autocork's end-of-batch check).
     corked: Vec<usize>,
+    /// A deadline was armed since [`Tunnel::take_timer_hint`] last looked: a piggyback queue
+    /// started, or a handshake.
+    hint_queue: bool,
+    hint_handshake: bool,
     /// Peers whose endpoint name should be resolved again ([`Tunnel::poll_resolve`]).
     resolve_requests: VecDeque<usize>,
     drops: [u64; N_DROPS],
@@ -557,6 +561,8 @@ impl Tunnel {
             transmits: VecDeque::new(),
             spare: Vec::new(),
             corked: Vec::new(),
+            hint_queue: false,
+            hint_handshake: false,
             resolve_requests: VecDeque::new(),
             drops: [0; N_DROPS],
         })
@@ -716,6 +722,7 @@ impl Tunnel {
             let p = &mut self.peers[pi];
             if p.queue.is_empty() {
                 self.corked.push(pi);
+                self.hint_queue = true;
             }
             p.queue.extend_from_slice(&(pkt_len as u16).to_be_bytes());
             p.queue
@@ -759,6 +766,17 @@ impl Tunnel {
         if p.in_flight == 0 && !p.queue.is_empty() && self.autocork() {
             self.flush_queue(peer.0, now);
         }
+    }
+
+    /// Whether a deadline was armed since the last call that a driver's timer, asleep until
+    /// the [`Tunnel::poll_timeout`] it last saw, must wake up for: a handshake started, or a
+    /// piggyback queue started and is still waiting (under autocork, [`Tunnel::end_batch`]
+    /// usually sends it at once, and then no wake-up is needed). Clears the hint.
+    pub fn take_timer_hint(&mut self) -> bool {
+        let h = self.hint_handshake || (self.hint_queue && !self.corked.is_empty());
+        self.hint_handshake = false;
+        self.hint_queue = false;
+        h
     }
 
     /// Ends a batch of packets from the TUN device: in autocork mode the piggyback queues of
@@ -859,6 +877,7 @@ impl Tunnel {
     }
 
     fn start_handshake(&mut self, pi: usize, now: Time, attempt: u32) {
+        self.hint_handshake = true;
         let Some(dest) = self.peers[pi].endpoint else {
             // Nowhere to send it; the packets that wait are dropped at the timeout.
             self.count(TunnelDrop::NoEndpoint);

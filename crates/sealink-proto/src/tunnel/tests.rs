@@ -492,6 +492,7 @@ proptest! {
 #[test]
 fn autocork_idle_link_sends_small_packets_at_the_end_of_the_batch() {
     let mut p = established();
+    p.a.take_timer_hint(); // the handshake's
     assert_eq!(p.send(true, &v4(IP_A, IP_B, 60, 1)), Encap::Queued);
     assert!(p.wire.is_empty(), "queued within the batch");
     p.a.end_batch(p.now);
@@ -502,8 +503,39 @@ fn autocork_idle_link_sends_small_packets_at_the_end_of_the_batch() {
         "nothing in flight: leaves at once, no timer"
     );
     assert_eq!(p.a.poll_timeout(), None);
+    assert!(
+        !p.a.take_timer_hint(),
+        "the queue already left: the driver's timer needs no wake-up"
+    );
     p.run();
     assert_eq!(p.got_b, vec![v4(IP_A, IP_B, 60, 1)]);
+}
+
+#[test]
+fn timer_hint_asks_for_a_wake_up_only_while_a_deadline_waits() {
+    let mut p = established();
+    p.a.take_timer_hint(); // the handshake's
+    assert!(!p.a.take_timer_hint());
+    // A large packet in flight keeps the small one queued past the batch: its deadline waits.
+    let big = v4(IP_A, IP_B, 1200, 9);
+    let mut buf = vec![0u8; HEADROOM + big.len() + TAILROOM];
+    buf[HEADROOM..HEADROOM + big.len()].copy_from_slice(&big);
+    assert!(matches!(
+        p.a.encapsulate_reserve(p.now, &mut buf, big.len()),
+        Reserve::Seal { .. }
+    ));
+    assert_eq!(p.send(true, &v4(IP_A, IP_B, 60, 1)), Encap::Queued);
+    p.a.end_batch(p.now);
+    assert!(p.a.poll_timeout().is_some());
+    assert!(p.a.take_timer_hint(), "a queue waits");
+    assert!(!p.a.take_timer_hint(), "the hint is taken once");
+    // The first packet to a peer without a session starts a handshake: its retry deadline.
+    let mut q = pair_with(TunnelConfig::default());
+    assert_eq!(q.send(true, &v4(IP_A, IP_B, 100, 0)), Encap::Queued);
+    assert!(
+        q.a.take_timer_hint(),
+        "the first packet started a handshake"
+    );
 }
 
 #[test]
