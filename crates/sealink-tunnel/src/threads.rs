@@ -143,7 +143,7 @@ impl Registry {
                 }
             })
             .collect();
-        out.sort_by(|a, b| natural(&a.name).cmp(&natural(&b.name)));
+        out.sort_by_key(|t| natural(&t.name));
         out
     }
 }
@@ -179,8 +179,13 @@ fn task_times() -> Vec<(String, u64)> {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
+    let main = std::process::id().to_string();
     let mut out = Vec::new();
     for e in dir.flatten() {
+        // The main thread carries the program's name, which may start with `sl-` too.
+        if e.file_name().to_str() == Some(main.as_str()) {
+            continue;
+        }
         let p = e.path();
         let Ok(name) = std::fs::read_to_string(p.join("comm")) else {
             continue;
