@@ -438,6 +438,75 @@ fn trust_files_others_can_write_are_refused() {
     set(dir.path(), 0o755);
 }
 
+/// Issue 29 item 3: one `trust remove` racing twelve `trust add`s, as separate processes on the
+/// same file. Each edit reads, changes and renames the whole file, so without a lock held across
+/// all three the later rename drops the other edits: adds were lost and the removed key came back.
+#[test]
+fn concurrent_trust_edits_lose_nothing_and_a_removal_stays() {
+    use base64::Engine as _;
+    let b64 = |k: u8| base64::engine::general_purpose::STANDARD.encode([k; 32]);
+    let dir = tempfile::tempdir().unwrap();
+    let trust = dir.path().join("trust");
+    for trial in 0..6 {
+        fs::write(&trust, format!("# trial {trial}\nhost victim {}\n", b64(1))).unwrap();
+        fs::set_permissions(&trust, fs::Permissions::from_mode(0o600)).unwrap();
+        let spawn = |args: Vec<String>| {
+            Command::new(env!("CARGO_BIN_EXE_sealink"))
+                .args(&args)
+                .env_remove("RUST_LOG")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn sealink")
+        };
+        let file = path_str(&trust).to_owned();
+        let adds: Vec<(String, u8)> = (0..12u8)
+            .map(|i| (format!("h{trial}-{i}"), 10 + i))
+            .collect();
+        let mut children = Vec::new();
+        // The removal goes in the middle so adds start both before and after it.
+        for (i, (name, k)) in adds.iter().enumerate() {
+            if i == 6 {
+                children.push(spawn(
+                    ["trust", "remove", "victim", "--file", &file]
+                        .map(String::from)
+                        .to_vec(),
+                ));
+            }
+            children.push(spawn(
+                ["trust", "add", "host", name, &b64(*k), "--file", &file]
+                    .map(String::from)
+                    .to_vec(),
+            ));
+        }
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "trial {trial}: {}", stderr(&o));
+        }
+        let t = sealink_keys::read_trust(&trust).unwrap();
+        for (name, k) in &adds {
+            assert!(
+                t.hosts.contains(&(name.clone(), [*k; 32])),
+                "trial {trial}: add of {name} lost: {:?}",
+                t.hosts
+            );
+        }
+        assert!(
+            !t.hosts.iter().any(|(n, _)| n == "victim"),
+            "trial {trial}: the removed key came back: {:?}",
+            t.hosts
+        );
+        assert_eq!(t.hosts.len(), adds.len(), "trial {trial}");
+    }
+    // The lock file lives beside the trust file, private to its owner.
+    let lock = sealink_keys::trust::lock_path(&trust);
+    assert_eq!(lock, dir.path().join(".trust.lock"));
+    assert_eq!(
+        fs::metadata(&lock).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
 /// All-zero and small-order public keys are refused wherever they are loaded: trust files
 /// (host and owner lines) and tunnel configs.
 #[test]

@@ -16,7 +16,9 @@
 //! written ([`crate::secure_file`]).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 
 use sealink_proto::Directory;
 
@@ -105,10 +107,50 @@ fn write_trust(path: &Path, text: &str) -> Result<(), KeyFileError> {
     })
 }
 
+/// The lock file that serialises edits of the trust file at `path`: `.NAME.lock` beside it.
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut name = OsString::from(".");
+    name.push(path.file_name().unwrap_or(path.as_os_str()));
+    name.push(".lock");
+    path.with_file_name(name)
+}
+
+/// An exclusive `flock` on [`lock_path`], held until the returned descriptor is dropped.
+///
+/// Every edit reads, changes and renames the whole file, so two edits at once would each
+/// write their own copy and the later rename would silently undo the earlier one (a lost
+/// `add`, or a revoked key coming back). The lock is on a separate file because the trust
+/// file itself is replaced by rename: a lock on its inode would not be seen by an editor that
+/// opened the new one. Readers need no lock; they see the old file or the new.
+fn lock(path: &Path) -> Result<OwnedFd, KeyFileError> {
+    use rustix::fs::{FlockOperation, Mode, OFlags};
+    let lock = lock_path(path);
+    let io = |action, error: std::io::Error| KeyFileError::Io {
+        action,
+        what: "trust lock",
+        path: lock.clone(),
+        error,
+    };
+    // O_NOFOLLOW: a planted symlink must not make us create or lock some other file.
+    let fd = rustix::fs::open(
+        &lock,
+        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(|e| io("open", e.into()))?;
+    loop {
+        match rustix::fs::flock(&fd, FlockOperation::LockExclusive) {
+            Ok(()) => return Ok(fd),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(io("lock", e.into())),
+        }
+    }
+}
+
 /// Adds `KIND NAME KEY` to the trust file at `path`, creating it (mode 0600) if missing. The
 /// edited file is parsed whole before it is written, so a name already listed with another
 /// key, a bad name or a small-order key is refused with the parser's error, and the file is
-/// left as it was.
+/// left as it was. Concurrent edits are serialised by [`lock`].
 pub fn add(
     path: &Path,
     kind: KeyKind,
@@ -116,6 +158,7 @@ pub fn add(
     key: &[u8; KEY_LEN],
 ) -> Result<Added, KeyFileError> {
     use base64::Engine as _;
+    let _lock = lock(path)?;
     let text = read_or_empty(path)?;
     let before = parse_trust_inner(&text, Some(path))?;
     let list = match kind {
@@ -138,8 +181,9 @@ pub fn add(
 
 /// Removes every entry named `name` (owner or host) from the trust file at `path`, keeping
 /// comments and every other line as they were; returns how many were removed (nothing is
-/// written when none was).
+/// written when none was). Concurrent edits are serialised by [`lock`].
 pub fn remove(path: &Path, name: &str) -> Result<usize, KeyFileError> {
+    let _lock = lock(path)?;
     let text = read_or_empty(path)?;
     parse_trust_inner(&text, Some(path))?;
     let mut removed = 0;
@@ -448,6 +492,29 @@ mod tests {
         let t = read_trust(&path).unwrap();
         assert_eq!(t.hosts, vec![("b".to_string(), k1)]);
         assert_eq!(t.owners, vec![("b".to_string(), k2)]);
+    }
+
+    #[test]
+    fn edits_lock_beside_the_file_and_refuse_a_planted_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trust");
+        assert_eq!(lock_path(&path), dir.path().join(".trust.lock"));
+        assert_eq!(lock_path(Path::new("t")), Path::new(".t.lock"));
+        add(&path, KeyKind::Host, "a", &[7; 32]).unwrap();
+        let lock = lock_path(&path);
+        assert_eq!(
+            fs::metadata(&lock).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // A symlink in the lock's place must not be followed (created or locked elsewhere).
+        fs::remove_file(&lock).unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::os::unix::fs::symlink(&elsewhere, &lock).unwrap();
+        let e = add(&path, KeyKind::Host, "b", &[9; 32]).unwrap_err();
+        assert!(e.to_string().contains("trust lock"), "{e}");
+        assert!(remove(&path, "a").is_err());
+        assert!(!elsewhere.exists());
+        assert_eq!(read_trust(&path).unwrap().hosts.len(), 1, "left as it was");
     }
 
     #[test]
