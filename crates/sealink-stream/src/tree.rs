@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use sealink_proto::stream::body::{
-    EntryKind, MAX_FILES, UNKNOWN_SIZE, link_stays_inside, valid_file_name, valid_path,
+    EntryKind, MAX_DEPTH, MAX_FILES, MAX_PATH_LEN, RESERVED_PREFIX, UNKNOWN_SIZE,
+    link_stays_inside, reserved_name, valid_file_name,
 };
 use sealink_proto::stream::{FileEntry, StreamError};
 
@@ -50,6 +51,14 @@ fn too_many() -> TransferError {
     TransferError::Usage(format!(
         "more than {MAX_FILES} entries (files, directories and links) to send in one transfer: \
          send the tree in parts, or leave some out with --exclude"
+    ))
+}
+
+/// A name no receiver takes: it is one of the receiver's own (resume state, part files).
+fn reserved(name: &str) -> TransferError {
+    TransferError::Usage(format!(
+        "cannot send {name}: names starting with {RESERVED_PREFIX} or ending in .sealink-part \
+         are the receiver's own (rename it, or leave it out with --exclude)"
     ))
 }
 
@@ -138,6 +147,9 @@ pub(crate) fn open_sources(
             }
         }
         let name = &w.inputs[first].entry.name;
+        if reserved_name(name) {
+            return Err(reserved(name));
+        }
         if !valid_file_name(name) || w.inputs[..first].iter().any(|o| &o.entry.name == name) {
             return Err(TransferError::Usage(format!(
                 "cannot send under the name {name:?}: names must be distinct plain file names"
@@ -162,14 +174,18 @@ fn walk(w: &mut Walked, dir: &Path, rel: &str, ex: &Gitignore) -> Result<(), Tra
     names.sort();
     for n in names {
         let path = dir.join(&n);
-        let Some(n) = n.to_str().filter(|n| valid_file_name(n)) else {
+        // A reserved name is refused only if it is not excluded (`--exclude` can leave it out).
+        let Some(n) = n
+            .to_str()
+            .filter(|n| valid_file_name(n) || reserved_name(n))
+        else {
             return Err(TransferError::Usage(format!(
                 "cannot send {}: its name is not UTF-8 without control characters or `\\`",
                 path.display()
             )));
         };
         let name = format!("{rel}/{n}");
-        if !valid_path(&name) {
+        if name.len() > MAX_PATH_LEN || name.split('/').count() > MAX_DEPTH {
             return Err(TransferError::Usage(format!(
                 "cannot send {}: the path is too long or too deep",
                 path.display()
@@ -181,6 +197,9 @@ fn walk(w: &mut Walked, dir: &Path, rel: &str, ex: &Gitignore) -> Result<(), Tra
         if ex.matched(within, meta.is_dir()).is_ignore() {
             w.excluded += 1;
             continue;
+        }
+        if reserved_name(n) {
+            return Err(reserved(&path.display().to_string()));
         }
         if w.inputs.len() >= MAX_FILES {
             return Err(too_many());

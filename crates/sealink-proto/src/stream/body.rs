@@ -102,13 +102,29 @@ fn bad(what: &'static str, why: impl Into<String>) -> StreamError {
     }
 }
 
+/// Prefix of the names a receiver keeps its own state under in the directory it receives
+/// into (resume state `.sealink-resume-*`, and any later internal name).
+pub const RESERVED_PREFIX: &str = ".sealink-";
+/// Suffixes of a receiver's temporary files and staging directories
+/// (`.<32 hex digits>.sealink-part`, `.<32 hex digits>.sealink-part-dir`).
+pub const RESERVED_SUFFIXES: [&str; 2] = [".sealink-part", ".sealink-part-dir"];
+
+/// Whether `name` (one path component) is one a receiver uses for its own files: a received
+/// entry may never take it, or it could replace the receiver's state (a part file it is
+/// writing, a record map) or block it for good.
+pub fn reserved_name(name: &str) -> bool {
+    name.starts_with(RESERVED_PREFIX)
+        || (name.starts_with('.') && RESERVED_SUFFIXES.iter().any(|s| name.ends_with(s)))
+}
+
 /// A name a receiver may create in its directory: one path component, no control characters,
-/// not `.` or `..`.
+/// not `.` or `..`, not one of the receiver's own ([`reserved_name`]).
 pub fn valid_file_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_LEN
         && name != "."
         && name != ".."
+        && !reserved_name(name)
         && !name
             .chars()
             .any(|c| c == '/' || c == '\\' || c.is_control())
@@ -262,6 +278,15 @@ impl Hello {
             let name = std::str::from_utf8(r.take(len)?)
                 .map_err(|_| bad(W, "path is not UTF-8"))?
                 .to_owned();
+            if name.split('/').any(reserved_name) {
+                return Err(bad(
+                    W,
+                    format!(
+                        "path {name:?} takes a name reserved for the receiver's own files \
+                         ({RESERVED_PREFIX}*, .*.sealink-part, .*.sealink-part-dir)"
+                    ),
+                ));
+            }
             if !valid_path(&name) {
                 return Err(bad(
                     W,
@@ -607,6 +632,36 @@ mod tests {
     }
 
     #[test]
+    fn the_receivers_own_names_are_reserved_at_every_depth() {
+        for name in [
+            ".sealink-resume-0123456789abcdef0123456789abcdef.part",
+            ".sealink-resume-0123456789abcdef0123456789abcdef.map",
+            ".sealink-anything",
+            ".0123456789abcdef0123456789abcdef.sealink-part",
+            ".x.sealink-part-dir",
+        ] {
+            assert!(reserved_name(name) && !valid_file_name(name), "{name}");
+            assert!(refused(&[(name, F)]).contains("reserved"), "{name}");
+            assert!(refused(&[(name, D)]).contains("reserved"), "{name}");
+            let nested = format!("t/{name}");
+            assert!(
+                refused(&[("t", D), (&nested, F)]).contains("reserved"),
+                "{nested}"
+            );
+            assert!(!valid_path(&nested));
+        }
+        // Names that only look alike are ordinary names.
+        for name in [
+            "sealink-resume",
+            "a.sealink-part",
+            ".sealink",
+            "x.sealink-part-dir",
+        ] {
+            assert!(!reserved_name(name) && valid_file_name(name), "{name}");
+        }
+    }
+
+    #[test]
     fn trees_need_their_directories_first_and_distinct_paths() {
         let ok = tree(&[("t", D), ("t/a", D), ("t/a/f", F), ("t/e", D), ("g", F)]);
         assert!(Hello::decode(&ok.encode()).is_ok());
@@ -685,6 +740,11 @@ mod tests {
             &"n".repeat(256),
             "a/",
             "/a",
+            ".sealink-resume-0123456789abcdef0123456789abcdef.part",
+            ".sealink-resume-0123456789abcdef0123456789abcdef.map",
+            ".sealink-x",
+            ".0123456789abcdef0123456789abcdef.sealink-part",
+            ".0123456789abcdef0123456789abcdef.sealink-part-dir",
         ] {
             let mut h = hello();
             h.files[0].name = name.into();
@@ -749,7 +809,9 @@ mod props {
                 Just("."),
                 Just(".."),
                 Just(""),
-                Just("x/y")
+                Just("x/y"),
+                Just(".sealink-resume-x.part"),
+                Just(".0.sealink-part-dir")
             ],
             1..5,
         )
@@ -799,6 +861,7 @@ mod props {
                     prop_assert_eq!(&d, &h);
                     for (i, f) in d.files.iter().enumerate() {
                         prop_assert!(valid_path(&f.name));
+                        prop_assert!(!f.name.split('/').any(reserved_name));
                         if let Some((parent, _)) = f.name.rsplit_once('/') {
                             let dir = d.files[..i]
                                 .iter()
