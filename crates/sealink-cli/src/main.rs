@@ -160,6 +160,9 @@ must trust this host's and this owner's public keys; this side must trust the re
 that takes no data for --idle-timeout seconds (stalled, or a dead route) fails the transfer.
 With --json, stdout gets one JSON object a line per file (result ok, or failed with error) and
 no summary line.
+--update skips files the receiver has with the same size and mtime and sends the rest; adding
+to or replacing in what the receiver has needs its consent (`sealink recv --update` or --force),
+and a refusal says which side can do what.
 An interrupted transfer resumes when the same command runs again: the receiver keeps what it
 holds of each file (bound to this owner key and the file's name, size and mtime), only the rest
 is sent, and the whole file's SHA-256 is checked before it is stored. --no-resume starts over.";
@@ -172,9 +175,14 @@ const RECV_HELP: &str = "Examples:
 Each file is written under a hidden temporary name and renamed only after its last record has
 been verified and the stream's authenticated end has arrived; a failed transfer leaves no file
 under its name. What arrived of a file (not of standard input) is kept, private, as hidden
-.sealink-resume-* state for the same owner's next attempt; state older than --resume-max-age is
-deleted at start-up.
-Existing files are kept unless --force. With --stdout, data is written in order as it arrives.
+.sealink-resume-* state for the same owner's next attempt, cut down to what it holds. At start-up,
+state older than --resume-max-age is deleted, as are part files and staging directories of a
+receiver that crashed; kept state is bounded per owner and in total (the newest kept first).
+Existing files are kept unless --force: a transfer that would change one is refused. With
+--update, a sender's `send --update` may add to existing directories and replace files that
+changed; a directory's own mode and mtime change only with --force. Received names never take
+the receiver's own (.sealink-*, .*.sealink-part). With --stdout, data is written in order as it
+arrives.
 A connection must authenticate within --setup-timeout; until it has, it holds no slot of --once
 and may be closed to make room (--max-pending, oldest first). A transfer that receives nothing for
 --idle-timeout seconds fails, and its temporary files are removed.
@@ -435,8 +443,10 @@ struct SendArgs {
     /// repeatable
     #[arg(long, value_name = "PATTERN")]
     exclude: Vec<String>,
-    /// Send no data for files the receiver already has with the same size and mtime (replacing
-    /// a changed file still needs `sealink recv --force`)
+    /// Update what the receiver has: send no data for files it already has with the same size
+    /// and mtime, and add to and replace in existing directories. The receiver must agree
+    /// (`sealink recv --update` or `--force`); without that, a transfer that would change
+    /// anything it has is refused, and an up-to-date file alone is only skipped
     #[arg(long)]
     update: bool,
     #[command(flatten)]
@@ -515,10 +525,16 @@ struct RecvArgs {
     /// Serve one transfer, then exit with its outcome
     #[arg(long)]
     once: bool,
-    /// Replace existing files and links, and merge received trees into existing directories
-    /// (never deleting anything the sender did not send)
+    /// Replace existing files and links, and merge received trees into existing directories,
+    /// setting their modes and mtimes (never deleting anything the sender did not send)
     #[arg(long)]
     force: bool,
+    /// Take updates from senders that ask for them (`sealink send --update`): add entries to
+    /// existing directories, which keep their own modes and mtimes, and replace files and links
+    /// that changed by ones of the same kind; files with the same size and mtime are kept, not
+    /// sent again
+    #[arg(long)]
+    update: bool,
     /// Let received files keep group and other write permission when the sender's mode has it
     /// (still within the umask). Without it, received files never get group or other write;
     /// setuid, setgid and sticky bits are never kept
@@ -616,6 +632,7 @@ fn run(cli: Cli) -> Result<()> {
             stdout: a.stdout,
             once: a.once,
             force: a.force,
+            update: a.update,
             keep_group_other_write: a.keep_group_other_write,
             key: a.key,
             trust: a.trust,

@@ -38,7 +38,8 @@ pub struct SendParams {
     pub resume: bool,
     /// Gitignore-style patterns left out of directory trees.
     pub exclude: Vec<String>,
-    /// Send nothing for files the receiver has with the same size and mtime.
+    /// Send nothing for files the receiver has with the same size and mtime; ask it to take
+    /// updates (add to and replace in what it has, if it agrees).
     pub update: bool,
     pub timeouts: Timeouts,
     pub quiet: bool,
@@ -52,6 +53,8 @@ pub struct RecvParams {
     pub stdout: bool,
     pub once: bool,
     pub force: bool,
+    /// Take updates from senders that ask for them (`send --update`).
+    pub update: bool,
     pub keep_group_other_write: bool,
     pub key: Option<PathBuf>,
     pub trust: Option<PathBuf>,
@@ -441,11 +444,13 @@ pub fn recv(p: RecvParams) -> Result<()> {
                 Dest::Dir(p.dir.clone())
             },
             overwrite: p.force,
+            take_updates: p.update,
             timeouts: p.timeouts,
             limits: p.limits,
             keep_group_other_write: p.keep_group_other_write,
             session_limits: Default::default(),
             resume_max_age: p.resume_max_age,
+            resume_limits: Default::default(),
         },
     )?;
     let quiet = p.quiet;

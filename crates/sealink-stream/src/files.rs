@@ -83,6 +83,8 @@ pub(crate) struct PartFile {
     pub file: File,
     pub temp: PathBuf,
     pub path: PathBuf,
+    /// Device and inode of `file`: what `temp` must still name when it is committed.
+    id: (u64, u64),
     /// Set for a file that may be resumed: its part file keeps a deterministic hidden name and
     /// survives a failed transfer together with its record map.
     pub resume: Option<Resume>,
@@ -117,7 +119,7 @@ fn open_private(path: &Path, read: bool, truncate: bool) -> std::io::Result<File
 }
 
 /// Reads a record map (bounded), or `None` if there is none or it cannot be read.
-fn read_map(path: &Path) -> Option<Vec<u8>> {
+pub(crate) fn read_map(path: &Path) -> Option<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
@@ -143,10 +145,15 @@ impl PartFile {
             .create_new(true)
             .mode(0o600)
             .open(&temp)?;
+        // Locked while in use: the start-up clean-up of another receiver on this directory
+        // leaves it alone (a fresh file cannot be locked by anyone else).
+        let _ = rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+        let id = inode_of(&file)?;
         let part = Self {
             file,
             temp,
             path,
+            id,
             resume: None,
         };
         if let Some(n) = size.filter(|&n| n > 0)
@@ -211,10 +218,12 @@ impl PartFile {
                 .filter(|&h| h <= meta.len())
         };
         let held = held.unwrap_or(0);
+        let id = inode_of(&file)?;
         let part = Self {
             file,
             temp,
             path: dir.join(name),
+            id,
             resume: Some(Resume {
                 map_path,
                 map: Mutex::new(RecordMap {
@@ -286,11 +295,19 @@ impl PartFile {
     }
 
     /// After a failed transfer: a resumable file keeps its state if a map on disk claims part
-    /// of it; anything else is deleted.
+    /// of it, cut down to what the map claims (the rest of the announced size, reserved when
+    /// the transfer started, would otherwise stay allocated for as long as the state is
+    /// kept); anything else is deleted.
     pub fn release(&self) {
-        match &self.resume {
-            Some(r) if r.map.lock().unwrap_or_else(|p| p.into_inner()).held > 0 => {}
-            _ => self.discard(),
+        let held = self.resume.as_ref().map_or(0, |r| {
+            if r.gone.load(std::sync::atomic::Ordering::Relaxed) {
+                0
+            } else {
+                r.map.lock().unwrap_or_else(|p| p.into_inner()).held
+            }
+        });
+        if held == 0 || self.file.set_len(held).is_err() {
+            self.discard();
         }
     }
 
@@ -312,10 +329,26 @@ impl PartFile {
             rustix::fs::futimens(&self.file, &mtime_stamps(mtime))?;
         }
         self.file.sync_all()?;
+        // Renaming goes by name: whatever `temp` names at that instant moves. It must be the
+        // file written and verified here, not one put in its place meanwhile (through the
+        // directory by a local user, or by anything else that could reach the name).
+        if !self.names_this_file(&self.temp) {
+            self.discard();
+            return Err(replaced(&self.temp));
+        }
         if overwrite {
             std::fs::rename(&self.temp, target)?;
         } else {
             std::fs::hard_link(&self.temp, target)?;
+        }
+        // Swapped between the check and the move: what was moved is not ours; take it away
+        // again rather than leave it under the final name.
+        if !self.names_this_file(target) {
+            let _ = std::fs::remove_file(target);
+            self.discard();
+            return Err(replaced(&self.temp));
+        }
+        if !overwrite {
             std::fs::remove_file(&self.temp)?;
         }
         if let Some(r) = &self.resume {
@@ -333,6 +366,29 @@ impl PartFile {
         }
         let _ = std::fs::remove_file(&self.temp);
     }
+}
+
+impl PartFile {
+    /// Whether `path` (not followed if a link) is this part file's very inode.
+    fn names_this_file(&self, path: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::symlink_metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == self.id)
+    }
+}
+
+/// Device and inode of an open file.
+fn inode_of(file: &File) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    Ok((m.dev(), m.ino()))
+}
+
+fn replaced(temp: &Path) -> std::io::Error {
+    std::io::Error::other(format!(
+        "{} was replaced while being received: nothing stored",
+        temp.file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+    ))
 }
 
 fn remove_if_present(p: &Option<&PathBuf>) -> std::io::Result<()> {
@@ -367,35 +423,6 @@ pub(crate) fn hash_file(file: &File, size: u64) -> std::io::Result<[u8; SHA256_L
         off += n as u64;
     }
     Ok(h.finish())
-}
-
-/// Deletes resume state (`.sealink-resume-*`) in `dir` not modified for `max_age`; returns how
-/// many files went. State in use is touched by every checkpoint, and the oldest kept is as old
-/// as the last interrupted transfer's last checkpoint.
-pub fn clean_resume_state(dir: &Path, max_age: std::time::Duration) -> std::io::Result<usize> {
-    let now = std::time::SystemTime::now();
-    let mut n = 0;
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        let name = e.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if !name.starts_with(sealink_proto::stream::resume::STATE_PREFIX) {
-            continue;
-        }
-        let Ok(meta) = e.metadata() else { continue };
-        if !meta.is_file() {
-            continue;
-        }
-        let age = meta
-            .modified()
-            .ok()
-            .and_then(|m| now.duration_since(m).ok())
-            .unwrap_or_default();
-        if age >= max_age && std::fs::remove_file(e.path()).is_ok() {
-            n += 1;
-        }
-    }
-    Ok(n)
 }
 
 /// The permissions a received file gets from the mode its sender announced: the read, write
@@ -492,6 +519,33 @@ mod tests {
         let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o777));
         rustix::process::umask(old);
         assert_eq!(m, old.as_raw_mode() & 0o777);
+    }
+
+    #[test]
+    fn a_part_file_replaced_by_name_is_never_committed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        for overwrite in [false, true] {
+            let p = PartFile::create(dir, "victim", Some(4)).unwrap();
+            write_all_at(&p.file, &mut [IoSlice::new(b"mine")], 0).unwrap();
+            // Another file put under the part file's name while it was written.
+            let other = dir.join("other");
+            std::fs::write(&other, b"evil").unwrap();
+            std::fs::rename(&other, &p.temp).unwrap();
+            let target = dir.join("victim");
+            let e = p.commit(&target, 0o644, 0, overwrite).unwrap_err();
+            assert!(e.to_string().contains("replaced"), "{e}");
+            assert!(
+                !target.exists(),
+                "stored the other file (overwrite {overwrite})"
+            );
+        }
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 0);
+        // Untouched, it commits.
+        let p = PartFile::create(dir, "victim", Some(4)).unwrap();
+        write_all_at(&p.file, &mut [IoSlice::new(b"mine")], 0).unwrap();
+        p.commit(&dir.join("victim"), 0o644, 0, false).unwrap();
+        assert_eq!(std::fs::read(dir.join("victim")).unwrap(), b"mine");
     }
 
     #[test]

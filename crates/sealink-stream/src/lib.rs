@@ -22,18 +22,19 @@ pub mod records;
 pub mod recv;
 pub mod report;
 pub mod send;
+pub mod state;
 mod tree;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use admit::ConnDrop;
 pub use error::TransferError;
-pub use files::clean_resume_state;
 pub use limits::{ConnLimits, LimiterConfig, Timeouts};
 pub use records::{Opened, RecordBatch, RecordReader};
 pub use recv::{DEFAULT_RESUME_MAX_AGE, Dest, Receiver, RecvConfig, RecvReport};
 pub use report::{FileRecord, TransferMeta};
 pub use send::{SendConfig, SendReport, Source, send};
+pub use state::{ResumeLimits, clean_at_start};
 
 /// Default TCP port of `sealink recv`.
 pub const DEFAULT_PORT: u16 = 7878;

@@ -5,8 +5,10 @@
 //! A top-level directory that does not exist yet is assembled under a hidden staging
 //! directory (`.<32 hex digits>.sealink-part-dir`) and renamed into place at the very end
 //! (`RENAME_NOREPLACE`), so a failed transfer never leaves a partial tree under its name. An
-//! existing directory (with `--force`, or when the sender asked for an update) is merged
-//! into: each file is replaced atomically, the tree as a whole is not.
+//! existing directory is merged into only with the receiver's consent (`--force`, or the
+//! sender's update taken by a receiver run with `--update`): each file is replaced
+//! atomically, the tree as a whole is not, and the directory keeps its own mode and mtime
+//! unless the receiver forces.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -14,7 +16,7 @@ use std::path::{Path, PathBuf};
 use sealink_proto::stream::Hello;
 use sealink_proto::stream::body::EntryKind;
 
-use crate::error::{IoContext, TransferError};
+use crate::error::{ExistsHint, IoContext, TransferError};
 use crate::files::{PartFile, set_mtime_at};
 use crate::tree::mtime_ns;
 
@@ -69,11 +71,23 @@ fn top(name: &str) -> &str {
 
 impl Tree {
     /// Looks at what `dest` holds at each entry's place and decides, or refuses with
-    /// [`TransferError::Exists`]: an existing directory is merged into only with `overwrite` or
-    /// an update; a file or link is replaced only with `overwrite` (never a directory); a file
-    /// with the announced size and mtime is kept when the sender asked for an update. Creates
-    /// nothing.
-    pub fn plan(dest: &Path, hello: &Hello, overwrite: bool) -> Result<Self, TransferError> {
+    /// [`TransferError::Exists`] (naming the entry relative to `dest`, and who can do what):
+    ///
+    /// - an existing directory is merged into with `overwrite`, or when the sender asked for an
+    ///   update and the receiver takes updates (`take_updates`);
+    /// - a file with the announced size and mtime is kept as it is when the sender asked for an
+    ///   update (nothing changes, so no consent is needed);
+    /// - a file or link is replaced with `overwrite`, or by one of its own kind when the sender
+    ///   asked for an update and the receiver takes updates;
+    /// - a directory is never replaced, and never replaces anything.
+    ///
+    /// Creates nothing.
+    pub fn plan(
+        dest: &Path,
+        hello: &Hello,
+        overwrite: bool,
+        take_updates: bool,
+    ) -> Result<Self, TransferError> {
         let mut tag = [0u8; 16];
         sealink_crypto::sign::random_bytes(&mut tag)
             .map_err(std::io::Error::other)
@@ -84,6 +98,15 @@ impl Tree {
             new_tops: HashSet::new(),
             staging: dest.join(format!(".{tag}{STAGING_SUFFIX}")),
             found: Vec::with_capacity(hello.files.len()),
+        };
+        let updating = hello.update && take_updates;
+        // What to tell the sender when a change needs the receiver's consent.
+        let consent = |plain: ExistsHint| {
+            if hello.update {
+                ExistsHint::NoConsent
+            } else {
+                plain
+            }
         };
         for f in &hello.files {
             let top_level = !f.name.contains('/');
@@ -102,17 +125,25 @@ impl Tree {
                     });
                 }
             };
-            let found = match (&f.kind, meta) {
-                (kind, None) => {
-                    if top_level && *kind == EntryKind::Dir {
-                        t.new_tops.insert(f.name.clone());
-                    }
-                    Found::Absent
+            let Some(m) = meta else {
+                if top_level && f.kind == EntryKind::Dir {
+                    t.new_tops.insert(f.name.clone());
                 }
-                (EntryKind::Dir, Some(m)) if m.is_dir() && (overwrite || hello.update) => {
-                    Found::Dir
-                }
-                (EntryKind::File, Some(m))
+                t.found.push(Found::Absent);
+                continue;
+            };
+            let refuse = |hint| {
+                Err(TransferError::Exists {
+                    name: f.name.clone(),
+                    hint,
+                })
+            };
+            let found = match &f.kind {
+                EntryKind::Dir if !m.is_dir() => return refuse(ExistsHint::NotDirectory),
+                EntryKind::Dir if overwrite || updating => Found::Dir,
+                EntryKind::Dir => return refuse(consent(ExistsHint::Merge)),
+                _ if m.is_dir() => return refuse(ExistsHint::Directory),
+                EntryKind::File
                     if hello.update
                         && m.is_file()
                         && f.mtime != 0
@@ -121,16 +152,17 @@ impl Tree {
                 {
                     Found::Same
                 }
-                (EntryKind::Symlink(target), Some(m))
+                EntryKind::Symlink(target)
                     if m.is_symlink()
                         && std::fs::read_link(&path).is_ok_and(|l| l.as_os_str() == &**target) =>
                 {
                     Found::Same
                 }
-                (EntryKind::File | EntryKind::Symlink(_), Some(m)) if overwrite && !m.is_dir() => {
-                    Found::Replace
-                }
-                _ => return Err(TransferError::Exists(path)),
+                _ if overwrite => Found::Replace,
+                EntryKind::File if updating && m.is_file() => Found::Replace,
+                EntryKind::Symlink(_) if updating && m.is_symlink() => Found::Replace,
+                _ if updating => return refuse(ExistsHint::OtherKind),
+                _ => return refuse(consent(ExistsHint::Replace)),
             };
             t.found.push(found);
         }
@@ -190,7 +222,15 @@ impl Tree {
     ) -> Result<(), TransferError> {
         let exists = |e: std::io::Error, p: &Path, what: &str| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
-                TransferError::Exists(self.dest.join(p.strip_prefix(&self.staging).unwrap_or(p)))
+                // Taken since the plan: named as the sender named it.
+                let rel = p
+                    .strip_prefix(&self.staging)
+                    .or_else(|_| p.strip_prefix(&self.dest))
+                    .unwrap_or(p);
+                TransferError::Exists {
+                    name: rel.display().to_string(),
+                    hint: ExistsHint::Replace,
+                }
             } else {
                 TransferError::Io {
                     context: format!("cannot {what} {}", p.display()),
@@ -202,8 +242,9 @@ impl Tree {
             let target = self.target(&f.name);
             let mode = modes.get(i).copied().unwrap_or(0o600);
             match slot {
+                // Only a planned replacement may replace: a name taken since is refused.
                 Slot::Part(p) => p
-                    .commit(&target, mode, f.mtime, overwrite)
+                    .commit(&target, mode, f.mtime, self.found(i) == Found::Replace)
                     .map_err(|e| exists(e, &target, "store"))?,
                 Slot::Keep => {}
                 Slot::Dir => {
@@ -249,7 +290,9 @@ impl Tree {
         };
         let is_new_top = |name: &str| self.new_tops.contains(name);
         for (i, f) in hello.files.iter().enumerate().rev() {
-            if f.kind == EntryKind::Dir && !is_new_top(&f.name) {
+            // A directory that was there keeps its mode and mtime unless the receiver forces.
+            let kept = self.found(i) == Found::Dir && !overwrite;
+            if f.kind == EntryKind::Dir && !is_new_top(&f.name) && !kept {
                 set_dir(&self.target(&f.name), i, f.mtime)?;
             }
         }

@@ -24,10 +24,11 @@ use crate::Progress;
 use crate::admit::{Admission, ConnDrop, ConnGuard};
 use crate::conn::{self, JOIN_LEN, KIND_INIT, KIND_JOIN, MAGIC, secs};
 use crate::error::{IoContext, TransferError, is_timeout};
-use crate::files::{PartFile, clean_resume_state, process_umask, received_mode, write_all_at};
+use crate::files::{PartFile, process_umask, received_mode, write_all_at};
 use crate::limits::{ConnLimits, Timeouts};
 use crate::place::{Found, Slot, Tree};
 use crate::records::RecordReader;
+use crate::state::{ResumeLimits, clean_at_start, enforce_limits};
 
 /// Where received files go.
 #[derive(Debug, Clone)]
@@ -46,8 +47,14 @@ pub struct RecvConfig {
     /// Owners allowed to send: name, Ed25519 public key.
     pub trusted_owners: Vec<(String, [u8; 32])>,
     pub dest: Dest,
-    /// Replace existing files.
+    /// Replace existing files and links, and merge into existing directories (setting their
+    /// modes and mtimes).
     pub overwrite: bool,
+    /// Take updates: a sender that asks for one (`send --update`) may merge into existing
+    /// directories (which keep their modes and mtimes), add entries there, and replace files
+    /// and links that differ by ones of the same kind. Off: an existing entry is changed only
+    /// with `overwrite`.
+    pub take_updates: bool,
     pub timeouts: Timeouts,
     pub limits: ConnLimits,
     /// Let received files keep group and other write permission when the sender's mode has
@@ -58,6 +65,8 @@ pub struct RecvConfig {
     /// Resume state (the hidden part file and record map of an interrupted transfer) older
     /// than this is deleted when the receiver starts.
     pub resume_max_age: Duration,
+    /// Bounds on the resume state kept, per owner and in total.
+    pub resume_limits: ResumeLimits,
 }
 
 /// Default for [`RecvConfig::resume_max_age`]: 7 days.
@@ -77,11 +86,13 @@ impl RecvConfig {
             trusted_owners: Vec::new(),
             dest,
             overwrite: false,
+            take_updates: false,
             timeouts: Timeouts::default(),
             limits: ConnLimits::default(),
             keep_group_other_write: false,
             session_limits: StreamLimits::default(),
             resume_max_age: DEFAULT_RESUME_MAX_AGE,
+            resume_limits: ResumeLimits::default(),
         }
     }
 }
@@ -152,17 +163,26 @@ impl Receiver {
             )));
         }
         if let Dest::Dir(d) = &cfg.dest {
-            let n = clean_resume_state(d, cfg.resume_max_age)
+            let c = clean_at_start(d, cfg.resume_max_age, &cfg.resume_limits)
                 .ctx(|| format!("cannot clean old resume state in {}", d.display()))?;
-            if n > 0 {
-                tracing::info!("deleted {n} resume state files older than the limit");
+            if c.total() > 0 {
+                tracing::info!(
+                    "cleaned {}: {} expired resume state files, {} left by a crashed receiver, \
+                     {} holding nothing, {} cut to what they hold, {} past the limits",
+                    d.display(),
+                    c.expired,
+                    c.leftovers,
+                    c.orphans,
+                    c.trimmed,
+                    c.evicted
+                );
             }
         }
         crate::files::raise_open_files_limit();
         let listener = TcpListener::bind(addr).ctx(|| format!("cannot listen on {addr}"))?;
         Ok(Self {
             listener,
-            admission: Arc::new(Admission::new(cfg.limits)),
+            admission: Arc::new(Admission::new(cfg.limits, cfg.host.public())),
             cfg: Arc::new(cfg),
             joins: Arc::default(),
         })
@@ -382,6 +402,10 @@ struct Session<'a> {
     /// Held (shared) from accepting records to writing them; a checkpoint takes it alone to
     /// see only records that are written.
     writes: RwLock<()>,
+    /// Per file: the lowest offset of data accepted but never written (a write failed, or the
+    /// batch was refused before its turn came); `u64::MAX` if none. A checkpoint never claims
+    /// bytes from there on.
+    unwritten: Mutex<Vec<u64>>,
     /// The next checkpoint's time (ns since `t0`), and who takes it.
     next_checkpoint: AtomicU64,
     checkpointing: Mutex<()>,
@@ -464,6 +488,17 @@ impl Session<'_> {
         // Unregister in every case (the token is tied to this session's keys).
         lock(&ctx.joins).remove(&token);
         drop(guard);
+        // A failed session may have kept resume state (its files are closed and unlocked
+        // now): keep the directory's state within its bounds.
+        if matches!(r, Some(Err(_)))
+            && let Dest::Dir(d) = &cfg.dest
+        {
+            match enforce_limits(d, &cfg.resume_limits) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("{peer}: deleted the resume state of {n} files"),
+                Err(e) => tracing::warn!("{peer}: cannot keep resume state in bounds: {e}"),
+            }
+        }
         let r = r?.map(|mut rep| {
             rep.elapsed = start.elapsed();
             rep
@@ -561,7 +596,7 @@ impl Session<'_> {
                 READY_SEQ,
                 &Abort {
                     code,
-                    message: error_chain(&e),
+                    message: for_sender(&e, &cfg.dest),
                 }
                 .encode(),
             );
@@ -603,7 +638,8 @@ impl Session<'_> {
             })),
             Dest::Dir(dir) => {
                 // Every path was validated by the decoder; what is there decides the rest.
-                let tree = Tree::plan(dir, &hello, cfg.overwrite).map_err(refuse)?;
+                let tree =
+                    Tree::plan(dir, &hello, cfg.overwrite, cfg.take_updates).map_err(refuse)?;
                 let mut slots: Vec<Slot> = Vec::with_capacity(hello.files.len());
                 for (i, f) in hello.files.iter().enumerate() {
                     let path = dir.join(&f.name);
@@ -711,6 +747,7 @@ impl Session<'_> {
             sizes: hello.files.iter().map(|f| f.size).collect(),
             record_data: u64::from(hello.record_data),
             writes: RwLock::new(()),
+            unwritten: Mutex::new(vec![u64::MAX; hello.files.len()]),
             next_checkpoint: AtomicU64::new(CHECKPOINT_INTERVAL.as_nanos() as u64),
             checkpointing: Mutex::new(()),
         };
@@ -742,7 +779,7 @@ impl Session<'_> {
                 }
                 let code = match e {
                     TransferError::Io { .. } => AbortCode::LocalIo,
-                    TransferError::Exists(_) => AbortCode::Refused,
+                    TransferError::Exists { .. } => AbortCode::Refused,
                     TransferError::TimedOut(_) => AbortCode::Other,
                     _ => AbortCode::Protocol,
                 };
@@ -756,7 +793,7 @@ impl Session<'_> {
                     REPLY_SEQ,
                     &Abort {
                         code,
-                        message: error_chain(e),
+                        message: for_sender(e, &cfg.dest),
                     }
                     .encode(),
                 );
@@ -1061,15 +1098,21 @@ impl Session<'_> {
         let Out::Files(slots, _) = &self.out else {
             return Ok(());
         };
-        let prefixes: Vec<u64> = {
+        let (prefixes, unwritten): (Vec<u64>, Vec<u64>) = {
             // No record is between being accepted and being written while this is held.
             let _quiet = self.writes.write().unwrap_or_else(|p| p.into_inner());
             let a = lock(&self.assembly);
-            (0..slots.len()).map(|i| a.held_prefix(i)).collect()
+            (
+                (0..slots.len()).map(|i| a.held_prefix(i)).collect(),
+                lock(&self.unwritten).clone(),
+            )
         };
-        for ((slot, &records), &size) in slots.iter().zip(&prefixes).zip(&self.sizes) {
+        for (((slot, &records), &size), &gap) in
+            slots.iter().zip(&prefixes).zip(&self.sizes).zip(&unwritten)
+        {
             let Some(p) = slot.part() else { continue };
-            let bytes = records.saturating_mul(self.record_data).min(size);
+            // Accepted is not written: the map claims only what reached the part file.
+            let bytes = records.saturating_mul(self.record_data).min(size).min(gap);
             p.checkpoint(bytes)
                 .ctx(|| format!("cannot record the resume state of {}", p.path.display()))?;
         }
@@ -1091,15 +1134,36 @@ impl Session<'_> {
     /// Accepts a chunk's data records (each once) and writes them where they belong.
     fn deliver(&self, buf: &[u8], recs: &[(u64, usize, usize)]) -> Result<(), TransferError> {
         let writing = self.writes.read().unwrap_or_else(|p| p.into_inner());
-        let places = {
+        // Records up to the first refused one are accepted (and written below); the refusal
+        // ends the session after that.
+        let mut refused = None;
+        let mut places = Vec::with_capacity(recs.len());
+        {
             let mut a = lock(&self.assembly);
-            recs.iter()
-                .map(|&(seq, _, len)| a.accept(seq, len))
-                .collect::<Result<Vec<_>, _>>()?
-        };
+            for &(seq, _, len) in recs {
+                match a.accept(seq, len) {
+                    Ok(p) => places.push(p),
+                    Err(e) => {
+                        refused = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        let recs = &recs[..places.len()];
         match &self.out {
             Out::Files(slots, _) => {
+                // Whatever is accepted and not written by the end of this is noted, so no
+                // checkpoint claims it.
                 let mut i = 0;
+                let not_written = |from: usize| {
+                    let mut u = lock(&self.unwritten);
+                    for p in &places[from..] {
+                        if let Some(x) = u.get_mut(p.file) {
+                            *x = (*x).min(p.offset);
+                        }
+                    }
+                };
                 while i < recs.len() {
                     // A run: consecutive records of one file at consecutive offsets.
                     let (file, off) = (places[i].file, places[i].offset);
@@ -1119,14 +1183,20 @@ impl Session<'_> {
                         .collect();
                     // Only files of known size have records; each has its part file.
                     let Some(p) = slots.get(file).and_then(Slot::part) else {
+                        not_written(i);
                         return Err(StreamError::OutOfRange {
                             seq: recs[i].0,
                             why: "data for an entry that takes none",
                         }
                         .into());
                     };
-                    write_all_at(&p.file, &mut iov, off)
-                        .ctx(|| format!("cannot write {}", p.path.display()))?;
+                    if let Err(e) = write_all_at(&p.file, &mut iov, off) {
+                        not_written(i);
+                        return Err(TransferError::Io {
+                            context: format!("cannot write {}", p.path.display()),
+                            source: e,
+                        });
+                    }
                     i = j;
                 }
             }
@@ -1164,6 +1234,9 @@ impl Session<'_> {
         drop(writing);
         self.progress
             .add(recs.iter().map(|&(_, _, n)| n as u64).sum());
+        if let Some(e) = refused {
+            return Err(e.into());
+        }
         self.touch();
         if self.resumable {
             self.maybe_checkpoint()?;
@@ -1172,7 +1245,46 @@ impl Session<'_> {
     }
 }
 
-/// An error and its causes on one line (what the abort record tells the sender).
+/// What an abort tells the sender of an error: its chain on one line, with every path in the
+/// receiving directory made relative to it. The sender learns the names it sent, never where
+/// the receiver keeps them.
+fn for_sender(e: &(dyn std::error::Error + 'static), dest: &Dest) -> String {
+    let mut msg = error_chain(e);
+    let Dest::Dir(d) = dest else { return msg };
+    let given = d.to_string_lossy().trim_end_matches('/').to_owned();
+    let canonical = d
+        .canonicalize()
+        .map(|c| c.to_string_lossy().trim_end_matches('/').to_owned())
+        .unwrap_or_default();
+    for dir in [given, canonical] {
+        if !dir.is_empty() {
+            msg = relative_to(&msg, &dir);
+        }
+    }
+    msg
+}
+
+/// `msg` with each path that starts with `dir/` (at the start of a word) cut to what follows.
+fn relative_to(msg: &str, dir: &str) -> String {
+    let prefix = format!("{dir}/");
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    while let Some(i) = rest.find(&prefix) {
+        let word_start = rest[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || "([{\"'`:=,".contains(c));
+        out.push_str(&rest[..i]);
+        if !word_start {
+            out.push_str(&prefix);
+        }
+        rest = &rest[i + prefix.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// An error and its causes on one line.
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut cur = e.source();
@@ -1184,4 +1296,33 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         cur = s.source();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sender_is_told_names_relative_to_the_receiving_directory() {
+        let dest = Dest::Dir("/srv/in".into());
+        let e = TransferError::Io {
+            context: "cannot write /srv/in/t/a.bin".into(),
+            source: std::io::Error::other("disk full at /srv/in/.x (\"/srv/in/y\")"),
+        };
+        assert_eq!(
+            for_sender(&e, &dest),
+            "cannot write t/a.bin: disk full at .x (\"y\")"
+        );
+        // Only whole path prefixes: a longer directory name or a path that merely ends the
+        // same is left alone.
+        assert_eq!(
+            relative_to("/srv/in2/x /a/srv/in/x", "/srv/in"),
+            "/srv/in2/x /a/srv/in/x"
+        );
+        assert_eq!(relative_to("at ./x", "."), "at x");
+        assert_eq!(
+            for_sender(&e, &Dest::Stdout),
+            "cannot write /srv/in/t/a.bin: disk full at /srv/in/.x (\"/srv/in/y\")"
+        );
+    }
 }
