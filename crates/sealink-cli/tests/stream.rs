@@ -121,7 +121,7 @@ enum Fault {
     Replay(usize),
 }
 
-const PREAMBLE: usize = 5 + 158;
+const PREAMBLE: usize = 5 + sealink_proto::stream::handshake::INIT_MESSAGE_LEN;
 
 /// A one-connection TCP relay to `to` that applies `fault` to the sender's record stream.
 fn relay(to: SocketAddr, fault: Fault) -> SocketAddr {

@@ -17,8 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Bytes of an init connection's first message: "SLS1", kind 1, the Noise IK initiation.
-const INIT_LEN: usize = 5 + 158;
+use sealink_proto::stream::handshake::{INIT_MESSAGE_LEN, INIT_PREAMBLE};
+
+/// Bytes of an init connection's first message: "SLS1", kind 3, the Noise IK initiation, mac1.
+const INIT_LEN: usize = INIT_PREAMBLE.len() + INIT_MESSAGE_LEN;
 
 /// `sealink send` from host `a` with its output captured.
 fn send_piped(h: &Hosts, files: &[&Path], to: SocketAddr, extra: &[&str]) -> Command {
@@ -110,17 +112,17 @@ fn unauthenticated_peers_do_not_take_the_once_slot() {
     let mut held = Vec::new();
     // A valid init preamble, then: closed, junk, stalled, half an initiation then stalled.
     let mut closed = TcpStream::connect(addr).unwrap();
-    closed.write_all(b"SLS1\x01").unwrap();
+    closed.write_all(&INIT_PREAMBLE).unwrap();
     drop(closed);
     let mut junk = TcpStream::connect(addr).unwrap();
-    junk.write_all(b"SLS1\x01").unwrap();
+    junk.write_all(&INIT_PREAMBLE).unwrap();
     junk.write_all(&[0x5a; INIT_LEN - 5]).unwrap();
     held.push(junk);
     let mut stalled = TcpStream::connect(addr).unwrap();
-    stalled.write_all(b"SLS1\x01").unwrap();
+    stalled.write_all(&INIT_PREAMBLE).unwrap();
     held.push(stalled);
     let mut half = TcpStream::connect(addr).unwrap();
-    half.write_all(b"SLS1\x01").unwrap();
+    half.write_all(&INIT_PREAMBLE).unwrap();
     half.write_all(&[1; 60]).unwrap();
     held.push(half);
     // A join for no session, and a connection that never says anything.
@@ -155,7 +157,7 @@ fn many_unauthenticated_connections_are_bounded() {
         let mut s = TcpStream::connect(addr).unwrap();
         // Half send a valid preamble and stall, half say nothing.
         if i % 2 == 0 {
-            s.write_all(b"SLS1\x01").unwrap();
+            s.write_all(&INIT_PREAMBLE).unwrap();
         }
         held.push(s);
     }
@@ -185,6 +187,68 @@ fn many_unauthenticated_connections_are_bounded() {
     assert!(st.success(), "receiver: {st:?} {e}");
     assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
     drop(held);
+}
+
+/// Issue 29 item 5: the receiver charged its per-address initiation bucket before anything
+/// proved the sender knew its host key, so a few threads of random initiations from the
+/// sender's own address (loopback here; a shared NAT address in the field) made every real
+/// transfer fail during the handshake. Junk without a valid mac1 must now cost no token.
+#[test]
+fn junk_initiation_flood_does_not_lock_out_a_real_sender() {
+    let h = Hosts::new();
+    let f = h.path("f.bin");
+    let data = random_file(&f, 1 << 20, 9);
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
+    let stop = Arc::new(AtomicBool::new(false));
+    let junk = Arc::new(AtomicUsize::new(0));
+    let flood: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (stop, junk) = (stop.clone(), junk.clone());
+            thread::spawn(move || {
+                let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (t + 1);
+                while !stop.load(Ordering::Relaxed) {
+                    let Ok(mut s) = TcpStream::connect(addr) else {
+                        thread::sleep(Duration::from_millis(5));
+                        continue;
+                    };
+                    // A well-framed initiation of random bytes (xorshift: any will do).
+                    let mut m = INIT_PREAMBLE.to_vec();
+                    m.extend((0..INIT_MESSAGE_LEN).map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    }));
+                    if s.write_all(&m).is_ok() {
+                        junk.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Until the receiver drops it: a few pending at a time, as an attacker
+                    // that wants to drain the bucket (not to fill the connection table) does.
+                    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+                    let _ = s.read(&mut [0u8; 1]);
+                    thread::sleep(Duration::from_millis(2));
+                }
+            })
+        })
+        .collect();
+    // Long enough to empty the default bucket (a burst of 20) many times over.
+    thread::sleep(Duration::from_millis(500));
+    let (n0, t0) = (junk.load(Ordering::Relaxed), Instant::now());
+    let (st, e) = send_within(send_piped(&h, &[&f], addr, &[]), Duration::from_secs(30));
+    let rate = (junk.load(Ordering::Relaxed) - n0) as f64 / t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for t in flood {
+        t.join().unwrap();
+    }
+    assert!(
+        st.success(),
+        "sender under {rate:.0} junk initiations/s: {st:?} {e}"
+    );
+    let (st, e) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
+    assert!(st.success(), "receiver: {st:?} {e}");
+    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    // The flood was the attack measured in the issue (about 150/s) or stronger.
+    assert!(rate > 100.0, "only {rate:.0} junk initiations/s");
 }
 
 /// A pids cgroup (v1) that limits the receiver's threads; removed on drop.

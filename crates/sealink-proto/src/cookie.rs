@@ -1,5 +1,6 @@
 //! Handshake flood protection with MACs and cookies, after WireGuard (wireguard-go
-//! `device/cookie.go`), shared by the datagram endpoint and the tunnel core.
+//! `device/cookie.go`), shared by the datagram endpoint and the tunnel core; stream mode's
+//! initiations carry the same mac1 alone ([`Mac1`]).
 //!
 //! Every initiation ends with two 16-byte MACs (layout: docs/PROTOCOL.md §3):
 //! * `mac1 = MAC(HASH("mac1----" || responder_static_pub), bytes before mac1)`: anyone who knows
@@ -110,6 +111,39 @@ pub fn canonical_ip(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
+    }
+}
+
+/// mac1 on its own, for stream mode: its initiations arrive over TCP, whose handshake already
+/// proves the source address, so they carry the same mac1 (same key, same MAC) and no mac2.
+#[derive(Clone)]
+pub struct Mac1 {
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for Mac1 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mac1").finish_non_exhaustive()
+    }
+}
+
+impl Mac1 {
+    /// For messages to the host whose static public key is `responder_public`.
+    pub fn new(responder_public: &[u8; 32]) -> Self {
+        Mac1 {
+            key: hash_label(LABEL_MAC1, responder_public),
+        }
+    }
+
+    /// The mac1 of `covered` (every byte before the tag).
+    pub fn compute(&self, covered: &[u8]) -> [u8; MAC_LEN] {
+        // A 32-byte key is always accepted, so the fallback is never taken.
+        mac_bytes(&self.key, covered).unwrap_or([0; MAC_LEN])
+    }
+
+    /// Whether `tag` is the mac1 of `covered` (constant time).
+    pub fn verify(&self, covered: &[u8], tag: &[u8]) -> bool {
+        tag.len() == MAC_LEN && mac_ok(&self.key, covered, tag)
     }
 }
 
@@ -408,6 +442,21 @@ mod tests {
         }
         // mac2 is outside mac1's coverage (it is added after a cookie arrives).
         assert!(!CookieChecker::new(&kb).check_mac1(&m[..20]));
+    }
+
+    #[test]
+    fn mac1_alone_is_the_same_mac_as_the_datagram_one() {
+        let (kb, kc) = ([1u8; 32], [2u8; 32]);
+        let mut m = msg(5);
+        CookieGenerator::new(&kb).add_macs(Time::ZERO, &mut m);
+        let (m1, m2) = mac_offsets(m.len()).unwrap();
+        let one = Mac1::new(&kb);
+        assert_eq!(one.compute(&m[..m1]), m[m1..m2]);
+        assert!(one.verify(&m[..m1], &m[m1..m2]));
+        assert!(!Mac1::new(&kc).verify(&m[..m1], &m[m1..m2]));
+        assert!(!one.verify(&m[..m1 - 1], &m[m1..m2]));
+        assert!(!one.verify(&m[..m1], &m[m1..m2 - 1]), "short tag");
+        assert!(!one.verify(&m[..m1], &[0; MAC_LEN]));
     }
 
     #[test]

@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use sealink_proto::Time;
+use sealink_proto::cookie::Mac1;
 use sealink_proto::ratelimit::HandshakeLimiter;
+use sealink_proto::stream::handshake::mac1_ok;
 
 use crate::limits::ConnLimits;
 
@@ -31,6 +33,9 @@ pub enum ConnDrop {
     SetupTimeout,
     /// Closed, or sent something that is not a sealink stream preamble.
     NotSealink,
+    /// A handshake initiation without a valid mac1 (its sender does not know our host key):
+    /// dropped before the rate limit, so it spends no token of its source's bucket.
+    BadMac1,
     /// A handshake initiation over the rate limit.
     RateLimited,
     /// A handshake initiation already seen, or older than the window of recent ones.
@@ -46,11 +51,12 @@ pub enum ConnDrop {
 }
 
 impl ConnDrop {
-    pub const ALL: [ConnDrop; 10] = [
+    pub const ALL: [ConnDrop; 11] = [
         ConnDrop::Full,
         ConnDrop::Evicted,
         ConnDrop::SetupTimeout,
         ConnDrop::NotSealink,
+        ConnDrop::BadMac1,
         ConnDrop::RateLimited,
         ConnDrop::ReplayedInitiation,
         ConnDrop::HandshakeFailed,
@@ -65,6 +71,7 @@ impl ConnDrop {
             ConnDrop::Evicted => "evicted",
             ConnDrop::SetupTimeout => "setup-timeout",
             ConnDrop::NotSealink => "not-sealink",
+            ConnDrop::BadMac1 => "bad-mac1",
             ConnDrop::RateLimited => "rate-limited",
             ConnDrop::ReplayedInitiation => "replayed-initiation",
             ConnDrop::HandshakeFailed => "handshake-failed",
@@ -171,6 +178,8 @@ pub(crate) struct Admission {
     limits: ConnLimits,
     table: Mutex<Table>,
     drops: [AtomicU64; ConnDrop::ALL.len()],
+    /// mac1 of initiations to this receiver's host key, checked before `limiter`.
+    mac1: Mac1,
     limiter: Mutex<HandshakeLimiter>,
     inits: Mutex<HashMap<[u8; 32], Seen>>,
     epoch: Instant,
@@ -181,8 +190,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Admission {
-    pub fn new(limits: ConnLimits) -> Self {
+    /// For a receiver whose host public key is `own_public`.
+    pub fn new(limits: ConnLimits, own_public: &[u8; 32]) -> Self {
         Admission {
+            mac1: Mac1::new(own_public),
             limiter: Mutex::new(HandshakeLimiter::new(limits.handshake)),
             limits,
             table: Mutex::default(),
@@ -256,8 +267,15 @@ impl Admission {
             .collect()
     }
 
-    /// Whether a handshake initiation from `source` may be processed now (counted if not).
-    pub fn allow_initiation(&self, source: IpAddr) -> bool {
+    /// Whether the handshake initiation `init` (the bytes after the preamble) from `source`
+    /// may be processed now (counted if not). Its mac1 is checked first: junk from someone who
+    /// does not know our host key must not spend the tokens of the address it comes from
+    /// (another host behind the same NAT, or the real sender on loopback).
+    pub fn allow_initiation(&self, source: IpAddr, init: &[u8]) -> bool {
+        if !mac1_ok(&self.mac1, init) {
+            self.count(ConnDrop::BadMac1);
+            return false;
+        }
         let now = Time::ZERO + self.epoch.elapsed();
         let ok = lock(&self.limiter).allow(now, source);
         if !ok {

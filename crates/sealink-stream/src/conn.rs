@@ -6,14 +6,21 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use sealink_crypto::{PacketKey, Scope};
-use sealink_proto::stream::handshake::JOIN_TOKEN_LEN;
+use sealink_proto::stream::handshake::{INIT_PREAMBLE, JOIN_TOKEN_LEN};
 use sealink_proto::stream::record::{self, RECORD_HEADER_LEN, RecordHeader, RecordType};
 
 use crate::error::{IoContext, TransferError, is_timeout};
 
 pub(crate) const MAGIC: &[u8; 4] = b"SLS1";
-pub(crate) const KIND_INIT: u8 = 1;
+/// An initiation that ends with mac1 ([`INIT_PREAMBLE`]); kind 1, without it, is retired.
+pub(crate) const KIND_INIT: u8 = INIT_PREAMBLE[4];
 pub(crate) const KIND_JOIN: u8 = 2;
+const _: () = assert!(
+    MAGIC[0] == INIT_PREAMBLE[0]
+        && MAGIC[1] == INIT_PREAMBLE[1]
+        && MAGIC[2] == INIT_PREAMBLE[2]
+        && MAGIC[3] == INIT_PREAMBLE[3]
+);
 /// magic, kind, token, stripe index (u16 LE)
 pub(crate) const JOIN_LEN: usize = 5 + JOIN_TOKEN_LEN + 2;
 /// Socket buffers: a few batches in flight per connection.

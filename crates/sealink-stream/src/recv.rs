@@ -347,9 +347,9 @@ fn handle_conn(
         early_drop(&guard, peer, &r, "the initiation");
         return None;
     }
-    // Before any public-key work.
-    if !guard.admission().allow_initiation(peer.ip()) {
-        tracing::debug!("{peer}: initiation rate-limited");
+    // Before any public-key work: mac1, then the rate limit.
+    if !guard.admission().allow_initiation(peer.ip(), &init) {
+        tracing::debug!("{peer}: initiation without a valid mac1, or rate-limited");
         return None;
     }
     Session::run(sock, peer, &init, guard, deadline, ctx)

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use sealink_proto::HostKey;
 use sealink_proto::stream::Initiator;
-use sealink_proto::stream::handshake::RESPONSE_MESSAGE_LEN;
+use sealink_proto::stream::handshake::{INIT_MESSAGE_LEN, INIT_PREAMBLE, RESPONSE_MESSAGE_LEN};
 use sealink_stream::{Dest, Progress, Receiver, RecvConfig};
 
 struct Peer {
@@ -45,7 +45,7 @@ fn receiver(tune: impl FnOnce(&mut RecvConfig)) -> Peer {
 
 fn initiation(p: &Peer, ts: u64) -> Vec<u8> {
     let (_, msg) = Initiator::new(&p.us, &p.them, sealink_proto::SuiteId::Aes128Gcm, ts).unwrap();
-    let mut m = b"SLS1\x01".to_vec();
+    let mut m = INIT_PREAMBLE.to_vec();
     m.extend_from_slice(&msg);
     m
 }
@@ -98,6 +98,50 @@ fn initiation_flood_from_one_source_is_rate_limited() {
     let allowed = 5 + t0.elapsed().as_secs() as usize + 1;
     assert!((5..=allowed).contains(&ok), "{ok} of 20 answered");
     assert_eq!(count(&p, "rate-limited"), 20 - ok as u64);
+}
+
+/// Issue 29 item 5: an initiation without a valid mac1 (its sender does not know the
+/// receiver's host key) is dropped and counted as `bad-mac1` before the rate limit, so it
+/// spends none of its source's tokens; the retired kind-1 form (no mac1) is not sealink.
+#[test]
+fn initiations_without_a_valid_mac1_spend_no_tokens() {
+    let p = receiver(|c| {
+        c.limits.handshake.per_source_burst = 3;
+        c.limits.handshake.per_source_per_sec = 1;
+    });
+    let mut x = 7u64;
+    for _ in 0..40 {
+        let mut m = INIT_PREAMBLE.to_vec();
+        m.extend((0..INIT_MESSAGE_LEN).map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 56) as u8
+        }));
+        assert!(!answered(p.addr, &m));
+    }
+    // A real initiation with one bit of its mac1 flipped.
+    let mut flipped = initiation(&p, 10);
+    *flipped.last_mut().unwrap() ^= 1;
+    assert!(!answered(p.addr, &flipped));
+    // One made for another receiver's key (its mac1 is keyed by that key).
+    let other = HostKey::generate().unwrap();
+    let (_, msg) =
+        Initiator::new(&p.us, other.public(), sealink_proto::SuiteId::Aes128Gcm, 11).unwrap();
+    assert!(!answered(p.addr, &[&INIT_PREAMBLE[..], &msg].concat()));
+    assert_eq!(count(&p, "bad-mac1"), 42);
+    assert_eq!(count(&p, "rate-limited"), 0);
+    // The bucket is whole: a burst of real initiations is answered.
+    for i in 0..3 {
+        assert!(answered(p.addr, &initiation(&p, 1_000 + i)));
+    }
+    assert_eq!(count(&p, "rate-limited"), 0);
+    // The old form: kind 1 and no mac1.
+    let old = initiation(&p, 2_000);
+    let mut v1 = b"SLS1\x01".to_vec();
+    v1.extend_from_slice(&old[INIT_PREAMBLE.len()..old.len() - 16]);
+    assert!(!answered(p.addr, &v1));
+    assert_eq!(count(&p, "not-sealink"), 1);
 }
 
 /// A TCP connection from a chosen loopback address.

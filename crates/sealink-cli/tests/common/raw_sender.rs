@@ -48,7 +48,8 @@ impl RawSender {
         let mut sock = TcpStream::connect(to).unwrap();
         sock.set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        sock.write_all(b"SLS1\x01").unwrap();
+        sock.write_all(&sealink_proto::stream::handshake::INIT_PREAMBLE)
+            .unwrap();
         sock.write_all(&msg).unwrap();
         let mut resp = [0u8; RESPONSE_MESSAGE_LEN];
         sock.read_exact(&mut resp).unwrap();

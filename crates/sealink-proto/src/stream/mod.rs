@@ -44,6 +44,10 @@ pub enum StreamError {
     MalformedBody { what: &'static str, why: String },
     #[error("handshake failed: {0}")]
     Handshake(String),
+    /// The initiation's mac1 is missing or wrong: its sender does not know our host key (or
+    /// runs a sealink from before mac1).
+    #[error("the initiation has no valid mac1 for this host's key")]
+    BadMac1,
     #[error("the peer's host key is not trusted")]
     UnknownHost,
     #[error("the sending owner's key is not trusted")]
