@@ -132,8 +132,9 @@ pub fn clean_at_start(
             // Links in it are removed, never followed.
             std::fs::remove_dir_all(e.path()).is_ok()
         } else if ft.is_file() {
-            // Held open by a live session: not a leftover.
-            lock_unused(&e.path()).is_some() && std::fs::remove_file(e.path()).is_ok()
+            // Held open by a live session: not a leftover. The lock is held while it goes.
+            let lock = lock_unused(&e.path());
+            lock.is_some() && std::fs::remove_file(e.path()).is_ok()
         } else if part && ft.is_symlink() {
             // A link made beside the one it replaces, left by a crash.
             std::fs::remove_file(e.path()).is_ok()
