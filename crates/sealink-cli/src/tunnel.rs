@@ -27,6 +27,8 @@ Example CONFIG (TOML):
   queues = 4                      # TUN queues and UDP sockets (default: core count; 1 up to 2)
   post_up = "echo %i is up"        # hooks, as wg-quick's: pre_up, post_up, pre_down,
   post_down = ["logger %i down"]  # post_down; a command or a list, /bin/sh -c, %i: the name
+  user = "nobody"                 # who the tunnel runs as once set up (default nobody;
+                                  # "root" keeps uid 0, with a warning)
 
   [interface.piggyback]           # optional: small packets ride together
   enabled = true                  # default true
@@ -56,8 +58,10 @@ fwmark policy routing, which sealink does not do; so is a prefix containing a pe
 The config and the key file must not be writable by other users (nor the key readable by
 them). The control socket is RUN_DIR/net-INODE/NAME.sock (RUN_DIR: --run-dir, else
 $SEALINK_RUN_DIR, else /run/sealink; INODE names the network namespace, so `show` and `down`
-must run in the tunnel's namespace); only root and the tunnel's uid may use it. Once set up,
-the tunnel drops every capability."#;
+must run in the tunnel's namespace); only root and the uid that started the tunnel may use
+it. Once set up, the tunnel drops every capability and, when started as root, switches to
+`user` (its group alone); the down hooks, route changes on a reload, reading the config and key
+again on a reload, and removing the control socket are done by helpers started before that."#;
 
 /// Where configs named by NAME live unless $SEALINK_CONFIG_DIR says otherwise.
 const CONFIG_DIR: &str = "/etc/sealink";
@@ -75,15 +79,51 @@ fn resolve_config(arg: &Path, dir: Option<PathBuf>) -> PathBuf {
     dir.unwrap_or_else(|| PathBuf::from(CONFIG_DIR)).join(name)
 }
 
-/// Tells systemd (when it started us with `Type=notify`: NOTIFY_SOCKET is set) that the tunnel
-/// is up and serving. Without NOTIFY_SOCKET this does nothing.
-fn notify_ready(name: &str, listen: std::net::SocketAddr) {
+/// systemd's notify socket (when it started us with `Type=notify`: NOTIFY_SOCKET is set),
+/// connected while `up` still runs as the user that started it: READY=1 is sent once the
+/// tunnel runs as its unprivileged `user`, who may not be allowed to write the socket (the
+/// permission is checked at connect). `None` without NOTIFY_SOCKET, or if it cannot be reached
+/// now (then [`notify_ready`] tries again the ordinary way).
+fn connect_notify() -> Option<std::os::unix::net::UnixDatagram> {
+    use std::os::unix::net::UnixDatagram;
+    let path = std::env::var_os("NOTIFY_SOCKET")?;
+    let connect = || -> std::io::Result<UnixDatagram> {
+        let sock = UnixDatagram::unbound()?;
+        match path.as_encoded_bytes().strip_prefix(b"@") {
+            // An abstract socket (systemd may name one so).
+            Some(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                sock.connect_addr(&std::os::unix::net::SocketAddr::from_abstract_name(name)?)?
+            }
+            None => sock.connect(&path)?,
+        }
+        Ok(sock)
+    };
+    connect()
+        .inspect_err(
+            |e| tracing::warn!(error = %e, "cannot connect to NOTIFY_SOCKET during set-up"),
+        )
+        .ok()
+}
+
+/// Tells systemd that the tunnel is up and serving, through the socket connected during
+/// set-up if there is one. Without NOTIFY_SOCKET this does nothing.
+fn notify_ready(
+    connected: Option<&std::os::unix::net::UnixDatagram>,
+    name: &str,
+    listen: std::net::SocketAddr,
+) {
     let status = format!("up: {name}, listening on {listen}");
-    let states = [
-        sd_notify::NotifyState::Ready,
-        sd_notify::NotifyState::Status(&status),
-    ];
-    if let Err(e) = sd_notify::notify(&states) {
+    let sent = match connected {
+        Some(sock) => sock
+            .send(format!("READY=1\nSTATUS={status}\n").as_bytes())
+            .map(drop),
+        None => sd_notify::notify(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status(&status),
+        ]),
+    };
+    if let Err(e) = sent {
         tracing::warn!(error = %e, "cannot notify the service manager (NOTIFY_SOCKET)");
     }
 }
@@ -103,6 +143,7 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
     let reload = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
         .context("install signal handler")?;
+    let notify = connect_notify();
     let opts = sealink_tunnel::RunOptions {
         config_path: Some(config.clone()),
         reload: Some(reload),
@@ -120,7 +161,7 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
         );
         eprintln!("up: {}", info.name);
         // After every thread started; the control socket is served right after this returns.
-        notify_ready(&info.name, info.listen);
+        notify_ready(notify.as_ref(), &info.name, info.listen);
     })?;
     Ok(())
 }

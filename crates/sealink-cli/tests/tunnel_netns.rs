@@ -576,6 +576,109 @@ fn control_socket_is_private_and_capabilities_dropped() {
     assert!(sockets(&run).is_empty());
 }
 
+/// The four ids of a `Uid:` or `Gid:` line of a /proc status file.
+fn ids(status: &str, key: &str) -> Vec<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no {key} in {status}"))
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect()
+}
+
+/// Issue 29 item 6: the running tunnel dropped its capabilities but stayed uid 0, so a
+/// compromised tunnel still owned every root-owned file. Once up, every thread runs as the
+/// configured user (default `nobody`: uid and gid 65534 in all four fields, that group alone)
+/// with no capabilities, yet the data path, `sealink reload`, SIGHUP and `down` (which must
+/// remove the root-owned control socket) all still work, with the config and key readable by
+/// root alone. `user = "root"` keeps uid 0, capabilities still gone.
+#[test]
+fn running_tunnel_switches_to_an_unprivileged_user() {
+    let Some(mut lab) = Lab::new("u") else { return };
+    let cfgs = lab.write_configs();
+    // Side 1 opts out; side 0 takes the default.
+    let c1 = std::fs::read_to_string(&cfgs[1]).unwrap();
+    std::fs::write(
+        &cfgs[1],
+        c1.replace("[interface]\n", "[interface]\nuser = \"root\"\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    for c in &cfgs {
+        std::fs::set_permissions(c, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    let pids = [0, 1].map(|side| lab.children[side].as_ref().unwrap().id());
+    for (side, want) in [(0, 65534), (1, 0)] {
+        let tasks: Vec<_> = std::fs::read_dir(format!("/proc/{}/task", pids[side]))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert!(tasks.len() > 1, "expected the data path threads");
+        for t in tasks {
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+            let at = t.path();
+            assert_eq!(ids(&status, "Uid:"), [want; 4], "side {side} {at:?}");
+            assert_eq!(ids(&status, "Gid:"), [want; 4], "side {side} {at:?}");
+            if want != 0 {
+                assert_eq!(ids(&status, "Groups:"), [want], "side {side} {at:?}");
+            }
+            for key in ["CapEff:", "CapPrm:", "CapInh:", "CapAmb:", "CapBnd:"] {
+                let v = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(key))
+                    .unwrap()
+                    .trim();
+                assert_eq!(v, "0000000000000000", "{key} of side {side} {at:?}");
+            }
+        }
+    }
+    lab.ping_through(3);
+
+    // `sealink reload` (as root) adds a peer: the tunnel, as nobody, cannot read the 0600
+    // config or key itself.
+    let extra =
+        "\n[[peer]]\nname = \"late\"\npublic_key = \"LATE\"\nallowed_ips = [\"10.202.0.9/32\"]\n";
+    let late = lab.public_key(9);
+    let base = std::fs::read_to_string(&cfgs[0]).unwrap();
+    std::fs::write(&cfgs[0], format!("{base}{}", extra.replace("LATE", &late))).unwrap();
+    let o = lab.exec(0, &[BIN, "reload", cfgs[0].to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("added=late"),
+        "{o:?}"
+    );
+    assert!(lab.show(0).contains("peer: late"));
+    // SIGHUP removes it again.
+    std::fs::write(&cfgs[0], &base).unwrap();
+    ok("kill", &["-HUP", &pids[0].to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lab.show(0).contains("peer: late") {
+        assert!(Instant::now() < deadline, "SIGHUP did not remove the peer");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A config others may write is still refused on reload (judged for root, who started it).
+    std::fs::set_permissions(&cfgs[0], std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = lab.exec(0, &[BIN, "reload", cfgs[0].to_str().unwrap()]);
+    assert!(!o.status.success());
+    std::fs::set_permissions(&cfgs[0], std::fs::Permissions::from_mode(0o600)).unwrap();
+    lab.ping_through(2);
+
+    // `down` removes the interface and the root-owned control socket.
+    for side in [0, 1] {
+        let o = lab.exec(side, &[BIN, "down", &lab.ifname[side]]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(!lab.has_link(side));
+    }
+    assert!(
+        sockets(&lab.run_dir).is_empty(),
+        "{:?}",
+        sockets(&lab.run_dir)
+    );
+}
+
 /// Two tunnels with the same interface name, each in its own network namespace, run at once;
 /// `show` and `down` in each namespace reach that namespace's tunnel.
 #[test]

@@ -497,6 +497,13 @@ pub fn read_host_key(path: &Path) -> Result<HostKey, KeyFileError> {
     Ok(HostKey::from_private(*k)?)
 }
 
+/// Parse the text of a host private key file (read by someone else, who checked its owner
+/// and mode) as the protocol core's [`HostKey`].
+pub fn parse_host_key(text: &str, path: &Path) -> Result<HostKey, KeyFileError> {
+    let k = parse_key_text(text, KeyKind::Host, true, Some(path), false)?;
+    Ok(HostKey::from_private(*k)?)
+}
+
 /// Read a public key file (`sealink-host <base64>` or `sealink-owner
 /// <base64>`; a bare base64 key is accepted too).
 pub fn read_public(path: &Path, kind: KeyKind) -> Result<[u8; KEY_LEN], KeyFileError> {

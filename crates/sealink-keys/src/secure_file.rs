@@ -70,12 +70,13 @@ pub fn my_uid() -> u32 {
 /// The problem with `meta`, if any: owner other than `me` and root, or group/other-writable
 /// (directories with the sticky bit excepted when `sticky_ok`).
 fn problem(meta: &Metadata, me: u32, sticky_ok: bool) -> Option<Problem> {
-    let mode = meta.mode() & 0o7777;
-    if meta.uid() != me && meta.uid() != 0 {
-        return Some(Problem::Owner {
-            uid: meta.uid(),
-            me,
-        });
+    problem_of(meta.uid(), meta.mode(), me, sticky_ok)
+}
+
+fn problem_of(uid: u32, mode: u32, me: u32, sticky_ok: bool) -> Option<Problem> {
+    let mode = mode & 0o7777;
+    if uid != me && uid != 0 {
+        return Some(Problem::Owner { uid, me });
     }
     if mode & 0o022 != 0 && !(sticky_ok && mode & STICKY != 0) {
         return Some(Problem::Writable { mode });
@@ -107,6 +108,35 @@ pub fn check_file(file: &File, path: &Path, what: &'static str) -> Result<(), In
         if let Some(p) = problem(&meta, me, true) {
             return Err(fail(Some(dir.to_path_buf()), p));
         }
+    }
+    Ok(())
+}
+
+/// [`check_file`] for a file someone else opened and stat'ed for us: `uid` and `mode` of the
+/// file and of its directory, judged for the user `me` (a tunnel that switched users reads its
+/// config through a helper still running as the user that started it, and judges for that one).
+pub fn check_owner_and_mode(
+    (uid, mode): (u32, u32),
+    (dir_uid, dir_mode): (u32, u32),
+    me: u32,
+    path: &Path,
+    what: &'static str,
+) -> Result<(), InsecureFile> {
+    let fail = |dir: Option<PathBuf>, problem| InsecureFile {
+        what,
+        path: path.to_path_buf(),
+        dir,
+        problem,
+    };
+    if let Some(p) = problem_of(uid, mode, me, false) {
+        return Err(fail(None, p));
+    }
+    if let Some(p) = problem_of(dir_uid, dir_mode, me, true) {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        return Err(fail(Some(dir.to_path_buf()), p));
     }
     Ok(())
 }
@@ -180,6 +210,19 @@ mod tests {
             }
         }
         fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
+        // The same judgement from owners and modes given by value.
+        let by_value = |f, d| check_owner_and_mode(f, d, 0, Path::new("/x/f"), "test file");
+        assert!(by_value((0, 0o100600), (0, 0o40700)).is_ok());
+        assert!(
+            by_value((0, 0o100600), (0, 0o41777)).is_ok(),
+            "sticky directory"
+        );
+        let e = by_value((0, 0o100620), (0, 0o40755)).unwrap_err();
+        assert_eq!(e.problem, Problem::Writable { mode: 0o620 });
+        let e = by_value((65534, 0o100600), (0, 0o40755)).unwrap_err();
+        assert_eq!(e.problem, Problem::Owner { uid: 65534, me: 0 });
+        let e = by_value((0, 0o100600), (0, 0o40777)).unwrap_err();
+        assert_eq!(e.dir.as_deref(), Some(Path::new("/x")));
         if my_uid() == 0 {
             std::os::unix::fs::chown(&f, Some(65534), None).unwrap();
             let e = check(&f).unwrap_err();

@@ -14,6 +14,8 @@
 //!                                 # (default both: the core count; up to 2 cores: 0 and 1)
 //! pre_up = "cmd %i"               # hooks (wg-quick's): pre_up, post_up, pre_down, post_down;
 //! post_down = ["a", "b"]          # a command or a list, /bin/sh -c, %i: the interface name
+//! user = "nobody"                 # the user the running tunnel switches to once set up
+//!                                 # (default "nobody"; "root" keeps uid 0, with a warning)
 //!
 //! [interface.piggyback]           # optional: small packets ride together
 //! enabled = true                  # default true
@@ -76,6 +78,7 @@ struct RawInterface {
     post_up: Option<OneOrMany>,
     pre_down: Option<OneOrMany>,
     post_down: Option<OneOrMany>,
+    user: Option<String>,
 }
 
 /// `address = "CIDR"` or `address = ["CIDR", ...]` (and hooks: a command or a list).
@@ -171,6 +174,23 @@ pub struct Config {
     pub endpoint_names: Vec<Option<String>>,
     /// `pre_up`, `post_up`, `pre_down`, `post_down` (see [`crate::hooks`]).
     pub hooks: Hooks,
+    /// The user (a name in /etc/passwd) the tunnel switches to once set up, with that user's
+    /// group and no supplementary groups; [`ROOT_USER`] keeps uid 0 (see [`crate::privs`]).
+    pub user: String,
+}
+
+/// The user a tunnel runs as when the config names none.
+pub const DEFAULT_USER: &str = "nobody";
+/// `user = "root"`: stay uid 0 after set-up (capabilities still go).
+pub const ROOT_USER: &str = "root";
+
+/// A user name as `useradd` accepts it: 1 to 32 of `[A-Za-z0-9._-]`, not starting with `-`.
+fn valid_user(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 impl OneOrMany {
@@ -210,7 +230,12 @@ impl Config {
         sealink_keys::secure_file::check_file(&file, path, "tunnel config")?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(read_err)?;
-        let mut cfg = Self::parse(&text)?;
+        Self::parse_at(&text, path)
+    }
+
+    /// Parses the text of the config file at `path` (read and checked by the caller).
+    pub(crate) fn parse_at(text: &str, path: &Path) -> Result<Self, TunnelError> {
+        let mut cfg = Self::parse(text)?;
         // A relative key path is relative to the config file, as wg-quick users expect.
         if cfg.private_key.is_relative() {
             if let Some(dir) = path.parent() {
@@ -233,6 +258,13 @@ impl Config {
             return Err(bad(
                 "interface.name",
                 format!("{name:?}: 1 to 15 characters of [A-Za-z0-9_.-]"),
+            ));
+        }
+        let user = i.user.unwrap_or_else(|| DEFAULT_USER.into());
+        if !valid_user(&user) {
+            return Err(bad(
+                "interface.user",
+                format!("{user:?}: a user name, 1 to 32 characters of [A-Za-z0-9_.-]"),
             ));
         }
         let hooks = Hooks {
@@ -403,6 +435,7 @@ impl Config {
             peers,
             endpoint_names,
             hooks,
+            user,
         };
         cfg.check_routes_spare_endpoints()?;
         Ok(cfg)
@@ -422,6 +455,7 @@ impl Config {
             (self.queues != new.queues, "interface.queues"),
             (a.piggyback != b.piggyback, "interface.piggyback"),
             (self.hooks != new.hooks, "interface hooks"),
+            (self.user != new.user, "interface.user"),
         ]
         .into_iter()
         .find_map(|(differs, key)| differs.then_some(key))
@@ -751,9 +785,37 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
                 "[interface]\npost_up = \"true\"",
                 "interface hooks",
             ),
+            (
+                "[interface]",
+                "[interface]\nuser = \"daemon\"",
+                "interface.user",
+            ),
         ] {
             let n = Config::parse(&sample().replace(from, to)).unwrap();
             assert_eq!(c.restart_needed(&n), Some(key), "{from} -> {to}");
+        }
+    }
+
+    #[test]
+    fn user_defaults_to_nobody_and_is_a_plain_name() {
+        assert_eq!(Config::parse(&sample()).unwrap().user, DEFAULT_USER);
+        for ok in ["root", "sealink", "_sl", "a.b-c"] {
+            let c = Config::parse(
+                &sample().replace("[interface]", &format!("[interface]\nuser = \"{ok}\"")),
+            )
+            .unwrap();
+            assert_eq!(c.user, ok);
+        }
+        for bad_user in ["", "-x", "a b", "a:b", "x/y", &"u".repeat(33)] {
+            let e = Config::parse(&sample().replace(
+                "[interface]",
+                &format!("[interface]\nuser = \"{bad_user}\""),
+            ))
+            .unwrap_err();
+            assert!(
+                e.to_string().contains("interface.user"),
+                "{bad_user:?}: {e}"
+            );
         }
     }
 

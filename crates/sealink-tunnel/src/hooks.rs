@@ -271,3 +271,138 @@ impl RouteHelper {
         }
     }
 }
+
+/// The privileged helper's script: `$1` the control socket, `$2` the config file, `$3` the
+/// key file. `read` answers one line per file, `ok UID MODE DIR_UID DIR_MODE BASE64` (owner
+/// and mode in hex, as `stat -L` gives them, of the file and of its directory) or
+/// `error MESSAGE`; `unlink` removes the control socket and answers `ok` or `error MESSAGE`.
+/// Anything else ends it. It can read and remove those three paths and nothing else.
+const PRIV_HELPER: &str = "trap '' INT TERM HUP
+meta() { stat -L -c '%u %f' -- \"$1\" && stat -L -c '%u %f' -- \"$(dirname -- \"$1\")\"; }
+while read -r op; do
+  case \"$op\" in
+  read)
+    for f in \"$2\" \"$3\"; do
+      d=
+      if m=$(meta \"$f\" 2>&1) && d=$(base64 -w0 < \"$f\" 2>&1); then
+        printf 'ok %s %s\\n' \"$(printf %s \"$m\" | tr '\\n' ' ')\" \"$d\"
+      else
+        printf 'error %s\\n' \"$(printf '%s %s' \"$m\" \"$d\" | tr '\\n' ' ')\"
+      fi
+    done ;;
+  unlink)
+    if out=$(rm -f -- \"$1\" 2>&1); then echo ok
+    else printf 'error %s\\n' \"$(printf %s \"$out\" | tr '\\n' ' ')\"; fi ;;
+  *) exit 1 ;;
+  esac
+done";
+
+/// A file read by the [`PrivHelper`]: its bytes (wiped on drop: it may be the private key) and
+/// the owner and mode of it and of its directory, for the StrictModes checks.
+pub(crate) struct Fetched {
+    pub uid: u32,
+    pub mode: u32,
+    pub dir_uid: u32,
+    pub dir_mode: u32,
+    pub data: zeroize::Zeroizing<Vec<u8>>,
+}
+
+/// What still needs root once the tunnel runs as its unprivileged user (see `privs.rs`):
+/// reading the config file and the host key again on a reload (both usually root's, 0600),
+/// and removing the control socket from its root-owned 0700 directory at exit. Started during
+/// set-up like the route helper, for fixed paths; it exits when dropped (its stdin closes).
+pub(crate) struct PrivHelper {
+    _child: Child,
+    stdin: ChildStdin,
+    answers: BufReader<ChildStdout>,
+}
+
+impl PrivHelper {
+    pub(crate) fn start(
+        socket: &std::path::Path,
+        config: Option<&std::path::Path>,
+        key: &std::path::Path,
+    ) -> std::io::Result<Self> {
+        let _umask = crate::UMASK.lock().unwrap_or_else(|e| e.into_inner());
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(PRIV_HELPER)
+            .arg("sealink-priv")
+            .arg(socket)
+            .arg(config.unwrap_or(std::path::Path::new("")))
+            .arg(key)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdout"))?;
+        Ok(PrivHelper {
+            _child: child,
+            stdin,
+            answers: BufReader::new(stdout),
+        })
+    }
+
+    fn answer(&mut self) -> Result<zeroize::Zeroizing<String>, String> {
+        let mut line = zeroize::Zeroizing::new(String::new());
+        match self.answers.read_line(&mut line) {
+            Ok(0) => Err("the privileged helper exited".into()),
+            Ok(_) => Ok(line),
+            Err(e) => Err(format!("privileged helper: {e}")),
+        }
+    }
+
+    /// The config file and the key file, as root reads them.
+    pub(crate) fn read(&mut self) -> Result<(Fetched, Fetched), String> {
+        writeln!(self.stdin, "read").map_err(|e| format!("privileged helper: {e}"))?;
+        let config = parse_fetched(&self.answer()?);
+        let key = parse_fetched(&self.answer()?);
+        Ok((config?, key?))
+    }
+
+    /// Removes the control socket.
+    pub(crate) fn unlink(&mut self) -> Result<(), String> {
+        writeln!(self.stdin, "unlink").map_err(|e| format!("privileged helper: {e}"))?;
+        let line = self.answer()?;
+        match line.trim() {
+            "ok" => Ok(()),
+            other => Err(other.trim_start_matches("error ").to_owned()),
+        }
+    }
+}
+
+/// One `read` answer line of the helper.
+fn parse_fetched(line: &str) -> Result<Fetched, String> {
+    use base64::Engine as _;
+    let line = line.trim_end_matches('\n');
+    let Some(rest) = line.strip_prefix("ok ") else {
+        return Err(line.trim_start_matches("error ").trim().to_owned());
+    };
+    let mut f = rest.split(' ');
+    let mut num = |radix| {
+        f.next()
+            .and_then(|t| u32::from_str_radix(t, radix).ok())
+            // Not quoted back: the line may hold a private key.
+            .ok_or_else(|| "privileged helper: malformed answer".to_owned())
+    };
+    let (uid, mode, dir_uid, dir_mode) = (num(10)?, num(16)?, num(10)?, num(16)?);
+    let b64 = f.next().unwrap_or("");
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map_err(|e| format!("privileged helper: {e}"))?;
+    Ok(Fetched {
+        uid,
+        mode,
+        dir_uid,
+        dir_mode,
+        data: zeroize::Zeroizing::new(data),
+    })
+}

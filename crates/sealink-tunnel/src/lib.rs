@@ -22,8 +22,8 @@
 //! one thread per queue pair serves both the TUN queue and the UDP socket (`io_loop`). The calling thread serves the control socket `RUN_DIR/net-INODE/NAME.sock` (see
 //! [`RunDir`]; `show`, `down`, `reload`, answered to root and the tunnel's own uid only) and
 //! watches the stop flag (set by signals) and the reload flag (SIGHUP; see `reload.rs`); on stop, the threads are interrupted and joined and the TUN
-//! device is closed, which removes the interface. Set-up ends by dropping every capability
-//! ([`privs`]).
+//! device is closed, which removes the interface. Set-up ends by dropping every capability and
+//! switching to the config's unprivileged `user` ([`privs`]).
 
 pub mod config;
 pub mod control;
@@ -303,6 +303,17 @@ pub fn run_with(
     if UnixStream::connect(&sock_path).is_ok() {
         return Err(TunnelError::AlreadyRunning(cfg.name.clone()));
     }
+    // Looked up now, before anything is set up: an unknown user ends `up` with nothing to undo.
+    let account = privs::account_for(&cfg.user)?;
+    // Who started us: the control socket answers this uid (and root), not the user we become,
+    // which other daemons may share (nobody).
+    let started_as = sealink_keys::secure_file::my_uid();
+    // Absolute while we may still search every directory on the way: `sealink reload PATH`
+    // names it canonically, and the user we become may not be able to resolve it.
+    let config_path = opts
+        .config_path
+        .clone()
+        .map(|p| std::fs::canonicalize(&p).unwrap_or(p));
     // Left behind by a process that did not exit cleanly.
     let _ = std::fs::remove_file(&sock_path);
 
@@ -353,10 +364,24 @@ pub fn run_with(
     let route_helper = hooks::RouteHelper::start(&cfg.name)
         .inspect_err(|e| tracing::warn!(error = %e, "route helper did not start: reloads cannot change routes"))
         .ok();
-    // Everything that needs a privilege is done; the threads below start without any.
-    if let Err(e) = privs::drop_all() {
+    // Once we are another user, reading the config and key again and removing the socket
+    // need root: a helper started now does them.
+    let privileged = match &account {
+        Some(_) => hooks::PrivHelper::start(&sock_path, config_path.as_deref(), &cfg.private_key)
+            .inspect_err(|e| {
+                tracing::warn!(error = %e, "privileged helper did not start: reloads may not read the config, and the control socket stays at exit")
+            })
+            .ok(),
+        None => None,
+    };
+    // Everything that needs a privilege is done; the threads below start without any, as
+    // the configured user.
+    if let Err(e) = privs::drop_all(account.as_ref()) {
         let _ = std::fs::remove_file(&sock_path);
         return Err(e);
+    }
+    if let Some(a) = &account {
+        tracing::info!(user = %a.name, uid = a.uid, gid = a.gid, "running as an unprivileged user");
     }
     let (resolve_tx, resolve_rx) = std::sync::mpsc::channel();
     let info = UpInfo {
@@ -380,7 +405,7 @@ pub fn run_with(
         stride: HEADROOM + cfg.core.mtu + TAILROOM,
         info: info.clone(),
         public_key,
-        owner_uid: sealink_keys::secure_file::my_uid(),
+        owner_uid: started_as,
         control_refused: AtomicU64::new(0),
         resolve_tx,
         threads: threads::Registry::new(),
@@ -395,8 +420,10 @@ pub fn run_with(
     }
     let mut ctl = reload::Ctl {
         cfg: cfg.clone(),
-        path: opts.config_path.clone(),
+        path: config_path,
         routes: route_helper,
+        privileged,
+        started_as,
     };
     let reload_flag = opts.reload.clone();
     let (nq, ns) = (sh.devs.len(), sh.udp.len());
@@ -464,12 +491,20 @@ pub fn run_with(
     while sys.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    drop(ctl);
+    let reload::Ctl {
+        routes, privileged, ..
+    } = ctl;
+    drop(routes);
     hooks::fire_all(post_down);
     drop(listener);
     // A socket left behind lists the tunnel as running (`control::running`) until the next
-    // `up` of that name removes it: say why, if it happens.
-    if let Err(e) = std::fs::remove_file(&sock_path) {
+    // `up` of that name removes it: say why, if it happens. As another user we may not write
+    // its root-owned directory: the helper removes it.
+    let removed = match privileged {
+        Some(mut h) => h.unlink(),
+        None => std::fs::remove_file(&sock_path).map_err(|e| e.to_string()),
+    };
+    if let Err(e) = removed {
         tracing::warn!(error = %e, path = %sock_path.display(), "cannot remove the control socket");
     }
     for mut w in waiters {

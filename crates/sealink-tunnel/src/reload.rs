@@ -7,13 +7,17 @@
 //! helper ([`crate::hooks::RouteHelper`]), since the running tunnel holds no capability. Any
 //! interface-level change, a config that does not parse, a peer list the core refuses or a
 //! route that cannot be added leaves the running config as it was, and the answer says why.
+//!
+//! A tunnel that switched to an unprivileged user (`privs.rs`) usually cannot read its config
+//! or its key (root's, 0600) any more: it has them read by the [`PrivHelper`] started during
+//! set-up, and applies the same StrictModes checks, judged for the user that started it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Weak};
 
-use crate::hooks::RouteHelper;
+use crate::hooks::{PrivHelper, RouteHelper};
 use crate::{Config, Outbox, Shared};
 
 /// Resolves `HOST:PORT` to addresses (the tunnel's default: the system resolver, as
@@ -35,6 +39,67 @@ pub(crate) struct Ctl {
     /// The file it came from (`None`: started from a [`Config`] built in memory).
     pub path: Option<PathBuf>,
     pub routes: Option<RouteHelper>,
+    /// Reads the config and key as root once the tunnel runs as another user (`None`: it
+    /// reads them itself). Also removes the control socket at exit.
+    pub privileged: Option<PrivHelper>,
+    /// The uid that started the tunnel: what the files read through `privileged` are judged
+    /// for.
+    pub started_as: u32,
+}
+
+/// The config at `path` and the public key of the host key it names, read by this process.
+fn read_directly(path: &Path) -> Result<(Config, Result<[u8; 32], String>), String> {
+    let new = Config::from_file(path).map_err(|e| format!("config {}: {e}", path.display()))?;
+    let key = sealink_keys::read_host_key(&new.private_key)
+        .map(|k| *k.public())
+        .map_err(|e| e.to_string());
+    Ok((new, key))
+}
+
+/// The same, read by the privileged helper (the key file it reads is the one the running
+/// config names: a config naming another is refused below as needing a restart).
+fn read_through(
+    h: &mut PrivHelper,
+    path: &Path,
+    key_path: &Path,
+    me: u32,
+) -> Result<(Config, Result<[u8; 32], String>), String> {
+    use sealink_keys::secure_file::check_owner_and_mode;
+    let (cfg, key) = h.read()?;
+    let at = |what: &str| format!("{what} {}", path.display());
+    check_owner_and_mode(
+        (cfg.uid, cfg.mode),
+        (cfg.dir_uid, cfg.dir_mode),
+        me,
+        path,
+        "tunnel config",
+    )
+    .map_err(|e| e.to_string())?;
+    let text =
+        std::str::from_utf8(&cfg.data).map_err(|_| format!("{}: not UTF-8", at("config")))?;
+    let new = Config::parse_at(text, path).map_err(|e| format!("{}: {e}", at("config")))?;
+    let key = (|| {
+        check_owner_and_mode(
+            (key.uid, key.mode),
+            (key.dir_uid, key.dir_mode),
+            me,
+            key_path,
+            "host private key",
+        )
+        .map_err(|e| e.to_string())?;
+        if key.mode & 0o077 != 0 {
+            return Err(sealink_keys::KeyFileError::PermissionsTooOpen {
+                path: key_path.to_path_buf(),
+                mode: key.mode & 0o7777,
+            }
+            .to_string());
+        }
+        let text = std::str::from_utf8(&key.data).map_err(|_| "not UTF-8".to_owned())?;
+        sealink_keys::keyfile::parse_host_key(text, key_path)
+            .map(|k| *k.public())
+            .map_err(|e| e.to_string())
+    })();
+    Ok((new, key))
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -58,8 +123,12 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
         ));
     }
     let keep = "; the running config stays in force";
-    let new =
-        Config::from_file(&path).map_err(|e| format!("config {}: {e}{keep}", path.display()))?;
+    let key_path = ctl.cfg.private_key.clone();
+    let (new, new_key) = match ctl.privileged.as_mut() {
+        Some(h) => read_through(h, &path, &key_path, ctl.started_as),
+        None => read_directly(&path),
+    }
+    .map_err(|e| format!("{e}{keep}"))?;
     if let Some(key) = ctl.cfg.restart_needed(&new) {
         return Err(format!(
             "{key} changed: a reload applies peer changes only, this needs a restart \
@@ -67,8 +136,8 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
         ));
     }
     // The same path may hold a new key.
-    match sealink_keys::read_host_key(&new.private_key) {
-        Ok(k) if *k.public() == sh.public_key => {}
+    match new_key {
+        Ok(k) if k == sh.public_key => {}
         Ok(_) => {
             return Err(format!(
                 "interface.private_key: {} holds another key now: this needs a restart{keep}",
