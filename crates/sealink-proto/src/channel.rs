@@ -869,6 +869,9 @@ impl Channel {
             if !wrote {
                 return None;
             }
+            if scope == Some(Scope::Encrypt) {
+                wire::pad_to_block(&mut w);
+            }
             body_len = w.pos();
         }
         // Datagrams with only acknowledgements are authenticated, not encrypted: they carry

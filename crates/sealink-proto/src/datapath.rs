@@ -23,6 +23,7 @@ pub enum SealError {
 
 /// Writes the data header into `buf[..16]` and seals `buf[16..16 + body_len]` in place; returns
 /// the datagram length. `buf` needs room for `16 + body_len + suite overhead`.
+#[inline]
 pub fn seal_datagram(
     key: &PacketKey,
     receiver: u32,
@@ -49,6 +50,7 @@ pub fn seal_datagram(
 }
 
 /// Parses the header of a data datagram: (scope, receiver index, counter).
+#[inline]
 pub fn parse_data_header(buf: &[u8]) -> Result<(Scope, u32, u64), DropReason> {
     match wire::parse_header(buf)? {
         Header::Data {
@@ -63,6 +65,7 @@ pub fn parse_data_header(buf: &[u8]) -> Result<(Scope, u32, u64), DropReason> {
 /// Opens a data datagram in place with the session's key and replay window; returns the
 /// plaintext body's range in `buf`. The counter is checked before and recorded only after
 /// authentication, so forged datagrams cannot move the window.
+#[inline]
 pub fn open_datagram(
     key: &PacketKey,
     replay: &mut ReplayWindow,
@@ -84,6 +87,7 @@ pub fn open_datagram(
 /// Opens a data datagram in place without touching a replay window: for callers that open on
 /// any core and check and record counters themselves, serially and in order (the parallel
 /// engine). Returns the plaintext body's range in `buf`.
+#[inline]
 pub fn open_in_place(
     key: &PacketKey,
     scope: Scope,

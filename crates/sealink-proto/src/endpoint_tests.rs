@@ -258,3 +258,38 @@ fn a_degenerate_static_key_fails_cleanly_both_ways() {
     assert!(n.b.poll_transmit(n.now, &mut buf).is_none());
     assert!(std::iter::from_fn(|| n.b.poll_event()).all(|e| !matches!(e, Event::ChannelUp { .. })));
 }
+
+#[test]
+fn encrypted_data_datagrams_leave_padded_to_whole_blocks_and_are_delivered() {
+    let mut n = net(LimiterConfig::default());
+    n.send(b"hello");
+    assert_eq!(n.run(), 1);
+    let mut encrypted = 0;
+    for size in 1..70usize {
+        n.now = n.now + std::time::Duration::from_millis(1);
+        n.send(&vec![size as u8; size]);
+        for mut d in n.sent_by_a() {
+            if let Ok(wire::Header::Data {
+                scope: Scope::Encrypt,
+                ..
+            }) = wire::parse_header(&d)
+            {
+                encrypted += 1;
+                let body = d.len() - wire::HEADER_LEN - sealink_crypto::suite::TAG_LEN;
+                assert_eq!(body % wire::PAD_BLOCK, 0, "{size}-byte message: body {body}");
+            }
+            let _ = n.b.handle_from(n.now, sa(A), &mut d);
+        }
+        let mut got = 0;
+        while let Some(e) = n.b.poll_event() {
+            if let Event::Messages(m) = e {
+                for msg in m.iter() {
+                    assert_eq!(msg, &vec![size as u8; size][..]);
+                }
+                got += m.len();
+            }
+        }
+        assert_eq!(got, 1, "{size}-byte message delivered once");
+    }
+    assert!(encrypted >= 69);
+}
