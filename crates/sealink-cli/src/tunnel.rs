@@ -22,7 +22,7 @@ Example CONFIG (TOML):
   address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface, or a list
                                   # (all assigned): ["10.9.0.1/24", "fd09::1/64"]
   listen_port = 51820             # optional: an ephemeral port if left out (`show` tells it)
-  mtu = 1420                      # default 1420
+  mtu = 1420                      # default 1420; 576 to 9000
   workers = 4                     # crypto threads; 0: inline (default: core count; 0 up to 2 cores)
   queues = 4                      # TUN queues and UDP sockets (default: core count; 1 up to 2)
   post_up = "echo %i is up"        # hooks, as wg-quick's: pre_up, post_up, pre_down,
@@ -35,9 +35,9 @@ Example CONFIG (TOML):
   mode = "autocork"               # wait only while a send is in flight (default), or "timer"
   small = 256                     # packets up to this many bytes may wait...
   max_delay_us = 200              # ...at most this long (autocork: a backstop)...
-  queue_limit = 1400              # ...or until this many bytes are queued;
-                                  # a larger packet, or one with DSCP EF/CS6/CS7,
-                                  # flushes the queue and leaves at once
+  queue_limit = 1400              # ...or until this many bytes are queued (default
+                                  # 1400, at most mtu + 2); a larger packet, or one
+                                  # with DSCP EF/CS6/CS7, flushes the queue and leaves at once
 
   [[peer]]
   name = "b"

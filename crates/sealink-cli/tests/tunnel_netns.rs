@@ -595,7 +595,7 @@ fn ids(status: &str, key: &str) -> Vec<u32> {
 /// root alone. `user = "root"` keeps uid 0, capabilities still gone.
 #[test]
 fn running_tunnel_switches_to_an_unprivileged_user() {
-    let Some(mut lab) = Lab::new("u") else { return };
+    let Some(mut lab) = Lab::new("w") else { return };
     let cfgs = lab.write_configs();
     // Side 1 opts out; side 0 takes the default.
     let c1 = std::fs::read_to_string(&cfgs[1]).unwrap();
@@ -914,4 +914,65 @@ fn up_by_name_notifies_systemd_when_ready() {
     assert!(lab.has_link(0), "READY=1 before the interface exists");
     assert!(lab.show(0).contains(&format!("interface: {name}")));
     lab.wait_up(0, rx);
+}
+
+/// Issue 30: `mtu = 1280` (IPv6's minimum) was refused, blaming a piggyback queue_limit default
+/// the user never wrote. Both tunnels come up with it, a ping of exactly 1280 bytes with DF set
+/// crosses and one byte more is refused at the interface; a reload to another MTU says it needs
+/// a restart, and the tunnel goes on.
+#[test]
+fn mtu_1280_carries_full_size_packets() {
+    let Some(mut lab) = Lab::new("x") else { return };
+    let cfgs = lab.write_configs_with("mtu = 1280");
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    let link = ok(
+        "ip",
+        &["-n", &lab.ns[0], "link", "show", "dev", &lab.ifname[0]],
+    );
+    assert!(link.contains("mtu 1280"), "{link}");
+    assert!(have("ping"), "ping is needed for this test");
+    lab.ping_through(2);
+    // 1252 bytes of payload + 8 (ICMP) + 20 (IPv4) = 1280, never fragmented.
+    let df = |size: &str| {
+        lab.exec(
+            0,
+            &[
+                "ping",
+                "-M",
+                "do",
+                "-s",
+                size,
+                "-c",
+                "2",
+                "-i",
+                "0.2",
+                "-W",
+                "5",
+                "10.202.0.2",
+            ],
+        )
+    };
+    let o = df("1252");
+    assert!(
+        o.status.success(),
+        "a 1280-byte ping with DF set failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        !df("1253").status.success(),
+        "1281 bytes passed an MTU of 1280"
+    );
+    assert_eq!(counter(&lab.show(1), "malformed-packet"), 0);
+
+    let text = std::fs::read_to_string(&cfgs[0]).unwrap();
+    std::fs::write(&cfgs[0], text.replace("mtu = 1280", "mtu = 1420")).unwrap();
+    let o = lab.exec(0, &[BIN, "reload", cfgs[0].to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("interface.mtu changed"), "{err}");
+    assert!(err.contains("needs a restart"), "{err}");
+    assert!(!err.contains("queue_limit"), "{err}");
+    lab.ping_through(1);
 }

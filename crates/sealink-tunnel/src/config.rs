@@ -8,7 +8,7 @@
 //! address = "10.9.0.1/24"         # IPv4 or IPv6 CIDR given to the interface, or a list:
 //!                                 # ["10.9.0.1/24", "fd09::1/64"] (all are assigned)
 //! listen_port = 51820             # optional: an ephemeral port if left out (`show` tells it)
-//! mtu = 1420                      # default 1420
+//! mtu = 1420                      # default 1420; 576..=9000
 //! workers = 4                     # crypto worker threads; 0: inline on the readers
 //! queues = 4                      # TUN queues and UDP sockets
 //!                                 # (default both: the core count; up to 2 cores: 0 and 1)
@@ -21,8 +21,10 @@
 //! enabled = true                  # default true
 //! mode = "autocork"               # wait only while a send is in flight (default), or "timer"
 //! small = 256                     # packets up to this many bytes may wait...
+//!                                 # (default 256, at most queue_limit - 2)
 //! max_delay_us = 200              # ...at most this long (autocork: a backstop)...
 //! queue_limit = 1400              # ...or until this many bytes are queued
+//!                                 # (default 1400, at most mtu + 2: one datagram)
 //!
 //! [[peer]]
 //! name = "b"
@@ -311,6 +313,7 @@ impl Config {
             return Err(bad("interface.queues", "must be within 1..=256"));
         }
         let mut pb = PiggybackPolicy::default();
+        let (mut queue_limit, mut small) = (None, None);
         if let Some(p) = i.piggyback {
             pb.enabled = p.enabled.unwrap_or(pb.enabled);
             match p.mode.as_deref() {
@@ -323,9 +326,6 @@ impl Config {
                     ));
                 }
             }
-            if let Some(s) = p.small {
-                pb.small = s as usize;
-            }
             if let Some(d) = p.max_delay_us {
                 if d > 1_000_000 {
                     return Err(bad(
@@ -335,28 +335,42 @@ impl Config {
                 }
                 pb.max_delay = Duration::from_micros(d);
             }
-            if let Some(q) = p.queue_limit {
-                pb.queue_limit = q as usize;
+            (queue_limit, small) = (p.queue_limit, p.small);
+        }
+        // The queue leaves as one datagram, so it can hold at most mtu + 2 bytes. The defaults
+        // are ceilings fitted to the MTU (and to each other); only a value the user wrote is
+        // checked, and its error names that key.
+        let one_datagram = core.mtu + 2;
+        pb.queue_limit = match queue_limit.map(|q| q as usize) {
+            Some(q) if q > one_datagram => {
+                return Err(bad(
+                    "interface.piggyback.queue_limit",
+                    format!(
+                        "{q} is more than mtu + 2 ({one_datagram}): the queue leaves as one \
+                         datagram"
+                    ),
+                ));
             }
-        }
-        if pb.queue_limit > core.mtu + 2 {
-            return Err(bad(
-                "interface.piggyback.queue_limit",
-                format!(
-                    "at most mtu + 2 ({}): the queue leaves as one datagram",
-                    core.mtu + 2
-                ),
-            ));
-        }
-        if pb.enabled && (pb.small == 0 || pb.small + 2 > pb.queue_limit) {
-            return Err(bad(
-                "interface.piggyback.small",
-                format!(
-                    "must be within 1..=queue_limit - 2 ({})",
-                    pb.queue_limit.saturating_sub(2)
-                ),
-            ));
-        }
+            Some(q) if q < 3 => {
+                return Err(bad(
+                    "interface.piggyback.queue_limit",
+                    format!("{q}: at least 3 (a 2-byte length and a packet)"),
+                ));
+            }
+            Some(q) => q,
+            None => pb.queue_limit.min(one_datagram),
+        };
+        let most_small = pb.queue_limit - 2;
+        pb.small = match small.map(|s| s as usize) {
+            Some(s) if pb.enabled && (s == 0 || s > most_small) => {
+                return Err(bad(
+                    "interface.piggyback.small",
+                    format!("{s} is not within 1..=queue_limit - 2 ({most_small})"),
+                ));
+            }
+            Some(s) => s,
+            None => pb.small.min(most_small),
+        };
         core.piggyback = pb;
         core.validate()
             .map_err(|e| bad("interface", e.to_string()))?;
@@ -794,6 +808,65 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
             let n = Config::parse(&sample().replace(from, to)).unwrap();
             assert_eq!(c.restart_needed(&n), Some(key), "{from} -> {to}");
         }
+    }
+
+    #[test]
+    fn piggyback_defaults_fit_a_small_mtu() {
+        let with_mtu = |m: u32| sample().replace("listen_port", &format!("mtu = {m}\nlisten_port"));
+        // Issue 30: mtu = 1280 (IPv6's minimum) and the documented minimum 576 were refused,
+        // blaming a queue_limit default the user never wrote.
+        for m in [1280, 576, 1397] {
+            let c = Config::parse(&with_mtu(m)).unwrap_or_else(|e| panic!("mtu {m}: {e}"));
+            assert_eq!(c.core.mtu, m as usize);
+            assert_eq!(c.core.piggyback.queue_limit, m as usize + 2, "mtu {m}");
+            assert_eq!(c.core.piggyback.small, 128, "the written small is kept");
+        }
+        let c = Config::parse(&with_mtu(9000)).unwrap();
+        assert_eq!(
+            c.core.piggyback.queue_limit, 1400,
+            "the default is a ceiling"
+        );
+        // Without a piggyback section the default small (256) fits too.
+        let bare = with_mtu(576).replace(
+            "[interface.piggyback]\nsmall = 128\nmax_delay_us = 100\n",
+            "",
+        );
+        assert!(!bare.contains("piggyback"), "{bare}");
+        let c = Config::parse(&bare).unwrap();
+        assert_eq!(
+            (c.core.piggyback.queue_limit, c.core.piggyback.small),
+            (578, 256)
+        );
+        // A written queue_limit fits the default small to it.
+        let c = Config::parse(&bare.replace(
+            "[[peer]]",
+            "[interface.piggyback]\nqueue_limit = 100\n[[peer]]",
+        ))
+        .unwrap();
+        assert_eq!(
+            (c.core.piggyback.queue_limit, c.core.piggyback.small),
+            (100, 98)
+        );
+        // A value the user wrote is still checked, and the error names it.
+        let big = with_mtu(1280).replace("small = 128", "small = 128\nqueue_limit = 1400");
+        let msg = Config::parse(&big).unwrap_err().to_string();
+        assert!(msg.contains("interface.piggyback.queue_limit"), "{msg}");
+        assert!(msg.contains("1282"), "{msg}");
+        let tiny = sample().replace("small = 128", "queue_limit = 2");
+        let msg = Config::parse(&tiny).unwrap_err().to_string();
+        assert!(msg.contains("interface.piggyback.queue_limit"), "{msg}");
+        let msg = Config::parse(&with_mtu(576).replace("small = 128", "small = 577"))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("interface.piggyback.small"), "{msg}");
+        for m in [575, 9001] {
+            let msg = Config::parse(&with_mtu(m)).unwrap_err().to_string();
+            assert!(msg.contains("interface.mtu"), "{m}: {msg}");
+        }
+        // A reload that changes the MTU needs a restart (it was refused as a queue_limit error).
+        let running = Config::parse(&sample()).unwrap();
+        let new = Config::parse(&with_mtu(1280)).unwrap();
+        assert_eq!(running.restart_needed(&new), Some("interface.mtu"));
     }
 
     #[test]
