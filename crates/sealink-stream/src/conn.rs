@@ -9,7 +9,7 @@ use sealink_crypto::{PacketKey, Scope};
 use sealink_proto::stream::handshake::{INIT_PREAMBLE, JOIN_TOKEN_LEN};
 use sealink_proto::stream::record::{self, RECORD_HEADER_LEN, RecordHeader, RecordType};
 
-use crate::error::{IoContext, TransferError, is_timeout};
+use crate::error::{IoContext, TransferError, is_timeout, socket_error};
 
 pub(crate) const MAGIC: &[u8; 4] = b"SLS1";
 /// An initiation that ends with mac1 ([`INIT_PREAMBLE`]); kind 1, without it, is retired.
@@ -94,14 +94,9 @@ pub(crate) fn read_record(
 ) -> Result<Option<(RecordHeader, Vec<u8>)>, TransferError> {
     let waited = deadline.saturating_duration_since(Instant::now());
     let fail = |e: std::io::Error, what: &str| {
-        if e.kind() == std::io::ErrorKind::TimedOut {
-            TransferError::TimedOut(format!("no {waiting_for} within {}", secs(waited)))
-        } else {
-            TransferError::Io {
-                context: format!("reading {what}"),
-                source: e,
-            }
-        }
+        socket_error(e, &format!("reading {what}"), || {
+            format!("no {waiting_for} within {}", secs(waited))
+        })
     };
     let mut h = [0u8; RECORD_HEADER_LEN];
     if !read_full(s, &mut h, deadline).map_err(|e| fail(e, "a record header"))? {

@@ -24,6 +24,12 @@ pub enum TransferError {
     /// The peer made no progress for longer than a timeout (it stalled, or the route did).
     #[error("timed out: {0}")]
     TimedOut(String),
+    /// The kernel gave up on the connection (ETIMEDOUT: its retransmissions or keepalives went
+    /// unanswered), so the peer's host or the route to it is gone. Not one of our own timers:
+    /// it can come long before them, or after, so it says nothing of how long the peer idled.
+    /// `0` says what was under way.
+    #[error("{0}: the connection timed out (no answer from the peer's host)")]
+    ConnectionTimedOut(String),
     /// An entry's place is taken at the receiver. `name` is relative to the receiving
     /// directory (this error travels to the sender, who has no business knowing the receiver's
     /// paths); `hint` says who can do what about it.
@@ -93,12 +99,42 @@ pub(crate) fn joined(
     r.unwrap_or(Err(TransferError::WorkerPanicked(role)))
 }
 
-/// Whether a socket error is a receive or send timeout expiring (`SO_RCVTIMEO`/`SO_SNDTIMEO`).
+/// Whether a socket error is one of our own timers expiring: a receive or send timeout
+/// (`SO_RCVTIMEO`/`SO_SNDTIMEO`, which Linux reports as EAGAIN), or a deadline of ours (the
+/// `TimedOut` errors made here and by std's `connect_timeout` carry no OS error code). The
+/// kernel's own ETIMEDOUT is not ours: see [`is_connection_timeout`].
 pub(crate) fn is_timeout(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-    )
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock => true,
+        std::io::ErrorKind::TimedOut => e.raw_os_error().is_none(),
+        _ => false,
+    }
+}
+
+/// Whether the kernel gave up on the connection: ETIMEDOUT from a socket operation (TCP
+/// retransmissions, keepalives or `TCP_USER_TIMEOUT` unanswered).
+pub(crate) fn is_connection_timeout(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::TimedOut && e.raw_os_error().is_some()
+}
+
+/// A failed socket operation (`doing`, such as "sending data") as a transfer error: one of our
+/// own timers expiring is [`TransferError::TimedOut`] with `own`'s words, the kernel's
+/// ETIMEDOUT is [`TransferError::ConnectionTimedOut`], anything else is an I/O error.
+pub(crate) fn socket_error(
+    e: std::io::Error,
+    doing: &str,
+    own: impl FnOnce() -> String,
+) -> TransferError {
+    if is_timeout(&e) {
+        TransferError::TimedOut(own())
+    } else if is_connection_timeout(&e) {
+        TransferError::ConnectionTimedOut(doing.to_owned())
+    } else {
+        TransferError::Io {
+            context: doing.to_owned(),
+            source: e,
+        }
+    }
 }
 
 pub(crate) trait IoContext<T> {
@@ -127,5 +163,34 @@ mod tests {
         // A worker's own error passes through.
         let r = std::thread::spawn(|| Err(TransferError::TimedOut("x".into()))).join();
         assert!(matches!(joined(r, "send"), Err(TransferError::TimedOut(_))));
+    }
+
+    #[test]
+    fn the_kernels_connection_timeout_is_not_ours() {
+        use std::io::{Error, ErrorKind};
+        let kernel = || Error::from_raw_os_error(rustix::io::Errno::TIMEDOUT.raw_os_error());
+        assert_eq!(kernel().kind(), ErrorKind::TimedOut);
+        // Ours: a socket timeout (EAGAIN), a deadline made here.
+        for own in [
+            Error::from_raw_os_error(rustix::io::Errno::AGAIN.raw_os_error()),
+            ErrorKind::TimedOut.into(),
+        ] {
+            assert!(is_timeout(&own) && !is_connection_timeout(&own), "{own:?}");
+            let e = socket_error(own, "sending data", || "the receiver took no data".into());
+            assert_eq!(e.to_string(), "timed out: the receiver took no data");
+        }
+        // The kernel's: reported as such, never as one of our timers.
+        assert!(!is_timeout(&kernel()) && is_connection_timeout(&kernel()));
+        let e = socket_error(kernel(), "sending data", || unreachable!());
+        assert!(matches!(e, TransferError::ConnectionTimedOut(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "sending data: the connection timed out (no answer from the peer's host)"
+        );
+        let reset = Error::from_raw_os_error(rustix::io::Errno::CONNRESET.raw_os_error());
+        assert!(matches!(
+            socket_error(reset, "x", || unreachable!()),
+            TransferError::Io { .. }
+        ));
     }
 }

@@ -23,7 +23,7 @@ use sealink_proto::stream::{
 use crate::Progress;
 use crate::admit::{Admission, ConnDrop, ConnGuard};
 use crate::conn::{self, JOIN_LEN, KIND_INIT, KIND_JOIN, MAGIC, secs};
-use crate::error::{IoContext, TransferError, is_timeout};
+use crate::error::{IoContext, TransferError, is_timeout, socket_error};
 use crate::files::{PartFile, process_umask, received_mode, write_all_at};
 use crate::limits::{ConnLimits, Timeouts};
 use crate::place::{Found, Slot, Tree};
@@ -287,7 +287,7 @@ impl Receiver {
 /// Classifies a failed read before authentication (eviction is counted already).
 fn early_drop(guard: &ConnGuard, peer: SocketAddr, r: &std::io::Result<bool>, what: &str) {
     let why = match r {
-        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => ConnDrop::SetupTimeout,
+        Err(e) if crate::error::is_timeout(e) => ConnDrop::SetupTimeout,
         _ => ConnDrop::NotSealink,
     };
     tracing::debug!("{peer}: dropped while reading {what} ({})", why.name());
@@ -780,7 +780,9 @@ impl Session<'_> {
                 let code = match e {
                     TransferError::Io { .. } => AbortCode::LocalIo,
                     TransferError::Exists { .. } => AbortCode::Refused,
-                    TransferError::TimedOut(_) => AbortCode::Other,
+                    TransferError::TimedOut(_) | TransferError::ConnectionTimedOut(_) => {
+                        AbortCode::Other
+                    }
                     _ => AbortCode::Protocol,
                 };
                 // Best effort: a stalled sender may not take even this.
@@ -1015,12 +1017,7 @@ impl Session<'_> {
                             )));
                         }
                     }
-                    Err(e) => {
-                        return Err(TransferError::Io {
-                            context: "receiving".into(),
-                            source: e,
-                        });
-                    }
+                    Err(e) => return Err(socket_error(e, "receiving", String::new)),
                 }
             };
             if n == 0 {

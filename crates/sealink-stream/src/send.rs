@@ -21,7 +21,7 @@ use sealink_proto::stream::{
 
 use crate::Progress;
 use crate::conn::{self, KIND_INIT, MAGIC, secs};
-use crate::error::{IoContext, TransferError, is_timeout};
+use crate::error::{IoContext, TransferError, is_connection_timeout, is_timeout, socket_error};
 use crate::files::{hash_file, read_exact_at, read_up_to};
 use crate::limits::Timeouts;
 use crate::records::RecordBatch;
@@ -93,14 +93,9 @@ pub struct SendReport {
 
 fn connect(addr: SocketAddr, t: &Timeouts) -> Result<TcpStream, TransferError> {
     let s = TcpStream::connect_timeout(&addr, t.setup).map_err(|e| {
-        if is_timeout(&e) {
-            TransferError::TimedOut(format!("cannot connect to {addr} within {}", secs(t.setup)))
-        } else {
-            TransferError::Io {
-                context: format!("cannot connect to {addr}"),
-                source: e,
-            }
-        }
+        socket_error(e, &format!("cannot connect to {addr}"), || {
+            format!("cannot connect to {addr} within {}", secs(t.setup))
+        })
     })?;
     conn::tune(&s);
     // A write that cannot hand the receiver a single byte for this long fails.
@@ -125,7 +120,12 @@ fn handshake(s: &TcpStream, cfg: &SendConfig) -> Result<SessionKeys, TransferErr
     let deadline = Instant::now() + cfg.timeouts.setup;
     match conn::read_full(s, &mut resp, deadline) {
         Ok(true) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+        Err(e) if is_connection_timeout(&e) => {
+            return Err(TransferError::ConnectionTimedOut(
+                "waiting for the answer to the handshake".into(),
+            ));
+        }
+        Err(e) if is_timeout(&e) => {
             return Err(TransferError::TimedOut(format!(
                 "no answer to the handshake within {}",
                 secs(cfg.timeouts.setup)
@@ -198,14 +198,9 @@ impl Work<'_> {
             // contiguous, one write sends them all.
             let wire = batch.seal(&self.keys.send, self.scope, first_seq, &lens)?;
             sock.write_all(wire).map_err(|e| {
-                if is_timeout(&e) {
-                    TransferError::TimedOut(format!("the receiver took no data for {}", secs(idle)))
-                } else {
-                    TransferError::Io {
-                        context: "sending data".into(),
-                        source: e,
-                    }
-                }
+                socket_error(e, "sending data", || {
+                    format!("the receiver took no data for {}", secs(idle))
+                })
             })?;
             self.progress.add(lens.iter().sum::<usize>() as u64);
         }
