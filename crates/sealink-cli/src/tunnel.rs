@@ -48,9 +48,10 @@ Example CONFIG (TOML):
                                   # peer, for NAT mappings (0 or absent: off)
   allowed_ips = ["10.9.0.2/32"]   # the peer's addresses inside the tunnel
 
-Packets to addresses outside every peer's allowed_ips are dropped (no-route); packets from a
-peer with a source outside its allowed_ips are dropped (source-not-allowed); `sealink show`
-counts both. Allowed IPs outside the interface's own networks (a site behind a peer) are routed
+Packets to addresses outside every peer's allowed_ips are dropped (no-route, or link-local for
+link-local, multicast and broadcast packets: the kernel's own); packets from a peer with a
+source outside its allowed_ips are dropped (source-not-allowed); `sealink show` counts them all.
+An interface without an IPv6 address gets no IPv6 link-local address. Allowed IPs outside the interface's own networks (a site behind a peer) are routed
 through the interface on `up` (`ip route add PREFIX dev NAME`, iproute2 needed); the routes go
 with the interface. A full tunnel (0.0.0.0/0 or ::/0) is refused: it would need wg-quick's
 fwmark policy routing, which sealink does not do; so is a prefix containing a peer's endpoint.

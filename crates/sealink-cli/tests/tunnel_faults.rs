@@ -163,8 +163,9 @@ fn sha256(data: &[u8]) -> Vec<u8> {
 }
 
 /// Drop reasons of the tunnel itself, about IP packets rather than datagrams.
-const PACKET_DROPS: [&str; 6] = [
+const PACKET_DROPS: [&str; 7] = [
     "no-route",
+    "link-local",
     "source-not-allowed",
     "malformed-packet",
     "no-endpoint",

@@ -976,3 +976,47 @@ fn mtu_1280_carries_full_size_packets() {
     assert!(!err.contains("queue_limit"), "{err}");
     lab.ping_through(1);
 }
+
+/// `name`'s count among the drops of one tunnel's `show --json` (an object), 0 if absent.
+fn json_drop(v: &serde_json::Value, name: &str) -> u64 {
+    assert!(v["drops"].is_object(), "{v}");
+    v["drops"][name].as_u64().unwrap_or(0)
+}
+
+/// Issue 30 item 8: an idle tunnel with IPv4 addresses only counted `no-route` drops: the
+/// kernel's own IPv6 traffic on the TUN (router solicitations and MLD reports from its
+/// link-local address). The interface now gets no IPv6 link-local address, and after a few idle
+/// seconds neither side has dropped anything as `no-route` (nor as `link-local`, the reason such
+/// packets are counted under now).
+#[test]
+fn idle_ipv4_only_tunnel_drops_nothing() {
+    let Some(mut lab) = Lab::new("i") else { return };
+    lab.up_both();
+    // Router solicitations leave about a second after the link-local address passes DAD.
+    std::thread::sleep(Duration::from_millis(3500));
+    for side in 0..2 {
+        let o = lab.exec(side, &[BIN, "show", "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(json_drop(&v[0], "no-route"), 0, "side {side}: {v}");
+        // Without a link-local address the kernel has nothing of its own to send.
+        assert_eq!(json_drop(&v[0], "link-local"), 0, "side {side}: {v}");
+        let addrs = ok(
+            "ip",
+            &[
+                "-n",
+                &lab.ns[side],
+                "-6",
+                "addr",
+                "show",
+                "dev",
+                &lab.ifname[side],
+            ],
+        );
+        assert!(!addrs.contains("inet6"), "side {side}: {addrs}");
+    }
+    // A real no-route packet is still counted as one.
+    let o = lab.exec(0, &["python3", "-c", NO_ROUTE]);
+    assert!(o.status.success());
+    assert!(counter(&lab.show(0), "no-route") >= 3);
+}

@@ -194,6 +194,8 @@ fn create_device(cfg: &Config, queues: usize) -> Result<(Vec<SyncDevice>, bool),
         let mut b = DeviceBuilder::new()
             .name(&cfg.name)
             .mtu(cfg.core.mtu as u16)
+            // Up only once `up` has configured IPv6 link-local addressing (`bring_up`).
+            .enable(false)
             .offload(offload)
             .multi_queue(multi);
         // The first address here; the others through `netconf` once the device exists.
@@ -227,6 +229,20 @@ fn create_device(cfg: &Config, queues: usize) -> Result<(Vec<SyncDevice>, bool),
         }
     }
     Ok((devs, offload))
+}
+
+/// Brings the interface up. Without an IPv6 address of its own, it first gets no IPv6
+/// link-local address either (issue 30: the kernel's router solicitations and MLD reports were
+/// counted as no-route drops of an idle tunnel). Where that fails (a kernel without IPv6), the
+/// tunnel still comes up: what the kernel sends is then counted as `link-local` drops.
+fn bring_up(cfg: &Config, dev: &SyncDevice) -> Result<(), TunnelError> {
+    if !cfg.addresses.iter().any(|a| a.addr.is_ipv6()) {
+        if let Err(e) = netconf::no_ipv6_link_local(&cfg.name) {
+            tracing::debug!(error = %e, "IPv6 link-local addressing left on");
+        }
+    }
+    dev.enabled(true)
+        .map_err(io(format!("bring TUN device {} up", cfg.name)))
 }
 
 /// TUN queues and crypto workers: the config's, else by core count. Up to two cores, the
@@ -327,6 +343,7 @@ pub fn run_with(
     let (queues, workers) = data_path_shape(&cfg);
     hooks::run_now(hooks::HookKind::PreUp, &cfg.hooks.pre_up, &cfg.name)?;
     let (devs, offload) = create_device(&cfg, queues)?;
+    bring_up(&cfg, &devs[0])?;
     // The other addresses, then allowed IPs outside the interface's own networks (a site behind
     // a peer) need a route into the tunnel; on an error the device closes on return, taking
     // what was added with it.

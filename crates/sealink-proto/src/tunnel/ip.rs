@@ -140,6 +140,23 @@ pub fn packet_addrs(pkt: &[u8]) -> Option<(IpAddr, IpAddr)> {
     }
 }
 
+/// Whether a packet stays on its link: a link-local source or destination (fe80::/10,
+/// 169.254.0.0/16), or a multicast or broadcast destination (ff00::/8, 224.0.0.0/4,
+/// 255.255.255.255). The kernel sends such packets on any interface of its own accord (router
+/// solicitations, MLD and IGMP reports); with no peer's allowed IPs covering them they are
+/// dropped under their own reason rather than as a misrouted packet.
+pub fn is_link_scoped(src: IpAddr, dst: IpAddr) -> bool {
+    let link_local = |a: IpAddr| match a {
+        IpAddr::V4(a) => a.is_link_local(),
+        IpAddr::V6(a) => a.is_unicast_link_local(),
+    };
+    let group = match dst {
+        IpAddr::V4(a) => a.is_multicast() || a.is_broadcast(),
+        IpAddr::V6(a) => a.is_multicast(),
+    };
+    group || link_local(src) || link_local(dst)
+}
+
 /// Whether the packet's DSCP asks for low delay: EF (46), CS6 (48) or CS7 (56). Such packets
 /// never wait in the piggyback queue.
 pub fn is_urgent(pkt: &[u8]) -> bool {
@@ -239,6 +256,31 @@ mod tests {
         assert_eq!(t.lookup("10.9.0.3".parse().unwrap()), Some(1));
         assert_eq!(t.lookup("192.168.0.1".parse().unwrap()), Some(3));
         assert_eq!(t.lookup("fd00::1".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn link_scope_is_link_local_or_a_group() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        for (src, dst) in [
+            ("fe80::1", "ff02::2"),     // a router solicitation
+            ("::", "ff02::16"),         // an MLDv2 report before any address
+            ("fe80::1", "fe80::2"),     // link-local unicast
+            ("fd00::1", "ff0e::1"),     // any multicast
+            ("10.9.0.1", "224.0.0.22"), // an IGMPv3 report
+            ("10.9.0.1", "255.255.255.255"),
+            ("169.254.1.1", "10.9.0.2"),
+            ("febf::1", "fd00::2"), // fe80::/10 ends at febf:ffff:...
+        ] {
+            assert!(is_link_scoped(ip(src), ip(dst)), "{src} -> {dst}");
+        }
+        for (src, dst) in [
+            ("10.9.0.1", "10.9.0.99"),
+            ("fd00::1", "fd00::2"),
+            ("fd00::1", "fec0::1"), // just past fe80::/10
+            ("10.9.0.1", "223.255.255.255"),
+        ] {
+            assert!(!is_link_scoped(ip(src), ip(dst)), "{src} -> {dst}");
+        }
     }
 
     #[test]

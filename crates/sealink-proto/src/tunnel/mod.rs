@@ -43,9 +43,11 @@
 //!
 //! # Cryptokey routing
 //! An outgoing packet goes to the peer whose allowed IPs contain its destination (longest
-//! prefix); none: dropped as [`TunnelDrop::NoRoute`]. An incoming packet must come from an
-//! address routed to the very peer whose keys opened it, or it is dropped as
-//! [`TunnelDrop::SourceNotAllowed`]. Every refused datagram or packet is counted by reason.
+//! prefix); none: dropped as [`TunnelDrop::NoRoute`] (as [`TunnelDrop::LinkLocal`] when the
+//! packet is link-local, multicast or broadcast: the kernel's own traffic on the interface).
+//! An incoming packet must come from an address routed to the very peer whose keys opened it,
+//! or it is dropped as [`TunnelDrop::SourceNotAllowed`]. Every refused datagram or packet is
+//! counted by reason.
 //!
 //! # Sessions
 //! Each peer holds up to three sessions, as WireGuard does: `current` (sent on), `previous`
@@ -235,6 +237,10 @@ pub enum TunnelDrop {
     Proto(DropReason),
     /// An outgoing packet to an address outside every peer's allowed IPs.
     NoRoute,
+    /// An outgoing link-local, multicast or broadcast packet outside every peer's allowed IPs
+    /// ([`ip::is_link_scoped`]): the kernel's own traffic on the interface (router
+    /// solicitations, MLD reports), not a packet misrouted into the tunnel.
+    LinkLocal,
     /// A packet from a peer with a source outside that peer's allowed IPs.
     SourceNotAllowed,
     /// Not a well-formed IPv4 or IPv6 packet (either direction), or larger than the MTU.
@@ -249,8 +255,9 @@ pub enum TunnelDrop {
     SealFailed,
 }
 
-const EXTRA_DROPS: [TunnelDrop; 7] = [
+const EXTRA_DROPS: [TunnelDrop; 8] = [
     TunnelDrop::NoRoute,
+    TunnelDrop::LinkLocal,
     TunnelDrop::SourceNotAllowed,
     TunnelDrop::MalformedPacket,
     TunnelDrop::NoEndpoint,
@@ -265,6 +272,7 @@ impl TunnelDrop {
         match self {
             TunnelDrop::Proto(r) => r.name(),
             TunnelDrop::NoRoute => "no-route",
+            TunnelDrop::LinkLocal => "link-local",
             TunnelDrop::SourceNotAllowed => "source-not-allowed",
             TunnelDrop::MalformedPacket => "malformed-packet",
             TunnelDrop::NoEndpoint => "no-endpoint",
@@ -686,11 +694,16 @@ impl Tunnel {
         if pkt_len > self.cfg.mtu || buf.len() < HEADROOM + pkt_len + TAILROOM {
             return Reserve::Dropped(self.count(TunnelDrop::MalformedPacket));
         }
-        let Some((_, dst)) = packet_addrs(pkt) else {
+        let Some((src, dst)) = packet_addrs(pkt) else {
             return Reserve::Dropped(self.count(TunnelDrop::MalformedPacket));
         };
         let Some(pi) = self.routes.lookup(dst) else {
-            return Reserve::Dropped(self.count(TunnelDrop::NoRoute));
+            let why = if ip::is_link_scoped(src, dst) {
+                TunnelDrop::LinkLocal
+            } else {
+                TunnelDrop::NoRoute
+            };
+            return Reserve::Dropped(self.count(why));
         };
         let usable = self.usable(pi, now);
         match usable {

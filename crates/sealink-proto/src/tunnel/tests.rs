@@ -230,6 +230,43 @@ fn tampered_replayed_and_unknown_are_dropped_and_counted() {
     );
 }
 
+/// Issue 30 item 8: the kernel's own traffic on the TUN (router solicitations, MLD and IGMP
+/// reports) is counted as `link-local`, apart from packets misrouted into the tunnel.
+#[test]
+fn link_scoped_packets_are_counted_apart_from_no_route() {
+    let mut p = established();
+    // A router solicitation: fe80::1 -> ff02::2, ICMPv6 type 133, 8 bytes of payload.
+    let mut rs = vec![0u8; 48];
+    rs[0] = 0x60;
+    rs[4..6].copy_from_slice(&8u16.to_be_bytes());
+    rs[6] = 58;
+    rs[7] = 255;
+    rs[8] = 0xfe;
+    rs[9] = 0x80;
+    rs[23] = 1;
+    rs[24] = 0xff;
+    rs[25] = 0x02;
+    rs[39] = 2;
+    rs[40] = 133;
+    assert_eq!(p.send(true, &rs), Encap::Dropped(TunnelDrop::LinkLocal));
+    assert_eq!(
+        p.send(true, &v4(IP_A, [224, 0, 0, 22], 40, 0)),
+        Encap::Dropped(TunnelDrop::LinkLocal)
+    );
+    assert_eq!(p.a.drop_count(TunnelDrop::LinkLocal), 2);
+    assert_eq!(p.a.drop_count(TunnelDrop::NoRoute), 0);
+    assert!(
+        p.a.drops().contains(&("link-local", 2)),
+        "{:?}",
+        p.a.drops()
+    );
+    // An ordinary address outside every allowed IP is still no-route.
+    assert_eq!(
+        p.send(true, &v4(IP_A, [10, 9, 0, 77], 40, 0)),
+        Encap::Dropped(TunnelDrop::NoRoute)
+    );
+}
+
 #[test]
 fn allowed_ips_both_ways() {
     let mut p = established();
