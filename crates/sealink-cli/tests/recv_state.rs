@@ -505,3 +505,55 @@ fn a_crashed_receivers_leftovers_are_cleaned_at_start_up() {
     assert_eq!(h.inbox_names(), ["notes.sealink-part"]);
     assert!(Path::new("/etc/passwd").exists());
 }
+
+#[test]
+fn only_the_same_owner_takes_over_a_stalled_transfer() {
+    let h = Hosts::new();
+    add_mallory(&h);
+    let (mut c, addr, err) = h.recv_with(None, &[], Stdio::null());
+    let files = || vec![entry("f.bin", 64 << 10, EntryKind::File)];
+    // Alice's first session: some data, then silence on an open connection (her host
+    // vanished, as the receiver sees it: no FIN, no RST).
+    let mut first = RawSender::connect(&h.path("a"), &h.path("b"), addr);
+    assert_eq!(first.offer(512, files()), None);
+    let recs: Vec<_> = (1..=8)
+        .map(|s| (RecordType::Data, s, vec![s as u8; 512]))
+        .collect();
+    write_at_once(&mut first, &recs);
+    let (_, map) = state_paths(&h, &alice(&h), "f.bin", 64 << 10, MTIME);
+    wait_for("a checkpoint of the stalled session", || map.exists());
+    let alive = |raw: &RawSender| {
+        raw.sock
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let r = raw.sock.peek(&mut [0u8; 1]);
+        matches!(r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    };
+    assert!(alive(&first));
+
+    // Another owner sending a file of the same name, size and mtime: its own state, and
+    // Alice's session is left alone.
+    let mut m = RawSender::connect(&h.path("m"), &h.path("b"), addr);
+    assert_eq!(m.offer(512, files()), None);
+    assert!(alive(&first), "another owner stopped Alice's session");
+    drop(m);
+
+    // Alice again: her stalled session is stopped at once and the new one resumes its state.
+    let t0 = Instant::now();
+    let mut second = RawSender::connect(&h.path("a"), &h.path("b"), addr);
+    let hello = second.hello(512, files());
+    second.write(RecordType::Hello, 0, &hello);
+    let ready = match second.read() {
+        Some((RecordType::Ready, b)) => Ready::decode(&b).unwrap(),
+        other => panic!("no ready: {other:?}"),
+    };
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    assert!(ready.held[0] > 0, "nothing resumed: {:?}", ready.held);
+    assert!(!alive(&first), "the stalled session still runs");
+    c.kill().unwrap();
+    let (_, log) = finish(c, err);
+    assert!(
+        log.contains("a newer transfer of f.bin from the same owner took over"),
+        "{log}"
+    );
+}

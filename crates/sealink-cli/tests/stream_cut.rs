@@ -172,7 +172,7 @@ impl Net {
                     break;
                 }
                 e.lock()
-                    .unwrap()
+                    .unwrap_or_else(|p| p.into_inner())
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
@@ -212,6 +212,59 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// The sender's host vanishes mid-transfer (its link deleted: no FIN, no RST reach the
+/// receiver, whose session goes stale until its 60 s idle timeout). The same send from the
+/// sender's new place takes over the stale session at once and resumes what it held.
+#[test]
+fn a_rerun_after_the_senders_host_vanished_takes_over_and_resumes() {
+    let Some(mut net) = Net::new("sct") else {
+        return;
+    };
+    let f = net.path("big.bin");
+    let data = random_file(&f, 48 << 20, 21);
+    let (port, recv_err) = net.recv();
+    let mut first = net
+        .send(&net.a, &f, &format!("10.77.1.2:{port}"), &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(
+        "a checkpoint of the first transfer",
+        Duration::from_secs(60),
+        || net.has_checkpoint(),
+    );
+    // The host vanishes: its link goes, then the sender dies with nothing able to leave.
+    net.ip(&net.a, &["link", "del", &net.veth_a]);
+    first.kill().unwrap();
+    let _ = first.wait();
+
+    let t0 = Instant::now();
+    let o = net
+        .send(&net.c, &f, &format!("10.77.2.2:{port}"), &[])
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    assert!(
+        o.status.success(),
+        "{}\nreceiver: {}",
+        text(&o),
+        recv_err.lock().unwrap()
+    );
+    // Well before the stale session's idle timeout (60 s).
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    let rec: serde_json::Value =
+        serde_json::from_slice(o.stdout.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert!(rec["resumed_bytes"].as_u64().unwrap() > 0, "{rec}");
+    assert!(std::fs::read(net.path("in").join("big.bin")).unwrap() == data);
+    // The stale session says why it ended.
+    wait_for(
+        "the stale session's report",
+        Duration::from_secs(10),
+        || recv_err.lock().unwrap().contains("took over"),
+    );
 }
 
 /// The kernel gives up on a connection (ETIMEDOUT, its retransmissions unanswered after

@@ -30,6 +30,10 @@ pub enum TransferError {
     /// `0` says what was under way.
     #[error("{0}: the connection timed out (no answer from the peer's host)")]
     ConnectionTimedOut(String),
+    /// A newer session of the same owner sent a file whose resume state this session held, and
+    /// took it over: this session's sender had most likely vanished without closing.
+    #[error("a newer transfer of {0} from the same owner took over")]
+    Superseded(String),
     /// An entry's place is taken at the receiver. `name` is relative to the receiving
     /// directory (this error travels to the sender, who has no business knowing the receiver's
     /// paths); `hint` says who can do what about it.

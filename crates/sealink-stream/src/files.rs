@@ -118,6 +118,39 @@ fn open_private(path: &Path, read: bool, truncate: bool) -> std::io::Result<File
         .open(path)
 }
 
+/// Opens and locks a resumable file's part file. One session per state: while another holds
+/// the lock this fails with `WouldBlock` (the receiver may ask that session to stop, and try
+/// again). The lock is only good if `temp` still names the file locked: a session that held it
+/// may have moved it into place or deleted it before letting go, and a file no longer under
+/// that name is not the state.
+fn lock_resumable(temp: &Path, name: &str) -> std::io::Result<File> {
+    for _ in 0..8 {
+        let file = open_private(temp, true, false)?;
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    format!("another transfer of {name} from this owner is in progress"),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        use std::os::unix::fs::MetadataExt;
+        let locked = inode_of(&file)?;
+        let named = std::fs::symlink_metadata(temp)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if named == Some(locked) {
+            return Ok(file);
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "{} keeps being replaced",
+        temp.display()
+    )))
+}
+
 /// Reads a record map (bounded), or `None` if there is none or it cannot be read.
 pub(crate) fn read_map(path: &Path) -> Option<Vec<u8>> {
     use std::io::Read;
@@ -181,18 +214,7 @@ impl PartFile {
         let stem = state_stem(owner, name, size, mtime);
         let temp = dir.join(format!("{stem}{RESUME_PART}"));
         let map_path = dir.join(format!("{stem}{RESUME_MAP}"));
-        let file = open_private(&temp, true, false)?;
-        // One session per state: a second transfer of the same file waits for the first to end.
-        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-            Ok(()) => {}
-            Err(rustix::io::Errno::WOULDBLOCK) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::WouldBlock,
-                    format!("another transfer of {name} from this owner is in progress"),
-                ));
-            }
-            Err(e) => return Err(e.into()),
-        }
+        let file = lock_resumable(&temp, name)?;
         let meta = file.metadata()?;
         if !meta.is_file() {
             return Err(std::io::Error::other(format!(

@@ -129,12 +129,144 @@ pub struct RecvReport {
 type Joiner = (u16, TcpStream, ConnGuard);
 type JoinMap = HashMap<[u8; JOIN_TOKEN_LEN], mpsc::Sender<Joiner>>;
 
+/// How long a session waits for an older session of the same owner, which it asked to stop, to
+/// let go of the resume state of a file both send.
+const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// A session's stop switch. A sender whose host vanished (no FIN, no RST) leaves its session
+/// holding its files' resume state until the idle timeout; the same owner's next session for
+/// one of those files asks it to stop instead of waiting. Stopping shuts its connections down:
+/// its workers end, it records what it holds and closes its files (letting go of their locks),
+/// as after any failure. A session already verifying or storing its files is not interrupted.
+#[derive(Debug, Default)]
+struct Stop {
+    requested: AtomicBool,
+    /// The file the newer session asked for.
+    by: Mutex<Option<String>>,
+    /// Clones of the session's connections, shut down when it is asked to stop.
+    socks: Mutex<Vec<TcpStream>>,
+}
+
+impl Stop {
+    /// Shuts `s` down when the session is asked to stop (at once if it already was).
+    fn watch(&self, s: &TcpStream) {
+        let mut socks = lock(&self.socks);
+        if self.requested() {
+            let _ = s.shutdown(Shutdown::Both);
+        } else if let Ok(c) = s.try_clone() {
+            socks.push(c);
+        }
+    }
+
+    fn request(&self, name: &str) {
+        let mut socks = lock(&self.socks);
+        if !self.requested.swap(true, Ordering::SeqCst) {
+            *lock(&self.by) = Some(name.to_owned());
+        }
+        for s in socks.drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+
+    /// What a session that was asked to stop reports.
+    fn superseded(&self) -> TransferError {
+        TransferError::Superseded(lock(&self.by).clone().unwrap_or_default())
+    }
+}
+
+/// Which session holds each resume state in use (by its part file's path), to ask it to stop.
+type Holders = HashMap<PathBuf, Arc<Stop>>;
+
+/// The entries of [`Holders`] one session made; removed when it is dropped (after the
+/// session's files are closed), unless a newer session has taken them over since.
+struct Holding<'a> {
+    holders: &'a Mutex<Holders>,
+    stop: Arc<Stop>,
+    keys: Vec<PathBuf>,
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        let mut h = lock(self.holders);
+        for k in &self.keys {
+            if h.get(k).is_some_and(|s| Arc::ptr_eq(s, &self.stop)) {
+                h.remove(k);
+            }
+        }
+    }
+}
+
+/// Opens the resume state of the owner's file `f` in `dir` for the session of `holding`. If
+/// another session of this receiver holds it, that session is of the same owner (the state's
+/// name hashes the owner's key, which the hello's signature proved): it is asked to stop, and
+/// the state is taken once it has let go (the lock on the part file passes from one to the
+/// other, so the two never write it at once).
+fn open_taking_over(
+    dir: &std::path::Path,
+    owner: &[u8; 32],
+    f: &sealink_proto::stream::body::FileEntry,
+    fresh: bool,
+    holding: &mut Holding<'_>,
+) -> std::io::Result<(PartFile, u64)> {
+    let key = dir.join(sealink_proto::stream::resume::state_stem(
+        owner, &f.name, f.size, f.mtime,
+    ));
+    let start = Instant::now();
+    loop {
+        if holding.stop.requested() {
+            return Err(std::io::Error::other("asked to stop"));
+        }
+        let e = match PartFile::open_resumable(dir, owner, &f.name, f.size, f.mtime, fresh) {
+            Ok(x) => {
+                lock(holding.holders).insert(key.clone(), holding.stop.clone());
+                holding.keys.push(key);
+                return Ok(x);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => e,
+            Err(e) => return Err(e),
+        };
+        let holder = lock(holding.holders).get(&key).cloned();
+        match holder {
+            Some(h) if !Arc::ptr_eq(&h, &holding.stop) => {
+                if start.elapsed() >= TAKEOVER_WAIT {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!(
+                            "{e}, and has not stopped within {} of being asked to (it may be \
+                             storing its files): try again shortly",
+                            secs(TAKEOVER_WAIT)
+                        ),
+                    ));
+                }
+                h.request(&f.name);
+            }
+            // A session registers just after taking the lock: a moment's grace.
+            None if start.elapsed() < Duration::from_millis(200) => {}
+            _ => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{e} (held by another receiver on this directory, which lets go once \
+                         its sender has sent nothing for its idle timeout)"
+                    ),
+                ));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A listening receiver.
 #[derive(Debug)]
 pub struct Receiver {
     listener: TcpListener,
     cfg: Arc<RecvConfig>,
     joins: Arc<Mutex<JoinMap>>,
+    holders: Arc<Mutex<Holders>>,
     admission: Arc<Admission>,
 }
 
@@ -146,6 +278,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Ctx {
     cfg: Arc<RecvConfig>,
     joins: Arc<Mutex<JoinMap>>,
+    holders: Arc<Mutex<Holders>>,
     once: bool,
     /// Taken by the first session to authenticate when serving `once`.
     started: Arc<AtomicBool>,
@@ -185,6 +318,7 @@ impl Receiver {
             admission: Arc::new(Admission::new(cfg.limits, cfg.host.public())),
             cfg: Arc::new(cfg),
             joins: Arc::default(),
+            holders: Arc::default(),
         })
     }
 
@@ -262,6 +396,7 @@ impl Receiver {
             let ctx = Ctx {
                 cfg: self.cfg.clone(),
                 joins: self.joins.clone(),
+                holders: self.holders.clone(),
                 once,
                 started: started.clone(),
                 progress: progress.clone(),
@@ -409,6 +544,8 @@ struct Session<'a> {
     /// The next checkpoint's time (ns since `t0`), and who takes it.
     next_checkpoint: AtomicU64,
     checkpointing: Mutex<()>,
+    /// Set when a newer session of the same owner takes over one of this session's files.
+    stop: Arc<Stop>,
 }
 
 /// What the handshake established, before the peer has proven it holds the keys.
@@ -481,6 +618,7 @@ impl Session<'_> {
                     cfg,
                     &jrx,
                     &ctx.joins,
+                    &ctx.holders,
                     &ctx.progress,
                 )
             },
@@ -580,6 +718,7 @@ impl Session<'_> {
         cfg: &RecvConfig,
         joins: &mpsc::Receiver<Joiner>,
         registry: &Mutex<JoinMap>,
+        holders: &Mutex<Holders>,
         progress: &Progress,
     ) -> Result<RecvReport, TransferError> {
         let Handshaken {
@@ -629,6 +768,14 @@ impl Session<'_> {
                 "a directory tree cannot be written to standard output".into(),
             )));
         }
+        // Declared before the files: dropped after they are closed.
+        let stop = Arc::new(Stop::default());
+        stop.watch(&control);
+        let mut holding = Holding {
+            holders,
+            stop: stop.clone(),
+            keys: Vec::new(),
+        };
         let out = match &cfg.dest {
             Dest::Stdout => Out::Stdout(Mutex::new(Reorder {
                 next: sealink_proto::stream::assembly::FIRST_DATA_SEQ,
@@ -650,19 +797,16 @@ impl Session<'_> {
                             held[i] = UP_TO_DATE;
                             Ok(Slot::Keep)
                         }
-                        EntryKind::File if resumable(f.size, f.mtime) => PartFile::open_resumable(
-                            dir,
-                            &hello.owner_public,
-                            &f.name,
-                            f.size,
-                            f.mtime,
-                            hello.fresh,
-                        )
-                        .map(|(p, bytes)| {
-                            held[i] = held_records(bytes, f.size, hello.record_data);
-                            Slot::Part(p)
-                        })
-                        .ctx(|| format!("cannot open the resume state of {}", path.display())),
+                        EntryKind::File if resumable(f.size, f.mtime) => {
+                            open_taking_over(dir, &hello.owner_public, f, hello.fresh, &mut holding)
+                                .map(|(p, bytes)| {
+                                    held[i] = held_records(bytes, f.size, hello.record_data);
+                                    Slot::Part(p)
+                                })
+                                .ctx(|| {
+                                    format!("cannot open the resume state of {}", path.display())
+                                })
+                        }
                         EntryKind::File => PartFile::create(
                             dir,
                             &f.name,
@@ -678,6 +822,12 @@ impl Session<'_> {
                                 .iter()
                                 .filter_map(Slot::part)
                                 .for_each(PartFile::release);
+                            // Asked to stop while waiting for another session to let go.
+                            let e = if stop.requested() {
+                                stop.superseded()
+                            } else {
+                                e
+                            };
                             return Err(refuse(e));
                         }
                     }
@@ -750,8 +900,17 @@ impl Session<'_> {
             unwritten: Mutex::new(vec![u64::MAX; hello.files.len()]),
             next_checkpoint: AtomicU64::new(CHECKPOINT_INTERVAL.as_nanos() as u64),
             checkpointing: Mutex::new(()),
+            stop,
         };
-        let r = session.transfer(&control, hello.stripes as usize, joins, registry);
+        let r = session
+            .transfer(&control, hello.stripes as usize, joins, registry)
+            .map_err(|e| {
+                if session.stop.requested() {
+                    session.stop.superseded()
+                } else {
+                    e
+                }
+            });
         let reply = match &r {
             Ok(_) => conn::write_record(
                 &control,
@@ -780,9 +939,9 @@ impl Session<'_> {
                 let code = match e {
                     TransferError::Io { .. } => AbortCode::LocalIo,
                     TransferError::Exists { .. } => AbortCode::Refused,
-                    TransferError::TimedOut(_) | TransferError::ConnectionTimedOut(_) => {
-                        AbortCode::Other
-                    }
+                    TransferError::TimedOut(_)
+                    | TransferError::ConnectionTimedOut(_)
+                    | TransferError::Superseded(_) => AbortCode::Other,
                     _ => AbortCode::Protocol,
                 };
                 // Best effort: a stalled sender may not take even this.
@@ -857,12 +1016,21 @@ impl Session<'_> {
         let deadline = Instant::now() + self.timeouts.setup;
         while others.iter().any(Option::is_none) {
             let left = deadline.saturating_duration_since(Instant::now());
-            let (i, s, g) = joins.recv_timeout(left).map_err(|_| {
-                TransferError::TimedOut(format!(
-                    "not all {stripes} stripes joined within {}",
-                    secs(self.timeouts.setup)
-                ))
-            })?;
+            if self.stop.requested() {
+                return Err(self.stop.superseded());
+            }
+            // Woken often enough to stop when asked to.
+            let (i, s, g) = match joins.recv_timeout(left.min(Duration::from_millis(100))) {
+                Ok(x) => x,
+                Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => continue,
+                Err(_) => {
+                    return Err(TransferError::TimedOut(format!(
+                        "not all {stripes} stripes joined within {}",
+                        secs(self.timeouts.setup)
+                    )));
+                }
+            };
+            self.stop.watch(&s);
             match others.get_mut((i as usize).wrapping_sub(1)) {
                 Some(slot @ None) => *slot = Some((s, g)),
                 _ => tracing::debug!("ignoring a duplicate or out-of-range stripe {i}"),
@@ -1298,6 +1466,70 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_same_owner_takes_over_held_state_and_only_once_it_is_let_go() {
+        use sealink_proto::stream::body::FileEntry;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let holders = Mutex::new(Holders::new());
+        let holding = |stop: &Arc<Stop>| Holding {
+            holders: &holders,
+            stop: stop.clone(),
+            keys: Vec::new(),
+        };
+        let f = FileEntry {
+            name: "f".into(),
+            size: 1 << 20,
+            mtime: 1_700_000_000_000_000_000,
+            mode: 0o644,
+            kind: EntryKind::File,
+        };
+        let old_stop = Arc::new(Stop::default());
+        let mut old = holding(&old_stop);
+        let (part, held) = open_taking_over(dir, &[1; 32], &f, false, &mut old).unwrap();
+        assert_eq!(held, 0);
+        write_all_at(&part.file, &mut [IoSlice::new(&[7u8; 4096])], 0).unwrap();
+        part.checkpoint(4096).unwrap();
+
+        // Another owner's session for a file of the same name: its own state; the old session
+        // is not disturbed.
+        let other_stop = Arc::new(Stop::default());
+        let mut other = holding(&other_stop);
+        let (theirs, held) = open_taking_over(dir, &[2; 32], &f, false, &mut other).unwrap();
+        assert_eq!(held, 0);
+        assert!(!old_stop.requested());
+        drop(theirs);
+
+        // The same owner again: the old session is asked to stop, and the new one gets the
+        // state only after the old one has let go of it.
+        let let_go = AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                while !old_stop.requested() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                let_go.store(true, Ordering::SeqCst);
+                part.release();
+                drop(part);
+                drop(old);
+            });
+            let new_stop = Arc::new(Stop::default());
+            let mut new = holding(&new_stop);
+            let (_p, held) = open_taking_over(dir, &[1; 32], &f, false, &mut new).unwrap();
+            assert!(
+                let_go.load(Ordering::SeqCst),
+                "opened while the old session held it"
+            );
+            assert_eq!(held, 4096);
+            assert!(matches!(old_stop.superseded(), TransferError::Superseded(n) if n == "f"));
+            let key = dir.join(sealink_proto::stream::resume::state_stem(
+                &[1; 32], "f", f.size, f.mtime,
+            ));
+            assert!(Arc::ptr_eq(&lock(&holders)[&key], &new_stop));
+        });
+    }
 
     #[test]
     fn the_sender_is_told_names_relative_to_the_receiving_directory() {
