@@ -1020,3 +1020,50 @@ fn idle_ipv4_only_tunnel_drops_nothing() {
     assert!(o.status.success());
     assert!(counter(&lab.show(0), "no-route") >= 3);
 }
+
+/// Issue 30: the per-namespace run directories (`RUN_DIR/net-INODE`) stayed, empty, after
+/// `down`. Now the last tunnel of a namespace removes its directory: side 0 as user nobody
+/// (through its privileged helper), side 1 as root; a start that fails leaves none either.
+#[test]
+fn down_leaves_no_empty_run_directory() {
+    let Some(mut lab) = Lab::new("d") else { return };
+    let cfgs = lab.write_configs();
+    let text = std::fs::read_to_string(&cfgs[1]).unwrap();
+    std::fs::write(
+        &cfgs[1],
+        text.replace("[interface]\n", "[interface]\nuser = \"root\"\n"),
+    )
+    .unwrap();
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    let dirs = |lab: &Lab| -> Vec<String> {
+        std::fs::read_dir(&lab.run_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(dirs(&lab).len(), 2, "{:?}", dirs(&lab));
+    for side in [0, 1] {
+        let o = lab.exec(side, &[BIN, "down", &lab.ifname[side]]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let status = lab.children[side].as_mut().unwrap().wait().unwrap();
+        assert!(status.success(), "side {side}: {status}");
+    }
+    assert_eq!(dirs(&lab), Vec::<String>::new(), "left after down");
+
+    let failing = lab.dir.path().join("failing.toml");
+    let text = std::fs::read_to_string(&cfgs[0]).unwrap();
+    std::fs::write(
+        &failing,
+        text.replace("[interface]\n", "[interface]\npre_up = \"false\"\n"),
+    )
+    .unwrap();
+    let o = lab.exec(0, &[BIN, "up", failing.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("pre_up"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(dirs(&lab), Vec::<String>::new(), "left after a failed up");
+}

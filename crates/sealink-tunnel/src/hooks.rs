@@ -275,8 +275,10 @@ impl RouteHelper {
 /// The privileged helper's script: `$1` the control socket, `$2` the config file, `$3` the
 /// key file. `read` answers one line per file, `ok UID MODE DIR_UID DIR_MODE BASE64` (owner
 /// and mode in hex, as `stat -L` gives them, of the file and of its directory) or
-/// `error MESSAGE`; `unlink` removes the control socket and answers `ok` or `error MESSAGE`.
-/// Anything else ends it. It can read and remove those three paths and nothing else.
+/// `error MESSAGE`; `unlink` removes the control socket, then its directory if that is empty
+/// now (the last tunnel of the namespace), and answers `ok` or `error MESSAGE`. Anything else
+/// ends it. It can read and remove those three paths, and remove that empty directory, and
+/// nothing else.
 const PRIV_HELPER: &str = "trap '' INT TERM HUP
 meta() { stat -L -c '%u %f' -- \"$1\" && stat -L -c '%u %f' -- \"$(dirname -- \"$1\")\"; }
 while read -r op; do
@@ -291,7 +293,7 @@ while read -r op; do
       fi
     done ;;
   unlink)
-    if out=$(rm -f -- \"$1\" 2>&1); then echo ok
+    if out=$(rm -f -- \"$1\" 2>&1); then rmdir -- \"$(dirname -- \"$1\")\" 2>/dev/null; echo ok
     else printf 'error %s\\n' \"$(printf %s \"$out\" | tr '\\n' ' ')\"; fi ;;
   *) exit 1 ;;
   esac
@@ -368,7 +370,7 @@ impl PrivHelper {
         Ok((config?, key?))
     }
 
-    /// Removes the control socket.
+    /// Removes the control socket, and its directory if nothing else is left in it.
     pub(crate) fn unlink(&mut self) -> Result<(), String> {
         writeln!(self.stdin, "unlink").map_err(|e| format!("privileged helper: {e}"))?;
         let line = self.answer()?;

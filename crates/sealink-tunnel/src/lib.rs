@@ -315,6 +315,21 @@ pub fn run_with(
     opts: RunOptions,
     on_up: impl FnOnce(&UpInfo),
 ) -> Result<(), TunnelError> {
+    let r = run_prepared(cfg, host, run_dir, stop, opts, on_up);
+    // After a failed start too (a pre_up hook, the device, ...): `prepare` may have created
+    // the namespace's directory for nothing.
+    rundir::remove_if_empty(&run_dir.dir());
+    r
+}
+
+fn run_prepared(
+    cfg: Config,
+    host: HostKey,
+    run_dir: &RunDir,
+    stop: std::sync::Arc<AtomicBool>,
+    opts: RunOptions,
+    on_up: impl FnOnce(&UpInfo),
+) -> Result<(), TunnelError> {
     let sock_path = run_dir.prepare()?.join(format!("{}.sock", cfg.name));
     if UnixStream::connect(&sock_path).is_ok() {
         return Err(TunnelError::AlreadyRunning(cfg.name.clone()));
@@ -357,7 +372,15 @@ pub fn run_with(
     let listen = udp[0]
         .local_addr()
         .unwrap_or(SocketAddr::from((Ipv6Addr::UNSPECIFIED, cfg.listen_port)));
-    let listener = bind_private(&sock_path)?;
+    let listener = match bind_private(&sock_path) {
+        // The last tunnel of this namespace, stopping, removed the empty directory since
+        // `prepare`: make it again, once.
+        Err(TunnelError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            run_dir.prepare()?;
+            bind_private(&sock_path)?
+        }
+        r => r?,
+    };
     listener
         .set_nonblocking(true)
         .map_err(io("control socket"))?;
@@ -519,7 +542,12 @@ pub fn run_with(
     // its root-owned directory: the helper removes it.
     let removed = match privileged {
         Some(mut h) => h.unlink(),
-        None => std::fs::remove_file(&sock_path).map_err(|e| e.to_string()),
+        None => std::fs::remove_file(&sock_path)
+            .map_err(|e| e.to_string())
+            .map(|()| {
+                // Before `down` hears back: an empty directory is gone once `down` returns.
+                rundir::remove_if_empty(&run_dir.dir());
+            }),
     };
     if let Err(e) = removed {
         tracing::warn!(error = %e, path = %sock_path.display(), "cannot remove the control socket");

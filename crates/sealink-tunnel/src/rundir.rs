@@ -7,7 +7,8 @@
 //!
 //! BASE is created 0700 if missing and must not be writable by other users; the namespace
 //! directory is ours alone (owner us, mode 0700, tightened if found wider), so only we and root
-//! can reach the sockets in it.
+//! can reach the sockets in it. The last tunnel of a namespace to stop removes the namespace
+//! directory (empty by then); the base stays.
 
 use std::fs::DirBuilder;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -107,6 +108,22 @@ impl RunDir {
                 .map_err(io(format!("chmod 700 {}", dir.display())))?;
         }
         Ok(dir)
+    }
+}
+
+/// Removes this namespace's socket directory once the last tunnel of the namespace has gone,
+/// so that namespaces that come and go leave no empty `net-INODE` directories behind. A
+/// directory still holding another tunnel's socket stays (rmdir removes only empty ones); any
+/// other failure is only logged: the next `up` creates or checks the directory again.
+pub(crate) fn remove_if_empty(dir: &Path) {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => {}
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::DirectoryNotEmpty | std::io::ErrorKind::NotFound
+            ) => {}
+        Err(e) => tracing::debug!(error = %e, dir = %dir.display(), "run directory stays"),
     }
 }
 
