@@ -15,6 +15,15 @@ use anyhow::{Context, Result, anyhow, bail};
 /// Generates a key pair, writes `path` (0600) and `path.pub`, prints the public line on stdout
 /// and where the files went on stderr.
 pub fn keygen(kind: KeyKind, path: &Path, force: bool) -> Result<()> {
+    // As ssh-keygen: a key pair is two files, the private one 0600 and checked as such
+    // wherever it is read; a private key on standard output would end in a terminal's
+    // scrollback or a pipe with no mode at all. `-` named a file called `-` before: refused.
+    if path == Path::new("-") {
+        bail!(
+            "keygen writes the private key to a file (mode 0600) and the public key to FILE.pub; \
+             it has no standard-output mode: name a file (./- for one called -)"
+        );
+    }
     let private = keyfile::generate(kind)?;
     let public = keyfile::write_keypair(path, kind, &private, force)?;
     output::print(&format!("{}\n", keyfile::format_public(kind, &public)))?;

@@ -323,10 +323,9 @@ struct KeygenArgs {
     /// Kind of key to generate
     #[arg(value_enum)]
     kind: KindArg,
-    /// Private key file to write; the public key goes to PATH.pub
+    /// Private key file to write; the public key goes to PATH.pub (no `-`: keys go to files)
     path: PathBuf,
-    /// Replace existing files and links, and merge received trees into existing directories
-    /// (never deleting anything the sender did not send)
+    /// Replace an existing PATH and PATH.pub (a symlink there is replaced, never followed)
     #[arg(long)]
     force: bool,
 }

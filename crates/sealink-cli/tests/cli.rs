@@ -567,3 +567,43 @@ fn completions_man_page_and_exit_codes() {
     );
     assert!(stdout(&sealink(&["--help"])).contains("Exit status: 0 success"));
 }
+
+/// Issue 30: `keygen --help` described --force with `recv`'s text (received trees).
+#[test]
+fn keygen_help_describes_its_own_force() {
+    let o = sealink(&["keygen", "--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = stdout(&o);
+    let force = &help[help.find("--force").expect("--force in keygen --help")..];
+    let force = force.split("\n  -").next().unwrap_or(force);
+    assert!(force.contains("PATH.pub"), "{force}");
+    assert!(!force.contains("received"), "{force}");
+}
+
+/// Issue 30: `keygen host -` wrote a private key to a file named `-`. It is refused, writing
+/// nothing; `./-` still names such a file on purpose.
+#[test]
+fn keygen_to_dash_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |path: &str| {
+        Command::new(env!("CARGO_BIN_EXE_sealink"))
+            .args(["keygen", "host", path])
+            .current_dir(dir.path())
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run sealink")
+    };
+    let o = run("-");
+    let err = assert_error(&o);
+    assert!(err.contains("standard-output"), "{err}");
+    assert!(err.contains("./-"), "{err}");
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "wrote something"
+    );
+    let o = run("./-");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.path().join("-").is_file() && dir.path().join("-.pub").is_file());
+}
