@@ -150,35 +150,49 @@ fn bar_thread(
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     // A refused thread only costs the bar.
-    let h = std::thread::Builder::new().name("progress".into()).spawn(move || {
-        if quiet || !std::io::stderr().is_terminal() {
-            return;
-        }
-        let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        let mut sized = false;
-        pb.set_style(
-            ProgressStyle::with_template("{msg:>9} {bytes} ({binary_bytes_per_sec}, {elapsed})")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-        );
-        pb.set_message(label);
-        while !s.load(Ordering::Relaxed) {
-            let total = progress.total();
-            if !sized && total != 0 && total != u64::MAX {
-                pb.set_length(total);
-                pb.set_style(
-                    ProgressStyle::with_template(
-                        "{msg:>9} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
-                    )
-                    .map(|st| st.progress_chars("=> "))
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                );
-                sized = true;
+    let h = std::thread::Builder::new()
+        .name("progress".into())
+        .spawn(move || {
+            if quiet || !std::io::stderr().is_terminal() {
+                return;
             }
-            pb.set_position(progress.done());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        pb.finish_and_clear();
-    });
+            let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+            let mut sized = false;
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{prefix:>9} {bytes} ({binary_bytes_per_sec}, {elapsed}){msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            pb.set_prefix(label);
+            let mut held = 0;
+            while !s.load(Ordering::Relaxed) {
+                // The bar covers what travels in this run only: the rate and the estimate are
+                // over bytes sent, and what the receiver holds is shown beside them.
+                let total = progress.total();
+                if progress.held() != held {
+                    held = progress.held();
+                    pb.set_message(format!(" (+{} held, not sent)", HumanBytes(held)));
+                }
+                if total != 0 && total != u64::MAX {
+                    pb.set_length(total.saturating_sub(held));
+                    if !sized {
+                        pb.set_style(
+                        ProgressStyle::with_template(
+                            "{prefix:>9} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} \
+                             eta {eta}{msg}",
+                        )
+                        .map(|st| st.progress_chars("=> "))
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    );
+                        sized = true;
+                    }
+                }
+                pb.set_position(progress.done());
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            pb.finish_and_clear();
+        });
     (stop, h.ok())
 }
 
@@ -202,22 +216,62 @@ fn summary(verb: &str, bytes: u64, files: usize, streams: usize, elapsed: Durati
     )
 }
 
-/// ` (resumed at X of Y)` when part of the transfer was held from an earlier attempt.
-fn resumed_note(resumed: &[u64], bytes: u64) -> String {
-    let held: u64 = resumed.iter().sum();
-    if held == 0 {
-        String::new()
-    } else {
-        format!(
-            " (resumed at {} of {})",
-            HumanBytes(held),
-            HumanBytes(bytes)
-        )
+/// `; X held from an interrupted transfer, not sent again; N files up to date (Y), not sent`:
+/// what the receiver had already, apart from what travelled.
+fn held_note(resumed: u64, up_to_date_files: usize, up_to_date_bytes: u64) -> String {
+    let mut parts = Vec::new();
+    if resumed > 0 {
+        parts.push(format!(
+            "{} held from an interrupted transfer, not sent again",
+            HumanBytes(resumed)
+        ));
     }
+    if up_to_date_files > 0 {
+        parts.push(format!(
+            "{up_to_date_files} file{} up to date ({}), not sent",
+            if up_to_date_files == 1 { "" } else { "s" },
+            HumanBytes(up_to_date_bytes)
+        ));
+    }
+    parts.iter().map(|p| format!("; {p}")).collect()
 }
 
-/// ` (2 directories, 1 link; 3 up to date, not sent; ...)` for what is not a plain file sent.
-fn tree_note(kinds: &[EntryKind], up_to_date: &[bool], special: u64, excluded: u64) -> String {
+/// The summary line of a delivered transfer from its records (as `--json` prints them): what
+/// travelled, over how long and how fast; then what the receiver held, with `middle` between.
+fn summary_of(
+    verb: &str,
+    records: &[FileRecord],
+    streams: usize,
+    elapsed: Duration,
+    middle: &str,
+) -> String {
+    use sealink_stream::report::{Kind, Outcome};
+    let first = records.first();
+    let of = |f: fn(&FileRecord) -> u64| first.map_or(0, f);
+    let sent_files = records
+        .iter()
+        .filter(|r| r.kind == Kind::File && r.result == Outcome::Ok)
+        .count();
+    let up_to_date = records
+        .iter()
+        .filter(|r| r.result == Outcome::SkippedUpToDate)
+        .count();
+    summary(
+        verb,
+        of(|r| r.transfer_bytes_sent),
+        sent_files,
+        streams,
+        elapsed,
+    ) + middle
+        + &held_note(
+            of(|r| r.transfer_bytes_resumed),
+            up_to_date,
+            of(|r| r.transfer_bytes_skipped),
+        )
+}
+
+/// ` (2 directories, 1 link; ...)` for what is not a plain file.
+fn tree_note(kinds: &[EntryKind], special: u64, excluded: u64) -> String {
     let count = |n: u64, one: &str, many: &str| match n {
         0 => None,
         1 => Some(format!("1 {one}")),
@@ -227,11 +281,6 @@ fn tree_note(kinds: &[EntryKind], up_to_date: &[bool], special: u64, excluded: u
     let parts: Vec<String> = [
         count(n(|k| *k == EntryKind::Dir), "directory", "directories"),
         count(n(|k| matches!(k, EntryKind::Symlink(_))), "link", "links"),
-        count(
-            up_to_date.iter().filter(|u| **u).count() as u64,
-            "file up to date, not sent",
-            "files up to date, not sent",
-        ),
         count(special, "special file skipped", "special files skipped"),
         count(excluded, "entry excluded", "entries excluded"),
     ]
@@ -401,20 +450,14 @@ pub fn send(p: SendParams) -> Result<()> {
             return Err(anyhow::Error::new(e).context(format!("sending to {addr} failed")));
         }
     };
+    let records = FileRecord::sent(&meta, &rep);
     if p.json {
-        print_records(&FileRecord::sent(&meta, &rep))?;
+        print_records(&records)?;
     } else if !p.quiet {
-        let files = rep.kinds.iter().filter(|k| **k == EntryKind::File).count();
+        let tree = tree_note(&rep.kinds, rep.special.len() as u64, rep.excluded);
         crate::output::print(&format!(
-            "{}{}{}\n",
-            summary("sent", rep.bytes, files, rep.streams, rep.elapsed),
-            resumed_note(&rep.resumed, rep.bytes),
-            tree_note(
-                &rep.kinds,
-                &rep.up_to_date,
-                rep.special.len() as u64,
-                rep.excluded
-            )
+            "{}\n",
+            summary_of("sent", &records, rep.streams, rep.elapsed, &tree)
         ))?;
     }
     Ok(())
@@ -474,10 +517,7 @@ pub fn recv(p: RecvParams) -> Result<()> {
             let _ = print_records(&FileRecord::received(rep));
         }
         Ok(rep) if !quiet => {
-            let files = rep.kinds.iter().filter(|k| **k == EntryKind::File).count();
-            let line = summary("received", rep.bytes, files, rep.streams, rep.elapsed)
-                + &resumed_note(&rep.resumed, rep.bytes)
-                + &tree_note(&rep.kinds, &rep.up_to_date, 0, 0)
+            let middle = tree_note(&rep.kinds, 0, 0)
                 + &format!(
                     " from {} (host {}, owner {}, owner key {})",
                     rep.peer,
@@ -485,6 +525,8 @@ pub fn recv(p: RecvParams) -> Result<()> {
                     rep.owner,
                     sealink_keys::fingerprint(&rep.owner_key)
                 );
+            let records = FileRecord::received(rep);
+            let line = summary_of("received", &records, rep.streams, rep.elapsed, &middle);
             if to_stdout {
                 eprintln!("{line}");
             } else {
@@ -550,10 +592,15 @@ mod tests {
         for bad in ["", "d", "7w", "-1d", "99999999999999d", "1.5h"] {
             assert!(parse_age(bad).is_err(), "{bad}");
         }
-        assert_eq!(resumed_note(&[0, 0], 5), "");
+        assert_eq!(held_note(0, 0, 0), "");
         assert_eq!(
-            resumed_note(&[1 << 20, 0], 4 << 20),
-            " (resumed at 1.00 MiB of 4.00 MiB)"
+            held_note(1 << 20, 0, 0),
+            "; 1.00 MiB held from an interrupted transfer, not sent again"
+        );
+        assert_eq!(
+            held_note(1 << 20, 2, 12),
+            "; 1.00 MiB held from an interrupted transfer, not sent again; 2 files up to date \
+             (12 B), not sent"
         );
     }
 

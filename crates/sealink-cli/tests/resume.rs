@@ -384,3 +384,102 @@ fn killed_receiver_keeps_its_last_checkpoint_and_a_new_one_resumes() {
     assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
     assert_eq!(h.state_names(), Vec::<String>::new());
 }
+
+/// The JSON lines of `out` as values (not [`FileRecord`]: a field missing must fail here).
+fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn num(v: &serde_json::Value, k: &str) -> u64 {
+    v[k].as_u64().unwrap_or_else(|| panic!("no {k} in {v}"))
+}
+
+/// Both sides' records of a resumed transfer: the bytes that travelled and the bytes held add
+/// up to the file, and the rate is over what travelled.
+fn check_split(r: &serde_json::Value, size: u64) {
+    let (sent, resumed) = (num(r, "bytes_sent"), num(r, "resumed_bytes"));
+    assert!(resumed > 0 && sent > 0, "{r}");
+    assert_eq!(sent + resumed, size, "{r}");
+    assert_eq!(num(r, "bytes_skipped"), 0, "{r}");
+    assert_eq!(num(r, "transfer_bytes_sent"), sent, "{r}");
+    assert_eq!(num(r, "transfer_bytes_resumed"), resumed, "{r}");
+    assert_eq!(num(r, "transfer_bytes_skipped"), 0, "{r}");
+    let secs = r["seconds"].as_f64().unwrap();
+    let rate = r["sent_bytes_per_sec"].as_f64().unwrap();
+    assert!(
+        (rate * secs - sent as f64).abs() < 1.0 + sent as f64 * 1e-6,
+        "{r}"
+    );
+    assert!(rate < r["bytes_per_sec"].as_f64().unwrap(), "{r}");
+}
+
+#[test]
+fn a_resumed_transfer_reports_what_travelled_apart_from_what_was_held() {
+    let h = Setup::new();
+    let f = h.path("big.bin");
+    random_file(&f, 48 << 20, 17);
+    let r = h.recv();
+    h.interrupted_send(&r, &f, 3 << 20);
+    let o = h.send(&f, r.addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let sent = json_lines(&o.stdout);
+    check_split(&sent[0], 48 << 20);
+    let mut got = Vec::new();
+    wait_for("the receiver's JSON record", || {
+        got = json_lines(&fs::read(&r.out).unwrap());
+        !got.is_empty()
+    });
+    check_split(&got[0], 48 << 20);
+    assert_eq!(num(&got[0], "bytes_sent"), num(&sent[0], "bytes_sent"));
+}
+
+#[test]
+fn files_up_to_date_are_not_counted_as_sent() {
+    let h = common::hosts::Hosts::new();
+    let f = h.path("six.txt");
+    fs::write(&f, b"hello\n").unwrap();
+    let (mut c, addr, err) = h.recv_with(None, &["--update"], Stdio::null());
+    let o = h.send(&[&f], addr, &["--update"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Again: the receiver has it up to date. `send_cmd` is --quiet: run it without.
+    let again = |extra: &[&str]| {
+        let o = Command::new(BIN)
+            .arg("send")
+            .arg(&f)
+            .arg(format!("bob@{addr}"))
+            .arg("--update")
+            .args(extra)
+            .env("SEALINK_HOME", h.a())
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let line = again(&[]);
+    assert!(line.starts_with("sent 0 B in 0 files over "), "{line}");
+    assert!(
+        line.trim_end()
+            .ends_with("; 1 file up to date (6 B), not sent"),
+        "{line}"
+    );
+    let r = &json_lines(again(&["--json"]).as_bytes())[0];
+    assert_eq!(r["result"], "skipped_up_to_date", "{r}");
+    assert_eq!(
+        [
+            num(r, "bytes"),
+            num(r, "bytes_sent"),
+            num(r, "bytes_skipped"),
+            num(r, "transfer_bytes_sent"),
+            num(r, "transfer_bytes_skipped"),
+        ],
+        [6, 0, 6, 0, 6],
+        "{r}"
+    );
+    assert_eq!(r["sent_bytes_per_sec"].as_f64(), Some(0.0), "{r}");
+    c.kill().unwrap();
+    let _ = common::hosts::finish(c, err);
+}

@@ -41,11 +41,14 @@ pub const DEFAULT_PORT: u16 = 7878;
 /// Default data bytes per record (TLS's largest record).
 pub const DEFAULT_RECORD_DATA: usize = 16 * 1024;
 
-/// Byte counters a caller can poll for a progress display.
+/// Byte counters a caller can poll for a progress display. `done` counts only what travels in
+/// this run; what the receiver already holds (resumed from an interrupted transfer, or files
+/// up to date) is `held`, so a rate or an estimate over `done` is true.
 #[derive(Debug, Default)]
 pub struct Progress {
     total: AtomicU64,
     done: AtomicU64,
+    held: AtomicU64,
 }
 
 impl Progress {
@@ -53,8 +56,17 @@ impl Progress {
     pub fn total(&self) -> u64 {
         self.total.load(Ordering::Relaxed)
     }
+    /// Bytes sent (or received) in this run.
     pub fn done(&self) -> u64 {
         self.done.load(Ordering::Relaxed)
+    }
+    /// Bytes of the total the receiver already holds and that are not sent: known once the
+    /// receiver has answered.
+    pub fn held(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+    fn add_held(&self, v: u64) {
+        self.held.fetch_add(v, Ordering::Relaxed);
     }
     fn set_total(&self, v: u64) {
         self.total.store(v, Ordering::Relaxed);

@@ -844,8 +844,12 @@ impl Session<'_> {
                 h
             };
             match assembly.hold(i, records) {
-                Ok(bytes) if !up_to_date => resumed[i] = bytes,
-                Ok(_) => {}
+                Ok(bytes) => {
+                    progress.add_held(bytes);
+                    if !up_to_date {
+                        resumed[i] = bytes;
+                    }
+                }
                 Err(e) => {
                     if let Out::Files(slots, _) = &out {
                         slots
@@ -857,7 +861,6 @@ impl Session<'_> {
                 }
             }
         }
-        progress.add(resumed.iter().sum());
         progress.set_total(if hello.files.iter().any(|f| f.size == UNKNOWN_SIZE) {
             u64::MAX
         } else {

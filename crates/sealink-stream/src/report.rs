@@ -5,6 +5,14 @@
 //! confirmed together, so they have no separate times: every record of a transfer carries the
 //! transfer's `seconds`, `transfer_bytes` and `bytes_per_sec`, and its own file's `bytes`.
 //!
+//! Not every byte delivered travels: the receiver may hold part of a file from an interrupted
+//! transfer (`resumed_bytes`), or have the whole file up to date (`bytes_skipped`, with
+//! `--update`). `bytes_sent` is what travelled in this run, and `transfer_bytes_sent`,
+//! `transfer_bytes_resumed`, `transfer_bytes_skipped` split the transfer's bytes the same way;
+//! `sent_bytes_per_sec` is the rate of what travelled. `bytes_per_sec` keeps its old meaning
+//! (`transfer_bytes / seconds`, held bytes included), which overstates the rate of a resumed
+//! or updated transfer.
+//!
 //! A directory tree gives one record per entry (file, directory or link, `kind`), named by its
 //! path (`dir/sub/file`).
 //!
@@ -95,17 +103,38 @@ pub struct FileRecord {
     /// not sent again (0 when the file was sent whole, or when `failed`).
     #[serde(default)]
     pub resumed_bytes: u64,
+    /// Of `bytes`, how many travelled in this run (on the receiver: arrived): `bytes` less
+    /// `resumed_bytes` and `bytes_skipped` (0 when `failed`).
+    #[serde(default)]
+    pub bytes_sent: u64,
+    /// Of `bytes`, how many were not sent because the receiver had the file up to date: all of
+    /// them when `result` is `skipped_up_to_date`, else 0.
+    #[serde(default)]
+    pub bytes_skipped: u64,
     /// The file's place in the transfer (from 0), and how many files the transfer has.
     pub index: usize,
     pub files: usize,
     /// All files of the transfer together.
     pub transfer_bytes: u64,
+    /// Of `transfer_bytes`: what travelled in this run, what the receiver held from an
+    /// interrupted transfer, and what it had up to date (the three add up to it; all 0 when
+    /// `failed`).
+    #[serde(default)]
+    pub transfer_bytes_sent: u64,
+    #[serde(default)]
+    pub transfer_bytes_resumed: u64,
+    #[serde(default)]
+    pub transfer_bytes_skipped: u64,
     /// The transfer's duration: on the sender from the first byte to the receiver's
     /// confirmation (or to the failure), on the receiver from the connection's arrival to the
     /// files being stored.
     pub seconds: f64,
-    /// `transfer_bytes / seconds` (0 for a failed transfer).
+    /// `transfer_bytes / seconds` (0 for a failed transfer): bytes the receiver held count as
+    /// if they had travelled; `sent_bytes_per_sec` is the rate of what did.
     pub bytes_per_sec: f64,
+    /// `transfer_bytes_sent / seconds` (0 for a failed transfer).
+    #[serde(default)]
+    pub sent_bytes_per_sec: f64,
     /// TCP connections the transfer was striped over.
     pub streams: usize,
     /// The other side's address (`IP:PORT`).
@@ -145,6 +174,32 @@ fn rate(bytes: u64, elapsed: Duration) -> f64 {
     if secs > 0.0 { bytes as f64 / secs } else { 0.0 }
 }
 
+/// Splits the bytes of a delivered transfer's records into sent, resumed and skipped, per file
+/// and for the transfer, and sets the rate of what was sent.
+fn split_bytes(mut records: Vec<FileRecord>, elapsed: Duration) -> Vec<FileRecord> {
+    for r in &mut records {
+        r.bytes_skipped = if r.result == Outcome::SkippedUpToDate {
+            r.bytes
+        } else {
+            0
+        };
+        r.bytes_sent = r
+            .bytes
+            .saturating_sub(r.resumed_bytes.saturating_add(r.bytes_skipped));
+    }
+    let sum = |f: fn(&FileRecord) -> u64| records.iter().map(f).fold(0, u64::saturating_add);
+    let sent = sum(|r| r.bytes_sent);
+    let resumed = sum(|r| r.resumed_bytes);
+    let skipped = sum(|r| r.bytes_skipped);
+    for r in &mut records {
+        r.transfer_bytes_sent = sent;
+        r.transfer_bytes_resumed = resumed;
+        r.transfer_bytes_skipped = skipped;
+        r.sent_bytes_per_sec = rate(sent, elapsed);
+    }
+    records
+}
+
 fn b64(k: &[u8; 32]) -> String {
     base64::engine::general_purpose::STANDARD.encode(k)
 }
@@ -176,15 +231,21 @@ impl FileRecord {
             path: path.map(|p| p.display().to_string()),
             bytes,
             resumed_bytes: 0,
+            bytes_sent: 0,
+            bytes_skipped: 0,
             index,
             files,
             transfer_bytes,
+            transfer_bytes_sent: 0,
+            transfer_bytes_resumed: 0,
+            transfer_bytes_skipped: 0,
             seconds: elapsed.as_secs_f64(),
             bytes_per_sec: if error.is_none() {
                 rate(transfer_bytes, elapsed)
             } else {
                 0.0
             },
+            sent_bytes_per_sec: 0.0,
             streams,
             peer: meta.peer.to_string(),
             host: meta.host.clone(),
@@ -208,7 +269,7 @@ impl FileRecord {
             scope: rep.scope,
         };
         let n = rep.files.len();
-        (0..n)
+        let records = (0..n)
             .map(|i| {
                 FileRecord::new(
                     Event::Received,
@@ -225,7 +286,8 @@ impl FileRecord {
                 .resumed(rep.resumed.get(i).copied().unwrap_or(0))
                 .entry(rep.kinds.get(i), rep.up_to_date.get(i).copied())
             })
-            .collect()
+            .collect();
+        split_bytes(records, rep.elapsed)
     }
 
     fn resumed(self, resumed_bytes: u64) -> Self {
@@ -253,7 +315,8 @@ impl FileRecord {
     /// The sender's records of a confirmed transfer, one per entry in the order sent.
     pub fn sent(meta: &TransferMeta, rep: &SendReport) -> Vec<FileRecord> {
         let n = rep.names.len();
-        rep.names
+        let records = rep
+            .names
             .iter()
             .enumerate()
             .map(|(i, name)| {
@@ -272,7 +335,8 @@ impl FileRecord {
                 .resumed(rep.resumed.get(i).copied().unwrap_or(0))
                 .entry(rep.kinds.get(i), rep.up_to_date.get(i).copied())
             })
-            .collect()
+            .collect();
+        split_bytes(records, rep.elapsed)
     }
 
     /// The sender's records of a failed transfer: `files` as for [`FileRecord::sent`] with

@@ -395,8 +395,8 @@ pub fn send(
             h => h.saturating_mul(cfg.record_data as u64).min(i.entry.size),
         })
         .collect();
-    progress.add(resumed.iter().sum());
-    progress.add(
+    progress.add_held(resumed.iter().sum());
+    progress.add_held(
         inputs
             .iter()
             .zip(&up_to_date)
