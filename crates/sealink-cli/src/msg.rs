@@ -183,6 +183,9 @@ pub fn send(p: SendParams) -> Result<()> {
         None => "0.0.0.0:0".parse()?,
     };
     let mut cfg = NodeConfig::new(listen, host_key);
+    // The node gives up on a peer that never answers after its handshake attempts (20, one a
+    // second, by default): enough of them to last the whole --timeout, which ends the wait.
+    cfg.config.handshake_attempts = handshake_attempts_for(p.timeout, cfg.config.handshake_timeout);
     cfg.peers.push(PeerConfig {
         name: peer_name.clone(),
         public_key: peer_key,
@@ -206,7 +209,7 @@ pub fn send(p: SendParams) -> Result<()> {
         )
         .with_context(|| format!("cannot queue a message of {} bytes", m.len()))?;
     }
-    match node.flush(peer_name.as_str(), p.timeout) {
+    match flush_showing_progress(&node, &peer_name, p.timeout, p.quiet) {
         Ok(()) => {}
         Err(NodeError::Timeout(t)) => {
             bail!(
@@ -241,9 +244,83 @@ pub fn send(p: SendParams) -> Result<()> {
     Ok(())
 }
 
+/// Handshake initiations, one each `every`, that last `timeout` (and one more, so the last
+/// retry is still pending when it ends).
+fn handshake_attempts_for(timeout: Duration, every: Duration) -> u32 {
+    let n = timeout.as_secs_f64() / every.as_secs_f64().max(1e-3);
+    // Finite and at most 3600 s / 1 ms here: the cast cannot saturate.
+    (n.ceil() as u32).saturating_add(1)
+}
+
+/// How often a wait for acknowledgements says how long it has waited: on a terminal, the
+/// spinner's line is redrawn; elsewhere a line is written each `LINE_EVERY`.
+const TICK: Duration = Duration::from_millis(200);
+const LINE_EVERY: Duration = Duration::from_secs(5);
+
+/// What a wait for acknowledgements shows after `waited` of `timeout`.
+fn waiting_line(peer: &str, waited: Duration, timeout: Duration) -> String {
+    format!(
+        "waiting for an acknowledgement from {peer} ({} s of {} s)",
+        waited.as_secs(),
+        timeout.as_secs_f64().ceil() as u64
+    )
+}
+
+/// [`Node::flush`] for up to `timeout`, saying on standard error (unless `quiet`) how long it
+/// has waited once the wait lasts: a spinner on a terminal, a line every few seconds elsewhere.
+fn flush_showing_progress(
+    node: &Node,
+    peer: &str,
+    timeout: Duration,
+    quiet: bool,
+) -> Result<(), NodeError> {
+    use std::io::IsTerminal;
+    let start = std::time::Instant::now();
+    let spinner = (!quiet && std::io::stderr().is_terminal()).then(|| {
+        let pb = indicatif::ProgressBar::new_spinner();
+        pb.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        pb
+    });
+    let mut next_line = LINE_EVERY;
+    let r = loop {
+        let left = timeout.saturating_sub(start.elapsed());
+        match node.flush(peer, left.min(TICK)) {
+            Err(NodeError::Timeout(_)) if !left.is_zero() => {}
+            Err(NodeError::Timeout(_)) => break Err(NodeError::Timeout(timeout)),
+            r => break r,
+        }
+        let waited = start.elapsed();
+        if let Some(pb) = &spinner {
+            if waited >= Duration::from_secs(1) {
+                pb.set_message(waiting_line(peer, waited, timeout));
+                pb.tick();
+            }
+        } else if !quiet && waited >= next_line && waited < timeout {
+            eprintln!("{}", waiting_line(peer, waited, timeout));
+            next_line += LINE_EVERY;
+        }
+    };
+    if let Some(pb) = spinner {
+        pb.finish_and_clear();
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn handshakes_last_the_whole_timeout() {
+        let s = Duration::from_secs;
+        assert_eq!(handshake_attempts_for(s(60), s(1)), 61);
+        assert_eq!(handshake_attempts_for(Duration::from_millis(500), s(1)), 2);
+        assert_eq!(handshake_attempts_for(s(3600), Duration::ZERO), 3_600_001);
+        assert_eq!(
+            waiting_line("bob", Duration::from_millis(12_400), s(60)),
+            "waiting for an acknowledgement from bob (12 s of 60 s)"
+        );
+    }
 
     #[test]
     fn json_escapes() {

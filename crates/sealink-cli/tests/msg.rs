@@ -346,3 +346,45 @@ fn datagram_bench_quick_runs_against_quic() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown peer"));
 }
+
+/// `--timeout` is honoured in full past the node's 20 handshake attempts (one a second), and
+/// the wait says how long it has lasted, except under `-q`.
+#[test]
+fn send_waits_its_whole_timeout_and_says_so() {
+    let dir = hosts(true);
+    // A bound but silent UDP port: no handshake is ever answered.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = silent.local_addr().unwrap();
+    let start = std::time::Instant::now();
+    // Both at once: the test takes one timeout.
+    let quiet = std::thread::spawn({
+        let home = dir.path().join("a");
+        move || {
+            Command::new(BIN)
+                .args(["msg", "send", &format!("bob@{to}"), "x", "-q"])
+                .args(["--timeout", "25"])
+                .env("SEALINK_HOME", home)
+                .env_remove("RUST_LOG")
+                .output()
+                .unwrap()
+        }
+    });
+    let out = send(&dir, to, &["x", "--timeout", "25"]);
+    let took = start.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("not acknowledged by bob"), "{err}");
+    assert!(
+        took >= std::time::Duration::from_secs(24) && took < std::time::Duration::from_secs(40),
+        "gave up after {took:?}: {err}"
+    );
+    for s in [5, 10, 15, 20] {
+        let line = format!("waiting for an acknowledgement from bob ({s} s of 25 s)");
+        assert!(err.contains(&line), "no {line:?} in {err}");
+    }
+    let q = quiet.join().unwrap();
+    let qerr = String::from_utf8_lossy(&q.stderr);
+    assert!(!q.status.success());
+    assert!(!qerr.contains("waiting"), "{qerr}");
+    assert!(qerr.contains("not acknowledged by bob"), "{qerr}");
+}
