@@ -1067,3 +1067,52 @@ fn down_leaves_no_empty_run_directory() {
     );
     assert_eq!(dirs(&lab), Vec::<String>::new(), "left after a failed up");
 }
+
+/// Issue 30: a handshake from an untrusted host key was logged only at debug level (-vv).
+/// B lists another key for its peer: A's initiations (retried every second) are refused, and
+/// B logs one info line naming A's address and key (rate-limited), counting the rest as
+/// `unknown-host` drops.
+#[test]
+fn untrusted_handshake_is_logged_at_info_once() {
+    let Some(mut lab) = Lab::new("t") else { return };
+    let cfgs = lab.write_configs();
+    // Side 1's peer gets a third key instead of side 0's.
+    let old = std::fs::read_to_string(&cfgs[1]).unwrap();
+    let trusted = old
+        .lines()
+        .find_map(|l| l.strip_prefix("public_key = \""))
+        .unwrap()
+        .trim_end_matches('"')
+        .to_owned();
+    let stranger = lab.public_key(7);
+    std::fs::write(&cfgs[1], old.replace(&trusted, &stranger)).unwrap();
+    let rx = lab.spawn_up(
+        1,
+        cfgs[1].as_os_str(),
+        &[("RUST_LOG", std::ffi::OsStr::new("info"))],
+    );
+    lab.up(0, &cfgs[0]);
+    // Ping to start A's handshake; it cannot complete.
+    let _ = lab.exec(0, &["ping", "-c", "1", "-W", "3", "10.202.0.2"]);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut lines = Vec::new();
+    while let Ok(l) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        lines.push(l);
+    }
+    let refused: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("refused a handshake from 10.201.0.1:51820"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{lines:#?}");
+    assert!(refused[0].contains("INFO"), "{}", refused[0]);
+    assert!(
+        refused[0].contains(&format!("host key {trusted} is not trusted")),
+        "{}",
+        refused[0]
+    );
+    assert!(
+        counter(&lab.show(1), "unknown-host") >= 2,
+        "{}",
+        lab.show(1)
+    );
+}

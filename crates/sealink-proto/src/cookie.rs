@@ -345,7 +345,13 @@ pub struct HandshakeGuard {
     checker: CookieChecker,
     unproven: HandshakeLimiter,
     proven: HandshakeLimiter,
+    /// When the next refusal of an untrusted key may be logged ([`HandshakeGuard::untrusted`]),
+    /// and the refusals not logged since the last line.
+    untrusted_log: (Option<Time>, u64),
 }
+
+/// At most one line per this long about refused untrusted keys.
+pub const UNTRUSTED_LOG_EVERY: Duration = Duration::from_secs(10);
 
 impl HandshakeGuard {
     pub fn new(own_public: &[u8; 32], cfg: LimiterConfig) -> Self {
@@ -353,7 +359,36 @@ impl HandshakeGuard {
             checker: CookieChecker::new(own_public),
             unproven: HandshakeLimiter::new(cfg),
             proven: HandshakeLimiter::new(cfg),
+            untrusted_log: (None, 0),
         }
+    }
+
+    /// An initiation that passed mac1 and the limits came from a host key we do not trust:
+    /// logged at info, as sshd logs a refused key, with the key itself (public) so that it can
+    /// be trusted if it should be. One line per [`UNTRUSTED_LOG_EVERY`] at most: whoever knows
+    /// our public key can have every initiation the limiters admit refused; the next line
+    /// counts those left out (all are counted as `unknown-host` drops). Whether a line was
+    /// logged.
+    pub fn untrusted(&mut self, now: Time, src: Option<SocketAddr>, key: &[u8; 32]) -> bool {
+        use base64::Engine as _;
+        let (next, unlogged) = &mut self.untrusted_log;
+        if next.is_some_and(|t| now < t) {
+            *unlogged += 1;
+            return false;
+        }
+        *next = Some(now + UNTRUSTED_LOG_EVERY);
+        let key = base64::engine::general_purpose::STANDARD.encode(key);
+        let from = src.map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
+        let more = std::mem::take(unlogged);
+        if more > 0 {
+            tracing::info!(
+                "refused a handshake from {from}: host key {key} is not trusted ({more} more \
+                 refused since the last such line)"
+            );
+        } else {
+            tracing::info!("refused a handshake from {from}: host key {key} is not trusted");
+        }
+        true
     }
 
     pub fn config(&self) -> &LimiterConfig {
@@ -425,6 +460,23 @@ mod tests {
 
     fn sa(s: &str) -> SocketAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn untrusted_keys_are_logged_once_per_interval() {
+        let mut g = HandshakeGuard::new(&[9; 32], LimiterConfig::default());
+        let from = Some(sa("192.0.2.7:51820"));
+        let t0 = Time::from_millis(1_000);
+        assert!(g.untrusted(t0, from, &[1; 32]), "the first is logged");
+        for k in 0..100u64 {
+            assert!(!g.untrusted(t0 + Duration::from_millis(k * 90), from, &[2; 32]));
+        }
+        assert_eq!(
+            g.untrusted_log.1, 100,
+            "left out, counted for the next line"
+        );
+        assert!(g.untrusted(t0 + UNTRUSTED_LOG_EVERY, None, &[3; 32]));
+        assert_eq!(g.untrusted_log.1, 0);
     }
 
     #[test]

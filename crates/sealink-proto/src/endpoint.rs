@@ -407,7 +407,10 @@ impl Endpoint {
                     &buf[..handshake::NOISE_INIT_LEN],
                 )?;
                 self.sh.stats.pk.dh += 2;
-                let &i = self.by_static.get(&rs).ok_or(DropReason::UnknownHost)?;
+                let Some(&i) = self.by_static.get(&rs) else {
+                    self.guard.untrusted(now, src, &rs);
+                    return Err(DropReason::UnknownHost);
+                };
                 self.channels[i].accept_init(
                     &mut self.sh,
                     &mut self.idx,

@@ -1247,7 +1247,10 @@ impl Tunnel {
             Header::Init { sender } => sender,
             _ => return Err(DropReason::MalformedHeader.into()),
         };
-        let pi = *self.by_key.get(&remote).ok_or(DropReason::UnknownHost)?;
+        let Some(&pi) = self.by_key.get(&remote) else {
+            self.guard.untrusted(now, Some(source), &remote);
+            return Err(DropReason::UnknownHost.into());
+        };
         if payload.timestamp <= self.peers[pi].last_init_ts_accepted {
             return Err(DropReason::StaleHandshake.into());
         }
