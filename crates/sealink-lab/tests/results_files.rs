@@ -1,0 +1,121 @@
+//! Every repository file that docs/RESULTS.md (and docs/results-archive.md, when present) cites
+//! exists (issue 32): a figure must not point at a file that is not there.
+//!
+//! A cited file is a word, inside an inline code span or a fenced code block, that starts with one
+//! of the repository's top-level directories (`docs/`, `bench/`, `crates/`, `fuzz/`, `contrib/`)
+//! and names a file (its last component has an extension) or a directory (it ends with `/`).
+//! Words with glob or placeholder characters (`*`, `<`, `$`, `{`, ...) are commands' arguments
+//! and are skipped; a `::test_name` or `:LINE` suffix is cut off.
+
+use std::path::{Path, PathBuf};
+
+const ROOTS: &[&str] = &["docs/", "bench/", "crates/", "fuzz/", "contrib/"];
+const DOCS: &[&str] = &["docs/RESULTS.md", "docs/results-archive.md"];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The text of inline code spans (which may run over a line break) and of fenced code blocks.
+fn code_text(md: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut prose = String::new();
+    let mut fenced = false;
+    for line in md.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            out.push(line.to_string());
+        } else {
+            prose.push_str(line);
+            prose.push('\n');
+        }
+    }
+    // Inline spans: every second piece between single backticks.
+    out.extend(prose.split('`').skip(1).step_by(2).map(str::to_string));
+    out
+}
+
+/// Repository-relative paths cited in one piece of code text.
+fn cited_paths(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let seps = |c: char| c.is_whitespace() || "()[],;'\"|&=".contains(c);
+    for word in code.split(seps) {
+        let word = word.strip_prefix("./").unwrap_or(word);
+        if !ROOTS.iter().any(|r| word.starts_with(r)) {
+            continue;
+        }
+        if word.contains(['*', '?', '<', '>', '{', '}', '$', '%', '~']) || word.contains("...") {
+            continue;
+        }
+        // `tests/x.rs::name`, `file.rs:123`, trailing punctuation.
+        let word = word.split("::").next().unwrap_or(word);
+        let word = match word.rsplit_once(':') {
+            Some((p, rest)) if rest.chars().all(|c| c.is_ascii_digit()) => p,
+            _ => word,
+        };
+        let word = word.trim_end_matches(['.', ':']);
+        let last = word.rsplit('/').next().unwrap_or("");
+        let is_dir = word.ends_with('/');
+        let is_file = last.contains('.') && !last.starts_with('.') && !last.ends_with('.');
+        if is_dir || is_file {
+            out.push(word.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_file_the_results_cite_exists() {
+    let root = repo_root();
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for doc in DOCS {
+        let path = root.join(doc);
+        let md = match std::fs::read_to_string(&path) {
+            Ok(md) => md,
+            Err(_) if *doc != "docs/RESULTS.md" => continue,
+            Err(e) => panic!("cannot read {}: {e}", path.display()),
+        };
+        for (code, cited) in code_text(&md)
+            .iter()
+            .flat_map(|c| cited_paths(c).into_iter().map(move |p| (c.clone(), p)))
+        {
+            checked += 1;
+            if !root.join(&cited).exists() {
+                missing.push(format!("{doc}: `{cited}` (in `{}`)", code.trim()));
+            }
+        }
+    }
+    assert!(
+        checked > 10,
+        "only {checked} cited paths found: the pattern no longer matches how RESULTS cites files"
+    );
+    assert!(
+        missing.is_empty(),
+        "{} cited path(s) do not exist in the repository:\n  {}",
+        missing.len(),
+        missing.join("\n  ")
+    );
+}
+
+#[test]
+fn the_pattern_finds_files_and_skips_placeholders() {
+    let found = |s: &str| cited_paths(s);
+    assert_eq!(found("bash bench/compare-scp.sh"), ["bench/compare-scp.sh"]);
+    assert_eq!(
+        found("crates/sealink-datagram/tests/node.rs::some_test"),
+        ["crates/sealink-datagram/tests/node.rs"]
+    );
+    assert_eq!(found("SEALINK=<build> bash bench/ab-tunnel.sh 5 5"), ["bench/ab-tunnel.sh"]);
+    assert_eq!(found("docs/results/"), ["docs/results/"]);
+    assert!(found("bench/*.sh").is_empty());
+    assert!(found("bench-out/stacks/stacks.md").is_empty());
+    assert!(found("/tmp/adp2/adp.md").is_empty());
+    assert!(found("target/release/sealink bench adp --out bench-out/adp2").is_empty());
+    assert!(found("fuzz/target").is_empty());
+    let spans = code_text("a `x/y.rs` b `bench/a.sh` c\n```\ncrates/z/Cargo.toml\n```\n");
+    assert_eq!(spans, ["crates/z/Cargo.toml", "x/y.rs", "bench/a.sh"]);
+}
