@@ -109,7 +109,10 @@ fn the_pattern_finds_files_and_skips_placeholders() {
         found("crates/sealink-datagram/tests/node.rs::some_test"),
         ["crates/sealink-datagram/tests/node.rs"]
     );
-    assert_eq!(found("SEALINK=<build> bash bench/ab-tunnel.sh 5 5"), ["bench/ab-tunnel.sh"]);
+    assert_eq!(
+        found("SEALINK=<build> bash bench/ab-tunnel.sh 5 5"),
+        ["bench/ab-tunnel.sh"]
+    );
     assert_eq!(found("docs/results/"), ["docs/results/"]);
     assert!(found("bench/*.sh").is_empty());
     assert!(found("bench-out/stacks/stacks.md").is_empty());
