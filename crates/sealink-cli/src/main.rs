@@ -15,7 +15,7 @@ use sealink_crypto::SuiteId;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use sealink_keys::KeyKind;
 use sealink_lab::cli::{BenchCommand, DemoArgs, RelayArgs, parse_suite};
 use sealink_lab::{error, output};
@@ -95,15 +95,25 @@ enum Command {
         after_help = "Examples:\n  sealink completions bash > /etc/bash_completion.d/sealink\n  sealink completions zsh > \"${fpath[1]}/_sealink\""
     )]
     Completions(CompletionsArgs),
-    /// Print the man page (roff) to stdout
-    #[command(after_help = "Example:\n  sealink man > /usr/local/share/man/man1/sealink.1")]
-    Man,
+    /// Print the man page (roff) to stdout, or write every command's page into a directory
+    #[command(
+        after_help = "Examples:\n  sealink man > /usr/local/share/man/man1/sealink.1\n  sealink man --dir /usr/local/share/man/man1"
+    )]
+    Man(ManArgs),
     /// Measure performance
     #[command(
         subcommand,
         after_help = "Example:\n  sealink bench seal --sizes 1400,8192 --runs 3"
     )]
     Bench(BenchCommand),
+}
+
+#[derive(Debug, Args)]
+struct ManArgs {
+    /// Write one page per command into DIR (sealink.1, sealink-send.1, sealink-msg-send.1, ...)
+    /// and list them, instead of printing sealink(1)
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -679,16 +689,38 @@ fn run(cli: Cli) -> Result<()> {
             clap_complete::generate(a.shell, &mut cmd, "sealink", &mut std::io::stdout());
             Ok(())
         }
-        Command::Man => {
-            let cmd = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
-            Ok(())
-        }
+        Command::Man(a) => man(a.dir.as_deref()),
         Command::Show(a) => tunnel::show(a.name.as_deref(), a.run_dir.run_dir, a.json),
         Command::Relay(a) => sealink_lab::cli::run_relay(a).map_err(Into::into),
         Command::Demo(a) => sealink_lab::cli::run_demo(a).map_err(Into::into),
         Command::Bench(cmd) => sealink_lab::cli::run_bench(cmd).map_err(Into::into),
     }
+}
+
+/// sealink(1) on stdout, or every command's page in `dir`. Both come from one command tree
+/// without the `help` subcommand, so each `sealink-X(1)` a page lists is a page written here.
+fn man(dir: Option<&std::path::Path>) -> Result<()> {
+    let mut cmd = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
+    cmd.build();
+    let Some(dir) = dir else {
+        clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    fn write(cmd: &clap::Command, dir: &std::path::Path, out: &mut String) -> Result<()> {
+        let page = clap_mangen::Man::new(cmd.clone())
+            .generate_to(dir)
+            .with_context(|| format!("cannot write a man page into {}", dir.display()))?;
+        out.push_str(&format!("{}\n", page.display()));
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            write(sub, dir, out)?;
+        }
+        Ok(())
+    }
+    let mut written = String::new();
+    write(&cmd, dir, &mut written)?;
+    output::print(&written)?;
+    Ok(())
 }
 
 fn main() -> ExitCode {

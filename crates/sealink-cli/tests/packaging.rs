@@ -115,3 +115,127 @@ fn the_receiver_units_command_line_receives_a_file() {
         b"delivered to a service"
     );
 }
+
+/// `sealink PATH --help`.
+fn help_of(path: &[String]) -> String {
+    let o = Command::new(BIN)
+        .args(path)
+        .arg("--help")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{path:?} --help failed");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The lines of the section `heading` of a help text (up to the next blank line).
+fn section<'a>(help: &'a str, heading: &str) -> Vec<&'a str> {
+    help.lines()
+        .skip_while(|l| l.trim_end() != heading)
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect()
+}
+
+/// Every command path below `path`, from the `Commands:` lists of the help texts.
+fn commands(path: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let help = help_of(&path);
+    out.push(path.clone());
+    for l in section(&help, "Commands:") {
+        let name = l.split_whitespace().next().unwrap_or_default();
+        if name != "help" && !name.is_empty() {
+            let mut sub = path.clone();
+            sub.push(name.to_owned());
+            commands(sub, out);
+        }
+    }
+}
+
+/// The long options (`--name`) a help text documents.
+fn long_options(help: &str) -> Vec<String> {
+    help.lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .filter_map(|l| {
+            let at = l.find("--")?;
+            let name: String = l[at + 2..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            Some(format!("--{name}"))
+        })
+        .collect()
+}
+
+/// Issue 30: the man page listed pages that did not exist, and none documented a command's
+/// options. `sealink man --dir` writes a page per command, each with the options of its
+/// `--help`, every page named in one exists, and the package ships every page it writes.
+#[test]
+fn every_command_has_a_man_page_with_its_options_and_the_deb_ships_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args(["man", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pages: Vec<String> = common::names_in(dir.path());
+    let mut all = Vec::new();
+    commands(Vec::new(), &mut all);
+    assert!(all.len() > 20, "{all:?}");
+    let mut options = 0;
+    for path in &all {
+        let name = std::iter::once("sealink")
+            .chain(path.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join("-")
+            + ".1";
+        assert!(pages.contains(&name), "no page {name} in {pages:?}");
+        let page = fs::read_to_string(dir.path().join(&name))
+            .unwrap()
+            .replace("\\-", "-");
+        for opt in long_options(&help_of(path)) {
+            assert!(page.contains(&opt), "{name} does not document {opt}");
+            options += 1;
+        }
+        // Every page it names is there (the old page named sealink-send(1) and others).
+        for (i, _) in page.match_indices("(1)") {
+            let word = page[..i]
+                .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .next()
+                .unwrap_or_default();
+            if word.starts_with("sealink") {
+                assert!(
+                    pages.contains(&format!("{word}.1")),
+                    "{name} names {word}(1), which is not written"
+                );
+            }
+        }
+    }
+    assert!(
+        options > 100,
+        "only {options} options found in the help texts"
+    );
+    assert_eq!(pages.len(), all.len(), "pages of no command: {pages:?}");
+    // The printed page is the top one.
+    let top = Command::new(BIN).arg("man").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&top.stdout),
+        fs::read_to_string(dir.path().join("sealink.1")).unwrap()
+    );
+
+    // The package: build-deb.sh writes them where the assets take every page from.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = fs::read_to_string(root.join("contrib/debian/build-deb.sh")).unwrap();
+    assert!(
+        script.contains(r#""$dir/sealink" man --dir "$dir/assets/man""#),
+        "{script}"
+    );
+    let manifest =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(r#"["target/release/assets/man/*.1", "usr/share/man/man1/", "644"]"#),
+        "the .deb assets do not take every page"
+    );
+    assert!(pages.iter().all(|p| p.ends_with(".1")), "{pages:?}");
+}
