@@ -293,7 +293,12 @@ fn bench_seal_quick_table() {
         let v: f64 = c.parse().unwrap_or_else(|_| panic!("{row}"));
         assert!(v > 0.0, "{row}");
     }
-    assert!(out.contains("not evaluated"), "{out}");
+    // 64 B is judged against the small-message target (0.85), met or not on this machine.
+    assert!(
+        out.contains("target (protocol/raw for aes128-gcm")
+            && (out.contains(": met (64 B") || out.contains(": NOT met (64 B")),
+        "{out}"
+    );
     // seal.csv: the same row at full precision; the record's ratio is the CSV's.
     let csv = fs::read_to_string(dir.join("seal.csv")).unwrap();
     let lines: Vec<&str> = csv.lines().collect();

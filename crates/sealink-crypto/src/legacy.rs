@@ -18,7 +18,7 @@ use hmac::{Hmac, Mac};
 use md5::{Digest, Md5};
 
 use crate::CryptoError;
-use crate::suite::Dir;
+use crate::dir::Dir;
 
 /// DES block size in bytes (also the IV length).
 pub const DES_BLOCK_LEN: usize = 8;

@@ -11,6 +11,7 @@
 //! * [`raw`]: the underlying library called directly, the baseline the benches compare against.
 #![forbid(unsafe_code)]
 
+mod dir;
 pub mod error;
 pub mod hash;
 pub mod kdf;

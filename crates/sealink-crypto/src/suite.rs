@@ -27,6 +27,7 @@
 use std::cell::RefCell;
 
 use crate::CryptoError;
+use crate::dir::Dir;
 use crate::legacy::{self, LegacyKey};
 
 /// How much of each datagram is protected.
@@ -562,14 +563,6 @@ pub struct ContiguousItem<'a> {
     pub len: usize,
     /// Output length of the body on success.
     pub result: Result<usize, CryptoError>,
-}
-
-/// Which way a packet goes through a key. Sealing and opening share their dispatch and their
-/// public signatures (`entry_points!`); only the per-suite work differs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dir {
-    Seal,
-    Open,
 }
 
 /// [`PacketKey`]'s public entry points for one [`Dir`]: split form, contiguous form, and their

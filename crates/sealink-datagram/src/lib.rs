@@ -1,15 +1,14 @@
 //! sealink datagram mode: [`Node`] drives one sans-IO [`sealink_proto::Endpoint`] over a
 //! batched UDP socket ([`sealink_udp::UdpIo`]) on a background thread: owner-authenticated
 //! messages with urgency, piggybacking and per-channel statistics. The seals and opens run on
-//! [`sealink_engine::Pipeline`] workers outside the endpoint's lock (see `node_path`).
+//! [`sealink_engine::Pipeline`] workers outside the endpoint's lock (see `node::path`).
 #![forbid(unsafe_code)]
 
 pub mod node;
-mod node_path;
 mod signal;
-mod source;
 
 pub use bytes::Bytes;
+pub use node::source::{Outbox, Source, Supply};
 pub use node::{
     Arrival, Delivery, Node, NodeConfig, NodeError, NodeStats, OnArrival, PeerConfig, PeerRef,
     Queued,
@@ -21,4 +20,3 @@ pub use sealink_proto::{
     Urgency,
 };
 pub use sealink_udp::UdpOptions;
-pub use source::{Outbox, Source, Supply};

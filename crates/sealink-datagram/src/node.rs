@@ -3,7 +3,7 @@
 //! The I/O thread loops: receive a batch (GRO + `recvmmsg`), reserve each datagram in the
 //! endpoint, run due timers, drain `poll_transmit_deferred` into one contiguous buffer; the opens
 //! and seals run on `sealink-engine`'s ordered pipeline outside the state lock, and runs of
-//! equal-sized datagrams to one peer leave as one GSO call (see `node_path`). Application
+//! equal-sized datagrams to one peer leave as one GSO call (see `node::path`). Application
 //! threads call [`Node::send`] (which queues into the endpoint under a mutex and wakes the I/O
 //! thread) and [`Node::recv`].
 //!
@@ -32,7 +32,13 @@ use sealink_proto::{
 use sealink_udp::{UdpIo, UdpOptions};
 
 use crate::signal::Signal;
-use crate::source::Source;
+
+// The node's two halves that share its state: the I/O thread and its data path through the
+// engine (`path`), and the application-facing source of outgoing messages (`source`). Children,
+// so that they reach the node's private state without an import circle between siblings.
+mod path;
+pub(crate) mod source;
+use self::source::Source;
 
 /// Errors of the [`Node`] API.
 #[derive(Debug, thiserror::Error)]
@@ -404,7 +410,7 @@ impl Node {
                 let ok = pin.is_ok();
                 let _ = pinned_tx.send(pin);
                 if ok {
-                    crate::node_path::io_thread(sh2, cfg.gso);
+                    path::io_thread(sh2, cfg.gso);
                 }
             })?;
         let mut node = Node {

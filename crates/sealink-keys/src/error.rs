@@ -3,7 +3,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use crate::keyfile::KeyKind;
+use crate::kind::KeyKind;
 use crate::secure_file::InsecureFile;
 
 /// Errors from reading or writing key and trust files.

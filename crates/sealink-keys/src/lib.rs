@@ -17,6 +17,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod home;
 pub mod keyfile;
+mod kind;
 pub mod secure_file;
 pub mod trust;
 

@@ -25,6 +25,7 @@ use crate::error::{IoContext, TransferError, is_connection_timeout, is_timeout, 
 use crate::files::{hash_file, read_exact_at, read_up_to};
 use crate::limits::Timeouts;
 use crate::records::RecordBatch;
+pub use crate::tree::Source;
 use crate::tree::{Input, open_sources};
 
 /// How to send.
@@ -55,15 +56,6 @@ pub struct SendConfig {
     pub exclude: Vec<String>,
     /// Send no data for files the receiver already has with the same size and mtime.
     pub update: bool,
-}
-
-/// One input of a transfer.
-#[derive(Debug, Clone)]
-pub enum Source {
-    /// A regular file or a directory (sent as a tree), under `name`.
-    File { path: PathBuf, name: String },
-    /// Standard input, sent under `name` (must be the last source).
-    Stdin { name: String },
 }
 
 #[derive(Debug, Clone)]

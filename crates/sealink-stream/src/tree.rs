@@ -13,7 +13,16 @@ use sealink_proto::stream::body::{
 use sealink_proto::stream::{FileEntry, StreamError};
 
 use crate::error::{IoContext, TransferError};
-use crate::send::Source;
+
+/// One input of a transfer (here, with the walk that turns inputs into entries, so that `send`
+/// imports `tree` and not the reverse).
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A regular file or a directory (sent as a tree), under `name`.
+    File { path: PathBuf, name: String },
+    /// Standard input, sent under `name` (must be the last source).
+    Stdin { name: String },
+}
 
 /// One entry of a transfer on the sender: what the hello announces, and the open file for a
 /// regular file (`None` for standard input, directories and links).

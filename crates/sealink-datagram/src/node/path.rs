@@ -30,8 +30,8 @@ use sealink_proto::session::{OpenJob, SealJob};
 use sealink_proto::wire::{self, Header};
 use sealink_proto::{DropReason, PeerId, Time};
 
-use crate::node::{Arrival, Shared, State, drain_events, lock};
-use crate::source::{After, run_source};
+use super::source::{After, run_source};
+use super::{Arrival, Shared, State, drain_events, lock};
 use sealink_udp::{GsoRuns, RecvBuffers, Segment};
 
 /// Receive batch size (quinn-udp caps `recvmmsg` at its BATCH_SIZE anyway).

@@ -11,7 +11,7 @@
 
 use sealink_proto::{Clock, Error as ProtoError, Outgoing, OwnerId, PeerId};
 
-use crate::node::{NodeError, PeerRef, Queued, State, resolve, room};
+use super::{NodeError, PeerRef, Queued, State, resolve, room};
 
 /// What a [`Source`] says after a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,12 +103,12 @@ pub(crate) enum After {
 }
 
 /// Calls the installed source once, if there is one. Lock order: the source, then the state.
-pub(crate) fn run_source(sh: &crate::node::Shared) -> After {
-    let mut slot = crate::node::lock(&sh.source);
+pub(crate) fn run_source(sh: &super::Shared) -> After {
+    let mut slot = super::lock(&sh.source);
     let Some(src) = slot.as_mut() else {
         return After::Sleep;
     };
-    let mut st = crate::node::lock(&sh.state);
+    let mut st = super::lock(&sh.state);
     let mut out = Outbox {
         st: &mut st,
         clock: &sh.clock,
