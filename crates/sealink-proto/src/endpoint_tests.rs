@@ -276,7 +276,11 @@ fn encrypted_data_datagrams_leave_padded_to_whole_blocks_and_are_delivered() {
             {
                 encrypted += 1;
                 let body = d.len() - wire::HEADER_LEN - sealink_crypto::suite::TAG_LEN;
-                assert_eq!(body % wire::PAD_BLOCK, 0, "{size}-byte message: body {body}");
+                assert_eq!(
+                    body % wire::PAD_BLOCK,
+                    0,
+                    "{size}-byte message: body {body}"
+                );
             }
             let _ = n.b.handle_from(n.now, sa(A), &mut d);
         }
