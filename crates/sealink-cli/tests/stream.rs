@@ -110,6 +110,42 @@ fn untrusted_owner_is_refused() {
     assert!(h.inbox_names().is_empty());
 }
 
+#[test]
+fn an_untrusted_host_is_logged_at_info_once_with_its_key() {
+    let h = Hosts::new();
+    let stranger = h.a().join("stranger.key");
+    assert!(
+        run(&h.a(), &["keygen", "host", stranger.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let stranger_pub = fs::read_to_string(h.a().join("stranger.key.pub")).unwrap();
+    let stranger_pub = stranger_pub.split_whitespace().nth(1).unwrap().to_owned();
+    let f = h.path("f");
+    fs::write(&f, b"data").unwrap();
+    let (c, addr, err) = h.recv(&["-v"], Stdio::null());
+    for _ in 0..3 {
+        let o = h.send(&[&f], addr, &["--key", stranger.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    }
+    // The trusted host's transfer ends the --once receiver.
+    let o = h.send(&[&f], addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (st, log) = finish(c, err);
+    assert!(st.success(), "{log}");
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("is not trusted"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line per 10 s: {log}");
+    assert!(
+        lines[0].contains("INFO")
+            && lines[0].contains("127.0.0.1")
+            && lines[0].contains(&stranger_pub),
+        "{log}"
+    );
+}
+
 /// What the relay does to the sender's bytes after the handshake.
 #[derive(Clone, Copy)]
 enum Fault {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use sealink_crypto::{Scope, SuiteId};
 use sealink_proto::HostKey;
+use sealink_proto::cookie::UNTRUSTED_LOG_EVERY;
 use sealink_proto::stream::body::{EntryKind, UNKNOWN_SIZE, UP_TO_DATE};
 use sealink_proto::stream::handshake::{INIT_MESSAGE_LEN, JOIN_TOKEN_LEN, accept_fresh};
 use sealink_proto::stream::record::{self, RecordType};
@@ -571,13 +572,15 @@ impl Session<'_> {
         let cfg = &*ctx.cfg;
         let mut host = String::new();
         let mut replayed = false;
+        let mut untrusted = None;
         let accepted = accept_fresh(
             &cfg.host,
             init,
             |k| {
                 let found = cfg.trusted_hosts.iter().find(|(_, h)| h == k);
-                if let Some((n, _)) = found {
-                    host = n.clone();
+                match found {
+                    Some((n, _)) => host = n.clone(),
+                    None => untrusted = Some(*k),
                 }
                 found.is_some()
             },
@@ -589,7 +592,10 @@ impl Session<'_> {
         let (resp, keys, initiator) = match accepted {
             Ok(x) => x,
             Err(e) => {
-                tracing::debug!("{peer}: handshake refused: {e}");
+                match untrusted {
+                    Some(key) if matches!(e, StreamError::UnknownHost) => log_untrusted(peer, &key),
+                    _ => tracing::debug!("{peer}: handshake refused: {e}"),
+                }
                 guard.dropped(if replayed {
                     ConnDrop::ReplayedInitiation
                 } else {
@@ -1410,6 +1416,33 @@ impl Session<'_> {
             self.maybe_checkpoint()?;
         }
         Ok(())
+    }
+}
+
+/// A refused handshake from a host key we do not trust, logged at info as sshd logs a refused
+/// key, with the (public) key so that it can be trusted if it should be. At most one line per
+/// `UNTRUSTED_LOG_EVERY` for the whole receiver: only someone who knows our public key gets
+/// past mac1 this far, but they could have every initiation the limiter admits refused. The
+/// next line counts those left out (all are counted as `handshake-failed`).
+fn log_untrusted(peer: SocketAddr, key: &[u8; 32]) {
+    use base64::Engine as _;
+    static LAST: Mutex<(Option<Instant>, u64)> = Mutex::new((None, 0));
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let now = Instant::now();
+    if last.0.is_some_and(|t| now < t + UNTRUSTED_LOG_EVERY) {
+        last.1 += 1;
+        return;
+    }
+    let more = std::mem::take(&mut last.1);
+    last.0 = Some(now);
+    let key = base64::engine::general_purpose::STANDARD.encode(key);
+    if more > 0 {
+        tracing::info!(
+            "refused a transfer from {peer}: host key {key} is not trusted ({more} more refused \
+             since the last such line)"
+        );
+    } else {
+        tracing::info!("refused a transfer from {peer}: host key {key} is not trusted");
     }
 }
 
