@@ -64,11 +64,44 @@ fn write_frame_header(out: &mut [u8], seq: u64, len: usize) -> Option<()> {
     w.varint(len as u64)
 }
 
+/// A zeroed byte buffer of `len` bytes whose byte `at` lies on a 64-byte boundary. Both sides
+/// start their AEAD input on one: AES-GCM's bulk loop runs a few percent faster on an aligned
+/// input at 64 KB, and a side that got the better address from the allocator by luck measured
+/// 4% ahead there (RESULTS §22d).
+struct Aligned {
+    store: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Aligned {
+    const ALIGN: usize = 64;
+    fn new(len: usize, at: usize) -> Self {
+        let store = vec![0u8; len + Self::ALIGN - 1];
+        let addr = store.as_ptr() as usize + at;
+        let start = (Self::ALIGN - addr % Self::ALIGN) % Self::ALIGN;
+        Aligned { store, start, len }
+    }
+}
+
+impl std::ops::Deref for Aligned {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.store[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for Aligned {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.store[self.start..self.start + self.len]
+    }
+}
+
 /// The protocol side: one datagram buffer, sealed and opened in place.
 struct Protocol<'k> {
     tx: &'k PacketKey,
     rx: &'k PacketKey,
-    buf: Vec<u8>,
+    buf: Aligned,
     size: usize,
     frame_header_len: usize,
     body_len: usize,
@@ -79,7 +112,8 @@ impl<'k> Protocol<'k> {
     fn new(tx: &'k PacketKey, rx: &'k PacketKey, size: usize, seed: u64) -> Result<Self> {
         let frame_len = wire::msg_frame_len(SEQ_BASE, FROM, TO, size);
         let room = frame_len + wire::PAD_BLOCK;
-        let mut buf = vec![0u8; HEADER_LEN + room + TAG_ROOM];
+        // The body (the AEAD's input) starts on a 64-byte boundary, as the raw side's does.
+        let mut buf = Aligned::new(HEADER_LEN + room + TAG_ROOM, HEADER_LEN);
         let mut payload = vec![0u8; size];
         fill(&mut SimRng::new(seed), &mut payload);
         let mut w = Writer::new(&mut buf[HEADER_LEN..HEADER_LEN + room]);
@@ -144,14 +178,14 @@ impl<'k> Protocol<'k> {
 /// The raw library side: payload || tag, sealed and opened in place.
 struct Raw<'k> {
     key: &'k RawAead,
-    buf: Vec<u8>,
+    buf: Aligned,
     size: usize,
     aad: [u8; HEADER_LEN],
 }
 
 impl<'k> Raw<'k> {
     fn new(key: &'k RawAead, size: usize, seed: u64) -> Self {
-        let mut buf = vec![0u8; size + raw::TAG_LEN];
+        let mut buf = Aligned::new(size + raw::TAG_LEN, 0);
         fill(&mut SimRng::new(seed), &mut buf[..size]);
         let mut aad = [0u8; HEADER_LEN];
         wire::write_header(
@@ -455,6 +489,19 @@ mod tests {
                 r.round_trip(0).unwrap();
                 r.round_trip(1).unwrap();
                 assert_eq!(&r.buf[..size], &before[..]);
+            }
+        }
+    }
+
+    #[test]
+    fn aligned_buffers_start_the_aead_input_on_64_bytes() {
+        for at in [0, 1, 16, 63, 64, 100] {
+            for len in [at + 1, at + 64, at + 1500] {
+                let mut b = Aligned::new(len, at);
+                assert_eq!(b.len(), len);
+                assert_eq!((b.as_ptr() as usize + at) % 64, 0, "at {at}, len {len}");
+                assert!(b.iter().all(|&x| x == 0));
+                b[len - 1] = 1;
             }
         }
     }
