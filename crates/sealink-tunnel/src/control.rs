@@ -1,6 +1,6 @@
 //! The control socket's text protocol (one request line: `show`, `show-json` or `down`) and its
 //! client side. `show` output is line-oriented with `key=value` counters so scripts can grep
-//! it; `show-json` answers the same facts as one JSON object ([`Status`], the schema of
+//! it, byte counts in binary units for people (exact ones in `show-json`); `show-json` answers the same facts as one JSON object ([`Status`], the schema of
 //! `sealink show --json`).
 
 use std::io::{Read, Write};
@@ -233,8 +233,11 @@ pub fn format_status(st: &Status) -> String {
         );
         let _ = writeln!(
             s,
-            "  transfer: rx_bytes={} tx_bytes={} rx_packets={} tx_packets={}",
-            p.rx_bytes, p.tx_bytes, p.rx_packets, p.tx_packets
+            "  transfer: {} received, {} sent, rx_packets={} tx_packets={}",
+            human_bytes(p.rx_bytes),
+            human_bytes(p.tx_bytes),
+            p.rx_packets,
+            p.tx_packets
         );
         let _ = writeln!(
             s,
@@ -254,6 +257,23 @@ pub fn format_status(st: &Status) -> String {
         }
     }
     s
+}
+
+/// A byte count for people, in binary units as `sealink send` prints them (`1000 B`,
+/// `1.95 KiB`, `8.00 MiB`). The exact counts stay in `show --json`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    // f64 loses precision above 2^53, far below what two decimals show.
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.2} {}", UNITS[unit])
 }
 
 /// Sends `request` to the tunnel `name` of this network namespace and returns its whole answer

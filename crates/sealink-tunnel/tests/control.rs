@@ -205,7 +205,7 @@ fn status_text_has_the_interface_and_every_peer() {
         "{s}"
     );
     assert!(
-        s.contains("  transfer: rx_bytes=1000 tx_bytes=2000 rx_packets=10 tx_packets=20\n"),
+        s.contains("  transfer: 1000 B received, 1.95 KiB sent, rx_packets=10 tx_packets=20\n"),
         "{s}"
     );
     assert!(
@@ -300,4 +300,31 @@ fn status_json_has_the_same_facts_and_round_trips() {
     assert_eq!(v["peers"][0]["piggybacked_packets"], 4);
     let back: control::Status = serde_json::from_str(&text).unwrap();
     assert_eq!(back, st);
+}
+
+/// Issue 30: `show` printed byte counters as bare numbers (`tx_bytes=8589934592`). The text
+/// gives them in binary units; `--json` keeps the exact counts.
+#[test]
+fn status_text_gives_bytes_in_human_units_and_json_the_exact_counts() {
+    let mut p = peer(Some(Time::ZERO));
+    p.stats.rx_bytes = 3 << 20;
+    p.stats.tx_bytes = (5 << 30) + (1 << 29);
+    let st = control::status(&info(), &[0; 32], Time::ZERO, &[p], &[], 0, vec![]);
+    let s = control::format_status(&st);
+    assert!(
+        s.contains("  transfer: 3.00 MiB received, 5.50 GiB sent, rx_packets=10 tx_packets=20\n"),
+        "{s}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&control::format_status_json(&st)).unwrap();
+    assert_eq!(v["peers"][0]["rx_bytes"], 3u64 << 20);
+    assert_eq!(v["peers"][0]["tx_bytes"], (5u64 << 30) + (1 << 29));
+    for (n, want) in [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1.00 KiB"),
+        (1536, "1.50 KiB"),
+        (u64::MAX, "16.00 EiB"),
+    ] {
+        assert_eq!(control::human_bytes(n), want);
+    }
 }
