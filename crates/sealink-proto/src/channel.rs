@@ -10,15 +10,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
+use sealink_crypto::Scope;
 use sealink_crypto::sign::{self, SIGNATURE_LEN};
 use sealink_crypto::suite::TAG_LEN;
-use sealink_crypto::{Scope, SuiteId};
 
 use crate::config::Urgency;
-use crate::cookie::CookieGenerator;
 use crate::error::DropReason;
-use crate::handshake::{self, InitPayload, Split};
+use crate::handshake::{self, InitPayload};
 use crate::inflight::{Inflight, OutRun};
+use crate::lifecycle::{Handshake, InitiateError, Initiation, Keys};
 use crate::owner::{RemoteOwner, intro_message};
 use crate::recv_window::RecvWindow;
 use crate::send_arena::SendArena;
@@ -33,19 +33,6 @@ const MAX_REFUSED_NOTICES: usize = 32;
 /// Destination names a receiver learns per channel: an authenticated peer must not grow the
 /// table without bound. Messages to further names are refused one by one (`unknown-owner-id`).
 pub const MAX_DESTINATIONS: usize = 4096;
-
-/// Keys and counters of one handshake's outcome.
-/// Our handshake in progress: the channel is tentative until the response arrives.
-pub(crate) struct Initiation {
-    hs: snow::HandshakeState,
-    pub local_index: u32,
-    sent_at: Time,
-    attempts: u32,
-    /// The datagram sent, kept to send again with mac2 when a cookie reply comes back, or when
-    /// a simultaneous open shows it may be lost.
-    packet: Vec<u8>,
-    cookie_retried: bool,
-}
 
 /// Sending-side state of a local owner on this channel.
 struct TxOwner {
@@ -86,16 +73,14 @@ pub(crate) struct Channel {
     superseded: Option<Session>,
     /// `superseded` was installed after `current` (we followed the peer back to an older one).
     superseded_is_newer: bool,
-    pub initiation: Option<Initiation>,
+    /// The initiator and responder state shared with the tunnel; its initiation under way
+    /// makes the channel tentative until the response arrives.
+    pub handshake: Handshake,
     /// The rekey initiation the last timeout replaced: its response may still be on its way (a
     /// slow or backlogged path), and is accepted as the current one's would be. Without it a
     /// path slower than the timeout refused every response as unexpected, and the rekey never
     /// completed.
     stale_initiation: Option<Initiation>,
-    /// mac1 and mac2 of our initiations to this peer, and the cookie it last gave us.
-    cookies: CookieGenerator,
-    last_init_ts_sent: u64,
-    last_init_ts_accepted: u64,
     /// The binding carried by the initiation that started this channel when we answered it
     /// (not a first contact): what the peer held before it learned of this channel.
     started_by: Option<[u8; 32]>,
@@ -178,11 +163,8 @@ impl Channel {
             previous: None,
             superseded: None,
             superseded_is_newer: false,
-            initiation: None,
+            handshake: Handshake::new(&remote_static),
             stale_initiation: None,
-            cookies: CookieGenerator::new(&remote_static),
-            last_init_ts_sent: 0,
-            last_init_ts_accepted: 0,
             started_by: None,
             peer_heard: false,
             pending_tx: VecDeque::new(),
@@ -480,54 +462,42 @@ impl Channel {
                     && !self.awaiting_confirmation(sh, now)
             }
         };
-        if needs && self.initiation.is_none() {
+        if needs && self.handshake.initiation.is_none() {
             self.start_handshake(sh, idx, now, 1);
         }
     }
 
     fn start_handshake(&mut self, sh: &mut Shared, idx: &mut IndexTable, now: Time, attempt: u32) {
-        let local = idx.alloc(self.peer.0);
-        let ts = now.as_nanos().max(self.last_init_ts_sent + 1);
         let payload = InitPayload {
             suite: sh.cfg.suite as u8,
-            timestamp: ts,
+            timestamp: 0,
             binding: self.binding.unwrap_or([0; 32]),
         };
-        match handshake::write_datagram_init(
+        match self.handshake.initiate(
             &sh.host,
             handshake::PROLOGUE,
             &self.remote_static,
-            local,
-            &payload,
-            &mut self.cookies,
+            payload,
+            idx,
+            self.peer.0,
             now,
+            attempt,
         ) {
-            Ok((hs, pkt)) => {
-                self.last_init_ts_sent = ts;
+            Ok(pkt) => {
                 sh.stats.pk.dh += 2;
                 sh.stats.handshakes_initiated += 1;
-                self.pending_tx.push_back(pkt.clone());
-                self.initiation = Some(Initiation {
-                    hs,
-                    local_index: local,
-                    sent_at: now,
-                    attempts: attempt,
-                    packet: pkt,
-                    cookie_retried: false,
-                });
+                self.pending_tx.push_back(pkt.to_vec());
             }
-            Err(crate::Error::DegenerateKey) => {
+            Err(InitiateError::DegenerateKey) => {
                 // No handshake can ever succeed with this key: fail now, not after every retry.
                 tracing::warn!(
                     peer = self.peer.0,
                     "peer's public key is a small-order point"
                 );
-                idx.free(local);
                 self.give_up(sh);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot build handshake initiation");
-                idx.free(local);
             }
         }
     }
@@ -934,16 +904,12 @@ impl Channel {
         sender_index: u32,
         payload: InitPayload,
     ) -> Result<(), DropReason> {
-        if payload.timestamp <= self.last_init_ts_accepted {
-            return Err(DropReason::StaleHandshake);
-        }
-        let suite = SuiteId::from_u8(payload.suite)
-            .filter(|s| sh.cfg.accept_suites.contains(s))
-            .filter(|s| !s.is_legacy() || sh.cfg.allow_insecure_legacy)
-            .ok_or(DropReason::SuiteRefused)?;
-        // The initiation is authentic (Noise IK authenticates the initiator's static key) and
-        // fresh: record its timestamp now, so a replay of it is refused whatever we decide.
-        self.last_init_ts_accepted = payload.timestamp;
+        // The initiation is authentic (Noise IK authenticates the initiator's static key); a
+        // fresh one's timestamp is recorded now, so a replay of it is refused whatever we decide.
+        let cfg = &sh.cfg;
+        let suite = self.handshake.check_init(&payload, |s| {
+            cfg.accept_suites.contains(&s) && (!s.is_legacy() || cfg.allow_insecure_legacy)
+        })?;
         // An initiation carrying the binding the peer held before this channel started, from a
         // peer that has since sent on this channel, was made before the peer learned of it (a
         // crossing handshake outdated it; no restart gives an old binding back, a restart
@@ -955,7 +921,7 @@ impl Channel {
         {
             return Err(DropReason::StaleHandshake);
         }
-        if let Some(init) = &self.initiation {
+        if let Some(init) = &self.handshake.initiation {
             // Both sides opened at once: the greater static key wins, as ADP's greater name
             // chooses the key. The winner ignores the other's initiation; the loser abandons its
             // own and answers.
@@ -968,30 +934,24 @@ impl Channel {
                 self.pending_tx.push_back(init.packet.clone());
                 return Ok(());
             }
-            idx.free(init.local_index);
-            self.initiation = None;
+            self.handshake.abandon(idx);
         }
         self.drop_stale_initiation(idx);
         let continues = self.binding.is_some_and(|b| b == payload.binding);
-        let local = idx.alloc(self.peer.0);
-        let (pkt, split) = match handshake::write_response(
+        let answered = self.handshake.respond(
             hs,
+            idx,
+            self.peer.0,
             sender_index,
-            local,
             suite,
             continues,
-            self.last_init_ts_sent,
-        ) {
-            Ok(v) => v,
-            Err(e) => {
-                idx.free(local);
-                return Err(e);
-            }
-        };
+            keys(sh),
+            now,
+        );
+        let answered = answered?;
         sh.stats.pk.dh += 2;
-        let session = make_session(sh, &split, suite, local, sender_index, now, false)?;
-        self.pending_tx.push_back(pkt);
-        self.install(sh, idx, session, continues, split.hash);
+        self.pending_tx.push_back(answered.packet);
+        self.install(sh, idx, answered.session, continues, answered.hash);
         if !continues {
             self.started_by = (payload.binding != [0; 32]).then_some(payload.binding);
         }
@@ -1008,32 +968,38 @@ impl Channel {
         sender_index: u32,
         pkt: &[u8],
     ) -> Result<(), DropReason> {
-        let init = match (&mut self.initiation, &mut self.stale_initiation) {
+        let init = match (&mut self.handshake.initiation, &mut self.stale_initiation) {
             (Some(i), _) | (_, Some(i)) if i.local_index == local_index => i,
             _ => return Err(DropReason::UnexpectedResponse),
         };
-        let resp = handshake::read_response(&mut init.hs, pkt)?;
         // Each initiation is sent once (a retry is a new one): an unambiguous RTT sample, the
         // only one a path that grew slower than every retransmission timeout can give.
         let handshake_rtt = now.saturating_since(init.sent_at);
-        let (continues, split) = (resp.continues, resp.split);
-        self.last_init_ts_accepted = self.last_init_ts_accepted.max(resp.newest_peer_init);
-        let suite = SuiteId::from_u8(resp.suite)
-            .filter(|s| *s == sh.cfg.suite)
-            .ok_or(DropReason::SuiteRefused)?;
+        let done = Handshake::complete(
+            &mut self.handshake.last_ts_accepted,
+            init,
+            pkt,
+            sh.cfg.suite,
+            keys(sh),
+            sender_index,
+            now,
+        )?;
         sh.stats.pk.dh += 2;
-        let session = make_session(sh, &split, suite, local_index, sender_index, now, true)?;
+        let (continues, session, hash) = (done.continues, done.session, done.hash);
         // Whichever initiation this answered, the other is moot: free its index.
-        for i in [self.initiation.take(), self.stale_initiation.take()]
-            .into_iter()
-            .flatten()
+        for i in [
+            self.handshake.initiation.take(),
+            self.stale_initiation.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             if i.local_index != local_index {
                 idx.free(i.local_index);
             }
         }
         let continues = continues && self.binding.is_some();
-        self.install(sh, idx, session, continues, split.hash);
+        self.install(sh, idx, session, continues, hash);
         self.rtt_sample(handshake_rtt);
         Ok(())
     }
@@ -1046,15 +1012,8 @@ impl Channel {
         local_index: u32,
         pkt: &[u8],
     ) -> Result<(), DropReason> {
-        let init = match &mut self.initiation {
-            Some(i) if i.local_index == local_index => i,
-            _ => return Err(DropReason::BadCookieReply),
-        };
-        self.cookies.consume_reply(now, pkt)?;
-        if !init.cookie_retried {
-            init.cookie_retried = true;
-            self.cookies.add_macs(now, &mut init.packet);
-            self.pending_tx.push_back(init.packet.clone());
+        if let Some(resend) = self.handshake.accept_cookie(now, local_index, pkt)? {
+            self.pending_tx.push_back(resend.to_vec());
         }
         Ok(())
     }
@@ -1707,7 +1666,7 @@ impl Channel {
     pub fn poll_timeout(&self, sh: &Shared) -> Option<Time> {
         let mut t: Option<Time> = None;
         let mut at = |x: Time| t = Some(t.map_or(x, |y| y.min(x)));
-        if let Some(i) = &self.initiation {
+        if let Some(i) = &self.handshake.initiation {
             at(i.sent_at + self.handshake_timeout(sh));
         }
         if !self.flush {
@@ -1745,7 +1704,7 @@ impl Channel {
         if let Some(cur) = &self.current {
             if cur.confirmed_at.is_none()
                 && !previous_usable
-                && self.initiation.is_none()
+                && self.handshake.initiation.is_none()
                 && (!self.queue.is_empty() || !self.retx.is_empty())
             {
                 at(cur.established + self.handshake_timeout(sh));
@@ -1755,14 +1714,14 @@ impl Channel {
     }
 
     pub fn handle_timeout(&mut self, sh: &mut Shared, idx: &mut IndexTable, now: Time) {
-        if let Some(i) = &self.initiation {
+        if let Some(i) = &self.handshake.initiation {
             if now >= i.sent_at + self.handshake_timeout(sh) {
                 let attempts = i.attempts;
                 // A rekey keeps it for a late response (the one it replaces is given up). Not
                 // a first contact: the responder starts a new channel for each fresh
                 // initiation, and answering an older one would leave the two on different ones.
                 self.drop_stale_initiation(idx);
-                let replaced = self.initiation.take();
+                let replaced = self.handshake.initiation.take();
                 if self.binding.is_some() {
                     self.stale_initiation = replaced;
                 } else if let Some(i) = replaced {
@@ -1807,7 +1766,7 @@ impl Channel {
         // (The retransmission backoff is kept: the peer may simply be on a lossy path.)
         if self.timeouts_since_handshake >= 3
             && (!self.inflight.is_empty() || self.abandon_needed())
-            && self.initiation.is_none()
+            && self.handshake.initiation.is_none()
         {
             self.timeouts_since_handshake = 0;
             self.start_handshake(sh, idx, now, 1);
@@ -1924,12 +1883,7 @@ fn flush_run(sh: &mut Shared, run: &mut Option<Messages>) {
 }
 
 fn limits(sh: &Shared) -> Limits {
-    Limits {
-        rekey_after_time: sh.cfg.rekey_after_time,
-        rekey_after_messages: sh.cfg.rekey_after_messages,
-        reject_after_time: sh.cfg.reject_after_time,
-        reject_after_messages: sh.cfg.reject_after_messages,
-    }
+    sh.cfg.limits()
 }
 
 fn sendable(s: &Session, sh: &Shared, now: Time) -> bool {
@@ -1940,24 +1894,9 @@ fn wants_rekey(s: &Session, sh: &Shared, now: Time) -> bool {
     s.wants_rekey(&limits(sh), now)
 }
 
-fn make_session(
-    sh: &Shared,
-    split: &Split,
-    suite: SuiteId,
-    local_index: u32,
-    remote_index: u32,
-    now: Time,
-    initiator: bool,
-) -> Result<Session, DropReason> {
-    let legacy = sh.cfg.allow_insecure_legacy;
-    Session::new(
-        suite,
-        split,
-        b"data",
-        legacy,
-        local_index,
-        remote_index,
-        now,
-        initiator,
-    )
+fn keys(sh: &Shared) -> Keys<'static> {
+    Keys {
+        label: b"data",
+        allow_legacy: sh.cfg.allow_insecure_legacy,
+    }
 }

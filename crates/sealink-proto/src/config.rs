@@ -5,6 +5,7 @@ use std::time::Duration;
 use sealink_crypto::SuiteId;
 
 use crate::error::Error;
+use crate::session::Limits;
 use crate::wire::{HEADER_LEN, MAX_NAME_LEN, SIGNATURE_LEN};
 
 /// Worst-case bytes of framing around one message in a datagram: its owner introduction,
@@ -109,6 +110,16 @@ impl Default for Config {
 }
 
 impl Config {
+    /// The session limits these settings give.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            rekey_after_time: self.rekey_after_time,
+            rekey_after_messages: self.rekey_after_messages,
+            reject_after_time: self.reject_after_time,
+            reject_after_messages: self.reject_after_messages,
+        }
+    }
+
     /// Room for frames in one datagram.
     pub fn max_body(&self) -> usize {
         self.max_datagram - HEADER_LEN - self.suite_overhead()
@@ -150,12 +161,7 @@ impl Config {
         if self.message_window < 16 || self.message_window > 1 << 20 {
             return bad("message_window must be within 16..=2^20");
         }
-        if self.rekey_after_messages >= self.reject_after_messages {
-            return bad("rekey_after_messages must be below reject_after_messages");
-        }
-        if self.rekey_after_time >= self.reject_after_time {
-            return bad("rekey_after_time must be below reject_after_time");
-        }
+        self.limits().validate()?;
         if self.max_transmissions == 0
             || self.handshake_attempts == 0
             || self.ack_every == 0

@@ -297,3 +297,55 @@ fn encrypted_data_datagrams_leave_padded_to_whole_blocks_and_are_delivered() {
     }
     assert!(encrypted >= 69);
 }
+
+// The handshake lifecycle shared with the tunnel (crate::lifecycle): one test per case where
+// the channel's and the tunnel's former copies differed; tunnel/tests.rs has the same two.
+
+/// A small-order peer key: the channel gives up at once (HandshakeFailed, nothing sent) and
+/// keeps no receiver index or initiation; the tunnel does the same (it used to log and wait).
+#[test]
+fn lifecycle_a_degenerate_peer_key_gives_up_at_once_without_holding_an_index() {
+    let mut n = net(LimiterConfig::default());
+    let zero = n.a.add_peer("zero", [0; 32]);
+    for round in 0..2 {
+        n.a.send(
+            n.now,
+            zero,
+            n.owner,
+            None,
+            b"x",
+            Urgency::Urgent,
+            Scope::Encrypt,
+        )
+        .unwrap();
+        assert!(n.sent_by_a().is_empty(), "round {round}: nothing sent");
+        let events: Vec<Event> = std::iter::from_fn(|| n.a.poll_event()).collect();
+        assert!(events.contains(&Event::HandshakeFailed { peer: zero }));
+        assert_eq!(n.a.idx.len(), 0, "round {round}: no index held");
+        assert!(n.a.channels[zero.0].handshake.initiation.is_none());
+        assert_eq!(n.a.poll_timeout(), None, "no retry is scheduled");
+    }
+}
+
+/// A key derivation that fails after the response was built: the responder frees the index it
+/// allocated (the channel used to keep it), sends nothing, and a later initiation succeeds.
+#[test]
+fn lifecycle_a_failed_key_derivation_frees_the_responder_index() {
+    let mut n = net(LimiterConfig::default());
+    n.send(b"hello");
+    let init = n.sent_by_a();
+    assert_eq!(init.len(), 1, "one initiation");
+    crate::lifecycle::fail_next_derivation();
+    assert_eq!(
+        n.b.handle_from(n.now, sa(A), &mut init[0].clone()),
+        Err(DropReason::SuiteRefused)
+    );
+    assert_eq!(n.b.idx.len(), 0, "the responder's index was freed");
+    let mut buf = vec![0u8; 2048];
+    assert!(n.b.poll_transmit(n.now, &mut buf).is_none(), "no response");
+    // A's retry is answered normally.
+    n.now = n.now + std::time::Duration::from_secs(2);
+    n.a.handle_timeout(n.now);
+    assert_eq!(n.run(), 1);
+    assert_eq!(n.b.idx.len(), 1, "one session's index");
+}

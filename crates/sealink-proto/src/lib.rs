@@ -12,6 +12,7 @@ pub mod endpoint;
 pub mod error;
 pub mod handshake;
 mod inflight;
+mod lifecycle;
 pub mod owner;
 pub mod ratelimit;
 mod recv_window;

@@ -30,6 +30,20 @@ pub struct Limits {
     pub reject_after_messages: u64,
 }
 
+impl Limits {
+    /// Rekeying must come before rejection, or a session would die before it is replaced.
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        let bad = |m: &str| Err(crate::Error::Config(m.to_owned()));
+        if self.rekey_after_messages >= self.reject_after_messages {
+            return bad("rekey_after_messages must be below reject_after_messages");
+        }
+        if self.rekey_after_time >= self.reject_after_time {
+            return bad("rekey_after_time must be below reject_after_time");
+        }
+        Ok(())
+    }
+}
+
 /// One session: the keys of both directions (shared with workers that seal and open outside
 /// the owner's lock), the receiver indexes, the next send counter and the replay window.
 #[derive(Debug)]
@@ -253,6 +267,11 @@ impl IndexTable {
     }
     pub fn owner(&self, index: u32) -> Option<usize> {
         self.map.get(&index).copied()
+    }
+    /// Indexes in use (tests check that none leak).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
     }
 }
 

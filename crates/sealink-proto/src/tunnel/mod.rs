@@ -79,11 +79,12 @@ use std::time::Duration;
 
 use sealink_crypto::{Scope, SuiteId};
 
-use crate::cookie::{Admission, COOKIE_REPLY_LEN, CookieGenerator, HandshakeGuard};
+use crate::cookie::{Admission, COOKIE_REPLY_LEN, HandshakeGuard};
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
 pub use crate::handshake::TUNNEL_PROLOGUE;
 use crate::handshake::{self, HostKey, InitPayload};
+use crate::lifecycle::{Handshake, InitiateError, Keys};
 use crate::ratelimit::LimiterConfig;
 pub use crate::session::SealJob;
 use crate::session::{self, IndexTable, Limits, Session};
@@ -100,8 +101,11 @@ pub const HEADROOM: usize = HEADER_LEN + LEN_FIELD;
 /// Bytes a driver leaves after the packet: the AEAD tag.
 pub const TAILROOM: usize = 16;
 const LEN_FIELD: usize = 2;
-/// Label of the tunnel's data keys in the key derivation.
-const TUNNEL_DATA_LABEL: &[u8] = b"tunnel data";
+/// The tunnel's data keys: their label in the key derivation; modern suites only.
+const TUNNEL_KEYS: Keys<'static> = Keys {
+    label: b"tunnel data",
+    allow_legacy: false,
+};
 /// Largest IP packet a body can frame.
 pub const MAX_PACKET: usize = u16::MAX as usize;
 
@@ -183,6 +187,16 @@ impl Default for TunnelConfig {
 }
 
 impl TunnelConfig {
+    /// The session limits these settings give.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            rekey_after_time: self.rekey_after_time,
+            rekey_after_messages: self.rekey_after_messages,
+            reject_after_time: self.reject_after_time,
+            reject_after_messages: self.reject_after_messages,
+        }
+    }
+
     /// Checks the bounds the core relies on.
     pub fn validate(&self) -> Result<(), crate::Error> {
         let bad = |m: &str| Err(crate::Error::Config(m.to_owned()));
@@ -204,12 +218,7 @@ impl TunnelConfig {
         if self.handshake_attempts == 0 || self.handshake_timeout.is_zero() {
             return bad("handshake attempts and timeout must be positive");
         }
-        if self.rekey_after_time >= self.reject_after_time
-            || self.rekey_after_messages >= self.reject_after_messages
-        {
-            return bad("rekey limits must be below reject limits");
-        }
-        Ok(())
+        self.limits().validate()
     }
 }
 
@@ -412,27 +421,14 @@ pub enum Decap {
     Data(PeerIndex),
 }
 
-struct Initiation {
-    hs: snow::HandshakeState,
-    local_index: u32,
-    sent_at: Time,
-    attempts: u32,
-    /// The datagram sent, kept to send again with mac2 when a cookie reply comes back.
-    packet: Vec<u8>,
-    cookie_retried: bool,
-}
-
 struct Peer {
     cfg: PeerConfig,
     endpoint: Option<SocketAddr>,
     current: Option<Session>,
     previous: Option<Session>,
     next: Option<Session>,
-    initiation: Option<Initiation>,
-    /// mac1 and mac2 of our initiations to this peer, and the cookie it last gave us.
-    cookies: CookieGenerator,
-    last_init_ts_sent: u64,
-    last_init_ts_accepted: u64,
+    /// Initiator and responder state, shared with the datagram channel.
+    handshake: Handshake,
     last_handshake: Option<Time>,
     /// Packets waiting for a session.
     staged: VecDeque<Vec<u8>>,
@@ -492,15 +488,12 @@ impl std::fmt::Debug for Tunnel {
 impl Peer {
     fn new(cfg: PeerConfig) -> Self {
         Peer {
-            cookies: CookieGenerator::new(&cfg.public_key),
+            handshake: Handshake::new(&cfg.public_key),
             endpoint: cfg.endpoint,
             cfg,
             current: None,
             previous: None,
             next: None,
-            initiation: None,
-            last_init_ts_sent: 0,
-            last_init_ts_accepted: 0,
             last_handshake: None,
             staged: VecDeque::new(),
             queue: Vec::new(),
@@ -535,7 +528,7 @@ impl Peer {
     /// (its retransmissions run on their own timer) or while there is nowhere to send.
     fn keepalive_due(&self) -> Option<Time> {
         let every = self.cfg.persistent_keepalive?;
-        if self.initiation.is_some() || self.endpoint.is_none() {
+        if self.handshake.initiation.is_some() || self.endpoint.is_none() {
             return None;
         }
         Some(self.last_sent.map_or(Time::ZERO, |t| t + every))
@@ -622,10 +615,6 @@ impl Tunnel {
             .collect()
     }
 
-    fn alloc_index(&mut self, peer: usize) -> u32 {
-        self.indexes.alloc(peer)
-    }
-
     fn free_session(&mut self, s: Option<Session>) {
         if let Some(s) = s {
             self.indexes.free(s.local_index);
@@ -633,12 +622,7 @@ impl Tunnel {
     }
 
     fn limits(&self) -> Limits {
-        Limits {
-            rekey_after_time: self.cfg.rekey_after_time,
-            rekey_after_messages: self.cfg.rekey_after_messages,
-            reject_after_time: self.cfg.reject_after_time,
-            reject_after_messages: self.cfg.reject_after_messages,
-        }
+        self.cfg.limits()
     }
 
     fn sendable(&self, s: &Session, now: Time) -> bool {
@@ -708,7 +692,7 @@ impl Tunnel {
         let usable = self.usable(pi, now);
         match usable {
             Some((true, rekey)) => {
-                if rekey && self.peers[pi].initiation.is_none() {
+                if rekey && self.peers[pi].handshake.initiation.is_none() {
                     self.start_handshake(pi, now, 1);
                 }
             }
@@ -719,7 +703,7 @@ impl Tunnel {
                     return Reserve::Dropped(self.count(TunnelDrop::StagingFull));
                 }
                 staged.push_back(pkt.to_vec());
-                if self.peers[pi].initiation.is_none() {
+                if self.peers[pi].handshake.initiation.is_none() {
                     self.start_handshake(pi, now, 1);
                 }
                 return Reserve::Queued;
@@ -896,45 +880,46 @@ impl Tunnel {
             self.count(TunnelDrop::NoEndpoint);
             return;
         };
-        if let Some(old) = self.peers[pi].initiation.take() {
-            self.indexes.free(old.local_index);
-        }
-        let local = self.alloc_index(pi);
-        let p = &mut self.peers[pi];
-        let ts = now.as_nanos().max(p.last_init_ts_sent + 1);
         let payload = InitPayload {
             suite: self.cfg.suite as u8,
-            timestamp: ts,
+            timestamp: 0,
             binding: [0; 32],
         };
-        match handshake::write_datagram_init(
+        let p = &mut self.peers[pi];
+        match p.handshake.initiate(
             &self.host,
             TUNNEL_PROLOGUE,
             &p.cfg.public_key,
-            local,
-            &payload,
-            &mut p.cookies,
+            payload,
+            &mut self.indexes,
+            pi,
             now,
+            attempt,
         ) {
-            Ok((hs, pkt)) => {
-                p.last_init_ts_sent = ts;
+            Ok(pkt) => {
+                let pkt = pkt.to_vec();
                 p.stats.handshakes_initiated += 1;
                 p.note_sent(now);
-                p.initiation = Some(Initiation {
-                    hs,
-                    local_index: local,
-                    sent_at: now,
-                    attempts: attempt,
-                    packet: pkt.clone(),
-                    cookie_retried: false,
-                });
                 self.transmits.push_back((dest, pkt));
+            }
+            Err(InitiateError::DegenerateKey) => {
+                // A configuration fault no retry can fix (the configuration refuses such keys;
+                // this is the core's own guard): give up at once, as the channel does.
+                tracing::warn!(peer = %p.cfg.name, "peer's public key is a small-order point");
+                self.give_up(pi);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot build tunnel handshake initiation");
-                self.indexes.free(local);
             }
         }
+    }
+
+    /// The handshake with peer `pi` failed for good: the packets that waited are dropped.
+    fn give_up(&mut self, pi: usize) {
+        self.peers[pi].handshake.abandon(&mut self.indexes);
+        let n = self.peers[pi].staged.len() as u64;
+        self.peers[pi].staged.clear();
+        self.drops[TunnelDrop::HandshakeTimeout.index()] += n;
     }
 
     /// Next datagram to send (handshakes, flushed piggyback queues, staged packets): copied into
@@ -976,7 +961,8 @@ impl Tunnel {
             .flat_map(|p| {
                 [
                     p.queued_since.map(|t| t + delay),
-                    p.initiation
+                    p.handshake
+                        .initiation
                         .as_ref()
                         .map(|i| i.sent_at + self.cfg.handshake_timeout),
                     p.keepalive_due(),
@@ -1001,6 +987,7 @@ impl Tunnel {
                 self.send_keepalive(pi, now);
             }
             let due = self.peers[pi]
+                .handshake
                 .initiation
                 .as_ref()
                 .filter(|i| i.sent_at + self.cfg.handshake_timeout <= now)
@@ -1012,16 +999,9 @@ impl Tunnel {
                 .is_some_and(|s| self.sendable(s, now) && !self.wants_rekey(s, now));
             if fresh && self.peers[pi].staged.is_empty() {
                 // The peer's own handshake gave us a session meanwhile: stop asking.
-                if let Some(i) = self.peers[pi].initiation.take() {
-                    self.indexes.free(i.local_index);
-                }
+                self.peers[pi].handshake.abandon(&mut self.indexes);
             } else if attempts >= self.cfg.handshake_attempts {
-                if let Some(i) = self.peers[pi].initiation.take() {
-                    self.indexes.free(i.local_index);
-                }
-                let n = self.peers[pi].staged.len() as u64;
-                self.peers[pi].staged.clear();
-                self.drops[TunnelDrop::HandshakeTimeout.index()] += n;
+                self.give_up(pi);
             } else {
                 self.start_handshake(pi, now, attempts + 1);
                 self.want_resolve(pi, attempts + 1);
@@ -1251,41 +1231,24 @@ impl Tunnel {
             self.guard.untrusted(now, Some(source), &remote);
             return Err(DropReason::UnknownHost.into());
         };
-        if payload.timestamp <= self.peers[pi].last_init_ts_accepted {
-            return Err(DropReason::StaleHandshake.into());
-        }
-        let suite = SuiteId::from_u8(payload.suite)
-            .filter(|s| SuiteId::MODERN.contains(s))
-            .ok_or(DropReason::SuiteRefused)?;
-        // Authentic and fresh: record it so a replay is refused whatever happens next.
-        self.peers[pi].last_init_ts_accepted = payload.timestamp;
-        let local = self.alloc_index(pi);
-        let newest = self.peers[pi].last_init_ts_sent;
-        let (pkt, split) = match handshake::write_response(hs, sender, local, suite, false, newest)
-        {
-            Ok(v) => v,
-            Err(e) => {
-                self.indexes.free(local);
-                return Err(e.into());
-            }
-        };
-        let session = match Session::new(
-            suite,
-            &split,
-            TUNNEL_DATA_LABEL,
-            false,
-            local,
+        // Authentic; a fresh one's timestamp is recorded so a replay is refused whatever
+        // happens next.
+        let p = &mut self.peers[pi];
+        let suite = p
+            .handshake
+            .check_init(&payload, |s| SuiteId::MODERN.contains(&s))?;
+        let answered = p.handshake.respond(
+            hs,
+            &mut self.indexes,
+            pi,
             sender,
-            now,
+            suite,
             false,
-        ) {
-            Ok(s) => s,
-            Err(e) => {
-                self.indexes.free(local);
-                return Err(e.into());
-            }
-        };
-        let old = self.peers[pi].next.replace(session);
+            TUNNEL_KEYS,
+            now,
+        )?;
+        let pkt = answered.packet;
+        let old = self.peers[pi].next.replace(answered.session);
         self.free_session(old);
         let p = &mut self.peers[pi];
         p.endpoint = Some(source);
@@ -1309,27 +1272,24 @@ impl Tunnel {
             .indexes
             .owner(receiver)
             .ok_or(DropReason::UnexpectedResponse)?;
-        let init = match &mut self.peers[pi].initiation {
+        let hsk = &mut self.peers[pi].handshake;
+        let init = match &mut hsk.initiation {
             Some(i) if i.local_index == receiver => i,
             _ => return Err(DropReason::UnexpectedResponse.into()),
         };
-        let resp = handshake::read_response(&mut init.hs, buf)?;
-        let suite = SuiteId::from_u8(resp.suite)
-            .filter(|s| *s == self.cfg.suite)
-            .ok_or(DropReason::SuiteRefused)?;
-        let session = Session::new(
-            suite,
-            &resp.split,
-            TUNNEL_DATA_LABEL,
-            false,
-            receiver,
+        let session = Handshake::complete(
+            &mut hsk.last_ts_accepted,
+            init,
+            buf,
+            self.cfg.suite,
+            TUNNEL_KEYS,
             sender,
             now,
-            true,
-        )?;
+        )?
+        .session;
         let p = &mut self.peers[pi];
-        p.initiation = None;
-        p.last_init_ts_accepted = p.last_init_ts_accepted.max(resp.newest_peer_init);
+        // Its index is now the session's.
+        p.handshake.initiation = None;
         let old_prev = p.previous.take();
         p.previous = p.current.replace(session);
         p.endpoint = Some(source);
@@ -1357,15 +1317,8 @@ impl Tunnel {
             .owner(receiver)
             .ok_or(DropReason::BadCookieReply)?;
         let p = &mut self.peers[pi];
-        let init = match &mut p.initiation {
-            Some(i) if i.local_index == receiver => i,
-            _ => return Err(DropReason::BadCookieReply.into()),
-        };
-        p.cookies.consume_reply(now, buf)?;
-        if !init.cookie_retried {
-            init.cookie_retried = true;
-            p.cookies.add_macs(now, &mut init.packet);
-            let resend = init.packet.clone();
+        if let Some(resend) = p.handshake.accept_cookie(now, receiver, buf)? {
+            let resend = resend.to_vec();
             if let Some(dest) = p.endpoint {
                 p.note_sent(now);
                 self.transmits.push_back((dest, resend));

@@ -158,7 +158,7 @@ impl Tunnel {
     fn remove_peer(&mut self, pi: usize) {
         let p = &mut self.peers[pi];
         let sessions = [p.current.take(), p.previous.take(), p.next.take()];
-        let init = p.initiation.take();
+        let init = p.handshake.initiation.take();
         p.removed = true;
         p.endpoint = None;
         p.endpoint_name = None;
@@ -246,7 +246,7 @@ impl Tunnel {
             return None;
         }
         p.endpoint = Some(first);
-        if let Some(attempts) = p.initiation.as_ref().map(|i| i.attempts) {
+        if let Some(attempts) = p.handshake.initiation.as_ref().map(|i| i.attempts) {
             self.start_handshake(pi, now, attempts);
         }
         Some(first)

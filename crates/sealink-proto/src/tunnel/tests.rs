@@ -1130,3 +1130,53 @@ fn an_address_endpoint_is_never_resolved() {
         assert_eq!(p.a.poll_resolve(), None);
     }
 }
+
+// The handshake lifecycle shared with the datagram channel (crate::lifecycle): one test per
+// case where the two former copies differed; endpoint_tests.rs has the same two.
+
+/// A small-order peer key (the configuration refuses one; this is the core's own guard): the
+/// tunnel gives up at once, as the channel does. It used to log and leave the packets staged.
+#[test]
+fn lifecycle_a_degenerate_peer_key_gives_up_at_once_without_holding_an_index() {
+    let mut p = pair();
+    p.a.peers[0].cfg.public_key = [0; 32];
+    for round in 1..=2 {
+        p.send(true, &v4(IP_A, IP_B, 100, 1));
+        assert!(p.wire.is_empty(), "round {round}: nothing sent");
+        assert_eq!(
+            p.a.drop_count(TunnelDrop::HandshakeTimeout),
+            round,
+            "the waiting packet is dropped at once"
+        );
+        assert!(p.a.peers[0].staged.is_empty());
+        assert!(p.a.peers[0].handshake.initiation.is_none());
+        assert_eq!(p.a.indexes.len(), 0, "round {round}: no index held");
+        assert_eq!(p.a.poll_timeout(), None, "no retry is scheduled");
+    }
+}
+
+/// A key derivation that fails after the response was built: the responder frees the index it
+/// allocated and sends nothing (as the tunnel did; the channel now does too), and the
+/// initiator's retry succeeds.
+#[test]
+fn lifecycle_a_failed_key_derivation_frees_the_responder_index() {
+    let mut p = pair();
+    p.send(true, &v4(IP_A, IP_B, 100, 1));
+    let (f, t, init) = p.wire.pop().expect("an initiation");
+    assert!(p.wire.is_empty());
+    crate::lifecycle::fail_next_derivation();
+    assert_eq!(
+        p.deliver(f, t, init),
+        Err(TunnelDrop::Proto(DropReason::SuiteRefused))
+    );
+    assert_eq!(p.b.indexes.len(), 0, "the responder's index was freed");
+    assert!(p.wire.is_empty(), "no response");
+    p.advance(Duration::from_secs(1));
+    p.run();
+    assert_eq!(
+        p.got_b.len(),
+        1,
+        "the staged packet arrived after the retry"
+    );
+    assert_eq!(p.b.indexes.len(), 1, "one session's index");
+}

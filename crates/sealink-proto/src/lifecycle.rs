@@ -1,0 +1,297 @@
+//! The handshake lifecycle of one peer, shared by the datagram channel ([`crate::channel`]) and
+//! the tunnel core ([`crate::tunnel`]): the initiator (the initiation under way, its timestamp,
+//! the cookie retry, its receiver index) and the responder (stale-timestamp and suite checks,
+//! the response, the new session). The cores keep what differs between them: where sessions
+//! are installed, retries and their timers, statistics, and where datagrams go.
+//!
+//! Decisions where the two former copies differed:
+//! * A peer key that is a small-order point is a configuration fault that no retry can fix:
+//!   [`Handshake::initiate`] reports [`InitiateError::DegenerateKey`] and both cores give up at
+//!   once (the channel reports `HandshakeFailed`; the tunnel drops the packets that waited, as
+//!   `handshake-timeout`). The tunnel used to log and leave them staged.
+//! * A receiver index is freed on every path that does not end in an installed session or a
+//!   pending initiation, a key-derivation error included (the channel used to keep it).
+
+use sealink_crypto::SuiteId;
+
+use crate::cookie::CookieGenerator;
+use crate::error::DropReason;
+use crate::handshake::{self, HostKey, InitPayload};
+use crate::session::{IndexTable, Session};
+use crate::time::Time;
+
+/// Our initiation in progress.
+pub(crate) struct Initiation {
+    pub hs: snow::HandshakeState,
+    pub local_index: u32,
+    pub sent_at: Time,
+    /// Initiations sent for this handshake so far, this one included.
+    pub attempts: u32,
+    /// The datagram sent, kept to send again with mac2 when a cookie reply comes back (or, in
+    /// the channel, when a simultaneous open shows it may be lost).
+    pub packet: Vec<u8>,
+    cookie_retried: bool,
+}
+
+/// Why no initiation could be built.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum InitiateError {
+    /// The peer's public key is a small-order point: no handshake with it can ever succeed.
+    #[error("peer's public key is a small-order point")]
+    DegenerateKey,
+    /// A local failure building the message.
+    #[error(transparent)]
+    Other(crate::Error),
+}
+
+/// What a key derivation needs besides the handshake's split.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keys<'a> {
+    /// Label of the data keys in the derivation.
+    pub label: &'a [u8],
+    pub allow_legacy: bool,
+}
+
+/// An accepted initiation, answered.
+pub(crate) struct Answered {
+    /// The response to send.
+    pub packet: Vec<u8>,
+    /// The new (unconfirmed) responder session.
+    pub session: Session,
+    /// The handshake hash (a new channel's binding).
+    pub hash: [u8; 32],
+}
+
+/// A response accepted for one of our initiations.
+pub(crate) struct Completed {
+    pub session: Session,
+    /// The responder continued the channel (the binding matched).
+    pub continues: bool,
+    pub hash: [u8; 32],
+}
+
+/// One peer's handshake state on both roles.
+pub(crate) struct Handshake {
+    pub initiation: Option<Initiation>,
+    /// mac1 and mac2 of our initiations to this peer, and the cookie it last gave us.
+    pub cookies: CookieGenerator,
+    /// Timestamp of our newest initiation (each is strictly newer).
+    pub last_ts_sent: u64,
+    /// The peer's newest initiation we accepted, or that it told us it sent: anything not
+    /// newer is a replay or an outdated crossing (`stale-handshake`).
+    pub last_ts_accepted: u64,
+}
+
+impl Handshake {
+    pub fn new(remote: &[u8; 32]) -> Self {
+        Handshake {
+            initiation: None,
+            cookies: CookieGenerator::new(remote),
+            last_ts_sent: 0,
+            last_ts_accepted: 0,
+        }
+    }
+
+    /// Builds and records a new initiation (attempt number `attempt`) with a fresh index for
+    /// `owner`, replacing (and freeing) any under way. Returns the datagram to send. On error
+    /// no index stays allocated.
+    #[allow(clippy::too_many_arguments)]
+    pub fn initiate(
+        &mut self,
+        host: &HostKey,
+        prologue: &[u8],
+        remote: &[u8; 32],
+        payload: InitPayload,
+        idx: &mut IndexTable,
+        owner: usize,
+        now: Time,
+        attempt: u32,
+    ) -> Result<&[u8], InitiateError> {
+        self.abandon(idx);
+        let local = idx.alloc(owner);
+        let ts = now.as_nanos().max(self.last_ts_sent + 1);
+        let payload = InitPayload {
+            timestamp: ts,
+            ..payload
+        };
+        match handshake::write_datagram_init(
+            host,
+            prologue,
+            remote,
+            local,
+            &payload,
+            &mut self.cookies,
+            now,
+        ) {
+            Ok((hs, packet)) => {
+                self.last_ts_sent = ts;
+                let init = self.initiation.insert(Initiation {
+                    hs,
+                    local_index: local,
+                    sent_at: now,
+                    attempts: attempt,
+                    packet,
+                    cookie_retried: false,
+                });
+                Ok(&init.packet)
+            }
+            Err(e) => {
+                idx.free(local);
+                Err(match e {
+                    crate::Error::DegenerateKey => InitiateError::DegenerateKey,
+                    e => InitiateError::Other(e),
+                })
+            }
+        }
+    }
+
+    /// Drops the initiation under way, freeing its index.
+    pub fn abandon(&mut self, idx: &mut IndexTable) {
+        if let Some(i) = self.initiation.take() {
+            idx.free(i.local_index);
+        }
+    }
+
+    /// A cookie reply to our initiation `local_index`: keeps the cookie and, once per
+    /// initiation, returns the same initiation with mac2 to send again (the responder did not
+    /// process it).
+    pub fn accept_cookie(
+        &mut self,
+        now: Time,
+        local_index: u32,
+        pkt: &[u8],
+    ) -> Result<Option<&[u8]>, DropReason> {
+        let init = match &mut self.initiation {
+            Some(i) if i.local_index == local_index => i,
+            _ => return Err(DropReason::BadCookieReply),
+        };
+        self.cookies.consume_reply(now, pkt)?;
+        if init.cookie_retried {
+            return Ok(None);
+        }
+        init.cookie_retried = true;
+        self.cookies.add_macs(now, &mut init.packet);
+        Ok(Some(&init.packet))
+    }
+
+    /// The responder's checks on an authentic initiation: newer than the last accepted one
+    /// (else a replay: `stale-handshake`) and a suite `accept` allows (`suite-refused`). Records
+    /// its timestamp once both pass, so a replay is refused whatever the caller decides next.
+    pub fn check_init(
+        &mut self,
+        payload: &InitPayload,
+        accept: impl Fn(SuiteId) -> bool,
+    ) -> Result<SuiteId, DropReason> {
+        if payload.timestamp <= self.last_ts_accepted {
+            return Err(DropReason::StaleHandshake);
+        }
+        let suite = SuiteId::from_u8(payload.suite)
+            .filter(|s| accept(*s))
+            .ok_or(DropReason::SuiteRefused)?;
+        self.last_ts_accepted = payload.timestamp;
+        Ok(suite)
+    }
+
+    /// Answers a checked initiation: a fresh index for `owner`, the response and the new
+    /// responder session. On any error the index is freed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn respond(
+        &self,
+        hs: snow::HandshakeState,
+        idx: &mut IndexTable,
+        owner: usize,
+        sender_index: u32,
+        suite: SuiteId,
+        continues: bool,
+        keys: Keys<'_>,
+        now: Time,
+    ) -> Result<Answered, DropReason> {
+        let local = idx.alloc(owner);
+        let answered =
+            handshake::write_response(hs, sender_index, local, suite, continues, self.last_ts_sent)
+                .and_then(|(packet, split)| {
+                    let session = derive(suite, &split, keys, local, sender_index, now, false)?;
+                    Ok(Answered {
+                        packet,
+                        session,
+                        hash: split.hash,
+                    })
+                });
+        if answered.is_err() {
+            idx.free(local);
+        }
+        answered
+    }
+
+    /// Reads the response `pkt` to `init` (which the caller matched by index; its index becomes
+    /// the session's) and derives the initiator's session. The responder's newest-timestamp
+    /// hint is recorded once the response is authentic. The suite must be the one proposed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn complete(
+        last_ts_accepted: &mut u64,
+        init: &mut Initiation,
+        pkt: &[u8],
+        proposed: SuiteId,
+        keys: Keys<'_>,
+        sender_index: u32,
+        now: Time,
+    ) -> Result<Completed, DropReason> {
+        let resp = handshake::read_response(&mut init.hs, pkt)?;
+        *last_ts_accepted = (*last_ts_accepted).max(resp.newest_peer_init);
+        let suite = SuiteId::from_u8(resp.suite)
+            .filter(|s| *s == proposed)
+            .ok_or(DropReason::SuiteRefused)?;
+        let session = derive(
+            suite,
+            &resp.split,
+            keys,
+            init.local_index,
+            sender_index,
+            now,
+            true,
+        )?;
+        Ok(Completed {
+            session,
+            continues: resp.continues,
+            hash: resp.split.hash,
+        })
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test hook: the next key derivation on this thread fails (nothing on the wire reaches
+    /// that error once the suite checks passed, but every core must survive it).
+    static FAIL_NEXT_DERIVATION: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Makes the next key derivation on this thread fail (tests only).
+#[cfg(test)]
+pub(crate) fn fail_next_derivation() {
+    FAIL_NEXT_DERIVATION.with(|f| f.set(true));
+}
+
+fn derive(
+    suite: SuiteId,
+    split: &handshake::Split,
+    keys: Keys<'_>,
+    local_index: u32,
+    remote_index: u32,
+    now: Time,
+    initiator: bool,
+) -> Result<Session, DropReason> {
+    #[cfg(test)]
+    if FAIL_NEXT_DERIVATION.with(|f| f.replace(false)) {
+        return Err(DropReason::SuiteRefused);
+    }
+    Session::new(
+        suite,
+        split,
+        keys.label,
+        keys.allow_legacy,
+        local_index,
+        remote_index,
+        now,
+        initiator,
+    )
+}
