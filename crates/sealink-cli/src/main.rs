@@ -5,6 +5,7 @@ mod keys;
 mod msg;
 mod stream;
 mod tunnel;
+mod units;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -293,8 +294,9 @@ struct MsgSendArgs {
     /// Local UDP address [default: any address, a free port]
     #[arg(long)]
     listen: Option<String>,
-    /// Give up if not every message is acknowledged within this many seconds
-    #[arg(long, default_value_t = 30.0, value_parser = parse_timeout)]
+    /// Give up if not every message is acknowledged within this long (seconds, or with a unit:
+    /// 30s, 5m)
+    #[arg(long, value_name = "DURATION", default_value_t = 30.0, value_parser = parse_timeout)]
     timeout: f64,
     /// No summary line
     #[arg(long, short)]
@@ -302,12 +304,7 @@ struct MsgSendArgs {
 }
 
 fn parse_timeout(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    if v.is_finite() && v > 0.0 && v <= 3600.0 {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not within (0, 3600] seconds"))
-    }
+    units::parse_secs_within(s, 0.001, 3600.0)
 }
 
 /// Kind of key.
@@ -458,6 +455,12 @@ struct SendArgs {
     /// anything it has is refused, and an up-to-date file alone is only skipped
     #[arg(long)]
     update: bool,
+    /// Most bytes per second to send, over all streams together: a number with an optional
+    /// unit, k/M/G powers of 1000 (10M = 10 MB/s), Ki/Mi/Gi powers of 1024 (10MiB), or bits
+    /// (80Mbit = 10 MB/s); at least 1KiB. Counts the sealed records written (file data plus
+    /// 32 bytes a record), not TCP/IP headers
+    #[arg(long, value_name = "RATE", value_parser = units::parse_rate)]
+    limit: Option<u64>,
     #[command(flatten)]
     timeouts: TimeoutArgs,
     /// No progress bar, no summary line
@@ -472,13 +475,13 @@ struct SendArgs {
 /// Timeouts of stream mode (both sides).
 #[derive(Debug, Args)]
 struct TimeoutArgs {
-    /// Seconds to connect, shake hands and gather the stripes (on the receiver: from a
-    /// connection's arrival until its peer has authenticated)
-    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = parse_stream_timeout)]
+    /// How long to connect, shake hands and gather the stripes (on the receiver: from a
+    /// connection's arrival until its peer has authenticated); seconds, or with a unit (30s, 2m)
+    #[arg(long, value_name = "DURATION", default_value_t = 10.0, value_parser = parse_stream_timeout)]
     setup_timeout: f64,
-    /// Seconds a transfer may go without progress before both sides give up (also the
-    /// sender's wait for the receiver's final confirmation)
-    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = parse_stream_timeout)]
+    /// How long a transfer may go without progress before both sides give up (also the
+    /// sender's wait for the receiver's final confirmation); seconds, or with a unit (90s, 5m)
+    #[arg(long, value_name = "DURATION", default_value_t = 60.0, value_parser = parse_stream_timeout)]
     idle_timeout: f64,
 }
 
@@ -501,12 +504,7 @@ fn parse_conn_count(s: &str) -> Result<usize, String> {
 }
 
 fn parse_stream_timeout(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    if v.is_finite() && (0.01..=86_400.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not within 0.01..=86400 seconds"))
-    }
+    units::parse_secs_within(s, 0.01, 86_400.0)
 }
 
 fn parse_record_size(s: &str) -> Result<usize, String> {
@@ -567,7 +565,7 @@ struct RecvArgs {
           value_parser = parse_conn_count)]
     max_pending: usize,
     /// Delete resume state of interrupted transfers older than this at start-up (seconds, or
-    /// with a unit: 90m, 12h, 7d)
+    /// with a unit: 90m, 12h, 7d, 7days)
     #[arg(long, value_name = "AGE", default_value = "7d", value_parser = stream::parse_age)]
     resume_max_age: Duration,
     /// No progress bar, no summary lines
@@ -631,6 +629,7 @@ fn run(cli: Cli) -> Result<()> {
             resume: !a.no_resume,
             exclude: a.exclude,
             update: a.update,
+            rate_limit: a.limit,
             timeouts: a.timeouts.get(),
             quiet: a.quiet,
             json: a.json,

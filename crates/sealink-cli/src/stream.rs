@@ -41,6 +41,8 @@ pub struct SendParams {
     /// Send nothing for files the receiver has with the same size and mtime; ask it to take
     /// updates (add to and replace in what it has, if it agrees).
     pub update: bool,
+    /// `--limit`: most bytes per second over all stripes.
+    pub rate_limit: Option<u64>,
     pub timeouts: Timeouts,
     pub quiet: bool,
     /// One JSON [`FileRecord`] a line on stdout instead of the summary.
@@ -294,28 +296,14 @@ fn tree_note(kinds: &[EntryKind], special: u64, excluded: u64) -> String {
     }
 }
 
-/// `--resume-max-age`: seconds, or a number with a unit (s, m, h, d).
+/// `--resume-max-age`: seconds, or with units (90m, 12h, 7d, 7days), at most 100 years.
 pub(crate) fn parse_age(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = match s.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
-        _ => (s, 's'),
-    };
-    let per = match unit {
-        's' => 1,
-        'm' => 60,
-        'h' => 3600,
-        'd' => 86_400,
-        _ => return Err(format!("unknown unit {unit:?} (use s, m, h or d)")),
-    };
-    let n: u64 = num
-        .trim()
-        .parse()
-        .map_err(|e| format!("{s:?} is not an age: {e}"))?;
-    n.checked_mul(per)
-        .filter(|&v| v <= 100 * 365 * 86_400)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("{s} is more than 100 years"))
+    let d = crate::units::parse_duration(s)?;
+    if d <= Duration::from_secs(100 * 365 * 86_400) {
+        Ok(d)
+    } else {
+        Err(format!("{} is more than 100 years", s.trim()))
+    }
 }
 
 /// Prints `records` as JSON lines on stdout.
@@ -387,6 +375,7 @@ pub fn send(p: SendParams) -> Result<()> {
         resume: p.resume,
         exclude: p.exclude,
         update: p.update,
+        rate_limit: p.rate_limit,
     };
     if !p.quiet && !p.json {
         // Both ends print the owner's fingerprint: a trust file holding a mistyped key shows
@@ -589,7 +578,9 @@ mod tests {
         assert_eq!(parse_age("90m"), Ok(Duration::from_secs(5400)));
         assert_eq!(parse_age("0"), Ok(Duration::ZERO));
         assert_eq!(parse_age("12h"), Ok(Duration::from_secs(43_200)));
-        for bad in ["", "d", "7w", "-1d", "99999999999999d", "1.5h"] {
+        assert_eq!(parse_age("7days"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_age("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        for bad in ["", "d", "7x", "-1d", "99999999999999d", "101years"] {
             assert!(parse_age(bad).is_err(), "{bad}");
         }
         assert_eq!(held_note(0, 0, 0), "");

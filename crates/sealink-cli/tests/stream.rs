@@ -860,3 +860,67 @@ fn a_serving_receiver_reports_each_transfer_as_soon_as_it_ends() {
         }
     }
 }
+
+/// Issue 30: `send --limit RATE` paces the data over all stripes together: 3 MB at 1 MB/s take
+/// close to 3 s (the first twentieth of a second is not waited for), and the file arrives.
+#[test]
+fn send_limit_paces_the_transfer_over_all_stripes() {
+    let h = Hosts::new();
+    let f = h.path("paced.bin");
+    let data = random_file(&f, 3_000_000, 11);
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
+    let t0 = std::time::Instant::now();
+    let o = h.send(&[&f], addr, &["--limit", "1M", "--streams", "3"]);
+    let took = t0.elapsed();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(finish(c, err).0.success());
+    assert!(fs::read(h.inbox().join("paced.bin")).unwrap() == data);
+    assert!(took >= Duration::from_millis(2500), "took only {took:?}");
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+}
+
+/// A malformed `--limit` is a usage error naming the forms it takes; durations take humantime
+/// units as well as bare seconds.
+#[test]
+fn malformed_limits_and_durations_are_usage_errors() {
+    let usage = |args: &[&str]| {
+        let o = Command::new(BIN)
+            .arg("send")
+            .args(args)
+            .args(["x", "bob@127.0.0.1:9"])
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    for bad in ["10X", "fast", "100", "-1M"] {
+        let e = usage(&[&format!("--limit={bad}")]);
+        assert!(e.contains("--limit"), "{e}");
+        assert!(e.contains("10MiB") || e.contains("least rate"), "{e}");
+    }
+    let e = usage(&["--idle-timeout", "5 parsecs"]);
+    assert!(e.contains("is not a duration"), "{e}");
+    let e = usage(&["--idle-timeout", "2days"]);
+    assert!(e.contains("not within"), "{e}");
+}
+
+/// `--idle-timeout 2m` and `--setup-timeout 30s` work as `120` and `30` do.
+#[test]
+fn timeouts_take_humantime_units() {
+    let h = Hosts::new();
+    let f = h.path("t.txt");
+    fs::write(&f, b"on time").unwrap();
+    let (c, addr, err) = h.recv(
+        &["--idle-timeout", "2m", "--resume-max-age", "7days"],
+        Stdio::piped(),
+    );
+    let o = h.send(
+        &[&f],
+        addr,
+        &["--idle-timeout", "90", "--setup-timeout", "30s"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(finish(c, err).0.success());
+    assert_eq!(fs::read(h.inbox().join("t.txt")).unwrap(), b"on time");
+}

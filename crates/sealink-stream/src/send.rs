@@ -56,6 +56,9 @@ pub struct SendConfig {
     pub exclude: Vec<String>,
     /// Send no data for files the receiver already has with the same size and mtime.
     pub update: bool,
+    /// Most bytes of sealed data records written per second over all stripes together
+    /// (`None`: as fast as the network takes them).
+    pub rate_limit: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -149,6 +152,32 @@ struct Work<'a> {
     bound: RecordBound,
     failed: AtomicBool,
     progress: &'a Progress,
+    pacer: Option<Pacer>,
+}
+
+/// `rate_limit`: every stripe takes its turn before a write, so all of them together keep to
+/// the rate. Time not used (a slow disk, a slow receiver) is not saved up for a burst later.
+struct Pacer {
+    bytes_per_sec: f64,
+    /// When the bytes granted so far have been paid for at the rate.
+    paid_until: Mutex<Option<Instant>>,
+}
+
+impl Pacer {
+    /// Waits for the turn of `bytes` about to be written.
+    fn wait(&self, bytes: usize) {
+        let now = Instant::now();
+        let start = {
+            // A poisoned lock only means another stripe panicked: its time is still valid.
+            let mut paid = self.paid_until.lock().unwrap_or_else(|e| e.into_inner());
+            let start = paid.map_or(now, |t| t.max(now));
+            *paid = Some(start + Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec));
+            start
+        };
+        if start > now {
+            std::thread::sleep(start - now);
+        }
+    }
 }
 
 struct StdinState {
@@ -189,6 +218,9 @@ impl Work<'_> {
             // Only a file's last record is short, and it ends its batch: the records are
             // contiguous, one write sends them all.
             let wire = batch.seal(&self.keys.send, self.scope, first_seq, &lens)?;
+            if let Some(p) = &self.pacer {
+                p.wait(wire.len());
+            }
             sock.write_all(wire).map_err(|e| {
                 socket_error(e, "sending data", || {
                     format!("the receiver took no data for {}", secs(idle))
@@ -397,7 +429,12 @@ pub fn send(
             .sum(),
     );
 
-    let per_batch = (cfg.batch_data / cfg.record_data).clamp(1, 1024);
+    // Under a rate limit a batch is at most a twentieth of a second of it, so the stripes take
+    // turns in small steps instead of a 1 MiB burst each.
+    let batch_data = cfg
+        .rate_limit
+        .map_or(cfg.batch_data, |r| cfg.batch_data.min((r / 20) as usize));
+    let per_batch = (batch_data / cfg.record_data).clamp(1, 1024);
     let stdin_base = layout.known_data_records().map_or_else(
         || {
             // The last file's first seq: the known files' records come before it.
@@ -433,6 +470,11 @@ pub fn send(
         bound,
         failed: AtomicBool::new(false),
         progress,
+        pacer: cfg.rate_limit.map(|r| Pacer {
+            // At least a byte a second: a zero rate would never send.
+            bytes_per_sec: r.max(1) as f64,
+            paid_until: Mutex::new(None),
+        }),
     };
     let mut hashes: Vec<Option<[u8; 32]>> = vec![None; inputs.len()];
     let result = std::thread::scope(|sc| {

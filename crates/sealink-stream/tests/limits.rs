@@ -115,6 +115,7 @@ fn send_cfg(keys: &Keys, key_data_records: Option<u64>) -> SendConfig {
         resume: true,
         exclude: Vec::new(),
         update: false,
+        rate_limit: None,
     }
 }
 
