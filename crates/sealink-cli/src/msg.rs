@@ -114,37 +114,39 @@ fn text_line(d: &sealink_datagram::Delivery) -> String {
     )
 }
 
-fn json_str(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            '\t' => o.push_str("\\t"),
-            '\r' => o.push_str("\\r"),
-            c if (c as u32) < 0x20 => o.push_str(&format!("\\u{:04x}", c as u32)),
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
+/// One `msg listen --json` line: `from`, `peer`, `to` (null: this host), `scope`, `bytes`, and
+/// `text` (UTF-8 without control characters but tab) or `hex`. serde_json escapes the strings.
+fn json_line(d: &sealink_datagram::Delivery) -> String {
+    json_record(&d.from, &d.peer_name, d.to.as_deref(), d.scope, &d.data)
 }
 
-fn json_line(d: &sealink_datagram::Delivery) -> String {
-    let to = d.to.as_deref().map_or_else(|| "null".to_owned(), json_str);
-    let body = match as_text(&d.data) {
-        Some(t) => format!("\"text\":{}", json_str(t)),
-        None => format!("\"hex\":\"{}\"", hex(&d.data)),
+/// The fields in the order the hand-built line had them.
+#[derive(serde::Serialize)]
+struct JsonRecord<'a> {
+    from: &'a str,
+    peer: &'a str,
+    to: Option<&'a str>,
+    scope: &'static str,
+    bytes: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hex: Option<String>,
+}
+
+fn json_record(from: &str, peer: &str, to: Option<&str>, scope: Scope, data: &[u8]) -> String {
+    let text = as_text(data);
+    let rec = JsonRecord {
+        from,
+        peer,
+        to,
+        scope: scope_name(scope),
+        bytes: data.len(),
+        text,
+        hex: text.is_none().then(|| hex(data)),
     };
-    format!(
-        "{{\"from\":{},\"peer\":{},\"to\":{to},\"scope\":\"{}\",\"bytes\":{},{body}}}\n",
-        json_str(&d.from),
-        json_str(&d.peer_name),
-        scope_name(d.scope),
-        d.data.len()
-    )
+    // Strings and numbers only: serializing cannot fail.
+    serde_json::to_string(&rec).unwrap_or_default() + "\n"
 }
 
 pub fn send(p: SendParams) -> Result<()> {
@@ -324,7 +326,34 @@ mod tests {
 
     #[test]
     fn json_escapes() {
-        assert_eq!(json_str("a\"b\\c\n\u{1}"), "\"a\\\"b\\\\c\\n\\u0001\"");
+        // Issue 30: the line was built by hand; quotes, backslashes and names that are not
+        // plain ASCII must come back as sent, and binary data as hex.
+        let from = "al\"ice\\ \u{e9}\u{1f600}";
+        let line = json_record(from, "b\"\\", None, Scope::Encrypt, b"say \"hi\" \\o/\t");
+        assert!(
+            line.ends_with('\n') && !line[..line.len() - 1].contains('\n'),
+            "{line}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["from"], from);
+        assert_eq!(v["peer"], "b\"\\");
+        assert!(v["to"].is_null());
+        assert_eq!(v["scope"], "encrypt");
+        assert_eq!(v["text"], "say \"hi\" \\o/\t");
+        assert_eq!(v["bytes"], 13);
+        let binary = b"\xff\xfe\"\\\n\x00";
+        let v: serde_json::Value = serde_json::from_str(&json_record(
+            "a",
+            "b",
+            Some("c\u{1}"),
+            Scope::AuthOnly,
+            binary,
+        ))
+        .unwrap();
+        assert_eq!(v["hex"], hex(binary));
+        assert!(v.get("text").is_none());
+        assert_eq!(v["to"], "c\u{1}");
+        assert_eq!(v["bytes"], binary.len());
         assert_eq!(as_text(b"hi\tthere"), Some("hi\tthere"));
         assert_eq!(as_text(b"\x00\xff"), None);
         assert_eq!(hex(&[0, 0xab]), "00ab");
