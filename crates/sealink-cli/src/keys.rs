@@ -72,7 +72,7 @@ fn check_name(name: &str) -> Result<()> {
 
 /// The default names `init` gives: the system host name and `$USER`, reduced to the
 /// characters a trust-file name allows.
-fn default_name(from: Option<String>, fallback: &str) -> String {
+pub(crate) fn default_name(from: Option<String>, fallback: &str) -> String {
     let cleaned: String = from
         .unwrap_or_default()
         .trim()

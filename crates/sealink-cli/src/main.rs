@@ -3,6 +3,7 @@
 
 mod keys;
 mod msg;
+mod pair;
 mod stream;
 mod tunnel;
 mod units;
@@ -58,6 +59,9 @@ enum Command {
         after_help = "Example:\n  sealink init --owner-name alice\n\nExisting keys are kept. The printed `sealink trust add` lines go to the peer."
     )]
     Init(InitArgs),
+    /// Pair with another host by a short code: both trust each other's host and owner keys
+    #[command(after_help = PAIR_HELP)]
+    Pair(PairArgs),
     /// Work with trust files (the owners and hosts a node believes)
     #[command(
         subcommand,
@@ -107,6 +111,48 @@ enum Command {
         after_help = "Example:\n  sealink bench seal --sizes 1400,8192 --runs 3"
     )]
     Bench(BenchCommand),
+}
+
+const PAIR_HELP: &str = "Examples:
+  sealink pair                                  (host B: prints a code such as 7-guitar-ocean)
+  sealink pair 7-guitar-ocean hostb.example      (host A: types the code B printed)
+
+Both hosts need keys ($SEALINK_HOME: `sealink init`). The two sides run SPAKE2 over TCP (port
+7879) with the code as the password, confirm they hold the same key, then exchange their host and
+owner public keys sealed with it. Each side shows all four fingerprints and adds `host NAME KEY`
+and `owner NAME KEY` (NAME: the peer's --name, by default its host name) to its trust file. A key
+already trusted under another name is kept and not listed again; a NAME already listed with
+another key adds nothing and fails. A wrong code fails on both sides before any key is sent. The
+listener serves one attempt, right or wrong, and exits: a code works once.";
+
+#[derive(Debug, Args)]
+struct PairArgs {
+    /// The code the listening host printed; with HOST, connect to it instead of listening
+    #[arg(requires = "host")]
+    code: Option<String>,
+    /// The listening host: HOST[:PORT] (port 7879 by default)
+    host: Option<String>,
+    /// Address to listen on, waiting for a code (ADDR:PORT, or ADDR for port 7879)
+    #[arg(long, default_value = "0.0.0.0:7879", conflicts_with = "code")]
+    listen: String,
+    /// Seconds the listener waits for the other host before the code expires
+    #[arg(long, default_value_t = 600.0, value_parser = parse_timeout, conflicts_with = "code")]
+    timeout: f64,
+    /// Listen with this code instead of a fresh random one (tests and scripts)
+    #[arg(long = "with-code", hide = true, conflicts_with = "code")]
+    with_code: Option<String>,
+    /// This side's name in the peer's trust file [default: the system host name]
+    #[arg(long)]
+    name: Option<String>,
+    /// This host's private key [default: $SEALINK_HOME/host.key]
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// This owner's private key [default: $SEALINK_HOME/owner.key]
+    #[arg(long)]
+    owner: Option<PathBuf>,
+    /// Trust file to add the peer to [default: $SEALINK_HOME/trust]
+    #[arg(long)]
+    trust: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -606,6 +652,23 @@ fn run(cli: Cli) -> Result<()> {
             keys::pubkey(&a.path, a.kind.map(Into::into), a.trust_line, a.fingerprint)
         }
         Command::Init(a) => keys::init(a.host_name, a.owner_name),
+        Command::Pair(a) => {
+            let me = pair::Identity {
+                key: a.key,
+                owner: a.owner,
+                trust: a.trust,
+                name: a.name,
+            };
+            match (a.code, a.host) {
+                (Some(code), Some(dest)) => pair::join(pair::JoinParams { code, dest, me }),
+                _ => pair::listen(pair::ListenParams {
+                    listen: a.listen,
+                    timeout: Duration::from_secs_f64(a.timeout),
+                    code: a.with_code,
+                    me,
+                }),
+            }
+        }
         Command::Trust(TrustCommand::Check { file, json }) => keys::trust_check(&file, json),
         Command::Trust(TrustCommand::Add {
             kind,

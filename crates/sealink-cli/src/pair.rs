@@ -1,0 +1,298 @@
+//! `sealink pair`: two hosts trust each other's host and owner keys after one short code is
+//! read from one screen and typed on the other, as magic-wormhole and croc pair.
+//!
+//! The listener draws a code ([`code`]), waits for one TCP connection and runs the exchange
+//! ([`proto`]) once, whatever its outcome: an attacker gets a single guess at the code. Both
+//! sides then show the fingerprints and add `host NAME KEY` and `owner NAME KEY` to their trust
+//! files through [`trust::add`], the code (and lock) of `sealink trust add`.
+
+mod code;
+mod proto;
+mod words;
+
+use std::io;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use sealink_keys::keyfile::{self, KeyFileError, KeyKind};
+use sealink_keys::{fingerprint, home, trust};
+
+use code::Code;
+use proto::Payload;
+
+/// TCP port of `sealink pair` (one above the stream receiver's 7878).
+pub const DEFAULT_PORT: u16 = 7879;
+/// How long one read or write of the exchange may take once connected: the exchange is a few
+/// hundred bytes, so a peer this slow is gone.
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `sealink pair CODE HOST` tries to connect.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a pairing failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PairError {
+    #[error("bad pairing code: {0}")]
+    BadCode(String),
+    #[error(
+        "the code did not match: nothing was exchanged (a code works once: run `sealink pair` again for a new one)"
+    )]
+    CodeMismatch,
+    #[error(
+        "the peer closed the connection {0} (a wrong code or an interrupted pairing): nothing was exchanged"
+    )]
+    Closed(&'static str),
+    #[error("timed out {0}")]
+    Timeout(&'static str),
+    #[error("network error {stage}: {error}")]
+    Io {
+        stage: &'static str,
+        error: io::Error,
+    },
+    #[error("the peer sent a bad pairing message {stage}: {problem}")]
+    Malformed {
+        stage: &'static str,
+        problem: String,
+    },
+    #[error("the peer speaks pairing protocol version {0}; this sealink speaks version {v}", v = proto::VERSION)]
+    Version(u8),
+    #[error("the peer's keys did not authenticate (altered in transit?): nothing was added")]
+    Tampered,
+    #[error("the system's random generator failed")]
+    Random,
+    #[error("key derivation or encryption failed")]
+    Crypto,
+}
+
+/// Keys, trust file and name of this side.
+#[derive(Debug)]
+pub struct Identity {
+    /// This host's private key [default: $SEALINK_HOME/host.key].
+    pub key: Option<PathBuf>,
+    /// This owner's private key [default: $SEALINK_HOME/owner.key].
+    pub owner: Option<PathBuf>,
+    /// Trust file [default: $SEALINK_HOME/trust].
+    pub trust: Option<PathBuf>,
+    /// The name the peer files this side under [default: the host name].
+    pub name: Option<String>,
+}
+
+/// `sealink pair [--listen ADDR]`.
+#[derive(Debug)]
+pub struct ListenParams {
+    pub listen: String,
+    pub timeout: Duration,
+    /// A fixed code instead of a drawn one (hidden option, for tests and scripts).
+    pub code: Option<String>,
+    pub me: Identity,
+}
+
+/// `sealink pair CODE HOST[:PORT]`.
+#[derive(Debug)]
+pub struct JoinParams {
+    pub code: String,
+    pub dest: String,
+    pub me: Identity,
+}
+
+/// This side's payload and trust file path, read before any network traffic so that a missing
+/// key fails at once rather than after the peer has typed the code.
+fn load(me: Identity) -> Result<(Payload, PathBuf)> {
+    let public = |file: Option<PathBuf>, default: &str, kind: KeyKind| -> Result<[u8; 32]> {
+        let path = home::or_home(file, default);
+        let private = match keyfile::read_private(&path, kind) {
+            Err(KeyFileError::NotFound { .. }) => bail!(
+                "{kind} key {} does not exist: run `sealink init` first (or name one with --{})",
+                path.display(),
+                if kind == KeyKind::Host {
+                    "key"
+                } else {
+                    "owner"
+                }
+            ),
+            r => r?,
+        };
+        Ok(keyfile::public_from_private(kind, &private)?)
+    };
+    let host = public(me.key, home::HOST_KEY, KeyKind::Host)?;
+    let owner = public(me.owner, home::OWNER_KEY, KeyKind::Owner)?;
+    let name = me.name.unwrap_or_else(|| {
+        crate::keys::default_name(std::fs::read_to_string("/etc/hostname").ok(), "host")
+    });
+    if !trust::valid_name(&name) {
+        return Err(sealink_keys::TrustProblem::BadName(name).into());
+    }
+    let trust_path = home::or_home(me.trust, home::TRUST);
+    // Refuse an unreadable or insecure trust file now, not after the exchange.
+    read_trust_or_empty(&trust_path)?;
+    Ok((Payload { name, host, owner }, trust_path))
+}
+
+fn read_trust_or_empty(path: &Path) -> Result<trust::TrustFile> {
+    match sealink_keys::read_trust(path) {
+        Ok(t) => Ok(t),
+        Err(KeyFileError::NotFound { .. }) => Ok(trust::TrustFile::default()),
+        Err(KeyFileError::Io { error, .. }) if error.kind() == io::ErrorKind::NotFound => {
+            Ok(trust::TrustFile::default())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `ADDR:PORT`, or a host or address alone on [`DEFAULT_PORT`].
+fn resolve(s: &str) -> Result<SocketAddr> {
+    let with_port = if s.parse::<SocketAddr>().is_ok() {
+        s.to_owned()
+    } else if let Ok(ip) = s.parse::<IpAddr>() {
+        SocketAddr::new(ip, DEFAULT_PORT).to_string()
+    } else if s.contains(':') {
+        s.to_owned()
+    } else {
+        format!("{s}:{DEFAULT_PORT}")
+    };
+    with_port
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {s}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{s} has no address"))
+}
+
+/// Waits for one connection until `deadline` (std's accept has no timeout: poll it).
+fn accept_until(l: &TcpListener, deadline: Instant) -> Result<(TcpStream, SocketAddr)> {
+    l.set_nonblocking(true)?;
+    loop {
+        match l.accept() {
+            Ok((s, peer)) => {
+                s.set_nonblocking(false)?;
+                return Ok((s, peer));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    bail!("nobody connected before the timeout: the code is void");
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(anyhow!(e).context("accept failed")),
+        }
+    }
+}
+
+fn set_timeouts(s: &TcpStream) -> Result<()> {
+    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    s.set_write_timeout(Some(IO_TIMEOUT))?;
+    Ok(())
+}
+
+/// `sealink pair`: draws a code, serves one attempt, and exits.
+pub fn listen(p: ListenParams) -> Result<()> {
+    let (mine, trust_path) = load(p.me)?;
+    let code = match p.code {
+        Some(c) => Code::parse(&c)?,
+        None => Code::generate()?,
+    };
+    let addr = resolve(&p.listen)?;
+    let l = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+    let local = l.local_addr()?;
+    eprintln!("listening on {local} for one pairing attempt");
+    // The code alone on stdout, for scripts; the instructions on stderr.
+    crate::output::print(&format!("{}\n", code.text()))?;
+    let port = if local.port() == DEFAULT_PORT {
+        String::new()
+    } else {
+        format!(":{}", local.port())
+    };
+    eprintln!(
+        "on the other host, run:\n  sealink pair {} THIS-HOST{port}\n(the code works once and expires in {} s)",
+        code.text(),
+        p.timeout.as_secs()
+    );
+    let (mut s, peer) = accept_until(&l, Instant::now() + p.timeout)?;
+    // One attempt only: stop listening before the exchange, whatever it gives.
+    drop(l);
+    eprintln!("connection from {peer}");
+    set_timeouts(&s)?;
+    let theirs = proto::respond(&mut s, &code, &mine)?;
+    finish(&mine, &theirs, peer, &trust_path)
+}
+
+/// `sealink pair CODE HOST[:PORT]`.
+pub fn join(p: JoinParams) -> Result<()> {
+    let code = Code::parse(&p.code)?;
+    let (mine, trust_path) = load(p.me)?;
+    let addr = resolve(&p.dest)?;
+    let mut s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).with_context(|| {
+        format!(
+            "cannot connect to {addr}: is `sealink pair` waiting there? (a code works once: \
+             the listener exits after one attempt)"
+        )
+    })?;
+    set_timeouts(&s)?;
+    let theirs = proto::initiate(&mut s, &code, &mine)?;
+    finish(&mine, &theirs, addr, &trust_path)
+}
+
+/// What to do with one of the peer's keys.
+enum Plan {
+    Add,
+    /// Listed under this name with this key already.
+    Already,
+    /// This key is listed under another name: kept as it is, not listed twice.
+    OtherName(String),
+}
+
+/// Shows the fingerprints and adds the peer's keys to the trust file. Both entries are checked
+/// before either is written, so a name taken by another key adds nothing.
+fn finish(mine: &Payload, theirs: &Payload, peer: SocketAddr, trust_path: &Path) -> Result<()> {
+    eprintln!(
+        "paired with {} at {peer}\n  their host key  {}\n  their owner key {}\n  this host key   {}\n  this owner key  {}\n\
+         (the same four fingerprints show on the other host: compare them if in doubt)",
+        theirs.name,
+        fingerprint(&theirs.host),
+        fingerprint(&theirs.owner),
+        fingerprint(&mine.host),
+        fingerprint(&mine.owner),
+    );
+    let current = read_trust_or_empty(trust_path)?;
+    let name = &theirs.name;
+    let mut plans = Vec::new();
+    for (kind, key, list) in [
+        (KeyKind::Host, &theirs.host, &current.hosts),
+        (KeyKind::Owner, &theirs.owner, &current.owners),
+    ] {
+        let word = kind.trust_keyword();
+        let plan = if list.iter().any(|(n, k)| n == name && k == key) {
+            Plan::Already
+        } else if let Some((other, _)) = list.iter().find(|(_, k)| k == key) {
+            Plan::OtherName(other.clone())
+        } else if list.iter().any(|(n, _)| n == name) {
+            bail!(
+                "{}: {word} {name} is already listed with another key; nothing was added. \
+                 Remove it (`sealink trust remove {name}`) or pair again with the peer choosing \
+                 another --name",
+                trust_path.display()
+            );
+        } else {
+            Plan::Add
+        };
+        plans.push((kind, key, plan));
+    }
+    for (kind, key, plan) in plans {
+        let word = kind.trust_keyword();
+        let path = trust_path.display();
+        match plan {
+            Plan::Already => eprintln!("{path}: already trusts {word} {name} with this key"),
+            Plan::OtherName(other) => eprintln!(
+                "{path}: already trusts this {word} key as {other}; not listed again as {name}"
+            ),
+            Plan::Add => match trust::add(trust_path, kind, name, key)? {
+                trust::Added::New => eprintln!("{path}: now trusts {word} {name}"),
+                trust::Added::AlreadyTrusted => {
+                    eprintln!("{path}: already trusts {word} {name} with this key")
+                }
+            },
+        }
+    }
+    Ok(())
+}

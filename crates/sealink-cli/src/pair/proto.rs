@@ -1,0 +1,431 @@
+//! The pairing exchange over any byte stream: SPAKE2 on the code, key confirmation both ways,
+//! then each side's keys sealed. No sockets, files or clocks here; the caller gives a stream
+//! (with its own timeouts) and gets the peer's [`Payload`] or a [`PairError`].
+//!
+//! Every message is a frame `type (1 byte) | length (u16, big-endian) | body`, the body at most
+//! [`MAX_BODY`] bytes and of the exact size its type allows; anything else ends the exchange
+//! with an error, never a panic. The order (I = `sealink pair CODE HOST`, L = the listener):
+//!
+//! ```text
+//! I -> L  PAKE     version (1) | SPAKE2 message of side A (33)
+//! L -> I  PAKE     version (1) | SPAKE2 message of side B (33)
+//! L -> I  CONFIRM  HMAC-SHA-256(confirm key of L, transcript hash)       (32)
+//! I -> L  CONFIRM  HMAC-SHA-256(confirm key of I, transcript hash)       (32)
+//! I -> L  SEALED   ChaCha20-Poly1305(seal key of I, nonce 0, aad = transcript hash, payload)
+//! L -> I  SEALED   ChaCha20-Poly1305(seal key of L, nonce 0, aad = transcript hash, payload)
+//! ```
+//!
+//! The initiator sends its CONFIRM before checking the listener's, so with a wrong code both
+//! sides see a confirmation fail and say so; neither has sent a key by then.
+
+use std::io::{Read, Write};
+
+use aws_lc_rs::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use aws_lc_rs::digest::{SHA256, digest};
+use aws_lc_rs::hkdf::{HKDF_SHA256, KeyType, Salt};
+use aws_lc_rs::hmac;
+use spake2::{Ed25519Group, Identity, Password, Spake2};
+
+use super::PairError;
+use super::code::Code;
+
+/// The protocol version both PAKE messages carry.
+pub const VERSION: u8 = 1;
+/// The largest frame body either side accepts (the largest real one is a sealed payload).
+pub const MAX_BODY: usize = 256;
+/// SPAKE2 identities: fixed per role, so a message of one role cannot be reflected as the other.
+const ID_INITIATOR: &[u8] = b"sealink pair v1 initiator";
+const ID_LISTENER: &[u8] = b"sealink pair v1 listener";
+/// HKDF salt and the transcript hash's domain label.
+const SALT: &[u8] = b"sealink pair v1";
+const TRANSCRIPT: &[u8] = b"sealink pair v1 transcript";
+/// A SPAKE2 (Ed25519 group) message: side byte and a point.
+const PAKE_MSG_LEN: usize = 33;
+const MAC_LEN: usize = 32;
+const TAG_LEN: usize = 16;
+/// Payload: host key, owner key, name length, name (1 to 64 bytes).
+const PAYLOAD_MIN: usize = 32 + 32 + 1 + 1;
+const PAYLOAD_MAX: usize = 32 + 32 + 1 + sealink_keys::trust::MAX_NAME_LEN;
+
+/// Frame types.
+const T_PAKE: u8 = 1;
+const T_CONFIRM: u8 = 2;
+const T_SEALED: u8 = 3;
+
+/// Which end of the exchange this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `sealink pair CODE HOST`: connects, SPAKE2 side A.
+    Initiator,
+    /// `sealink pair`: listens, SPAKE2 side B.
+    Listener,
+}
+
+/// What each side gives the other: the name to file it under and its two public keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payload {
+    pub name: String,
+    pub host: [u8; 32],
+    pub owner: [u8; 32],
+}
+
+impl Payload {
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(PAYLOAD_MAX + TAG_LEN);
+        v.extend_from_slice(&self.host);
+        v.extend_from_slice(&self.owner);
+        // A name is checked to be at most 64 bytes before it gets here.
+        v.push(u8::try_from(self.name.len()).unwrap_or(u8::MAX));
+        v.extend_from_slice(self.name.as_bytes());
+        v
+    }
+
+    /// Parses and checks a peer's payload: a valid trust-file name and no small-order or
+    /// degenerate key (the trust file would refuse them later; here the message is clearer).
+    fn decode(b: &[u8]) -> Result<Payload, PairError> {
+        let bad = |problem: &str| PairError::Malformed {
+            stage: "in its keys",
+            problem: problem.to_owned(),
+        };
+        if !(PAYLOAD_MIN..=PAYLOAD_MAX).contains(&b.len()) {
+            return Err(bad(&format!("{} bytes of payload", b.len())));
+        }
+        let (host, rest) = b.split_at(32);
+        let (owner, rest) = rest.split_at(32);
+        let (len, name) = rest.split_at(1);
+        if usize::from(len[0]) != name.len() {
+            return Err(bad("the name's length is wrong"));
+        }
+        let name = std::str::from_utf8(name)
+            .ok()
+            .filter(|n| sealink_keys::trust::valid_name(n))
+            .ok_or_else(|| bad("the name is not 1 to 64 characters from A-Z a-z 0-9 . _ @ + -"))?;
+        let mut p = Payload {
+            name: name.to_owned(),
+            host: [0; 32],
+            owner: [0; 32],
+        };
+        p.host.copy_from_slice(host);
+        p.owner.copy_from_slice(owner);
+        if sealink_crypto::x25519_public_is_degenerate(&p.host) {
+            return Err(bad("its host key is a degenerate X25519 key"));
+        }
+        if sealink_crypto::ed25519_public_is_weak(&p.owner) {
+            return Err(bad("its owner key is a small-order Ed25519 key"));
+        }
+        Ok(p)
+    }
+}
+
+/// The keys of one exchange, from the SPAKE2 key and the transcript.
+struct Keys {
+    transcript: [u8; 32],
+    confirm_mine: hmac::Key,
+    confirm_theirs: hmac::Key,
+    seal_mine: LessSafeKey,
+    open_theirs: LessSafeKey,
+}
+
+struct Len(usize);
+
+impl KeyType for Len {
+    fn len(&self) -> usize {
+        self.0
+    }
+}
+
+impl Keys {
+    fn derive(
+        role: Role,
+        spake_key: &[u8],
+        pake_a: &[u8],
+        pake_b: &[u8],
+    ) -> Result<Keys, PairError> {
+        let mut t = Vec::with_capacity(TRANSCRIPT.len() + pake_a.len() + pake_b.len());
+        t.extend_from_slice(TRANSCRIPT);
+        t.extend_from_slice(pake_a);
+        t.extend_from_slice(pake_b);
+        let mut transcript = [0u8; 32];
+        transcript.copy_from_slice(digest(&SHA256, &t).as_ref());
+        let prk = Salt::new(HKDF_SHA256, SALT).extract(spake_key);
+        let expand = |label: &[u8]| -> Result<[u8; 32], PairError> {
+            let mut out = [0u8; 32];
+            prk.expand(&[label], Len(32))
+                .and_then(|okm| okm.fill(&mut out))
+                .map_err(|_| PairError::Crypto)?;
+            Ok(out)
+        };
+        let aead = |k: [u8; 32]| {
+            UnboundKey::new(&CHACHA20_POLY1305, &k)
+                .map(LessSafeKey::new)
+                .map_err(|_| PairError::Crypto)
+        };
+        let (mine, theirs): (&[u8], &[u8]) = match role {
+            Role::Initiator => (b"initiator", b"listener"),
+            Role::Listener => (b"listener", b"initiator"),
+        };
+        let label = |what: &[u8], who: &[u8]| [what, b" ", who].concat();
+        Ok(Keys {
+            transcript,
+            confirm_mine: hmac::Key::new(hmac::HMAC_SHA256, &expand(&label(b"confirm", mine))?),
+            confirm_theirs: hmac::Key::new(hmac::HMAC_SHA256, &expand(&label(b"confirm", theirs))?),
+            seal_mine: aead(expand(&label(b"seal", mine))?)?,
+            open_theirs: aead(expand(&label(b"seal", theirs))?)?,
+        })
+    }
+
+    fn confirm(&self) -> Vec<u8> {
+        hmac::sign(&self.confirm_mine, &self.transcript)
+            .as_ref()
+            .to_vec()
+    }
+
+    /// Constant-time check of the peer's confirmation: a mismatch means the codes differed.
+    fn check(&self, tag: &[u8]) -> Result<(), PairError> {
+        hmac::verify(&self.confirm_theirs, &self.transcript, tag)
+            .map_err(|_| PairError::CodeMismatch)
+    }
+
+    // Nonce 0 is safe: each seal key seals exactly one message, in one exchange.
+    fn seal(&self, p: &Payload) -> Result<Vec<u8>, PairError> {
+        let mut buf = p.encode();
+        self.seal_mine
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key([0; NONCE_LEN]),
+                Aad::from(&self.transcript),
+                &mut buf,
+            )
+            .map_err(|_| PairError::Crypto)?;
+        Ok(buf)
+    }
+
+    fn open(&self, sealed: &[u8]) -> Result<Payload, PairError> {
+        let mut buf = sealed.to_vec();
+        let plain = self
+            .open_theirs
+            .open_in_place(
+                Nonce::assume_unique_for_key([0; NONCE_LEN]),
+                Aad::from(&self.transcript),
+                &mut buf,
+            )
+            .map_err(|_| PairError::Tampered)?;
+        Payload::decode(plain)
+    }
+}
+
+fn io(stage: &'static str) -> impl Fn(std::io::Error) -> PairError {
+    move |error| match error.kind() {
+        std::io::ErrorKind::UnexpectedEof => PairError::Closed(stage),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => PairError::Timeout(stage),
+        _ => PairError::Io { stage, error },
+    }
+}
+
+fn write_frame<W: Write>(
+    w: &mut W,
+    t: u8,
+    body: &[u8],
+    stage: &'static str,
+) -> Result<(), PairError> {
+    let len = u16::try_from(body.len()).map_err(|_| PairError::Crypto)?;
+    let mut f = Vec::with_capacity(3 + body.len());
+    f.push(t);
+    f.extend_from_slice(&len.to_be_bytes());
+    f.extend_from_slice(body);
+    w.write_all(&f).and_then(|()| w.flush()).map_err(io(stage))
+}
+
+/// Reads one frame of type `want` whose body is `len` bytes long (an exact size, or a range).
+fn read_frame<R: Read>(
+    r: &mut R,
+    want: u8,
+    len: std::ops::RangeInclusive<usize>,
+    stage: &'static str,
+) -> Result<Vec<u8>, PairError> {
+    let mut head = [0u8; 3];
+    r.read_exact(&mut head).map_err(io(stage))?;
+    let bad = |problem: String| PairError::Malformed { stage, problem };
+    if head[0] != want {
+        return Err(bad(format!(
+            "a message of type {} where type {want} was due (not a sealink pair peer?)",
+            head[0]
+        )));
+    }
+    let n = usize::from(u16::from_be_bytes([head[1], head[2]]));
+    if n > MAX_BODY || !len.contains(&n) {
+        return Err(bad(format!("a message of {n} bytes")));
+    }
+    let mut body = vec![0u8; n];
+    r.read_exact(&mut body).map_err(io(stage))?;
+    Ok(body)
+}
+
+fn pake_body(msg: &[u8]) -> Vec<u8> {
+    [&[VERSION][..], msg].concat()
+}
+
+fn read_pake<R: Read>(r: &mut R, stage: &'static str) -> Result<Vec<u8>, PairError> {
+    // Any length up to the limit, so that another version is named rather than mis-sized.
+    let body = read_frame(r, T_PAKE, 1..=MAX_BODY, stage)?;
+    if body[0] != VERSION {
+        return Err(PairError::Version(body[0]));
+    }
+    if body.len() != 1 + PAKE_MSG_LEN {
+        return Err(PairError::Malformed {
+            stage,
+            problem: format!("a SPAKE2 message of {} bytes", body.len() - 1),
+        });
+    }
+    Ok(body)
+}
+
+fn finish(
+    spake: Spake2<Ed25519Group>,
+    their_body: &[u8],
+    stage: &'static str,
+) -> Result<Vec<u8>, PairError> {
+    spake
+        .finish(&their_body[1..])
+        .map_err(|e| PairError::Malformed {
+            stage,
+            problem: format!("SPAKE2: {e}"),
+        })
+}
+
+fn start(code: &Code, role: Role) -> (Spake2<Ed25519Group>, Vec<u8>) {
+    let pw = Password::new(code.text());
+    let (a, b) = (Identity::new(ID_INITIATOR), Identity::new(ID_LISTENER));
+    // Fresh randomness per run (OsRng): a recorded exchange replayed later meets a new
+    // listener secret, and its confirmation no longer matches.
+    match role {
+        Role::Initiator => Spake2::<Ed25519Group>::start_a(&pw, &a, &b),
+        Role::Listener => Spake2::<Ed25519Group>::start_b(&pw, &a, &b),
+    }
+}
+
+const SEALED_LEN: std::ops::RangeInclusive<usize> = PAYLOAD_MIN + TAG_LEN..=PAYLOAD_MAX + TAG_LEN;
+
+/// The initiator's side of the exchange: returns the listener's payload.
+pub fn initiate<S: Read + Write>(
+    s: &mut S,
+    code: &Code,
+    mine: &Payload,
+) -> Result<Payload, PairError> {
+    let (spake, msg) = start(code, Role::Initiator);
+    let pake_a = pake_body(&msg);
+    write_frame(s, T_PAKE, &pake_a, "sending the SPAKE2 message")?;
+    let pake_b = read_pake(s, "waiting for the listener's SPAKE2 message")?;
+    let key = finish(spake, &pake_b, "in its SPAKE2 message")?;
+    let keys = Keys::derive(Role::Initiator, &key, &pake_a, &pake_b)?;
+    let their_confirm = read_frame(
+        s,
+        T_CONFIRM,
+        MAC_LEN..=MAC_LEN,
+        "waiting for the listener's confirmation",
+    )?;
+    // Sent before checking theirs, so the listener learns of a wrong code too.
+    write_frame(s, T_CONFIRM, &keys.confirm(), "sending the confirmation")?;
+    keys.check(&their_confirm)?;
+    write_frame(s, T_SEALED, &keys.seal(mine)?, "sending this side's keys")?;
+    let sealed = read_frame(s, T_SEALED, SEALED_LEN, "waiting for the listener's keys")?;
+    keys.open(&sealed)
+}
+
+/// The listener's side of the exchange: returns the initiator's payload.
+pub fn respond<S: Read + Write>(
+    s: &mut S,
+    code: &Code,
+    mine: &Payload,
+) -> Result<Payload, PairError> {
+    let pake_a = read_pake(s, "waiting for the SPAKE2 message")?;
+    let (spake, msg) = start(code, Role::Listener);
+    let pake_b = pake_body(&msg);
+    let key = finish(spake, &pake_a, "in its SPAKE2 message")?;
+    let keys = Keys::derive(Role::Listener, &key, &pake_a, &pake_b)?;
+    write_frame(s, T_PAKE, &pake_b, "sending the SPAKE2 message")?;
+    write_frame(s, T_CONFIRM, &keys.confirm(), "sending the confirmation")?;
+    let their_confirm = read_frame(
+        s,
+        T_CONFIRM,
+        MAC_LEN..=MAC_LEN,
+        "waiting for the peer's confirmation",
+    )?;
+    keys.check(&their_confirm)?;
+    let sealed = read_frame(s, T_SEALED, SEALED_LEN, "waiting for the peer's keys")?;
+    let theirs = keys.open(&sealed)?;
+    write_frame(s, T_SEALED, &keys.seal(mine)?, "sending this side's keys")?;
+    Ok(theirs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    fn payload(name: &str, seed: u8) -> Payload {
+        // Real public keys: a degenerate or small-order one would be refused.
+        let host = sealink_crypto::kx::x25519_public_key(&[seed; 32]).unwrap();
+        let owner = sealink_crypto::sign::OwnerSigningKey::from_seed(&[seed; 32])
+            .unwrap()
+            .public_key();
+        Payload {
+            name: name.into(),
+            host,
+            owner,
+        }
+    }
+
+    fn run(code_i: &str, code_l: &str) -> (Result<Payload, PairError>, Result<Payload, PairError>) {
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        let (ci, cl) = (Code::parse(code_i).unwrap(), Code::parse(code_l).unwrap());
+        let l = std::thread::spawn(move || respond(&mut b, &cl, &payload("bee", 2)));
+        let i = initiate(&mut a, &ci, &payload("ant", 1));
+        drop(a);
+        (i, l.join().unwrap())
+    }
+
+    #[test]
+    fn same_code_exchanges_payloads() {
+        let (i, l) = run("7-guitar-ocean", "7-guitar-ocean");
+        assert_eq!(i.unwrap(), payload("bee", 2));
+        assert_eq!(l.unwrap(), payload("ant", 1));
+    }
+
+    #[test]
+    fn wrong_code_fails_on_both_sides() {
+        let (i, l) = run("7-guitar-ocean", "8-guitar-ocean");
+        assert!(matches!(i, Err(PairError::CodeMismatch)), "{i:?}");
+        assert!(matches!(l, Err(PairError::CodeMismatch)), "{l:?}");
+    }
+
+    #[test]
+    fn garbage_and_oversized_frames_are_errors_not_panics() {
+        let code = Code::parse("7-guitar-ocean").unwrap();
+        for input in [
+            vec![],
+            vec![1],
+            vec![1, 0xff, 0xff],
+            vec![9, 0, 1, 0],
+            vec![1, 0, 1, 2],
+            vec![1, 0, 2, 1, 0x41],
+            [vec![1, 0, 34, 1], vec![0x41; 33]].concat(),
+            [vec![1, 0, 34, 1, 0x42], vec![0; 32]].concat(),
+        ] {
+            let (mut a, mut b) = UnixStream::pair().unwrap();
+            a.write_all(&input).unwrap();
+            a.shutdown(std::net::Shutdown::Write).unwrap();
+            let r = respond(&mut b, &code, &payload("bee", 2));
+            assert!(r.is_err(), "{input:?}");
+        }
+        assert!(matches!(
+            Payload::decode(&[0u8; 70]),
+            Err(PairError::Malformed { .. })
+        ));
+        let mut p = payload("ant", 1).encode();
+        p[64] = 9;
+        assert!(matches!(
+            Payload::decode(&p),
+            Err(PairError::Malformed { .. })
+        ));
+    }
+}
