@@ -85,7 +85,7 @@ fn the_receiver_units_command_line_receives_a_file() {
         .map(|a| {
             a.replace("/var/lib/sealink/incoming", inbox.to_str().unwrap())
                 .replace("/etc/sealink/recv", b.to_str().unwrap())
-                .replace("0.0.0.0:7878", "127.0.0.1:0")
+                .replace("[::]:7878", "127.0.0.1:0")
         })
         .collect();
     assert!(args.iter().any(|a| a == "recv"), "{args:?}");
@@ -238,4 +238,103 @@ fn every_command_has_a_man_page_with_its_options_and_the_deb_ships_them() {
         "the .deb assets do not take every page"
     );
     assert!(pages.iter().all(|p| p.ends_with(".1")), "{pages:?}");
+}
+
+/// Issue 30's packaging items: a maintainer with an address, iproute2 declared while the
+/// tunnel runs `ip`, a prerm that stops the units, the repository URL, the tunnel unit's
+/// documentation, resolver ordering and capability bounding set, and an IPv6 listener.
+#[test]
+fn the_package_declares_what_it_needs_and_stops_its_units() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let manifest =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    let field = |name: &str| {
+        manifest
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} = ")))
+            .unwrap_or_else(|| panic!("no {name} in Cargo.toml"))
+            .to_owned()
+    };
+    let maintainer = field("maintainer");
+    let email = maintainer
+        .split_once('<')
+        .and_then(|(_, r)| r.split_once('>'))
+        .map(|(e, _)| e)
+        .unwrap_or_default();
+    assert!(
+        email.contains('@') && email.contains('.'),
+        "no address in {maintainer}"
+    );
+    assert!(field("depends").contains("iproute2"), "{manifest}");
+    assert_eq!(field("repository.workspace"), "true");
+    let workspace = fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    assert!(
+        workspace
+            .lines()
+            .any(|l| l.starts_with("repository = \"https://")),
+        "no repository URL in the workspace"
+    );
+
+    let prerm = fs::read_to_string(root.join("contrib/debian/prerm")).unwrap();
+    assert!(prerm.starts_with("#!/bin/sh\n"), "{prerm}");
+    assert!(
+        prerm.contains("systemctl stop sealink-recv.service 'sealink@*.service'"),
+        "{prerm}"
+    );
+    assert!(prerm.contains("#DEBHELPER#"), "{prerm}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &fs::metadata(root.join("contrib/debian/prerm"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o111, 0o111, "prerm is not executable");
+    if Command::new("sh")
+        .arg("-n")
+        .arg(root.join("contrib/debian/prerm"))
+        .status()
+        .is_ok_and(|s| !s.success())
+    {
+        panic!("prerm is not valid sh");
+    }
+
+    let unit = fs::read_to_string(contrib().join("sealink@.service")).unwrap();
+    let values = |key: &str| -> Vec<String> {
+        unit.lines()
+            .filter_map(|l| l.strip_prefix(&format!("{key}=")))
+            .flat_map(|v| v.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+            .collect()
+    };
+    for doc in ["man:sealink(1)", "man:sealink-up(1)"] {
+        assert!(values("Documentation").iter().any(|d| d == doc), "{unit}");
+    }
+    assert!(
+        values("After").iter().any(|d| d == "nss-lookup.target"),
+        "{unit}"
+    );
+    assert!(
+        values("Wants").iter().any(|d| d == "nss-lookup.target"),
+        "{unit}"
+    );
+    let caps = values("CapabilityBoundingSet");
+    // What `up` needs to set up and then drop to its user (crates/sealink-tunnel/src/privs.rs).
+    for cap in ["CAP_NET_ADMIN", "CAP_SETUID", "CAP_SETGID"] {
+        assert!(caps.iter().any(|c| c == cap), "{cap} missing from {caps:?}");
+    }
+    // Every page the units name is written by `sealink man --dir`.
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args(["man", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    for doc in values("Documentation") {
+        let page = doc.trim_start_matches("man:").replace("(1)", ".1");
+        assert!(dir.path().join(&page).exists(), "{doc}: no {page}");
+    }
+
+    // The receiver listens on IPv6 (one dual-stack socket).
+    let args = recv_exec_start();
+    let at = args.iter().position(|a| a == "--listen").expect("--listen");
+    assert_eq!(args[at + 1], "[::]:7878", "{args:?}");
 }
