@@ -1,4 +1,4 @@
-//! `$SEALINK_HOME`: where keys and the trust file live unless a command names them.
+//! Where keys and the trust file live unless a command names them ([`home`]).
 
 use std::path::PathBuf;
 
@@ -9,14 +9,27 @@ pub const OWNER_KEY: &str = "owner.key";
 /// The trust file in the home directory.
 pub const TRUST: &str = "trust";
 
-/// `$SEALINK_HOME`, else `~/.sealink` (`./.sealink` without `$HOME`).
+/// Where keys and trust live: `$SEALINK_HOME`; else `~/.sealink` if it exists (where sealink kept
+/// them before it followed the XDG base directories, so an existing set-up keeps working); else
+/// `$XDG_CONFIG_HOME/sealink` (by default `~/.config/sealink`). Without a home directory at all:
+/// `./.sealink`.
 pub fn home() -> PathBuf {
     if let Some(h) = std::env::var_os("SEALINK_HOME") {
         return PathBuf::from(h);
     }
-    std::env::var_os("HOME")
-        .map_or_else(|| PathBuf::from("."), PathBuf::from)
-        .join(".sealink")
+    let Some(user_home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+        return PathBuf::from(".").join(".sealink");
+    };
+    let legacy = PathBuf::from(user_home).join(".sealink");
+    // `symlink_metadata`: a link named ~/.sealink counts as a set-up the user made.
+    if legacy.symlink_metadata().is_ok() {
+        return legacy;
+    }
+    use etcetera::BaseStrategy as _;
+    match etcetera::choose_base_strategy() {
+        Ok(dirs) => dirs.config_dir().join("sealink"),
+        Err(_) => legacy,
+    }
 }
 
 /// `p` if given, else `file` in [`home`].
