@@ -1883,7 +1883,7 @@ fn flush_run(sh: &mut Shared, run: &mut Option<Messages>) {
 }
 
 fn limits(sh: &Shared) -> Limits {
-    sh.cfg.limits()
+    sh.cfg.limits
 }
 
 fn sendable(s: &Session, sh: &Shared, now: Time) -> bool {

@@ -56,14 +56,10 @@ pub struct Config {
     pub handshake_timeout: Duration,
     /// Initiations sent before giving up on a peer (its queued messages become undeliverable).
     pub handshake_attempts: u32,
-    /// Start a new handshake after this many datagrams on a session...
-    pub rekey_after_messages: u64,
-    /// ...or this long after it was established.
-    pub rekey_after_time: Duration,
-    /// Never send on a session past this count (a counter is never reused)...
-    pub reject_after_messages: u64,
-    /// ...or past this age.
-    pub reject_after_time: Duration,
+    /// When a session is replaced (a new handshake after a count of datagrams or an age) and
+    /// when it is never sent on again (a counter is never reused): the one limits type the
+    /// tunnel's config uses too, checked by [`Limits::validate`].
+    pub limits: Limits,
     /// How long the previous session keeps opening datagrams after a rekey.
     pub keep_previous: Duration,
     /// RTT assumed before the first sample.
@@ -95,10 +91,12 @@ impl Default for Config {
             ack_every_messages: 256,
             handshake_timeout: Duration::from_secs(1),
             handshake_attempts: 20,
-            rekey_after_messages: 1 << 48,
-            rekey_after_time: Duration::from_secs(120),
-            reject_after_messages: u64::MAX - (1 << 16),
-            reject_after_time: Duration::from_secs(180),
+            limits: Limits {
+                rekey_after_messages: 1 << 48,
+                rekey_after_time: Duration::from_secs(120),
+                reject_after_messages: u64::MAX - (1 << 16),
+                reject_after_time: Duration::from_secs(180),
+            },
             keep_previous: Duration::from_secs(10),
             initial_rtt: Duration::from_millis(100),
             min_rto: Duration::from_millis(20),
@@ -110,16 +108,6 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The session limits these settings give.
-    pub fn limits(&self) -> Limits {
-        Limits {
-            rekey_after_time: self.rekey_after_time,
-            rekey_after_messages: self.rekey_after_messages,
-            reject_after_time: self.reject_after_time,
-            reject_after_messages: self.reject_after_messages,
-        }
-    }
-
     /// Room for frames in one datagram.
     pub fn max_body(&self) -> usize {
         self.max_datagram - HEADER_LEN - self.suite_overhead()
@@ -161,7 +149,7 @@ impl Config {
         if self.message_window < 16 || self.message_window > 1 << 20 {
             return bad("message_window must be within 16..=2^20");
         }
-        self.limits().validate()?;
+        self.limits.validate()?;
         if self.max_transmissions == 0
             || self.handshake_attempts == 0
             || self.ack_every == 0

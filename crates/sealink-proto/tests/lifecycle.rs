@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::*;
+use sealink_proto::session::Limits;
 use sealink_proto::sim::{LinkConfig, Pair};
 use sealink_proto::wire::{Header, parse_header};
 use sealink_proto::{
@@ -24,10 +25,12 @@ fn delivered(ev: &[(Time, Event)]) -> Vec<Vec<u8>> {
 #[test]
 fn rekeys_by_count_and_time_without_losing_or_reusing() {
     let cfg = Config {
-        rekey_after_messages: 30,
-        reject_after_messages: 60,
-        rekey_after_time: Duration::from_secs(2),
-        reject_after_time: Duration::from_secs(4),
+        limits: Limits {
+            rekey_after_messages: 30,
+            reject_after_messages: 60,
+            rekey_after_time: Duration::from_secs(2),
+            reject_after_time: Duration::from_secs(4),
+        },
         keep_previous: Duration::from_secs(1),
         ..Config::default()
     };

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use proptest::prelude::*;
+use sealink_proto::session::Limits;
 use sealink_proto::sim::{LinkConfig, Side};
 use sealink_proto::wire::{self, Frame, Frames, HEADER_LEN};
 use sealink_proto::{
@@ -71,8 +72,11 @@ fn visible_msgs(d: &[u8]) -> Vec<(u64, Vec<u8>)> {
 
 fn rekeying() -> Config {
     Config {
-        rekey_after_time: Duration::from_secs(2),
-        reject_after_time: Duration::from_secs(4),
+        limits: Limits {
+            rekey_after_time: Duration::from_secs(2),
+            reject_after_time: Duration::from_secs(4),
+            ..Config::default().limits
+        },
         keep_previous: Duration::from_secs(1),
         ..Config::default()
     }

@@ -55,7 +55,7 @@
 //! initiator's first datagram on it proves the initiator holds the keys). A handshake starts on
 //! the first packet for a peer without a usable session, is retried every
 //! [`TunnelConfig::handshake_timeout`], and is repeated when the current session is older than
-//! [`TunnelConfig::rekey_after_time`] or has sealed [`TunnelConfig::rekey_after_messages`].
+//! `rekey_after_time` or has sealed `rekey_after_messages` ([`TunnelConfig::limits`]).
 //! Handshake initiations pass the [`HandshakeGuard`] (mac1, flood limits, and under load a
 //! cookie reply unless mac2 proves the source address) before any public-key work; see
 //! [`crate::cookie`].
@@ -155,11 +155,9 @@ pub struct TunnelConfig {
     pub handshake_timeout: Duration,
     /// Initiations sent before the packets waiting for that peer are dropped.
     pub handshake_attempts: u32,
-    pub rekey_after_time: Duration,
-    pub rekey_after_messages: u64,
-    /// A session is neither sent on nor opened past this age or count.
-    pub reject_after_time: Duration,
-    pub reject_after_messages: u64,
+    /// When a session is replaced, and past which age or count it is neither sent on nor
+    /// opened (the channel's `Config` uses the same type).
+    pub limits: Limits,
     /// Packets held per peer while its handshake is under way.
     pub staged_packets: usize,
     pub limiter: LimiterConfig,
@@ -175,10 +173,12 @@ impl Default for TunnelConfig {
             piggyback: PiggybackPolicy::default(),
             handshake_timeout: Duration::from_secs(1),
             handshake_attempts: 20,
-            rekey_after_time: Duration::from_secs(120),
-            rekey_after_messages: 1 << 60,
-            reject_after_time: Duration::from_secs(180),
-            reject_after_messages: u64::MAX - (1 << 16),
+            limits: Limits {
+                rekey_after_time: Duration::from_secs(120),
+                rekey_after_messages: 1 << 60,
+                reject_after_time: Duration::from_secs(180),
+                reject_after_messages: u64::MAX - (1 << 16),
+            },
             staged_packets: 128,
             limiter: LimiterConfig::default(),
             index_seed: 0x5EA1_1CC5,
@@ -187,16 +187,6 @@ impl Default for TunnelConfig {
 }
 
 impl TunnelConfig {
-    /// The session limits these settings give.
-    pub fn limits(&self) -> Limits {
-        Limits {
-            rekey_after_time: self.rekey_after_time,
-            rekey_after_messages: self.rekey_after_messages,
-            reject_after_time: self.reject_after_time,
-            reject_after_messages: self.reject_after_messages,
-        }
-    }
-
     /// Checks the bounds the core relies on.
     pub fn validate(&self) -> Result<(), crate::Error> {
         let bad = |m: &str| Err(crate::Error::Config(m.to_owned()));
@@ -218,7 +208,7 @@ impl TunnelConfig {
         if self.handshake_attempts == 0 || self.handshake_timeout.is_zero() {
             return bad("handshake attempts and timeout must be positive");
         }
-        self.limits().validate()
+        self.limits.validate()
     }
 }
 
@@ -622,7 +612,7 @@ impl Tunnel {
     }
 
     fn limits(&self) -> Limits {
-        self.cfg.limits()
+        self.cfg.limits
     }
 
     fn sendable(&self, s: &Session, now: Time) -> bool {
