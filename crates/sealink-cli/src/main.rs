@@ -19,7 +19,7 @@ use tracing_subscriber::filter::LevelFilter;
 
 use anyhow::{Context, Result};
 use sealink_keys::KeyKind;
-use sealink_lab::cli::{BenchCommand, DemoArgs, RelayArgs, parse_suite};
+use sealink_lab::cli::{BenchCommand, DemoArgs, RelayArgs};
 use sealink_lab::{error, output};
 
 #[derive(Debug, Parser)]
@@ -476,7 +476,7 @@ struct SendArgs {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     streams: Option<u16>,
     /// Suite (aes128-gcm, aes256-gcm, chacha20-poly1305)
-    #[arg(long, default_value = "aes128-gcm", value_parser = parse_suite)]
+    #[arg(long, default_value = "aes128-gcm", value_parser = SuiteId::parse_modern)]
     suite: SuiteId,
     /// Authenticate only: data travels in clear, every record still carries a tag
     #[arg(long)]

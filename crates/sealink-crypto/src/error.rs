@@ -21,6 +21,9 @@ pub enum CryptoError {
     /// A legacy (insecure) suite was requested without the explicit opt-in.
     #[error("suite {0} is insecure and only usable with the explicit insecure-legacy opt-in")]
     LegacyRefused(&'static str),
+    /// A legacy suite named where only the modern ones are offered ([`crate::SuiteId::parse_modern`]).
+    #[error("suite {0} is a legacy lab suite; choose aes128-gcm, aes256-gcm or chacha20-poly1305")]
+    NotModern(&'static str),
     /// An unknown suite name or id.
     #[error("unknown suite {0:?}")]
     UnknownSuite(String),

@@ -119,6 +119,15 @@ impl SuiteId {
             .find(|s| s.name().eq_ignore_ascii_case(name))
             .ok_or_else(|| CryptoError::UnknownSuite(name.to_owned()))
     }
+    /// Parses the name of one of the modern (AEAD) suites, as a command line takes it (trimmed,
+    /// case-insensitive); a legacy suite is refused: those exist only for the lab's reruns.
+    pub fn parse_modern(name: &str) -> Result<Self, CryptoError> {
+        let suite = SuiteId::from_name(name.trim())?;
+        if suite.is_legacy() {
+            return Err(CryptoError::NotModern(suite.name()));
+        }
+        Ok(suite)
+    }
     pub fn from_u8(v: u8) -> Option<Self> {
         SuiteId::ALL.into_iter().find(|s| *s as u8 == v)
     }
@@ -778,6 +787,26 @@ impl PacketKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_modern_takes_the_aead_suites_only() {
+        assert_eq!(
+            SuiteId::parse_modern(" AES128-gcm "),
+            Ok(SuiteId::Aes128Gcm)
+        );
+        assert_eq!(
+            "chacha20-poly1305".parse::<SuiteId>(),
+            Ok(SuiteId::ChaCha20Poly1305)
+        );
+        assert_eq!(
+            SuiteId::parse_modern("legacy-3des-cbc-hmac-md5"),
+            Err(CryptoError::NotModern("legacy-3des-cbc-hmac-md5"))
+        );
+        assert!(matches!(
+            SuiteId::parse_modern("rot13"),
+            Err(CryptoError::UnknownSuite(_))
+        ));
+    }
 
     #[test]
     fn packet_key_is_send_sync() {

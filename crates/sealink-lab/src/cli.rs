@@ -456,13 +456,7 @@ fn parse_size(s: &str) -> Result<usize, String> {
 
 /// A suite by name, the legacy lab suites refused; `sealink send --suite` uses it too.
 pub fn parse_suite(s: &str) -> Result<SuiteId, String> {
-    let suite = SuiteId::from_name(s.trim()).map_err(|e| e.to_string())?;
-    if suite.is_legacy() {
-        return Err(format!(
-            "{suite} is a legacy lab suite; choose from aes128-gcm, aes256-gcm, chacha20-poly1305"
-        ));
-    }
-    Ok(suite)
+    SuiteId::parse_modern(s).map_err(|e| e.to_string())
 }
 
 /// Runs `sealink bench ...`. Its own checks of the arguments fail as [`crate::Error::Usage`].
