@@ -209,28 +209,29 @@ pub(crate) fn fire_all(hooks: Vec<Armed>) {
     }
 }
 
-const ROUTE_HELPER: &str = "trap '' INT TERM HUP
-while read -r op net; do
-  case \"$op\" in add|del) ;; *) exit 1 ;; esac
-  if out=$(ip route \"$op\" \"$net\" dev \"$1\" 2>&1); then echo ok
-  else printf 'error %s\\n' \"$(printf %s \"$out\" | tr '\\n' ' ')\"; fi
-done";
-
-/// The route helper (see the module documentation); it exits when dropped (its stdin closes).
-pub(crate) struct RouteHelper {
+/// A root shell started during set-up that runs one fixed script, reading requests on its stdin
+/// and answering one line each on its stdout: the shape both the route helper and the
+/// privileged helper share. It exits when dropped (its stdin closes).
+struct ShellHelper {
     _child: Child,
     stdin: ChildStdin,
     answers: BufReader<ChildStdout>,
 }
 
-impl RouteHelper {
-    pub(crate) fn start(ifname: &str) -> std::io::Result<Self> {
+impl ShellHelper {
+    /// `/bin/sh -c SCRIPT NAME ARGS...` in its own process group (a Ctrl-C meant for the tunnel
+    /// does not reach it), under the tunnel's umask.
+    fn start<I, A>(script: &str, name: &str, args: I) -> std::io::Result<Self>
+    where
+        I: IntoIterator<Item = A>,
+        A: AsRef<std::ffi::OsStr>,
+    {
         let _umask = crate::UMASK.lock().unwrap_or_else(|e| e.into_inner());
         let mut child = Command::new("/bin/sh")
             .arg("-c")
-            .arg(ROUTE_HELPER)
-            .arg("sealink-routes")
-            .arg(ifname)
+            .arg(script)
+            .arg(name)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -244,11 +245,44 @@ impl RouteHelper {
             .stdout
             .take()
             .ok_or_else(|| std::io::Error::other("no stdout"))?;
-        Ok(RouteHelper {
+        Ok(ShellHelper {
             _child: child,
             stdin,
             answers: BufReader::new(stdout),
         })
+    }
+
+    /// Sends one request line and reads the answer line into `line`; `who` names the helper in
+    /// errors.
+    fn ask(&mut self, request: &str, who: &str, line: &mut String) -> Result<(), String> {
+        writeln!(self.stdin, "{request}").map_err(|e| format!("{who}: {e}"))?;
+        self.read_answer(who, line)
+    }
+
+    /// Reads one more answer line (a request may have several).
+    fn read_answer(&mut self, who: &str, line: &mut String) -> Result<(), String> {
+        line.clear();
+        match self.answers.read_line(line) {
+            Ok(0) => Err(format!("the {who} exited")),
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("{who}: {e}")),
+        }
+    }
+}
+
+const ROUTE_HELPER: &str = "trap '' INT TERM HUP
+while read -r op net; do
+  case \"$op\" in add|del) ;; *) exit 1 ;; esac
+  if out=$(ip route \"$op\" \"$net\" dev \"$1\" 2>&1); then echo ok
+  else printf 'error %s\\n' \"$(printf %s \"$out\" | tr '\\n' ' ')\"; fi
+done";
+
+/// The route helper (see the module documentation); it exits when dropped (its stdin closes).
+pub(crate) struct RouteHelper(ShellHelper);
+
+impl RouteHelper {
+    pub(crate) fn start(ifname: &str) -> std::io::Result<Self> {
+        ShellHelper::start(ROUTE_HELPER, "sealink-routes", [ifname]).map(RouteHelper)
     }
 
     /// `ip route add|del NET dev IFNAME` through the helper.
@@ -258,17 +292,16 @@ impl RouteHelper {
         net: sealink_proto::tunnel::IpNet,
     ) -> Result<(), String> {
         let op = if add { "add" } else { "del" };
-        writeln!(self.stdin, "{op} {net}").map_err(|e| format!("route helper: {e}"))?;
         let mut line = String::new();
-        match self.answers.read_line(&mut line) {
-            Ok(0) => Err("route helper exited".into()),
-            Ok(_) if line.trim() == "ok" => Ok(()),
-            Ok(_) => Err(format!(
-                "`ip route {op} {net}` failed: {}",
-                line.trim().trim_start_matches("error ").trim()
-            )),
-            Err(e) => Err(format!("route helper: {e}")),
+        self.0
+            .ask(&format!("{op} {net}"), "route helper", &mut line)?;
+        if line.trim() == "ok" {
+            return Ok(());
         }
+        Err(format!(
+            "`ip route {op} {net}` failed: {}",
+            line.trim().trim_start_matches("error ").trim()
+        ))
     }
 }
 
@@ -313,11 +346,7 @@ pub(crate) struct Fetched {
 /// reading the config file and the host key again on a reload (both usually root's, 0600),
 /// and removing the control socket from its root-owned 0700 directory at exit. Started during
 /// set-up like the route helper, for fixed paths; it exits when dropped (its stdin closes).
-pub(crate) struct PrivHelper {
-    _child: Child,
-    stdin: ChildStdin,
-    answers: BufReader<ChildStdout>,
-}
+pub(crate) struct PrivHelper(ShellHelper);
 
 impl PrivHelper {
     pub(crate) fn start(
@@ -325,55 +354,31 @@ impl PrivHelper {
         config: Option<&std::path::Path>,
         key: &std::path::Path,
     ) -> std::io::Result<Self> {
-        let _umask = crate::UMASK.lock().unwrap_or_else(|e| e.into_inner());
-        let mut child = Command::new("/bin/sh")
-            .arg("-c")
-            .arg(PRIV_HELPER)
-            .arg("sealink-priv")
-            .arg(socket)
-            .arg(config.unwrap_or(std::path::Path::new("")))
-            .arg(key)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()?;
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| std::io::Error::other("no stdin"))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| std::io::Error::other("no stdout"))?;
-        Ok(PrivHelper {
-            _child: child,
-            stdin,
-            answers: BufReader::new(stdout),
-        })
+        let config = config.unwrap_or(std::path::Path::new(""));
+        ShellHelper::start(PRIV_HELPER, "sealink-priv", [socket, config, key]).map(PrivHelper)
     }
 
-    fn answer(&mut self) -> Result<zeroize::Zeroizing<String>, String> {
+    /// One answer line, wiped on drop: it may hold the private key.
+    fn answer(&mut self, request: Option<&str>) -> Result<zeroize::Zeroizing<String>, String> {
+        const WHO: &str = "privileged helper";
         let mut line = zeroize::Zeroizing::new(String::new());
-        match self.answers.read_line(&mut line) {
-            Ok(0) => Err("the privileged helper exited".into()),
-            Ok(_) => Ok(line),
-            Err(e) => Err(format!("privileged helper: {e}")),
+        match request {
+            Some(r) => self.0.ask(r, WHO, &mut line)?,
+            None => self.0.read_answer(WHO, &mut line)?,
         }
+        Ok(line)
     }
 
     /// The config file and the key file, as root reads them.
     pub(crate) fn read(&mut self) -> Result<(Fetched, Fetched), String> {
-        writeln!(self.stdin, "read").map_err(|e| format!("privileged helper: {e}"))?;
-        let config = parse_fetched(&self.answer()?);
-        let key = parse_fetched(&self.answer()?);
+        let config = parse_fetched(&self.answer(Some("read"))?);
+        let key = parse_fetched(&self.answer(None)?);
         Ok((config?, key?))
     }
 
     /// Removes the control socket, and its directory if nothing else is left in it.
     pub(crate) fn unlink(&mut self) -> Result<(), String> {
-        writeln!(self.stdin, "unlink").map_err(|e| format!("privileged helper: {e}"))?;
-        let line = self.answer()?;
+        let line = self.answer(Some("unlink"))?;
         match line.trim() {
             "ok" => Ok(()),
             other => Err(other.trim_start_matches("error ").to_owned()),
