@@ -198,7 +198,20 @@ pub fn reload(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
 }
 
 pub fn down(name: &str, run_dir: Option<PathBuf>) -> Result<()> {
-    let answer = control::request(&RunDir::new(run_dir), name, "down", Duration::from_secs(30))?;
+    let run_dir = RunDir::new(run_dir);
+    let answer = match control::request(&run_dir, name, "down", Duration::from_secs(30)) {
+        Ok(a) => a,
+        // Killed together with its cleanup shell: what a full tunnel left in the routing
+        // policy is undone here.
+        Err(e @ TunnelError::NotRunning(_)) => {
+            if sealink_tunnel::policy::clean_stale(&run_dir.dir(), name)? {
+                eprintln!("down: {name} was not running; removed the full-tunnel rules it left");
+                return Ok(());
+            }
+            return Err(e.into());
+        }
+        Err(e) => return Err(e.into()),
+    };
     if answer.trim() != "down" {
         bail!("tunnel {name} did not confirm it stopped: {answer:?}");
     }

@@ -1127,3 +1127,141 @@ fn untrusted_handshake_is_logged_at_info_once() {
         lab.show(1)
     );
 }
+
+/// The full-tunnel rules in namespace `side` (those naming table 51820, and main's suppressing
+/// rule).
+fn full_tunnel_rules(lab: &Lab, side: usize) -> Vec<String> {
+    ok("ip", &["-n", &lab.ns[side], "-4", "rule", "show"])
+        .lines()
+        .filter(|l| l.contains("lookup 51820") || l.contains("suppress_prefixlength"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits up to 5 s for the full-tunnel rules of `side` to go.
+fn rules_go(lab: &Lab, side: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = full_tunnel_rules(lab, side);
+        if r.is_empty() || Instant::now() > deadline {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `allowed_ips = ["0.0.0.0/0"]` on A: everything A sends goes through the tunnel, its own
+/// datagrams to B excepted (fwmark policy routing), and the LAN's own routes stay. The rules are
+/// undone on `down`, when the tunnel is killed, and by `down` after both the tunnel and its
+/// cleanup shell were killed.
+#[test]
+fn full_tunnel_routes_everything_but_its_own_datagrams() {
+    let Some(mut lab) = Lab::new("f") else { return };
+    assert!(have("ping"), "ping is needed for this test");
+    // "The internet" behind B: an address A has no route to except through the tunnel.
+    ok(
+        "ip",
+        &[
+            "-n",
+            &lab.ns[1],
+            "addr",
+            "add",
+            "198.18.0.1/32",
+            "dev",
+            "lo",
+        ],
+    );
+    let ping = |lab: &Lab, to: &str| lab.exec(0, &["ping", "-c", "2", "-i", "0.2", "-W", "5", to]);
+    assert!(
+        !ping(&lab, "198.18.0.1").status.success(),
+        "reachable before the tunnel"
+    );
+    let cfgs = lab.write_configs_full("", [", \"0.0.0.0/0\"", ""]);
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    let rules = full_tunnel_rules(&lab, 0);
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.contains("not from all fwmark 0xca6c lookup 51820")),
+        "{rules:?}"
+    );
+    let before = lab.peer_bytes(0, "tx_bytes");
+    let o = ping(&lab, "198.18.0.1");
+    assert!(
+        o.status.success(),
+        "ping through the full tunnel failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        lab.peer_bytes(0, "tx_bytes") > before,
+        "the pings did not go through the tunnel"
+    );
+    // The LAN keeps its route (main's /24 is not suppressed), and the tunnel's own datagrams
+    // kept theirs: the handshake and the pings above crossed the veth.
+    assert!(
+        ping(&lab, "10.201.0.2").status.success(),
+        "the LAN is unreachable"
+    );
+    let record = lab.run_dir.read_dir().unwrap().flatten().find_map(|d| {
+        let p = d.path().join(format!("{}.policy", lab.ifname[0]));
+        p.exists().then_some(p)
+    });
+    let record = record.expect("the rules are recorded in the run directory");
+
+    // Killed: the cleanup shell undoes the rules and removes the record.
+    let mut child = lab.children[0].take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        rules_go(&lab, 0),
+        Vec::<String>::new(),
+        "rules left after a kill"
+    );
+    assert!(!record.exists(), "record left after a kill");
+    assert!(
+        !ping(&lab, "198.18.0.1").status.success(),
+        "still routed after a kill"
+    );
+
+    // Up again, then a clean down.
+    lab.up(0, &cfgs[0]);
+    assert_eq!(full_tunnel_rules(&lab, 0).len(), 2);
+    let o = lab.exec(0, &[BIN, "down", &lab.ifname[0]]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        full_tunnel_rules(&lab, 0),
+        Vec::<String>::new(),
+        "rules left after down"
+    );
+    assert!(!record.exists(), "record left after down");
+
+    // Both the tunnel and its shell gone without a trace but the record (SIGKILL to the whole
+    // service): `down` undoes what the record lists; then the rules are gone.
+    std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+    for args in [
+        "rule add table main suppress_prefixlength 0 priority 32760",
+        "rule add not fwmark 51820 table 51820 priority 32761",
+    ] {
+        let mut a = vec!["-n", &lab.ns[0], "-4"];
+        a.extend(args.split(' '));
+        ok("ip", &a);
+    }
+    std::fs::write(
+        &record,
+        "-4 rule del not fwmark 51820 table 51820 priority 32761\n\
+         -4 rule del table main suppress_prefixlength 0 priority 32760\n",
+    )
+    .unwrap();
+    let o = lab.exec(0, &[BIN, "down", &lab.ifname[0]]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("removed the full-tunnel rules"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(full_tunnel_rules(&lab, 0), Vec::<String>::new());
+    assert!(!record.exists());
+}

@@ -16,6 +16,7 @@
 //! post_down = ["a", "b"]          # a command or a list, /bin/sh -c, %i: the interface name
 //! user = "nobody"                 # the user the running tunnel switches to once set up
 //!                                 # (default "nobody"; "root" keeps uid 0, with a warning)
+//! fwmark = 51820                  # a full tunnel's mark and routing table (default 51820)
 //!
 //! [interface.piggyback]           # optional: small packets ride together
 //! enabled = true                  # default true
@@ -37,9 +38,9 @@
 //! ```
 //!
 //! `up` adds `ip route add PREFIX dev NAME` for every allowed IP prefix outside the interface's
-//! networks; the routes go away with the interface. A full tunnel (`0.0.0.0/0`, `::/0`) is
-//! refused (wg-quick's fwmark policy routing is not implemented), and so is any routed prefix
-//! that contains a peer's endpoint (the tunnel's own datagrams would loop into it).
+//! networks; the routes go away with the interface. Any routed prefix that contains a peer's
+//! endpoint is refused (the tunnel's own datagrams would loop into it). A full tunnel
+//! (`0.0.0.0/0`, `::/0`) is routed as wg-quick routes it, by policy: see [`crate::policy`].
 
 use std::io::Read as _;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
@@ -81,6 +82,7 @@ struct RawInterface {
     pre_down: Option<OneOrMany>,
     post_down: Option<OneOrMany>,
     user: Option<String>,
+    fwmark: Option<u32>,
 }
 
 /// `address = "CIDR"` or `address = ["CIDR", ...]` (and hooks: a command or a list).
@@ -179,7 +181,13 @@ pub struct Config {
     /// The user (a name in /etc/passwd) the tunnel switches to once set up, with that user's
     /// group and no supplementary groups; [`ROOT_USER`] keeps uid 0 (see [`crate::privs`]).
     pub user: String,
+    /// The mark on the tunnel's own datagrams, and the routing table of a full tunnel's default
+    /// route (both only used by a full tunnel; wg-quick's default).
+    pub fwmark: u32,
 }
+
+/// [`Config::fwmark`] when the config leaves it out (wg-quick's).
+pub const DEFAULT_FWMARK: u32 = 51820;
 
 /// The user a tunnel runs as when the config names none.
 pub const DEFAULT_USER: &str = "nobody";
@@ -289,6 +297,13 @@ impl Config {
                 ));
             }
             addresses.push(a);
+        }
+        let fwmark = i.fwmark.unwrap_or(DEFAULT_FWMARK);
+        if fwmark == 0 {
+            return Err(bad(
+                "interface.fwmark",
+                "must be within 1..=4294967295 (leave it out for the default, 51820)",
+            ));
         }
         if i.listen_port == Some(0) {
             return Err(bad(
@@ -412,18 +427,6 @@ impl Config {
                 let net = a
                     .parse::<IpNet>()
                     .map_err(|e| bad(key("allowed_ips"), format!("{a:?}: {e}")))?;
-                if net.prefix() == 0 {
-                    return Err(bad(
-                        key("allowed_ips"),
-                        format!(
-                            "{a:?}: a full tunnel is not supported: `sealink up` routes allowed \
-                             IPs through the interface, and a default route would carry the \
-                             tunnel's own datagrams to the peer into the tunnel too (wg-quick \
-                             avoids that with fwmark policy routing, which sealink does not do); \
-                             list the networks behind the peer instead"
-                        ),
-                    ));
-                }
                 allowed_ips.push(net);
             }
             peers.push(PeerConfig {
@@ -450,6 +453,7 @@ impl Config {
             endpoint_names,
             hooks,
             user,
+            fwmark,
         };
         cfg.check_routes_spare_endpoints()?;
         Ok(cfg)
@@ -470,6 +474,11 @@ impl Config {
             (a.piggyback != b.piggyback, "interface.piggyback"),
             (self.hooks != new.hooks, "interface hooks"),
             (self.user != new.user, "interface.user"),
+            (self.fwmark != new.fwmark, "interface.fwmark"),
+            (
+                self.full_tunnel() != new.full_tunnel(),
+                "a full tunnel (allowed_ips 0.0.0.0/0 or ::/0)",
+            ),
         ]
         .into_iter()
         .find_map(|(differs, key)| differs.then_some(key))
@@ -480,8 +489,21 @@ impl Config {
         self.addresses.iter().map(IfAddr::network).collect()
     }
 
+    /// Whether some peer's allowed IPs hold all of IPv4 (`0.0.0.0/0`) and all of IPv6
+    /// (`::/0`): a full tunnel for that family, routed by policy ([`crate::policy`]).
+    pub fn full_tunnel(&self) -> (bool, bool) {
+        let all = |v4: bool| {
+            self.peers
+                .iter()
+                .flat_map(|p| &p.allowed_ips)
+                .any(|n| n.prefix() == 0 && n.addr().is_ipv4() == v4)
+        };
+        (all(true), all(false))
+    }
+
     /// The routes `up` adds through the interface: every allowed IP prefix of every peer that
-    /// no network of the interface covers, once each, in config order.
+    /// no network of the interface covers, once each, in config order. Default routes are not
+    /// among them: a full tunnel is routed by policy instead.
     pub fn routes(&self) -> Vec<IpNet> {
         let own = self.networks();
         let covered = |n: &IpNet| {
@@ -490,7 +512,7 @@ impl Config {
         };
         let mut out: Vec<IpNet> = Vec::new();
         for n in self.peers.iter().flat_map(|p| &p.allowed_ips) {
-            if !covered(n) && !out.contains(n) {
+            if n.prefix() > 0 && !covered(n) && !out.contains(n) {
                 out.push(*n);
             }
         }
@@ -635,13 +657,29 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
     }
 
     #[test]
-    fn full_tunnel_and_routes_over_the_endpoint_are_refused() {
-        for all in ["0.0.0.0/0", "::/0"] {
-            let e = Config::parse(&sample().replace("fd00::/64", all)).unwrap_err();
-            let msg = e.to_string();
-            assert!(msg.contains("peer[0].allowed_ips"), "{msg}");
-            assert!(msg.contains("full tunnel"), "{msg}");
+    fn a_full_tunnel_is_routed_by_policy_not_by_a_route() {
+        let c = Config::parse(&sample()).unwrap();
+        assert_eq!(c.full_tunnel(), (false, false));
+        assert_eq!(c.fwmark, DEFAULT_FWMARK);
+        for (all, fams) in [("0.0.0.0/0", (true, false)), ("::/0", (false, true))] {
+            // The default route would contain the endpoint 10.0.0.2, but the tunnel's own
+            // datagrams are marked and routed around it: accepted.
+            let c = Config::parse(&sample().replace("fd00::/64", all)).unwrap();
+            assert_eq!(c.full_tunnel(), fams, "{all}");
+            assert!(c.routes().iter().all(|n| n.prefix() > 0), "{all}");
+            let base = Config::parse(&sample()).unwrap();
+            assert!(base.restart_needed(&c).unwrap().contains("full tunnel"));
         }
+        let c =
+            Config::parse(&sample().replace("listen_port", "fwmark = 4660\nlisten_port")).unwrap();
+        assert_eq!(c.fwmark, 4660);
+        let e =
+            Config::parse(&sample().replace("listen_port", "fwmark = 0\nlisten_port")).unwrap_err();
+        assert!(e.to_string().contains("interface.fwmark"), "{e}");
+    }
+
+    #[test]
+    fn routes_over_the_endpoint_are_refused() {
         // 10.0.0.0/8 would route the peer's endpoint 10.0.0.2 into the tunnel.
         for net in ["10.0.0.0/8", "0.0.0.0/1"] {
             let e = Config::parse(&sample().replace("fd00::/64", net)).unwrap_err();

@@ -33,6 +33,8 @@ pub enum HookKind {
     PostUp,
     PreDown,
     PostDown,
+    /// Not a hook of the config: the undo of a full tunnel's routing rules (`policy.rs`).
+    FullTunnel,
 }
 
 impl HookKind {
@@ -42,6 +44,7 @@ impl HookKind {
             HookKind::PostUp => "post_up",
             HookKind::PreDown => "pre_down",
             HookKind::PostDown => "post_down",
+            HookKind::FullTunnel => "full-tunnel cleanup",
         }
     }
 }
@@ -147,6 +150,10 @@ pub(crate) fn run_now(kind: HookKind, cmds: &[String], ifname: &str) -> Result<(
 const ARMED: &str = "trap '' INT TERM HUP; read -r go || exit 0; [ \"$go\" = go ] || exit 0; \
                      trap - INT TERM HUP; exec /bin/sh -c \"$1\"";
 
+/// As [`ARMED`], but runs `$1` also when the pipe closes without `go` (the tunnel died).
+const ARMED_ALWAYS: &str = "trap '' INT TERM HUP; read -r go; trap - INT TERM HUP; \
+                            exec /bin/sh -c \"$1\"";
+
 /// One hook started during set-up, waiting to be released (see the module documentation).
 pub(crate) struct Armed {
     kind: HookKind,
@@ -181,6 +188,25 @@ impl Armed {
             });
         }
         Ok(v)
+    }
+
+    /// One shell that runs `script` when released or when the tunnel dies, whichever comes
+    /// first: for undoing what must not outlive the tunnel (a full tunnel's rules).
+    pub(crate) fn arm_always(kind: HookKind, script: &str) -> Result<Armed, TunnelError> {
+        let (mut child, out) =
+            shell(ARMED_ALWAYS, &[script], true).map_err(|e| TunnelError::Hook {
+                hook: kind.key(),
+                cmd: script.to_owned(),
+                status: format!("could not run /bin/sh: {e}"),
+            })?;
+        let stdin = child.stdin.take();
+        Ok(Armed {
+            kind,
+            cmd: script.to_owned(),
+            child,
+            stdin,
+            out,
+        })
     }
 
     /// Releases the hook and waits for it; a failure is logged (shutdown goes on).

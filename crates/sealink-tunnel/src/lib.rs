@@ -31,6 +31,7 @@ mod datapath;
 mod error;
 pub mod hooks;
 mod netconf;
+pub mod policy;
 mod privs;
 mod reload;
 pub mod rundir;
@@ -260,9 +261,10 @@ fn data_path_shape(cfg: &Config) -> (usize, usize) {
 
 /// Binds `n` UDP sockets on the listen port (dual-stack first, else IPv4), `SO_REUSEPORT` when
 /// more than one; the kernel spreads peers over them by address.
-fn bind_udp(port: u16, n: usize) -> Result<Vec<UdpIo>, TunnelError> {
+fn bind_udp(port: u16, n: usize, mark: Option<u32>) -> Result<Vec<UdpIo>, TunnelError> {
     let opts = UdpOptions {
         reuse_port: n > 1,
+        mark,
         ..UdpOptions::default()
     };
     let first = UdpIo::bind(SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)), &opts)
@@ -347,6 +349,7 @@ fn run_prepared(
         .map(|p| std::fs::canonicalize(&p).unwrap_or(p));
     // Left behind by a process that did not exit cleanly.
     let _ = std::fs::remove_file(&sock_path);
+    policy::clean_stale(&run_dir.dir(), &cfg.name)?;
 
     let mut core_cfg = cfg.core.clone();
     core_cfg.index_seed = rand_seed();
@@ -368,7 +371,9 @@ fn run_prepared(
     for net in cfg.routes() {
         netconf::add_route(&cfg.name, net)?;
     }
-    let udp = bind_udp(cfg.listen_port, queues)?;
+    let (full_v4, full_v6) = cfg.full_tunnel();
+    let full = full_v4 || full_v6;
+    let udp = bind_udp(cfg.listen_port, queues, full.then_some(cfg.fwmark))?;
     let listen = udp[0]
         .local_addr()
         .unwrap_or(SocketAddr::from((Ipv6Addr::UNSPECIFIED, cfg.listen_port)));
@@ -385,6 +390,18 @@ fn run_prepared(
         .set_nonblocking(true)
         .map_err(io("control socket"))?;
     let intr = InterruptEvent::new().map_err(io("interrupt event"))?;
+    // Before post_up, as wg-quick: hooks see the tunnel's routing in place.
+    let full_tunnel = if full {
+        match policy::install(&run_dir.dir(), &cfg.name, cfg.fwmark, full_v4, full_v6) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                let _ = std::fs::remove_file(&sock_path);
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
     // With the privileges of `up`: post_up, and the down hooks and route helper armed now
     // (they run later, when the tunnel itself holds none).
     let armed =
@@ -398,6 +415,9 @@ fn run_prepared(
         Ok(a) => a,
         Err(e) => {
             let _ = std::fs::remove_file(&sock_path);
+            if let Some(a) = full_tunnel {
+                a.fire();
+            }
             return Err(e);
         }
     };
@@ -418,6 +438,9 @@ fn run_prepared(
     // the configured user.
     if let Err(e) = privs::drop_all(account.as_ref()) {
         let _ = std::fs::remove_file(&sock_path);
+        if let Some(a) = full_tunnel {
+            a.fire();
+        }
         return Err(e);
     }
     if let Some(a) = &account {
@@ -535,6 +558,9 @@ fn run_prepared(
         routes, privileged, ..
     } = ctl;
     drop(routes);
+    if let Some(a) = full_tunnel {
+        a.fire();
+    }
     hooks::fire_all(post_down);
     drop(listener);
     // A socket left behind lists the tunnel as running (`control::running`) until the next

@@ -38,6 +38,9 @@ pub struct UdpOptions {
     /// spare: a datagram that arrives meanwhile is taken without a wake-up, which the sending
     /// CPU pays for (an inter-processor interrupt, and a VM exit on a virtual machine).
     pub busy_poll: Duration,
+    /// `SO_MARK` (needs CAP_NET_ADMIN): a full tunnel marks its own datagrams so that policy
+    /// routing sends them around the tunnel, not into it.
+    pub mark: Option<u32>,
 }
 
 impl Default for UdpOptions {
@@ -47,6 +50,7 @@ impl Default for UdpOptions {
             recv_buffer: 8 << 20,
             reuse_port: false,
             busy_poll: Duration::ZERO,
+            mark: None,
         }
     }
 }
@@ -115,6 +119,9 @@ impl UdpIo {
             let _ = socket.set_only_v6(false);
         }
         set_buffers(&socket, opts);
+        if let Some(m) = opts.mark {
+            socket.set_mark(m)?;
+        }
         socket.bind(&addr.into())?;
         let state = UdpSocketState::new(UdpSockRef::from(&socket))?;
         socket.set_nonblocking(true)?;
