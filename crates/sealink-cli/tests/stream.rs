@@ -111,7 +111,7 @@ fn untrusted_owner_is_refused() {
 }
 
 #[test]
-fn an_untrusted_host_is_logged_at_info_once_with_its_key() {
+fn an_untrusted_host_is_logged_once_at_the_default_level_with_its_key() {
     let h = Hosts::new();
     let stranger = h.a().join("stranger.key");
     assert!(
@@ -123,7 +123,7 @@ fn an_untrusted_host_is_logged_at_info_once_with_its_key() {
     let stranger_pub = stranger_pub.split_whitespace().nth(1).unwrap().to_owned();
     let f = h.path("f");
     fs::write(&f, b"data").unwrap();
-    let (c, addr, err) = h.recv(&["-v"], Stdio::null());
+    let (c, addr, err) = h.recv(&[], Stdio::null());
     for _ in 0..3 {
         let o = h.send(&[&f], addr, &["--key", stranger.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -139,7 +139,7 @@ fn an_untrusted_host_is_logged_at_info_once_with_its_key() {
         .collect();
     assert_eq!(lines.len(), 1, "one line per 10 s: {log}");
     assert!(
-        lines[0].contains("INFO")
+        lines[0].contains("WARN")
             && lines[0].contains("127.0.0.1")
             && lines[0].contains(&stranger_pub),
         "{log}"

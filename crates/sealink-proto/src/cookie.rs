@@ -381,12 +381,12 @@ impl HandshakeGuard {
         let from = src.map_or_else(|| "an unknown address".to_owned(), |a| a.to_string());
         let more = std::mem::take(unlogged);
         if more > 0 {
-            tracing::info!(
+            tracing::warn!(
                 "refused a handshake from {from}: host key {key} is not trusted ({more} more \
                  refused since the last such line)"
             );
         } else {
-            tracing::info!("refused a handshake from {from}: host key {key} is not trusted");
+            tracing::warn!("refused a handshake from {from}: host key {key} is not trusted");
         }
         true
     }

@@ -1437,12 +1437,12 @@ fn log_untrusted(peer: SocketAddr, key: &[u8; 32]) {
     last.0 = Some(now);
     let key = base64::engine::general_purpose::STANDARD.encode(key);
     if more > 0 {
-        tracing::info!(
+        tracing::warn!(
             "refused a transfer from {peer}: host key {key} is not trusted ({more} more refused \
              since the last such line)"
         );
     } else {
-        tracing::info!("refused a transfer from {peer}: host key {key} is not trusted");
+        tracing::warn!("refused a transfer from {peer}: host key {key} is not trusted");
     }
 }
 
