@@ -13,7 +13,7 @@ use crate::config::IfAddr;
 use crate::error::TunnelError;
 
 /// Runs `ip ARGS`; a failure names the command and carries what `ip` printed.
-fn ip(args: &[String]) -> Result<(), TunnelError> {
+pub(crate) fn ip(args: &[String]) -> Result<(), TunnelError> {
     let cmd = format!("ip {}", args.join(" "));
     let out = Command::new("ip")
         .args(args)

@@ -23,10 +23,9 @@
 //! undoes what it lists ([`clean_stale`]).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use crate::error::TunnelError;
 use crate::hooks::{self, HookKind};
+use crate::netconf::ip;
 
 /// Priorities of the two rules: just before the main table's own rule (32766), where the
 /// kernel would put the first rules added without one.
@@ -78,26 +77,6 @@ fn commands(ifname: &str, mark: u32, v4: bool, v6: bool) -> (Vec<Vec<String>>, V
         undo.push(suppress("del"));
     }
     (add, undo)
-}
-
-/// Runs `ip ARGS`; a failure names the command and carries what `ip` printed.
-fn ip(args: &[String]) -> Result<(), TunnelError> {
-    let cmd = format!("ip {}", args.join(" "));
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|source| TunnelError::Io {
-            what: format!("run `{cmd}` (is iproute2 installed?)"),
-            source,
-        })?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(TunnelError::Netconf {
-            cmd,
-            msg: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        })
-    }
 }
 
 /// A line of the record: `ip` arguments, only ever a rule deletion with plain words (a record
