@@ -1262,3 +1262,93 @@ fn full_tunnel_routes_everything_but_its_own_datagrams() {
     assert_eq!(full_tunnel_rules(&lab, 0), Vec::<String>::new());
     assert!(!record.exists());
 }
+
+/// `dns = [...]`: `up` hands the servers and search domains to `resolvconf -a IFNAME -m 0 -x`
+/// (wg-quick's call) and `down` removes them with `resolvconf -d IFNAME -f`; so does the
+/// cleanup shell when the tunnel is killed. The `resolvconf` here is a stand-in on PATH that
+/// records its calls: CI has neither openresolv nor systemd-resolved, and installing one would
+/// rewrite the machine's own resolver configuration.
+#[test]
+fn dns_is_set_with_resolvconf_and_removed_on_down_and_on_a_kill() {
+    let Some(mut lab) = Lab::new("d") else { return };
+    use std::os::unix::fs::PermissionsExt;
+    let bin = lab.dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let log = lab.dir.path().join("resolvconf.log");
+    let fake = bin.join("resolvconf");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\n{{ echo \"call: $*\"; if [ \"$1\" = -a ]; then cat; fi; }} >> '{}'\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let cfgs = lab.write_configs_with("dns = [\"10.202.0.2\", \"corp.example\"]");
+    // Without resolvconf, `up` stops with an error that says what to install (checked where
+    // this machine has none of its own).
+    let plain = "/usr/sbin:/usr/bin:/sbin:/bin";
+    if plain
+        .split(':')
+        .any(|d| Path::new(d).join("resolvconf").exists())
+    {
+        println!("this machine has a resolvconf: the error without one is not checked");
+    } else {
+        let rx = lab.spawn_up(1, cfgs[1].as_os_str(), &[("PATH", plain.as_ref())]);
+        let mut child = lab.children[1].take().unwrap();
+        assert!(!child.wait().unwrap().success());
+        let lines: Vec<String> = rx.iter().collect();
+        assert!(
+            lines.iter().any(|l| l.contains("install openresolv")),
+            "{lines:#?}"
+        );
+        assert!(!lines.iter().any(|l| l.contains("ERROR")), "{lines:#?}");
+        assert!(!lab.has_link(1), "the interface outlived the failed up");
+    }
+    let rx = lab.spawn_up(
+        1,
+        cfgs[1].as_os_str(),
+        &[("PATH", std::ffi::OsStr::new(&path))],
+    );
+    lab.wait_up(1, rx);
+    let ifname = lab.ifname[0].clone();
+    for round in 0..2 {
+        let rx = lab.spawn_up(
+            0,
+            cfgs[0].as_os_str(),
+            &[("PATH", std::ffi::OsStr::new(&path))],
+        );
+        lab.wait_up(0, rx);
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            text.ends_with(&format!(
+                "call: -a {ifname} -m 0 -x\nnameserver 10.202.0.2\nsearch corp.example\n"
+            )),
+            "round {round}: {text}"
+        );
+        if round == 0 {
+            let o = lab.exec(0, &[BIN, "down", &ifname]);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        } else {
+            let mut child = lab.children[0].take().unwrap();
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let want = format!("call: -d {ifname} -f\n");
+        while !std::fs::read_to_string(&log).unwrap().ends_with(&want) {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no {want:?} in {}",
+                std::fs::read_to_string(&log).unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

@@ -17,6 +17,8 @@
 //! user = "nobody"                 # the user the running tunnel switches to once set up
 //!                                 # (default "nobody"; "root" keeps uid 0, with a warning)
 //! fwmark = 51820                  # a full tunnel's mark and routing table (default 51820)
+//! dns = ["10.9.0.2", "corp.example"] # optional, as wg-quick's DNS: name servers (addresses)
+//!                                 # and search domains (names), set with `resolvconf`
 //!
 //! [interface.piggyback]           # optional: small packets ride together
 //! enabled = true                  # default true
@@ -83,6 +85,7 @@ struct RawInterface {
     post_down: Option<OneOrMany>,
     user: Option<String>,
     fwmark: Option<u32>,
+    dns: Option<OneOrMany>,
 }
 
 /// `address = "CIDR"` or `address = ["CIDR", ...]` (and hooks: a command or a list).
@@ -184,6 +187,72 @@ pub struct Config {
     /// The mark on the tunnel's own datagrams, and the routing table of a full tunnel's default
     /// route (both only used by a full tunnel; wg-quick's default).
     pub fwmark: u32,
+    /// Name servers and search domains for the interface (`dns`, wg-quick's `DNS`).
+    pub dns: Dns,
+}
+
+/// The `dns` key: name servers (addresses) and search domains (names), in config order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dns {
+    pub servers: Vec<IpAddr>,
+    pub search: Vec<String>,
+}
+
+impl Dns {
+    fn parse(items: &[String]) -> Result<Dns, TunnelError> {
+        let mut d = Dns::default();
+        for it in items {
+            let it = it.trim();
+            if let Ok(a) = it.parse::<IpAddr>() {
+                d.servers.push(a);
+            } else if valid_domain(it) {
+                d.search.push(it.to_ascii_lowercase());
+            } else {
+                return Err(bad(
+                    "interface.dns",
+                    format!("{it:?} is neither an IP address nor a domain name"),
+                ));
+            }
+        }
+        if d.servers.is_empty() && !d.search.is_empty() {
+            return Err(bad(
+                "interface.dns",
+                "search domains need at least one name server address",
+            ));
+        }
+        Ok(d)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty() && self.search.is_empty()
+    }
+
+    /// The resolv.conf lines `resolvconf` is given on its standard input.
+    pub fn resolv_conf(&self) -> String {
+        let mut out: String = self
+            .servers
+            .iter()
+            .map(|a| format!("nameserver {a}\n"))
+            .collect();
+        if !self.search.is_empty() {
+            out.push_str(&format!("search {}\n", self.search.join(" ")));
+        }
+        out
+    }
+}
+
+/// A DNS name as resolv.conf's `search` takes it: labels of 1..=63 of `[A-Za-z0-9-]`, not
+/// starting or ending with `-`, at most 253 bytes, an optional final dot.
+fn valid_domain(s: &str) -> bool {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            (1..=63).contains(&l.len())
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }
 
 /// [`Config::fwmark`] when the config leaves it out (wg-quick's).
@@ -298,6 +367,10 @@ impl Config {
             }
             addresses.push(a);
         }
+        let dns = match i.dns {
+            None => Dns::default(),
+            Some(d) => Dns::parse(&d.into_vec())?,
+        };
         let fwmark = i.fwmark.unwrap_or(DEFAULT_FWMARK);
         if fwmark == 0 {
             return Err(bad(
@@ -454,6 +527,7 @@ impl Config {
             hooks,
             user,
             fwmark,
+            dns,
         };
         cfg.check_routes_spare_endpoints()?;
         Ok(cfg)
@@ -475,6 +549,7 @@ impl Config {
             (self.hooks != new.hooks, "interface hooks"),
             (self.user != new.user, "interface.user"),
             (self.fwmark != new.fwmark, "interface.fwmark"),
+            (self.dns != new.dns, "interface.dns"),
             (
                 self.full_tunnel() != new.full_tunnel(),
                 "a full tunnel (allowed_ips 0.0.0.0/0 or ::/0)",
@@ -676,6 +751,39 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         let e =
             Config::parse(&sample().replace("listen_port", "fwmark = 0\nlisten_port")).unwrap_err();
         assert!(e.to_string().contains("interface.fwmark"), "{e}");
+    }
+
+    #[test]
+    fn dns_takes_servers_and_search_domains() {
+        let with = |d: &str| {
+            Config::parse(&sample().replace("listen_port", &format!("dns = {d}\nlisten_port")))
+        };
+        assert!(Config::parse(&sample()).unwrap().dns.is_empty());
+        let c = with(r#"["10.9.0.2", "fd00::53", "Corp.Example", "lan."]"#).unwrap();
+        assert_eq!(c.dns.servers.len(), 2);
+        assert_eq!(c.dns.search, ["corp.example", "lan."]);
+        assert_eq!(
+            c.dns.resolv_conf(),
+            "nameserver 10.9.0.2\nnameserver fd00::53\nsearch corp.example lan.\n"
+        );
+        assert_eq!(
+            with(r#""1.1.1.1""#).unwrap().dns.resolv_conf(),
+            "nameserver 1.1.1.1\n"
+        );
+        for bad in [
+            r#"["a b"]"#,
+            r#"["-x.example"]"#,
+            r#"["x;reboot"]"#,
+            r#"["corp.example"]"#,
+        ] {
+            let e = with(bad).unwrap_err().to_string();
+            assert!(e.contains("interface.dns"), "{bad}: {e}");
+        }
+        let base = Config::parse(&sample()).unwrap();
+        assert_eq!(
+            base.restart_needed(&with(r#""1.1.1.1""#).unwrap()),
+            Some("interface.dns")
+        );
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub enum HookKind {
     PostDown,
     /// Not a hook of the config: the undo of a full tunnel's routing rules (`policy.rs`).
     FullTunnel,
+    /// Not a hook of the config: the undo of the interface's DNS settings (`dns.rs`).
+    Dns,
 }
 
 impl HookKind {
@@ -45,6 +47,7 @@ impl HookKind {
             HookKind::PreDown => "pre_down",
             HookKind::PostDown => "post_down",
             HookKind::FullTunnel => "full-tunnel cleanup",
+            HookKind::Dns => "dns cleanup",
         }
     }
 }
@@ -207,6 +210,12 @@ impl Armed {
             stdin,
             out,
         })
+    }
+
+    /// Stops the shell without running its command (there is nothing to undo).
+    pub(crate) fn disarm(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Releases the hook and waits for it; a failure is logged (shutdown goes on).

@@ -28,6 +28,7 @@
 pub mod config;
 pub mod control;
 mod datapath;
+mod dns;
 mod error;
 pub mod hooks;
 mod netconf;
@@ -261,6 +262,13 @@ fn data_path_shape(cfg: &Config) -> (usize, usize) {
 
 /// Binds `n` UDP sockets on the listen port (dual-stack first, else IPv4), `SO_REUSEPORT` when
 /// more than one; the kernel spreads peers over them by address.
+/// Fires the cleanup shells, the last set up first.
+fn undo_all(mut cleanups: Vec<hooks::Armed>) {
+    while let Some(c) = cleanups.pop() {
+        c.fire();
+    }
+}
+
 fn bind_udp(port: u16, n: usize, mark: Option<u32>) -> Result<Vec<UdpIo>, TunnelError> {
     let opts = UdpOptions {
         reuse_port: n > 1,
@@ -390,18 +398,29 @@ fn run_prepared(
         .set_nonblocking(true)
         .map_err(io("control socket"))?;
     let intr = InterruptEvent::new().map_err(io("interrupt event"))?;
-    // Before post_up, as wg-quick: hooks see the tunnel's routing in place.
-    let full_tunnel = if full {
-        match policy::install(&run_dir.dir(), &cfg.name, cfg.fwmark, full_v4, full_v6) {
-            Ok(a) => Some(a),
-            Err(e) => {
-                let _ = std::fs::remove_file(&sock_path);
-                return Err(e);
-            }
+    // Before post_up, as wg-quick: hooks see the tunnel's routing and DNS in place. Each
+    // returns the shell that undoes it (fired at exit, or run when the tunnel dies).
+    let mut cleanups: Vec<hooks::Armed> = Vec::new();
+    let set_up = (|| {
+        if full {
+            cleanups.push(policy::install(
+                &run_dir.dir(),
+                &cfg.name,
+                cfg.fwmark,
+                full_v4,
+                full_v6,
+            )?);
         }
-    } else {
-        None
-    };
+        if !cfg.dns.is_empty() {
+            cleanups.push(dns::apply(&cfg.name, &cfg.dns)?);
+        }
+        Ok(())
+    })();
+    if let Err(e) = set_up {
+        let _ = std::fs::remove_file(&sock_path);
+        undo_all(cleanups);
+        return Err(e);
+    }
     // With the privileges of `up`: post_up, and the down hooks and route helper armed now
     // (they run later, when the tunnel itself holds none).
     let armed =
@@ -415,9 +434,7 @@ fn run_prepared(
         Ok(a) => a,
         Err(e) => {
             let _ = std::fs::remove_file(&sock_path);
-            if let Some(a) = full_tunnel {
-                a.fire();
-            }
+            undo_all(cleanups);
             return Err(e);
         }
     };
@@ -438,9 +455,7 @@ fn run_prepared(
     // the configured user.
     if let Err(e) = privs::drop_all(account.as_ref()) {
         let _ = std::fs::remove_file(&sock_path);
-        if let Some(a) = full_tunnel {
-            a.fire();
-        }
+        undo_all(cleanups);
         return Err(e);
     }
     if let Some(a) = &account {
@@ -558,9 +573,7 @@ fn run_prepared(
         routes, privileged, ..
     } = ctl;
     drop(routes);
-    if let Some(a) = full_tunnel {
-        a.fire();
-    }
+    undo_all(cleanups);
     hooks::fire_all(post_down);
     drop(listener);
     // A socket left behind lists the tunnel as running (`control::running`) until the next
