@@ -23,6 +23,7 @@
 //! undoes what it lists ([`clean_stale`]).
 
 use std::path::{Path, PathBuf};
+
 use crate::error::TunnelError;
 use crate::hooks::{self, HookKind};
 use crate::netconf::ip;
