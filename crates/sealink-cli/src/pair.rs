@@ -59,6 +59,10 @@ pub enum PairError {
     Version(u8),
     #[error("the peer's keys did not authenticate (altered in transit?): nothing was added")]
     Tampered,
+    #[error("{0}; the peer was told, and added nothing either")]
+    Refused(String),
+    #[error("the peer refused this host's keys (its own message says why): nothing was added")]
+    PeerRefused,
     #[error("the system's random generator failed")]
     Random,
     #[error("key derivation or encryption failed")]
@@ -213,8 +217,12 @@ pub fn listen(p: ListenParams) -> Result<()> {
     drop(l);
     eprintln!("connection from {peer}");
     set_timeouts(&s)?;
-    let theirs = proto::respond(&mut s, &code, &mine)?;
-    finish(&mine, &theirs, peer, &trust_path)
+    let mut plans = Vec::new();
+    let theirs = proto::respond(&mut s, &code, &mine, |t| {
+        plans = plan(t, &trust_path).map_err(|e| format!("{e:#}"))?;
+        Ok(())
+    })?;
+    finish(&mine, &theirs, peer, &trust_path, plans)
 }
 
 /// `sealink pair CODE HOST[:PORT]`.
@@ -229,8 +237,12 @@ pub fn join(p: JoinParams) -> Result<()> {
         )
     })?;
     set_timeouts(&s)?;
-    let theirs = proto::initiate(&mut s, &code, &mine)?;
-    finish(&mine, &theirs, addr, &trust_path)
+    let mut plans = Vec::new();
+    let theirs = proto::initiate(&mut s, &code, &mine, |t| {
+        plans = plan(t, &trust_path).map_err(|e| format!("{e:#}"))?;
+        Ok(())
+    })?;
+    finish(&mine, &theirs, addr, &trust_path, plans)
 }
 
 /// What to do with one of the peer's keys.
@@ -242,18 +254,9 @@ enum Plan {
     OtherName(String),
 }
 
-/// Shows the fingerprints and adds the peer's keys to the trust file. Both entries are checked
-/// before either is written, so a name taken by another key adds nothing.
-fn finish(mine: &Payload, theirs: &Payload, peer: SocketAddr, trust_path: &Path) -> Result<()> {
-    eprintln!(
-        "paired with {} at {peer}\n  their host key  {}\n  their owner key {}\n  this host key   {}\n  this owner key  {}\n\
-         (the same four fingerprints show on the other host: compare them if in doubt)",
-        theirs.name,
-        fingerprint(&theirs.host),
-        fingerprint(&theirs.owner),
-        fingerprint(&mine.host),
-        fingerprint(&mine.owner),
-    );
+/// What to do with each of the peer's keys, checked before either side writes anything: a
+/// name taken by another key refuses the pairing on both hosts (the verdicts, PROTOCOL §14).
+fn plan(theirs: &Payload, trust_path: &Path) -> Result<Vec<(KeyKind, [u8; 32], Plan)>> {
     let current = read_trust_or_empty(trust_path)?;
     let name = &theirs.name;
     let mut plans = Vec::new();
@@ -268,7 +271,7 @@ fn finish(mine: &Payload, theirs: &Payload, peer: SocketAddr, trust_path: &Path)
             Plan::OtherName(other.clone())
         } else if list.iter().any(|(n, _)| n == name) {
             bail!(
-                "{}: {word} {name} is already listed with another key; nothing was added. \
+                "{}: {word} {name} is already listed with another key, so nothing was added. \
                  Remove it (`sealink trust remove {name}`) or pair again with the peer choosing \
                  another --name",
                 trust_path.display()
@@ -276,8 +279,29 @@ fn finish(mine: &Payload, theirs: &Payload, peer: SocketAddr, trust_path: &Path)
         } else {
             Plan::Add
         };
-        plans.push((kind, key, plan));
+        plans.push((kind, *key, plan));
     }
+    Ok(plans)
+}
+
+/// Shows the fingerprints and carries out the plans, once both sides accepted.
+fn finish(
+    mine: &Payload,
+    theirs: &Payload,
+    peer: SocketAddr,
+    trust_path: &Path,
+    plans: Vec<(KeyKind, [u8; 32], Plan)>,
+) -> Result<()> {
+    eprintln!(
+        "paired with {} at {peer}\n  their host key  {}\n  their owner key {}\n  this host key   {}\n  this owner key  {}\n\
+         (the same four fingerprints show on the other host: compare them if in doubt)",
+        theirs.name,
+        fingerprint(&theirs.host),
+        fingerprint(&theirs.owner),
+        fingerprint(&mine.host),
+        fingerprint(&mine.owner),
+    );
+    let name = &theirs.name;
     for (kind, key, plan) in plans {
         let word = kind.trust_keyword();
         let path = trust_path.display();
@@ -286,7 +310,7 @@ fn finish(mine: &Payload, theirs: &Payload, peer: SocketAddr, trust_path: &Path)
             Plan::OtherName(other) => eprintln!(
                 "{path}: already trusts this {word} key as {other}; not listed again as {name}"
             ),
-            Plan::Add => match trust::add(trust_path, kind, name, key)? {
+            Plan::Add => match trust::add(trust_path, kind, name, &key)? {
                 trust::Added::New => eprintln!("{path}: now trusts {word} {name}"),
                 trust::Added::AlreadyTrusted => {
                     eprintln!("{path}: already trusts {word} {name} with this key")

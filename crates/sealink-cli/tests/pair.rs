@@ -272,6 +272,44 @@ fn wrong_code_fails_on_both_sides_and_writes_nothing() {
     assert!(stderr(&o).contains("bad pairing code"), "{}", stderr(&o));
 }
 
+/// Issue 30: with no final word, a side that refused the peer's keys (its trust file lists the
+/// peer's name with another key) left the other side trusting it alone. Now each side says
+/// whether it accepts before either writes: a refusal on one side adds nothing on both.
+#[test]
+fn a_refusal_on_one_side_writes_nothing_on_either() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = init(dir.path(), "a", "alice");
+    let b = init(dir.path(), "b", "bob");
+    // B already trusts another host under A's name.
+    let other = dir.path().join("other.key");
+    let o = common::run_in(&b, &["keygen", "host", other.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let pubtext = std::fs::read_to_string(dir.path().join("other.key.pub")).unwrap();
+    let key = pubtext.split_whitespace().nth(1).unwrap();
+    let mut t = trust_text(&b);
+    t.push_str(&format!("host a {key}\n"));
+    std::fs::write(b.join("trust"), t).unwrap();
+    let before = (trust_text(&a), trust_text(&b));
+    let l = Listener::start(&[], &b, "127.0.0.1:0", &[]);
+    let o = join(&[], &a, &l.code.clone(), &l.addr.to_string());
+    let (ok, err) = l.finish();
+    assert!(!o.status.success() && !ok, "{}\n{err}", stderr(&o));
+    assert!(
+        err.contains("host a is already listed with another key"),
+        "{err}"
+    );
+    assert!(err.contains("the peer was told"), "{err}");
+    assert!(
+        stderr(&o).contains("the peer refused this host's keys"),
+        "{}",
+        stderr(&o)
+    );
+    for text in [stderr(&o), err] {
+        assert!(!text.contains("now trusts"), "{text}");
+    }
+    assert_eq!(before, (trust_text(&a), trust_text(&b)));
+}
+
 /// Forwards one connection from `front` to `to` both ways, recording what the client sent.
 fn proxy_once(front: TcpListener, to: SocketAddr) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {

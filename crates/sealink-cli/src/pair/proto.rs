@@ -51,6 +51,10 @@ const PAYLOAD_MAX: usize = 32 + 32 + 1 + sealink_keys::trust::MAX_NAME_LEN;
 const T_PAKE: u8 = 1;
 const T_CONFIRM: u8 = 2;
 const T_SEALED: u8 = 3;
+const T_VERDICT: u8 = 4;
+/// A verdict: status (0 accepted, 1 refused) · HMAC-SHA-256(sender's confirm key, "verdict" ·
+/// status · TH).
+const VERDICT_LEN: usize = 1 + MAC_LEN;
 
 /// Which end of the exchange this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +190,36 @@ impl Keys {
             .map_err(|_| PairError::CodeMismatch)
     }
 
+    fn verdict_mac(key: &hmac::Key, transcript: &[u8; 32], status: u8) -> hmac::Tag {
+        hmac::sign(key, &[&b"verdict"[..], &[status], transcript].concat())
+    }
+
+    /// This side's verdict on the peer's keys, authenticated as the confirmations are.
+    fn verdict(&self, accepted: bool) -> Vec<u8> {
+        let status = u8::from(!accepted);
+        let mac = Self::verdict_mac(&self.confirm_mine, &self.transcript, status);
+        [&[status][..], mac.as_ref()].concat()
+    }
+
+    /// Whether the peer accepted this side's keys; a forged or altered verdict is an error.
+    fn their_verdict(&self, body: &[u8]) -> Result<bool, PairError> {
+        let (status, tag) = body.split_first().ok_or(PairError::Tampered)?;
+        hmac::verify(
+            &self.confirm_theirs,
+            &[&b"verdict"[..], &[*status], &self.transcript].concat(),
+            tag,
+        )
+        .map_err(|_| PairError::Tampered)?;
+        match status {
+            0 => Ok(true),
+            1 => Ok(false),
+            s => Err(PairError::Malformed {
+                stage: "in its verdict",
+                problem: format!("status {s}"),
+            }),
+        }
+    }
+
     // Nonce 0 is safe: each seal key seals exactly one message, in one exchange.
     fn seal(&self, p: &Payload) -> Result<Vec<u8>, PairError> {
         let mut buf = p.encode();
@@ -305,11 +339,49 @@ fn start(code: &Code, role: Role) -> (Spake2<Ed25519Group>, Vec<u8>) {
 
 const SEALED_LEN: std::ops::RangeInclusive<usize> = PAYLOAD_MIN + TAG_LEN..=PAYLOAD_MAX + TAG_LEN;
 
-/// The initiator's side of the exchange: returns the listener's payload.
+/// Both verdicts, this side's sent first when `first`: the peer's payload if both accepted.
+fn verdicts<S: Read + Write>(
+    s: &mut S,
+    keys: &Keys,
+    theirs: Payload,
+    refusal: Option<String>,
+    first: bool,
+) -> Result<Payload, PairError> {
+    let send = |s: &mut S| {
+        write_frame(
+            s,
+            T_VERDICT,
+            &keys.verdict(refusal.is_none()),
+            "sending this side's verdict",
+        )
+    };
+    if first {
+        send(s)?;
+    }
+    let body = read_frame(
+        s,
+        T_VERDICT,
+        VERDICT_LEN..=VERDICT_LEN,
+        "waiting for the peer's verdict",
+    )?;
+    if !first {
+        send(s)?;
+    }
+    let accepted = keys.their_verdict(&body)?;
+    match refusal {
+        Some(why) => Err(PairError::Refused(why)),
+        None if !accepted => Err(PairError::PeerRefused),
+        None => Ok(theirs),
+    }
+}
+
+/// The initiator's side of the exchange: returns the listener's payload once both sides have
+/// accepted the other's (`check` says whether this side does: `Err(why)` refuses).
 pub fn initiate<S: Read + Write>(
     s: &mut S,
     code: &Code,
     mine: &Payload,
+    check: impl FnOnce(&Payload) -> Result<(), String>,
 ) -> Result<Payload, PairError> {
     let (spake, msg) = start(code, Role::Initiator);
     let pake_a = pake_body(&msg);
@@ -328,14 +400,18 @@ pub fn initiate<S: Read + Write>(
     keys.check(&their_confirm)?;
     write_frame(s, T_SEALED, &keys.seal(mine)?, "sending this side's keys")?;
     let sealed = read_frame(s, T_SEALED, SEALED_LEN, "waiting for the listener's keys")?;
-    keys.open(&sealed)
+    let theirs = keys.open(&sealed)?;
+    let refusal = check(&theirs).err();
+    verdicts(s, &keys, theirs, refusal, true)
 }
 
-/// The listener's side of the exchange: returns the initiator's payload.
+/// The listener's side of the exchange: returns the initiator's payload once both sides have
+/// accepted the other's (see [`initiate`]).
 pub fn respond<S: Read + Write>(
     s: &mut S,
     code: &Code,
     mine: &Payload,
+    check: impl FnOnce(&Payload) -> Result<(), String>,
 ) -> Result<Payload, PairError> {
     let pake_a = read_pake(s, "waiting for the SPAKE2 message")?;
     let (spake, msg) = start(code, Role::Listener);
@@ -354,7 +430,8 @@ pub fn respond<S: Read + Write>(
     let sealed = read_frame(s, T_SEALED, SEALED_LEN, "waiting for the peer's keys")?;
     let theirs = keys.open(&sealed)?;
     write_frame(s, T_SEALED, &keys.seal(mine)?, "sending this side's keys")?;
-    Ok(theirs)
+    let refusal = check(&theirs).err();
+    verdicts(s, &keys, theirs, refusal, false)
 }
 
 #[cfg(test)]
@@ -376,12 +453,93 @@ mod tests {
     }
 
     fn run(code_i: &str, code_l: &str) -> (Result<Payload, PairError>, Result<Payload, PairError>) {
+        run_checked(code_i, code_l, [true, true])
+    }
+
+    /// `accept`: whether the initiator and the listener accept the other's keys.
+    fn run_checked(
+        code_i: &str,
+        code_l: &str,
+        accept: [bool; 2],
+    ) -> (Result<Payload, PairError>, Result<Payload, PairError>) {
         let (mut a, mut b) = UnixStream::pair().unwrap();
         let (ci, cl) = (Code::parse(code_i).unwrap(), Code::parse(code_l).unwrap());
-        let l = std::thread::spawn(move || respond(&mut b, &cl, &payload("bee", 2)));
-        let i = initiate(&mut a, &ci, &payload("ant", 1));
+        let check = |ok: bool| move |_: &Payload| if ok { Ok(()) } else { Err("no".to_owned()) };
+        let l =
+            std::thread::spawn(move || respond(&mut b, &cl, &payload("bee", 2), check(accept[1])));
+        let i = initiate(&mut a, &ci, &payload("ant", 1), check(accept[0]));
         drop(a);
         (i, l.join().unwrap())
+    }
+
+    #[test]
+    fn a_refusal_on_either_side_fails_both() {
+        for accept in [[false, true], [true, false], [false, false]] {
+            let (i, l) = run_checked("7-guitar-ocean", "7-guitar-ocean", accept);
+            for (r, ok_here) in [(i, accept[0]), (l, accept[1])] {
+                match (r, ok_here) {
+                    (Err(PairError::Refused(w)), false) => assert_eq!(w, "no"),
+                    (Err(PairError::PeerRefused), true) => {}
+                    (r, _) => panic!("{accept:?}: {r:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_forged_verdict_is_refused() {
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        let code = Code::parse("7-guitar-ocean").unwrap();
+        let c2 = code.clone();
+        // The listener's real exchange, up to and with its verdict: then its verdict's status
+        // byte is flipped in transit (refused -> accepted).
+        let l = std::thread::spawn(move || {
+            respond(&mut b, &c2, &payload("bee", 2), |_| Err("no".to_owned()))
+        });
+        let keys_side = initiate(
+            &mut Flip {
+                inner: &mut a,
+                frames: 0,
+            },
+            &code,
+            &payload("ant", 1),
+            |_| Ok(()),
+        );
+        assert!(
+            matches!(keys_side, Err(PairError::Tampered)),
+            "{keys_side:?}"
+        );
+        drop(a);
+        let _ = l.join().unwrap();
+    }
+
+    /// Flips the status byte of the fourth frame read (the listener's verdict).
+    struct Flip<'a> {
+        inner: &'a mut UnixStream,
+        frames: usize,
+    }
+
+    impl Read for Flip<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            // Frames are read head first (3 bytes), then the body: count heads of type 4.
+            if n == 3 && buf[0] == T_VERDICT {
+                self.frames += 1;
+            } else if self.frames == 1 && n == VERDICT_LEN {
+                buf[0] ^= 1;
+                self.frames += 1;
+            }
+            Ok(n)
+        }
+    }
+
+    impl Write for Flip<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.inner.write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.inner.flush()
+        }
     }
 
     #[test]
@@ -414,7 +572,7 @@ mod tests {
             let (mut a, mut b) = UnixStream::pair().unwrap();
             a.write_all(&input).unwrap();
             a.shutdown(std::net::Shutdown::Write).unwrap();
-            let r = respond(&mut b, &code, &payload("bee", 2));
+            let r = respond(&mut b, &code, &payload("bee", 2), |_| Ok(()));
             assert!(r.is_err(), "{input:?}");
         }
         assert!(matches!(
