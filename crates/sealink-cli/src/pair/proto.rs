@@ -490,7 +490,7 @@ mod tests {
     fn a_forged_verdict_is_refused() {
         let (mut a, mut b) = UnixStream::pair().unwrap();
         let code = Code::parse("7-guitar-ocean").unwrap();
-        let c2 = code.clone();
+        let c2 = code;
         // The listener's real exchange, up to and with its verdict: then its verdict's status
         // byte is flipped in transit (refused -> accepted).
         let l = std::thread::spawn(move || {
