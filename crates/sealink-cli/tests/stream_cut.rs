@@ -153,10 +153,16 @@ impl Net {
 
     /// A serving receiver in `b` on every address; its port and its standard error so far.
     fn recv(&mut self) -> (u16, Arc<Mutex<String>>) {
+        self.recv_with(&[])
+    }
+
+    /// `recv` with `extra` arguments; its process is the last of `children`.
+    fn recv_with(&mut self, extra: &[&str]) -> (u16, Arc<Mutex<String>>) {
         let inbox = self.path("in");
         let mut child = self
             .sealink(&self.b, "b", &["recv", "--listen", "0.0.0.0:0", "--dir"])
             .arg(&inbox)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -219,12 +225,24 @@ fn text(o: &Output) -> String {
 /// sender's new place takes over the stale session at once and resumes what it held.
 #[test]
 fn a_rerun_after_the_senders_host_vanished_takes_over_and_resumes() {
-    let Some(mut net) = Net::new("sct") else {
+    rerun_takes_over("sct", false);
+}
+
+/// The same with `recv --once`: the rerun is not turned away as "busy with another transfer"
+/// (the same owner sends the same file), and the receiver exits with the rerun's outcome, not
+/// with the stale session's.
+#[test]
+fn a_once_receiver_lets_the_rerun_take_over_and_exits_with_its_outcome() {
+    rerun_takes_over("sco", true);
+}
+
+fn rerun_takes_over(tag: &str, once: bool) {
+    let Some(mut net) = Net::new(tag) else {
         return;
     };
     let f = net.path("big.bin");
     let data = random_file(&f, 48 << 20, 21);
-    let (port, recv_err) = net.recv();
+    let (port, recv_err) = net.recv_with(if once { &["--once"] } else { &[] });
     let mut first = net
         .send(&net.a, &f, &format!("10.77.1.2:{port}"), &[])
         .stdout(Stdio::null())
@@ -265,6 +283,21 @@ fn a_rerun_after_the_senders_host_vanished_takes_over_and_resumes() {
         Duration::from_secs(10),
         || recv_err.lock().unwrap().contains("took over"),
     );
+    if once {
+        let receiver = net.children.last_mut().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(st) = receiver.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the --once receiver did not exit"
+            );
+            thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "{}", recv_err.lock().unwrap());
+    }
 }
 
 /// The kernel gives up on a connection (ETIMEDOUT, its retransmissions unanswered after

@@ -275,14 +275,47 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Who holds a `--once` receiver's one transfer.
+struct OnceSlot {
+    owner: [u8; 32],
+    names: Vec<String>,
+}
+
+impl OnceSlot {
+    /// From a hello's body; a body that does not decode takes the slot for no one (its
+    /// session is refused after the slot is taken, as before).
+    fn of(body: &[u8]) -> OnceSlot {
+        match Hello::decode(body) {
+            Ok(h) => OnceSlot {
+                owner: h.owner_public,
+                names: h.files.into_iter().map(|f| f.name).collect(),
+            },
+            Err(_) => OnceSlot {
+                owner: [0; 32],
+                names: Vec::new(),
+            },
+        }
+    }
+
+    /// Whether `new` may take over from this slot's session: the same owner key (checked again,
+    /// with its signature, before anything is taken over) sending one of the same files.
+    fn taken_over_by(&self, new: &OnceSlot) -> bool {
+        self.owner != [0; 32]
+            && new.owner == self.owner
+            && new.names.iter().any(|n| self.names.contains(n))
+    }
+}
+
 /// What every connection thread of a receiver shares.
 struct Ctx {
     cfg: Arc<RecvConfig>,
     joins: Arc<Mutex<JoinMap>>,
     holders: Arc<Mutex<Holders>>,
     once: bool,
-    /// Taken by the first session to authenticate when serving `once`.
-    started: Arc<AtomicBool>,
+    /// Taken by the first session to authenticate when serving `once`: its owner's key and
+    /// the names of its files (a newer session of that owner sending one of those files may
+    /// take it over, as without `once`).
+    slot: Arc<Mutex<Option<OnceSlot>>>,
     progress: Arc<Progress>,
 }
 
@@ -344,7 +377,7 @@ impl Receiver {
         mut on_report: impl FnMut(&Result<RecvReport, TransferError>),
     ) -> Result<(), TransferError> {
         let (tx, rx) = mpsc::channel::<Result<RecvReport, TransferError>>();
-        let started = Arc::new(AtomicBool::new(false));
+        let slot = Arc::new(Mutex::new(None));
         // The loop wakes at least this often to report transfers that ended, so a report
         // never waits for the next connection.
         self.listener
@@ -357,7 +390,8 @@ impl Receiver {
         loop {
             while let Ok(r) = rx.try_recv() {
                 on_report(&r);
-                if once {
+                // A session a newer one took over is not the outcome: the newer one's is.
+                if once && !matches!(r, Err(TransferError::Superseded(_))) {
                     return r.map(|_| ());
                 }
             }
@@ -399,7 +433,7 @@ impl Receiver {
                 joins: self.joins.clone(),
                 holders: self.holders.clone(),
                 once,
-                started: started.clone(),
+                slot: slot.clone(),
                 progress: progress.clone(),
             };
             let tx = tx.clone();
@@ -693,7 +727,26 @@ impl Session<'_> {
         if !guard.authenticated() {
             return None;
         }
-        if ctx.once && ctx.started.swap(true, Ordering::SeqCst) {
+        let turned_away = ctx.once && {
+            let new = OnceSlot::of(&hello.1);
+            let mut slot = lock(&ctx.slot);
+            match &*slot {
+                None => {
+                    *slot = Some(new);
+                    false
+                }
+                Some(held) if held.taken_over_by(&new) => {
+                    tracing::info!(
+                        "{peer}: a newer session of the owner holding the one transfer, sending \
+                         the same files: it may take over"
+                    );
+                    *slot = Some(new);
+                    false
+                }
+                Some(_) => true,
+            }
+        };
+        if turned_away {
             tracing::info!("{peer}: turned away, serving one transfer only");
             guard.dropped(ConnDrop::TurnedAway);
             let _ = conn::write_record(
