@@ -20,7 +20,7 @@ use sealink_proto::sim::SimRng;
 use super::{fill, median, print_with_files, random_seed};
 use crate::error::{Error, Result};
 use crate::output;
-use crate::report::{Chart, RunRecord, Table, record};
+use crate::report::{Chart, PointLog, RunRecord, Table, record};
 
 /// Payload of every packet (the paper's tunnel carries Ethernet-sized packets).
 pub const PACKET: usize = 1400;
@@ -34,6 +34,19 @@ const UNORDERED_LANES: usize = 1024;
 /// Largest worker count and batch accepted.
 pub const MAX_WORKERS: usize = 256;
 pub const MAX_BATCH: usize = 4096;
+/// Every point as it is measured, in measurement order (a stopped run keeps these).
+pub const POINTS_FILE: &str = "tunnel-cores-points.csv";
+const POINTS_HEAD: [&str; 9] = [
+    "experiment",
+    "cipher",
+    "workers",
+    "batch",
+    "ordered",
+    "runs",
+    "gbps",
+    "mpps",
+    "out_of_order_share",
+];
 
 /// The cipher a run seals with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -406,9 +419,31 @@ fn f3(v: f64) -> String {
     format!("{v:.3}")
 }
 
+/// One measured point as a row of [`POINTS_FILE`] (medians over `runs`).
+fn point_row(experiment: &str, cfg: Config, runs: usize, pt: &Point) -> [String; 9] {
+    [
+        experiment.to_owned(),
+        cfg.cipher.name().to_owned(),
+        cfg.workers.to_string(),
+        cfg.batch.to_string(),
+        cfg.ordered.to_string(),
+        runs.to_string(),
+        f3(pt.gbps),
+        f3(pt.mpps),
+        format!("{:.4}", pt.out_of_order),
+    ]
+}
+
 /// Runs the four experiments, prints them beside the paper and writes the files.
 pub fn run(p: &Params) -> Result<()> {
+    run_with(p, &mut |_| Ok(()))
+}
+
+/// [`run`], calling `after_point` with the point log after each point is appended to it (an
+/// error stops the run there, as a kill would: the tests stop runs early with it).
+fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) -> Result<()> {
     validate(p)?;
+    let mut log = PointLog::create(&p.out, POINTS_FILE, POINTS_HEAD)?;
     let cores = record::cores();
     let keys = Arc::new(Keys::new()?);
     let top = *p.workers.iter().max().unwrap_or(&1);
@@ -426,48 +461,51 @@ pub fn run(p: &Params) -> Result<()> {
         batch,
         ordered,
     };
+    // Appends one point to the log at once.
+    let mut logged = |row: [String; 9]| -> Result<()> {
+        log.append(row)?;
+        after_point(&log)
+    };
     let result = (|| -> Result<_> {
+        let mut point = |experiment: &str, c: Config| -> Result<Point> {
+            let pt = measure(c, &keys, p.seconds, p.runs, &pb)?;
+            logged(point_row(experiment, c, p.runs, &pt))?;
+            Ok(pt)
+        };
         let mut scaling = Vec::new();
         for &c in &ciphers {
             for &w in &p.workers {
-                scaling.push((
-                    c,
-                    w,
-                    measure(cfg(c, w, p.batch, true), &keys, p.seconds, p.runs, &pb)?,
-                ));
+                scaling.push((c, w, point("scaling", cfg(c, w, p.batch, true))?));
             }
         }
-        let ordered = measure(
-            cfg(Cipher::Gcm, top, p.batch, true),
-            &keys,
-            p.seconds,
-            p.runs,
-            &pb,
-        )?;
-        let unordered = measure(
-            cfg(Cipher::Gcm, top, p.batch, false),
-            &keys,
-            p.seconds,
-            p.runs,
-            &pb,
-        )?;
+        let ordered = point("order", cfg(Cipher::Gcm, top, p.batch, true))?;
+        let unordered = point("order", cfg(Cipher::Gcm, top, p.batch, false))?;
         let mut grouping = Vec::new();
         for &c in &ciphers {
             for &b in &p.batches {
-                grouping.push((
-                    c,
-                    b,
-                    measure(cfg(c, top, b, true), &keys, p.seconds, p.runs, &pb)?,
-                ));
+                grouping.push((c, b, point("grouping", cfg(c, top, b, true))?));
             }
         }
         let smt_res = match smt {
             Some((sib, sep)) => {
                 let c = cfg(Cipher::Gcm, 1, p.batch, true);
-                let a = pinned_pair(sib, &keys, c, p.seconds)?;
-                pb.inc(1);
-                let b = pinned_pair(sep, &keys, c, p.seconds)?;
-                pb.inc(1);
+                let mut pair = |what: &str, cpus: (usize, usize)| -> Result<f64> {
+                    let g = pinned_pair(cpus, &keys, c, p.seconds)?;
+                    pb.inc(1);
+                    let mut row = point_row(
+                        what,
+                        cfg(Cipher::Gcm, 2, p.batch, true),
+                        1,
+                        &Point::default(),
+                    );
+                    row[6] = f3(g);
+                    row[7] = String::new();
+                    row[8] = String::new();
+                    logged(row)?;
+                    Ok(g)
+                };
+                let a = pair("smt-siblings", sib)?;
+                let b = pair("smt-separate", sep)?;
                 Some((sib, sep, a, b))
             }
             None => None,
@@ -667,6 +705,7 @@ fn write_files(
     smt: &Table,
 ) -> Result<(PathBuf, PathBuf)> {
     let mut rec = RunRecord::new("tunnel-cores");
+    rec.file(POINTS_FILE);
     let csv = rec.write_csv(dir, "tunnel-cores.csv", scaling)?;
     rec.write_csv(dir, "tunnel-cores-batch.csv", grouping)?;
     if !smt.is_empty() {
@@ -689,6 +728,47 @@ fn write_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run stopped after its first point (as a kill would stop it) leaves that point in
+    /// tunnel-cores-points.csv, and none of the final files.
+    #[test]
+    fn a_stopped_run_keeps_the_points_it_measured() {
+        let out = std::env::temp_dir().join(format!("sealink-tc-stop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            workers: vec![1, 2],
+            batches: vec![8],
+            batch: 8,
+            seconds: 0.01,
+            runs: 1,
+            quick: true,
+            out: out.clone(),
+        };
+        let e = run_with(&p, &mut |log| {
+            assert_eq!(
+                std::fs::read_to_string(log.path()).unwrap().lines().count(),
+                2
+            );
+            Err(Error::bench("stopped"))
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("stopped"), "{e}");
+        let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with("elapsed_s,experiment,cipher,workers"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains(",scaling,aes128-gcm,1,8,true,1,"),
+            "{text}"
+        );
+        let gbps: f64 = lines[1].split(',').nth(7).unwrap().parse().unwrap();
+        assert!(gbps > 0.0, "{text}");
+        assert!(!out.join("tunnel-cores.csv").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
 
     #[test]
     fn ordered_path_releases_batches_in_order() {
