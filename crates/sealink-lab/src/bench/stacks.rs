@@ -152,6 +152,9 @@ pub struct Params {
     pub quick: bool,
     /// Packets per engine batch in the scaling experiments.
     pub batch: usize,
+    /// Wall-clock seconds the run may take (`--budget`; `fit_budget` in bench/mod.rs): runs
+    /// shortened first, then whole stacks skipped from the end of the list.
+    pub budget: Option<f64>,
 }
 
 /// Looks a stack up by name.
@@ -598,7 +601,15 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         let mut curves = Vec::new();
         let mut layered = Vec::new();
         let mut many = Vec::new();
-        for &stack in &p.stacks {
+        // What a --budget changes after the first point: the seconds of each run, the stacks.
+        let mut cur = p.clone();
+        let mut keep_stacks = p.stacks.len();
+        let mut budget_note = None;
+        let t0 = Instant::now();
+        for (si, &stack) in p.stacks.iter().enumerate() {
+            if si >= keep_stacks {
+                continue;
+            }
             for op in ops {
                 for mode in modes {
                     let mut points = Vec::new();
@@ -611,7 +622,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                             && op == Op::Seal
                             && kind == EngineKind::Plp(1)
                         {
-                            let r = raw_seal_rate(p)?;
+                            let r = raw_seal_rate(&cur)?;
                             raw = Some(estimate(&r));
                             logged(point_row(
                                 "raw",
@@ -626,7 +637,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                             ))?;
                             pb.inc(1);
                         }
-                        let r = measure(stack, kind, op, mode.channels(), p.batch, p, windows)?;
+                        let r = measure(stack, kind, op, mode.channels(), p.batch, &cur, windows)?;
                         points.push(estimate(&r));
                         logged(point_row(
                             "scaling",
@@ -640,6 +651,46 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                             &r,
                         ))?;
                         pb.inc(1);
+                        if let (Some(b), None) = (p.budget, &budget_note) {
+                            // Fitted once, after the first point: every window is taken to
+                            // cost what the first point's did beyond its timed length.
+                            let t1 = t0.elapsed().as_secs_f64();
+                            let overhead = t1 / windows as f64 - p.seconds;
+                            let per_stack = (ops.len() * modes.len() * nw + ops.len()) * windows
+                                + connections.len() * 2 * (many_runs + 1);
+                            let first_left = per_stack - windows;
+                            let total = first_left + (p.stacks.len() - 1) * per_stack + windows;
+                            let f = super::fit_budget(b - t1, total, 1, overhead, p.seconds);
+                            cur.seconds = f.seconds;
+                            keep_stacks = (1 + f.keep.saturating_sub(first_left + windows)
+                                / per_stack)
+                                .min(p.stacks.len());
+                            let skipped: Vec<&str> =
+                                p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
+                            budget_note = Some(format!(
+                                "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
+                                if cur.seconds < p.seconds {
+                                    format!(
+                                        "shortened from {} s to {:.3} s",
+                                        p.seconds, cur.seconds
+                                    )
+                                } else {
+                                    format!("kept at {} s", p.seconds)
+                                },
+                                if skipped.is_empty() {
+                                    "no stack skipped".to_owned()
+                                } else {
+                                    format!("skipped the stacks {}", skipped.join(", "))
+                                }
+                            ));
+                            if f.keep < first_left + windows {
+                                if let Some(n) = budget_note.as_mut() {
+                                    n.push_str(
+                                        "; the first stack, which is measured whole, does not fit even so: over budget",
+                                    );
+                                }
+                            }
+                        }
                     }
                     curves.push(Curve {
                         stack,
@@ -648,7 +699,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                         points,
                     });
                 }
-                let r = measure(stack, EngineKind::Layered, op, 1, p.batch, p, windows)?;
+                let r = measure(stack, EngineKind::Layered, op, 1, p.batch, &cur, windows)?;
                 layered.push((stack, op, estimate(&r)));
                 logged(point_row(
                     "layered",
@@ -674,7 +725,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                         Op::Seal,
                         n,
                         CHUNK_MANY,
-                        p,
+                        &cur,
                         many_runs + 1,
                     )?;
                     many.push((stack, n, policy, estimate(&r)));
@@ -700,7 +751,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         let raw = match raw {
             Some(r) => r,
             None => {
-                let r = raw_seal_rate(p)?;
+                let r = raw_seal_rate(&cur)?;
                 logged(point_row(
                     "raw",
                     "aes128-gcm",
@@ -716,7 +767,16 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                 estimate(&r)
             }
         };
+        // The report describes what ran: the runs' seconds after any budget, the stacks kept.
+        let p = &Params {
+            seconds: cur.seconds,
+            stacks: p.stacks[..keep_stacks].to_vec(),
+            ..p.clone()
+        };
         let mut out = render(p, cores, raw, &curves, &layered, &many, many_runs);
+        if let Some(note) = &budget_note {
+            let _ = writeln!(out, "\n{note}");
+        }
         out.push_str(&paper_comparison(p, &curves, &many));
         let json = write_files(p, raw, &curves, &layered, &many, &out)?;
         let _ = writeln!(
@@ -1522,6 +1582,7 @@ mod tests {
             stacks: vec![stack_by_name("aes128-gcm").unwrap()],
             quick: true,
             batch: 8,
+            budget: None,
         };
         let mut seen = Vec::new();
         let e = run_with(&p, &mut |log| {
@@ -1552,6 +1613,39 @@ mod tests {
         );
         assert!(!out.join(REPORT_FILE).exists());
         assert!(!out.join("stacks.json").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// A budget far below the plan measures the first stack only (its runs at the floor), says
+    /// so, and still writes the report.
+    #[test]
+    fn a_small_budget_skips_stacks_and_still_reports() {
+        let out =
+            std::env::temp_dir().join(format!("sealink-stacks-budget-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            workers: 1,
+            packet: 1024,
+            seconds: 0.02,
+            runs: 1,
+            out: out.clone(),
+            stacks: vec![
+                stack_by_name("baseline").unwrap(),
+                stack_by_name("aes128-gcm").unwrap(),
+            ],
+            quick: true,
+            batch: 8,
+            budget: Some(0.001),
+        };
+        run_with(&p, &mut |_| Ok(())).unwrap();
+        let report = std::fs::read_to_string(out.join(REPORT_FILE)).unwrap();
+        assert!(
+            report.contains("budget: 0.001 s") && report.contains("skipped the stacks aes128-gcm"),
+            "{report}"
+        );
+        let points = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        assert!(!points.contains(",scaling,aes128-gcm,"), "{points}");
+        assert!(points.contains(",connections,baseline,"), "{points}");
         std::fs::remove_dir_all(&out).unwrap();
     }
 

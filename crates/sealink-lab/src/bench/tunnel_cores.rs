@@ -309,6 +309,8 @@ pub struct Params {
     pub runs: usize,
     pub quick: bool,
     pub out: PathBuf,
+    /// Wall-clock seconds the run may take (`--budget`; `fit_budget` in bench/mod.rs).
+    pub budget: Option<f64>,
 }
 
 /// 1, 2, 4, ... below `cores`, then `cores`.
@@ -466,26 +468,112 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         log.append(row)?;
         after_point(&log)
     };
+    let mut budget_note = None;
     let result = (|| -> Result<_> {
-        let mut point = |experiment: &str, c: Config| -> Result<Point> {
-            let pt = measure(c, &keys, p.seconds, p.runs, &pb)?;
+        let mut point = |experiment: &str, c: Config, seconds: f64| -> Result<Point> {
+            let pt = measure(c, &keys, seconds, p.runs, &pb)?;
             logged(point_row(experiment, c, p.runs, &pt))?;
             Ok(pt)
         };
-        let mut scaling = Vec::new();
+        // The points in order of priority (what a budget skips goes from the end): the first
+        // scaling point, order kept against not (the report needs both), the rest of the
+        // scaling, the grouping sweep; then the SMT pair.
+        let mut rest: Vec<(&str, Config)> = Vec::new();
         for &c in &ciphers {
             for &w in &p.workers {
-                scaling.push((c, w, point("scaling", cfg(c, w, p.batch, true))?));
+                rest.push(("scaling", cfg(c, w, p.batch, true)));
             }
         }
-        let ordered = point("order", cfg(Cipher::Gcm, top, p.batch, true))?;
-        let unordered = point("order", cfg(Cipher::Gcm, top, p.batch, false))?;
-        let mut grouping = Vec::new();
+        let first = rest.remove(0);
+        rest.insert(0, ("order", cfg(Cipher::Gcm, top, p.batch, false)));
+        rest.insert(0, ("order", cfg(Cipher::Gcm, top, p.batch, true)));
         for &c in &ciphers {
             for &b in &p.batches {
-                grouping.push((c, b, point("grouping", cfg(c, top, b, true))?));
+                rest.push(("grouping", cfg(c, top, b, true)));
             }
         }
+        let smt_points = if smt.is_some() { 2 } else { 0 };
+        let t0 = Instant::now();
+        let mut done = vec![(first.0, first.1, point(first.0, first.1, p.seconds)?)];
+        let (mut seconds, mut keep) = (p.seconds, rest.len() + smt_points);
+        if let Some(b) = p.budget {
+            let t1 = t0.elapsed().as_secs_f64();
+            let windows = p.runs + 1;
+            let overhead = t1 / windows as f64 - p.seconds;
+            let f = super::fit_budget(
+                b - t1,
+                rest.len() + smt_points,
+                windows,
+                overhead,
+                p.seconds,
+            );
+            seconds = f.seconds;
+            keep = f.keep.max(2); // the order pair is always measured
+            let over = if f.keep < 2 {
+                "; the order pair, which is always measured, does not fit even so: over budget"
+            } else {
+                ""
+            };
+            let skipped: Vec<String> = rest
+                .iter()
+                .skip(keep)
+                .map(|(what, c)| {
+                    format!(
+                        "{what} {} {}w batch {}",
+                        c.cipher.name(),
+                        c.workers,
+                        c.batch
+                    )
+                })
+                .chain(
+                    (keep < rest.len() + smt_points && smt_points > 0)
+                        .then(|| "the SMT pair".into()),
+                )
+                .collect();
+            budget_note = Some(
+                format!(
+                    "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
+                    if seconds < p.seconds {
+                        format!("shortened from {} s to {seconds:.3} s", p.seconds)
+                    } else {
+                        format!("kept at {} s", p.seconds)
+                    },
+                    if skipped.is_empty() {
+                        "nothing skipped".to_owned()
+                    } else {
+                        format!("skipped {} point(s): {}", skipped.len(), skipped.join(", "))
+                    },
+                ) + over,
+            );
+        }
+        for (i, &(what, c)) in rest.iter().enumerate() {
+            if i < keep {
+                done.push((what, c, point(what, c, seconds)?));
+            } else {
+                pb.inc((p.runs + 1) as u64);
+            }
+        }
+        let find = |ordered: bool| {
+            done.iter()
+                .find(|d| d.0 == "order" && d.1.ordered == ordered)
+                .map_or_else(Point::default, |d| d.2)
+        };
+        let (ordered, unordered) = (find(true), find(false));
+        let scaling: Vec<_> = done
+            .iter()
+            .filter(|d| d.0 == "scaling")
+            .map(|d| (d.1.cipher, d.1.workers, d.2))
+            .collect();
+        let grouping: Vec<_> = done
+            .iter()
+            .filter(|d| d.0 == "grouping")
+            .map(|d| (d.1.cipher, d.1.batch, d.2))
+            .collect();
+        let smt = smt.filter(|_| keep >= rest.len() + smt_points);
+        let p = &Params {
+            seconds,
+            ..p.clone()
+        };
         let smt_res = match smt {
             Some((sib, sep)) => {
                 let c = cfg(Cipher::Gcm, 1, p.batch, true);
@@ -514,6 +602,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     })();
     pb.finish_and_clear();
     let (scaling, ordered, unordered, grouping, smt_res) = result?;
+    let smt_skipped = smt.is_some() && smt_res.is_none();
 
     let (backend, why) = sealink_crypto::suite::chosen_backend();
     let _ = writeln!(
@@ -533,6 +622,9 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         "median of {} runs of {} s after a warm-up; payload bytes only (Gbit/s = 10^9 bit/s); batches of {} packets unless stated; workers = engine threads + the submitting thread, which helps",
         p.runs, p.seconds, p.batch
     );
+    if let Some(note) = &budget_note {
+        let _ = writeln!(out, "{note}");
+    }
     let _ = writeln!(
         out,
         "paper 004 figures: only the values its text states are shown (our copy of the paper is text only, so nothing is read off its plots)\n"
@@ -673,6 +765,9 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
             out.push_str(&ts.markdown());
             let _ = writeln!(out, "siblings / separate: {:.3}", a / b);
         }
+        None if smt_skipped => {
+            let _ = writeln!(out, "skipped for the budget");
+        }
         None => {
             let _ = writeln!(out, "no SMT siblings on this machine");
         }
@@ -743,6 +838,7 @@ mod tests {
             runs: 1,
             quick: true,
             out: out.clone(),
+            budget: None,
         };
         let e = run_with(&p, &mut |log| {
             assert_eq!(
@@ -767,6 +863,36 @@ mod tests {
         let gbps: f64 = lines[1].split(',').nth(7).unwrap().parse().unwrap();
         assert!(gbps > 0.0, "{text}");
         assert!(!out.join("tunnel-cores.csv").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// A budget far below the plan keeps the first point and the order pair, skips the rest,
+    /// and the report is still written.
+    #[test]
+    fn a_small_budget_skips_points_and_still_reports() {
+        let out = std::env::temp_dir().join(format!("sealink-tc-budget-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            workers: vec![1, 2],
+            batches: vec![1, 8, 32],
+            batch: 8,
+            seconds: 0.05,
+            runs: 1,
+            quick: true,
+            out: out.clone(),
+            budget: Some(0.001),
+        };
+        run_with(&p, &mut |_| Ok(())).unwrap();
+        let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        // The first scaling point and the order pair; not the other 3 scaling or 6 grouping.
+        assert_eq!(rows.len(), 3, "{text}");
+        assert!(rows[0].contains(",scaling,aes128-gcm,1,"), "{text}");
+        assert!(
+            rows[1].contains(",order,") && rows[2].contains(",order,"),
+            "{text}"
+        );
+        assert!(out.join("tunnel-cores.csv").exists());
         std::fs::remove_dir_all(&out).unwrap();
     }
 
