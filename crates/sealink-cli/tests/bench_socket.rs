@@ -29,11 +29,14 @@ fn bench_socket_quick_writes_tables_and_csv() {
         "| library        | 4k     |",
         "| crypto-service | 16k    |",
         "| integrated     | 8k     |",
+        "| integrated-1   | 4k     |",
         "### Table I",
-        "| integrated (kernel)          |",
+        "| integrated (kernel) ",
+        "| integrated-1 (kernel, 1 record per write) |",
         "32.79",
         "### Table II",
-        "| vs crypto-service (/dev/crypto) |",
+        "| vs crypto-service (/dev/crypto) ",
+        "| vs integrated-1 (kernel, 1 record per write) |",
         "socket.csv",
     ] {
         assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
@@ -41,15 +44,15 @@ fn bench_socket_quick_writes_tables_and_csv() {
     let csv = std::fs::read_to_string(dir.join("socket.csv")).expect("socket.csv");
     let lines: Vec<&str> = csv.lines().collect();
     assert!(lines[0].starts_with("path,record_bytes,run,bytes,seconds,gbps,writes"));
-    // header + 9 runs + 9 medians
-    assert_eq!(lines.len(), 1 + 9 + 9, "{csv}");
+    // header + 12 runs + 12 medians (4 paths x 3 record sizes)
+    assert_eq!(lines.len(), 1 + 12 + 12, "{csv}");
     for l in &lines[1..] {
         let bytes: u64 = l.split(',').nth(3).unwrap().parse().unwrap();
         assert_eq!(bytes, 16 << 20, "{l}");
     }
     let rec = common::run_record(&dir, "socket", &["socket.csv"]);
-    // Seconds and Gbit/s for each of the 9 points, as in the CSV's median lines.
-    assert_eq!(rec.summary.len(), 2 * 9, "{:?}", rec.summary);
+    // Seconds and Gbit/s for each of the 12 points, as in the CSV's median lines.
+    assert_eq!(rec.summary.len(), 2 * 12, "{:?}", rec.summary);
     let median = lines
         .iter()
         .find(|l| l.starts_with("integrated,16384,median,"))
@@ -57,4 +60,16 @@ fn bench_socket_quick_writes_tables_and_csv() {
     let secs: f64 = median.split(',').nth(4).unwrap().parse().unwrap();
     let fig = common::figure(&rec, "integrated 16k seconds");
     assert_eq!(fig, (Some(secs), "s".into()));
+    // The library and integrated paths copy each plaintext byte once, counted alike
+    // (copied_bytes is column 7); the integrated-1 row writes once per record, as the library.
+    let col = |prefix: &str, i: usize| -> f64 {
+        let l = lines.iter().find(|l| l.starts_with(prefix)).unwrap();
+        l.split(',').nth(i).unwrap().parse().unwrap()
+    };
+    for path in ["library", "integrated-1", "integrated"] {
+        let copied = col(&format!("{path},4096,median,"), 7);
+        assert_eq!(copied, (16u64 << 20) as f64, "{path}");
+    }
+    assert_eq!(col("integrated-1,4096,median,", 11), 1.0);
+    assert_eq!(col("integrated,4096,median,", 11), 64.0);
 }

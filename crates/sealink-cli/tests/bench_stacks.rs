@@ -79,6 +79,7 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
     let mut all = files.to_vec();
     all.extend([
         "stacks.md",
+        "stacks-points.csv",
         "throughput-plp-recv.svg",
         "speedup-plp-recv.svg",
         "throughput-clp-send.svg",

@@ -45,6 +45,7 @@ fn bench_tunnel_cores_quick_writes_its_files() {
         "tunnel-cores.csv",
         "tunnel-cores-batch.csv",
         "tunnel-cores.svg",
+        "tunnel-cores-points.csv",
     ];
     // The SMT table exists only on machines with hyper-thread siblings.
     if stdout.contains("no SMT siblings on this machine") {
@@ -87,7 +88,7 @@ fn bench_gpu_quick_prints_cpu_rows_and_why_no_gpu() {
             "{stdout}"
         );
     }
-    let rec = common::run_record(&dir, "gpu", &["gpu.csv", "gpu.svg"]);
+    let rec = common::run_record(&dir, "gpu", &["gpu.csv", "gpu.svg", "gpu-points.csv"]);
     let (cpu, _) = common::figure(&rec, "cpu best 128 KB");
     assert!(cpu.is_some_and(|c| c > 0.0));
 }

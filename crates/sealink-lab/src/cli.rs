@@ -163,6 +163,8 @@ pub struct TunnelCoresArgs {
     /// Packets per batch in the other experiments
     #[arg(long, default_value_t = 32, value_parser = parse_batch)]
     batch: usize,
+    #[command(flatten)]
+    budget: bench::BudgetArgs,
 }
 
 #[derive(Debug, Args)]
@@ -336,6 +338,8 @@ pub struct StacksArgs {
     /// Pin engine worker threads to cores
     #[arg(long)]
     pin: bool,
+    #[command(flatten)]
+    budget: bench::BudgetArgs,
 }
 
 /// Packets (or records) per batch: 1..=4096.
@@ -550,6 +554,7 @@ impl StacksArgs {
             },
             quick,
             batch: self.batch,
+            budget: self.budget.budget,
         }
     }
 }
@@ -608,6 +613,7 @@ impl TunnelCoresArgs {
                 .out
                 .clone()
                 .unwrap_or_else(|| "bench-out/tunnel-cores".into()),
+            budget: self.budget.budget,
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Every repository file that docs/RESULTS.md (and docs/results-archive.md, when present) cites
-//! exists (issue 32): a figure must not point at a file that is not there.
+//! exists (issue 32): a figure must not point at a file that is not there. The other way round,
+//! every file under docs/results/ (the lab's outputs kept in the repository) is a CSV or SVG
+//! that RESULTS cites by its path, and together they stay under 2 MiB.
 //!
 //! A cited file is a word, inside an inline code span or a fenced code block, that starts with one
 //! of the repository's top-level directories (`docs/`, `bench/`, `crates/`, `fuzz/`, `contrib/`)
@@ -98,6 +100,60 @@ fn every_file_the_results_cite_exists() {
         "{} cited path(s) do not exist in the repository:\n  {}",
         missing.len(),
         missing.join("\n  ")
+    );
+}
+
+/// Every file under docs/results/ (issue 32: the lab's outputs that RESULTS cites).
+fn result_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            result_files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// The other way round: every file committed under docs/results/ is cited by its path in
+/// RESULTS (so none lies there unexplained), is CSV or SVG, and all of them together stay
+/// under 2 MB.
+#[test]
+fn every_file_under_docs_results_is_cited_and_small() {
+    let root = repo_root();
+    let md = std::fs::read_to_string(root.join("docs/RESULTS.md")).unwrap();
+    let cited: std::collections::HashSet<String> =
+        code_text(&md).iter().flat_map(|c| cited_paths(c)).collect();
+    let mut files = Vec::new();
+    result_files(&root.join("docs/results"), &mut files);
+    let mut total = 0;
+    let mut problems = Vec::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        total += std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+        if !(rel.ends_with(".csv") || rel.ends_with(".svg")) {
+            problems.push(format!("{rel}: not CSV or SVG"));
+        }
+        if !cited.contains(&rel) {
+            problems.push(format!("{rel}: not cited in docs/RESULTS.md"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problem(s) under docs/results/:\n  {}",
+        problems.len(),
+        problems.join("\n  ")
+    );
+    assert!(
+        total < 2 << 20,
+        "docs/results/ holds {total} bytes, more than 2 MiB"
     );
 }
 

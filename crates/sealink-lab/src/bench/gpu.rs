@@ -17,7 +17,7 @@ use super::tunnel_cores::{Cipher, Config, Keys, PACKET};
 use super::{median, print_with_files, random_seed};
 use crate::error::{Error, Result};
 use crate::output;
-use crate::report::{Chart, RunRecord, Table, record};
+use crate::report::{Chart, PointLog, RunRecord, Table, record};
 
 /// Batch sizes in bytes (4 KB to 1 MB, as the paper's 1-128 KB and beyond).
 pub const DEFAULT_SIZES: [usize; 9] = [
@@ -33,6 +33,18 @@ pub const DEFAULT_SIZES: [usize; 9] = [
 ];
 /// Largest batch accepted (bytes).
 pub const MAX_SIZE: usize = 64 << 20;
+/// Every point as it is measured, in measurement order (a stopped run keeps these).
+pub const POINTS_FILE: &str = "gpu-points.csv";
+const POINTS_HEAD: [&str; 8] = [
+    "experiment",
+    "batch_bytes",
+    "packets",
+    "engine",
+    "workers",
+    "runs",
+    "gbps_median",
+    "detail",
+];
 
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -188,7 +200,22 @@ fn kb(bytes: usize) -> String {
 }
 
 pub fn run(p: &Params) -> Result<()> {
+    run_with(p, &mut |_| Ok(()))
+}
+
+/// [`run`], calling `after_point` with the point log after each point is appended to it (an
+/// error stops the run there, as a kill would: the tests stop runs early with it).
+fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) -> Result<()> {
     validate(p)?;
+    let mut log = PointLog::create(&p.out, POINTS_FILE, POINTS_HEAD)?;
+    let mut logged = |row: [String; 8]| -> Result<()> {
+        log.append(row)?;
+        after_point(&log)
+    };
+    let each = |v: &[f64]| {
+        let s: Vec<String> = v.iter().map(|g| format!("{g:.3}")).collect();
+        format!("each run: {}", s.join(";"))
+    };
     let keys = Arc::new(Keys::new()?);
     let (mut gpu, absent) =
         match sealink_gpu::open().map_err(|e| Error::bench_by("the GPU failed to start", e))? {
@@ -216,6 +243,16 @@ pub fn run(p: &Params) -> Result<()> {
                     }
                 }
                 row.push(median(&v));
+                logged([
+                    "figure12".into(),
+                    size.to_string(),
+                    n.to_string(),
+                    "cpu".into(),
+                    w.to_string(),
+                    p.runs.to_string(),
+                    format!("{:.3}", median(&v)),
+                    each(&v),
+                ])?;
             }
             cpu.push(row);
             if let Some(g) = gpu.as_mut() {
@@ -230,6 +267,21 @@ pub fn run(p: &Params) -> Result<()> {
                         }
                     }
                     *slot = median(&v);
+                    logged([
+                        "figure12".into(),
+                        size.to_string(),
+                        n.to_string(),
+                        if on_gpu {
+                            "gpu-ghash-gpu"
+                        } else {
+                            "gpu-ghash-cpu"
+                        }
+                        .into(),
+                        String::new(),
+                        p.runs.to_string(),
+                        format!("{:.3}", median(&v)),
+                        each(&v),
+                    ])?;
                 }
                 gpu_rows.push(both);
             }
@@ -240,7 +292,27 @@ pub fn run(p: &Params) -> Result<()> {
             at.extend(p.sizes.iter().max().filter(|&&m| m != 128 << 10));
             for size in at {
                 for on_gpu in [true, false] {
-                    phase_rows.push((size, on_gpu, gpu_phases(g, packets_in(size), on_gpu, reps)?));
+                    let ph = gpu_phases(g, packets_in(size), on_gpu, reps)?;
+                    let us: Vec<String> = ph.iter().map(|v| format!("{v:.3}")).collect();
+                    logged([
+                        "phases".into(),
+                        size.to_string(),
+                        packets_in(size).to_string(),
+                        if on_gpu {
+                            "gpu-ghash-gpu"
+                        } else {
+                            "gpu-ghash-cpu"
+                        }
+                        .into(),
+                        String::new(),
+                        reps.to_string(),
+                        String::new(),
+                        format!(
+                            "phases (pack;copy-in;kernel;copy-out;finish): {}",
+                            us.join(";")
+                        ),
+                    ])?;
+                    phase_rows.push((size, on_gpu, ph));
                 }
             }
             g.set_gpu_ghash(true);
@@ -407,6 +479,7 @@ pub fn run(p: &Params) -> Result<()> {
         "paper 004 (text): 3.7 Gb/s at 128 KB with one CUDA block per file and streams, 8x its naive GPU code; 4x at 4 KB; CPU almost constant in size; no speed-up below 4 KB"
     );
     let mut rec = RunRecord::new("gpu");
+    rec.file(POINTS_FILE);
     let csv = rec.write_csv(&p.out, "gpu.csv", &tc)?;
     rec.write_svg(&p.out, "gpu.svg", &chart)?;
     for (s, c) in &best_cpu {
@@ -428,6 +501,34 @@ pub fn run(p: &Params) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run stopped after its first point (as a kill would stop it) leaves that point in
+    /// gpu-points.csv, and none of the final files. The CPU rows run with or without a GPU.
+    #[test]
+    fn a_stopped_run_keeps_the_points_it_measured() {
+        let out = std::env::temp_dir().join(format!("sealink-gpu-stop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            sizes: vec![8 << 10, 16 << 10],
+            workers: vec![1],
+            seconds: 0.01,
+            runs: 1,
+            quick: true,
+            out: out.clone(),
+        };
+        let e = run_with(&p, &mut |_| Err(Error::bench("stopped"))).unwrap_err();
+        assert!(e.to_string().contains("stopped"), "{e}");
+        let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with("elapsed_s,experiment,batch_bytes"),
+            "{text}"
+        );
+        assert!(lines[1].contains(",figure12,8192,5,cpu,1,1,"), "{text}");
+        assert!(!out.join("gpu.csv").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
 
     #[test]
     fn gpu_calls_hold_at_most_64_mib_but_one_batch_per_stream() {

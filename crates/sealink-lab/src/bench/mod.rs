@@ -47,6 +47,65 @@ pub(crate) fn print_with_files(mut out: String, csv: &Path, json: &Path) -> Resu
     crate::output::print(&out)
 }
 
+/// `--budget SECONDS`, flattened into the arguments of the benches that take one.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct BudgetArgs {
+    /// Wall-clock seconds the run may take: the bench times its first point, then shortens the
+    /// runs of the rest (to no less than 0.01 s) and skips the points that still do not fit,
+    /// and says what it shortened and skipped
+    #[arg(long, value_name = "SECONDS", value_parser = parse_budget)]
+    pub budget: Option<f64>,
+}
+
+fn parse_budget(s: &str) -> std::result::Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    }
+}
+
+/// The shortest timed run a budget may cut a point's runs to.
+pub(crate) const BUDGET_FLOOR: f64 = 0.01;
+
+/// How the rest of a run fits a budget: the seconds of each timed run from now on, and how many
+/// of the points still to measure fit (the first `keep`, in the bench's order of priority).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Fit {
+    pub seconds: f64,
+    pub keep: usize,
+}
+
+/// Fits `points` more points, each of `windows` runs (warm-up included) of `want` seconds plus
+/// `overhead` seconds, into `left` seconds: all of them at `want` if they fit; else all of them
+/// at shorter runs, down to [`BUDGET_FLOOR`]; else as many as fit at the floor.
+pub(crate) fn fit_budget(
+    left: f64,
+    points: usize,
+    windows: usize,
+    overhead: f64,
+    want: f64,
+) -> Fit {
+    let cost = |s: f64| windows as f64 * (s + overhead.max(0.0));
+    if points == 0 || cost(want) * points as f64 <= left {
+        return Fit {
+            seconds: want,
+            keep: points,
+        };
+    }
+    let s = left.max(0.0) / (points * windows) as f64 - overhead.max(0.0);
+    if s >= BUDGET_FLOOR {
+        return Fit {
+            seconds: s.min(want),
+            keep: points,
+        };
+    }
+    let floor = BUDGET_FLOOR.min(want);
+    Fit {
+        seconds: floor,
+        keep: ((left.max(0.0) / cost(floor)).floor() as usize).min(points),
+    }
+}
+
 /// Median of a non-empty list (mean of the two middle values for an even count).
 /// The timing arguments every timed bench takes: seconds per run within (0, 60], one run or more.
 pub(crate) fn check_timing(seconds: f64, runs: usize) -> Result<()> {
@@ -104,6 +163,32 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_eq!(median(&[7.0]), 7.0);
         assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn a_budget_keeps_shortens_or_skips() {
+        // 10 points of 3 runs of 0.3 s + 0.1 s overhead: 12 s.
+        assert_eq!(
+            fit_budget(20.0, 10, 3, 0.1, 0.3),
+            Fit {
+                seconds: 0.3,
+                keep: 10
+            }
+        );
+        // 6 s: every point, runs of 0.1 s.
+        let f = fit_budget(6.0, 10, 3, 0.1, 0.3);
+        assert_eq!(f.keep, 10);
+        assert!((f.seconds - 0.1).abs() < 1e-9, "{f:?}");
+        // 1.1 s: at the floor (0.01 + 0.1 = 0.33 s a point), 3 points.
+        assert_eq!(
+            fit_budget(1.1, 10, 3, 0.1, 0.3),
+            Fit {
+                seconds: BUDGET_FLOOR,
+                keep: 3
+            }
+        );
+        assert_eq!(fit_budget(-1.0, 10, 3, 0.1, 0.3).keep, 0);
+        assert_eq!(fit_budget(0.0, 0, 3, 0.1, 0.3).keep, 0);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use sealink_proto::sim::SimRng;
 use super::{fill, median, random_seed};
 use crate::error::{Error, Result};
 use crate::output;
-use crate::report::{Chart, RunRecord, Table, record};
+use crate::report::{Chart, PointLog, RunRecord, Table, record};
 
 mod paper;
 
@@ -122,6 +122,23 @@ const TARGET_RAW_RATIO: f64 = 0.9;
 pub const MAX_PACKET: usize = 65_000;
 /// The markdown report the bench leaves in `--out` (everything it prints but the file list).
 const REPORT_FILE: &str = "stacks.md";
+/// Every point as it is measured, in measurement order (a stopped run keeps these).
+pub const POINTS_FILE: &str = "stacks-points.csv";
+const POINTS_HEAD: [&str; 13] = [
+    "experiment",
+    "stack",
+    "side",
+    "engine",
+    "channels",
+    "workers",
+    "packet_bytes",
+    "batch",
+    "runs",
+    "mbps_median",
+    "mbps_ci90_lo",
+    "mbps_ci90_hi",
+    "mbps_each_run",
+];
 
 /// Parameters of `sealink bench stacks`.
 #[derive(Debug, Clone)]
@@ -135,6 +152,9 @@ pub struct Params {
     pub quick: bool,
     /// Packets per engine batch in the scaling experiments.
     pub batch: usize,
+    /// Wall-clock seconds the run may take (`--budget`; `fit_budget` in bench/mod.rs): runs
+    /// shortened first, then whole stacks skipped from the end of the list.
+    pub budget: Option<f64>,
 }
 
 /// Looks a stack up by name.
@@ -513,10 +533,53 @@ fn validate(p: &Params) -> Result<()> {
     super::check_timing(p.seconds, p.runs)
 }
 
+/// One measured point as a row of [`POINTS_FILE`].
+#[allow(clippy::too_many_arguments)]
+fn point_row(
+    experiment: &str,
+    stack: &str,
+    side: &str,
+    engine: &str,
+    channels: usize,
+    workers: usize,
+    p: &Params,
+    batch: usize,
+    rates: &[f64],
+) -> Vec<String> {
+    let e = estimate(rates);
+    let each: Vec<String> = rates.iter().map(|r| format!("{r:.3}")).collect();
+    vec![
+        experiment.to_owned(),
+        stack.to_owned(),
+        side.to_owned(),
+        engine.to_owned(),
+        channels.to_string(),
+        workers.to_string(),
+        p.packet.to_string(),
+        batch.to_string(),
+        rates.len().to_string(),
+        format!("{:.3}", e.median),
+        format!("{:.3}", e.lo),
+        format!("{:.3}", e.hi),
+        each.join(";"),
+    ]
+}
+
 /// Runs the bench, writes CSV and SVG files into `p.out` and prints the tables.
 pub fn run(p: &Params) -> Result<()> {
+    run_with(p, &mut |_| Ok(()))
+}
+
+/// [`run`], calling `after_point` with the point log after each point is appended to it (an
+/// error stops the run there, as a kill would: the tests stop runs early with it).
+fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) -> Result<()> {
     validate(p)?;
     std::fs::create_dir_all(&p.out).map_err(Error::io("create", &p.out))?;
+    let mut log = PointLog::create(&p.out, POINTS_FILE, POINTS_HEAD)?;
+    let mut logged = |row: Vec<String>| -> Result<()> {
+        log.append(row)?;
+        after_point(&log)
+    };
     let cores = record::cores();
     let nw = p.workers;
     let windows = p.runs + 1;
@@ -538,7 +601,15 @@ pub fn run(p: &Params) -> Result<()> {
         let mut curves = Vec::new();
         let mut layered = Vec::new();
         let mut many = Vec::new();
-        for &stack in &p.stacks {
+        // What a --budget changes after the first point: the seconds of each run, the stacks.
+        let mut cur = p.clone();
+        let mut keep_stacks = p.stacks.len();
+        let mut budget_note = None;
+        let t0 = Instant::now();
+        for (si, &stack) in p.stacks.iter().enumerate() {
+            if si >= keep_stacks {
+                continue;
+            }
             for op in ops {
                 for mode in modes {
                     let mut points = Vec::new();
@@ -551,12 +622,75 @@ pub fn run(p: &Params) -> Result<()> {
                             && op == Op::Seal
                             && kind == EngineKind::Plp(1)
                         {
-                            raw = Some(estimate(&raw_seal_rate(p)?));
+                            let r = raw_seal_rate(&cur)?;
+                            raw = Some(estimate(&r));
+                            logged(point_row(
+                                "raw",
+                                "aes128-gcm",
+                                "send",
+                                RawAead::LIBRARY,
+                                1,
+                                1,
+                                p,
+                                CHUNK,
+                                &r,
+                            ))?;
                             pb.inc(1);
                         }
-                        let r = measure(stack, kind, op, mode.channels(), p.batch, p, windows)?;
+                        let r = measure(stack, kind, op, mode.channels(), p.batch, &cur, windows)?;
                         points.push(estimate(&r));
+                        logged(point_row(
+                            "scaling",
+                            stack.name,
+                            side_name(op),
+                            mode.name(),
+                            mode.channels(),
+                            w,
+                            p,
+                            p.batch,
+                            &r,
+                        ))?;
                         pb.inc(1);
+                        if let (Some(b), None) = (p.budget, &budget_note) {
+                            // Fitted once, after the first point: every window is taken to
+                            // cost what the first point's did beyond its timed length.
+                            let t1 = t0.elapsed().as_secs_f64();
+                            let overhead = t1 / windows as f64 - p.seconds;
+                            let per_stack = (ops.len() * modes.len() * nw + ops.len()) * windows
+                                + connections.len() * 2 * (many_runs + 1);
+                            let first_left = per_stack - windows;
+                            let total = first_left + (p.stacks.len() - 1) * per_stack + windows;
+                            let f = super::fit_budget(b - t1, total, 1, overhead, p.seconds);
+                            cur.seconds = f.seconds;
+                            keep_stacks = (1 + f.keep.saturating_sub(first_left + windows)
+                                / per_stack)
+                                .min(p.stacks.len());
+                            let skipped: Vec<&str> =
+                                p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
+                            budget_note = Some(format!(
+                                "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
+                                if cur.seconds < p.seconds {
+                                    format!(
+                                        "shortened from {} s to {:.3} s",
+                                        p.seconds, cur.seconds
+                                    )
+                                } else {
+                                    format!("kept at {} s", p.seconds)
+                                },
+                                if skipped.is_empty() {
+                                    "no stack skipped".to_owned()
+                                } else {
+                                    format!("skipped the stacks {}", skipped.join(", "))
+                                }
+                            ));
+                            if f.keep < first_left + windows {
+                                if let Some(n) = budget_note.as_mut() {
+                                    n.push_str(
+                                        "; the first stack, which is measured whole, does not fit even so: over budget",
+                                    );
+                                }
+                            }
+                        }
                     }
                     curves.push(Curve {
                         stack,
@@ -565,8 +699,19 @@ pub fn run(p: &Params) -> Result<()> {
                         points,
                     });
                 }
-                let r = measure(stack, EngineKind::Layered, op, 1, p.batch, p, windows)?;
+                let r = measure(stack, EngineKind::Layered, op, 1, p.batch, &cur, windows)?;
                 layered.push((stack, op, estimate(&r)));
+                logged(point_row(
+                    "layered",
+                    stack.name,
+                    side_name(op),
+                    "layered",
+                    1,
+                    2,
+                    p,
+                    p.batch,
+                    &r,
+                ))?;
                 pb.inc(1);
             }
             for &n in connections {
@@ -580,10 +725,25 @@ pub fn run(p: &Params) -> Result<()> {
                         Op::Seal,
                         n,
                         CHUNK_MANY,
-                        p,
+                        &cur,
                         many_runs + 1,
                     )?;
                     many.push((stack, n, policy, estimate(&r)));
+                    let threads = match policy {
+                        ClpPolicy::ThreadPerConnection => n,
+                        ClpPolicy::ProcessorPerConnection(w) => w,
+                    };
+                    logged(point_row(
+                        "connections",
+                        stack.name,
+                        "send",
+                        policy_name(policy),
+                        n,
+                        threads,
+                        p,
+                        CHUNK_MANY,
+                        &r,
+                    ))?;
                     pb.inc(1);
                 }
             }
@@ -591,11 +751,32 @@ pub fn run(p: &Params) -> Result<()> {
         let raw = match raw {
             Some(r) => r,
             None => {
+                let r = raw_seal_rate(&cur)?;
+                logged(point_row(
+                    "raw",
+                    "aes128-gcm",
+                    "send",
+                    RawAead::LIBRARY,
+                    1,
+                    1,
+                    p,
+                    CHUNK,
+                    &r,
+                ))?;
                 pb.inc(1);
-                estimate(&raw_seal_rate(p)?)
+                estimate(&r)
             }
         };
+        // The report describes what ran: the runs' seconds after any budget, the stacks kept.
+        let p = &Params {
+            seconds: cur.seconds,
+            stacks: p.stacks[..keep_stacks].to_vec(),
+            ..p.clone()
+        };
         let mut out = render(p, cores, raw, &curves, &layered, &many, many_runs);
+        if let Some(note) = &budget_note {
+            let _ = writeln!(out, "\n{note}");
+        }
         out.push_str(&paper_comparison(p, &curves, &many));
         let json = write_files(p, raw, &curves, &layered, &many, &out)?;
         let _ = writeln!(
@@ -629,6 +810,7 @@ fn write_files(
 ) -> Result<PathBuf> {
     let dir = &p.out;
     let mut rec = RunRecord::new("stacks");
+    rec.file(POINTS_FILE);
     rec.write_text(dir, REPORT_FILE, report)?;
     let f3 = |v: f64| format!("{v:.3}");
     let est = |e: Estimate| [f3(e.median), f3(e.lo), f3(e.hi)];
@@ -1383,6 +1565,88 @@ mod tests {
         };
         assert!((c.serial_fraction().unwrap() - f).abs() < 1e-9);
         assert!((amdahl(0.0, 16.0) - 16.0).abs() < 1e-9);
+    }
+
+    /// A run stopped after its second point (as a kill would stop it) leaves those two points
+    /// in stacks-points.csv, and no final report.
+    #[test]
+    fn a_stopped_run_keeps_the_points_it_measured() {
+        let out = std::env::temp_dir().join(format!("sealink-stacks-stop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            workers: 2,
+            packet: 1024,
+            seconds: 0.01,
+            runs: 1,
+            out: out.clone(),
+            stacks: vec![stack_by_name("aes128-gcm").unwrap()],
+            quick: true,
+            batch: 8,
+            budget: None,
+        };
+        let mut seen = Vec::new();
+        let e = run_with(&p, &mut |log| {
+            // Each point is on disk before the run goes on to the next.
+            let text = std::fs::read_to_string(log.path()).unwrap();
+            seen.push(text.lines().count());
+            if log.rows() == 2 {
+                Err(Error::bench("stopped"))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("stopped"), "{e}");
+        assert_eq!(seen, [2, 3]);
+        let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[0].starts_with("elapsed_s,experiment,stack,"),
+            "{text}"
+        );
+        // The raw library rate, then aes128-gcm's PLP send at one worker.
+        assert!(lines[1].contains(",raw,aes128-gcm,send,"), "{text}");
+        assert!(
+            lines[2].contains(",scaling,aes128-gcm,send,PLP,1,1,1024,8,1,"),
+            "{text}"
+        );
+        assert!(!out.join(REPORT_FILE).exists());
+        assert!(!out.join("stacks.json").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// A budget far below the plan measures the first stack only (its runs at the floor), says
+    /// so, and still writes the report.
+    #[test]
+    fn a_small_budget_skips_stacks_and_still_reports() {
+        let out =
+            std::env::temp_dir().join(format!("sealink-stacks-budget-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            workers: 1,
+            packet: 1024,
+            seconds: 0.02,
+            runs: 1,
+            out: out.clone(),
+            stacks: vec![
+                stack_by_name("baseline").unwrap(),
+                stack_by_name("aes128-gcm").unwrap(),
+            ],
+            quick: true,
+            batch: 8,
+            budget: Some(0.001),
+        };
+        run_with(&p, &mut |_| Ok(())).unwrap();
+        let report = std::fs::read_to_string(out.join(REPORT_FILE)).unwrap();
+        assert!(
+            report.contains("budget: 0.001 s") && report.contains("skipped the stacks aes128-gcm"),
+            "{report}"
+        );
+        let points = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        assert!(!points.contains(",scaling,aes128-gcm,"), "{points}");
+        assert!(points.contains(",connections,baseline,"), "{points}");
+        std::fs::remove_dir_all(&out).unwrap();
     }
 
     #[test]

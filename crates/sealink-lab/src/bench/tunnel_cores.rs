@@ -20,7 +20,7 @@ use sealink_proto::sim::SimRng;
 use super::{fill, median, print_with_files, random_seed};
 use crate::error::{Error, Result};
 use crate::output;
-use crate::report::{Chart, RunRecord, Table, record};
+use crate::report::{Chart, PointLog, RunRecord, Table, record};
 
 /// Payload of every packet (the paper's tunnel carries Ethernet-sized packets).
 pub const PACKET: usize = 1400;
@@ -34,6 +34,19 @@ const UNORDERED_LANES: usize = 1024;
 /// Largest worker count and batch accepted.
 pub const MAX_WORKERS: usize = 256;
 pub const MAX_BATCH: usize = 4096;
+/// Every point as it is measured, in measurement order (a stopped run keeps these).
+pub const POINTS_FILE: &str = "tunnel-cores-points.csv";
+const POINTS_HEAD: [&str; 9] = [
+    "experiment",
+    "cipher",
+    "workers",
+    "batch",
+    "ordered",
+    "runs",
+    "gbps",
+    "mpps",
+    "out_of_order_share",
+];
 
 /// The cipher a run seals with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,6 +309,8 @@ pub struct Params {
     pub runs: usize,
     pub quick: bool,
     pub out: PathBuf,
+    /// Wall-clock seconds the run may take (`--budget`; `fit_budget` in bench/mod.rs).
+    pub budget: Option<f64>,
 }
 
 /// 1, 2, 4, ... below `cores`, then `cores`.
@@ -406,9 +421,31 @@ fn f3(v: f64) -> String {
     format!("{v:.3}")
 }
 
+/// One measured point as a row of [`POINTS_FILE`] (medians over `runs`).
+fn point_row(experiment: &str, cfg: Config, runs: usize, pt: &Point) -> [String; 9] {
+    [
+        experiment.to_owned(),
+        cfg.cipher.name().to_owned(),
+        cfg.workers.to_string(),
+        cfg.batch.to_string(),
+        cfg.ordered.to_string(),
+        runs.to_string(),
+        f3(pt.gbps),
+        f3(pt.mpps),
+        format!("{:.4}", pt.out_of_order),
+    ]
+}
+
 /// Runs the four experiments, prints them beside the paper and writes the files.
 pub fn run(p: &Params) -> Result<()> {
+    run_with(p, &mut |_| Ok(()))
+}
+
+/// [`run`], calling `after_point` with the point log after each point is appended to it (an
+/// error stops the run there, as a kill would: the tests stop runs early with it).
+fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) -> Result<()> {
     validate(p)?;
+    let mut log = PointLog::create(&p.out, POINTS_FILE, POINTS_HEAD)?;
     let cores = record::cores();
     let keys = Arc::new(Keys::new()?);
     let top = *p.workers.iter().max().unwrap_or(&1);
@@ -426,48 +463,137 @@ pub fn run(p: &Params) -> Result<()> {
         batch,
         ordered,
     };
+    // Appends one point to the log at once.
+    let mut logged = |row: [String; 9]| -> Result<()> {
+        log.append(row)?;
+        after_point(&log)
+    };
+    let mut budget_note = None;
     let result = (|| -> Result<_> {
-        let mut scaling = Vec::new();
+        let mut point = |experiment: &str, c: Config, seconds: f64| -> Result<Point> {
+            let pt = measure(c, &keys, seconds, p.runs, &pb)?;
+            logged(point_row(experiment, c, p.runs, &pt))?;
+            Ok(pt)
+        };
+        // The points in order of priority (what a budget skips goes from the end): the first
+        // scaling point, order kept against not (the report needs both), the rest of the
+        // scaling, the grouping sweep; then the SMT pair.
+        let mut rest: Vec<(&str, Config)> = Vec::new();
         for &c in &ciphers {
             for &w in &p.workers {
-                scaling.push((
-                    c,
-                    w,
-                    measure(cfg(c, w, p.batch, true), &keys, p.seconds, p.runs, &pb)?,
-                ));
+                rest.push(("scaling", cfg(c, w, p.batch, true)));
             }
         }
-        let ordered = measure(
-            cfg(Cipher::Gcm, top, p.batch, true),
-            &keys,
-            p.seconds,
-            p.runs,
-            &pb,
-        )?;
-        let unordered = measure(
-            cfg(Cipher::Gcm, top, p.batch, false),
-            &keys,
-            p.seconds,
-            p.runs,
-            &pb,
-        )?;
-        let mut grouping = Vec::new();
+        let first = rest.remove(0);
+        rest.insert(0, ("order", cfg(Cipher::Gcm, top, p.batch, false)));
+        rest.insert(0, ("order", cfg(Cipher::Gcm, top, p.batch, true)));
         for &c in &ciphers {
             for &b in &p.batches {
-                grouping.push((
-                    c,
-                    b,
-                    measure(cfg(c, top, b, true), &keys, p.seconds, p.runs, &pb)?,
-                ));
+                rest.push(("grouping", cfg(c, top, b, true)));
             }
         }
+        let smt_points = if smt.is_some() { 2 } else { 0 };
+        let t0 = Instant::now();
+        let mut done = vec![(first.0, first.1, point(first.0, first.1, p.seconds)?)];
+        let (mut seconds, mut keep) = (p.seconds, rest.len() + smt_points);
+        if let Some(b) = p.budget {
+            let t1 = t0.elapsed().as_secs_f64();
+            let windows = p.runs + 1;
+            let overhead = t1 / windows as f64 - p.seconds;
+            let f = super::fit_budget(
+                b - t1,
+                rest.len() + smt_points,
+                windows,
+                overhead,
+                p.seconds,
+            );
+            seconds = f.seconds;
+            keep = f.keep.max(2); // the order pair is always measured
+            let over = if f.keep < 2 {
+                "; the order pair, which is always measured, does not fit even so: over budget"
+            } else {
+                ""
+            };
+            let skipped: Vec<String> = rest
+                .iter()
+                .skip(keep)
+                .map(|(what, c)| {
+                    format!(
+                        "{what} {} {}w batch {}",
+                        c.cipher.name(),
+                        c.workers,
+                        c.batch
+                    )
+                })
+                .chain(
+                    (keep < rest.len() + smt_points && smt_points > 0)
+                        .then(|| "the SMT pair".into()),
+                )
+                .collect();
+            budget_note = Some(
+                format!(
+                    "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
+                    if seconds < p.seconds {
+                        format!("shortened from {} s to {seconds:.3} s", p.seconds)
+                    } else {
+                        format!("kept at {} s", p.seconds)
+                    },
+                    if skipped.is_empty() {
+                        "nothing skipped".to_owned()
+                    } else {
+                        format!("skipped {} point(s): {}", skipped.len(), skipped.join(", "))
+                    },
+                ) + over,
+            );
+        }
+        for (i, &(what, c)) in rest.iter().enumerate() {
+            if i < keep {
+                done.push((what, c, point(what, c, seconds)?));
+            } else {
+                pb.inc((p.runs + 1) as u64);
+            }
+        }
+        let find = |ordered: bool| {
+            done.iter()
+                .find(|d| d.0 == "order" && d.1.ordered == ordered)
+                .map_or_else(Point::default, |d| d.2)
+        };
+        let (ordered, unordered) = (find(true), find(false));
+        let scaling: Vec<_> = done
+            .iter()
+            .filter(|d| d.0 == "scaling")
+            .map(|d| (d.1.cipher, d.1.workers, d.2))
+            .collect();
+        let grouping: Vec<_> = done
+            .iter()
+            .filter(|d| d.0 == "grouping")
+            .map(|d| (d.1.cipher, d.1.batch, d.2))
+            .collect();
+        let smt = smt.filter(|_| keep >= rest.len() + smt_points);
+        let p = &Params {
+            seconds,
+            ..p.clone()
+        };
         let smt_res = match smt {
             Some((sib, sep)) => {
                 let c = cfg(Cipher::Gcm, 1, p.batch, true);
-                let a = pinned_pair(sib, &keys, c, p.seconds)?;
-                pb.inc(1);
-                let b = pinned_pair(sep, &keys, c, p.seconds)?;
-                pb.inc(1);
+                let mut pair = |what: &str, cpus: (usize, usize)| -> Result<f64> {
+                    let g = pinned_pair(cpus, &keys, c, p.seconds)?;
+                    pb.inc(1);
+                    let mut row = point_row(
+                        what,
+                        cfg(Cipher::Gcm, 2, p.batch, true),
+                        1,
+                        &Point::default(),
+                    );
+                    row[6] = f3(g);
+                    row[7] = String::new();
+                    row[8] = String::new();
+                    logged(row)?;
+                    Ok(g)
+                };
+                let a = pair("smt-siblings", sib)?;
+                let b = pair("smt-separate", sep)?;
                 Some((sib, sep, a, b))
             }
             None => None,
@@ -476,6 +602,7 @@ pub fn run(p: &Params) -> Result<()> {
     })();
     pb.finish_and_clear();
     let (scaling, ordered, unordered, grouping, smt_res) = result?;
+    let smt_skipped = smt.is_some() && smt_res.is_none();
 
     let (backend, why) = sealink_crypto::suite::chosen_backend();
     let _ = writeln!(
@@ -495,6 +622,9 @@ pub fn run(p: &Params) -> Result<()> {
         "median of {} runs of {} s after a warm-up; payload bytes only (Gbit/s = 10^9 bit/s); batches of {} packets unless stated; workers = engine threads + the submitting thread, which helps",
         p.runs, p.seconds, p.batch
     );
+    if let Some(note) = &budget_note {
+        let _ = writeln!(out, "{note}");
+    }
     let _ = writeln!(
         out,
         "paper 004 figures: only the values its text states are shown (our copy of the paper is text only, so nothing is read off its plots)\n"
@@ -635,6 +765,9 @@ pub fn run(p: &Params) -> Result<()> {
             out.push_str(&ts.markdown());
             let _ = writeln!(out, "siblings / separate: {:.3}", a / b);
         }
+        None if smt_skipped => {
+            let _ = writeln!(out, "skipped for the budget");
+        }
         None => {
             let _ = writeln!(out, "no SMT siblings on this machine");
         }
@@ -667,6 +800,7 @@ fn write_files(
     smt: &Table,
 ) -> Result<(PathBuf, PathBuf)> {
     let mut rec = RunRecord::new("tunnel-cores");
+    rec.file(POINTS_FILE);
     let csv = rec.write_csv(dir, "tunnel-cores.csv", scaling)?;
     rec.write_csv(dir, "tunnel-cores-batch.csv", grouping)?;
     if !smt.is_empty() {
@@ -689,6 +823,78 @@ fn write_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run stopped after its first point (as a kill would stop it) leaves that point in
+    /// tunnel-cores-points.csv, and none of the final files.
+    #[test]
+    fn a_stopped_run_keeps_the_points_it_measured() {
+        let out = std::env::temp_dir().join(format!("sealink-tc-stop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            workers: vec![1, 2],
+            batches: vec![8],
+            batch: 8,
+            seconds: 0.01,
+            runs: 1,
+            quick: true,
+            out: out.clone(),
+            budget: None,
+        };
+        let e = run_with(&p, &mut |log| {
+            assert_eq!(
+                std::fs::read_to_string(log.path()).unwrap().lines().count(),
+                2
+            );
+            Err(Error::bench("stopped"))
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("stopped"), "{e}");
+        let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].starts_with("elapsed_s,experiment,cipher,workers"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains(",scaling,aes128-gcm,1,8,true,1,"),
+            "{text}"
+        );
+        let gbps: f64 = lines[1].split(',').nth(7).unwrap().parse().unwrap();
+        assert!(gbps > 0.0, "{text}");
+        assert!(!out.join("tunnel-cores.csv").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// A budget far below the plan keeps the first point and the order pair, skips the rest,
+    /// and the report is still written.
+    #[test]
+    fn a_small_budget_skips_points_and_still_reports() {
+        let out = std::env::temp_dir().join(format!("sealink-tc-budget-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            workers: vec![1, 2],
+            batches: vec![1, 8, 32],
+            batch: 8,
+            seconds: 0.05,
+            runs: 1,
+            quick: true,
+            out: out.clone(),
+            budget: Some(0.001),
+        };
+        run_with(&p, &mut |_| Ok(())).unwrap();
+        let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        // The first scaling point and the order pair; not the other 3 scaling or 6 grouping.
+        assert_eq!(rows.len(), 3, "{text}");
+        assert!(rows[0].contains(",scaling,aes128-gcm,1,"), "{text}");
+        assert!(
+            rows[1].contains(",order,") && rows[2].contains(",order,"),
+            "{text}"
+        );
+        assert!(out.join("tunnel-cores.csv").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
 
     #[test]
     fn ordered_path_releases_batches_in_order() {

@@ -5,6 +5,7 @@
 //!   [`Table::csv`] (RFC 4180 quoting through the csv crate), all from the same cells.
 //! - [`Chart`]: line charts of named series as SVG (plotters, SVG backend only).
 //! - [`RunRecord`]: the JSON record each bench writes beside its CSV, `<out>/<bench>.json`.
+//! - [`PointLog`]: a CSV that gets each point as it is measured, so a stopped run keeps them.
 //!
 //! # The run record (schema 1)
 //!
@@ -38,12 +39,14 @@
 //!   a unit; the CSV files hold every measurement.
 
 mod plot;
+mod points;
 pub mod record;
 mod table;
 
 use std::path::Path;
 
 pub use plot::{Chart, Series};
+pub use points::PointLog;
 pub use record::{Figure, RunRecord};
 pub use table::Table;
 
