@@ -49,6 +49,18 @@ impl std::ops::DerefMut for Aligned {
     }
 }
 
+/// Writes the MSG frame header of round trip `c` (as `bench seal` does each time); its seq.
+fn frame_header(out: &mut [u8], c: u64, size: usize) -> u64 {
+    let seq = SEQ_BASE + (c & SEQ_MASK);
+    let mut w = Writer::new(out);
+    w.u8(FRAME_MSG).unwrap();
+    w.varint(seq).unwrap();
+    w.varint(1).unwrap();
+    w.varint(1).unwrap();
+    w.varint(size as u64).unwrap();
+    seq
+}
+
 /// The MSG frame and its padding, as `bench seal` checks them; the payload's length.
 fn parse(body: &[u8], seq: Option<u64>) -> usize {
     let mut got = None;
@@ -132,13 +144,7 @@ fn main() {
                         black_box(&b[..k]);
                     }
                     2 => {
-                        let seq = SEQ_BASE + (c & SEQ_MASK);
-                        let mut w = Writer::new(&mut pb[HEADER_LEN..HEADER_LEN + fhl]);
-                        w.u8(FRAME_MSG).unwrap();
-                        w.varint(seq).unwrap();
-                        w.varint(1).unwrap();
-                        w.varint(1).unwrap();
-                        w.varint(size as u64).unwrap();
+                        let seq = frame_header(&mut pb[HEADER_LEN..HEADER_LEN + fhl], c, size);
                         let len = datapath::seal_datagram(
                             &tx,
                             RECEIVER,
@@ -175,13 +181,7 @@ fn main() {
                     }
                     _ => {
                         if v == 5 {
-                            let seq = SEQ_BASE + (c & SEQ_MASK);
-                            let mut w = Writer::new(&mut pc[HEADER_LEN..HEADER_LEN + fhl]);
-                            w.u8(FRAME_MSG).unwrap();
-                            w.varint(seq).unwrap();
-                            w.varint(1).unwrap();
-                            w.varint(1).unwrap();
-                            w.varint(size as u64).unwrap();
+                            frame_header(&mut pc[HEADER_LEN..HEADER_LEN + fhl], c, size);
                         }
                         let len = datapath::seal_datagram(
                             &tx,
