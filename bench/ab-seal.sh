@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# A/B of `sealink bench seal` between builds: the builds alternate round by round, each round a
+# A/B of `sealink-lab bench seal` between builds: the builds alternate round by round, each round a
 # fresh process (the 1400 B ratio can differ between processes, RESULTS §22d). Prints each
 # round's protocol/raw ratios and the load average, then the median per build and size.
 # Used for RESULTS §22c and §22d.
 # Usage: bash bench/ab-seal.sh ROUNDS SIZES NAME=BINARY [NAME=BINARY ...]
-#   e.g. bash bench/ab-seal.sh 5 64,1400,65000 base=/tmp/sl-base new=target/release/sealink
+#   e.g. bash bench/ab-seal.sh 5 64,1400,65000 base=/tmp/sl-base new=target/release/sealink-lab
+# BINARY is a lab binary (`cargo build --release -p sealink-lab`), or a `sealink` built before
+# the lab got its own binary (issue 31): both take `BINARY bench seal ...`.
 set -euo pipefail
 rounds=$1 sizes=$2
 shift 2

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Datagram mode, builds side by side: `sealink bench datagram` for each variant in turn, RUNS
+# Datagram mode, builds side by side: `sealink-lab bench datagram` for each variant in turn, RUNS
 # interleaved rounds, then the median messages/s per (variant, size, piggyback) and each
 # variant's ratio to the first. Prints the load average before and after.
 #
-#   VARIANTS="old=/path/to/old/sealink new=target/release/sealink new-w2=target/release/sealink:--workers=2" \
+#   VARIANTS="old=/path/to/old/sealink-lab new=target/release/sealink-lab new-w2=target/release/sealink-lab:--workers=2" \
 #     RUNS=5 SIZES=64,256 SECONDS_PER_RUN=1.5 bench/compare-datagram.sh
 #
-# A variant is NAME=BINARY[:EXTRA_ARGS], extra arguments separated by commas.
+# A variant is NAME=BINARY[:EXTRA_ARGS], extra arguments separated by commas. BINARY is a lab
+# binary (`cargo build --release -p sealink-lab`), or a `sealink` from before the lab got its
+# own binary (issue 31): both take `BINARY bench datagram ...`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
 SIZES=${SIZES:-64,256}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-1.5}
-VARIANTS=${VARIANTS:-"sealink=target/release/sealink"}
+VARIANTS=${VARIANTS:-"sealink=target/release/sealink-lab"}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"

@@ -11,7 +11,7 @@
 # compiles every dependency of sealink-lab, aws-lc-sys included, and takes minutes).
 #
 # It runs both back to back with the same size/seconds/runs, prints both and the ratio, and
-# leaves ghash-soft.csv and ghash-clmul.csv in $GHASH_OUT, where `sealink bench crypto` reads
+# leaves ghash-soft.csv and ghash-clmul.csv in $GHASH_OUT, where `sealink-lab bench crypto` reads
 # the software figure from.
 #
 # Environment: GHASH_OUT (default bench-out/crypto), GHASH_SIZE (8192), GHASH_SECONDS (0.3),

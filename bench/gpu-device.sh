@@ -3,9 +3,9 @@
 # (`bench gpu`) and the multicore figures (`bench tunnel-cores`), in one run.
 #
 # Such a machine may have no Rust toolchain and no registry. Build on a machine that has them:
-#   cargo build --release -p sealink-cli --features cuda
+#   cargo build --release -p sealink-lab --features cuda
 #   cargo test --release -p sealink-gpu --features cuda --no-run    # prints the test binaries
-# copy target/release/sealink and the two sealink-gpu test binaries (stripped) into DIR, then
+# copy target/release/sealink-lab and the two sealink-gpu test binaries (stripped) into DIR, then
 # run:  bash bench/gpu-device.sh DIR [OUT]
 set -u
 dir=${1:?usage: gpu-device.sh DIR-WITH-BINARIES [OUT-DIR]}
@@ -22,7 +22,7 @@ for t in "$dir"/sealink_gpu-* "$dir"/gpu-*; do
   [ -x "$t" ] || continue
   echo "== $(basename "$t")"; timeout 300 "$t" --nocapture 2>&1 | tail -25
 done
-echo "== bench gpu"; timeout 400 "$dir/sealink" bench gpu --workers 1,2,4,8,16 --out "$out/gpu"
+echo "== bench gpu"; timeout 400 "$dir/sealink-lab" bench gpu --workers 1,2,4,8,16 --out "$out/gpu"
 uptime
-echo "== bench tunnel-cores"; timeout 300 "$dir/sealink" bench tunnel-cores --workers 1,2,4,8,16 --out "$out/tc"
+echo "== bench tunnel-cores"; timeout 300 "$dir/sealink-lab" bench tunnel-cores --workers 1,2,4,8,16 --out "$out/tc"
 uptime

@@ -1,4 +1,4 @@
-//! `sealink bench adp --pcap`'s importer never panics on any bytes: a capture either becomes a
+//! `sealink-lab bench adp --pcap`'s importer never panics on any bytes: a capture either becomes a
 //! trace within the limits (messages no larger than MAX_SIZE, at most the limit, times from
 //! zero in order) or is refused with a typed error.
 #![no_main]

@@ -1,8 +1,13 @@
-//! `sealink`: key management, a simulated two-host demo, and benchmarks for the sealink protocol.
+//! `sealink`: keys and trust, stream, datagram and tunnel modes, and a simulated two-host demo.
+//! The papers' benchmarks and the fault relay are not here: they are the `sealink-lab` binary
+//! (crates/sealink-lab), which this crate does not depend on.
 #![forbid(unsafe_code)]
 
+mod demo;
+mod error;
 mod keys;
 mod msg;
+mod output;
 mod pair;
 mod stream;
 mod tunnel;
@@ -19,15 +24,13 @@ use tracing_subscriber::filter::LevelFilter;
 
 use anyhow::{Context, Result};
 use sealink_keys::KeyKind;
-use sealink_lab::cli::{BenchCommand, DemoArgs, RelayArgs};
-use sealink_lab::{error, output};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "sealink",
     version,
     about = "sealink: authenticated, optionally encrypted messaging between hosts and their owners",
-    after_help = "Examples:\n  sealink keygen host /etc/sealink/host.key\n  sealink demo --seed 7\n  sealink bench seal --sizes 1400 --suites aes128-gcm\n\nLogs go to stderr (colour only on a terminal, never with NO_COLOR set); -v, -vv, -vvv or RUST_LOG (e.g. RUST_LOG=debug) show more.\n\nExit status: 0 success; 1 the command failed (network, files, keys, a transfer); 2 usage error (bad arguments or options)."
+    after_help = "Examples:\n  sealink keygen host /etc/sealink/host.key\n  sealink demo --seed 7\n  sealink send big.iso 10.0.0.2\n\nLogs go to stderr (colour only on a terminal, never with NO_COLOR set); -v, -vv, -vvv or RUST_LOG (e.g. RUST_LOG=debug) show more.\n\nExit status: 0 success; 1 the command failed (network, files, keys, a transfer); 2 usage error (bad arguments or options)."
 )]
 struct Cli {
     /// More log output: -v info, -vv debug, -vvv trace (RUST_LOG, when set, decides instead)
@@ -70,7 +73,7 @@ enum Command {
     Trust(TrustCommand),
     /// Run two hosts over a simulated lossy link and check every message arrives exactly once
     #[command(after_help = "Example:\n  sealink demo --seed 7 --messages 500 --loss 0.05")]
-    Demo(DemoArgs),
+    Demo(demo::DemoArgs),
     /// Send files (or standard input) to a `sealink recv`, sealed and striped over TCP
     #[command(after_help = SEND_HELP)]
     Send(SendArgs),
@@ -80,9 +83,6 @@ enum Command {
     /// Datagram mode: owner-authenticated messages over UDP (`listen` prints, `send` delivers)
     #[command(subcommand, after_help = MSG_HELP)]
     Msg(MsgCommand),
-    /// Relay UDP both ways while injecting faults: loss, reordering, duplication, corruption, replay
-    #[command(after_help = sealink_lab::cli::RELAY_HELP)]
-    Relay(RelayArgs),
     /// Tunnel mode: bring up a TUN interface carrying IP packets to peers (foreground)
     #[command(after_help = tunnel::UP_HELP)]
     Up(UpArgs),
@@ -105,12 +105,6 @@ enum Command {
         after_help = "Examples:\n  sealink man > /usr/local/share/man/man1/sealink.1\n  sealink man --dir /usr/local/share/man/man1"
     )]
     Man(ManArgs),
-    /// Measure performance
-    #[command(
-        subcommand,
-        after_help = "Example:\n  sealink bench seal --sizes 1400,8192 --runs 3"
-    )]
-    Bench(BenchCommand),
 }
 
 const PAIR_HELP: &str = "Examples:
@@ -753,9 +747,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Man(a) => man(a.dir.as_deref()),
         Command::Show(a) => tunnel::show(a.name.as_deref(), a.run_dir.run_dir, a.json),
-        Command::Relay(a) => sealink_lab::cli::run_relay(a).map_err(Into::into),
-        Command::Demo(a) => sealink_lab::cli::run_demo(a).map_err(Into::into),
-        Command::Bench(cmd) => sealink_lab::cli::run_bench(cmd).map_err(Into::into),
+        Command::Demo(a) => demo::run(&a.params()),
     }
 }
 
@@ -803,12 +795,8 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error::chain(&*e));
-            // A bench's own argument checks (sizes, profiles) are usage errors too.
-            let usage = matches!(
-                e.downcast_ref::<sealink_lab::Error>(),
-                Some(sealink_lab::Error::Usage(_))
-            );
-            ExitCode::from(if usage { EXIT_USAGE } else { 1 })
+            // A command's own argument checks after parsing are usage errors too.
+            ExitCode::from(if error::is_usage(&e) { EXIT_USAGE } else { 1 })
         }
     }
 }

@@ -433,7 +433,7 @@ pub fn send(p: SendParams) -> Result<()> {
                     &sized,
                     cfg.streams,
                     started.elapsed(),
-                    &sealink_lab::error::chain(&e),
+                    &crate::error::chain(&e),
                 ))?;
             }
             return Err(anyhow::Error::new(e).context(format!("sending to {addr} failed")));
@@ -524,7 +524,7 @@ pub fn recv(p: RecvParams) -> Result<()> {
         }
         Ok(_) => {}
         Err(e) if !(p.once || to_stdout) => {
-            eprintln!("error: transfer failed: {}", sealink_lab::error::chain(e));
+            eprintln!("error: transfer failed: {}", crate::error::chain(e));
         }
         Err(_) => {}
     });

@@ -217,6 +217,13 @@ fn every_command_has_a_man_page_with_its_options_and_the_deb_ships_them() {
         "only {options} options found in the help texts"
     );
     assert_eq!(pages.len(), all.len(), "pages of no command: {pages:?}");
+    // The lab's commands are the `sealink-lab` binary's: no page, and not in the package.
+    assert!(
+        !pages
+            .iter()
+            .any(|p| p.starts_with("sealink-bench") || p.starts_with("sealink-relay")),
+        "{pages:?}"
+    );
     // The printed page is the top one.
     let top = Command::new(BIN).arg("man").output().unwrap();
     assert_eq!(
@@ -242,6 +249,10 @@ fn every_command_has_a_man_page_with_its_options_and_the_deb_ships_them() {
         "the .deb assets do not take every page"
     );
     assert!(pages.iter().all(|p| p.ends_with(".1")), "{pages:?}");
+    assert!(
+        !manifest.contains("target/release/sealink-lab"),
+        "the .deb ships the lab: {manifest}"
+    );
 }
 
 /// Issue 30's packaging items: a maintainer with an address, iproute2 declared while the

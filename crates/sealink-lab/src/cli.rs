@@ -1,8 +1,8 @@
-//! The lab's command line: the clap arguments of `sealink bench ...`, `sealink demo` and
-//! `sealink relay`, their value parsers, and the step from parsed arguments to each entry
-//! point's `Params`. The binary puts [`BenchCommand`], [`DemoArgs`] and [`RelayArgs`] into its
-//! command tree and hands them to [`run_bench`], [`run_demo`] and [`run_relay`]; flags,
-//! defaults and checks of the lab's commands live here, beside the code that uses them.
+//! The lab's command line: the clap arguments of `sealink-lab bench ...` and `sealink-lab
+//! relay`, their value parsers, and the step from parsed arguments to each entry point's
+//! `Params`. The `sealink-lab` binary (`main.rs`) puts [`BenchCommand`] and [`RelayArgs`] into
+//! its command tree and hands them to [`run_bench`] and [`run_relay`]; flags, defaults and
+//! checks of the lab's commands live here, beside the code that uses them.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,12 +11,12 @@ use clap::{Args, Subcommand};
 use sealink_crypto::SuiteId;
 
 use crate::error::Result;
-use crate::{bench, demo, relay};
+use crate::{bench, relay};
 
-/// `sealink relay --help`'s examples and notes (the binary sets it as the command's after-help).
+/// `sealink-lab relay --help`'s examples and notes (the binary sets it as the command's after-help).
 pub const RELAY_HELP: &str = "Examples:
-  sealink relay --listen 10.0.1.1:51820 --to 10.0.2.2:51820 --loss 0.05 --corrupt 0.02 --seed 7
-  sealink relay --listen 127.0.0.1:9000 --to 127.0.0.1:7878 --replay 0.1 --stats-every 1
+  sealink-lab relay --listen 10.0.1.1:51820 --to 10.0.2.2:51820 --loss 0.05 --corrupt 0.02 --seed 7
+  sealink-lab relay --listen 127.0.0.1:9000 --to 127.0.0.1:7878 --replay 0.1 --stats-every 1
 
 Every client source address gets its own upstream socket, so replies go back to the client they
 belong to. Each direction draws its faults independently: a lost datagram is dropped; a reordered
@@ -65,75 +65,59 @@ pub struct RelayArgs {
     stats_every: Option<f64>,
 }
 
-#[derive(Debug, Args)]
-pub struct DemoArgs {
-    /// Seed of the trace and the link (default: random, printed so the run can be replayed)
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Messages per direction
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
-    messages: u32,
-    /// Probability that the link loses a datagram, in [0, 1)
-    #[arg(long, default_value_t = 0.02, value_parser = parse_probability)]
-    loss: f64,
-    /// One-way link delay in milliseconds
-    #[arg(long = "delay-ms", default_value_t = 5.0, value_parser = parse_delay_ms)]
-    delay_ms: f64,
-}
-
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Protocol data path (seal + open of one datagram) against the raw AEAD library
     #[command(
-        after_help = "Example:\n  sealink bench seal --sizes 64,1400 --suites aes128-gcm --seconds 0.5 --runs 7"
+        after_help = "Example:\n  sealink-lab bench seal --sizes 64,1400 --suites aes128-gcm --seconds 0.5 --runs 7"
     )]
     Seal(SealArgs),
     /// Table 1 of paper 001 redone: bulk ciphers and hashes, public-key operations, and GHASH
     /// with and without the carry-less multiply instruction
     #[command(
-        after_help = "Examples:\n  sealink bench crypto\n  sealink bench crypto --seconds 1 --runs 7 --size 16384\n  sealink bench crypto --quick\n\nThe software-only GHASH figure comes from bench/ghash-soft.sh (or --ghash-soft, which runs it)."
+        after_help = "Examples:\n  sealink-lab bench crypto\n  sealink-lab bench crypto --seconds 1 --runs 7 --size 16384\n  sealink-lab bench crypto --quick\n\nThe software-only GHASH figure comes from bench/ghash-soft.sh (or --ghash-soft, which runs it)."
     )]
     Crypto(CryptoArgs),
     /// Paper 000 rerun: protocol stacks through the parallel engine (PLP and CLP), throughput,
     /// speedup, latency breakdown, serial fraction, CSV and SVG plots
     #[command(
-        after_help = "Examples:\n  sealink bench stacks\n  sealink bench stacks --workers 2 --seconds 0.5 --runs 7 --out bench-out/stacks\n  sealink bench stacks --quick --stacks baseline,aes128-gcm"
+        after_help = "Examples:\n  sealink-lab bench stacks\n  sealink-lab bench stacks --workers 2 --seconds 0.5 --runs 7 --out bench-out/stacks\n  sealink-lab bench stacks --quick --stacks baseline,aes128-gcm"
     )]
     Stacks(StacksArgs),
     /// Paper 003 Tables I and II rerun: library, crypto-service and integrated (SO_CRYPT-like)
     /// send paths over loopback TCP; seconds, Gbit/s, writes, copies, context switches, CSV
     #[command(
-        after_help = "Examples:\n  sealink bench socket\n  sealink bench socket --size 256 --runs 5 --batch 32 --out bench-out/socket\n  sealink bench socket --quick"
+        after_help = "Examples:\n  sealink-lab bench socket\n  sealink-lab bench socket --size 256 --runs 5 --batch 32 --out bench-out/socket\n  sealink-lab bench socket --quick"
     )]
     Socket(SocketArgs),
     /// Datagram mode over loopback UDP: small-message throughput and urgent-message latency
     /// with piggybacking on and off
     #[command(
-        after_help = "Examples:\n  sealink bench datagram\n  sealink bench datagram --sizes 64,256 --seconds 2 --runs 3\n  sealink bench datagram --quick\n  sealink bench datagram --no-gso --max-datagram 65507\n  sealink bench datagram --peer quic --sizes 64,256,1024"
+        after_help = "Examples:\n  sealink-lab bench datagram\n  sealink-lab bench datagram --sizes 64,256 --seconds 2 --runs 3\n  sealink-lab bench datagram --quick\n  sealink-lab bench datagram --no-gso --max-datagram 65507\n  sealink-lab bench datagram --peer quic --sizes 64,256,1024"
     )]
     Datagram(DatagramArgs),
     /// Paper 002 rerun in virtual time: its five traces, urgency policies U1-U5, encryption
     /// scope and technology, piggybacking; Tables 3-8 and Figures 4-8 as markdown, CSV and SVG
     /// (and over real loopback with --loopback)
     #[command(
-        after_help = "Examples:\n  sealink bench adp\n  sealink bench adp --quick --out bench-out/adp\n  sealink bench adp --profiles 1987 --seed 7\n  sealink bench adp --profiles today --loopback"
+        after_help = "Examples:\n  sealink-lab bench adp\n  sealink-lab bench adp --quick --out bench-out/adp\n  sealink-lab bench adp --profiles 1987 --seed 7\n  sealink-lab bench adp --profiles today --loopback"
     )]
     Adp(AdpArgs),
     /// Paper 004 rerun on the CPU: 1400-byte packets through the tunnel's engine, throughput
     /// against workers, order kept or not, batch size, hyper-thread siblings; CSV, SVG, JSON
     #[command(
-        after_help = "Examples:\n  sealink bench tunnel-cores\n  sealink bench tunnel-cores --workers 1,2,4,8,16 --seconds 0.5\n  sealink bench tunnel-cores --quick"
+        after_help = "Examples:\n  sealink-lab bench tunnel-cores\n  sealink-lab bench tunnel-cores --workers 1,2,4,8,16 --seconds 0.5\n  sealink-lab bench tunnel-cores --quick"
     )]
     TunnelCores(TunnelCoresArgs),
     /// Paper 004 Figure 12 rerun: AES-128-GCM throughput against batch size, CPU (engine,
     /// 1..N workers) and GPU (needs a build with --features cuda and a CUDA device), crossover
     #[command(
-        after_help = "Examples:\n  sealink bench gpu\n  sealink bench gpu --sizes 65536,131072 --workers 1,16\n  sealink bench gpu --quick"
+        after_help = "Examples:\n  sealink-lab bench gpu\n  sealink-lab bench gpu --sizes 65536,131072 --workers 1,16\n  sealink-lab bench gpu --quick"
     )]
     Gpu(GpuArgs),
 }
 
-/// What `sealink bench tunnel-cores` and `sealink bench gpu` (paper 004) both take.
+/// What `sealink-lab bench tunnel-cores` and `sealink-lab bench gpu` (paper 004) both take.
 #[derive(Debug, Args)]
 pub struct CoresArgs {
     /// Worker counts, comma separated (default 1, 2, 4, ... up to the cores; 1,2 with --quick)
@@ -404,7 +388,7 @@ pub struct SealArgs {
     #[arg(long, value_delimiter = ',', default_value = "64,512,1400,8192,65000", value_parser = parse_size)]
     sizes: Vec<usize>,
     /// Suites, comma separated (aes128-gcm, aes256-gcm, chacha20-poly1305)
-    #[arg(long, value_delimiter = ',', default_value = "aes128-gcm,aes256-gcm,chacha20-poly1305", value_parser = parse_suite)]
+    #[arg(long, value_delimiter = ',', default_value = "aes128-gcm,aes256-gcm,chacha20-poly1305", value_parser = SuiteId::parse_modern)]
     suites: Vec<SuiteId>,
     /// Seconds per timed run
     #[arg(long, default_value_t = 0.3, value_parser = parse_seconds)]
@@ -417,7 +401,7 @@ pub struct SealArgs {
     out: PathBuf,
 }
 
-/// A share in [0, 1) (`demo --loss`, `bench datagram --urgent`; the relay's own parser also
+/// A share in [0, 1) (`bench datagram --urgent`; the relay's own parser also
 /// takes 1).
 fn parse_probability(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
@@ -425,16 +409,6 @@ fn parse_probability(s: &str) -> Result<f64, String> {
         Ok(v)
     } else {
         Err(format!("{v} is not a probability in [0, 1)"))
-    }
-}
-
-/// One-way delay of the demo's link, 0..=10000 ms.
-fn parse_delay_ms(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    if (0.0..=10_000.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not a delay within 0..=10000 ms"))
     }
 }
 
@@ -458,12 +432,7 @@ fn parse_size(s: &str) -> Result<usize, String> {
     }
 }
 
-/// A suite by name, the legacy lab suites refused; `sealink send --suite` uses it too.
-pub fn parse_suite(s: &str) -> Result<SuiteId, String> {
-    SuiteId::parse_modern(s).map_err(|e| e.to_string())
-}
-
-/// Runs `sealink bench ...`. Its own checks of the arguments fail as [`crate::Error::Usage`].
+/// Runs `sealink-lab bench ...`. Its own checks of the arguments fail as [`crate::Error::Usage`].
 pub fn run_bench(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Seal(a) => bench::seal::run(&a.params()),
@@ -480,17 +449,7 @@ pub fn run_bench(cmd: BenchCommand) -> Result<()> {
     }
 }
 
-/// Runs `sealink demo`.
-pub fn run_demo(a: DemoArgs) -> Result<()> {
-    demo::run(&demo::Params {
-        seed: a.seed,
-        messages: a.messages as usize,
-        loss: a.loss,
-        delay: Duration::from_secs_f64(a.delay_ms / 1e3),
-    })
-}
-
-/// Runs `sealink relay` until SIGINT or SIGTERM.
+/// Runs `sealink-lab relay` until SIGINT or SIGTERM.
 pub fn run_relay(a: RelayArgs) -> Result<(), relay::RelayError> {
     relay::run(relay::Params {
         listen: a.listen,
@@ -662,24 +621,19 @@ mod tests {
 
     #[test]
     fn commands_are_valid() {
-        clap::Command::new("sealink")
+        clap::Command::new("sealink-lab")
             .subcommand(BenchCommand::augment_subcommands(clap::Command::new(
                 "bench",
             )))
-            .subcommand(DemoArgs::augment_args(clap::Command::new("demo")))
             .subcommand(RelayArgs::augment_args(clap::Command::new("relay")))
             .debug_assert();
     }
 
     #[test]
     fn parsers() {
-        assert_eq!(parse_suite("AES128-GCM"), Ok(SuiteId::Aes128Gcm));
-        assert!(parse_suite("legacy-des-cbc-hmac-md5").is_err());
-        assert!(parse_suite("rot13").is_err());
         assert_eq!(parse_size("1400"), Ok(1400));
         assert!(parse_size("0").is_err());
         assert!(parse_probability("1").is_err());
         assert!(parse_seconds("0").is_err());
-        assert!(parse_delay_ms("-1").is_err());
     }
 }

@@ -1,6 +1,6 @@
-//! The lab's error: what failed (a file, the parameters, a bench or demo run), with the error
-//! that stopped it as its `source()`; and the one-line rendering of an error chain that the
-//! binary prints after "error: ".
+//! The lab's error: what failed (a file, the parameters, a bench run), with the error that
+//! stopped it as its `source()`; and the one-line rendering of an error chain that the
+//! `sealink-lab` binary prints after "error: ".
 
 use std::error::Error as StdError;
 use std::io;
@@ -13,7 +13,7 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// Result with the lab's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Why a bench or the demo stopped.
+/// Why a bench stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file or directory the lab reads, writes, creates or runs.
@@ -36,13 +36,6 @@ pub enum Error {
     /// A bench could not measure: what it was doing, and what stopped it.
     #[error("{what}")]
     Bench {
-        what: String,
-        #[source]
-        source: Option<BoxError>,
-    },
-    /// The simulated demo failed: what it was doing, and what stopped it.
-    #[error("{what}")]
-    Demo {
         what: String,
         #[source]
         source: Option<BoxError>,
@@ -78,22 +71,6 @@ impl Error {
     /// A bench failure caused by `source`.
     pub fn bench_by(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Error::Bench {
-            what: what.into(),
-            source: Some(source.into()),
-        }
-    }
-
-    /// A demo failure with nothing underneath.
-    pub fn demo(what: impl Into<String>) -> Self {
-        Error::Demo {
-            what: what.into(),
-            source: None,
-        }
-    }
-
-    /// A demo failure caused by `source`.
-    pub fn demo_by(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        Error::Demo {
             what: what.into(),
             source: Some(source.into()),
         }

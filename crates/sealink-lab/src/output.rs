@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::error::{Error, Result};
 
-/// Writes `text` to stdout. A reader that went away (`sealink demo | head`) ends the output
+/// Writes `text` to stdout. A reader that went away (`sealink-lab bench seal | head`) ends the output
 /// quietly rather than with an error.
 pub fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();

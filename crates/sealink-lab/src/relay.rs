@@ -1,4 +1,4 @@
-//! `sealink relay`: a UDP relay that injects faults, to test how a tunnel or datagram channel copes
+//! `sealink-lab relay`: a UDP relay that injects faults, to test how a tunnel or datagram channel copes
 //! with a hostile path. Clients send to `--listen`; each client source address gets its own
 //! upstream socket connected to `--to`, so replies find their way back to the client they belong
 //! to. Both directions independently lose, hold back (reorder), duplicate, corrupt (one flipped
@@ -69,7 +69,7 @@ pub struct FaultConfig {
     pub rate_limit: Option<f64>,
 }
 
-/// What `sealink relay` was asked to do.
+/// What `sealink-lab relay` was asked to do.
 #[derive(Debug)]
 pub struct Params {
     pub listen: String,

@@ -1,4 +1,4 @@
-//! `sealink bench crypto`: Table 1 of paper 001 (Nahum, O'Malley, Orman, Schroeppel 1995,
+//! `sealink-lab bench crypto`: Table 1 of paper 001 (Nahum, O'Malley, Orman, Schroeppel 1995,
 //! "Towards High Performance Cryptographic Software") redone on this machine, one core, next to
 //! the paper's 1995 figures (175 MHz DEC Alpha 600), plus the paper's hardware proposal (a
 //! carry-less "XOR multiply" instruction) measured as GHASH on its CLMUL path against the same
@@ -50,7 +50,7 @@ const GHASH_SOFT_SCRIPT: &str = "bench/ghash-soft.sh";
 /// File the script leaves in the output directory.
 const GHASH_SOFT_FILE: &str = "ghash-soft.csv";
 
-/// Parameters of `sealink bench crypto`.
+/// Parameters of `sealink-lab bench crypto`.
 #[derive(Debug, Clone)]
 pub struct Params {
     pub seconds: f64,

@@ -1,4 +1,4 @@
-//! `sealink bench datagram`: datagram mode over real loopback UDP, piggybacking on and off.
+//! `sealink-lab bench datagram`: datagram mode over real loopback UDP, piggybacking on and off.
 //!
 //! Two [`Node`]s in this process (each with its own I/O thread) share one channel. The sending
 //! application offers small messages as fast as the channel takes them, `BATCH` per `send_batch`
@@ -51,7 +51,7 @@ const BATCH: usize = 32;
 /// Bytes of each message used for the send timestamp and the urgent flag.
 const STAMP: usize = 9;
 
-/// Parameters of `sealink bench datagram`.
+/// Parameters of `sealink-lab bench datagram`.
 #[derive(Debug, Clone)]
 pub struct Params {
     pub sizes: Vec<usize>,

@@ -1,4 +1,4 @@
-//! `sealink bench gpu`: paper 004's Figure 12 rerun. Throughput of sealing batches of
+//! `sealink-lab bench gpu`: paper 004's Figure 12 rerun. Throughput of sealing batches of
 //! 1400-byte packets with AES-128-GCM against the batch size, on the CPU through the engine
 //! (1..N workers, each batch split among them, the engine's batches in flight) and on the GPU
 //! (`sealink-gpu`: one launch per batch, up to [`RUN_BATCHES`] batches per call pipelined over the

@@ -1,4 +1,4 @@
-//! `sealink bench ...`: measurements. `seal` compares the protocol's per-datagram data path with
+//! `sealink-lab bench ...`: measurements. `seal` compares the protocol's per-datagram data path with
 //! the AEAD library called directly; more benches (stacks, crypto, socket) go next to it.
 
 pub mod adp;

@@ -1,4 +1,4 @@
-//! The QUIC peer of `sealink bench datagram --peer quic`: the same workload over quinn on loopback.
+//! The QUIC peer of `sealink-lab bench datagram --peer quic`: the same workload over quinn on loopback.
 //!
 //! Same messages as the sealink runs: `size` bytes, the first 8 the send time (nanoseconds since a
 //! shared start instant), byte 8 the urgent flag (5% by default), then a sequence number (bytes
@@ -69,7 +69,7 @@ const SOCKET_BUFFER: usize = 8 << 20;
 const DRAIN_IDLE: Duration = Duration::from_millis(100);
 const ALPN: &[u8] = b"sealink-bench";
 
-/// The peer systems `sealink bench datagram --peer` runs beside sealink.
+/// The peer systems `sealink-lab bench datagram --peer` runs beside sealink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Peer {
     /// quinn on loopback, stream and datagram variants.

@@ -1,4 +1,4 @@
-//! `sealink bench seal`: throughput of the protocol's data path (frame header, header write, seal,
+//! `sealink-lab bench seal`: throughput of the protocol's data path (frame header, header write, seal,
 //! header parse, replay check, open, frame parse) against the raw AEAD library on the same
 //! payload, one core, in place.
 
@@ -43,7 +43,7 @@ const TARGET_RATIO: f64 = 0.95;
 const TARGET_MIN_SIZE: usize = 1400;
 const SMALL_TARGET_RATIO: f64 = 0.85;
 
-/// Parameters of `sealink bench seal`.
+/// Parameters of `sealink-lab bench seal`.
 #[derive(Debug, Clone)]
 pub struct Params {
     pub sizes: Vec<usize>,

@@ -1,4 +1,4 @@
-//! `sealink bench socket`: Tables I and II of paper 003 (Burnside and Keromytis, "Accelerating
+//! `sealink-lab bench socket`: Tables I and II of paper 003 (Burnside and Keromytis, "Accelerating
 //! Application-Level Security Protocols") rerun on this machine over TCP on 127.0.0.1.
 //!
 //! Three send paths move the same transfer of random bytes as AES-128-GCM records:
@@ -55,7 +55,7 @@ pub const QUICK_SIZE: u64 = 16 << 20;
 /// Warm-up transfer per path and record size before the timed runs.
 const WARMUP_SIZE: u64 = 64 << 20;
 
-/// Parameters of `sealink bench socket`.
+/// Parameters of `sealink-lab bench socket`.
 #[derive(Debug, Clone)]
 pub struct Params {
     /// Plaintext bytes per transfer.

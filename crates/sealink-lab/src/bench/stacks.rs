@@ -1,4 +1,4 @@
-//! `sealink bench stacks`: paper 000 (Nahum et al. 1996) rerun on this machine. Protocol stacks
+//! `sealink-lab bench stacks`: paper 000 (Nahum et al. 1996) rerun on this machine. Protocol stacks
 //! composed from layers (datagram framing, then a MAC or a cipher + MAC) run through the
 //! parallel engine (`sealink-engine`): packet-level parallelism on one channel, connection-level
 //! parallelism on 12 channels, workers 1..N, send side and receive side, with in-memory drivers
@@ -140,7 +140,7 @@ const POINTS_HEAD: [&str; 13] = [
     "mbps_each_run",
 ];
 
-/// Parameters of `sealink bench stacks`.
+/// Parameters of `sealink-lab bench stacks`.
 #[derive(Debug, Clone)]
 pub struct Params {
     pub workers: usize,

@@ -1,4 +1,4 @@
-//! `sealink bench tunnel-cores`: paper 004's multicore figures rerun with today's AES, in
+//! `sealink-lab bench tunnel-cores`: paper 004's multicore figures rerun with today's AES, in
 //! process (no TUN, no root), through the tunnel's own engine ([`sealink_engine::Pipeline`],
 //! the ordered pipeline `sealink up` seals on). Packets of 1400 bytes are sealed with
 //! AES-128-GCM (`datapath::seal_datagram`, the tunnel's seal) or AES-128-CTR (aws-lc-rs, the
@@ -296,7 +296,7 @@ pub(crate) fn measure(
     })
 }
 
-/// Parameters of `sealink bench tunnel-cores`.
+/// Parameters of `sealink-lab bench tunnel-cores`.
 #[derive(Debug, Clone)]
 pub struct Params {
     /// Worker counts (default 1, 2, 4, ... up to the cores, and the cores).

@@ -1,7 +1,7 @@
 //! How every bench reports: one renderer for its tables, CSV files, plots and run record.
 //!
 //! - [`Table`]: header and rows of text cells; [`Table::markdown`] (the benches' tables on
-//!   stdout), [`Table::terminal`] (borderless, for the demo and `bench datagram`), and
+//!   stdout), [`Table::terminal`] (borderless, for `bench datagram`), and
 //!   [`Table::csv`] (RFC 4180 quoting through the csv crate), all from the same cells.
 //! - [`Chart`]: line charts of named series as SVG (plotters, SVG backend only).
 //! - [`RunRecord`]: the JSON record each bench writes beside its CSV, `<out>/<bench>.json`.

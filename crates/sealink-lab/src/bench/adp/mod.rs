@@ -1,4 +1,4 @@
-//! `sealink bench adp`: paper 002's trace-driven evaluation rerun over the simulated link in
+//! `sealink-lab bench adp`: paper 002's trace-driven evaluation rerun over the simulated link in
 //! virtual time (deterministic for a seed). `trace` generates the five traces, `policy` the
 //! urgency policies U1-U5, `model` the service times of the hosts and wire, `run` one run, and
 //! `tables` the experiments and their markdown and CSV, `layer` Table 4 (SUB against TR),
@@ -28,7 +28,7 @@ use trace::TraceKind;
 pub const MESSAGES: usize = 10_000;
 pub const QUICK_MESSAGES: usize = 1_000;
 
-/// Inputs of `sealink bench adp`.
+/// Inputs of `sealink-lab bench adp`.
 #[derive(Debug, Clone)]
 pub struct Params {
     /// Directory the markdown and CSV files go to (created if missing).

@@ -118,11 +118,11 @@ impl Profile {
     /// 0.3 us per message on each side, from section 8b's "about 0.9 us of CPU" per datagram
     /// (seal, open, kernel) and "about 0.6 us" per message, split evenly between the sides with
     /// the 0.15 us of AEAD set apart; 0.1 ns per byte for one copy (about 10 GB/s; chosen).
-    /// Crypto: `sealink bench seal` in section 10a, AES-128-GCM on ring, seal + open: 1.589
+    /// Crypto: `sealink-lab bench seal` in section 10a, AES-128-GCM on ring, seal + open: 1.589
     /// Gbit/s at 64 B and 25.237 Gbit/s at 16 KiB give 303 ns + 0.2985 ns/B per seal and open,
     /// so 0.15 us + 0.15 ns/B on each side for FE. PE (authenticate only: GHASH, no AES-CTR) is
     /// taken at half FE's per-byte cost; section 10a has no authenticate-only figure. Y = SW:
-    /// 3DES-CBC through RustCrypto at 49.6 Mbit/s (section 4, `sealink bench crypto`), 161 ns
+    /// 3DES-CBC through RustCrypto at 49.6 Mbit/s (section 4, `sealink-lab bench crypto`), 161 ns
     /// per byte of every datagram.
     pub const TODAY: Profile = Profile {
         name: "today",

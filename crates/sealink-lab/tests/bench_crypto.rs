@@ -1,4 +1,4 @@
-//! `sealink bench crypto --quick` runs end to end, prints the table and writes the CSV and the
+//! `sealink-lab bench crypto --quick` runs end to end, prints the table and writes the CSV and the
 //! run record.
 
 mod common;
@@ -10,12 +10,12 @@ fn bench_crypto_quick_prints_table_and_csv() {
     // --out names a directory the bench creates.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args(["bench", "crypto", "--quick", "--out"])
         .arg(&dir)
         .env_remove("RUST_LOG")
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "stdout: {stdout}\nstderr: {stderr}");
@@ -141,9 +141,9 @@ fn check_precomputation(stdout: &str, rows: &[csv::StringRecord]) {
 
 #[test]
 fn bench_crypto_rejects_bad_size() {
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args(["bench", "crypto", "--size", "0"])
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     assert_eq!(o.status.code(), Some(2), "a usage error");
 }

@@ -1,4 +1,4 @@
-//! `sealink bench adp --quick` writes paper 002's tables, and the same seed gives the same
+//! `sealink-lab bench adp --quick` writes paper 002's tables, and the same seed gives the same
 //! bytes (virtual time: nothing in the output depends on the machine's speed).
 
 use std::path::Path;
@@ -9,7 +9,7 @@ use sealink_lab::bench::adp::{FILES, LOOPBACK_CSV, LOOPBACK_GAIN_CSV, svg_files}
 mod common;
 
 fn run(dir: &Path, seed: &str, profiles: &str) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args([
             "bench",
             "adp",
@@ -23,7 +23,7 @@ fn run(dir: &Path, seed: &str, profiles: &str) -> String {
         .arg(dir)
         .env_remove("RUST_LOG")
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(
         o.status.success(),
@@ -171,11 +171,11 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
 #[test]
 fn bench_adp_rejects_unknown_profile() {
     let tmp = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args(["bench", "adp", "--quick", "--profiles", "1990", "--out"])
         .arg(tmp.path())
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     assert_eq!(o.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown profile"));
     assert!(!tmp.path().join("adp.md").exists());
@@ -203,14 +203,14 @@ fn bench_adp_runs_a_capture_in_place_of_all_and_refuses_a_broken_one() {
     let path = tmp.path().join("small.pcap");
     std::fs::write(&path, &bytes).unwrap();
     let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args(["bench", "adp", "--quick", "--profiles", "today", "--pcap"])
         .arg(&path)
         .arg("--out")
         .arg(&out)
         .env_remove("RUST_LOG")
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
@@ -228,13 +228,13 @@ fn bench_adp_runs_a_capture_in_place_of_all_and_refuses_a_broken_one() {
     let cut = tmp.path().join("cut.pcap");
     std::fs::write(&cut, &bytes[..bytes.len() - 5]).unwrap();
     let bad_out = tmp.path().join("bad");
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args(["bench", "adp", "--quick", "--pcap"])
         .arg(&cut)
         .arg("--out")
         .arg(&bad_out)
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -251,7 +251,7 @@ fn bench_adp_runs_a_capture_in_place_of_all_and_refuses_a_broken_one() {
 fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("lo");
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args([
             "bench",
             "adp",
@@ -266,7 +266,7 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
         .arg(&out)
         .env_remove("RUST_LOG")
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
@@ -341,9 +341,9 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
     );
 
     // A nonsensical cut is a usage error.
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args(["bench", "adp", "--loopback", "--loopback-seconds", "-1"])
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     assert_eq!(o.status.code(), Some(2));
 }

@@ -1,4 +1,4 @@
-//! `sealink bench tunnel-cores --quick` and `sealink bench gpu --quick` end to end: tables on
+//! `sealink-lab bench tunnel-cores --quick` and `sealink-lab bench gpu --quick` end to end: tables on
 //! stdout, CSV, SVG and a run record that parses.
 
 mod common;
@@ -6,13 +6,13 @@ mod common;
 use std::process::Command;
 
 fn run(args: &[&str], dir: &std::path::Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let out = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args(args)
         .arg("--out")
         .arg(dir)
         .env_remove("RUST_LOG")
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),

@@ -1,10 +1,12 @@
 //! Tunnel mode through a hostile path: two hosts in network namespaces A and B, each joined by a
-//! veth pair to a third namespace R where `sealink relay` sits between them losing, reordering,
+//! veth pair to a third namespace R where `sealink-lab relay` sits between them losing, reordering,
 //! duplicating, corrupting and replaying datagrams in both directions. A TCP transfer of several
 //! MiB through the tunnel must still arrive intact, and the tunnels' drop counters must account
 //! for every corrupted datagram the relay sent, and show replays refused.
 //!
 //! Needs root (`ip netns`, veth, TUN); skips with a printed reason where `ip netns add` fails.
+//! Runs both binaries: the relay is the lab's, the tunnels (`sealink up`, `show`, `keygen`) the
+//! product's, found beside `sealink-lab` (`common::sealink`: built by `cargo test --workspace`).
 //! Namespaces and processes are removed by Drop guards, also when an assertion fails.
 
 use std::collections::HashMap;
@@ -18,7 +20,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-const SEALINK: &str = env!("CARGO_BIN_EXE_sealink");
+mod common;
+
+/// The relay's binary.
+const LAB: &str = env!("CARGO_BIN_EXE_sealink-lab");
 const TRANSFER: usize = 6 << 20;
 
 fn ip(args: &[&str]) -> Output {
@@ -51,15 +56,17 @@ struct Proc {
 }
 
 impl Proc {
-    fn spawn(name: &str, ns: &str, args: &[&str]) -> Proc {
+    /// Runs `bin ARGS` in namespace `ns`.
+    fn spawn(name: &str, ns: &str, bin: &Path, args: &[&str]) -> Proc {
         let mut child = Command::new("ip")
-            .args(["netns", "exec", ns, SEALINK])
+            .args(["netns", "exec", ns])
+            .arg(bin)
             .args(args)
             .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn sealink");
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
         let (tx, rx) = mpsc::channel();
         let err = child.stderr.take().unwrap();
         thread::spawn(move || {
@@ -198,7 +205,9 @@ impl Shown {
 /// `sealink show NAME` in the tunnel's network namespace (control sockets are per namespace).
 fn show(ns: &str, name: &str) -> Shown {
     let o = Command::new("ip")
-        .args(["netns", "exec", ns, SEALINK, "show", name])
+        .args(["netns", "exec", ns])
+        .arg(common::sealink())
+        .args(["show", name])
         .output()
         .expect("sealink show");
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -258,7 +267,7 @@ fn write_config(dir: &Path, side: &str, addr: &str, peer_key: &str, peer: (&str,
 
 fn keygen(dir: &Path, side: &str) -> String {
     let path = dir.join(format!("{side}.key"));
-    let o = Command::new(SEALINK)
+    let o = Command::new(common::sealink())
         .args(["keygen", "host", path.to_str().unwrap()])
         .output()
         .expect("sealink keygen");
@@ -340,6 +349,7 @@ fn tcp_through_a_hostile_relay_arrives_intact_and_forgeries_are_dropped() {
     let mut relay = Proc::spawn(
         "relay",
         &nr,
+        Path::new(LAB),
         &[
             "relay",
             "--listen",
@@ -363,15 +373,18 @@ fn tcp_through_a_hostile_relay_arrives_intact_and_forgeries_are_dropped() {
         ],
     );
     relay.wait_line("relay: listening on", Duration::from_secs(10));
+    let sealink = common::sealink();
     let mut up_b = Proc::spawn(
         "up b",
         &nb,
+        &sealink,
         &["up", dir.join(format!("{tb}.toml")).to_str().unwrap()],
     );
     up_b.wait_line("up: ", Duration::from_secs(10));
     let mut up_a = Proc::spawn(
         "up a",
         &na,
+        &sealink,
         &["up", dir.join(format!("{ta}.toml")).to_str().unwrap()],
     );
     up_a.wait_line("up: ", Duration::from_secs(10));

@@ -1,4 +1,4 @@
-//! `sealink relay` over real loopback UDP sockets: a client and a server socket talk through the
+//! `sealink-lab relay` over real loopback UDP sockets: a client and a server socket talk through the
 //! relay process, and each fault shows up exactly as configured.
 
 use std::collections::HashMap;
@@ -16,7 +16,7 @@ struct Relay {
 impl Relay {
     /// Starts a relay in front of `to` on a free loopback port with the extra `args`.
     fn start(to: SocketAddr, args: &[&str]) -> Relay {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
             .args([
                 "relay",
                 "--listen",

@@ -1,4 +1,4 @@
-//! `sealink bench stacks --quick` end to end: tables on stdout, CSV and SVG files, the markdown
+//! `sealink-lab bench stacks --quick` end to end: tables on stdout, CSV and SVG files, the markdown
 //! report stacks.md (with paper 000's figures beside ours) and the run record stacks.json in
 //! --out.
 
@@ -11,7 +11,7 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
     // --out names a directory the bench creates.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
-    let out = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let out = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args([
             "bench",
             "stacks",
@@ -29,7 +29,7 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
         .arg(&dir)
         .env_remove("RUST_LOG")
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

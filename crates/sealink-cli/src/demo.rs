@@ -14,9 +14,13 @@ use sealink_proto::{
     Stats, Time, Urgency,
 };
 
-use crate::error::{Error, Result};
-use crate::output;
-use crate::report::Table;
+use anyhow::{Context, anyhow};
+
+use crate::error::UsageError;
+use crate::output::{self, Table};
+
+/// Results of the demo: any error, rendered as one `error:` line by `main`.
+type Result<T, E = anyhow::Error> = std::result::Result<T, E>;
 
 /// Owners on host A and on host B.
 const A_OWNERS: [&str; 2] = ["alice", "carol"];
@@ -36,6 +40,54 @@ pub struct Params {
     pub messages: usize,
     pub loss: f64,
     pub delay: Duration,
+}
+
+/// `sealink demo`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Seed of the trace and the link (default: random, printed so the run can be replayed)
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Messages per direction
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    messages: u32,
+    /// Probability that the link loses a datagram, in [0, 1)
+    #[arg(long, default_value_t = 0.02, value_parser = parse_probability)]
+    loss: f64,
+    /// One-way link delay in milliseconds
+    #[arg(long = "delay-ms", default_value_t = 5.0, value_parser = parse_delay_ms)]
+    delay_ms: f64,
+}
+
+impl DemoArgs {
+    pub fn params(&self) -> Params {
+        Params {
+            seed: self.seed,
+            messages: self.messages as usize,
+            loss: self.loss,
+            delay: Duration::from_secs_f64(self.delay_ms / 1e3),
+        }
+    }
+}
+
+/// A share in [0, 1).
+fn parse_probability(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a probability in [0, 1)"))
+    }
+}
+
+/// One-way delay of the demo's link, 0..=10000 ms.
+fn parse_delay_ms(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=10_000.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not a delay within 0..=10000 ms"))
+    }
 }
 
 /// One message of the trace.
@@ -83,10 +135,8 @@ impl Keys {
             fill(&mut rng, &mut k);
             k
         };
-        let host_a = HostKey::from_private(key())
-            .map_err(|e| Error::demo_by("cannot make host key A", e))?;
-        let host_b = HostKey::from_private(key())
-            .map_err(|e| Error::demo_by("cannot make host key B", e))?;
+        let host_a = HostKey::from_private(key()).context("cannot make host key A")?;
+        let host_b = HostKey::from_private(key()).context("cannot make host key B")?;
         let owner_seeds = A_OWNERS
             .iter()
             .chain(&B_OWNERS)
@@ -104,7 +154,7 @@ impl Keys {
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, s)| s)
-            .ok_or_else(|| Error::demo(format!("no key for owner {name}")))?;
+            .ok_or_else(|| anyhow!("no key for owner {name}"))?;
         Ok(OwnerSigningKey::from_seed(seed)?)
     }
 }
@@ -389,7 +439,7 @@ fn run_trace(
         let MessageId(id) = pair
             .endpoint(side)
             .send(now, peer, owner, Some(m.to), &m.data, m.urgency, m.scope)
-            .map_err(|e| Error::demo_by(format!("cannot send message #{} at {now}", m.num), e))?;
+            .with_context(|| format!("cannot send message #{} at {now}", m.num))?;
         let ids = if m.from_a { &mut ids_a } else { &mut ids_b };
         if id as usize != ids.len() {
             tracing::warn!(id, expected = ids.len(), "message ids are not sequential");
@@ -810,26 +860,22 @@ fn guarded(seed: u64, f: impl FnOnce() -> Result<RunResult>) -> Result<RunResult
             .map(String::as_str)
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or("unknown panic");
-        Err(Error::demo(format!(
+        Err(anyhow!(
             "demo check FAILED: the simulation panicked (seed {seed}): {what}"
-        )))
+        ))
     })
 }
 
 /// Runs the demo; prints the report and returns an error if the check failed.
 pub fn run(p: &Params) -> Result<()> {
     if !(0.0..1.0).contains(&p.loss) {
-        return Err(Error::Usage(format!(
-            "--loss must be within [0, 1), got {}",
-            p.loss
-        )));
+        return Err(UsageError(format!("--loss must be within [0, 1), got {}", p.loss)).into());
     }
     let seed = match p.seed {
         Some(s) => s,
         None => {
             let mut b = [0u8; 8];
-            sealink_crypto::sign::random_bytes(&mut b)
-                .map_err(|e| Error::demo_by("cannot draw a random seed", e))?;
+            sealink_crypto::sign::random_bytes(&mut b).context("cannot draw a random seed")?;
             u64::from_le_bytes(b)
         }
     };
@@ -974,9 +1020,9 @@ pub fn run(p: &Params) -> Result<()> {
         Ok(())
     } else {
         let _ = writeln!(out, "check: FAILED ({})", failures.join("; "));
-        Err(Error::demo(format!(
+        Err(anyhow!(
             "demo check failed (seed {seed}); see the report above"
-        )))
+        ))
     };
     output::print(&out)?;
     result
@@ -1032,6 +1078,14 @@ mod tests {
             )
         };
         assert_eq!(go(), go());
+    }
+
+    #[test]
+    fn parsers() {
+        assert_eq!(parse_probability("0.05"), Ok(0.05));
+        assert!(parse_probability("1").is_err());
+        assert!(parse_delay_ms("-1").is_err());
+        assert_eq!(parse_delay_ms("10000"), Ok(10_000.0));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `sealink bench socket --quick` end to end: tables on stdout, socket.csv and the run record
+//! `sealink-lab bench socket --quick` end to end: tables on stdout, socket.csv and the run record
 //! socket.json in --out.
 
 mod common;
@@ -10,12 +10,12 @@ fn bench_socket_quick_writes_tables_and_csv() {
     // --out names a directory the bench creates.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
-    let out = Command::new(env!("CARGO_BIN_EXE_sealink"))
+    let out = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
         .args(["bench", "socket", "--quick", "--out"])
         .arg(&dir)
         .env_remove("RUST_LOG")
         .output()
-        .expect("run sealink");
+        .expect("run sealink-lab");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

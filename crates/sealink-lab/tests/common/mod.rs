@@ -1,0 +1,73 @@
+//! Helpers shared by the lab's integration tests (each test binary includes this module).
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The `sealink-lab` binary under test.
+pub const LAB: &str = env!("CARGO_BIN_EXE_sealink-lab");
+
+/// The product binary `sealink`, for the tests that need both (a tunnel behind the relay). It
+/// is another package's binary (sealink-cli), which the lab must not depend on, so cargo gives
+/// these tests no `CARGO_BIN_EXE_sealink`: it is looked up next to `sealink-lab`, in the same
+/// target directory. `cargo test --workspace` builds every package's binaries before it runs any
+/// test; `cargo test -p sealink-lab` alone does not, hence the message. (A `sealink` left from an
+/// older build is used as it is: build both after changing either.)
+pub fn sealink() -> PathBuf {
+    let path = Path::new(LAB).with_file_name("sealink");
+    assert!(
+        path.is_file(),
+        "{} is missing: this test runs the product binary beside the lab's; build it first \
+         (`cargo build -p sealink-cli`, same profile and target directory), or run \
+         `cargo test --workspace`, which builds both",
+        path.display()
+    );
+    path
+}
+
+/// Reads and checks the run record `dir/<bench>.json` a bench wrote: it names the bench, the
+/// command that ran (`sealink-lab bench <bench> ...`), a commit, a CPU, cores and a UTC date; it
+/// lists exactly `files`, each present in `dir`; and its summary has figures.
+pub fn run_record(
+    dir: &std::path::Path,
+    bench: &str,
+    files: &[&str],
+) -> sealink_lab::report::RunRecord {
+    let path = dir.join(format!("{bench}.json"));
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let r =
+        sealink_lab::report::RunRecord::from_json(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(r.schema, sealink_lab::report::record::SCHEMA, "{text}");
+    assert_eq!(r.bench, bench, "{text}");
+    assert_eq!(
+        r.command_line.get(1..3),
+        Some(&["bench".to_owned(), bench.to_owned()][..]),
+        "{text}"
+    );
+    assert!(
+        !r.git_commit.is_empty() && !r.cpu_model.is_empty() && r.cores > 0,
+        "{text}"
+    );
+    // RFC 3339 UTC to the second: 2026-11-23T18:16:26Z.
+    assert!(
+        r.date.len() == 20 && r.date.starts_with("20") && r.date.ends_with('Z'),
+        "{text}"
+    );
+    let mut listed = r.files.clone();
+    listed.sort();
+    let mut want: Vec<String> = files.iter().map(|f| (*f).to_owned()).collect();
+    want.sort();
+    assert_eq!(listed, want, "{text}");
+    for f in files {
+        assert!(dir.join(f).is_file(), "{f} listed but missing");
+    }
+    assert!(!r.summary.is_empty(), "{text}");
+    r
+}
+
+/// The value and unit of the summary figure `name` in a run record.
+pub fn figure(r: &sealink_lab::report::RunRecord, name: &str) -> (Option<f64>, String) {
+    let f = r.summary.iter().find(|f| f.name == name);
+    let f = f.unwrap_or_else(|| panic!("no figure {name:?} in {:?}", r.summary));
+    (f.value, f.unit.clone())
+}
