@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Paper 002's tables and figures over several seeds: runs `sealink bench adp` once per seed
+"""Paper 002's tables and figures over several seeds: runs `sealink-lab bench adp` once per seed
 (virtual time, so each seed's tables are reproduced to the last digit) and writes, per CSV the
 bench prints, one CSV with the mean, min and max across the seeds and each seed's value.
 
 Usage: python3 bench/adp-seeds.py SEALINK OUTDIR [SEEDS] [-- EXTRA BENCH ARGS]
-  e.g. python3 bench/adp-seeds.py target/release/sealink docs/results/002 1,2,3,4,5
+  e.g. python3 bench/adp-seeds.py target/release/sealink-lab docs/results/002 1,2,3,4,5
 
 Writes OUTDIR/<table>.csv for every CSV of the run (the per-seed runs go to a temporary
 directory, or to $ADP_SEEDS_KEEP/seed<N> if that is set). Rows are matched across seeds by
