@@ -1,5 +1,5 @@
 //! The underlying AEAD library called directly, with no protocol around it: the baseline the
-//! `sealink bench seal` ratio is measured against.
+//! `sealink-lab bench seal` ratio is measured against.
 //!
 //! [`RawAead`] is aws-lc-rs, [`ring_backend::RingAead`] the same thing on ring, and
 //! [`ChosenRaw`] whichever of the two [`PacketKey`](crate::PacketKey) runs on with this CPU

@@ -2,7 +2,7 @@
 //!
 //! The I/O thread signals progress after every round and deliveries after every receive batch:
 //! about 130,000 `futex` wake calls a second at 10 M messages/s (`perf stat -e
-//! syscalls:sys_enter_futex`, `sealink bench datagram --sizes 64`), nearly all of them with no
+//! syscalls:sys_enter_futex`, `sealink-lab bench datagram --sizes 64`), nearly all of them with no
 //! thread waiting. `std`'s `Condvar::notify_all` always enters the kernel; this one counts its
 //! waiters and skips the call when there are none.
 //!

@@ -1,6 +1,6 @@
 //! The protocol core's CPU cost per small message, without sockets, threads or a clock: two
 //! endpoints in one thread, A queueing messages in batches and B receiving and acknowledging,
-//! datagrams handed over in memory. What `sealink bench datagram` costs beyond this is I/O,
+//! datagrams handed over in memory. What `sealink-lab bench datagram` costs beyond this is I/O,
 //! system calls and thread hand-offs.
 //!
 //! `cargo run --release -p sealink-proto --example msg_cost -- [SIZE] [MESSAGES]`

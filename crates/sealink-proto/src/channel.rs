@@ -247,7 +247,7 @@ impl Channel {
     /// the channel has measured a round trip that needs it. A rekey on a backlogged channel
     /// waits behind the queued datagrams on both hosts; with a fixed 1 s timeout each retry
     /// replaced the initiation whose response was on its way (refused as unexpected), and the
-    /// rekey never completed (found by `sealink bench adp` on the 1987 profile).
+    /// rekey never completed (found by `sealink-lab bench adp` on the 1987 profile).
     fn rtt_sample(&mut self, sample: Duration) {
         match self.srtt {
             None => {

@@ -1,6 +1,6 @@
 //! The per-datagram fast path: header, in-place seal, and the receive-side checks in the order
 //! that matters (parse, index, replay check, open, replay accept). The endpoint uses exactly
-//! these functions; the parallel engine and `sealink bench seal` call them directly.
+//! these functions; the parallel engine and `sealink-lab bench seal` call them directly.
 
 use std::ops::Range;
 

@@ -7,7 +7,7 @@
 //! where an acknowledgement range cuts it, or where the peer refused one of its messages.
 //! (Tracking each message, an entry moved from the queue to an in-flight ring and released one
 //! by one by acknowledgements, framed and windowed one by one, was about a third of a 64-byte
-//! message's 210 ns: `sealink bench datagram --sizes 64` under `perf`, RESULTS §17a.)
+//! message's 210 ns: `sealink-lab bench datagram --sizes 64` under `perf`, RESULTS §17a.)
 //!
 //! Runs leave the queue in sequence order and keep their numbers when sent again, so the
 //! runs in flight are sorted by sequence number, with gaps where acknowledgements landed:

@@ -1,7 +1,7 @@
 //! The bytes of a channel's queued and in-flight messages, packed into shared chunks.
 //!
 //! A small message used to own a `Vec` from `enqueue` until its acknowledgement: one allocation
-//! and one free per message, a measurable share of a 64-byte message's cost (`sealink bench
+//! and one free per message, a measurable share of a 64-byte message's cost (`sealink-lab bench
 //! datagram --sizes 64` under `perf`). Here messages are appended to the current chunk, each
 //! chunk counts the messages that still hold bytes in it, and a chunk whose count falls to zero
 //! is reused. Messages are released in any order (acknowledgement ranges, refusals, give-ups);

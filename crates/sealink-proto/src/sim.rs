@@ -2,7 +2,7 @@
 //! duplication and corruption, all from a seeded generator so every run can be replayed.
 //! Used by the tests and by `sealink demo`. An optional [`ServiceModel`] adds service times
 //! (a wire bandwidth and each host's CPU cost to seal and open a datagram) for the lab's
-//! trace-driven runs (`sealink bench adp`); without one, sending and receiving take no time.
+//! trace-driven runs (`sealink-lab bench adp`); without one, sending and receiving take no time.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

@@ -1,6 +1,6 @@
 //! Data records on the wire: the sender's batch, sealed in place and sent in one write, and the
 //! receiver's chunked reader, which opens records where they landed. `send` and the receiver
-//! use these, and so does `sealink bench socket`, so the bench measures this code.
+//! use these, and so does `sealink-lab bench socket`, so the bench measures this code.
 //!
 //! The record format itself (header, sealing, opening) is `sealink_proto::stream::record`.
 
