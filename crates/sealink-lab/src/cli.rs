@@ -287,6 +287,14 @@ pub struct SocketArgs {
     /// Smoke test: 16 MiB, one run, no warm-up (not a measurement)
     #[arg(long)]
     quick: bool,
+    /// Run only this path (library, crypto-service, integrated-1, integrated) at --record
+    /// bytes, --runs times, printing each run and no tables: for profiling one path
+    /// (bench/socket-profile.sh)
+    #[arg(long, value_parser = parse_send_path)]
+    only: Option<bench::socket::SendPath>,
+    /// Record size for --only (4096, 8192 or 16384)
+    #[arg(long, default_value_t = 16384, requires = "only")]
+    record: usize,
     /// Directory for socket.csv and the run record socket.json
     #[arg(long, default_value = "bench-out/socket")]
     out: PathBuf,
@@ -595,6 +603,12 @@ impl GpuArgs {
     }
 }
 
+fn parse_send_path(s: &str) -> Result<bench::socket::SendPath, String> {
+    bench::socket::SendPath::parse(s).ok_or_else(|| {
+        format!("unknown path {s:?}: library, crypto-service, integrated-1 or integrated")
+    })
+}
+
 impl SocketArgs {
     fn params(self) -> bench::socket::Params {
         let quick = self.quick;
@@ -611,6 +625,7 @@ impl SocketArgs {
             batch: self.batch,
             quick,
             out: self.out,
+            only: self.only.map(|p| (p, self.record)),
         }
     }
 }

@@ -73,3 +73,50 @@ fn bench_socket_quick_writes_tables_and_csv() {
     assert_eq!(col("integrated-1,4096,median,", 11), 1.0);
     assert_eq!(col("integrated,4096,median,", 11), 64.0);
 }
+
+/// `--only PATH --record BYTES` (what bench/socket-profile.sh profiles): that path alone, one
+/// line per run, no tables and no files; an unknown path or record size is a usage error.
+#[test]
+fn bench_socket_only_runs_one_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
+            .args(["bench", "socket", "--size", "1", "--runs", "2", "--out"])
+            .arg(&dir)
+            .args(args)
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run sealink-lab")
+    };
+    let out = run(&["--only", "crypto-service", "--record", "4096"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for (i, l) in lines.iter().enumerate() {
+        assert!(
+            l.starts_with(&format!("crypto-service 4k run {i}: ")),
+            "{l}"
+        );
+        assert!(l.ends_with(" Gbit/s"), "{l}");
+    }
+    assert!(!stdout.contains("Table I"), "{stdout}");
+    assert!(!dir.join("socket.csv").exists());
+    for bad in [
+        &["--only", "fast"][..],
+        &["--only", "library", "--record", "1000"],
+    ] {
+        let out = run(bad);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -65,6 +65,9 @@ pub struct Params {
     pub batch: usize,
     pub quick: bool,
     pub out: PathBuf,
+    /// Only this path at this record size, `runs` times, with no tables (for a profile of one
+    /// path: `bench/socket-profile.sh`).
+    pub only: Option<(SendPath, usize)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +86,10 @@ impl SendPath {
         SendPath::IntegratedOne,
         SendPath::Integrated,
     ];
+    /// The path named `s` (as the tables name it).
+    pub fn parse(s: &str) -> Option<SendPath> {
+        SendPath::ALL.into_iter().find(|p| p.name() == s)
+    }
     fn name(self) -> &'static str {
         match self {
             SendPath::Library => "library",
@@ -291,25 +298,29 @@ fn send_service(key: &PacketKey, s: &mut TcpStream, src: &[u8], plan: Plan) -> R
     let (to_svc, jobs) = mpsc::channel::<Job>();
     let (to_app, done) = mpsc::channel::<Result<Job>>();
     std::thread::scope(|scope| {
-        let service = scope.spawn(move || -> Result<(u64, (u64, u64))> {
-            let c0 = ctx_switches()?;
-            let mut copied = 0;
-            for mut j in jobs {
-                let r = match seal(key, &mut j.req, j.seq, &j.lens) {
-                    Ok(wire) => {
-                        j.out[..wire.len()].copy_from_slice(wire); // copy-out
-                        j.wire = wire.len();
-                        copied += j.wire as u64;
-                        Ok(j)
+        // Named, so that a profile tells its work from the application's (socket-profile.sh).
+        let service = std::thread::Builder::new()
+            .name("sl-service".into())
+            .spawn_scoped(scope, move || -> Result<(u64, (u64, u64))> {
+                let c0 = ctx_switches()?;
+                let mut copied = 0;
+                for mut j in jobs {
+                    let r = match seal(key, &mut j.req, j.seq, &j.lens) {
+                        Ok(wire) => {
+                            j.out[..wire.len()].copy_from_slice(wire); // copy-out
+                            j.wire = wire.len();
+                            copied += j.wire as u64;
+                            Ok(j)
+                        }
+                        Err(e) => Err(e),
+                    };
+                    if to_app.send(r).is_err() {
+                        break;
                     }
-                    Err(e) => Err(e),
-                };
-                if to_app.send(r).is_err() {
-                    break;
                 }
-            }
-            Ok((copied, ctx_delta(c0, ctx_switches()?)))
-        });
+                Ok((copied, ctx_delta(c0, ctx_switches()?)))
+            })
+            .map_err(|e| Error::bench_by("cannot start the crypto service thread", e))?;
         let mut app = || -> Result<Sent> {
             let c0 = ctx_switches()?;
             let mut sent = Sent::default();
@@ -393,7 +404,24 @@ fn random_key() -> Result<[u8; 16]> {
 /// fresh seed first.
 fn transfer(path: SendPath, plan: Plan, batch: usize, src: &mut [u8]) -> Result<Sample> {
     let seed = random_seed()?;
+    fill_source(seed, src);
+    transfer_filled(path, plan, batch, src, seed)
+}
+
+/// Fresh data for a transfer (out of line, so that a profile shows it apart from the paths).
+#[inline(never)]
+fn fill_source(seed: u64, src: &mut [u8]) {
     fill(&mut SimRng::new(seed), src);
+}
+
+/// A transfer of `src` as it is (filled from `seed`).
+fn transfer_filled(
+    path: SendPath,
+    plan: Plan,
+    batch: usize,
+    src: &[u8],
+    seed: u64,
+) -> Result<Sample> {
     let key = random_key()?;
     let seal = PacketKey::new(SuiteId::Aes128Gcm, &key, false)
         .map_err(|e| Error::bench_by("AES-128-GCM key", e))?;
@@ -411,12 +439,14 @@ fn transfer(path: SendPath, plan: Plan, batch: usize, src: &mut [u8]) -> Result<
     tx.set_nodelay(true)
         .and_then(|()| rx.set_nodelay(true))
         .map_err(|e| Error::bench_by("cannot set TCP_NODELAY", e))?;
-    let src = &*src;
     std::thread::scope(|scope| {
-        let receiver = scope.spawn(move || {
-            let r = receive(&open, &mut rx, plan.rec);
-            (r, Instant::now())
-        });
+        let receiver = std::thread::Builder::new()
+            .name("sl-receiver".into())
+            .spawn_scoped(scope, move || {
+                let r = receive(&open, &mut rx, plan.rec);
+                (r, Instant::now())
+            })
+            .map_err(|e| Error::bench_by("cannot start the receiving thread", e))?;
         let t0 = Instant::now();
         let sent = match path {
             SendPath::Library => send_library(&seal, &mut tx, src, plan),
@@ -680,6 +710,9 @@ pub fn run(p: &Params) -> Result<()> {
     // A multiple of every record size, so records never straddle the end of the source.
     let src_len = (p.size.min(SOURCE_LEN as u64) as usize).next_multiple_of(max_rec);
     let mut src = vec![0u8; src_len];
+    if let Some((path, rec)) = p.only {
+        return run_only(p, path, rec, &mut src);
+    }
     let warmup = !p.quick;
     let points_n = (SendPath::ALL.len() * RECORD_SIZES.len()) as u64;
     let pb = output::progress(
@@ -732,6 +765,31 @@ pub fn run(p: &Params) -> Result<()> {
     render(p, &points, &mut out);
     let (csv, json) = write_files(&p.out, p, &rows, &points)?;
     print_with_files(out, &csv, &json)
+}
+
+/// `--only PATH --record BYTES`: that one path, `p.runs` transfers, each printed as measured.
+fn run_only(p: &Params, path: SendPath, rec: usize, src: &mut [u8]) -> Result<()> {
+    if !RECORD_SIZES.contains(&rec) {
+        return Err(Error::Usage(format!(
+            "--record must be one of {RECORD_SIZES:?}, not {rec}"
+        )));
+    }
+    // Filled once: a profile of this mode sees the path's work, not the bench's data generation.
+    let seed = random_seed()?;
+    fill_source(seed, src);
+    for run in 0..p.runs {
+        let x = transfer_filled(path, Plan { total: p.size, rec }, p.batch, src, seed).map_err(
+            |e| Error::bench_by(format!("{} path, {} records", path.name(), kib(rec)), e),
+        )?;
+        output::print(&format!(
+            "{} {} run {run}: {:.3} s, {:.2} Gbit/s\n",
+            path.name(),
+            kib(rec),
+            x.seconds,
+            p.size as f64 * 8.0 / x.seconds / 1e9
+        ))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
