@@ -1196,6 +1196,14 @@ fn full_tunnel_routes_everything_but_its_own_datagrams() {
         lab.peer_bytes(0, "tx_bytes") > before,
         "the pings did not go through the tunnel"
     );
+    // `show` says it is a full tunnel (as `wg show` prints the fwmark); a split tunnel's does
+    // not (side 1).
+    let shown = lab.show(0);
+    assert!(
+        shown.contains("fwmark: 0xca6c (full tunnel: table 51820)"),
+        "{shown}"
+    );
+    assert!(!lab.show(1).contains("fwmark"), "{}", lab.show(1));
     // The LAN keeps its route (main's /24 is not suppressed), and the tunnel's own datagrams
     // kept theirs: the handshake and the pings above crossed the veth.
     assert!(

@@ -35,6 +35,9 @@ pub struct Status {
     pub udp_sockets: usize,
     pub crypto_workers: usize,
     pub aead: String,
+    /// A full tunnel's mark (and routing table), as `wg show` prints it; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fwmark: Option<u32>,
     /// Datagrams dropped, by reason (only reasons seen), in the core's order; a JSON object.
     #[serde(with = "ordered_map")]
     pub drops: Vec<(String, u64)>,
@@ -126,6 +129,7 @@ pub fn status(
         udp_sockets: info.udp_sockets,
         crypto_workers: info.workers,
         aead: sealink_crypto::suite::chosen_backend().0.name().to_string(),
+        fwmark: info.fwmark,
         drops: drops.iter().map(|(n, c)| ((*n).to_string(), *c)).collect(),
         control_refused,
         peers: peers
@@ -169,6 +173,9 @@ pub fn format_status(st: &Status) -> String {
     let _ = writeln!(s, "interface: {}", st.interface);
     let _ = writeln!(s, "  public key: {}", st.public_key);
     let _ = writeln!(s, "  listening: {}", st.listening);
+    if let Some(m) = st.fwmark {
+        let _ = writeln!(s, "  fwmark: {m:#x} (full tunnel: table {m})");
+    }
     let _ = writeln!(
         s,
         "  offload: tun={} udp_gso_segments={}",

@@ -74,6 +74,9 @@ pub struct UpInfo {
     pub udp_sockets: usize,
     /// Crypto worker threads of the engine (0: sealed and opened inline on the readers).
     pub workers: usize,
+    /// The mark on the tunnel's own datagrams when it is a full tunnel (`policy.rs`), else
+    /// `None`.
+    pub fwmark: Option<u32>,
 }
 
 pub(crate) struct Shared {
@@ -470,6 +473,7 @@ fn run_prepared(
         queues: devs.len(),
         udp_sockets: udp.len(),
         workers,
+        fwmark: full.then_some(cfg.fwmark),
     };
     let sh = std::sync::Arc::new(Shared {
         core: Mutex::new(core),

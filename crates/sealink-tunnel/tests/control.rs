@@ -131,6 +131,7 @@ fn info() -> UpInfo {
         queues: 2,
         udp_sockets: 2,
         workers: 3,
+        fwmark: None,
     }
 }
 
