@@ -139,6 +139,7 @@ fn accept(ch: &mut Channel, item: &mut Item) {
 }
 
 /// What the workers of [`Plp`] and [`Clp`] share: the channels and the way out.
+#[derive(Debug)]
 struct Shared {
     /// Keys and addressing, fixed for the channels' life: read by the workers without a lock.
     keys: Vec<Channel>,
@@ -203,7 +204,25 @@ struct Driver<W: Work> {
     in_flight: usize,
 }
 
+impl<W: Work> std::fmt::Debug for Driver<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("pipe", &self.pipe)
+            .field("in_flight", &self.in_flight)
+            .finish()
+    }
+}
+
 impl<W: Work> Driver<W> {
+    fn new(pipe: Pipeline<W>, done: mpsc::Receiver<Item>, channels: usize) -> Self {
+        Driver {
+            pipe,
+            done,
+            restart_next: vec![false; channels],
+            in_flight: 0,
+        }
+    }
+
     fn item(&mut self, op: Op, channel: usize, packets: Vec<Packet>) -> Item {
         let restart = op == Op::Open && std::mem::take(&mut self.restart_next[channel]);
         self.in_flight += 1;
@@ -261,15 +280,10 @@ fn share(channels: Vec<Channel>, serial_on_worker: bool) -> (Arc<Shared>, mpsc::
 
 /// Packet-level parallel driver (see the module documentation). `workers` counts the calling
 /// thread: one worker spawns no thread and runs everything inline.
+#[derive(Debug)]
 pub struct Plp {
     d: Driver<Item>,
     shared: Arc<Shared>,
-}
-
-impl std::fmt::Debug for Plp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plp").field("pipe", &self.d.pipe).finish()
-    }
 }
 
 impl Plp {
@@ -283,12 +297,7 @@ impl Plp {
         };
         let pipe = Pipeline::with_options(Arc::clone(&shared), n, workers.max(1) - 1, opts);
         Plp {
-            d: Driver {
-                pipe,
-                done,
-                restart_next: vec![false; n],
-                in_flight: 0,
-            },
+            d: Driver::new(pipe, done, n),
             shared,
         }
     }
@@ -328,14 +337,9 @@ pub enum ClpPolicy {
 
 /// Connection-level parallel driver (see the module documentation): every packet of a channel
 /// is handled, serial step included, by that channel's worker; the caller only waits.
+#[derive(Debug)]
 pub struct Clp {
     d: Driver<Item>,
-}
-
-impl std::fmt::Debug for Clp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Clp").field("pipe", &self.d.pipe).finish()
-    }
 }
 
 impl Clp {
@@ -347,13 +351,9 @@ impl Clp {
         }
         .max(1);
         let (shared, done) = share(channels, true);
+        let pipe = Pipeline::with_options(shared, n, workers, sleepy(true));
         Clp {
-            d: Driver {
-                pipe: Pipeline::with_options(shared, n, workers, sleepy(true)),
-                done,
-                restart_next: vec![false; n],
-                in_flight: 0,
-            },
+            d: Driver::new(pipe, done, n),
         }
     }
 
@@ -499,17 +499,10 @@ fn check_header(ch: &Channel, p: &mut Packet) -> Result<(), DropReason> {
 /// two threads. Send: framing (the header; the counter is taken on submit) -> crypto (seal) ->
 /// caller. Receive: framing (device copy, parse and check the header) -> crypto (open) -> caller
 /// (in-order replay accept and delivery). The bytes are the same as [`seal_serial`]'s.
+#[derive(Debug)]
 pub struct Layered {
     channels: Vec<Channel>,
     d: Driver<Framing>,
-}
-
-impl std::fmt::Debug for Layered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Layered")
-            .field("framing", &self.d.pipe)
-            .finish()
-    }
 }
 
 impl Layered {
@@ -526,12 +519,7 @@ impl Layered {
         let framing = Pipeline::with_options(framing, n, 1, sleepy(false));
         Layered {
             channels,
-            d: Driver {
-                pipe: framing,
-                done,
-                restart_next: vec![false; n],
-                in_flight: 0,
-            },
+            d: Driver::new(framing, done, n),
         }
     }
 }
