@@ -13,8 +13,10 @@
 //! thread: no hand-off at all, the right choice when other threads already occupy the cores.
 //! When the submitter finds no free buffer it helps with queued work instead of sleeping.
 //!
-//! This is WireGuard's per-peer ordered queue over a device-wide work queue, as in
-//! [`crate::Plp`], without the lab's owned packets.
+//! This is WireGuard's per-peer ordered queue over a device-wide work queue. A pipeline made
+//! with [`Pipeline::bound`] instead binds each lane to one worker (lane `l` to worker
+//! `l % workers`, each worker with its own queue): all of a lane's work then runs on one thread,
+//! in order, as in paper 000's connection-level parallelism.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,9 +34,29 @@ pub trait Work: Send + 'static {
     fn release(self, ctx: &Self::Ctx);
 }
 
-/// How long an idle worker polls before it sleeps: a kernel wake-up costs more than sealing a
-/// small batch.
-const SPIN: Duration = Duration::from_micros(30);
+/// How long an idle worker polls before it sleeps, unless [`Options::spin`] says otherwise: a
+/// kernel wake-up costs more than sealing a small batch.
+pub const SPIN: Duration = Duration::from_micros(30);
+
+/// How a pipeline's workers take their work (see [`Pipeline::with_options`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Bind lane `l` to worker `l % workers` (see [`Pipeline::bound`]).
+    pub bound: bool,
+    /// How long an idle worker polls before it sleeps ([`SPIN`] by default). Zero sleeps at
+    /// once: right when there are more threads than cores, where a polling worker takes the
+    /// core from the thread that would give it work.
+    pub spin: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            bound: false,
+            spin: SPIN,
+        }
+    }
+}
 
 struct Lane<W> {
     /// Sequence number of `slots[0]`.
@@ -58,14 +80,19 @@ struct Queue<W> {
 
 struct Inner<W: Work> {
     ctx: Arc<W::Ctx>,
+    spin: Duration,
     lanes: Vec<Mutex<Lane<W>>>,
-    queue: Queue<W>,
+    /// One device-wide queue, or one per worker for a [`Pipeline::bound`] pipeline.
+    queues: Vec<Queue<W>>,
 }
 
 /// The ordered pipeline (see the module documentation).
 pub struct Pipeline<W: Work> {
     inner: Arc<Inner<W>>,
     threads: Vec<JoinHandle<()>>,
+    /// Bound pipelines: the queues that have a worker (a worker that failed to start has
+    /// none), which the lanes are spread over.
+    bound: Option<Vec<usize>>,
 }
 
 impl<W: Work> std::fmt::Debug for Pipeline<W> {
@@ -83,10 +110,37 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<W: Work> Pipeline<W> {
-    /// A pipeline with `lanes` ordered lanes and `workers` threads (0: everything inline).
+    /// A pipeline with `lanes` ordered lanes and `workers` threads (0: everything inline); any
+    /// worker runs any lane's items.
     pub fn new(ctx: Arc<W::Ctx>, lanes: usize, workers: usize) -> Self {
+        Self::with_options(ctx, lanes, workers, Options::default())
+    }
+
+    /// A pipeline whose lanes are bound to workers: lane `l`'s items all run (and release) on
+    /// worker `l % workers`, in submission order, so a lane's state is only ever touched by one
+    /// thread. The submitting thread never runs them: [`help`](Pipeline::help) does nothing.
+    /// `workers` is at least 1.
+    pub fn bound(ctx: Arc<W::Ctx>, lanes: usize, workers: usize) -> Self {
+        let bound = Options {
+            bound: true,
+            ..Options::default()
+        };
+        Self::with_options(ctx, lanes, workers, bound)
+    }
+
+    /// [`new`](Pipeline::new) or [`bound`](Pipeline::bound), with the workers' polling chosen.
+    pub fn with_options(ctx: Arc<W::Ctx>, lanes: usize, workers: usize, opts: Options) -> Self {
+        let bound = opts.bound;
+        let workers = if bound { workers.max(1) } else { workers };
+        let queue = || Queue {
+            jobs: Mutex::new((VecDeque::new(), false)),
+            queued: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
+            ready: Condvar::new(),
+        };
         let inner = Arc::new(Inner {
             ctx,
+            spin: opts.spin,
             lanes: (0..lanes.max(1))
                 .map(|_| {
                     Mutex::new(Lane {
@@ -97,29 +151,35 @@ impl<W: Work> Pipeline<W> {
                     })
                 })
                 .collect(),
-            queue: Queue {
-                jobs: Mutex::new((VecDeque::new(), false)),
-                queued: AtomicUsize::new(0),
-                sleepers: AtomicUsize::new(0),
-                ready: Condvar::new(),
-            },
+            queues: (0..if bound { workers } else { 1 })
+                .map(|_| queue())
+                .collect(),
         });
+        let mut served = Vec::new();
         let threads = (0..workers)
             .filter_map(|i| {
                 let inner = Arc::clone(&inner);
+                let q = if bound { i } else { 0 };
                 std::thread::Builder::new()
                     .name(format!("sl-crypto-{i}"))
                     .spawn(move || {
                         crate::maybe_pin(i + 1);
-                        while let Some((lane, seq, w)) = inner.pop() {
+                        while let Some((lane, seq, w)) = inner.pop(q) {
                             inner.execute(lane, seq, w);
                         }
                     })
                     .map_err(|e| tracing::warn!(error = %e, "cannot start a crypto worker"))
                     .ok()
+                    .inspect(|_| served.push(q))
             })
             .collect();
-        Pipeline { inner, threads }
+        // With no worker at all a bound pipeline runs inline, like `new(.., 0)`.
+        let bound = (bound && !served.is_empty()).then_some(served);
+        Pipeline {
+            inner,
+            threads,
+            bound,
+        }
     }
 
     /// Worker threads running (0: inline).
@@ -141,14 +201,23 @@ impl<W: Work> Pipeline<W> {
         if self.threads.is_empty() {
             self.inner.execute(lane, seq, w);
         } else {
-            self.inner.push(lane, seq, w);
+            let q = self.bound.as_ref().map_or(0, |b| b[lane % b.len()]);
+            self.inner.push(q, lane, seq, w);
         }
     }
 
     /// Runs one queued item on the calling thread, if there is one; returns whether it did.
-    /// A submitter that waits for a free buffer calls this instead of sleeping.
+    /// A submitter that waits for a free buffer calls this instead of sleeping. A
+    /// [`bound`](Pipeline::bound) pipeline's items only run on their workers: `false`.
     pub fn help(&self) -> bool {
-        match self.inner.try_pop() {
+        if self.bound.is_some() {
+            return false;
+        }
+        self.help_from(0)
+    }
+
+    fn help_from(&self, q: usize) -> bool {
+        match self.inner.try_pop(q) {
             Some((lane, seq, w)) => {
                 self.inner.execute(lane, seq, w);
                 true
@@ -166,21 +235,22 @@ impl<W: Work> Pipeline<W> {
 impl<W: Work> Drop for Pipeline<W> {
     fn drop(&mut self) {
         // Workers finish what is queued (so every buffer comes back), then exit.
-        {
-            let mut g = lock(&self.inner.queue.jobs);
-            g.1 = true;
+        for q in &self.inner.queues {
+            lock(&q.jobs).1 = true;
+            q.ready.notify_all();
         }
-        self.inner.queue.ready.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        while self.help() {}
+        for q in 0..self.inner.queues.len() {
+            while self.help_from(q) {}
+        }
     }
 }
 
 impl<W: Work> Inner<W> {
-    fn push(&self, lane: usize, seq: u64, w: W) {
-        let q = &self.queue;
+    fn push(&self, q: usize, lane: usize, seq: u64, w: W) {
+        let q = &self.queues[q];
         lock(&q.jobs).0.push_back((lane, seq, w));
         q.queued.fetch_add(1, Ordering::Release);
         if q.sleepers.load(Ordering::Acquire) > 0 {
@@ -188,8 +258,8 @@ impl<W: Work> Inner<W> {
         }
     }
 
-    fn try_pop(&self) -> Option<(usize, u64, W)> {
-        let q = &self.queue;
+    fn try_pop(&self, q: usize) -> Option<(usize, u64, W)> {
+        let q = &self.queues[q];
         if q.queued.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -201,15 +271,15 @@ impl<W: Work> Inner<W> {
     }
 
     /// A worker's wait: poll for a while, then sleep; `None` once stopped and drained.
-    fn pop(&self) -> Option<(usize, u64, W)> {
+    fn pop(&self, qi: usize) -> Option<(usize, u64, W)> {
         let start = Instant::now();
-        while start.elapsed() < SPIN {
-            if let Some(j) = self.try_pop() {
+        while start.elapsed() < self.spin {
+            if let Some(j) = self.try_pop(qi) {
                 return Some(j);
             }
             std::hint::spin_loop();
         }
-        let q = &self.queue;
+        let q = &self.queues[qi];
         let mut g = lock(&q.jobs);
         loop {
             if let Some(j) = g.0.pop_front() {
@@ -263,24 +333,34 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Records releases per lane; `spin` makes items finish out of order.
+    /// Records releases per lane, and which threads ran each lane's items; `spin` makes items
+    /// finish out of order.
     struct Item {
         lane: usize,
         n: u64,
         spin: u32,
-        ran: bool,
+        ran: Option<std::thread::ThreadId>,
     }
-    type Log = Mutex<Vec<Vec<(u64, bool)>>>;
+    #[derive(Default)]
+    struct Log {
+        released: Mutex<Vec<Vec<(u64, bool)>>>,
+        threads: Mutex<Vec<Vec<std::thread::ThreadId>>>,
+    }
     impl Work for Item {
         type Ctx = Log;
-        fn run(&mut self, _: &Log) {
+        fn run(&mut self, log: &Log) {
             for _ in 0..self.spin {
                 std::hint::spin_loop();
             }
-            self.ran = true;
+            let me = std::thread::current().id();
+            self.ran = Some(me);
+            let mut t = lock(&log.threads);
+            if !t[self.lane].contains(&me) {
+                t[self.lane].push(me);
+            }
         }
         fn release(self, log: &Log) {
-            lock(log)[self.lane].push((self.n, self.ran));
+            lock(&log.released)[self.lane].push((self.n, self.ran.is_some()));
         }
     }
 
@@ -289,23 +369,48 @@ mod tests {
         #[test]
         fn every_item_runs_once_and_leaves_in_order_per_lane(
             workers in 0usize..4,
+            bound in any::<bool>(),
             items in proptest::collection::vec((0usize..3, 0u32..20_000), 1..200),
         ) {
-            let log = Arc::new(Mutex::new(vec![Vec::new(); 3]));
-            let p = Pipeline::new(Arc::clone(&log), 3, workers);
+            let log = Arc::new(Log {
+                released: Mutex::new(vec![Vec::new(); 3]),
+                threads: Mutex::new(vec![Vec::new(); 3]),
+            });
+            let p = if bound {
+                Pipeline::bound(Arc::clone(&log), 3, workers)
+            } else {
+                Pipeline::new(Arc::clone(&log), 3, workers)
+            };
+            let submitter = std::thread::current().id();
             let mut next = [0u64; 3];
             for (lane, spin) in items.iter().copied() {
-                p.submit(lane, Item { lane, n: next[lane], spin, ran: false });
+                p.submit(lane, Item { lane, n: next[lane], spin, ran: None });
                 next[lane] += 1;
                 if spin % 7 == 0 {
-                    p.help();
+                    // A bound pipeline never runs a lane's items on the submitter.
+                    let helped = p.help();
+                    prop_assert!(!(bound && helped));
                 }
             }
             drop(p);
-            let log = lock(&log);
+            let released = lock(&log.released);
+            let threads = lock(&log.threads);
             for lane in 0..3 {
                 let want: Vec<(u64, bool)> = (0..next[lane]).map(|n| (n, true)).collect();
-                prop_assert_eq!(&log[lane], &want);
+                prop_assert_eq!(&released[lane], &want);
+                if bound && next[lane] > 0 {
+                    // One thread ran all of the lane's items, and not the submitter.
+                    prop_assert_eq!(threads[lane].len(), 1);
+                    prop_assert_ne!(threads[lane][0], submitter);
+                }
+            }
+            if bound {
+                // Lanes l and l + workers share a worker: with 3 lanes and 1 or 2 workers, lane
+                // 0 and lane `workers` ran on the same thread.
+                let w = workers.max(1);
+                if w < 3 && next[0] > 0 && next[w] > 0 {
+                    prop_assert_eq!(threads[0][0], threads[w][0]);
+                }
             }
         }
     }

@@ -16,6 +16,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod engines;
 pub mod error;
 pub mod output;
 pub mod relay;

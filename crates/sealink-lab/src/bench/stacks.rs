@@ -1,8 +1,8 @@
 //! `sealink-lab bench stacks`: paper 000 (Nahum et al. 1996) rerun on this machine. Protocol stacks
-//! composed from layers (datagram framing, then a MAC or a cipher + MAC) run through the
-//! parallel engine (`sealink-engine`): packet-level parallelism on one channel, connection-level
-//! parallelism on 12 channels, workers 1..N, send side and receive side, with in-memory drivers
-//! (paper 000 section 3.3). Writes CSV files and SVG plots and prints markdown tables that put
+//! composed from layers (datagram framing, then a MAC or a cipher + MAC) run through the lab's
+//! engines ([`crate::engines`], drivers over `sealink_engine::Pipeline`): packet-level
+//! parallelism on one channel, connection-level parallelism on 12 channels, workers 1..N, send
+//! side and receive side, with in-memory drivers (paper 000 section 3.3). Writes CSV files and SVG plots and prints markdown tables that put
 //! the 1996 figures next to today's.
 
 use std::fmt::Write as _;
@@ -11,10 +11,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::engines::{
+    self, Channel, Clp, ClpPolicy, Engine, HEADER_ROOM, Layered, Op, Packet, Plp, seal_serial,
+};
 use sealink_crypto::raw::{self, RawAead};
 use sealink_crypto::{Scope, SuiteId, kdf};
-use sealink_engine::lab::{self, LabEngine};
-use sealink_engine::{Channel, Clp, ClpPolicy, HEADER_ROOM, Layered, Op, Packet, Plp, seal_serial};
 use sealink_proto::sim::SimRng;
 
 use super::{fill, median, random_seed};
@@ -283,7 +284,7 @@ enum Source {
 /// first a warm-up. Returns the payload Mbit/s of the timed windows.
 #[allow(clippy::too_many_arguments)]
 fn drive(
-    engine: &mut dyn LabEngine,
+    engine: &mut dyn Engine,
     source: &Source,
     nchan: usize,
     size: usize,
@@ -300,7 +301,7 @@ fn drive(
     let per_chan = (2 * workers + 2).div_ceil(nchan).max(1);
     let mut cursors = vec![0usize; nchan];
     let mut rng = SimRng::new(random_seed()?);
-    let mut next_batch = |c: usize, mut packets: Vec<Packet>, engine: &mut dyn LabEngine| {
+    let mut next_batch = |c: usize, mut packets: Vec<Packet>, engine: &mut dyn Engine| {
         match source {
             Source::Send { size } => {
                 for p in &mut packets {
@@ -314,7 +315,7 @@ fn drive(
                     engine.restart_replay_window(c);
                 }
                 for p in &mut packets {
-                    lab::set_device(p, Arc::clone(&pool[cursors[c]]));
+                    engines::set_device(p, Arc::clone(&pool[cursors[c]]));
                     p.status = Ok(());
                     cursors[c] = (cursors[c] + 1) % pool.len();
                 }
@@ -431,7 +432,7 @@ fn measure(
             pools: sealed_pools(&chans, p.packet, 4 * chunk, chunk, workers)?,
         },
     };
-    let mut engine: Box<dyn LabEngine> = match kind {
+    let mut engine: Box<dyn Engine> = match kind {
         EngineKind::Plp(w) => Box::new(Plp::new(chans, w)),
         EngineKind::Clp(policy) => Box::new(Clp::new(chans, policy)),
         EngineKind::Layered => Box::new(Layered::new(chans)),

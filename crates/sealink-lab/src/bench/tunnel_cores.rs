@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 use aws_lc_rs::cipher::{AES_128, EncryptingKey, EncryptionContext, UnboundCipherKey};
 use aws_lc_rs::iv::FixedLength;
 use sealink_crypto::{PacketKey, Scope, SuiteId, kdf};
-use sealink_engine::{HEADER_ROOM, Packet, Pipeline, Work, seal_one};
+use sealink_engine::{Pipeline, Work};
+
+use crate::engines::{HEADER_ROOM, Packet, seal_one};
 use sealink_proto::sim::SimRng;
 
 use super::{fill, median, print_with_files, random_seed};
@@ -951,7 +953,7 @@ mod tests {
         j.run(&ctx);
         assert!(!j.failed);
         let mut p = j.packets.pop().unwrap();
-        sealink_engine::open_one(&keys.key, RECEIVER, false, &mut p);
+        crate::engines::open_one(&keys.key, RECEIVER, false, &mut p);
         assert_eq!(p.status, Ok(()));
         assert_eq!(p.counter, 7);
         assert_eq!(p.body(), &body[..]);

@@ -16,7 +16,7 @@
 //!   far, so read these to about 10%.
 //! - [`Read::Words`]: a statement without a number ("minimal", "good"): shown, not compared.
 
-use sealink_engine::Op;
+use crate::engines::Op;
 
 use super::Mode;
 

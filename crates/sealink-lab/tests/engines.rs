@@ -1,4 +1,7 @@
-//! Property tests: every pipeline's output is byte-identical to the single-threaded path and in
+//! The lab's engines (PLP, CLP, layered: `sealink_lab::engines`, drivers over the product's
+//! `Pipeline`), moved here from sealink-engine with them (issue 31).
+//!
+//! Property tests: every engine's output is byte-identical to the single-threaded path and in
 //! per-channel order, for random batch sizes, channel mixes and worker counts; opening gives the
 //! originals back in order, and a tampered packet is refused without disturbing the others.
 
@@ -6,9 +9,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use sealink_crypto::{PacketKey, Scope, SuiteId};
-use sealink_engine::lab::{self, LabEngine};
-use sealink_engine::{
-    Channel, Clp, ClpPolicy, Engine, Layered, Op, Packet, PacketError, Plp, run_all, seal_serial,
+use sealink_lab::engines::{
+    self, Channel, Clp, ClpPolicy, Engine, Layered, Op, Packet, PacketError, Plp, run_all,
+    seal_serial,
 };
 use sealink_proto::DropReason;
 
@@ -51,7 +54,7 @@ enum Kind {
     Layered,
 }
 
-fn engine(kind: Kind, channels: Vec<Channel>, workers: usize) -> Box<dyn LabEngine> {
+fn engine(kind: Kind, channels: Vec<Channel>, workers: usize) -> Box<dyn Engine> {
     match kind {
         Kind::Plp => Box::new(Plp::new(channels, workers)),
         Kind::ClpProcessor => Box::new(Clp::new(
@@ -251,7 +254,7 @@ fn device_copy_reopens_a_pool() {
     for _ in 0..3 {
         let batch: Vec<Packet> = pool
             .iter()
-            .map(|d| lab::from_device(Arc::clone(d)))
+            .map(|d| engines::from_device(Arc::clone(d)))
             .collect();
         e.restart_replay_window(0);
         e.submit(Op::Open, 0, batch);

@@ -81,7 +81,8 @@ pub struct Packet {
     pub len: usize,
     pub counter: u64,
     pub status: Result<(), PacketError>,
-    /// Lab drivers only ([`crate::lab`]): a sealed datagram the worker first copies into `buf`.
+    /// In-memory device only ([`super::from_device`]): a sealed datagram the worker first copies
+    /// into `buf`.
     pub(crate) device: Option<Arc<[u8]>>,
 }
 
