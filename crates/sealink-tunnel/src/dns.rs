@@ -10,12 +10,7 @@ use std::process::{Command, Stdio};
 
 use crate::config::Dns;
 use crate::error::TunnelError;
-use crate::hooks::{self, HookKind};
-
-/// Quotes `s` for `/bin/sh`.
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
+use crate::hooks::{self, HookKind, sh_quote};
 
 /// Gives the interface its DNS settings; the returned shell undoes them when fired or when the
 /// tunnel dies.

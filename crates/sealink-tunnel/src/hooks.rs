@@ -61,6 +61,11 @@ pub struct Hooks {
     pub post_down: Vec<String>,
 }
 
+/// Quotes `s` for `/bin/sh` (the cleanup commands of `policy.rs` and `dns.rs`).
+pub(crate) fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 /// `%i` becomes the interface name, as in wg-quick.
 fn expand(cmd: &str, ifname: &str) -> String {
     cmd.replace("%i", ifname)

@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::TunnelError;
-use crate::hooks::{self, HookKind};
+use crate::hooks::{self, HookKind, sh_quote};
 use crate::netconf::ip;
 
 /// Priorities of the two rules: just before the main table's own rule (32766), where the
@@ -131,11 +131,6 @@ pub fn clean_stale(run_dir: &Path, ifname: &str) -> Result<bool, TunnelError> {
         "removed the full-tunnel rules that an earlier run left behind (it did not exit cleanly)"
     );
     Ok(true)
-}
-
-/// Quotes `s` for `/bin/sh`.
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// Installs a full tunnel's routing for the families given, with its undo armed; the returned
