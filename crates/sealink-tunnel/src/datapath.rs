@@ -10,11 +10,14 @@ use std::time::Duration;
 use sealink_engine::{Duplex, Half, Pipeline, Pool};
 use sealink_proto::DropReason;
 use sealink_proto::Time;
-use sealink_proto::tunnel::{DecapReserve, HEADROOM, OpenJob, PeerIndex, Reserve, SealJob, Tunnel};
+use sealink_proto::tunnel::{
+    DecapReserve, HEADROOM, OpenJob, PeerIndex, Reserve, SealJob, TAILROOM, Tunnel,
+};
 use sealink_udp::{GsoRuns, RecvBuffers, Segment};
-use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN};
+use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN, VirtioNetHdr};
 
 use crate::threads::Count;
+use crate::tunread::{self, Partial};
 use crate::tunwrite;
 use crate::{Outbox, Shared};
 
@@ -38,6 +41,8 @@ enum TxItem {
         peer: PeerIndex,
         dest: SocketAddr,
         job: SealJob,
+        /// The packet's checksum, left partial by the reader: completed before sealing.
+        partial: Option<Partial>,
         /// Datagram length once sealed; 0: the seal failed.
         len: usize,
     },
@@ -49,6 +54,7 @@ pub(crate) struct TxBatch {
     stride: usize,
     slots: Vec<u8>,
     sizes: Vec<usize>,
+    partial: Vec<Option<Partial>>,
     original: Vec<u8>,
     items: Vec<TxItem>,
     out: Outbox,
@@ -62,8 +68,19 @@ impl Half for TxBatch {
     fn run(&mut self) {
         let stride = self.stride;
         for it in &mut self.items {
-            if let TxItem::Slot { i, job, len, .. } = it {
+            if let TxItem::Slot {
+                i,
+                job,
+                partial,
+                len,
+                ..
+            } = it
+            {
                 let slot = &mut self.slots[*i * stride..(*i + 1) * stride];
+                if let Some(p) = partial {
+                    let n = self.sizes[*i];
+                    tunread::complete(&mut slot[HEADROOM..HEADROOM + n], *p);
+                }
                 *len = job.seal(slot).unwrap_or(0);
             }
         }
@@ -167,6 +184,7 @@ impl TunReader {
                 stride,
                 slots: vec![0u8; stride * batch],
                 sizes: vec![0usize; batch],
+                partial: vec![None; batch],
                 original: vec![0u8; VIRTIO_NET_HDR_LEN + 65_535],
                 items: Vec::with_capacity(batch * 2),
                 out: Outbox::new(stride),
@@ -186,32 +204,18 @@ impl TunReader {
             return false;
         };
         let dev = &sh.devs[q];
-        let n = {
-            let TxBatch {
-                slots,
-                sizes,
-                original,
-                ..
-            } = &mut *b;
-            let mut bufs: Vec<&mut [u8]> = slots.chunks_mut(stride).collect();
-            let r = if wait {
-                dev.recv_multiple_intr(original, &mut bufs, sizes, HEADROOM, &sh.intr)
-            } else {
-                dev.recv_multiple(original, &mut bufs, sizes, HEADROOM)
-            };
-            match r {
-                Ok(n) => {
-                    sh.threads
-                        .call(Count::TunReads, Count::TunReadPackets, n as u64);
-                    n
+        let n = match read(sh, dev, &mut b, wait) {
+            Ok(n) => {
+                sh.threads
+                    .call(Count::TunReads, Count::TunReadPackets, n as u64);
+                n
+            }
+            Err(e) => {
+                if !sh.stopping() && e.kind() != std::io::ErrorKind::WouldBlock {
+                    tracing::debug!(error = %e, "TUN read failed");
                 }
-                Err(e) => {
-                    if !sh.stopping() && e.kind() != std::io::ErrorKind::WouldBlock {
-                        tracing::debug!(error = %e, "TUN read failed");
-                    }
-                    pool.put(b);
-                    return false;
-                }
+                pool.put(b);
+                return false;
             }
         };
         b.items.clear();
@@ -223,13 +227,20 @@ impl TunReader {
             let TxBatch {
                 slots,
                 sizes,
+                partial,
                 items,
                 out,
                 ..
             } = &mut *b;
-            for (i, &size) in sizes.iter().enumerate().take(n) {
+            for (i, (&size, &partial)) in sizes.iter().zip(partial.iter()).enumerate().take(n) {
                 let slot = &mut slots[i * stride..(i + 1) * stride];
-                let r = core.encapsulate_reserve(now, slot, size);
+                // A packet the core keeps a copy of gets its checksum now; one sealed at once
+                // gets it on the worker.
+                let r = core.encapsulate_reserve_with(now, slot, size, |pkt| {
+                    if let Some(p) = partial {
+                        tunread::complete(pkt, p);
+                    }
+                });
                 // Datagrams the core queued (a piggyback flush) go before this packet.
                 let first = out.items.len();
                 let k = out.drain(&mut core);
@@ -240,6 +251,7 @@ impl TunReader {
                         peer,
                         dest,
                         job,
+                        partial,
                         len: 0,
                     }),
                     Reserve::Queued | Reserve::Dropped(_) => {}
@@ -265,6 +277,61 @@ impl TunReader {
         }
         n > 0
     }
+}
+
+/// One TUN read into the batch's slots: with offloads, the super-packet the kernel handed over,
+/// split by `tunread` (checksums left partial); without, one packet into the first slot.
+fn read(
+    sh: &Shared,
+    dev: &tun_rs::SyncDevice,
+    b: &mut TxBatch,
+    wait: bool,
+) -> std::io::Result<usize> {
+    let TxBatch {
+        stride,
+        slots,
+        sizes,
+        partial,
+        original,
+        ..
+    } = b;
+    let stride = *stride;
+    let max_len = stride - HEADROOM - TAILROOM;
+    if !sh.offload {
+        let buf = &mut slots[HEADROOM..stride - TAILROOM];
+        let n = if wait {
+            dev.recv_intr(buf, &sh.intr)?
+        } else {
+            dev.recv(buf)?
+        };
+        sizes[0] = n;
+        partial[0] = None;
+        return Ok(1);
+    }
+    let len = if wait {
+        dev.recv_intr(original, &sh.intr)?
+    } else {
+        dev.recv(original)?
+    };
+    if len <= VIRTIO_NET_HDR_LEN {
+        return Err(std::io::Error::other(
+            "TUN read shorter than its virtio header",
+        ));
+    }
+    let (hdr, input) = original[..len].split_at_mut(VIRTIO_NET_HDR_LEN);
+    let hdr = VirtioNetHdr::decode(hdr)?;
+    tunread::split(
+        &hdr,
+        input,
+        &mut tunread::Out {
+            slots,
+            stride,
+            offset: HEADROOM,
+            max_len,
+            sizes,
+            partial,
+        },
+    )
 }
 
 /// Reads TUN queue `q` until stopped.

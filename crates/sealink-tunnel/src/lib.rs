@@ -37,6 +37,7 @@ mod privs;
 mod reload;
 pub mod rundir;
 mod threads;
+mod tunread;
 mod tunwrite;
 
 use std::io::{self, BufRead, BufReader, Write};

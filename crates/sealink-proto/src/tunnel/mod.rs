@@ -662,6 +662,22 @@ impl Tunnel {
     /// session and writes the length field. The caller seals with the returned [`SealJob`]
     /// (anywhere, no lock held), sends, and reports the send with [`Tunnel::sent`].
     pub fn encapsulate_reserve(&mut self, now: Time, buf: &mut [u8], pkt_len: usize) -> Reserve {
+        self.encapsulate_reserve_with(now, buf, pkt_len, |_| {})
+    }
+
+    /// [`Tunnel::encapsulate_reserve`] for a packet the driver has not finished: `finish` runs
+    /// on the packet's bytes before the core keeps a copy of it (staged for a handshake, or
+    /// queued to ride along), and only then. A packet returned as [`Reserve::Seal`] is the
+    /// caller's to finish before it seals it. The TUN reader uses this to leave a TCP
+    /// segment's checksum to the worker that seals it (`sealink-tunnel`'s `tunread.rs`):
+    /// routing and the checks here read only the IP header and the length.
+    pub fn encapsulate_reserve_with(
+        &mut self,
+        now: Time,
+        buf: &mut [u8],
+        pkt_len: usize,
+        finish: impl FnOnce(&mut [u8]),
+    ) -> Reserve {
         let Some(pkt) = buf.get(HEADROOM..HEADROOM + pkt_len) else {
             return Reserve::Dropped(self.count(TunnelDrop::MalformedPacket));
         };
@@ -692,7 +708,9 @@ impl Tunnel {
                 if staged.len() >= self.cfg.staged_packets {
                     return Reserve::Dropped(self.count(TunnelDrop::StagingFull));
                 }
-                staged.push_back(pkt.to_vec());
+                let mut copy = pkt.to_vec();
+                finish(&mut copy);
+                staged.push_back(copy);
                 if self.peers[pi].handshake.initiation.is_none() {
                     self.start_handshake(pi, now, 1);
                 }
@@ -712,8 +730,10 @@ impl Tunnel {
                 self.hint_queue = true;
             }
             p.queue.extend_from_slice(&(pkt_len as u16).to_be_bytes());
+            let at = p.queue.len();
             p.queue
                 .extend_from_slice(&buf[HEADROOM..HEADROOM + pkt_len]);
+            finish(&mut p.queue[at..]);
             p.queue_packets += 1;
             p.queued_since.get_or_insert(now);
             if p.queue.len() >= pb.queue_limit {

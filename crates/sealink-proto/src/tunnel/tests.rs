@@ -1180,3 +1180,60 @@ fn lifecycle_a_failed_key_derivation_frees_the_responder_index() {
     );
     assert_eq!(p.b.indexes.len(), 1, "one session's index");
 }
+
+/// The driver's unfinished packets (the TUN reader leaves TCP checksums to the worker): the core
+/// finishes what it keeps a copy of, staged or queued, and hands every packet it returns for
+/// sealing back unfinished, for the caller to finish.
+#[test]
+fn the_core_finishes_the_packets_it_keeps_and_only_those() {
+    let mark = |pkt: &mut [u8]| pkt[pkt.len() - 1] = 0xee;
+    let reserve = |t: &mut Tunnel, now: Time, pkt: &[u8], finished: &mut bool| {
+        let mut buf = vec![0u8; HEADROOM + pkt.len() + TAILROOM];
+        buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
+        let r = t.encapsulate_reserve_with(now, &mut buf, pkt.len(), |p| {
+            *finished = true;
+            mark(p)
+        });
+        (r, buf)
+    };
+    let mut p = pair();
+    // Staged for the handshake: finished.
+    let staged = v4(IP_A, IP_B, 1000, 1);
+    let mut finished = false;
+    let (r, _) = reserve(&mut p.a, p.now, &staged, &mut finished);
+    assert!(matches!(r, Reserve::Queued) && finished);
+    p.collect();
+    p.run();
+    let mut want = staged.clone();
+    mark(&mut want);
+    assert_eq!(p.got_b, vec![want], "the staged copy left finished");
+    // Small, queued to ride along: finished.
+    let small = v4(IP_A, IP_B, 60, 2);
+    let mut finished = false;
+    let (r, _) = reserve(&mut p.a, p.now, &small, &mut finished);
+    assert!(matches!(r, Reserve::Queued) && finished);
+    // Large, sealed at once: not finished here; the caller finishes and seals it.
+    let large = v4(IP_A, IP_B, 1400, 3);
+    let mut finished = false;
+    let (r, mut buf) = reserve(&mut p.a, p.now, &large, &mut finished);
+    assert!(!finished);
+    assert_eq!(buf[HEADROOM..HEADROOM + large.len()], large[..]);
+    let Reserve::Seal { peer, dest, job } = r else {
+        panic!("a large packet is sealed at once: {r:?}")
+    };
+    mark(&mut buf[HEADROOM..HEADROOM + large.len()]);
+    let n = job.seal(&mut buf).unwrap();
+    p.a.sent(p.now, peer, 1);
+    p.collect();
+    p.wire.push((sa(A_ADDR), dest, buf[..n].to_vec()));
+    p.got_b.clear();
+    p.run();
+    let (mut s, mut l) = (small, large);
+    mark(&mut s);
+    mark(&mut l);
+    assert_eq!(
+        p.got_b,
+        vec![s, l],
+        "the queued packet left first, both finished"
+    );
+}
