@@ -17,7 +17,7 @@ use sealink_udp::{GsoRuns, RecvBuffers, Segment};
 use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN, VirtioNetHdr};
 
 use crate::threads::Count;
-use crate::tunread::{self, Partial};
+use crate::tunread::{self, Unfinished};
 use crate::tunwrite;
 use crate::{Outbox, Shared};
 
@@ -41,8 +41,9 @@ enum TxItem {
         peer: PeerIndex,
         dest: SocketAddr,
         job: SealJob,
-        /// The packet's checksum, left partial by the reader: completed before sealing.
-        partial: Option<Partial>,
+        /// What the reader left undone in the packet (payload copy, checksum): done just
+        /// before sealing.
+        unfinished: Unfinished,
         /// Datagram length once sealed; 0: the seal failed.
         len: usize,
     },
@@ -54,7 +55,9 @@ pub(crate) struct TxBatch {
     stride: usize,
     slots: Vec<u8>,
     sizes: Vec<usize>,
-    partial: Vec<Option<Partial>>,
+    unfinished: Vec<Unfinished>,
+    /// The buffer of the TUN read (virtio header, then the super-packet): segments' payloads
+    /// stay here until a worker finishes them.
     original: Vec<u8>,
     items: Vec<TxItem>,
     out: Outbox,
@@ -71,15 +74,16 @@ impl Half for TxBatch {
             if let TxItem::Slot {
                 i,
                 job,
-                partial,
+                unfinished,
                 len,
                 ..
             } = it
             {
                 let slot = &mut self.slots[*i * stride..(*i + 1) * stride];
-                if let Some(p) = partial {
+                if !unfinished.is_done() {
                     let n = self.sizes[*i];
-                    tunread::complete(&mut slot[HEADROOM..HEADROOM + n], *p);
+                    let read = &self.original[VIRTIO_NET_HDR_LEN..];
+                    tunread::finish(&mut slot[HEADROOM..HEADROOM + n], read, *unfinished);
                 }
                 *len = job.seal(slot).unwrap_or(0);
             }
@@ -184,7 +188,7 @@ impl TunReader {
                 stride,
                 slots: vec![0u8; stride * batch],
                 sizes: vec![0usize; batch],
-                partial: vec![None; batch],
+                unfinished: vec![Unfinished::default(); batch],
                 original: vec![0u8; VIRTIO_NET_HDR_LEN + 65_535],
                 items: Vec::with_capacity(batch * 2),
                 out: Outbox::new(stride),
@@ -227,19 +231,20 @@ impl TunReader {
             let TxBatch {
                 slots,
                 sizes,
-                partial,
+                unfinished,
+                original,
                 items,
                 out,
                 ..
             } = &mut *b;
-            for (i, (&size, &partial)) in sizes.iter().zip(partial.iter()).enumerate().take(n) {
+            let read = &original[VIRTIO_NET_HDR_LEN..];
+            for (i, (&size, &unfinished)) in sizes.iter().zip(unfinished.iter()).enumerate().take(n)
+            {
                 let slot = &mut slots[i * stride..(i + 1) * stride];
-                // A packet the core keeps a copy of gets its checksum now; one sealed at once
-                // gets it on the worker.
+                // A packet the core keeps a copy of is finished now; one sealed at once is
+                // finished on the worker.
                 let r = core.encapsulate_reserve_with(now, slot, size, |pkt| {
-                    if let Some(p) = partial {
-                        tunread::complete(pkt, p);
-                    }
+                    tunread::finish(pkt, read, unfinished)
                 });
                 // Datagrams the core queued (a piggyback flush) go before this packet.
                 let first = out.items.len();
@@ -251,7 +256,7 @@ impl TunReader {
                         peer,
                         dest,
                         job,
-                        partial,
+                        unfinished,
                         len: 0,
                     }),
                     Reserve::Queued | Reserve::Dropped(_) => {}
@@ -291,7 +296,7 @@ fn read(
         stride,
         slots,
         sizes,
-        partial,
+        unfinished,
         original,
         ..
     } = b;
@@ -305,7 +310,7 @@ fn read(
             dev.recv(buf)?
         };
         sizes[0] = n;
-        partial[0] = None;
+        unfinished[0] = Unfinished::default();
         return Ok(1);
     }
     let len = if wait {
@@ -329,7 +334,7 @@ fn read(
             offset: HEADROOM,
             max_len,
             sizes,
-            partial,
+            unfinished,
         },
     )
 }

@@ -37,7 +37,8 @@ mod privs;
 mod reload;
 pub mod rundir;
 mod threads;
-mod tunread;
+#[doc(hidden)]
+pub mod tunread;
 mod tunwrite;
 
 use std::io::{self, BufRead, BufReader, Write};

@@ -1,18 +1,21 @@
-//! Reading from a TUN device with offloads: a TSO super-packet split into segments with no
-//! checksum computed on the reader.
+//! Reading from a TUN device with offloads: a TSO super-packet split into segments whose bytes
+//! the reader does not touch.
 //!
-//! tun-rs's split (`recv_multiple`) computes each segment's TCP checksum while it copies it:
-//! on the sending host that pass ran on the TUN reader, the one thread every packet of a flow
-//! goes through, at about 3% of all samples (docs/RESULTS.md §21). Here the reader copies each
-//! segment into its slot and leaves the checksum as the kernel handed it over,
-//! `CHECKSUM_PARTIAL`: the field holds the pseudo-header sum, and [`Partial`] says where. The
-//! checksum is completed ([`complete`]) where the packet is next touched anyway: by the engine
-//! worker that seals it (in parallel, in cache), or by the core before it keeps a copy (a
-//! packet staged for a handshake or queued to ride along). What leaves on the wire is the same
+//! tun-rs's split (`recv_multiple`) copies every segment out of the super-packet and computes
+//! its TCP checksum: on the sending host that ran on the TUN reader, the one thread every packet
+//! of a flow goes through, at about 11 us per 64 KiB here (docs/RESULTS.md §28), a quarter of
+//! the reader's time. Here the reader writes only each segment's headers (IP length and ID,
+//! TCP sequence number and flags, and the pseudo-header sum in the checksum field, the kernel's
+//! `CHECKSUM_PARTIAL`) and notes what is left ([`Unfinished`]): the payload still in the read
+//! buffer, and the checksum. The rest ([`finish`]) is done where the packet is next touched
+//! anyway: by the engine worker that seals it, in parallel and just before the AEAD reads the
+//! same bytes, or by the core before it keeps a copy (a packet staged for a handshake or
+//! queued to ride along; routing reads only the IP header). What leaves on the wire is the same
 //! as before, byte for byte, so every peer interoperates unchanged.
 //!
-//! TCP super-packets (IPv4 and IPv6, ECN or not) and single packets are handled here; a UDP
-//! super-packet (USO) goes through tun-rs's split, checksums included.
+//! TCP super-packets (IPv4 and IPv6, ECN or not) and single packets are handled here (a single
+//! packet is copied whole; its checksum may still be partial); a UDP super-packet (USO) goes
+//! through tun-rs's split, checksums included.
 
 use std::io;
 
@@ -35,15 +38,45 @@ const UDP_CSUM: u16 = 6;
 /// at `start + offset` holds the folded pseudo-header sum, and the checksum covers the packet
 /// from `start` to its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Partial {
+pub struct Partial {
     start: u16,
     offset: u16,
+}
+
+/// What the reader left undone in a packet: `len` payload bytes still at `src` in the read
+/// buffer (for the packet's bytes from `at`), and a checksum still partial.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unfinished {
+    payload: Option<(u32, u16, u16)>,
+    partial: Option<Partial>,
+}
+
+impl Unfinished {
+    /// Nothing is left to do.
+    pub fn is_done(&self) -> bool {
+        self.payload.is_none() && self.partial.is_none()
+    }
+}
+
+/// Finishes a packet: copies its payload from `read` (the buffer the super-packet was read
+/// into, from the IP header on), then completes its checksum.
+pub fn finish(pkt: &mut [u8], read: &[u8], u: Unfinished) {
+    if let Some((src, at, len)) = u.payload {
+        let (src, at, len) = (src as usize, usize::from(at), usize::from(len));
+        // The split checked both ranges against the buffers it was given.
+        if let (Some(to), Some(from)) = (pkt.get_mut(at..at + len), read.get(src..src + len)) {
+            to.copy_from_slice(from);
+        }
+    }
+    if let Some(p) = u.partial {
+        complete(pkt, p);
+    }
 }
 
 /// Completes a partial checksum in place: the one's-complement sum from `start` (the field's
 /// pseudo-header sum included), folded and inverted. A packet too short for the field is left
 /// alone (the split checked every packet it marks).
-pub(crate) fn complete(pkt: &mut [u8], p: Partial) {
+pub fn complete(pkt: &mut [u8], p: Partial) {
     let (start, at) = (usize::from(p.start), usize::from(p.start + p.offset));
     if pkt.len() < at + 2 {
         return;
@@ -71,25 +104,26 @@ fn pseudo_sum(ip: &[u8], v6: bool, tcp_len: usize) -> u16 {
 }
 
 /// Where [`split`] writes: packet `k` at `slots[k * stride + offset..]`, at most `max_len`
-/// bytes; its size into `sizes[k]` and, when its checksum is left partial, where it is into
-/// `partial[k]`.
-pub(crate) struct Out<'a> {
+/// bytes (headers written, payload and checksum perhaps not); its size into `sizes[k]` and what
+/// is left to do in it into `unfinished[k]`.
+#[derive(Debug)]
+pub struct Out<'a> {
     pub slots: &'a mut [u8],
     pub stride: usize,
     pub offset: usize,
     pub max_len: usize,
     pub sizes: &'a mut [usize],
-    pub partial: &'a mut [Option<Partial>],
+    pub unfinished: &'a mut [Unfinished],
 }
 
 /// Splits what one TUN read returned (`hdr`, then `input`) into `out`; returns how many
 /// packets were written. A super-packet that does not fit the slots, or whose headers do not
 /// parse, is an error (the read is dropped), as in tun-rs.
-pub(crate) fn split(hdr: &VirtioNetHdr, input: &mut [u8], out: &mut Out<'_>) -> io::Result<usize> {
+pub fn split(hdr: &VirtioNetHdr, input: &mut [u8], out: &mut Out<'_>) -> io::Result<usize> {
     let (stride, offset, max_len) = (out.stride, out.offset, out.max_len);
     let count = (out.slots.len() / stride.max(1))
         .min(out.sizes.len())
-        .min(out.partial.len());
+        .min(out.unfinished.len());
     if count == 0 || offset + max_len > stride {
         return Err(invalid("no room for packets"));
     }
@@ -112,7 +146,10 @@ pub(crate) fn split(hdr: &VirtioNetHdr, input: &mut [u8], out: &mut Out<'_>) -> 
         }
         out.slots[offset..offset + input.len()].copy_from_slice(input);
         out.sizes[0] = input.len();
-        out.partial[0] = p;
+        out.unfinished[0] = Unfinished {
+            payload: None,
+            partial: p,
+        };
         return Ok(1);
     }
     let v6 = match input.first().map(|b| b >> 4) {
@@ -183,12 +220,14 @@ pub(crate) fn split(hdr: &VirtioNetHdr, input: &mut [u8], out: &mut Out<'_>) -> 
         pkt[iph + 13] = flags;
         let ps = pseudo_sum(pkt, v6, total - iph);
         pkt[iph + 16..iph + 18].copy_from_slice(&ps.to_be_bytes());
-        pkt[hl..].copy_from_slice(chunk);
         out.sizes[i] = total;
-        out.partial[i] = Some(Partial {
-            start: iph as u16,
-            offset: TCP_CSUM,
-        });
+        out.unfinished[i] = Unfinished {
+            payload: Some(((hl + i * gso_size) as u32, hl as u16, chunk.len() as u16)),
+            partial: Some(Partial {
+                start: iph as u16,
+                offset: TCP_CSUM,
+            }),
+        };
     }
     Ok(n)
 }
@@ -212,7 +251,7 @@ fn split_udp(
     if n > 0 && out.sizes[..n].iter().any(|&s| s > out.max_len) {
         return Err(invalid("segment longer than the MTU"));
     }
-    out.partial[..n].fill(None);
+    out.unfinished[..n].fill(Unfinished::default());
     Ok(n)
 }
 

@@ -62,10 +62,10 @@ fn tso_header(v6: bool, gso_size: u16, ecn: bool) -> VirtioNetHdr {
     }
 }
 
-/// Ours: split, then each partial checksum completed (as the worker or the core does).
+/// Ours: split, then each packet finished (as the worker or the core does).
 fn ours(hdr: &VirtioNetHdr, input: &[u8]) -> io::Result<Vec<Vec<u8>>> {
     let mut slots = vec![0u8; STRIDE * 64];
-    let (mut sizes, mut partial) = (vec![0usize; 64], vec![None; 64]);
+    let (mut sizes, mut unfinished) = (vec![0usize; 64], vec![Unfinished::default(); 64]);
     let mut inp = input.to_vec();
     let n = split(
         hdr,
@@ -76,15 +76,13 @@ fn ours(hdr: &VirtioNetHdr, input: &[u8]) -> io::Result<Vec<Vec<u8>>> {
             offset: OFFSET,
             max_len: MTU,
             sizes: &mut sizes,
-            partial: &mut partial,
+            unfinished: &mut unfinished,
         },
     )?;
     Ok((0..n)
         .map(|i| {
             let mut p = slots[i * STRIDE + OFFSET..i * STRIDE + OFFSET + sizes[i]].to_vec();
-            if let Some(c) = partial[i] {
-                complete(&mut p, c);
-            }
+            finish(&mut p, &inp, unfinished[i]);
             p
         })
         .collect())
