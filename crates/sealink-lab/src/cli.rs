@@ -112,7 +112,7 @@ pub enum BenchCommand {
     /// Paper 004 Figure 12 rerun: AES-128-GCM throughput against batch size, CPU (engine,
     /// 1..N workers) and GPU (needs a build with --features cuda and a CUDA device), crossover
     #[command(
-        after_help = "Examples:\n  sealink-lab bench gpu\n  sealink-lab bench gpu --sizes 65536,131072 --workers 1,16\n  sealink-lab bench gpu --quick"
+        after_help = "Examples:\n  sealink-lab bench gpu\n  sealink-lab bench gpu --sizes 65536,131072 --workers 1,16\n  sealink-lab bench gpu --quick\n  sealink-lab bench gpu --strategy naive,naive-streams,no-streams,streams --budget 300"
     )]
     Gpu(GpuArgs),
 }
@@ -158,6 +158,19 @@ pub struct GpuArgs {
     /// Batch sizes in bytes, comma separated (default 4 KB .. 1 MB)
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1400..=67108864))]
     sizes: Vec<u64>,
+    /// GPU strategies (paper 004's Figure 12), comma separated: naive (each packet spread over
+    /// many blocks, one batch at a time), naive-streams, no-streams (one block per packet, one
+    /// batch at a time), streams (one block per packet, batches in flight over the streams)
+    #[arg(long, value_delimiter = ',', default_value = "streams", value_parser = parse_strategy)]
+    strategy: Vec<sealink_gpu::Strategy>,
+    #[command(flatten)]
+    budget: bench::BudgetArgs,
+}
+
+fn parse_strategy(s: &str) -> Result<sealink_gpu::Strategy, String> {
+    sealink_gpu::Strategy::parse(s).ok_or_else(|| {
+        format!("unknown strategy {s:?}: naive, naive-streams, no-streams or streams")
+    })
 }
 
 impl CoresArgs {
@@ -599,6 +612,8 @@ impl GpuArgs {
             runs: c.runs(),
             quick: c.quick,
             out: c.out.clone().unwrap_or_else(|| "bench-out/gpu".into()),
+            strategies: self.strategy,
+            budget: self.budget.budget,
         }
     }
 }
