@@ -118,9 +118,9 @@ pub fn default_threads() -> Vec<usize> {
     (1..=2 * cpus().0 + 1).collect()
 }
 
-/// One encryption thread's key and buffers.
+/// One encryption thread's key (the CTR key boxed: it holds aws-lc's expanded schedule).
 enum Enc {
-    Ctr(EncryptingKey),
+    Ctr(Box<EncryptingKey>),
     Gcm(LessSafeKey),
 }
 
@@ -130,9 +130,9 @@ impl Enc {
             Cipher::Ctr => {
                 let k = UnboundCipherKey::new(&AES_128, key)
                     .map_err(|_| Error::bench("aws-lc-rs refused the AES-128 key"))?;
-                Enc::Ctr(
+                Enc::Ctr(Box::new(
                     EncryptingKey::ctr(k).map_err(|_| Error::bench("aws-lc-rs refused AES-CTR"))?,
-                )
+                ))
             }
             Cipher::Gcm => Enc::Gcm(LessSafeKey::new(
                 UnboundKey::new(&AES_128_GCM, key)
