@@ -5,7 +5,10 @@
 //! one `gcm_seal` launch and one device-to-host copy on its own stream. Up to [`STREAMS`]
 //! batches are in flight: while one stream's copies and kernel run, the host packs the next
 //! batch and finishes (unpacks, and with GHASH on the CPU hashes) the oldest, so batches come
-//! back in the order they went in.
+//! back in the order they went in. The stream-less strategies ([`Strategy::streams`] false)
+//! keep one batch in flight on stream 0: pack, copy in, kernel, copy out, wait, finish, and
+//! only then the next; the naive ones launch `gcm_ctr_spread` (and `gcm_ghash`) in place of
+//! `gcm_seal`.
 #![allow(unsafe_code)]
 
 use std::collections::VecDeque;
@@ -19,9 +22,11 @@ use cudarc::driver::{
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 
 use crate::gcm::{CpuCtr, Key128, finish_frame};
-use crate::kernel::{TABLE_WORDS, THREADS_PER_PACKET, source};
+use crate::kernel::{
+    SPREAD_THREADS, TABLE_WORDS, THREADS_PER_PACKET, source, spread_blocks_per_packet,
+};
 use crate::layout::{Frame, MAX_GHASH_BLOCKS, NONCE_LEN, Packed, TAG_LEN};
-use crate::{Availability, GpuError, GpuSealer, Phases};
+use crate::{Availability, GpuError, GpuSealer, Phases, Strategy};
 
 /// CUDA streams, and so batches in flight: enough for one batch's copy in, another's kernel
 /// and a third's copy out to overlap while the host packs or finishes a fourth.
@@ -79,6 +84,8 @@ pub(crate) struct Device {
     setup: CudaFunction,
     powers: CudaFunction,
     seal: CudaFunction,
+    ctr_spread: CudaFunction,
+    ghash: CudaFunction,
     name: String,
     key_dev: CudaSlice<u8>,
     h_dev: CudaSlice<u32>,
@@ -88,6 +95,7 @@ pub(crate) struct Device {
     keyed: Option<(Key128, [u8; 16])>,
     slots: Vec<Slot>,
     gpu_ghash: bool,
+    strategy: Strategy,
 }
 
 impl std::fmt::Debug for Device {
@@ -96,6 +104,7 @@ impl std::fmt::Debug for Device {
             .field("name", &self.name)
             .field("streams", &self.streams.len())
             .field("gpu_ghash", &self.gpu_ghash)
+            .field("strategy", &self.strategy)
             .finish()
     }
 }
@@ -167,6 +176,8 @@ pub(crate) fn open() -> Result<Availability, GpuError> {
     let setup = module.load_function("aes128_setup").map_err(drv)?;
     let powers = module.load_function("ghash_powers").map_err(drv)?;
     let seal = module.load_function("gcm_seal").map_err(drv)?;
+    let ctr_spread = module.load_function("gcm_ctr_spread").map_err(drv)?;
+    let ghash = module.load_function("gcm_ghash").map_err(drv)?;
     let streams = (0..STREAMS)
         .map(|_| ctx.new_stream())
         .collect::<Result<Vec<_>, _>>()
@@ -183,6 +194,8 @@ pub(crate) fn open() -> Result<Availability, GpuError> {
             setup,
             powers,
             seal,
+            ctr_spread,
+            ghash,
             name,
             key_dev,
             h_dev,
@@ -191,6 +204,7 @@ pub(crate) fn open() -> Result<Availability, GpuError> {
             keyed: None,
             slots: (0..STREAMS).map(|_| Slot::default()).collect(),
             gpu_ghash: true,
+            strategy: Strategy::default(),
         },
     })))
 }
@@ -221,6 +235,19 @@ impl Device {
 
     pub(crate) fn gpu_ghash(&self) -> bool {
         self.gpu_ghash
+    }
+
+    pub(crate) fn set_strategy(&mut self, strategy: Strategy) {
+        self.strategy = strategy;
+    }
+
+    pub(crate) fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// Batches in flight: one per stream, or one in all without streams.
+    fn depth(&self) -> usize {
+        if self.strategy.streams() { STREAMS } else { 1 }
     }
 
     /// Puts `key`'s tables and the powers of its H on the device (once per key); returns H.
@@ -306,7 +333,7 @@ impl Device {
                 }
                 .map_err(drv)
             }
-            Step::Kernel => {
+            Step::Kernel if self.strategy.block_per_packet() => {
                 let npkt = frame.npkt as u32;
                 let ghash = u32::from(self.gpu_ghash);
                 let mut b = st.launch_builder(&self.seal);
@@ -320,6 +347,48 @@ impl Device {
                 // packet's AAD and payload so that no packet needs more), buf the frame whose
                 // metadata, tag slots and every (offset, padded length) lie inside it (layout
                 // built both); one block of THREADS_PER_PACKET threads per packet, grid = npkt.
+                unsafe {
+                    b.launch(LaunchConfig {
+                        grid_dim: (npkt, 1, 1),
+                        block_dim: (THREADS_PER_PACKET, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+                }
+                .map(|_| ())
+                .map_err(drv)
+            }
+            Step::Kernel => {
+                let npkt = frame.npkt as u32;
+                let packed = &slot.packed;
+                let bpp =
+                    spread_blocks_per_packet((0..packed.count()).map(|i| packed.range(i).len()));
+                let grid = npkt.checked_mul(bpp).ok_or_else(|| {
+                    GpuError::Batch(format!(
+                        "{npkt} packets of {bpp} blocks each: too many blocks"
+                    ))
+                })?;
+                let mut b = st.launch_builder(&self.ctr_spread);
+                b.arg(&self.table).arg(&mut *dev).arg(&npkt).arg(&bpp);
+                // SAFETY: gcm_ctr_spread(table, buf, npkt, bpp): table holds TABLE_WORDS words,
+                // buf the frame as for gcm_seal; bpp blocks of SPREAD_THREADS threads per packet
+                // cover its longest packet's AES blocks and tag mask (spread_blocks_per_packet),
+                // and threads past a packet's blocks return; grid = npkt * bpp.
+                unsafe {
+                    b.launch(LaunchConfig {
+                        grid_dim: (grid, 1, 1),
+                        block_dim: (SPREAD_THREADS, 1, 1),
+                        shared_mem_bytes: 0,
+                    })
+                }
+                .map_err(drv)?;
+                if !self.gpu_ghash {
+                    return Ok(());
+                }
+                let mut b = st.launch_builder(&self.ghash);
+                b.arg(&self.hpow).arg(&mut *dev).arg(&npkt);
+                // SAFETY: gcm_ghash(hpow, buf, npkt): hpow and buf as for gcm_seal, the tag
+                // slots holding E_K(J0) from gcm_ctr_spread, queued before it on this stream; one
+                // block of THREADS_PER_PACKET threads per packet.
                 unsafe {
                     b.launch(LaunchConfig {
                         grid_dim: (npkt, 1, 1),
@@ -409,18 +478,19 @@ impl Device {
             .map(|((n, a), p)| (n, a, p))
             .collect();
         let mut tags = Vec::with_capacity(nonces.len());
-        let mut inflight = VecDeque::with_capacity(STREAMS);
+        let depth = self.depth();
+        let mut inflight = VecDeque::with_capacity(depth);
         let mut run = || -> Result<(), GpuError> {
             for i in 0..parts.len() {
-                if inflight.len() == STREAMS {
+                if inflight.len() == depth {
                     let j: usize = inflight.pop_front().expect("full");
-                    tags.extend(self.finish(j % STREAMS, &h, &mut parts[j])?);
+                    tags.extend(self.finish(j % depth, &h, &mut parts[j])?);
                 }
-                self.launch(i % STREAMS, &parts[i])?;
+                self.launch(i % depth, &parts[i])?;
                 inflight.push_back(i);
             }
             while let Some(j) = inflight.pop_front() {
-                tags.extend(self.finish(j % STREAMS, &h, &mut parts[j])?);
+                tags.extend(self.finish(j % depth, &h, &mut parts[j])?);
             }
             Ok(())
         };
@@ -436,7 +506,8 @@ impl Device {
         Ok(tags)
     }
 
-    /// One batch: split over the streams when it is large enough to gain from it.
+    /// One batch: split over the streams when it is large enough to gain from it (and the
+    /// strategy has streams).
     pub(crate) fn seal_batch(
         &mut self,
         key: &Key128,
@@ -445,7 +516,7 @@ impl Device {
         packets: &mut [&mut [u8]],
     ) -> Result<Vec<[u8; TAG_LEN]>, GpuError> {
         let bytes: usize = packets.iter().map(|p| p.len()).sum();
-        let pieces = (bytes / MIN_CHUNK_BYTES).clamp(1, STREAMS);
+        let pieces = (bytes / MIN_CHUNK_BYTES).clamp(1, self.depth());
         let per = packets.len().div_ceil(pieces);
         self.seal_batches(key, nonces, aads, packets, per)
     }

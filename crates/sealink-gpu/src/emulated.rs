@@ -13,7 +13,7 @@ use aws_lc_rs::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use proptest::prelude::*;
 
 use crate::gcm::{CpuCtr, finish_frame};
-use crate::kernel::{THREADS_PER_PACKET, source};
+use crate::kernel::{SPREAD_THREADS, THREADS_PER_PACKET, source, spread_blocks_per_packet};
 use crate::layout::Packed;
 
 /// The CUDA built-ins the kernels use, for a C11 compiler with POSIX threads.
@@ -47,16 +47,20 @@ static unsigned int __shfl_xor_sync(unsigned int mask, unsigned int v, int o) {
 }
 "#;
 
-/// The launcher: `emu KEYHEX HHEX NPKT GHASH COUNT IN OUT` runs aes128_setup, ghash_powers
-/// (COUNT powers) and gcm_seal over the frame in file IN, and writes the frame to OUT.
+/// The launcher: `emu KEYHEX HHEX NPKT GHASH COUNT IN OUT BPP` runs aes128_setup, ghash_powers
+/// (COUNT powers), then over the frame in file IN either gcm_seal (BPP 0: one block per packet)
+/// or gcm_ctr_spread over BPP blocks per packet followed, with GHASH, by gcm_ghash (the naive
+/// kernels), and writes the frame to OUT.
 const MAIN: &str = r#"
 static u8 g_key[16]; static u32 g_h[4], g_table[TABLE_WORDS], *g_hpow; static u8 *g_buf;
-static u32 g_npkt, g_flag, g_count;
+static u32 g_npkt, g_flag, g_count, g_bpp;
 static void (*g_fn)(void);
 static unsigned int g_block;
 static void k_setup(void) { aes128_setup(g_key, g_table); }
 static void k_powers(void) { ghash_powers(g_h, g_hpow, g_count); }
 static void k_seal(void) { gcm_seal(g_table, g_hpow, g_buf, g_npkt, g_flag); }
+static void k_spread(void) { gcm_ctr_spread(g_table, g_buf, g_npkt, g_bpp); }
+static void k_ghash(void) { gcm_ghash(g_hpow, g_buf, g_npkt); }
 static void *thr(void *a) { threadIdx.x = (unsigned int)(size_t)a; blockIdx.x = g_block; g_fn(); return 0; }
 static void launch(void (*f)(void), unsigned int grid, unsigned int block) {
     pthread_t t[1024];
@@ -72,7 +76,7 @@ static void launch(void (*f)(void), unsigned int grid, unsigned int block) {
 }
 static unsigned int hexv(char c) { return c <= '9' ? (unsigned int)(c - '0') : (unsigned int)(c - 'a' + 10); }
 int main(int argc, char **argv) {
-    if (argc != 8) return 2;
+    if (argc != 9) return 2;
     u8 hb[16];
     for (int i = 0; i < 16; i++) {
         g_key[i] = (u8)(hexv(argv[1][2 * i]) << 4 | hexv(argv[1][2 * i + 1]));
@@ -80,6 +84,7 @@ int main(int argc, char **argv) {
     }
     for (int k = 0; k < 4; k++) g_h[k] = ((u32)hb[4 * k] << 24) | ((u32)hb[4 * k + 1] << 16) | ((u32)hb[4 * k + 2] << 8) | hb[4 * k + 3];
     g_npkt = (u32)atoi(argv[3]); g_flag = (u32)atoi(argv[4]); g_count = (u32)atoi(argv[5]);
+    g_bpp = (u32)atoi(argv[8]);
     FILE *f = fopen(argv[6], "rb"); if (!f) return 3;
     fseek(f, 0, SEEK_END); long len = ftell(f); fseek(f, 0, SEEK_SET);
     g_buf = malloc((size_t)len + 16);
@@ -88,7 +93,12 @@ int main(int argc, char **argv) {
     g_hpow = malloc(16 * (size_t)g_count);
     launch(k_setup, 1, 256);
     launch(k_powers, (g_count + 63) / 64, 64);
-    launch(k_seal, g_npkt, THREADS);
+    if (g_bpp == 0) {
+        launch(k_seal, g_npkt, THREADS);
+    } else {
+        launch(k_spread, g_npkt * g_bpp, SPREAD);
+        if (g_flag) launch(k_ghash, g_npkt, THREADS);
+    }
     f = fopen(argv[7], "wb"); if (!f) return 5;
     fwrite(g_buf, 1, (size_t)len, f); fclose(f);
     return 0;
@@ -100,7 +110,9 @@ fn emulator() -> Option<PathBuf> {
     static EXE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
     EXE.get_or_init(|| {
         let kernels = source().replace("extern \"C\" __global__", "__global__");
-        let text = format!("{SHIM}\n{kernels}\n#define THREADS {THREADS_PER_PACKET}\n{MAIN}");
+        let text = format!(
+            "{SHIM}\n{kernels}\n#define THREADS {THREADS_PER_PACKET}\n#define SPREAD {SPREAD_THREADS}\n{MAIN}"
+        );
         crate::host_cc::compile("emu", &text, &["-pthread"])
     })
     .clone()
@@ -110,13 +122,15 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|v| format!("{v:02x}")).collect()
 }
 
-/// Seals `items` through the emulated kernels, GHASH on the "GPU" or not; the tags, with the
-/// packets sealed in place.
+/// Seals `items` through the emulated kernels, GHASH on the "GPU" or not, with one block per
+/// packet (`gcm_seal`) or spread over many (`spread`: the naive strategy's `gcm_ctr_spread`
+/// then `gcm_ghash`); the tags, with the packets sealed in place.
 fn emulated_seal(
     exe: &Path,
     key: &[u8; 16],
     items: &mut [([u8; 12], Vec<u8>, Vec<u8>)],
     gpu_ghash: bool,
+    spread: bool,
 ) -> Vec<[u8; 16]> {
     let nonces: Vec<[u8; 12]> = items.iter().map(|i| i.0).collect();
     let aads_owned: Vec<Vec<u8>> = items.iter().map(|i| i.1.clone()).collect();
@@ -149,6 +163,11 @@ fn emulated_seal(
         .arg(count.to_string())
         .arg(&inp)
         .arg(&outp)
+        .arg(if spread {
+            spread_blocks_per_packet(packets.iter().map(|p| p.len())).to_string()
+        } else {
+            "0".into()
+        })
         .output()
         .unwrap();
     assert!(run.status.success(), "emulator: {run:?}");
@@ -171,18 +190,24 @@ fn aws_seal(key: &[u8; 16], nonce: [u8; 12], aad: &[u8], data: &mut [u8]) -> [u8
     t.as_ref().try_into().unwrap()
 }
 
-/// Asserts the emulated kernels seal `items` as aws-lc-rs does, with GHASH on either side.
+/// Asserts the emulated kernels seal `items` as aws-lc-rs does, with GHASH on either side and
+/// with both kernels (one block per packet, and the naive strategy's spread).
 fn check(exe: &Path, key: &[u8; 16], items: &[([u8; 12], Vec<u8>, Vec<u8>)]) {
-    for gpu_ghash in [true, false] {
+    for (gpu_ghash, spread) in [(true, false), (false, false), (true, true), (false, true)] {
         let mut ours = items.to_vec();
-        let tags = emulated_seal(exe, key, &mut ours, gpu_ghash);
+        let tags = emulated_seal(exe, key, &mut ours, gpu_ghash, spread);
         for (k, (it, o)) in items.iter().zip(&ours).enumerate() {
             let mut want = it.2.clone();
             let t = aws_seal(key, it.0, &it.1, &mut want);
-            assert_eq!(o.2, want, "ciphertext of packet {k} ({} bytes)", want.len());
+            assert_eq!(
+                o.2,
+                want,
+                "ciphertext of packet {k} ({} bytes), spread: {spread}",
+                want.len()
+            );
             assert_eq!(
                 tags[k], t,
-                "tag of packet {k}, GHASH on the GPU: {gpu_ghash}"
+                "tag of packet {k}, GHASH on the GPU: {gpu_ghash}, spread: {spread}"
             );
         }
     }

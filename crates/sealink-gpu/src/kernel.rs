@@ -22,6 +22,20 @@
 /// Threads per packet (the block size of `gcm_seal`): a 1400-byte packet has 88 AES blocks
 /// plus the tag mask, so 128 threads cover it in one pass.
 pub const THREADS_PER_PACKET: u32 = 128;
+/// Threads per block of the naive kernel `gcm_ctr_spread`: one warp, one AES block per thread,
+/// so a 1400-byte packet (89 AES blocks with the tag mask) spans three blocks.
+pub const SPREAD_THREADS: u32 = 32;
+
+/// Blocks per packet of `gcm_ctr_spread` for a batch of packets of lengths `lens`: enough for
+/// the longest packet's AES blocks plus its tag mask, one per thread (at least 1).
+pub fn spread_blocks_per_packet(lens: impl IntoIterator<Item = usize>) -> u32 {
+    let most = lens
+        .into_iter()
+        .map(|l| l.div_ceil(16) + 1)
+        .max()
+        .unwrap_or(1);
+    most.div_ceil(SPREAD_THREADS as usize).max(1) as u32
+}
 /// `u32`s of the per-key table: T-table (256), S-box (64 words of 4 bytes), round keys (44).
 pub const TABLE_WORDS: usize = 256 + 64 + 44;
 
@@ -212,47 +226,13 @@ DEVFN void keep_bytes(u32 *w, u32 valid) {
     }
 }
 
-/* One thread block per packet of the frame `buf`: META_WORDS words of metadata per packet
-   (offset, length, nonce as three little-endian words, AAD offset, AAD length, 0), then a
-   16-byte tag slot per packet, then the data the offsets point into (16-byte aligned, zero
-   padded). The payload is XORed in place with the keystream of nonce || BE32(2 + i), with
-   the padding left zero. With gpu_ghash the slot gets the tag, else E_K(nonce || BE32(1)). */
-extern "C" __global__ void gcm_seal(const u32 *table, const u32 *hpow, u8 *buf, u32 npkt, u32 gpu_ghash) {
-    __shared__ u32 t0[256];
-    __shared__ u32 sbw[64];
-    __shared__ u32 rkw[44];
-    __shared__ u32 mask[4];
-    __shared__ u32 part[32][4];
-    for (u32 i = threadIdx.x; i < TABLE_WORDS; i += blockDim.x) {
-        u32 v = table[i];
-        if (i < 256) t0[i] = v; else if (i < 320) sbw[i - 256] = v; else rkw[i - 320] = v;
-    }
-    __syncthreads();
-    u32 p = blockIdx.x;
-    if (p >= npkt) return;
-    const u8 *sbox = (const u8 *)sbw;
-    const u32 *m = (const u32 *)buf + META_WORDS * p;
-    u32 *slot = (u32 *)(buf + META_WORDS * 4 * npkt + 16 * p);
-    u8 *data = buf + (META_WORDS * 4 + 16) * npkt;
+/* GHASH of packet record m's AAD and ciphertext (in data) by the block's threads, XORed with
+   mask (E_K(J0), four little-endian words) into the tag slot. Block j of the m blocks
+   AAD || C || lengths contributes B_j * H^(m-j); the threads' sums are XORed together through
+   warp shuffles and part (shared, one entry per warp). Every thread of the block calls it. */
+DEVFN void ghash_tag(const u32 *hpow, const u8 *data, const u32 *m, u32 *slot, const u32 *mask, u32 (*part)[4]) {
     u32 off = m[0], len = m[1], aoff = m[5], alen = m[6];
     u32 nb = (len + 15) / 16;
-    for (u32 b = threadIdx.x; b <= nb; b += blockDim.x) {
-        u32 c = (b == nb) ? 1u : 2u + b;
-        u32 in[4] = {m[2], m[3], m[4], bswap32(c)}, ks[4];
-        aes128_encrypt_t(t0, sbox, rkw, in, ks);
-        if (b == nb) {
-            if (gpu_ghash) { mask[0] = ks[0]; mask[1] = ks[1]; mask[2] = ks[2]; mask[3] = ks[3]; }
-            else { slot[0] = ks[0]; slot[1] = ks[1]; slot[2] = ks[2]; slot[3] = ks[3]; }
-        } else {
-            if (b == nb - 1 && (len & 15)) keep_bytes(ks, len & 15);
-            uint4 *d = (uint4 *)(data + off + 16 * b);
-            uint4 v = *d;
-            v.x ^= ks[0]; v.y ^= ks[1]; v.z ^= ks[2]; v.w ^= ks[3];
-            *d = v;
-        }
-    }
-    if (!gpu_ghash) return;
-    __syncthreads();
     u32 na = (alen + 15) / 16, total = na + nb + 1;
     u32 acc[4] = {0, 0, 0, 0};
     for (u32 j = threadIdx.x; j < total; j += blockDim.x) {
@@ -278,6 +258,100 @@ extern "C" __global__ void gcm_seal(const u32 *table, const u32 *hpow, u8 *buf, 
         for (u32 w = 0; w < nwarps; w++) x ^= part[w][threadIdx.x];
         slot[threadIdx.x] = bswap32(x) ^ mask[threadIdx.x];
     }
+}
+
+/* One thread block per packet of the frame `buf`: META_WORDS words of metadata per packet
+   (offset, length, nonce as three little-endian words, AAD offset, AAD length, 0), then a
+   16-byte tag slot per packet, then the data the offsets point into (16-byte aligned, zero
+   padded). The payload is XORed in place with the keystream of nonce || BE32(2 + i), with
+   the padding left zero. With gpu_ghash the slot gets the tag, else E_K(nonce || BE32(1)). */
+extern "C" __global__ void gcm_seal(const u32 *table, const u32 *hpow, u8 *buf, u32 npkt, u32 gpu_ghash) {
+    __shared__ u32 t0[256];
+    __shared__ u32 sbw[64];
+    __shared__ u32 rkw[44];
+    __shared__ u32 mask[4];
+    __shared__ u32 part[32][4];
+    for (u32 i = threadIdx.x; i < TABLE_WORDS; i += blockDim.x) {
+        u32 v = table[i];
+        if (i < 256) t0[i] = v; else if (i < 320) sbw[i - 256] = v; else rkw[i - 320] = v;
+    }
+    __syncthreads();
+    u32 p = blockIdx.x;
+    if (p >= npkt) return;
+    const u8 *sbox = (const u8 *)sbw;
+    const u32 *m = (const u32 *)buf + META_WORDS * p;
+    u32 *slot = (u32 *)(buf + META_WORDS * 4 * npkt + 16 * p);
+    u8 *data = buf + (META_WORDS * 4 + 16) * npkt;
+    u32 off = m[0], len = m[1];
+    u32 nb = (len + 15) / 16;
+    for (u32 b = threadIdx.x; b <= nb; b += blockDim.x) {
+        u32 c = (b == nb) ? 1u : 2u + b;
+        u32 in[4] = {m[2], m[3], m[4], bswap32(c)}, ks[4];
+        aes128_encrypt_t(t0, sbox, rkw, in, ks);
+        if (b == nb) {
+            if (gpu_ghash) { mask[0] = ks[0]; mask[1] = ks[1]; mask[2] = ks[2]; mask[3] = ks[3]; }
+            else { slot[0] = ks[0]; slot[1] = ks[1]; slot[2] = ks[2]; slot[3] = ks[3]; }
+        } else {
+            if (b == nb - 1 && (len & 15)) keep_bytes(ks, len & 15);
+            uint4 *d = (uint4 *)(data + off + 16 * b);
+            uint4 v = *d;
+            v.x ^= ks[0]; v.y ^= ks[1]; v.z ^= ks[2]; v.w ^= ks[3];
+            *d = v;
+        }
+    }
+    if (!gpu_ghash) return;
+    __syncthreads();
+    ghash_tag(hpow, data, m, slot, mask, part);
+}
+
+/* The naive strategy's keystream (paper 004's first GPU strategy: a file spread over many
+   blocks): each packet spread over bpp blocks of blockDim.x threads, one AES block per thread;
+   block b works on packet b / bpp. Every block loads the tables into its shared memory again,
+   which is the overhead one block per packet avoids. The slot gets E_K(J0) (the tag mask);
+   gcm_ghash turns it into the tag when GHASH runs on the GPU. Grid = npkt * bpp. */
+extern "C" __global__ void gcm_ctr_spread(const u32 *table, u8 *buf, u32 npkt, u32 bpp) {
+    __shared__ u32 t0[256];
+    __shared__ u32 sbw[64];
+    __shared__ u32 rkw[44];
+    for (u32 i = threadIdx.x; i < TABLE_WORDS; i += blockDim.x) {
+        u32 v = table[i];
+        if (i < 256) t0[i] = v; else if (i < 320) sbw[i - 256] = v; else rkw[i - 320] = v;
+    }
+    __syncthreads();
+    u32 p = blockIdx.x / bpp;
+    if (p >= npkt) return;
+    const u8 *sbox = (const u8 *)sbw;
+    const u32 *m = (const u32 *)buf + META_WORDS * p;
+    u32 *slot = (u32 *)(buf + META_WORDS * 4 * npkt + 16 * p);
+    u8 *data = buf + (META_WORDS * 4 + 16) * npkt;
+    u32 off = m[0], len = m[1];
+    u32 nb = (len + 15) / 16;
+    u32 b = (blockIdx.x % bpp) * blockDim.x + threadIdx.x;
+    if (b > nb) return;
+    u32 c = (b == nb) ? 1u : 2u + b;
+    u32 in[4] = {m[2], m[3], m[4], bswap32(c)}, ks[4];
+    aes128_encrypt_t(t0, sbox, rkw, in, ks);
+    if (b == nb) {
+        slot[0] = ks[0]; slot[1] = ks[1]; slot[2] = ks[2]; slot[3] = ks[3];
+        return;
+    }
+    if (b == nb - 1 && (len & 15)) keep_bytes(ks, len & 15);
+    uint4 *d = (uint4 *)(data + off + 16 * b);
+    uint4 v = *d;
+    v.x ^= ks[0]; v.y ^= ks[1]; v.z ^= ks[2]; v.w ^= ks[3];
+    *d = v;
+}
+
+/* GHASH on the GPU after gcm_ctr_spread: one block per packet; the slot holds E_K(J0) and
+   gets the tag. */
+extern "C" __global__ void gcm_ghash(const u32 *hpow, u8 *buf, u32 npkt) {
+    __shared__ u32 part[32][4];
+    u32 p = blockIdx.x;
+    if (p >= npkt) return;
+    const u32 *m = (const u32 *)buf + META_WORDS * p;
+    u32 *slot = (u32 *)(buf + META_WORDS * 4 * npkt + 16 * p);
+    u8 *data = buf + (META_WORDS * 4 + 16) * npkt;
+    ghash_tag(hpow, data, m, slot, slot, part);
 }
 "#;
 

@@ -3,7 +3,7 @@
 
 use aws_lc_rs::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use proptest::prelude::*;
-use sealink_gpu::{Availability, GpuSealer};
+use sealink_gpu::{Availability, GpuSealer, Strategy};
 
 fn device(test: &str) -> Option<GpuSealer> {
     match sealink_gpu::open().expect("a device that exists must open") {
@@ -58,27 +58,38 @@ fn compare(
     }
 }
 
-/// [`compare`] with GHASH on the GPU and on the CPU, as one batch and as runs of small
-/// batches (several in flight over the streams).
+/// [`compare`] with every strategy (paper 004's Figure 12), GHASH on the GPU and on the CPU,
+/// as one batch and as runs of small batches (several in flight over the streams where the
+/// strategy has them).
 fn compare_all(gpu: &mut GpuSealer, key: &[u8; 16], items: &[([u8; 12], Vec<u8>, Vec<u8>)]) {
-    for on_gpu in [true, false] {
-        gpu.set_gpu_ghash(on_gpu);
-        for per in [None, Some(1), Some(3), Some(7)] {
-            compare(gpu, key, items, per);
+    for strategy in Strategy::ALL {
+        gpu.set_strategy(strategy);
+        for on_gpu in [true, false] {
+            gpu.set_gpu_ghash(on_gpu);
+            for per in [None, Some(1), Some(3), Some(7)] {
+                compare(gpu, key, items, per);
+            }
         }
     }
     gpu.set_gpu_ghash(true);
+    gpu.set_strategy(Strategy::default());
 }
 
 /// The kernel source compiles with NVRTC for the Hopper chips the device machines have, and
-/// has its three entry points: needs only the NVRTC library, no GPU or driver.
+/// has its five entry points: needs only the NVRTC library, no GPU or driver.
 #[test]
 fn kernels_compile_with_nvrtc() {
     let Some(ptx) = sealink_gpu::compile_kernels("compute_90").expect("the kernels compile") else {
         eprintln!("SKIP kernels_compile_with_nvrtc: no NVRTC library (or no `cuda` feature)");
         return;
     };
-    for entry in ["aes128_setup", "ghash_powers", "gcm_seal"] {
+    for entry in [
+        "aes128_setup",
+        "ghash_powers",
+        "gcm_seal",
+        "gcm_ctr_spread",
+        "gcm_ghash",
+    ] {
         assert!(
             ptx.contains(&format!(".entry {entry}")),
             "no entry point {entry} in the PTX"
@@ -139,9 +150,14 @@ fn gpu_largest_packet_and_aad_against_aws_lc() {
             .collect(),
     );
     let small = ([1u8; 12], vec![1u8; 5], vec![2u8; 33]);
-    compare(&mut gpu, &[0x11u8; 16], &[big.clone(), small.clone()], None);
-    gpu.set_gpu_ghash(false);
-    compare(&mut gpu, &[0x11u8; 16], &[small, big], None);
+    // Both kernels: the naive one spreads the 1 MiB packet over 2049 blocks.
+    for strategy in [Strategy::Naive, Strategy::Streams] {
+        gpu.set_strategy(strategy);
+        gpu.set_gpu_ghash(true);
+        compare(&mut gpu, &[0x11u8; 16], &[big.clone(), small.clone()], None);
+        gpu.set_gpu_ghash(false);
+        compare(&mut gpu, &[0x11u8; 16], &[small.clone(), big.clone()], None);
+    }
 }
 
 proptest! {
@@ -154,11 +170,13 @@ proptest! {
              proptest::collection::vec(any::<u8>(), 0..5000)), 1..40),
         on_gpu in any::<bool>(),
         per in proptest::option::of(1usize..12),
+        strategy in proptest::sample::select(Strategy::ALL.to_vec()),
     ) {
         let Some(mut gpu) = device("gpu_random_batches_match_aws_lc") else {
             return Ok(());
         };
         gpu.set_gpu_ghash(on_gpu);
+        gpu.set_strategy(strategy);
         compare(&mut gpu, &key, &items, per);
     }
 }

@@ -112,9 +112,79 @@ pub enum BenchCommand {
     /// Paper 004 Figure 12 rerun: AES-128-GCM throughput against batch size, CPU (engine,
     /// 1..N workers) and GPU (needs a build with --features cuda and a CUDA device), crossover
     #[command(
-        after_help = "Examples:\n  sealink-lab bench gpu\n  sealink-lab bench gpu --sizes 65536,131072 --workers 1,16\n  sealink-lab bench gpu --quick"
+        after_help = "Examples:\n  sealink-lab bench gpu\n  sealink-lab bench gpu --sizes 65536,131072 --workers 1,16\n  sealink-lab bench gpu --quick\n  sealink-lab bench gpu --strategy naive,naive-streams,no-streams,streams --budget 300"
     )]
     Gpu(GpuArgs),
+    /// Paper 004's sender threads: one communication thread (TCP over loopback) and N
+    /// encryption threads, each timed; Figures 8, 10 and 11 and Table 1 on this machine
+    #[command(
+        after_help = "Examples:\n  sealink-lab bench thread-times\n  sealink-lab bench thread-times --threads 1,2,3,4,5 --volume 268435456\n  sealink-lab bench thread-times --quick"
+    )]
+    ThreadTimes(ThreadTimesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ThreadTimesArgs {
+    /// Encryption thread counts for Figure 8, comma separated (default 1 up to twice the
+    /// logical CPUs plus one)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Vec<u16>,
+    /// The two encryption thread counts of Figure 10 (default: the logical CPUs less one, and
+    /// the cores plus one: the paper's 15 and 9 on its 8-core, 16-thread machine)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=256))]
+    spread: Vec<u16>,
+    /// Bytes sent, and encrypted by the encryption threads together, per test (default
+    /// 256 MiB; 4 MiB with --quick)
+    #[arg(long, value_parser = clap::value_parser!(u64).range(3000..=68719476736))]
+    volume: Option<u64>,
+    /// Multiples of the volume for Figure 11, comma separated
+    #[arg(long, value_delimiter = ',', default_value = "0.25,0.5,1,2")]
+    scales: Vec<f64>,
+    /// Tests per point, medians reported (Figure 10 always runs 10; default 3, 1 with --quick)
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    tests: Option<u32>,
+    /// The encryption threads' cipher: aes128-ctr (the paper's) or aes128-gcm
+    #[arg(long, default_value = "aes128-ctr", value_parser = parse_tt_cipher)]
+    cipher: bench::thread_times::Cipher,
+    /// Smoke test: a small volume, few thread counts (not a measurement)
+    #[arg(long)]
+    quick: bool,
+    /// Directory for the CSV files, SVG plots and the run record
+    #[arg(long, default_value = "bench-out/thread-times")]
+    out: PathBuf,
+}
+
+fn parse_tt_cipher(s: &str) -> Result<bench::thread_times::Cipher, String> {
+    bench::thread_times::Cipher::parse(s)
+        .ok_or_else(|| format!("unknown cipher {s:?}: aes128-ctr or aes128-gcm"))
+}
+
+impl ThreadTimesArgs {
+    fn params(self) -> bench::thread_times::Params {
+        let list = |v: &[u16]| v.iter().map(|&t| usize::from(t)).collect::<Vec<_>>();
+        bench::thread_times::Params {
+            threads: match (self.threads.is_empty(), self.quick) {
+                (false, _) => list(&self.threads),
+                (true, true) => vec![1, 2],
+                (true, false) => bench::thread_times::default_threads(),
+            },
+            spread: if self.spread.is_empty() {
+                bench::thread_times::default_spread()
+            } else {
+                list(&self.spread)
+            },
+            volume: self
+                .volume
+                .unwrap_or(if self.quick { 4 << 20 } else { 256 << 20 }),
+            scales: self.scales,
+            tests: self
+                .tests
+                .map_or(if self.quick { 1 } else { 3 }, |t| t as usize),
+            cipher: self.cipher,
+            quick: self.quick,
+            out: self.out,
+        }
+    }
 }
 
 /// What `sealink-lab bench tunnel-cores` and `sealink-lab bench gpu` (paper 004) both take.
@@ -158,6 +228,19 @@ pub struct GpuArgs {
     /// Batch sizes in bytes, comma separated (default 4 KB .. 1 MB)
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1400..=67108864))]
     sizes: Vec<u64>,
+    /// GPU strategies (paper 004's Figure 12), comma separated: naive (each packet spread over
+    /// many blocks, one batch at a time), naive-streams, no-streams (one block per packet, one
+    /// batch at a time), streams (one block per packet, batches in flight over the streams)
+    #[arg(long, value_delimiter = ',', default_value = "streams", value_parser = parse_strategy)]
+    strategy: Vec<sealink_gpu::Strategy>,
+    #[command(flatten)]
+    budget: bench::BudgetArgs,
+}
+
+fn parse_strategy(s: &str) -> Result<sealink_gpu::Strategy, String> {
+    sealink_gpu::Strategy::parse(s).ok_or_else(|| {
+        format!("unknown strategy {s:?}: naive, naive-streams, no-streams or streams")
+    })
 }
 
 impl CoresArgs {
@@ -453,6 +536,7 @@ pub fn run_bench(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Adp(a) => bench::adp::run(&a.params()),
         BenchCommand::TunnelCores(a) => bench::tunnel_cores::run(&a.params()),
         BenchCommand::Gpu(a) => bench::gpu::run(&a.params()),
+        BenchCommand::ThreadTimes(a) => bench::thread_times::run(&a.params()),
         BenchCommand::Socket(a) => bench::socket::run(&a.params()),
     }
 }
@@ -599,6 +683,8 @@ impl GpuArgs {
             runs: c.runs(),
             quick: c.quick,
             out: c.out.clone().unwrap_or_else(|| "bench-out/gpu".into()),
+            strategies: self.strategy,
+            budget: self.budget.budget,
         }
     }
 }

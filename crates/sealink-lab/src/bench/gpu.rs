@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sealink_gpu::{Availability, Dispatch, GpuSealer};
+use sealink_gpu::{Availability, Dispatch, GpuSealer, Strategy};
 
 use super::tunnel_cores::{Cipher, Config, Keys, PACKET};
 use super::{median, print_with_files, random_seed};
@@ -54,6 +54,10 @@ pub struct Params {
     pub runs: usize,
     pub quick: bool,
     pub out: PathBuf,
+    /// GPU strategies to run (paper 004's Figure 12; `--strategy`).
+    pub strategies: Vec<Strategy>,
+    /// Wall-clock seconds the run may take (`--budget`; `fit_budget` in bench/mod.rs).
+    pub budget: Option<f64>,
 }
 
 /// Packets of `PACKET` bytes in a batch of `bytes` (at least one).
@@ -171,9 +175,9 @@ fn gpu_phases(gpu: &mut GpuSealer, n: usize, on_gpu: bool, reps: usize) -> Resul
 }
 
 fn validate(p: &Params) -> Result<()> {
-    if p.sizes.is_empty() || p.workers.is_empty() {
+    if p.sizes.is_empty() || p.workers.is_empty() || p.strategies.is_empty() {
         return Err(Error::Usage(
-            "give at least one size and one worker count".into(),
+            "give at least one size, one worker count and one strategy".into(),
         ));
     }
     if let Some(s) = p.sizes.iter().find(|s| !(PACKET..=MAX_SIZE).contains(*s)) {
@@ -203,6 +207,56 @@ pub fn run(p: &Params) -> Result<()> {
     run_with(p, &mut |_| Ok(()))
 }
 
+/// One point of the run: a CPU row (size, workers) or a GPU one (size, strategy, GHASH on the
+/// GPU or not), by index into the parameters' lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pt {
+    Cpu {
+        size: usize,
+        workers: usize,
+    },
+    Gpu {
+        size: usize,
+        strategy: usize,
+        ghash_gpu: bool,
+    },
+}
+
+/// The points in order of priority (a budget skips from the end): every CPU row, size by size,
+/// then the GPU rows of the default strategy (the design this crate ships), then the other
+/// strategies. Without a GPU only the CPU rows.
+fn plan(p: &Params, gpu: bool) -> Vec<Pt> {
+    let mut v = Vec::new();
+    for size in 0..p.sizes.len() {
+        for workers in 0..p.workers.len() {
+            v.push(Pt::Cpu { size, workers });
+        }
+    }
+    if !gpu {
+        return v;
+    }
+    let default = p.strategies.iter().position(|s| *s == Strategy::default());
+    let order = default
+        .into_iter()
+        .chain((0..p.strategies.len()).filter(|i| Some(*i) != default));
+    for strategy in order {
+        for size in 0..p.sizes.len() {
+            for ghash_gpu in [true, false] {
+                v.push(Pt::Gpu {
+                    size,
+                    strategy,
+                    ghash_gpu,
+                });
+            }
+        }
+    }
+    v
+}
+
+fn ghash_name(on_gpu: bool) -> &'static str {
+    if on_gpu { "ghash-gpu" } else { "ghash-cpu" }
+}
+
 /// [`run`], calling `after_point` with the point log after each point is appended to it (an
 /// error stops the run there, as a kill would: the tests stop runs early with it).
 fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) -> Result<()> {
@@ -222,71 +276,115 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
             Availability::Ready(g) => (Some(*g), None),
             Availability::Absent(why) => (None, Some(why)),
         };
-    let steps =
-        (p.sizes.len() * (p.workers.len() + 2 * usize::from(gpu.is_some())) * (p.runs + 1)) as u64;
-    let pb = output::progress(steps, "bench gpu");
-    let mut cpu: Vec<Vec<f64>> = Vec::new();
-    // Per size: GHASH on the GPU, GHASH on the CPU.
-    let mut gpu_rows: Vec<[f64; 2]> = Vec::new();
+    let points = plan(p, gpu.is_some());
+    let windows = p.runs + 1;
+    let pb = output::progress((points.len() * windows) as u64, "bench gpu");
+    // Medians per point; NaN where a budget skipped it.
+    let mut cpu = vec![vec![f64::NAN; p.workers.len()]; p.sizes.len()];
+    let mut gpu_rows = vec![vec![[f64::NAN; 2]; p.strategies.len()]; p.sizes.len()];
     let mut phase_rows: Vec<(usize, bool, [f64; 5])> = Vec::new();
+    let mut budget_note = None;
+    let mut seconds = p.seconds;
+    let mut skipped = 0usize;
     let res = (|| -> Result<()> {
-        for &size in &p.sizes {
-            let n = packets_in(size);
-            let mut row = Vec::new();
-            for &w in &p.workers {
-                let mut v = Vec::new();
-                for run in 0..=p.runs {
-                    let g = cpu_point(&keys, w, n, p.seconds)?;
-                    pb.inc(1);
-                    if run > 0 {
-                        v.push(g);
-                    }
-                }
-                row.push(median(&v));
-                logged([
-                    "figure12".into(),
-                    size.to_string(),
-                    n.to_string(),
-                    "cpu".into(),
-                    w.to_string(),
-                    p.runs.to_string(),
-                    format!("{:.3}", median(&v)),
-                    each(&v),
-                ])?;
+        let t0 = Instant::now();
+        let mut keep = points.len();
+        for (i, &pt) in points.iter().enumerate() {
+            if i >= keep {
+                pb.inc(windows as u64);
+                continue;
             }
-            cpu.push(row);
-            if let Some(g) = gpu.as_mut() {
-                let mut both = [0.0; 2];
-                for (slot, on_gpu) in both.iter_mut().zip([true, false]) {
-                    let mut v = Vec::new();
-                    for run in 0..=p.runs {
-                        let x = gpu_point(g, n, p.seconds, on_gpu)?;
-                        pb.inc(1);
-                        if run > 0 {
-                            v.push(x);
-                        }
+            let mut v = Vec::new();
+            for run in 0..windows {
+                let g = match pt {
+                    Pt::Cpu { size, workers } => cpu_point(
+                        &keys,
+                        p.workers[workers],
+                        packets_in(p.sizes[size]),
+                        seconds,
+                    )?,
+                    Pt::Gpu {
+                        size,
+                        strategy,
+                        ghash_gpu,
+                    } => {
+                        let g = gpu.as_mut().expect("GPU points are planned with a GPU");
+                        g.set_strategy(p.strategies[strategy]);
+                        gpu_point(g, packets_in(p.sizes[size]), seconds, ghash_gpu)?
                     }
-                    *slot = median(&v);
-                    logged([
+                };
+                pb.inc(1);
+                if run > 0 {
+                    v.push(g);
+                }
+            }
+            let m = median(&v);
+            let row = match pt {
+                Pt::Cpu { size, workers } => {
+                    cpu[size][workers] = m;
+                    [
                         "figure12".into(),
-                        size.to_string(),
-                        n.to_string(),
-                        if on_gpu {
-                            "gpu-ghash-gpu"
-                        } else {
-                            "gpu-ghash-cpu"
-                        }
-                        .into(),
+                        p.sizes[size].to_string(),
+                        packets_in(p.sizes[size]).to_string(),
+                        "cpu".into(),
+                        p.workers[workers].to_string(),
+                        p.runs.to_string(),
+                        format!("{m:.3}"),
+                        each(&v),
+                    ]
+                }
+                Pt::Gpu {
+                    size,
+                    strategy,
+                    ghash_gpu,
+                } => {
+                    gpu_rows[size][strategy][usize::from(!ghash_gpu)] = m;
+                    [
+                        "figure12".into(),
+                        p.sizes[size].to_string(),
+                        packets_in(p.sizes[size]).to_string(),
+                        format!(
+                            "gpu-{}-{}",
+                            p.strategies[strategy].name(),
+                            ghash_name(ghash_gpu)
+                        ),
                         String::new(),
                         p.runs.to_string(),
-                        format!("{:.3}", median(&v)),
+                        format!("{m:.3}"),
                         each(&v),
-                    ])?;
+                    ]
                 }
-                gpu_rows.push(both);
+            };
+            logged(row)?;
+            // After the first point: what each further run costs beyond its timed seconds, and
+            // so what of the rest fits the budget (`fit_budget`).
+            if let (0, Some(b)) = (i, p.budget) {
+                let t1 = t0.elapsed().as_secs_f64();
+                let overhead = t1 / windows as f64 - p.seconds;
+                let f = super::fit_budget(b - t1, points.len() - 1, windows, overhead, p.seconds);
+                seconds = f.seconds;
+                keep = 1 + f.keep;
+                skipped = points.len() - keep;
+                budget_note = Some(format!(
+                    "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
+                    if seconds < p.seconds {
+                        format!("shortened from {} s to {seconds:.3} s", p.seconds)
+                    } else {
+                        format!("kept at {} s", p.seconds)
+                    },
+                    if skipped == 0 {
+                        "nothing skipped".to_owned()
+                    } else {
+                        format!(
+                            "skipped the last {skipped} of {} points (and the phase table)",
+                            points.len()
+                        )
+                    }
+                ));
             }
         }
-        if let Some(g) = gpu.as_mut() {
+        if let (Some(g), 0) = (gpu.as_mut(), skipped) {
+            g.set_strategy(Strategy::default());
             let reps = if p.quick { 3 } else { 50 };
             let mut at = vec![128 << 10];
             at.extend(p.sizes.iter().max().filter(|&&m| m != 128 << 10));
@@ -298,12 +396,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                         "phases".into(),
                         size.to_string(),
                         packets_in(size).to_string(),
-                        if on_gpu {
-                            "gpu-ghash-gpu"
-                        } else {
-                            "gpu-ghash-cpu"
-                        }
-                        .into(),
+                        format!("gpu-{}-{}", Strategy::default().name(), ghash_name(on_gpu)),
                         String::new(),
                         reps.to_string(),
                         String::new(),
@@ -321,7 +414,48 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     })();
     pb.finish_and_clear();
     res?;
+    let measured = gpu.is_some();
+    let gpu_name = gpu.as_ref().map(|g| g.name().to_owned());
+    report(
+        p,
+        seconds,
+        &cpu,
+        measured.then_some(&gpu_rows[..]),
+        &phase_rows,
+        (gpu_name, absent),
+        budget_note,
+    )
+}
 
+/// Gbit/s to three decimals, "skipped" for a point a budget skipped.
+fn g3(v: f64) -> String {
+    if v.is_nan() {
+        "skipped".into()
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// What the paper says a strategy gains over its naive code at `size` (Figure 12's text).
+fn paper_gain(size: usize) -> &'static str {
+    match size {
+        s if s == 4 << 10 => "4x (one block per file with streams, over naive)",
+        s if s == 128 << 10 => "8x, 3.7 Gb/s",
+        s if s < 4 << 10 => "no significant speed-up below 4 KB",
+        _ => "",
+    }
+}
+
+/// The report, the CSV and SVG files and the run record.
+fn report(
+    p: &Params,
+    seconds: f64,
+    cpu: &[Vec<f64>],
+    gpu_rows: Option<&[Vec<[f64; 2]>]>,
+    phase_rows: &[(usize, bool, [f64; 5])],
+    (gpu_name, absent): (Option<String>, Option<String>),
+    budget_note: Option<String>,
+) -> Result<()> {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -336,25 +470,37 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         record::cpu_model(),
         record::cores()
     );
-    let gpu_line = match (&gpu, &absent) {
-        (Some(g), _) => format!(
-            "GPU: {} (AES-CTR with a T-table, one block of 128 threads per packet; GHASH on the GPU or on the CPU; one copy in and one out per batch from pinned buffers, {RUN_BATCHES} batches per call (at least {MIN_RUN_BATCHES}, within {} MiB) over 4 streams; packing and unpacking included)",
-            g.name(),
+    let strategies: Vec<&str> = p.strategies.iter().map(|s| s.name()).collect();
+    let gpu_line = match (&gpu_name, &absent) {
+        (Some(name), _) => format!(
+            "GPU: {name} (AES-CTR with a T-table; strategies {}: naive = each packet spread over blocks of {} threads, one batch at a time; naive-streams = the same with batches in flight; no-streams = one block of {} threads per packet, one batch at a time; streams = one block per packet with {RUN_BATCHES} batches per call (at least {MIN_RUN_BATCHES}, within {} MiB) in flight over 4 streams; GHASH on the GPU or on the CPU; one copy in and one out per batch from pinned buffers; packing and unpacking included)",
+            strategies.join(", "),
+            sealink_gpu::kernel::SPREAD_THREADS,
+            sealink_gpu::kernel::THREADS_PER_PACKET,
             RUN_BYTES >> 20
         ),
-        (None, Some(why)) => format!("GPU: not measured (no CUDA device/driver found: {why})"),
+        (None, Some(why)) => format!(
+            "GPU: not measured, no strategy ({}) ran (no CUDA device/driver found: {why})",
+            strategies.join(", ")
+        ),
         (None, None) => "GPU: not measured".into(),
     };
     let _ = writeln!(out, "{gpu_line}");
     let _ = writeln!(
         out,
-        "CPU: the engine (sealink_engine::Pipeline), the tunnel's seal (datapath::seal_datagram); median of {} runs of {} s\n",
-        p.runs, p.seconds
+        "CPU: the engine (sealink_engine::Pipeline), the tunnel's seal (datapath::seal_datagram); median of {} runs of {seconds} s",
+        p.runs
     );
+    if let Some(note) = &budget_note {
+        let _ = writeln!(out, "{note}");
+    }
+    out.push('\n');
     let mut head: Vec<String> = vec!["batch".into(), "packets".into()];
     head.extend(p.workers.iter().map(|w| format!("CPU {w}w Gbit/s")));
-    head.push("GPU Gbit/s (GHASH on GPU)".into());
-    head.push("GPU Gbit/s (GHASH on CPU)".into());
+    for s in &p.strategies {
+        head.push(format!("GPU {} Gbit/s (GHASH on GPU)", s.name()));
+        head.push(format!("GPU {} Gbit/s (GHASH on CPU)", s.name()));
+    }
     head.push("paper 004 (Fig. 12, text)".into());
     let mut t = Table::new(head.clone());
     let mut tc = Table::new(head);
@@ -363,26 +509,23 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         "batch (KB)",
         "Gbit/s",
     );
+    let kbx = |i: usize| p.sizes[i] as f64 / 1024.0;
     for (wi, w) in p.workers.iter().enumerate() {
         chart = chart.series(
             format!("CPU {w} workers"),
-            p.sizes
-                .iter()
-                .zip(&cpu)
-                .map(|(s, r)| (*s as f64 / 1024.0, r[wi]))
-                .collect(),
+            (0..p.sizes.len()).map(|i| (kbx(i), cpu[i][wi])).collect(),
         );
     }
-    if !gpu_rows.is_empty() {
-        for (k, label) in [(0, "GPU, GHASH on GPU"), (1, "GPU, GHASH on CPU")] {
-            chart = chart.series(
-                label,
-                p.sizes
-                    .iter()
-                    .zip(&gpu_rows)
-                    .map(|(s, g)| (*s as f64 / 1024.0, g[k]))
-                    .collect(),
-            );
+    if let Some(rows) = gpu_rows {
+        for (si, s) in p.strategies.iter().enumerate() {
+            for (k, on) in [(0, "GPU"), (1, "CPU")] {
+                chart = chart.series(
+                    format!("GPU {}, GHASH on {on}", s.name()),
+                    (0..p.sizes.len())
+                        .map(|i| (kbx(i), rows[i][si][k]))
+                        .collect(),
+                );
+            }
         }
     }
     for (i, &size) in p.sizes.iter().enumerate() {
@@ -392,38 +535,97 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
             ""
         };
         let mut row = vec![kb(size), packets_in(size).to_string()];
-        row.extend(cpu[i].iter().map(|v| format!("{v:.3}")));
-        for k in 0..2 {
-            row.push(
-                gpu_rows
-                    .get(i)
-                    .map_or("not measured".to_string(), |g| format!("{:.3}", g[k])),
-            );
+        row.extend(cpu[i].iter().map(|v| g3(*v)));
+        let mut rowc = vec![size.to_string(), packets_in(size).to_string()];
+        rowc.extend(cpu[i].iter().map(|v| v.to_string()));
+        for si in 0..p.strategies.len() {
+            for k in 0..2 {
+                match gpu_rows {
+                    Some(r) => {
+                        row.push(g3(r[i][si][k]));
+                        rowc.push(r[i][si][k].to_string());
+                    }
+                    None => {
+                        row.push("not measured".into());
+                        rowc.push(String::new());
+                    }
+                }
+            }
         }
         row.push(paper.into());
+        rowc.push(paper.into());
         t.row(row);
-        let mut row = vec![size.to_string(), packets_in(size).to_string()];
-        row.extend(cpu[i].iter().map(|v| v.to_string()));
-        for k in 0..2 {
-            row.push(gpu_rows.get(i).map_or(String::new(), |g| g[k].to_string()));
-        }
-        row.push(paper.into());
-        tc.row(row);
+        tc.row(rowc);
     }
     out.push_str(&t.markdown());
+    // Each strategy over the naive one, per size: the paper's 4x (4 KB) and 8x (128 KB).
+    let naive = p.strategies.iter().position(|s| *s == Strategy::Naive);
+    let mut ts = Table::new(
+        [
+            "batch",
+            "strategy",
+            "x naive (GHASH on GPU)",
+            "x naive (GHASH on CPU)",
+            "paper 004",
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    match (gpu_rows, naive) {
+        (Some(r), Some(n)) => {
+            for (i, &size) in p.sizes.iter().enumerate() {
+                for (si, s) in p.strategies.iter().enumerate() {
+                    if si == n {
+                        continue;
+                    }
+                    let x = |k: usize| format!("{:.2}", r[i][si][k] / r[i][n][k]);
+                    let paper = if *s == Strategy::Streams {
+                        paper_gain(size)
+                    } else {
+                        ""
+                    };
+                    ts.row([kb(size), s.name().into(), x(0), x(1), paper.into()]);
+                }
+            }
+            let _ = writeln!(
+                out,
+                "\nEach strategy against the naive one (paper: 4x at 4 KB, 8x at 128 KB, for one block per file with streams):"
+            );
+            out.push_str(&ts.markdown());
+        }
+        (None, _) => {
+            let _ = writeln!(
+                out,
+                "\nStrategies against the naive one: not measured (no GPU); the paper's 4x at 4 KB and 8x at 128 KB are untested here"
+            );
+        }
+        (Some(_), None) => {
+            let _ = writeln!(
+                out,
+                "\nStrategies against the naive one: the naive strategy was not run (add it to --strategy)"
+            );
+        }
+    }
     let best_cpu: Vec<(usize, f64)> = p
         .sizes
         .iter()
-        .zip(&cpu)
+        .zip(cpu)
         .map(|(s, r)| (*s, r.iter().copied().fold(f64::NAN, f64::max)))
         .collect();
-    // The faster GHASH placement at each size (the dispatcher would use that one).
-    let gpu_pts: Vec<(usize, f64)> = p
-        .sizes
-        .iter()
-        .copied()
-        .zip(gpu_rows.iter().map(|g| g[0].max(g[1])))
-        .collect();
+    // The fastest strategy and GHASH placement at each size (the dispatcher would use that).
+    let gpu_pts: Vec<(usize, f64)> = match gpu_rows {
+        Some(r) => p
+            .sizes
+            .iter()
+            .copied()
+            .zip(r.iter().map(|per| {
+                per.iter()
+                    .flat_map(|g| g.iter().copied())
+                    .fold(f64::NAN, f64::max)
+            }))
+            .collect(),
+        None => Vec::new(),
+    };
     let d = Dispatch::new(&best_cpu, &gpu_pts);
     let cross = if gpu_pts.is_empty() {
         "crossover: not measured (no GPU)".to_string()
@@ -437,13 +639,20 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         }
     };
     let _ = writeln!(out, "\n{cross}");
-    if !gpu_rows.is_empty() {
-        let faster = gpu_rows.iter().filter(|g| g[0] >= g[1]).count();
+    let dflt = p.strategies.iter().position(|s| *s == Strategy::default());
+    if let (Some(r), Some(di)) = (gpu_rows, dflt) {
+        let both: Vec<[f64; 2]> = r
+            .iter()
+            .map(|per| per[di])
+            .filter(|g| !g[0].is_nan() && !g[1].is_nan())
+            .collect();
+        let faster = both.iter().filter(|g| g[0] >= g[1]).count();
         let _ = writeln!(
             out,
-            "GHASH: on the GPU as fast or faster at {faster} of {} batch sizes{}",
-            gpu_rows.len(),
-            if 2 * faster >= gpu_rows.len() {
+            "GHASH ({} strategy): on the GPU as fast or faster at {faster} of {} batch sizes{}",
+            Strategy::default().name(),
+            both.len(),
+            if 2 * faster >= both.len() {
                 " (kept as the default)"
             } else {
                 " (the CPU placement wins more often; the default stays the GPU's, see RESULTS)"
@@ -453,7 +662,8 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     if !phase_rows.is_empty() {
         let _ = writeln!(
             out,
-            "\nWhere one batch's time goes (one stream, each step waited for; median of runs, microseconds):"
+            "\nWhere one batch's time goes ({} strategy's kernel, one stream, each step waited for; median of runs, microseconds):",
+            Strategy::default().name()
         );
         let mut pt = Table::new(
             [
@@ -463,7 +673,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
             .map(String::from)
             .to_vec(),
         );
-        for (size, on_gpu, st) in &phase_rows {
+        for (size, on_gpu, st) in phase_rows {
             let total: f64 = st.iter().sum();
             let bits = (packets_in(*size) * PACKET * 8) as f64;
             let mut row = vec![kb(*size), if *on_gpu { "GPU" } else { "CPU" }.to_string()];
@@ -481,13 +691,25 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     let mut rec = RunRecord::new("gpu");
     rec.file(POINTS_FILE);
     let csv = rec.write_csv(&p.out, "gpu.csv", &tc)?;
+    if !ts.is_empty() {
+        rec.write_csv(&p.out, "gpu-strategies.csv", &ts)?;
+    }
     rec.write_svg(&p.out, "gpu.svg", &chart)?;
     for (s, c) in &best_cpu {
         rec.figure(format!("cpu best {}", kb(*s)), *c, "Gbit/s");
     }
-    for (s, g) in p.sizes.iter().zip(&gpu_rows) {
-        rec.figure(format!("gpu ghash-gpu {}", kb(*s)), g[0], "Gbit/s");
-        rec.figure(format!("gpu ghash-cpu {}", kb(*s)), g[1], "Gbit/s");
+    if let Some(r) = gpu_rows {
+        for (i, size) in p.sizes.iter().enumerate() {
+            for (si, st) in p.strategies.iter().enumerate() {
+                for k in [0, 1] {
+                    rec.figure(
+                        format!("gpu {} {} {}", st.name(), ghash_name(k == 0), kb(*size)),
+                        r[i][si][k],
+                        "Gbit/s",
+                    );
+                }
+            }
+        }
     }
     rec.figure(
         "crossover",
@@ -515,6 +737,8 @@ mod tests {
             runs: 1,
             quick: true,
             out: out.clone(),
+            strategies: Strategy::ALL.to_vec(),
+            budget: None,
         };
         let e = run_with(&p, &mut |_| Err(Error::bench("stopped"))).unwrap_err();
         assert!(e.to_string().contains("stopped"), "{e}");
@@ -528,6 +752,69 @@ mod tests {
         assert!(lines[1].contains(",figure12,8192,5,cpu,1,1,"), "{text}");
         assert!(!out.join("gpu.csv").exists());
         std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// A budget far below the plan keeps the first point, skips the rest, and still writes the
+    /// report, saying what it skipped (the CPU rows: they run with or without a GPU).
+    #[test]
+    fn a_small_budget_skips_points_and_still_reports() {
+        let out = std::env::temp_dir().join(format!("sealink-gpu-budget-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            sizes: vec![8 << 10, 16 << 10, 32 << 10],
+            workers: vec![1, 2],
+            seconds: 0.05,
+            runs: 1,
+            quick: true,
+            out: out.clone(),
+            strategies: vec![Strategy::Streams],
+            budget: Some(0.001),
+        };
+        run_with(&p, &mut |_| Ok(())).unwrap();
+        let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(rows.len(), 1, "{text}");
+        assert!(rows[0].contains(",figure12,8192,5,cpu,1,1,"), "{text}");
+        let csv = std::fs::read_to_string(out.join("gpu.csv")).unwrap();
+        // The skipped points are NaN, the measured one a number.
+        assert!(csv.lines().nth(1).unwrap().starts_with("8192,5,"), "{csv}");
+        assert!(csv.contains("NaN"), "{csv}");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// The points' order of priority: the CPU rows, then the default strategy's GPU rows, then
+    /// the others in the order given; no GPU rows without a GPU.
+    #[test]
+    fn the_plan_puts_the_default_strategy_first() {
+        let p = Params {
+            sizes: vec![4 << 10, 8 << 10],
+            workers: vec![1],
+            seconds: 0.01,
+            runs: 1,
+            quick: true,
+            out: PathBuf::new(),
+            strategies: vec![Strategy::Naive, Strategy::Streams],
+            budget: None,
+        };
+        assert_eq!(plan(&p, false).len(), 2);
+        let v = plan(&p, true);
+        assert_eq!(v.len(), 2 + 2 * 2 * 2);
+        assert_eq!(
+            v[2],
+            Pt::Gpu {
+                size: 0,
+                strategy: 1,
+                ghash_gpu: true
+            }
+        );
+        assert_eq!(
+            v[6],
+            Pt::Gpu {
+                size: 0,
+                strategy: 0,
+                ghash_gpu: true
+            }
+        );
     }
 
     #[test]

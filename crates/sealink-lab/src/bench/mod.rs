@@ -10,6 +10,7 @@ pub mod quic;
 pub mod seal;
 pub mod socket;
 pub mod stacks;
+pub mod thread_times;
 pub mod tunnel_cores;
 
 use std::fmt::Write as _;
