@@ -61,6 +61,8 @@ pub(crate) struct TxBatch {
     original: Vec<u8>,
     items: Vec<TxItem>,
     out: Outbox,
+    /// Seals of `out` that failed on the worker, reported at release.
+    out_failed: u64,
     /// The GSO runs of the slots being sent (no limit: `UdpIo::send` splits long runs).
     runs: GsoRuns,
     pool: Arc<Pool<Box<TxBatch>>>,
@@ -88,6 +90,8 @@ impl Half for TxBatch {
                 *len = job.seal(slot).unwrap_or(0);
             }
         }
+        // The datagrams the core queued ahead of these packets (piggyback flushes).
+        self.out_failed = self.out.seal();
     }
 
     fn release(mut self: Box<Self>, sh: &Shared) {
@@ -118,17 +122,15 @@ impl Half for TxBatch {
                 .items
                 .iter()
                 .filter(|it| matches!(it, TxItem::Slot { len: 0, .. }))
-                .count();
+                .count() as u64
+                + self.out_failed;
             if unsealed > 0 {
-                core.seal_failed(unsealed as u64);
+                core.seal_failed(unsealed);
             }
             self.out.clear();
             self.out.drain(&mut core);
         }
-        for k in 0..self.out.items.len() {
-            let (d, b) = self.out.get(k);
-            sh.send(sock, d, b, b.len());
-        }
+        self.out.seal_and_send(sh, sock);
         self.items.clear();
         self.out.clear();
         let pool = Arc::clone(&self.pool);
@@ -157,8 +159,9 @@ impl TxBatch {
             match it {
                 TxItem::Out(o) => {
                     send_runs(runs);
-                    let (d, b) = out.get(*o);
-                    sh.send(sock, d, b, b.len());
+                    if let Some((d, b)) = out.get(*o) {
+                        sh.send(sock, d, b, b.len());
+                    }
                 }
                 // The seal failed: never on the wire.
                 TxItem::Slot { len: 0, .. } => {}
@@ -192,6 +195,7 @@ impl TunReader {
                 original: vec![0u8; VIRTIO_NET_HDR_LEN + 65_535],
                 items: Vec::with_capacity(batch * 2),
                 out: Outbox::new(stride),
+                out_failed: 0,
                 runs: GsoRuns::new(usize::MAX),
                 pool: Arc::clone(&pool),
             }));
@@ -441,10 +445,7 @@ impl Half for RxBatch {
         if !self.pkts.is_empty() {
             self.write_tun(sh);
         }
-        for k in 0..self.out.items.len() {
-            let (d, b) = self.out.get(k);
-            sh.send(self.sock, d, b, b.len());
-        }
+        self.out.seal_and_send(sh, self.sock);
         self.entries.clear();
         let pool = Arc::clone(&self.pool);
         pool.put(self);
@@ -583,10 +584,7 @@ impl UdpReader {
         };
         if b.entries.is_empty() {
             // Handshakes only (or nothing): answer here.
-            for k in 0..b.out.items.len() {
-                let (d, data) = b.out.get(k);
-                sh.send(s, d, data, data.len());
-            }
+            b.out.seal_and_send(sh, s);
             pool.put(b);
         } else {
             sh.threads.count(Count::BatchesSubmitted, 1);

@@ -52,7 +52,7 @@ use std::time::{Duration, Instant, SystemTime};
 use sealink_engine::Pipeline;
 use sealink_proto::Clock;
 use sealink_proto::HostKey;
-use sealink_proto::tunnel::{HEADROOM, TAILROOM, Tunnel};
+use sealink_proto::tunnel::{HEADROOM, SealJob, TAILROOM, Tunnel};
 use sealink_udp::{UdpIo, UdpOptions};
 use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
 
@@ -152,10 +152,13 @@ impl Shared {
     }
 }
 
-/// Pooled copies of datagrams the core queued (handshakes, piggyback flushes, staged packets).
+/// Pooled copies of datagrams the core queued (handshakes, piggyback flushes, staged packets),
+/// taken under the core's lock ([`Outbox::drain`]) and sealed outside it ([`Outbox::seal`]): the
+/// lock is held for the copy only, as for the packets read from the TUN device.
 pub(crate) struct Outbox {
     bufs: Vec<Vec<u8>>,
-    items: Vec<(SocketAddr, usize)>,
+    /// Destination, length (final once sealed; 0 after a failed seal) and the seal still to run.
+    items: Vec<(SocketAddr, usize, Option<SealJob>)>,
     size: usize,
 }
 
@@ -170,6 +173,9 @@ impl Outbox {
     fn clear(&mut self) {
         self.items.clear();
     }
+    fn len(&self) -> usize {
+        self.items.len()
+    }
     /// Drains the core's transmit queue; returns how many were taken.
     fn drain(&mut self, core: &mut Tunnel) -> usize {
         let mut n = 0;
@@ -178,9 +184,9 @@ impl Outbox {
             if k == self.bufs.len() {
                 self.bufs.push(vec![0u8; self.size]);
             }
-            match core.poll_transmit(&mut self.bufs[k]) {
-                Some((d, len)) => {
-                    self.items.push((d, len));
+            match core.poll_transmit_deferred(&mut self.bufs[k]) {
+                Some((d, len, job)) => {
+                    self.items.push((d, len, job));
                     n += 1;
                 }
                 None => break,
@@ -188,9 +194,38 @@ impl Outbox {
         }
         n
     }
-    fn get(&self, k: usize) -> (SocketAddr, &[u8]) {
-        let (d, len) = self.items[k];
-        (d, &self.bufs[k][..len])
+    /// Seals the data datagrams drained unsealed (no lock needed); returns how many seals
+    /// failed, for [`Tunnel::seal_failed`].
+    fn seal(&mut self) -> u64 {
+        let mut failed = 0;
+        for (k, (_, len, job)) in self.items.iter_mut().enumerate() {
+            if let Some(job) = job.take() {
+                *len = job.seal(&mut self.bufs[k][..*len]).unwrap_or_else(|_| {
+                    failed += 1;
+                    0
+                });
+            }
+        }
+        failed
+    }
+    /// Datagram `k`, once sealed; `None` after a failed seal.
+    fn get(&self, k: usize) -> Option<(SocketAddr, &[u8])> {
+        let (d, len, ref job) = self.items[k];
+        debug_assert!(job.is_none(), "an Outbox datagram sent before its seal");
+        (len > 0 && job.is_none()).then(|| (d, &self.bufs[k][..len]))
+    }
+    /// Seals everything drained, then sends it on socket `sock` (the lock not held); a failed
+    /// seal is counted.
+    fn seal_and_send(&mut self, sh: &Shared, sock: usize) {
+        let failed = self.seal();
+        if failed > 0 {
+            sh.lock().seal_failed(failed);
+        }
+        for k in 0..self.len() {
+            if let Some((d, b)) = self.get(k) {
+                sh.send(sock, d, b, b.len());
+            }
+        }
     }
 }
 
@@ -757,10 +792,7 @@ fn timer_loop(sh: &Shared) {
         out.clear();
         if out.drain(&mut core) > 0 {
             drop(core);
-            for k in 0..out.items.len() {
-                let (d, b) = out.get(k);
-                sh.send(0, d, b, b.len());
-            }
+            out.seal_and_send(sh, 0);
             core = sh.lock();
             continue;
         }

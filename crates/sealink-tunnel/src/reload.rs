@@ -238,10 +238,7 @@ pub(crate) fn resolver_loop(sh: Weak<Shared>, rx: Receiver<([u8; 32], String)>, 
             }
             None => tracing::debug!(endpoint = %name, "endpoint name resolved again; unchanged"),
         }
-        for k in 0..out.items.len() {
-            let (d, b) = out.get(k);
-            sh.send(0, d, b, b.len());
-        }
+        out.seal_and_send(&sh, 0);
         sh.timer.notify_one();
     }
 }

@@ -453,7 +453,9 @@ pub struct Tunnel {
     /// Cookie replies to send (ahead of other transmits), at most
     /// [`MAX_PENDING_COOKIE_REPLIES`].
     cookie_replies: VecDeque<(SocketAddr, Box<[u8; COOKIE_REPLY_LEN]>)>,
-    transmits: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// Datagrams to send, in order: final bytes (handshakes), or a data datagram's header room
+    /// and plaintext body with the tail room for its tag and the seal reserved for it.
+    transmits: VecDeque<(SocketAddr, Vec<u8>, Option<SealJob>)>,
     spare: Vec<Vec<u8>>,
     /// Peers with a non-empty piggyback queue (autocork's end-of-batch check).
     corked: Vec<usize>,
@@ -814,10 +816,6 @@ impl Tunnel {
         Some(s.reserve_seal(Scope::Encrypt, body_len))
     }
 
-    fn seal_on_current(&mut self, pi: usize, buf: &mut [u8], body_len: usize) -> Option<usize> {
-        self.reserve_on_current(pi, body_len)?.seal(buf).ok()
-    }
-
     /// Sends the piggyback queue as one datagram (through the transmit queue).
     fn flush_queue(&mut self, pi: usize, now: Time) {
         if self.peers[pi].queue.is_empty() {
@@ -847,13 +845,14 @@ impl Tunnel {
             self.drops[d.index()] += packets.saturating_sub(1);
             return;
         };
-        let mut out = self.take_spare();
-        out.clear();
-        out.resize(HEADER_LEN + body.len() + TAILROOM, 0);
-        out[HEADER_LEN..HEADER_LEN + body.len()].copy_from_slice(body);
-        match self.seal_on_current(pi, &mut out, body.len()) {
-            Some(len) => {
-                out.truncate(len);
+        // Reserved here (the counter is serial); sealed by whoever sends it, outside the lock
+        // (`poll_transmit_deferred`).
+        match self.reserve_on_current(pi, body.len()) {
+            Some(job) => {
+                let mut out = self.take_spare();
+                out.clear();
+                out.resize(HEADER_LEN + body.len() + TAILROOM, 0);
+                out[HEADER_LEN..HEADER_LEN + body.len()].copy_from_slice(body);
                 self.peers[pi].note_sent(now);
                 let st = &mut self.peers[pi].stats;
                 st.tx_packets += packets;
@@ -861,12 +860,11 @@ impl Tunnel {
                 if packets > 1 {
                     st.piggybacked += packets;
                 }
-                self.transmits.push_back((dest, out));
+                self.transmits.push_back((dest, out, Some(job)));
             }
             None => {
                 // Every packet the datagram carried is lost to a local fault.
                 self.drops[TunnelDrop::SealFailed.index()] += packets.max(1);
-                self.spare.push(out);
             }
         }
     }
@@ -910,7 +908,7 @@ impl Tunnel {
                 let pkt = pkt.to_vec();
                 p.stats.handshakes_initiated += 1;
                 p.note_sent(now);
-                self.transmits.push_back((dest, pkt));
+                self.transmits.push_back((dest, pkt, None));
             }
             Err(InitiateError::DegenerateKey) => {
                 // A configuration fault no retry can fix (the configuration refuses such keys;
@@ -936,14 +934,37 @@ impl Tunnel {
     /// `out`, which should hold [`TunnelConfig::mtu`] + [`HEADROOM`] + [`TAILROOM`] bytes; one
     /// that does not fit is dropped.
     pub fn poll_transmit(&mut self, out: &mut [u8]) -> Option<(SocketAddr, usize)> {
+        loop {
+            let (dest, n, job) = self.poll_transmit_deferred(out)?;
+            let Some(job) = job else {
+                return Some((dest, n));
+            };
+            match job.seal(&mut out[..n]) {
+                Ok(len) => return Some((dest, len)),
+                Err(_) => {
+                    self.seal_failed(1);
+                }
+            }
+        }
+    }
+
+    /// [`Tunnel::poll_transmit`] without the seal, the datagram mode's contract: the next datagram
+    /// is copied into `out[..n]` and, for a data datagram, comes with the [`SealJob`] reserved for
+    /// it, which the caller runs on `out[..n]` (anywhere, no lock held) for the final length; a
+    /// handshake or cookie reply comes final (`None`). A seal that fails is the caller's to
+    /// report ([`Tunnel::seal_failed`]).
+    pub fn poll_transmit_deferred(
+        &mut self,
+        out: &mut [u8],
+    ) -> Option<(SocketAddr, usize, Option<SealJob>)> {
         if let Some((dest, reply)) = self.cookie_replies.pop_front() {
             if let Some(o) = out.get_mut(..COOKIE_REPLY_LEN) {
                 o.copy_from_slice(&reply[..]);
-                return Some((dest, COOKIE_REPLY_LEN));
+                return Some((dest, COOKIE_REPLY_LEN, None));
             }
         }
         loop {
-            let (dest, d) = self.transmits.pop_front()?;
+            let (dest, d, job) = self.transmits.pop_front()?;
             let n = d.len();
             let fits = out.len() >= n;
             if fits {
@@ -951,9 +972,12 @@ impl Tunnel {
             }
             self.spare.push(d);
             if fits {
-                return Some((dest, n));
+                return Some((dest, n, job));
             }
             tracing::warn!(len = n, "transmit buffer too small; datagram dropped");
+            if job.is_some() {
+                self.seal_failed(1);
+            }
         }
     }
 
@@ -1266,7 +1290,7 @@ impl Tunnel {
         p.stats.handshakes_completed += 1;
         p.stats.rx_datagrams += 1;
         p.note_sent(now);
-        self.transmits.push_back((source, pkt));
+        self.transmits.push_back((source, pkt, None));
         Ok(Decap::Handshake(PeerIndex(pi)))
     }
 
@@ -1331,7 +1355,7 @@ impl Tunnel {
             let resend = resend.to_vec();
             if let Some(dest) = p.endpoint {
                 p.note_sent(now);
-                self.transmits.push_back((dest, resend));
+                self.transmits.push_back((dest, resend, None));
             }
         }
         Ok(Decap::Handshake(PeerIndex(pi)))

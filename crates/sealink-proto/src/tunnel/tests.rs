@@ -1237,3 +1237,42 @@ fn the_core_finishes_the_packets_it_keeps_and_only_those() {
         "the queued packet left first, both finished"
     );
 }
+
+/// The transmit contract the datagram core has: a queued data datagram leaves the core
+/// unsealed with its reserved seal, for the caller to run outside its lock; handshakes come
+/// final.
+#[test]
+fn poll_transmit_deferred_hands_data_datagrams_over_unsealed() {
+    let mut p = pair();
+    let mut out = vec![0u8; 2048];
+    // A handshake initiation comes final.
+    let first = v4(IP_A, IP_B, 1000, 1);
+    let mut buf = vec![0u8; HEADROOM + first.len() + TAILROOM];
+    buf[HEADROOM..HEADROOM + first.len()].copy_from_slice(&first);
+    assert!(matches!(
+        p.a.encapsulate_reserve(p.now, &mut buf, first.len()),
+        Reserve::Queued
+    ));
+    let (dest, n, job) = p.a.poll_transmit_deferred(&mut out).unwrap();
+    assert!(job.is_none(), "a handshake is final");
+    p.wire.push((sa(A_ADDR), dest, out[..n].to_vec()));
+    // The response, then the staged packet: a data datagram, unsealed.
+    let (f, t, d) = p.wire.pop().unwrap();
+    let _ = p.deliver(f, t, d);
+    let (f, _, mut d) = p.wire.pop().unwrap();
+    let mut ranges = Vec::new();
+    let _ = p.a.decapsulate(p.now, f, &mut d, &mut ranges);
+    let (dest, n, job) = p.a.poll_transmit_deferred(&mut out).unwrap();
+    let job = job.expect("a data datagram comes with its seal");
+    assert_eq!(n, HEADER_LEN + 2 + first.len() + TAILROOM);
+    assert_eq!(
+        &out[HEADER_LEN..HEADER_LEN + 2 + first.len()],
+        &[&(first.len() as u16).to_be_bytes()[..], &first[..]].concat()[..],
+        "the plaintext body, framed"
+    );
+    let len = job.seal(&mut out[..n]).unwrap();
+    p.wire.push((sa(A_ADDR), dest, out[..len].to_vec()));
+    p.run();
+    assert_eq!(p.got_b, vec![first]);
+    assert!(p.a.poll_transmit_deferred(&mut out).is_none());
+}
