@@ -112,7 +112,10 @@ fn routes_main(ifname: &str, input: &mut impl BufRead, out: &mut impl Write) -> 
             Some(Err(e)) => format!("error {}", e.replace('\n', " ")),
             None => return 1,
         };
-        if writeln!(out, "{answer}").and_then(|()| out.flush()).is_err() {
+        if writeln!(out, "{answer}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
             return 0;
         }
     }
@@ -203,7 +206,9 @@ pub(crate) struct UndoHelper(Process);
 
 impl std::fmt::Debug for UndoHelper {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("UndoHelper").field(&self.0.child.id()).finish()
+        f.debug_tuple("UndoHelper")
+            .field(&self.0.child.id())
+            .finish()
     }
 }
 
@@ -296,7 +301,9 @@ mod tests {
         assert!(route_request("sl0", "add").is_none());
         assert_eq!(
             route_request("sl0", "add 10.0.0.0/99"),
-            Some(Err("prefix length 99 is out of range for 10.0.0.0 (at most 32)".into()))
+            Some(Err(
+                "prefix length 99 is out of range for 10.0.0.0 (at most 32)".into()
+            ))
         );
         let mut out = Vec::new();
         assert_eq!(routes_main("sl0", &mut &b"reboot now\n"[..], &mut out), 1);

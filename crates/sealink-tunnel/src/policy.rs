@@ -289,8 +289,8 @@ mod tests {
     #[test]
     fn a_record_of_an_earlier_version_still_parses() {
         // What the `ip`-running versions wrote.
-        let r = parse_record_line("-4 rule del not fwmark 51820 table 51820 priority 32761")
-            .unwrap();
+        let r =
+            parse_record_line("-4 rule del not fwmark 51820 table 51820 priority 32761").unwrap();
         assert_eq!(
             (r.v6, r.invert, r.fwmark, r.table, r.priority),
             (false, true, Some(51820), 51820, 32761)
@@ -323,10 +323,17 @@ mod tests {
         )
         .unwrap();
         let e = read_record(&p).unwrap_err().to_string();
-        assert!(e.contains("sl0.policy line 2: unknown word \"oops\""), "{e}");
+        assert!(
+            e.contains("sl0.policy line 2: unknown word \"oops\""),
+            "{e}"
+        );
         // Nothing undone, the record kept.
         assert!(clean_stale(d.path(), "sl0").is_err());
         assert!(p.exists());
-        assert!(read_record(&d.path().join("none.policy")).unwrap().is_none());
+        assert!(
+            read_record(&d.path().join("none.policy"))
+                .unwrap()
+                .is_none()
+        );
     }
 }

@@ -14,7 +14,9 @@ use netlink_packet_core::{
     NetlinkPayload,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressMessage};
-use netlink_packet_route::link::{AfSpecInet6, AfSpecUnspec, In6AddrGenMode, LinkAttribute, LinkMessage};
+use netlink_packet_route::link::{
+    AfSpecInet6, AfSpecUnspec, In6AddrGenMode, LinkAttribute, LinkMessage,
+};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
 };
@@ -124,9 +126,9 @@ pub(crate) fn addrgenmode_none(ifname: &str, ifindex: u32) -> Op {
     let mut m = LinkMessage::default();
     m.header.index = ifindex;
     m.attributes
-        .push(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(vec![
-            AfSpecInet6::AddrGenMode(In6AddrGenMode::None),
-        ])]));
+        .push(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(
+            vec![AfSpecInet6::AddrGenMode(In6AddrGenMode::None)],
+        )]));
     Op {
         what: format!("set addrgenmode none on {ifname}"),
         msg: RouteNetlinkMessage::NewLink(m),
@@ -418,9 +420,12 @@ mod tests {
         assert_eq!(r.header.table, RouteHeader::RT_TABLE_MAIN);
         assert_eq!(r.header.scope, RouteScope::Link);
         assert_eq!(r.header.kind, RouteType::Unicast);
-        assert!(r.attributes.contains(&RouteAttribute::Destination(
-            RouteAddress::Inet("10.0.0.0".parse().unwrap())
-        )));
+        assert!(
+            r.attributes
+                .contains(&RouteAttribute::Destination(RouteAddress::Inet(
+                    "10.0.0.0".parse().unwrap()
+                )))
+        );
         assert!(r.attributes.contains(&RouteAttribute::Oif(7)));
         assert!(r.attributes.contains(&RouteAttribute::Table(254)));
     }
@@ -448,7 +453,9 @@ mod tests {
         assert_eq!(del.what, "delete route 10.1.0.0/16 dev sl0");
         let (h, m) = decode(&encode(&del, 2));
         assert_eq!(h.flags, NLM_F_REQUEST | NLM_F_ACK);
-        assert!(matches!(m, RouteNetlinkMessage::DelRoute(r) if r.header.scope == RouteScope::NoWhere));
+        assert!(
+            matches!(m, RouteNetlinkMessage::DelRoute(r) if r.header.scope == RouteScope::NoWhere)
+        );
     }
 
     #[test]
@@ -525,9 +532,9 @@ mod tests {
         assert_eq!(l.header.index, 5);
         assert_eq!(
             l.attributes,
-            vec![LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(vec![
-                AfSpecInet6::AddrGenMode(In6AddrGenMode::None)
-            ])])]
+            vec![LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(
+                vec![AfSpecInet6::AddrGenMode(In6AddrGenMode::None)]
+            )])]
         );
     }
 
@@ -570,7 +577,10 @@ mod tests {
         assert_eq!(find_ack(&nlmsgerr(3, 0, None), 3), Ok(Some(Ok(()))));
         // Another request's answer is not ours.
         assert_eq!(find_ack(&nlmsgerr(2, 0, None), 3), Ok(None));
-        let n = find_ack(&nlmsgerr(3, -17, None), 3).unwrap().unwrap().unwrap_err();
+        let n = find_ack(&nlmsgerr(3, -17, None), 3)
+            .unwrap()
+            .unwrap()
+            .unwrap_err();
         assert_eq!(n.errno, 17);
         assert_eq!(n.text(), "File exists");
         let n = find_ack(&nlmsgerr(4, -19, Some("Nexthop device is not up")), 4)
