@@ -1375,9 +1375,10 @@ fn dns_is_set_with_resolvconf_and_removed_on_down_and_on_a_kill() {
 
 /// Issue 30: `up` runs no `ip`. With a PATH holding only a stand-in `ip` that records being run
 /// (and fails) and the coreutils the privileged shell helper uses, side A comes up with a second
-/// address, a route to a site outside its networks and a full tunnel; a reload adds another
-/// route (the route helper); `ip` from the test's side sees all of it. The rules go at `down`
-/// and after a SIGKILL of the tunnel, and the stand-in was never run.
+/// address, a route to a site outside its networks and a full tunnel (IPv4 and IPv6); a reload
+/// adds another route (the route helper); `ip` from the test's side sees all of it. A route
+/// that already exists fails `up` with the operation named. The rules and their record go at
+/// `down` and after a SIGKILL of the tunnel, and the stand-in was never run.
 #[test]
 fn up_sets_addresses_routes_and_rules_without_ip() {
     let Some(mut lab) = Lab::new("p") else { return };
@@ -1424,13 +1425,57 @@ fn up_sets_addresses_routes_and_rules_without_ip() {
             .filter(|p| p.extension().is_some_and(|x| x == "policy"))
             .collect()
     };
-    let cfgs = lab.write_configs_full("", [", \"10.77.0.0/24\", \"0.0.0.0/0\"", ""]);
+    let cfgs = lab.write_configs_full("", [", \"10.77.0.0/24\", \"0.0.0.0/0\", \"::/0\"", ""]);
+    // The IPv6 rules (the full tunnel covers both families).
+    let rules6 = |lab: &Lab| -> Vec<String> {
+        ok("ip", &["-n", &lab.ns[0], "-6", "rule", "show"])
+            .lines()
+            .filter(|l| l.contains("lookup 51820") || l.contains("suppress_prefixlength"))
+            .map(str::to_owned)
+            .collect()
+    };
     let text = std::fs::read_to_string(&cfgs[0]).unwrap().replace(
         "address = \"10.202.0.1/24\"",
         "address = [\"10.202.0.1/24\", \"10.203.0.1/24\"]",
     );
     std::fs::write(&cfgs[0], &text).unwrap();
     lab.up(1, &cfgs[1]);
+    // A refusal names the operation, as `ip` did: the site's prefix is already routed.
+    ok(
+        "ip",
+        &[
+            "-n",
+            &lab.ns[0],
+            "route",
+            "add",
+            "10.77.0.0/24",
+            "dev",
+            "lo",
+        ],
+    );
+    let o = bare(&lab, &["up", cfgs[0].to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains(&format!(
+                "add route 10.77.0.0/24 dev {}: File exists",
+                lab.ifname[0]
+            )),
+        "{err}"
+    );
+    assert!(!lab.has_link(0));
+    ok(
+        "ip",
+        &[
+            "-n",
+            &lab.ns[0],
+            "route",
+            "del",
+            "10.77.0.0/24",
+            "dev",
+            "lo",
+        ],
+    );
     let up_bare = |lab: &mut Lab| {
         let rx = lab.spawn_up(0, cfgs[0].as_os_str(), &[("PATH", &path)]);
         lab.wait_up(0, rx);
@@ -1448,8 +1493,14 @@ fn up_sets_addresses_routes_and_rules_without_ip() {
         routes.contains(&format!("10.77.0.0/24 dev {ifname}")),
         "{routes}"
     );
-    let table = ok("ip", &["-n", &ns, "-4", "route", "show", "table", "51820"]);
-    assert!(table.contains(&format!("default dev {ifname}")), "{table}");
+    for fam in ["-4", "-6"] {
+        let table = ok("ip", &["-n", &ns, fam, "route", "show", "table", "51820"]);
+        assert!(
+            table.contains(&format!("default dev {ifname}")),
+            "{fam} {table}"
+        );
+    }
+    assert_eq!(rules6(&lab).len(), 2, "{:?}", rules6(&lab));
     let rules = full_tunnel_rules(&lab, 0);
     assert_eq!(rules.len(), 2, "{rules:?}");
     lab.ping_through(2);
@@ -1478,6 +1529,7 @@ fn up_sets_addresses_routes_and_rules_without_ip() {
         "after down"
     );
     assert_eq!(records(&lab), Vec::<PathBuf>::new(), "after down");
+    assert_eq!(rules6(&lab), Vec::<String>::new(), "after down");
     assert!(!lab.has_link(0));
 
     // Up again, then SIGKILL: the cleanup helper removes the rules.
@@ -1493,6 +1545,7 @@ fn up_sets_addresses_routes_and_rules_without_ip() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(records(&lab), Vec::<PathBuf>::new(), "after a kill");
+    assert_eq!(rules6(&lab), Vec::<String>::new(), "after a kill");
     assert!(
         !ran.exists(),
         "ip was run: {}",

@@ -372,13 +372,12 @@ impl Rtnl {
     }
 }
 
-/// Whether `e` is the kernel saying there was nothing to delete.
+/// Whether `e` is the kernel saying there was nothing to delete (no such rule or route, or no
+/// such address family at all: a kernel without IPv6 has no IPv6 rules).
 pub(crate) fn is_gone(e: &TunnelError) -> bool {
-    matches!(e, TunnelError::Rtnl { errno, .. } if *errno == libc_enoent())
-}
-
-fn libc_enoent() -> i32 {
-    rustix::io::Errno::NOENT.raw_os_error()
+    use rustix::io::Errno;
+    matches!(e, TunnelError::Rtnl { errno, .. }
+        if *errno == Errno::NOENT.raw_os_error() || *errno == Errno::AFNOSUPPORT.raw_os_error())
 }
 
 #[cfg(test)]
