@@ -271,8 +271,6 @@ fn data_path_shape(cfg: &Config) -> (usize, usize) {
     )
 }
 
-/// Binds `n` UDP sockets on the listen port (dual-stack first, else IPv4), `SO_REUSEPORT` when
-/// more than one; the kernel spreads peers over them by address.
 /// What undoes a part of the set-up at exit, and also when the tunnel dies.
 enum Cleanup {
     /// A full tunnel's rules (`policy.rs`).
@@ -291,6 +289,8 @@ fn undo_all(mut cleanups: Vec<Cleanup>) {
     }
 }
 
+/// Binds `n` UDP sockets on the listen port (dual-stack first, else IPv4), `SO_REUSEPORT` when
+/// more than one; the kernel spreads peers over them by address.
 fn bind_udp(port: u16, n: usize, mark: Option<u32>) -> Result<Vec<UdpIo>, TunnelError> {
     let opts = UdpOptions {
         reuse_port: n > 1,
@@ -430,7 +430,7 @@ fn run_prepared(
         .map_err(io("control socket"))?;
     let intr = InterruptEvent::new().map_err(io("interrupt event"))?;
     // Before post_up, as wg-quick: hooks see the tunnel's routing and DNS in place. Each
-    // returns the shell that undoes it (fired at exit, or run when the tunnel dies).
+    // returns the helper or shell that undoes it (fired at exit, or run when the tunnel dies).
     let mut cleanups: Vec<Cleanup> = Vec::new();
     let set_up = (|| {
         if let (true, Some(exe)) = (full, helper_exe) {
@@ -453,7 +453,7 @@ fn run_prepared(
         undo_all(cleanups);
         return Err(e);
     }
-    // With the privileges of `up`: post_up, and the down hooks and route helper armed now
+    // With the privileges of `up`: post_up, and the down hooks and helpers started now
     // (they run later, when the tunnel itself holds none).
     let armed =
         hooks::run_now(hooks::HookKind::PostUp, &cfg.hooks.post_up, &cfg.name).and_then(|()| {
