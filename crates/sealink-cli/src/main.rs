@@ -105,6 +105,15 @@ enum Command {
         after_help = "Examples:\n  sealink man > /usr/local/share/man/man1/sealink.1\n  sealink man --dir /usr/local/share/man/man1"
     )]
     Man(ManArgs),
+    /// A running tunnel's root helper, started by `up` (sealink_tunnel::helper); not for direct use
+    #[command(name = sealink_tunnel::helper::SUBCOMMAND, hide = true)]
+    TunnelHelper(TunnelHelperArgs),
+}
+
+#[derive(Debug, Args)]
+struct TunnelHelperArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
 }
 
 const PAIR_HELP: &str = "Examples:
@@ -746,6 +755,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Man(a) => man(a.dir.as_deref()),
+        Command::TunnelHelper(a) => std::process::exit(sealink_tunnel::helper::main(&a.args)),
         Command::Show(a) => tunnel::show(a.name.as_deref(), a.run_dir.run_dir, a.json),
         Command::Demo(a) => demo::run(&a.params()),
     }

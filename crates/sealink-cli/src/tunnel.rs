@@ -52,9 +52,13 @@ Packets to addresses outside every peer's allowed_ips are dropped (no-route, or 
 link-local, multicast and broadcast packets: the kernel's own); packets from a peer with a
 source outside its allowed_ips are dropped (source-not-allowed); `sealink show` counts them all.
 An interface without an IPv6 address gets no IPv6 link-local address. Allowed IPs outside the interface's own networks (a site behind a peer) are routed
-through the interface on `up` (`ip route add PREFIX dev NAME`, iproute2 needed); the routes go
-with the interface. A full tunnel (0.0.0.0/0 or ::/0) is refused: it would need wg-quick's
-fwmark policy routing, which sealink does not do; so is a prefix containing a peer's endpoint.
+through the interface on `up` (a route PREFIX dev NAME, set through rtnetlink: no `ip` is
+run); the routes go with the interface. A prefix containing a peer's endpoint is refused. A
+full tunnel (0.0.0.0/0 or ::/0) is routed as wg-quick does: the tunnel's datagrams carry the
+mark `fwmark` (default 51820), a default route goes into table 51820, and two rules send all
+unmarked traffic there while the main table keeps its more specific routes; the rules are
+removed at exit, also after a kill, and by the next `up` or `down` if even their helper was
+killed.
 
 The config and the key file must not be writable by other users (nor the key readable by
 them). The control socket is RUN_DIR/net-INODE/NAME.sock (RUN_DIR: --run-dir, else
@@ -149,6 +153,8 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
         config_path: Some(config.clone()),
         reload: Some(reload),
         resolver: None,
+        // The binary that is running, even if a package upgrade replaced its file since.
+        helper_exe: Some(PathBuf::from("/proc/self/exe")),
     };
     sealink_tunnel::run_with(cfg, host, &run_dir, stop, opts, |info| {
         tracing::info!(
@@ -201,7 +207,7 @@ pub fn down(name: &str, run_dir: Option<PathBuf>) -> Result<()> {
     let run_dir = RunDir::new(run_dir);
     let answer = match control::request(&run_dir, name, "down", Duration::from_secs(30)) {
         Ok(a) => a,
-        // Killed together with its cleanup shell: what a full tunnel left in the routing
+        // Killed together with its cleanup helper: what a full tunnel left in the routing
         // policy is undone here.
         Err(e @ TunnelError::NotRunning(_)) => {
             if sealink_tunnel::policy::clean_stale(&run_dir.dir(), name)? {

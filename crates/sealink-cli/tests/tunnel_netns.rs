@@ -175,7 +175,8 @@ impl Lab {
         arg: &std::ffi::OsStr,
         envs: &[(&str, &std::ffi::OsStr)],
     ) -> mpsc::Receiver<String> {
-        let mut child = Command::new("ip")
+        // By its full path: a PATH in `envs` would also be used to find it.
+        let mut child = Command::new(ip_bin())
             .args(["netns", "exec", &self.ns[side], BIN, "up"])
             .arg(arg)
             .env("SEALINK_RUN_DIR", &self.run_dir)
@@ -277,6 +278,17 @@ fn counter(show: &str, name: &str) -> u64 {
     show.split_whitespace()
         .find_map(|w| w.strip_prefix(&format!("{name}=")))
         .map_or(0, |v| v.parse().unwrap())
+}
+
+/// Where `cmd` is on the test's PATH.
+fn which(cmd: &str) -> PathBuf {
+    let o = sh("sh", &["-c", &format!("command -v {cmd}")]);
+    assert!(o.status.success(), "{cmd} not found");
+    PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+}
+
+fn ip_bin() -> PathBuf {
+    which("ip")
 }
 
 fn have(cmd: &str) -> bool {
@@ -1150,7 +1162,7 @@ fn rules_go(lab: &Lab, side: usize) -> Vec<String> {
 /// `allowed_ips = ["0.0.0.0/0"]` on A: everything A sends goes through the tunnel, its own
 /// datagrams to B excepted (fwmark policy routing), and the LAN's own routes stay. The rules are
 /// undone on `down`, when the tunnel is killed, and by `down` after both the tunnel and its
-/// cleanup shell were killed.
+/// cleanup helper were killed.
 #[test]
 fn full_tunnel_routes_everything_but_its_own_datagrams() {
     let Some(mut lab) = Lab::new("f") else { return };
@@ -1216,7 +1228,7 @@ fn full_tunnel_routes_everything_but_its_own_datagrams() {
     });
     let record = record.expect("the rules are recorded in the run directory");
 
-    // Killed: the cleanup shell undoes the rules and removes the record.
+    // Killed: the cleanup helper undoes the rules and removes the record.
     let mut child = lab.children[0].take().unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
@@ -1243,7 +1255,7 @@ fn full_tunnel_routes_everything_but_its_own_datagrams() {
     );
     assert!(!record.exists(), "record left after down");
 
-    // Both the tunnel and its shell gone without a trace but the record (SIGKILL to the whole
+    // Both the tunnel and its helper gone without a trace but the record (SIGKILL to the whole
     // service): `down` undoes what the record lists; then the rules are gone.
     std::fs::create_dir_all(record.parent().unwrap()).unwrap();
     for args in [
@@ -1359,4 +1371,184 @@ fn dns_is_set_with_resolvconf_and_removed_on_down_and_on_a_kill() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// Issue 30: `up` runs no `ip`. With a PATH holding only a stand-in `ip` that records being run
+/// (and fails) and the coreutils the privileged shell helper uses, side A comes up with a second
+/// address, a route to a site outside its networks and a full tunnel (IPv4 and IPv6); a reload
+/// adds another route (the route helper); `ip` from the test's side sees all of it. A route
+/// that already exists fails `up` with the operation named. The rules and their record go at
+/// `down` and after a SIGKILL of the tunnel, and the stand-in was never run.
+#[test]
+fn up_sets_addresses_routes_and_rules_without_ip() {
+    let Some(mut lab) = Lab::new("p") else { return };
+    let ip = ip_bin();
+    let bin = lab.dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let ran = lab.dir.path().join("ip-ran");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let fake = bin.join("ip");
+        std::fs::write(
+            &fake,
+            format!("#!/bin/sh\necho \"$@\" >> '{}'\nexit 1\n", ran.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // What `hooks::PrivHelper`'s shell runs (coreutils, Essential in Debian).
+    for cmd in ["stat", "base64", "rm", "rmdir", "dirname", "tr"] {
+        std::os::unix::fs::symlink(which(cmd), bin.join(cmd)).unwrap();
+    }
+    let path = bin.as_os_str().to_owned();
+    // The tunnel's command line with the bare PATH; `ip netns exec` is named by its full path
+    // (a changed PATH would also be used to find it).
+    let bare = |lab: &Lab, args: &[&str]| {
+        let mut a = vec!["netns", "exec", &lab.ns[0], BIN];
+        a.extend_from_slice(args);
+        Command::new(&ip)
+            .args(&a)
+            .env("SEALINK_RUN_DIR", &lab.run_dir)
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+
+    // The full tunnel's records in the run directory (`net-INODE/NAME.policy`).
+    let records = |lab: &Lab| -> Vec<PathBuf> {
+        let dirs = std::fs::read_dir(&lab.run_dir)
+            .into_iter()
+            .flatten()
+            .flatten();
+        dirs.flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "policy"))
+            .collect()
+    };
+    let cfgs = lab.write_configs_full("", [", \"10.77.0.0/24\", \"0.0.0.0/0\", \"::/0\"", ""]);
+    // The IPv6 rules (the full tunnel covers both families).
+    let rules6 = |lab: &Lab| -> Vec<String> {
+        ok("ip", &["-n", &lab.ns[0], "-6", "rule", "show"])
+            .lines()
+            .filter(|l| l.contains("lookup 51820") || l.contains("suppress_prefixlength"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let text = std::fs::read_to_string(&cfgs[0]).unwrap().replace(
+        "address = \"10.202.0.1/24\"",
+        "address = [\"10.202.0.1/24\", \"10.203.0.1/24\"]",
+    );
+    std::fs::write(&cfgs[0], &text).unwrap();
+    lab.up(1, &cfgs[1]);
+    // A refusal names the operation, as `ip` did: the site's prefix is already routed.
+    ok(
+        "ip",
+        &[
+            "-n",
+            &lab.ns[0],
+            "route",
+            "add",
+            "10.77.0.0/24",
+            "dev",
+            "lo",
+        ],
+    );
+    let o = bare(&lab, &["up", cfgs[0].to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains(&format!(
+                "add route 10.77.0.0/24 dev {}: File exists",
+                lab.ifname[0]
+            )),
+        "{err}"
+    );
+    assert!(!lab.has_link(0));
+    ok(
+        "ip",
+        &[
+            "-n",
+            &lab.ns[0],
+            "route",
+            "del",
+            "10.77.0.0/24",
+            "dev",
+            "lo",
+        ],
+    );
+    let up_bare = |lab: &mut Lab| {
+        let rx = lab.spawn_up(0, cfgs[0].as_os_str(), &[("PATH", &path)]);
+        lab.wait_up(0, rx);
+    };
+    up_bare(&mut lab);
+    let ifname = lab.ifname[0].clone();
+    let ns = lab.ns[0].clone();
+    let addrs = ok("ip", &["-n", &ns, "address", "show", "dev", &ifname]);
+    assert!(addrs.contains("inet 10.202.0.1/24"), "{addrs}");
+    assert!(addrs.contains("inet 10.203.0.1/24"), "{addrs}");
+    // No IPv6 address configured: no link-local one either (addrgenmode none).
+    assert!(!addrs.contains("inet6"), "{addrs}");
+    let routes = ok("ip", &["-n", &ns, "route", "show"]);
+    assert!(
+        routes.contains(&format!("10.77.0.0/24 dev {ifname}")),
+        "{routes}"
+    );
+    for fam in ["-4", "-6"] {
+        let table = ok("ip", &["-n", &ns, fam, "route", "show", "table", "51820"]);
+        assert!(
+            table.contains(&format!("default dev {ifname}")),
+            "{fam} {table}"
+        );
+    }
+    assert_eq!(rules6(&lab).len(), 2, "{:?}", rules6(&lab));
+    let rules = full_tunnel_rules(&lab, 0);
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    lab.ping_through(2);
+    assert_eq!(records(&lab).len(), 1);
+
+    // A reload adds a route through the route helper.
+    std::fs::write(
+        &cfgs[0],
+        text.replace("\"10.77.0.0/24\"", "\"10.77.0.0/24\", \"10.78.0.0/24\""),
+    )
+    .unwrap();
+    let o = bare(&lab, &["reload", cfgs[0].to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let routes = ok("ip", &["-n", &ns, "route", "show"]);
+    assert!(
+        routes.contains(&format!("10.78.0.0/24 dev {ifname}")),
+        "{routes}"
+    );
+
+    let o = bare(&lab, &["down", &ifname]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    lab.children[0].take().unwrap().wait().unwrap();
+    assert_eq!(
+        full_tunnel_rules(&lab, 0),
+        Vec::<String>::new(),
+        "after down"
+    );
+    assert_eq!(records(&lab), Vec::<PathBuf>::new(), "after down");
+    assert_eq!(rules6(&lab), Vec::<String>::new(), "after down");
+    assert!(!lab.has_link(0));
+
+    // Up again, then SIGKILL: the cleanup helper removes the rules.
+    up_bare(&mut lab);
+    assert_eq!(full_tunnel_rules(&lab, 0).len(), 2);
+    let mut child = lab.children[0].take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(rules_go(&lab, 0), Vec::<String>::new(), "after a kill");
+    // Removed just after the rules: give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !records(&lab).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(records(&lab), Vec::<PathBuf>::new(), "after a kill");
+    assert_eq!(rules6(&lab), Vec::<String>::new(), "after a kill");
+    assert!(
+        !ran.exists(),
+        "ip was run: {}",
+        std::fs::read_to_string(&ran).unwrap_or_default()
+    );
 }

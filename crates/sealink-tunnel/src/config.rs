@@ -39,8 +39,8 @@
 //!                                 # own networks do not cover them (a site behind the peer)
 //! ```
 //!
-//! `up` adds `ip route add PREFIX dev NAME` for every allowed IP prefix outside the interface's
-//! networks; the routes go away with the interface. Any routed prefix that contains a peer's
+//! `up` adds a route `PREFIX dev NAME` (through rtnetlink, `rtnl.rs`) for every allowed IP
+//! prefix outside the interface's networks; the routes go away with the interface. Any routed prefix that contains a peer's
 //! endpoint is refused (the tunnel's own datagrams would loop into it). A full tunnel
 //! (`0.0.0.0/0`, `::/0`) is routed as wg-quick routes it, by policy: see [`crate::policy`].
 

@@ -14,9 +14,20 @@ pub enum TunnelError {
         #[source]
         source: std::io::Error,
     },
-    /// `ip` (iproute2) refused to configure the interface (a route or an address).
+    /// A command run to configure the interface (`resolvconf`) failed.
     #[error("`{cmd}` failed: {msg}")]
     Netconf { cmd: String, msg: String },
+    /// The kernel refused an rtnetlink request (`rtnl.rs`): `op` names it ("add route
+    /// 10.0.0.0/24 dev sl0"), `msg` is the errno's text and the kernel's own message.
+    #[error("{op}: {msg}")]
+    Rtnl { op: String, errno: i32, msg: String },
+    /// A full tunnel's record of its rules (`RUN_DIR/net-INODE/NAME.policy`) does not parse.
+    #[error("{path} line {line}: {msg}")]
+    PolicyRecord {
+        path: String,
+        line: usize,
+        msg: String,
+    },
     /// A hook (`pre_up`, `post_up`, ...) failed: `up` stops, naming it.
     #[error("{hook} hook `{cmd}` failed: {status}")]
     Hook {

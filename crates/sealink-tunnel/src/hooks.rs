@@ -1,5 +1,5 @@
-//! wg-quick's hooks (`pre_up`, `post_up`, `pre_down`, `post_down`) and the privileged helper
-//! that changes routes on a reload.
+//! wg-quick's hooks (`pre_up`, `post_up`, `pre_down`, `post_down`), and the privileged shell
+//! helper that reads the config and key on a reload.
 //!
 //! A hook is one string run by `/bin/sh -c`, with `%i` replaced by the interface name; what it
 //! prints (stdout and stderr) is logged at info, line by line. `pre_up` and `post_up` run while
@@ -11,10 +11,8 @@
 //! SIGINT, SIGTERM and SIGHUP until released (a Ctrl-C or systemd's stop signal to the whole
 //! group must not kill them before they run) and sit in their own process group.
 //!
-//! The route helper is armed the same way: a shell reading `add NET` or `del NET` lines and
-//! running `ip route add|del NET dev IFNAME` for each, answering `ok` or `error MESSAGE`. A
-//! reload that adds a peer with a prefix outside the interface's networks needs it. It can do
-//! nothing but change routes through this one interface.
+//! Routes changed on a reload and a full tunnel's rules go through rtnetlink, from the root
+//! helpers of `helper.rs` (the running binary again, not a shell: no `ip` is run).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::CommandExt;
@@ -33,8 +31,6 @@ pub enum HookKind {
     PostUp,
     PreDown,
     PostDown,
-    /// Not a hook of the config: the undo of a full tunnel's routing rules (`policy.rs`).
-    FullTunnel,
     /// Not a hook of the config: the undo of the interface's DNS settings (`dns.rs`).
     Dns,
 }
@@ -46,7 +42,6 @@ impl HookKind {
             HookKind::PostUp => "post_up",
             HookKind::PreDown => "pre_down",
             HookKind::PostDown => "post_down",
-            HookKind::FullTunnel => "full-tunnel cleanup",
             HookKind::Dns => "dns cleanup",
         }
     }
@@ -61,7 +56,7 @@ pub struct Hooks {
     pub post_down: Vec<String>,
 }
 
-/// Quotes `s` for `/bin/sh` (the cleanup commands of `policy.rs` and `dns.rs`).
+/// Quotes `s` for `/bin/sh` (the cleanup command of `dns.rs`).
 pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
@@ -199,7 +194,7 @@ impl Armed {
     }
 
     /// One shell that runs `script` when released or when the tunnel dies, whichever comes
-    /// first: for undoing what must not outlive the tunnel (a full tunnel's rules).
+    /// first: for undoing what must not outlive the tunnel (the interface's DNS settings).
     pub(crate) fn arm_always(kind: HookKind, script: &str) -> Result<Armed, TunnelError> {
         let (mut child, out) =
             shell(ARMED_ALWAYS, &[script], true).map_err(|e| TunnelError::Hook {
@@ -250,8 +245,8 @@ pub(crate) fn fire_all(hooks: Vec<Armed>) {
 }
 
 /// A root shell started during set-up that runs one fixed script, reading requests on its stdin
-/// and answering one line each on its stdout: the shape both the route helper and the
-/// privileged helper share. It exits when dropped (its stdin closes).
+/// and answering one line each on its stdout (the privileged helper). It exits when dropped
+/// (its stdin closes).
 struct ShellHelper {
     _child: Child,
     stdin: ChildStdin,
@@ -310,41 +305,6 @@ impl ShellHelper {
     }
 }
 
-const ROUTE_HELPER: &str = "trap '' INT TERM HUP
-while read -r op net; do
-  case \"$op\" in add|del) ;; *) exit 1 ;; esac
-  if out=$(ip route \"$op\" \"$net\" dev \"$1\" 2>&1); then echo ok
-  else printf 'error %s\\n' \"$(printf %s \"$out\" | tr '\\n' ' ')\"; fi
-done";
-
-/// The route helper (see the module documentation); it exits when dropped (its stdin closes).
-pub(crate) struct RouteHelper(ShellHelper);
-
-impl RouteHelper {
-    pub(crate) fn start(ifname: &str) -> std::io::Result<Self> {
-        ShellHelper::start(ROUTE_HELPER, "sealink-routes", [ifname]).map(RouteHelper)
-    }
-
-    /// `ip route add|del NET dev IFNAME` through the helper.
-    pub(crate) fn change(
-        &mut self,
-        add: bool,
-        net: sealink_proto::tunnel::IpNet,
-    ) -> Result<(), String> {
-        let op = if add { "add" } else { "del" };
-        let mut line = String::new();
-        self.0
-            .ask(&format!("{op} {net}"), "route helper", &mut line)?;
-        if line.trim() == "ok" {
-            return Ok(());
-        }
-        Err(format!(
-            "`ip route {op} {net}` failed: {}",
-            line.trim().trim_start_matches("error ").trim()
-        ))
-    }
-}
-
 /// The privileged helper's script: `$1` the control socket, `$2` the config file, `$3` the
 /// key file. `read` answers one line per file, `ok UID MODE DIR_UID DIR_MODE BASE64` (owner
 /// and mode in hex, as `stat -L` gives them, of the file and of its directory) or
@@ -385,7 +345,7 @@ pub(crate) struct Fetched {
 /// What still needs root once the tunnel runs as its unprivileged user (see `privs.rs`):
 /// reading the config file and the host key again on a reload (both usually root's, 0600),
 /// and removing the control socket from its root-owned 0700 directory at exit. Started during
-/// set-up like the route helper, for fixed paths; it exits when dropped (its stdin closes).
+/// set-up like the down hooks, for fixed paths; it exits when dropped (its stdin closes).
 pub(crate) struct PrivHelper(ShellHelper);
 
 impl PrivHelper {

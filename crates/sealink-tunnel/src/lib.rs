@@ -30,11 +30,13 @@ pub mod control;
 mod datapath;
 mod dns;
 mod error;
+pub mod helper;
 pub mod hooks;
 mod netconf;
 pub mod policy;
 mod privs;
 mod reload;
+mod rtnl;
 pub mod rundir;
 mod threads;
 #[doc(hidden)]
@@ -115,6 +117,11 @@ pub struct RunOptions {
     pub reload: Option<std::sync::Arc<AtomicBool>>,
     /// Resolves endpoint names again (default: [`system_resolver`]).
     pub resolver: Option<Resolver>,
+    /// An executable that runs [`helper::main`] when given [`helper::SUBCOMMAND`] (the
+    /// `sealink` binary: `/proc/self/exe`), for the root helpers that undo a full tunnel's
+    /// rules and change routes on a reload. Without one, a full tunnel is refused and a
+    /// reload cannot change routes.
+    pub helper_exe: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -123,6 +130,7 @@ impl std::fmt::Debug for RunOptions {
             .field("config_path", &self.config_path)
             .field("reload", &self.reload)
             .field("resolver", &self.resolver.as_ref().map(|_| "custom"))
+            .field("helper_exe", &self.helper_exe)
             .finish()
     }
 }
@@ -300,15 +308,26 @@ fn data_path_shape(cfg: &Config) -> (usize, usize) {
     )
 }
 
-/// Binds `n` UDP sockets on the listen port (dual-stack first, else IPv4), `SO_REUSEPORT` when
-/// more than one; the kernel spreads peers over them by address.
-/// Fires the cleanup shells, the last set up first.
-fn undo_all(mut cleanups: Vec<hooks::Armed>) {
+/// What undoes a part of the set-up at exit, and also when the tunnel dies.
+enum Cleanup {
+    /// A full tunnel's rules (`policy.rs`).
+    Policy(helper::UndoHelper),
+    /// A shell (`dns.rs`).
+    Shell(hooks::Armed),
+}
+
+/// Fires the cleanups, the last set up first.
+fn undo_all(mut cleanups: Vec<Cleanup>) {
     while let Some(c) = cleanups.pop() {
-        c.fire();
+        match c {
+            Cleanup::Policy(u) => u.fire(),
+            Cleanup::Shell(s) => s.fire(),
+        }
     }
 }
 
+/// Binds `n` UDP sockets on the listen port (dual-stack first, else IPv4), `SO_REUSEPORT` when
+/// more than one; the kernel spreads peers over them by address.
 fn bind_udp(port: u16, n: usize, mark: Option<u32>) -> Result<Vec<UdpIo>, TunnelError> {
     let opts = UdpOptions {
         reuse_port: n > 1,
@@ -398,6 +417,15 @@ fn run_prepared(
     // Left behind by a process that did not exit cleanly.
     let _ = std::fs::remove_file(&sock_path);
     policy::clean_stale(&run_dir.dir(), &cfg.name)?;
+    let helper_exe = opts.helper_exe.as_deref();
+    if helper_exe.is_none() && cfg.full_tunnel() != (false, false) {
+        return Err(TunnelError::Config {
+            key: "peer.allowed_ips".into(),
+            msg: "a full tunnel (0.0.0.0/0 or ::/0) needs the root helper that undoes its \
+                  rules (RunOptions::helper_exe)"
+                .into(),
+        });
+    }
 
     let mut core_cfg = cfg.core.clone();
     core_cfg.index_seed = rand_seed();
@@ -417,7 +445,7 @@ fn run_prepared(
         netconf::add_address(&cfg.name, a)?;
     }
     for net in cfg.routes() {
-        netconf::add_route(&cfg.name, net)?;
+        netconf::change_route(true, &cfg.name, net)?;
     }
     let (full_v4, full_v6) = cfg.full_tunnel();
     let full = full_v4 || full_v6;
@@ -439,20 +467,21 @@ fn run_prepared(
         .map_err(io("control socket"))?;
     let intr = InterruptEvent::new().map_err(io("interrupt event"))?;
     // Before post_up, as wg-quick: hooks see the tunnel's routing and DNS in place. Each
-    // returns the shell that undoes it (fired at exit, or run when the tunnel dies).
-    let mut cleanups: Vec<hooks::Armed> = Vec::new();
+    // returns the helper or shell that undoes it (fired at exit, or run when the tunnel dies).
+    let mut cleanups: Vec<Cleanup> = Vec::new();
     let set_up = (|| {
-        if full {
-            cleanups.push(policy::install(
+        if let (true, Some(exe)) = (full, helper_exe) {
+            cleanups.push(Cleanup::Policy(policy::install(
+                exe,
                 &run_dir.dir(),
                 &cfg.name,
                 cfg.fwmark,
                 full_v4,
                 full_v6,
-            )?);
+            )?));
         }
         if !cfg.dns.is_empty() {
-            cleanups.push(dns::apply(&cfg.name, &cfg.dns)?);
+            cleanups.push(Cleanup::Shell(dns::apply(&cfg.name, &cfg.dns)?));
         }
         Ok(())
     })();
@@ -461,7 +490,7 @@ fn run_prepared(
         undo_all(cleanups);
         return Err(e);
     }
-    // With the privileges of `up`: post_up, and the down hooks and route helper armed now
+    // With the privileges of `up`: post_up, and the down hooks and helpers started now
     // (they run later, when the tunnel itself holds none).
     let armed =
         hooks::run_now(hooks::HookKind::PostUp, &cfg.hooks.post_up, &cfg.name).and_then(|()| {
@@ -478,9 +507,12 @@ fn run_prepared(
             return Err(e);
         }
     };
-    let route_helper = hooks::RouteHelper::start(&cfg.name)
-        .inspect_err(|e| tracing::warn!(error = %e, "route helper did not start: reloads cannot change routes"))
-        .ok();
+    let route_helper = match helper_exe {
+        Some(exe) => helper::RouteHelper::start(exe, &cfg.name)
+            .inspect_err(|e| tracing::warn!(error = %e, "route helper did not start: reloads cannot change routes"))
+            .ok(),
+        None => None,
+    };
     // Once we are another user, reading the config and key again and removing the socket
     // need root: a helper started now does them.
     let privileged = match &account {

@@ -5,9 +5,9 @@
 //! bound and the control socket is listening, the running tunnel needs none: it reads and
 //! writes file descriptors it already holds, and closing the TUN descriptor removes the
 //! interface without a capability check. What still needs root later goes through helpers
-//! started during set-up (`hooks.rs`: the down hooks, routes on a reload, and the
-//! [`crate::hooks::PrivHelper`] that reads the config and key on a reload and removes the
-//! control socket at exit).
+//! started during set-up (`hooks.rs`: the down hooks, and the [`crate::hooks::PrivHelper`] that
+//! reads the config and key on a reload and removes the control socket at exit; `helper.rs`:
+//! routes on a reload, and a full tunnel's rules removed at exit or when the tunnel dies).
 //!
 //! So, in this order: every capability leaves the bounding set (while CAP_SETPCAP is still
 //! held); the thread switches to the config's `user` (supplementary groups to that user's

@@ -4,7 +4,7 @@
 //! A reload re-reads the config file the tunnel was started from and applies its peer changes
 //! ([`sealink_proto::tunnel::Tunnel::reconfigure`]): live sessions of kept peers go on. Routes
 //! for added or removed prefixes outside the interface's networks change through the route
-//! helper ([`crate::hooks::RouteHelper`]), since the running tunnel holds no capability. Any
+//! helper ([`crate::helper::RouteHelper`]), since the running tunnel holds no capability. Any
 //! interface-level change, a config that does not parse, a peer list the core refuses or a
 //! route that cannot be added leaves the running config as it was, and the answer says why.
 //!
@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Weak};
 
-use crate::hooks::{PrivHelper, RouteHelper};
+use crate::helper::RouteHelper;
+use crate::hooks::PrivHelper;
 use crate::{Config, Outbox, Shared};
 
 /// Resolves `HOST:PORT` to addresses (the tunnel's default: the system resolver, as
