@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
 
-use pcap_file::DataLink;
+use pcap_file::{DataLink, TsResolution};
 use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::{Block, PcapNgParser};
 
@@ -46,6 +46,8 @@ pub enum PcapError {
         #[source]
         source: pcap_file::PcapError,
     },
+    #[error("malformed capture at byte {offset}: a packet record's length or timestamp is out of range")]
+    BadRecord { offset: usize },
     #[error("packet of interface {0}, which the capture does not describe")]
     NoInterface(u32),
     #[error("unsupported link type {0:?} (Ethernet, raw IP and Linux cooked are read)")]
@@ -99,10 +101,26 @@ fn malformed(bytes: &[u8], rest: &[u8]) -> impl FnOnce(pcap_file::PcapError) -> 
 
 fn pcap(bytes: &[u8], acc: &mut Acc) -> Result<(), PcapError> {
     let (mut rest, parser) = PcapParser::new(bytes).map_err(malformed(bytes, bytes))?;
-    let link = parser.header().datalink;
+    let header = parser.header();
+    let (link, snaplen) = (header.datalink, header.snaplen);
+    let frac = match header.ts_resolution {
+        TsResolution::MicroSecond => 1e6,
+        TsResolution::NanoSecond => 1e9,
+    };
     while !rest.is_empty() {
-        let (next, p) = parser.next_packet(rest).map_err(malformed(bytes, rest))?;
-        acc.packet(link, p.timestamp.as_secs_f64(), &p.data)?;
+        // The raw record, checked here: pcap-file's `next_packet` refuses a packet longer on
+        // the wire than the snap length (`orig_len > snap_len`), which is every packet that
+        // `tcpdump -s N` cut short, the captures this import is meant for.
+        let (next, p) = parser
+            .next_raw_packet(rest)
+            .map_err(malformed(bytes, rest))?;
+        if p.incl_len > snaplen.max(p.orig_len) || f64::from(p.ts_frac) >= frac {
+            return Err(PcapError::BadRecord {
+                offset: bytes.len() - rest.len(),
+            });
+        }
+        let at = f64::from(p.ts_sec) + f64::from(p.ts_frac) / frac;
+        acc.packet(link, at, &p.data)?;
         rest = next;
     }
     Ok(())
@@ -374,6 +392,34 @@ mod tests {
             import(&acks, 100),
             Err(PcapError::Empty { skipped: 1 })
         ));
+    }
+
+    /// `tcpdump -s 128`: each record keeps 128 bytes of a longer packet (orig_len above the snap
+    /// length); the sizes still come from the headers.
+    #[test]
+    fn packets_cut_short_by_the_snap_length_are_read() {
+        let long = frame(TCP, 40_000, 80, 1400);
+        let mut w = pcap_file::pcap::PcapWriter::with_header(
+            Vec::new(),
+            pcap_file::pcap::PcapHeader {
+                snaplen: 128,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for (k, f) in [frame(UDP, 5000, 53, 40), long.clone()].iter().enumerate() {
+            let kept = &f[..f.len().min(128)];
+            let p = pcap_file::pcap::PcapPacket::new(
+                Duration::from_millis(10 * k as u64),
+                f.len() as u32,
+                kept,
+            );
+            w.write_packet(&p).unwrap();
+        }
+        let got = import(&w.into_writer(), 100).unwrap();
+        let sizes: Vec<usize> = got.trace.msgs.iter().map(|m| m.size).collect();
+        assert_eq!(sizes, vec![40, 1400]);
+        assert!((got.trace.msgs[1].at - 0.010).abs() < 1e-9);
     }
 
     #[test]
