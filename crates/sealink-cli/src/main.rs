@@ -755,7 +755,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Man(a) => man(a.dir.as_deref()),
-        Command::TunnelHelper(a) => std::process::exit(sealink_tunnel::helper::main(&a.args)),
+        Command::TunnelHelper(a) => std::process::exit(sealink_tunnel::helper_main::main(&a.args)),
         Command::Show(a) => tunnel::show(a.name.as_deref(), a.run_dir.run_dir, a.json),
         Command::Demo(a) => demo::run(&a.params()),
     }

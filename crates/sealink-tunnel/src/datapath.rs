@@ -307,7 +307,9 @@ fn read(
     let stride = *stride;
     let max_len = stride - HEADROOM - TAILROOM;
     if !sh.offload {
-        let buf = &mut slots[HEADROOM..stride - TAILROOM];
+        // The whole slot past the headroom: a packet over the MTU reads longer than the MTU
+        // (the core drops it as malformed) instead of being cut to fit.
+        let buf = &mut slots[HEADROOM..stride];
         let n = if wait {
             dev.recv_intr(buf, &sh.intr)?
         } else {

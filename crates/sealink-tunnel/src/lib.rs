@@ -31,6 +31,7 @@ mod datapath;
 mod dns;
 mod error;
 pub mod helper;
+pub mod helper_main;
 pub mod hooks;
 mod netconf;
 pub mod policy;
@@ -117,7 +118,7 @@ pub struct RunOptions {
     pub reload: Option<std::sync::Arc<AtomicBool>>,
     /// Resolves endpoint names again (default: [`system_resolver`]).
     pub resolver: Option<Resolver>,
-    /// An executable that runs [`helper::main`] when given [`helper::SUBCOMMAND`] (the
+    /// An executable that runs [`helper_main::main`] when given [`helper::SUBCOMMAND`] (the
     /// `sealink` binary: `/proc/self/exe`), for the root helpers that undo a full tunnel's
     /// rules and change routes on a reload. Without one, a full tunnel is refused and a
     /// reload cannot change routes.

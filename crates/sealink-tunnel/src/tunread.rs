@@ -129,8 +129,10 @@ pub fn split(hdr: &VirtioNetHdr, input: &mut [u8], out: &mut Out<'_>) -> io::Res
     }
     let gso = hdr.gso_type & !VIRTIO_NET_HDR_GSO_ECN;
     if gso == VIRTIO_NET_HDR_GSO_NONE {
-        if input.len() > max_len {
-            return Err(invalid("packet longer than the MTU"));
+        // Up to the slot's end, not the MTU: the core counts a packet over the MTU as
+        // malformed, where a refused read would go uncounted.
+        if input.len() > stride - offset {
+            return Err(invalid("packet longer than its slot"));
         }
         let mut p = None;
         if hdr.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
