@@ -1177,7 +1177,7 @@ mod tests {
         assert_eq!(md5[0], "TCP/MD5/IP");
         assert_eq!(md5[6], "100.0");
         assert_eq!(md5[8], "2.0");
-        assert_eq!(md5[4], "20.4800"); // 4096 x 8 bits at 200 Mbit/s
+        assert_eq!(md5[4], "163.8400"); // 4096 x 8 bits at 200 Mbit/s
         assert_eq!(md5[9], "2.00"); // flat at the ceiling from 2 processors on
         let des = &t.rows()[1];
         assert_eq!(des[6], "4.6");
