@@ -920,9 +920,10 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         if let Some(note) = &budget_note {
             let _ = writeln!(out, "\n{note}");
         }
-        out.push_str(&paper_comparison(p, &curves, &many));
+        // The projection before the comparison, which ends the report.
         let proj = projection_table(p, &projections(&curves)?);
         out.push_str(&projection_report(p, &proj));
+        out.push_str(&paper_comparison(p, &curves, &many));
         let json = write_files(p, raw, &curves, &layered, &many, &proj, &out)?;
         let _ = writeln!(
             out,
