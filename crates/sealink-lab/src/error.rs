@@ -47,6 +47,9 @@ pub enum Error {
     Proto(#[from] sealink_proto::Error),
     #[error(transparent)]
     Node(#[from] sealink_datagram::NodeError),
+    /// A paper's projection method refused its inputs.
+    #[error(transparent)]
+    Projection(#[from] crate::bench::projection::ProjectionError),
 }
 
 impl Error {

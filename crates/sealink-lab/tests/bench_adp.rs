@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use sealink_lab::bench::adp::{FILES, LOOPBACK_CSV, LOOPBACK_GAIN_CSV, svg_files};
+use sealink_lab::bench::adp::{FILES, LOOPBACK_CSV, LOOPBACK_GAIN_CSV, PKO_CSV, svg_files};
 
 mod common;
 
@@ -122,8 +122,20 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
         .copied()
         .chain(svgs.iter().map(String::as_str))
         .collect();
-    let rec = common::run_record(&one, "adp", &listed);
+    // The PKO bound's public-key times are wall-clock: recorded, not compared between runs.
+    let recorded: Vec<&str> = listed.iter().copied().chain([PKO_CSV]).collect();
+    let rec = common::run_record(&one, "adp", &recorded);
     let (t, unit) = common::figure(&rec, "1987 ALL T");
+    let (bound, unit_b) = common::figure(&rec, "1987 PKO T bound, the paper's public-key step");
+    assert!(
+        bound.is_some_and(|b| b > 0.0) && unit_b == "kB/s",
+        "{bound:?} {unit_b}"
+    );
+    let pko = String::from_utf8(read(&one, PKO_CSV)).unwrap();
+    // The 1987 profile's paper step, today's two timed steps.
+    assert_eq!(pko.lines().count(), 1 + 1 + 2, "{pko}");
+    let cs = String::from_utf8(read(&one, "constant_size.csv")).unwrap();
+    assert_eq!(cs.lines().count(), 1 + 2 * 3, "{cs}");
     assert!(t.is_some_and(|t| t > 0.0) && unit == "kB/s", "{t:?} {unit}");
     let (gain, unit) = common::figure(&rec, "1987 PE piggybacking T ON/OFF");
     assert!(
@@ -308,7 +320,7 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
         .iter()
         .copied()
         .chain(svgs.iter().map(String::as_str))
-        .chain([LOOPBACK_CSV, LOOPBACK_GAIN_CSV])
+        .chain([LOOPBACK_CSV, LOOPBACK_GAIN_CSV, PKO_CSV])
         .collect();
     let rec = common::run_record(&out, "adp", &listed);
     let (t, unit) = common::figure(&rec, "loopback ALL Q=ON T");

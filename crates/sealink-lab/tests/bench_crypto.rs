@@ -69,7 +69,17 @@ fn bench_crypto_quick_prints_table_and_csv() {
         .parse()
         .unwrap();
     assert!(stdout.contains("run record: "), "{stdout}");
-    let rec = common::run_record(&dir, "crypto", &["crypto.csv"]);
+    let rec = common::run_record(&dir, "crypto", &["crypto.csv", "projection.csv"]);
+    // Paper 001's projection: MD5, DES, 3DES and AES-128-GCM stacks, each with a count.
+    let proj = std::fs::read_to_string(dir.join("projection.csv")).unwrap();
+    assert_eq!(proj.lines().count(), 1 + 4, "{proj}");
+    assert!(
+        proj.lines().skip(1).all(|l| l
+            .split(',')
+            .nth(8)
+            .is_some_and(|n| n.parse::<f64>().is_ok_and(|v| v >= 1.0))),
+        "{proj}"
+    );
     assert_eq!(common::figure(&rec, "MD5"), (Some(md5), "Mbit/s".into()));
 }
 

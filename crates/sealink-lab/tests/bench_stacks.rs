@@ -43,6 +43,7 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
         "Table 2 (CLP)",
         "thread-per-connection vs processor-per-connection",
         "PROJECTED",
+        "PROJECTION by paper 000's own method",
         "raw library seal rate",
         "TCP/IP",
     ] {
@@ -52,6 +53,8 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
         "scaling.csv",
         "latency.csv",
         "serial_fraction.csv",
+        // Paper 000's projection method (baseline and aes128-gcm are in --stacks).
+        "projection.csv",
         "connections.csv",
         "layered.csv",
         "raw.csv",

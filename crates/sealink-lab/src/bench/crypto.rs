@@ -786,7 +786,58 @@ struct Ghash {
 }
 
 /// crypto.csv: every row at full precision, then the GHASH figures; and the run record.
-fn write_files(dir: &Path, rows: &[Row], ghash: &[Ghash]) -> Result<(PathBuf, PathBuf)> {
+/// Paper 001's projected stacks: (algorithm row, the paper's stack, what the paper projects).
+const PROJECTED_001: [(&str, &str, &str); 4] = [
+    ("MD5", "TCP/MD5/IP", "bottleneck ~16"),
+    ("DES-CBC", "DES/TCP/IP", "scales to ~40"),
+    ("3DES-CBC", "triple-DES", "\"should scale linearly\""),
+    ("AES-128-GCM", "(today's)", ""),
+];
+/// The projection's CSV in `--out`.
+pub const PROJECTION_FILE: &str = "projection.csv";
+
+/// Paper 001's projection from this run's rows: the serial step passes `ceiling` Mbit/s of
+/// `size`-byte packets; one processor's stack spends the serial path's time plus the
+/// algorithm's on each packet.
+fn projection_001(rows: &[Row], ceiling: f64, size: usize) -> Result<Table> {
+    let mut t = Table::new(
+        "stack,algorithm,packet_bytes,ceiling_mbps,serial_us_per_packet,algorithm_mbps,stack_mbps_one_processor,us_per_packet_one_processor,bottleneck_processors,projected_speedup_8,projected_speedup_16,projected_speedup_64,paper_1995"
+            .split(','),
+    )
+    .left(&[0, 1, 12]);
+    for (alg, stack, paper) in PROJECTED_001 {
+        let Some(r) = rows.iter().find(|r| r.name == alg && r.unit == Unit::Mbps) else {
+            continue;
+        };
+        // Times per packet add: 1 / (1 / ceiling + 1 / algorithm).
+        let one = 1.0 / (1.0 / ceiling + 1.0 / r.value);
+        let m = super::projection::SerialCeiling::new(ceiling, one, one, 1)?;
+        let (serial, per) = m.per_packet_us(size);
+        t.row([
+            stack.to_owned(),
+            alg.to_owned(),
+            size.to_string(),
+            format!("{ceiling:.1}"),
+            format!("{serial:.4}"),
+            format!("{:.1}", r.value),
+            format!("{one:.1}"),
+            format!("{per:.3}"),
+            format!("{:.1}", m.bottleneck_processors()),
+            format!("{:.2}", m.speedup(8.0)),
+            format!("{:.2}", m.speedup(16.0)),
+            format!("{:.2}", m.speedup(64.0)),
+            paper.to_owned(),
+        ]);
+    }
+    Ok(t)
+}
+
+fn write_files(
+    dir: &Path,
+    rows: &[Row],
+    ghash: &[Ghash],
+    projection: Option<&Table>,
+) -> Result<(PathBuf, PathBuf)> {
     let mut t =
         Table::new("algorithm,value,unit,paper_1995,paper_1995_unit,ratio,detail".split(','));
     let mut rec = RunRecord::new("crypto");
@@ -810,6 +861,9 @@ fn write_files(dir: &Path, rows: &[Row], ghash: &[Ghash]) -> Result<(PathBuf, Pa
         rec.figure(g.name, g.mbps, "Mbit/s");
     }
     let csv = rec.write_csv(dir, "crypto.csv", &t)?;
+    if let Some(p) = projection {
+        rec.write_csv(dir, PROJECTION_FILE, p)?;
+    }
     Ok((csv, rec.write(dir)?))
 }
 
@@ -856,6 +910,18 @@ pub fn run(p: &Params) -> Result<()> {
     let rows = rows?;
     let precomp = precomp?;
     let clmul = clmul?;
+    // Paper 001's "40 processors": the serial step's ceiling, measured now so that it and the
+    // algorithm rows above see the same machine.
+    let ceiling = if size <= super::stacks::MAX_PACKET {
+        let r = super::stacks::baseline_plp_send(size, t.duration.as_secs_f64(), t.runs)?;
+        Some(median(&r))
+    } else {
+        None
+    };
+    let projection = match ceiling {
+        Some(c) => Some(projection_001(&rows, c, size)?),
+        None => None,
+    };
 
     let cores = record::cores();
     let mut out = String::new();
@@ -989,9 +1055,38 @@ pub fn run(p: &Params) -> Result<()> {
     let _ = writeln!(out);
     let _ = writeln!(out, "{speedup_line}");
 
+    // --- Section 3: the paper's projection of packet-level parallelism ------------------------
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "PROJECTION by paper 001's own method (section 3; a prediction, not a measurement): \"the locked component of manipulating the TCP connection-state limits the throughput to about 200 Mbits ... the TCP/MD5/IP stack would bottleneck at about 16 processors, and ... the DES stack would scale to 40 processors\" (200 / 4.6 Mb/s, paper 000's DES stack on the same Challenge, = 43)"
+    );
+    match &projection {
+        Some(tab) => {
+            out.push_str(&tab.markdown());
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "- ceiling: the baseline stack (framing only) through the PLP engine at one worker, {size}-byte packets, send side, measured in this run (median of {t_runs} runs); its time per packet is the engine's serial path and little else, so it is a floor on the ceiling and the counts are floors",
+                t_runs = t.runs
+            );
+            let _ = writeln!(
+                out,
+                "- one processor's stack: the serial path plus the algorithm row above on the same packet (times added); the paper's Figure 2 is close to linear, so the uniprocessor rate is the rate each processor adds. Counts above this machine's {cores} cores are the paper's method applied to our inputs, not measured"
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "(not computed: --size {size} is above the engine's largest packet, {} B)",
+                super::stacks::MAX_PACKET
+            );
+        }
+    }
+
     let mut all = rows;
     all.extend(precomp_rows(&precomp));
-    let (csv, json) = write_files(&p.out, &all, &ghash_csv)?;
+    let (csv, json) = write_files(&p.out, &all, &ghash_csv, projection.as_ref())?;
     print_with_files(out, &csv, &json)
 }
 
@@ -1062,6 +1157,33 @@ mod tests {
             }
         );
         assert!(parse_soft("header only\n").is_none());
+    }
+
+    #[test]
+    fn projection_001_adds_the_serial_path_to_each_algorithm() {
+        let row = |name, value| Row {
+            name,
+            detail: String::new(),
+            unit: Unit::Mbps,
+            value,
+            paper: None,
+        };
+        // Ceiling 200 Mbit/s; MD5 at 200 makes a 100 Mbit/s stack: 2 processors reach the
+        // ceiling. DES at 4.6 / (1 - 4.6 / 200) makes the paper's 4.6 Mbit/s stack: 43.5.
+        let rows = [row("MD5", 200.0), row("DES-CBC", 4.6 / (1.0 - 4.6 / 200.0))];
+        let t = projection_001(&rows, 200.0, 4096).unwrap();
+        assert_eq!(t.rows().len(), 2);
+        let md5 = &t.rows()[0];
+        assert_eq!(md5[0], "TCP/MD5/IP");
+        assert_eq!(md5[6], "100.0");
+        assert_eq!(md5[8], "2.0");
+        assert_eq!(md5[4], "163.8400"); // 4096 x 8 bits at 200 Mbit/s
+        assert_eq!(md5[9], "2.00"); // flat at the ceiling from 2 processors on
+        let des = &t.rows()[1];
+        assert_eq!(des[6], "4.6");
+        assert_eq!(des[8], "43.5");
+        assert_eq!(des[9], "8.00");
+        assert!(projection_001(&rows, 0.0, 4096).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod crypto;
 pub mod datagram;
 pub mod gpu;
 pub mod placement;
+pub mod projection;
 pub mod quic;
 pub mod seal;
 pub mod socket;

@@ -18,6 +18,7 @@ use sealink_crypto::raw::{self, RawAead};
 use sealink_crypto::{Scope, SuiteId, kdf};
 use sealink_proto::sim::SimRng;
 
+use super::projection::SerialCeiling;
 use super::{fill, median, random_seed};
 use crate::error::{Error, Result};
 use crate::output;
@@ -123,6 +124,8 @@ const TARGET_RAW_RATIO: f64 = 0.9;
 pub const MAX_PACKET: usize = 65_000;
 /// The markdown report the bench leaves in `--out` (everything it prints but the file list).
 const REPORT_FILE: &str = "stacks.md";
+/// Paper 000's projection method applied to this run's curves.
+pub const PROJECTION_FILE: &str = "projection.csv";
 /// Every point as it is measured, in measurement order (a stopped run keeps these).
 pub const POINTS_FILE: &str = "stacks-points.csv";
 const POINTS_HEAD: [&str; 13] = [
@@ -519,6 +522,145 @@ fn amdahl(f: f64, n: f64) -> f64 {
     1.0 / (f + (1.0 - f) / n)
 }
 
+/// One stack's projection by paper 000's own method (section 4.1: the serial step's ceiling
+/// divided by the rate one processor adds), from this run's PLP curves.
+#[derive(Debug, Clone)]
+struct Projection {
+    stack: &'static str,
+    op: Op,
+    /// Workers at which the baseline stack reached the ceiling.
+    ceiling_at: usize,
+    method: SerialCeiling,
+    /// Measured speedups at 1..N workers.
+    measured: Vec<f64>,
+    /// Paper 000's own projection for this stack, if it makes one (send side only).
+    paper: &'static str,
+}
+
+/// Paper 000's projection for every PLP curve but the baseline's. The serial step's ceiling is
+/// the baseline stack's best PLP rate on the same side: framing only, so nearly all its time per
+/// packet is the engine's serial path (the driver, counters, lane hand-off and release), as
+/// the paper's 200 Mb/s was the TCP/IP stack's locked component. The best rate is a floor on the
+/// ceiling (the serial step alone is no slower), so the bottleneck counts are floors too. The
+/// rate one worker adds is each stack's own rate at N workers over N (the paper's MD5
+/// arithmetic). Empty without the baseline stack in the run.
+fn projections(curves: &[Curve]) -> Result<Vec<Projection>> {
+    let mut out = Vec::new();
+    for op in [Op::Seal, Op::Open] {
+        let plp = |c: &&Curve| c.op == op && c.mode == Mode::Plp;
+        let Some(base) = curves
+            .iter()
+            .filter(plp)
+            .find(|c| c.stack.name == "baseline")
+        else {
+            continue;
+        };
+        let (ceiling_at, ceiling) = base
+            .points
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (i + 1, e.median))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .ok_or_else(|| Error::bench("the baseline curve has no point"))?;
+        for c in curves
+            .iter()
+            .filter(plp)
+            .filter(|c| c.stack.name != "baseline")
+        {
+            let n = c.points.len();
+            let method =
+                SerialCeiling::new(ceiling, c.points[0].median, c.points[n - 1].median, n)?;
+            out.push(Projection {
+                stack: c.stack.name,
+                op,
+                ceiling_at,
+                method,
+                measured: (1..=n).map(|w| c.speedup(w).median).collect(),
+                paper: c
+                    .stack
+                    .paper
+                    .filter(|_| op == Op::Seal)
+                    .map_or("", |i| PAPER_PROJECTION[i]),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The projections as a table (CSV and report alike).
+fn projection_table(p: &Params, rows: &[Projection]) -> Table {
+    let mut head: Vec<String> = "stack,side,packet_bytes,ceiling_mbps,ceiling_at_workers,serial_us_per_packet,workers,per_worker_mbps,parallel_us_per_packet_per_worker,bottleneck_workers,measured_speedup,projected_speedup"
+        .split(',')
+        .map(String::from)
+        .collect();
+    head.extend(PROJECT_AT.map(|n| format!("projected_speedup_{n}")));
+    head.push("paper_1996".into());
+    let mut t = Table::new(head).left(&[0, 1, 10, 11, 16]);
+    for r in rows {
+        let (serial, par) = r.method.per_packet_us(p.packet);
+        let list = |v: &mut dyn Iterator<Item = f64>| {
+            v.map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(";")
+        };
+        let n = r.measured.len();
+        let mut row = vec![
+            r.stack.to_owned(),
+            side_name(r.op).to_owned(),
+            p.packet.to_string(),
+            format!("{:.1}", r.method.ceiling()),
+            r.ceiling_at.to_string(),
+            format!("{serial:.4}"),
+            n.to_string(),
+            format!("{:.1}", r.method.per_processor()),
+            format!("{par:.3}"),
+            format!("{:.1}", r.method.bottleneck_processors()),
+            list(&mut r.measured.iter().copied()),
+            list(&mut (1..=n).map(|w| r.method.speedup(w as f64))),
+        ];
+        row.extend(PROJECT_AT.map(|n| format!("{:.2}", r.method.speedup(n))));
+        row.push(r.paper.to_owned());
+        t.row(row);
+    }
+    t
+}
+
+/// The report's section on paper 000's projection method.
+fn projection_report(p: &Params, t: &Table) -> String {
+    let mut out = String::from(
+        "\n### PROJECTION by paper 000's own method (a prediction, not a measurement)\n\n",
+    );
+    if t.is_empty() {
+        out.push_str("(needs the baseline stack and at least one other stack in --stacks)\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "Paper 000, section 4.1: the serial (locked) step caps the throughput (there 200 Mb/s), so a stack bottlenecks at that ceiling divided by the rate one processor adds (MD5: 200 / (18 x 8 / 12) = 16.7, \"about 16\"). Here, applied to this run's measurements: the ceiling is the baseline stack's best PLP rate on the same side (framing only: its time per packet is the engine's serial path and little else, so the ceiling and the bottleneck counts are floors); the rate one worker adds is the stack's own rate at {n} workers / {n}. Projected speedup = min(n x per-worker rate, ceiling) / rate at 1 worker, beside the measured speedups at 1..{n} workers. Counts above this machine's workers are the paper's method, not measured.\n",
+        n = p.workers
+    );
+    out.push_str(&t.markdown());
+    out
+}
+
+/// The serial step's ceiling for paper 001's projection in `bench crypto`: the baseline stack
+/// (framing only) through the PLP engine at one worker, send side, `packet`-byte payloads;
+/// Mbit/s of each timed run (one warm-up run first).
+pub(crate) fn baseline_plp_send(packet: usize, seconds: f64, runs: usize) -> Result<Vec<f64>> {
+    let base = &STACKS[0];
+    let p = Params {
+        workers: 1,
+        packet,
+        seconds,
+        runs,
+        out: PathBuf::new(),
+        stacks: vec![base],
+        quick: false,
+        batch: CHUNK,
+        budget: None,
+    };
+    validate(&p)?;
+    measure(base, EngineKind::Plp(1), Op::Seal, 1, CHUNK, &p, runs + 1)
+}
+
 fn validate(p: &Params) -> Result<()> {
     if p.stacks.is_empty() {
         return Err(Error::Usage("give at least one stack".into()));
@@ -778,8 +920,11 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         if let Some(note) = &budget_note {
             let _ = writeln!(out, "\n{note}");
         }
+        // The projection before the comparison, which ends the report.
+        let proj = projection_table(p, &projections(&curves)?);
+        out.push_str(&projection_report(p, &proj));
         out.push_str(&paper_comparison(p, &curves, &many));
-        let json = write_files(p, raw, &curves, &layered, &many, &out)?;
+        let json = write_files(p, raw, &curves, &layered, &many, &proj, &out)?;
         let _ = writeln!(
             out,
             "\nreport: {}\nrun record: {}",
@@ -807,6 +952,7 @@ fn write_files(
     curves: &[Curve],
     layered: &[(&Stack, Op, Estimate)],
     many: &[(&Stack, usize, ClpPolicy, Estimate)],
+    projection: &Table,
     report: &str,
 ) -> Result<PathBuf> {
     let dir = &p.out;
@@ -879,6 +1025,9 @@ fn write_files(
         }
     }
     rec.write_csv(dir, "serial_fraction.csv", &t)?;
+    if !projection.is_empty() {
+        rec.write_csv(dir, PROJECTION_FILE, projection)?;
+    }
 
     let mut t = Table::new(
         "stack,policy,connections,threads,mbps_median,mbps_ci90_lo,mbps_ci90_hi".split(','),

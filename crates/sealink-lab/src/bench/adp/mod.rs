@@ -4,6 +4,7 @@
 //! `tables` the experiments and their markdown and CSV, `layer` Table 4 (SUB against TR),
 //! `figures` Figures 4, 7 and 8.
 
+pub mod bounds;
 pub mod figures;
 pub mod format;
 pub mod layer;
@@ -50,7 +51,7 @@ pub const LOOPBACK_GAIN_CSV: &str = "loopback-piggyback.csv";
 
 /// Files written under `out`, each a table as CSV, and `adp.md` with all of them; the run
 /// record `adp.json` lists them and the plots ([`svg_files`]) with the headline figures.
-pub const FILES: [&str; 16] = [
+pub const FILES: [&str; 17] = [
     "adp.md",
     "table3.csv",
     "table4.csv",
@@ -67,7 +68,12 @@ pub const FILES: [&str; 16] = [
     "figure7.csv",
     "figure8.csv",
     "figures7_8_claims.csv",
+    "constant_size.csv",
 ];
+
+/// Paper 002's PKO bound by its own method (`bounds`): outside [`FILES`] and `adp.md` because
+/// its public-key times are wall-clock (not deterministic for a seed).
+pub const PKO_CSV: &str = "pko_bound.csv";
 
 /// The plots, SVG: Figure 5 per profile (its latencies differ by orders of magnitude between
 /// profiles), Figures 4, 6, 7 and 8 for every profile on one chart each (6, 7 and 8 on a
@@ -120,7 +126,10 @@ pub fn run(p: &Params) -> Result<()> {
         traces[0] = Nominal::of(got.trace);
     }
     let pb = output::progress(
-        (tables::runs_per_profile() + layer::runs(n) + figures::runs(traces.len()))
+        (tables::runs_per_profile()
+            + layer::runs(n)
+            + figures::runs(traces.len())
+            + bounds::runs_per_profile())
             * profiles.len() as u64
             + p.loopback
                 .map_or(0, |_| loopback::runs(traces.len(), p.quick)),
@@ -133,7 +142,10 @@ pub fn run(p: &Params) -> Result<()> {
         p.seed
     );
     md += &source;
-    let mut csv: [Vec<format::Table>; 15] = Default::default();
+    let mut csv: [Vec<format::Table>; 16] = Default::default();
+    // Timed once, before the virtual-time runs, for every profile's PKO table.
+    let public_key = bounds::measure_public_key(p.quick)?;
+    let mut pko = Vec::new();
     let mut figures = Vec::new();
     let mut fig5_charts = Vec::new();
     let mut fig6 = Chart::new(
@@ -183,6 +195,18 @@ pub fn run(p: &Params) -> Result<()> {
             fig4 = fig4.series(c.name, c.points);
         }
         let f78 = x.figure7_8(&traces)?;
+        let constant = x.constant_sizes(all)?;
+        let nominal = x.t_and_l(
+            &all.trace,
+            &all.urgent,
+            tables::Levels::nominal(all.timeout),
+        )?;
+        let steps = if profile.name == "1987" {
+            vec![bounds::PublicKeyStep::PAPER]
+        } else {
+            public_key.clone()
+        };
+        pko.push(bounds::pko_table(profile.name, &nominal, &steps)?);
         for c in f78.t_curves {
             fig7 = fig7.series(c.name, c.points);
         }
@@ -190,7 +214,7 @@ pub fn run(p: &Params) -> Result<()> {
             fig8 = fig8.series(c.name, c.points);
         }
         for (i, t) in [
-            t3, t4, t4s, t5, t6, t7, t8, t8f, f5, f5h, f6, f4, f78.t7, f78.t8, f78.claims,
+            t3, t4, t4s, t5, t6, t7, t8, t8f, f5, f5h, f6, f4, f78.t7, f78.t8, f78.claims, constant,
         ]
         .into_iter()
         .enumerate()
@@ -203,6 +227,23 @@ pub fn run(p: &Params) -> Result<()> {
         }
     }
     let mut rec = RunRecord::new("adp");
+    let mut pko_md = format!(
+        "PKO bound: printed here and written to {PKO_CSV}, not to {}, because its public-key times are wall-clock.\n\n",
+        FILES[0]
+    );
+    for t in &pko {
+        pko_md += &t.markdown();
+        for (what, value, unit) in &t.figures {
+            figures.push((what.clone(), *value, *unit));
+        }
+    }
+    let parts: Vec<(&str, &report::Table)> = p
+        .profiles
+        .iter()
+        .map(String::as_str)
+        .zip(pko.iter().map(|t| &t.table))
+        .collect();
+    rec.write_csv(&p.out, PKO_CSV, &report::Table::stacked("profile", &parts))?;
     if let Some(seconds) = p.loopback {
         let (t, gain) = loopback::table(&traces, seconds, p.quick, p.seed, &pb)?;
         for t in [&t, &gain] {
@@ -240,5 +281,5 @@ pub fn run(p: &Params) -> Result<()> {
     }
     let json = rec.write(&p.out)?;
     md += &format!("run record: {}\n", json.display());
-    output::print(&md)
+    output::print(&(md + "\n" + &pko_md))
 }

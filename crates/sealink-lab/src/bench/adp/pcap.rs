@@ -22,9 +22,9 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
 
-use pcap_file::{DataLink, TsResolution};
 use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::{Block, PcapNgParser};
+use pcap_file::{DataLink, TsResolution};
 
 use super::trace::{MAX_SIZE, Msg, Proto, Trace, TraceKind};
 
@@ -46,7 +46,9 @@ pub enum PcapError {
         #[source]
         source: pcap_file::PcapError,
     },
-    #[error("malformed capture at byte {offset}: a packet record's length or timestamp is out of range")]
+    #[error(
+        "malformed capture at byte {offset}: a packet record's length or timestamp is out of range"
+    )]
     BadRecord { offset: usize },
     #[error("packet of interface {0}, which the capture does not describe")]
     NoInterface(u32),
