@@ -313,8 +313,15 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
             assert!(v > 0.0, "{csv}");
         }
     }
+    // Q=OFF: one datagram per message, and one more per retransmission (real loopback may drop
+    // a datagram when the receiver falls behind, as on a loaded machine).
     let off = &rows[5];
-    assert_eq!(off[9], off[5], "Q=OFF: one datagram per message\n{csv}");
+    let num = |i: usize| -> u64 { off[i].parse().unwrap_or_else(|_| panic!("{csv}")) };
+    let (dgrams, msgs, again) = (num(9), num(5), num(11));
+    assert!(
+        dgrams >= msgs && dgrams <= msgs + again,
+        "Q=OFF: one datagram per message and per retransmission\n{csv}"
+    );
     let svgs = svg_files(&["today".to_owned()]);
     let listed: Vec<&str> = FILES
         .iter()
