@@ -1,7 +1,8 @@
 //! Where a small datagram's protocol time goes beyond the raw AEAD: the parts of `bench seal`'s
 //! protocol side timed one by one, interleaved in one process (each variant runs a slice of
 //! 4,000 round trips in turn, 40 rounds; medians), against raw aws-lc-rs on the same payload;
-//! then the frame parse alone (MSG and PADDING), and its first frame alone. Behind RESULTS §25.
+//! then the frame parse alone (MSG and PADDING), its first frame alone, and a sketch of a
+//! fixed-layout frame read the same way. Behind RESULTS §25 and §28e.
 //!
 //! `cargo run --release -p sealink-proto --example seal_parts -- [SIZE]` (default 64).
 
@@ -61,7 +62,9 @@ fn frame_header(out: &mut [u8], c: u64, size: usize) -> u64 {
     seq
 }
 
-/// The MSG frame and its padding, as `bench seal` checks them; the payload's length.
+/// The MSG frame and its padding, as `bench seal` checks them; the payload's length. Not inlined,
+/// like the sketch below, so that the two are timed alike.
+#[inline(never)]
 fn parse(body: &[u8], seq: Option<u64>) -> usize {
     let mut got = None;
     for f in Frames::new(body) {
@@ -74,6 +77,24 @@ fn parse(body: &[u8], seq: Option<u64>) -> usize {
         }
     }
     got.expect("a MSG frame").len()
+}
+
+/// A sketch, not a wire format: what a fixed-layout frame for one small message (type, owner
+/// and destination ids of one byte, a 16-bit length, the whole 64-bit seq), then padding, costs
+/// to read, against the varint MSG frame above (RESULTS §28e).
+#[inline(never)]
+fn parse_fixed(body: &[u8]) -> Option<(u64, u8, u8, &[u8])> {
+    let h: &[u8; 13] = body.get(..13)?.try_into().ok()?;
+    if h[0] != 9 || h[1] == 0 {
+        return None;
+    }
+    let len = usize::from(u16::from_be_bytes([h[3], h[4]]));
+    let seq = u64::from_be_bytes(h[5..13].try_into().ok()?);
+    let data = body.get(13..13 + len)?;
+    if body[13 + len..].iter().fold(0u8, |a, b| a | b) != 0 {
+        return None;
+    }
+    Some((seq, h[1], h[2], data))
 }
 
 fn main() {
@@ -122,9 +143,18 @@ fn main() {
         "  + frame parse",
         "frame parse alone",
         "first frame alone",
+        "fixed-layout parse (sketch)",
     ];
-    let mut ctr = [0u64; 9];
-    let mut res: Vec<Vec<f64>> = vec![Vec::new(); 9];
+    let mut ctr = [0u64; 10];
+    let mut res: Vec<Vec<f64>> = vec![Vec::new(); 10];
+    // The sketch's body: 09 | from u8 | to u8 | len u16 | seq u64 | data | padding.
+    let mut fixed_body = vec![0u8; 13 + size];
+    fixed_body[0] = 9;
+    fixed_body[1] = 1;
+    fixed_body[2] = 1;
+    fixed_body[3..5].copy_from_slice(&(size as u16).to_be_bytes());
+    fixed_body[5..13].copy_from_slice(&SEQ_BASE.to_be_bytes());
+    fixed_body.resize(fixed_body.len().div_ceil(16) * 16, 0);
     for _ in 0..ROUNDS {
         for v in 0..names.len() {
             let t = Instant::now();
@@ -169,6 +199,9 @@ fn main() {
                     }
                     7 => {
                         black_box(parse(black_box(&plain_body), None));
+                    }
+                    9 => {
+                        black_box(parse_fixed(black_box(&fixed_body)));
                     }
                     8 => {
                         let mut f = Frames::new(black_box(&plain_body));
