@@ -82,6 +82,9 @@ struct Inner<W: Work> {
     ctx: Arc<W::Ctx>,
     spin: Duration,
     lanes: Vec<Mutex<Lane<W>>>,
+    /// Items of a [`Pipeline::bound`] pipeline submitted and not yet released (they skip the
+    /// lanes: see [`Pipeline::submit`]).
+    bound_pending: AtomicUsize,
     /// The device-wide queue (empty for a [`Pipeline::bound`] pipeline, whose workers each
     /// have a channel of their own: see [`Pipeline`]'s `bound`).
     queues: Vec<Queue<W>>,
@@ -152,6 +155,7 @@ impl<W: Work> Pipeline<W> {
                     })
                 })
                 .collect(),
+            bound_pending: AtomicUsize::new(0),
             queues: (0..usize::from(!bound))
                 .map(|_| Queue {
                     jobs: Mutex::new((VecDeque::new(), false)),
@@ -171,8 +175,12 @@ impl<W: Work> Pipeline<W> {
                     builder
                         .spawn(move || {
                             crate::maybe_pin(i + 1);
-                            while let Some((lane, seq, w)) = inner.recv(&rx) {
-                                inner.execute(lane, seq, w);
+                            // One thread takes a lane's items in submission order: run and
+                            // release each at once, with no lane to keep.
+                            while let Some((_, _, mut w)) = inner.recv(&rx) {
+                                w.run(&inner.ctx);
+                                w.release(&inner.ctx);
+                                inner.bound_pending.fetch_sub(1, Ordering::Release);
                             }
                         })
                         .map(|t| (t, Some(tx)))
@@ -213,6 +221,13 @@ impl<W: Work> Pipeline<W> {
     /// are released in the order they were submitted; submit a lane from one thread at a time.
     pub fn submit(&self, lane: usize, w: W) {
         let lane = lane % self.inner.lanes.len();
+        if let Some(b) = &self.bound {
+            // A bound lane's items all go down one worker's channel, in order: the channel is
+            // the lane. A worker only stops when its sender is dropped, with the pipeline.
+            self.inner.bound_pending.fetch_add(1, Ordering::Release);
+            let _ = b[lane % b.len()].send((lane, 0, w));
+            return;
+        }
         let seq = {
             let mut l = lock(&self.inner.lanes[lane]);
             let s = l.next;
@@ -220,13 +235,10 @@ impl<W: Work> Pipeline<W> {
             l.slots.push_back(None);
             s
         };
-        match &self.bound {
-            // A worker only stops when its sender is dropped, with the pipeline.
-            Some(b) => {
-                let _ = b[lane % b.len()].send((lane, seq, w));
-            }
-            None if self.threads.is_empty() => self.inner.execute(lane, seq, w),
-            None => self.inner.push(0, lane, seq, w),
+        if self.threads.is_empty() {
+            self.inner.execute(lane, seq, w);
+        } else {
+            self.inner.push(0, lane, seq, w);
         }
     }
 
@@ -252,7 +264,14 @@ impl<W: Work> Pipeline<W> {
 
     /// Items submitted and not yet released, over all lanes.
     pub fn pending(&self) -> usize {
-        self.inner.lanes.iter().map(|l| lock(l).slots.len()).sum()
+        let bound = self.inner.bound_pending.load(Ordering::Acquire);
+        bound
+            + self
+                .inner
+                .lanes
+                .iter()
+                .map(|l| lock(l).slots.len())
+                .sum::<usize>()
     }
 }
 
