@@ -20,7 +20,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -82,17 +82,27 @@ struct Inner<W: Work> {
     ctx: Arc<W::Ctx>,
     spin: Duration,
     lanes: Vec<Mutex<Lane<W>>>,
-    /// One device-wide queue, or one per worker for a [`Pipeline::bound`] pipeline.
+    /// Items of a [`Pipeline::bound`] pipeline submitted and not yet released (they skip the
+    /// lanes: see [`Pipeline::submit`]).
+    bound_pending: AtomicUsize,
+    /// The device-wide queue (empty for a [`Pipeline::bound`] pipeline, whose workers each
+    /// have a channel of their own: see [`Pipeline`]'s `bound`).
     queues: Vec<Queue<W>>,
 }
+
+/// A queued item: lane, sequence number, the item.
+type Job<W> = (usize, u64, W);
 
 /// The ordered pipeline (see the module documentation).
 pub struct Pipeline<W: Work> {
     inner: Arc<Inner<W>>,
     threads: Vec<JoinHandle<()>>,
-    /// Bound pipelines: the queues that have a worker (a worker that failed to start has
-    /// none), which the lanes are spread over.
-    bound: Option<Vec<usize>>,
+    /// Bound pipelines: one channel per worker that started (a worker that failed to start
+    /// has none), which the lanes are spread over. A channel rather than a locked queue: the
+    /// submitter and the worker never wait on each other's lock, and an idle worker parks
+    /// until its channel wakes it (the lab's connection-level engine measured the locked queue
+    /// 0.6-0.8x as fast with two workers, docs/RESULTS.md §29).
+    bound: Option<Vec<mpsc::Sender<Job<W>>>>,
 }
 
 impl<W: Work> std::fmt::Debug for Pipeline<W> {
@@ -132,12 +142,6 @@ impl<W: Work> Pipeline<W> {
     pub fn with_options(ctx: Arc<W::Ctx>, lanes: usize, workers: usize, opts: Options) -> Self {
         let bound = opts.bound;
         let workers = if bound { workers.max(1) } else { workers };
-        let queue = || Queue {
-            jobs: Mutex::new((VecDeque::new(), false)),
-            queued: AtomicUsize::new(0),
-            sleepers: AtomicUsize::new(0),
-            ready: Condvar::new(),
-        };
         let inner = Arc::new(Inner {
             ctx,
             spin: opts.spin,
@@ -151,30 +155,56 @@ impl<W: Work> Pipeline<W> {
                     })
                 })
                 .collect(),
-            queues: (0..if bound { workers } else { 1 })
-                .map(|_| queue())
+            bound_pending: AtomicUsize::new(0),
+            queues: (0..usize::from(!bound))
+                .map(|_| Queue {
+                    jobs: Mutex::new((VecDeque::new(), false)),
+                    queued: AtomicUsize::new(0),
+                    sleepers: AtomicUsize::new(0),
+                    ready: Condvar::new(),
+                })
                 .collect(),
         });
-        let mut served = Vec::new();
+        let mut senders = Vec::new();
         let threads = (0..workers)
             .filter_map(|i| {
                 let inner = Arc::clone(&inner);
-                let q = if bound { i } else { 0 };
-                std::thread::Builder::new()
-                    .name(format!("sl-crypto-{i}"))
-                    .spawn(move || {
-                        crate::maybe_pin(i + 1);
-                        while let Some((lane, seq, w)) = inner.pop(q) {
-                            inner.execute(lane, seq, w);
-                        }
-                    })
+                let builder = std::thread::Builder::new().name(format!("sl-crypto-{i}"));
+                let spawned = if bound {
+                    let (tx, rx) = mpsc::channel::<Job<W>>();
+                    builder
+                        .spawn(move || {
+                            crate::maybe_pin(i + 1);
+                            // One thread takes a lane's items in submission order: run and
+                            // release each at once, with no lane to keep.
+                            while let Some((_, _, mut w)) = inner.recv(&rx) {
+                                w.run(&inner.ctx);
+                                w.release(&inner.ctx);
+                                inner.bound_pending.fetch_sub(1, Ordering::Release);
+                            }
+                        })
+                        .map(|t| (t, Some(tx)))
+                } else {
+                    builder
+                        .spawn(move || {
+                            crate::maybe_pin(i + 1);
+                            while let Some((lane, seq, w)) = inner.pop(0) {
+                                inner.execute(lane, seq, w);
+                            }
+                        })
+                        .map(|t| (t, None))
+                };
+                spawned
                     .map_err(|e| tracing::warn!(error = %e, "cannot start a crypto worker"))
                     .ok()
-                    .inspect(|_| served.push(q))
+                    .map(|(t, tx)| {
+                        senders.extend(tx);
+                        t
+                    })
             })
             .collect();
         // With no worker at all a bound pipeline runs inline, like `new(.., 0)`.
-        let bound = (bound && !served.is_empty()).then_some(served);
+        let bound = (bound && !senders.is_empty()).then_some(senders);
         Pipeline {
             inner,
             threads,
@@ -191,6 +221,13 @@ impl<W: Work> Pipeline<W> {
     /// are released in the order they were submitted; submit a lane from one thread at a time.
     pub fn submit(&self, lane: usize, w: W) {
         let lane = lane % self.inner.lanes.len();
+        if let Some(b) = &self.bound {
+            // A bound lane's items all go down one worker's channel, in order: the channel is
+            // the lane. A worker only stops when its sender is dropped, with the pipeline.
+            self.inner.bound_pending.fetch_add(1, Ordering::Release);
+            let _ = b[lane % b.len()].send((lane, 0, w));
+            return;
+        }
         let seq = {
             let mut l = lock(&self.inner.lanes[lane]);
             let s = l.next;
@@ -201,8 +238,7 @@ impl<W: Work> Pipeline<W> {
         if self.threads.is_empty() {
             self.inner.execute(lane, seq, w);
         } else {
-            let q = self.bound.as_ref().map_or(0, |b| b[lane % b.len()]);
-            self.inner.push(q, lane, seq, w);
+            self.inner.push(0, lane, seq, w);
         }
     }
 
@@ -210,7 +246,7 @@ impl<W: Work> Pipeline<W> {
     /// A submitter that waits for a free buffer calls this instead of sleeping. A
     /// [`bound`](Pipeline::bound) pipeline's items only run on their workers: `false`.
     pub fn help(&self) -> bool {
-        if self.bound.is_some() {
+        if self.bound.is_some() || self.inner.queues.is_empty() {
             return false;
         }
         self.help_from(0)
@@ -228,13 +264,22 @@ impl<W: Work> Pipeline<W> {
 
     /// Items submitted and not yet released, over all lanes.
     pub fn pending(&self) -> usize {
-        self.inner.lanes.iter().map(|l| lock(l).slots.len()).sum()
+        let bound = self.inner.bound_pending.load(Ordering::Acquire);
+        bound
+            + self
+                .inner
+                .lanes
+                .iter()
+                .map(|l| lock(l).slots.len())
+                .sum::<usize>()
     }
 }
 
 impl<W: Work> Drop for Pipeline<W> {
     fn drop(&mut self) {
-        // Workers finish what is queued (so every buffer comes back), then exit.
+        // Workers finish what is queued (so every buffer comes back), then exit: a bound
+        // worker once its channel is empty and its sender gone.
+        self.bound = None;
         for q in &self.inner.queues {
             lock(&q.jobs).1 = true;
             q.ready.notify_all();
@@ -249,6 +294,22 @@ impl<W: Work> Drop for Pipeline<W> {
 }
 
 impl<W: Work> Inner<W> {
+    /// A bound worker's wait: poll its channel for a while, then park; `None` once the
+    /// pipeline is dropped and the channel drained.
+    fn recv(&self, rx: &mpsc::Receiver<Job<W>>) -> Option<Job<W>> {
+        if !self.spin.is_zero() {
+            let start = Instant::now();
+            while start.elapsed() < self.spin {
+                match rx.try_recv() {
+                    Ok(j) => return Some(j),
+                    Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+                    Err(mpsc::TryRecvError::Disconnected) => return None,
+                }
+            }
+        }
+        rx.recv().ok()
+    }
+
     fn push(&self, q: usize, lane: usize, seq: u64, w: W) {
         let q = &self.queues[q];
         lock(&q.jobs).0.push_back((lane, seq, w));

@@ -927,7 +927,7 @@ pub fn run(p: &Params) -> Result<()> {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "sealink bench crypto: Table 1 of paper 001 (Nahum et al. 1995, 175 MHz DEC Alpha 600) redone on this machine, one thread ({cores} cores available)"
+        "sealink-lab bench crypto: Table 1 of paper 001 (Nahum et al. 1995, 175 MHz DEC Alpha 600) redone on this machine, one thread ({cores} cores available)"
     );
     if p.quick {
         let _ = writeln!(

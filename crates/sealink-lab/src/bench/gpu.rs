@@ -459,7 +459,7 @@ fn report(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "sealink bench gpu: paper 004 Figure 12 rerun, AES-128-GCM over batches of {PACKET}-byte packets"
+        "sealink-lab bench gpu: paper 004 Figure 12 rerun, AES-128-GCM over batches of {PACKET}-byte packets"
     );
     if p.quick {
         let _ = writeln!(out, "QUICK MODE: short runs, not a measurement");

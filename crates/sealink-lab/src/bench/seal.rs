@@ -406,7 +406,7 @@ pub fn run(p: &Params) -> Result<()> {
     let cores = record::cores();
     let _ = writeln!(
         out,
-        "sealink bench seal: in-place seal + open of one datagram, scope encrypt, one thread ({cores} cores available)"
+        "sealink-lab bench seal: in-place seal + open of one datagram, scope encrypt, one thread ({cores} cores available)"
     );
     let (backend, why) = sealink_crypto::suite::chosen_backend();
     let cpu = record::cpu_model();

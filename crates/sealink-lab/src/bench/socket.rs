@@ -523,7 +523,7 @@ fn render(p: &Params, points: &[Point], out: &mut String) {
     let mib = p.size as f64 / (1 << 20) as f64;
     let _ = writeln!(
         out,
-        "sealink bench socket: paper 003 (Burnside and Keromytis) Tables I and II rerun on this machine"
+        "sealink-lab bench socket: paper 003 (Burnside and Keromytis) Tables I and II rerun on this machine"
     );
     let _ = writeln!(
         out,

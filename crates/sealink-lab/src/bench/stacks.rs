@@ -1205,7 +1205,7 @@ fn render(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "sealink bench stacks: paper 000 (Nahum et al. 1996) rerun on this machine ({cores} cores available), {} B packets",
+        "sealink-lab bench stacks: paper 000 (Nahum et al. 1996) rerun on this machine ({cores} cores available), {} B packets",
         p.packet
     );
     let _ = writeln!(

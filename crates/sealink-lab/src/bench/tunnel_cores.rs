@@ -609,7 +609,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     let (backend, why) = sealink_crypto::suite::chosen_backend();
     let _ = writeln!(
         out,
-        "sealink bench tunnel-cores: paper 004's multicore figures, {PACKET}-byte packets sealed in process through the tunnel's engine (sealink_engine::Pipeline)"
+        "sealink-lab bench tunnel-cores: paper 004's multicore figures, {PACKET}-byte packets sealed in process through the tunnel's engine (sealink_engine::Pipeline)"
     );
     if p.quick {
         let _ = writeln!(out, "QUICK MODE: short runs, not a measurement");

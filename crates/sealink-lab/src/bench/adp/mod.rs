@@ -136,7 +136,7 @@ pub fn run(p: &Params) -> Result<()> {
         "adp runs",
     );
     let mut md = format!(
-        "# sealink bench adp: paper 002's evaluation in virtual time\n\n\
+        "# sealink-lab bench adp: paper 002's evaluation in virtual time\n\n\
          {n} messages per trace, seed {}, simulated link (sealink-proto `sim::Pair` with a \
          service model); see crates/sealink-lab/src/bench/adp/ for every modelling choice.\n\n",
         p.seed
