@@ -270,18 +270,20 @@ mod tests {
                 bytes::<16>(),
                 bytes::<16>()
             )
-                .prop_map(|(sender, ephemeral, static_sealed, timestamp_sealed, mac1, mac2)| {
-                    Initiation {
-                        sender,
-                        ephemeral,
-                        static_sealed,
-                        timestamp_sealed,
-                        mac1,
-                        mac2,
+                .prop_map(
+                    |(sender, ephemeral, static_sealed, timestamp_sealed, mac1, mac2)| {
+                        Initiation {
+                            sender,
+                            ephemeral,
+                            static_sealed,
+                            timestamp_sealed,
+                            mac1,
+                            mac2,
+                        }
+                        .encode()
+                        .to_vec()
                     }
-                    .encode()
-                    .to_vec()
-                }),
+                ),
             (
                 any::<u32>(),
                 any::<u32>(),

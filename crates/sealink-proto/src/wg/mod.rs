@@ -450,7 +450,11 @@ impl WgPeer {
     }
 
     fn on_response(&mut self, now: Time, msg: &[u8], receiver: u32) -> WgEvent {
-        if self.pending.as_ref().is_none_or(|p| p.local_index != receiver) {
+        if self
+            .pending
+            .as_ref()
+            .is_none_or(|p| p.local_index != receiver)
+        {
             return self.drop(WgDrop::UnknownIndex);
         }
         // A failed read leaves snow's state half-mixed: the pending handshake is given up (a
@@ -472,7 +476,11 @@ impl WgPeer {
     }
 
     fn on_cookie_reply(&mut self, now: Time, m: &CookieReply) -> WgEvent {
-        if self.pending.as_ref().is_none_or(|p| p.local_index != m.receiver) {
+        if self
+            .pending
+            .as_ref()
+            .is_none_or(|p| p.local_index != m.receiver)
+        {
             return self.drop(WgDrop::UnknownIndex);
         }
         match self.to_peer.consume_sealed(now, &m.nonce, &m.cookie_sealed) {

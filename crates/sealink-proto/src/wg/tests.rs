@@ -122,7 +122,10 @@ fn replays_and_tampering_refused() {
     handshake(&mut a, &mut b, now);
     let d = a.encapsulate(now, &ipv4(10, 3)).expect("seal");
     assert!(matches!(b.receive(now, src(), &d), WgEvent::Packet(_)));
-    assert_eq!(b.receive(now, src(), &d), WgEvent::Dropped(WgDrop::Replayed));
+    assert_eq!(
+        b.receive(now, src(), &d),
+        WgEvent::Dropped(WgDrop::Replayed)
+    );
     for i in [4, 8, 16, 20, d.len() - 1] {
         let mut t = a.encapsulate(now, &ipv4(10, 3)).expect("seal");
         t[i] ^= 0x40;
@@ -143,7 +146,10 @@ fn replays_and_tampering_refused() {
     }
     let last = later.pop().expect("some");
     assert!(matches!(b.receive(now, src(), &last), WgEvent::Packet(_)));
-    assert!(matches!(b.receive(now, src(), &later[2099 - 2047]), WgEvent::Packet(_)));
+    assert!(matches!(
+        b.receive(now, src(), &later[2099 - 2047]),
+        WgEvent::Packet(_)
+    ));
     assert_eq!(
         b.receive(now, src(), &later[2099 - 2048]),
         WgEvent::Dropped(WgDrop::TooOld)
@@ -165,12 +171,16 @@ fn stale_or_replayed_initiation_refused() {
         b.receive(now, src(), &init),
         WgEvent::Dropped(WgDrop::StaleTimestamp)
     );
-    let older = a.initiate(now, UNIX - Duration::from_secs(1)).expect("init");
+    let older = a
+        .initiate(now, UNIX - Duration::from_secs(1))
+        .expect("init");
     assert_eq!(
         b.receive(now, src(), &older),
         WgEvent::Dropped(WgDrop::StaleTimestamp)
     );
-    let newer = a.initiate(now, UNIX + Duration::from_secs(1)).expect("init");
+    let newer = a
+        .initiate(now, UNIX + Duration::from_secs(1))
+        .expect("init");
     assert!(matches!(b.receive(now, src(), &newer), WgEvent::Send(_)));
 }
 
@@ -181,7 +191,10 @@ fn unknown_peer_and_bad_mac1() {
     let now = Time::from_millis(1);
     // a's initiation to some other key: mac1 is keyed by that key, so c drops it first.
     let init = a.initiate(now, UNIX).expect("init");
-    assert_eq!(c.receive(now, src(), &init), WgEvent::Dropped(WgDrop::BadMac1));
+    assert_eq!(
+        c.receive(now, src(), &init),
+        WgEvent::Dropped(WgDrop::BadMac1)
+    );
     // A peer c does not know, addressing c correctly.
     let stranger = key();
     let mut s = WgPeer::new(
@@ -193,7 +206,10 @@ fn unknown_peer_and_bad_mac1() {
     )
     .expect("peer");
     let init = s.initiate(now, UNIX).expect("init");
-    assert_eq!(c.receive(now, src(), &init), WgEvent::Dropped(WgDrop::UnknownPeer));
+    assert_eq!(
+        c.receive(now, src(), &init),
+        WgEvent::Dropped(WgDrop::UnknownPeer)
+    );
     assert_eq!(c.stats().dropped(WgDrop::UnknownPeer), 1);
 }
 
@@ -207,11 +223,19 @@ fn cookie_under_load() {
         panic!("no cookie reply");
     };
     assert_eq!(reply.len(), message::COOKIE_REPLY_LEN);
-    assert!(matches!(message::parse(&reply), Ok(message::Message::CookieReply(_))));
+    assert!(matches!(
+        message::parse(&reply),
+        Ok(message::Message::CookieReply(_))
+    ));
     // Without a source there is nowhere to send a cookie.
-    assert_eq!(b.receive(now, None, &init), WgEvent::Dropped(WgDrop::CookieRequired));
+    assert_eq!(
+        b.receive(now, None, &init),
+        WgEvent::Dropped(WgDrop::CookieRequired)
+    );
     assert_eq!(a.receive(now, src(), &reply), WgEvent::CookieStored);
-    let retry = a.initiate(now, UNIX + Duration::from_secs(1)).expect("init");
+    let retry = a
+        .initiate(now, UNIX + Duration::from_secs(1))
+        .expect("init");
     assert_ne!(&retry[132..], &[0u8; 16], "mac2 set");
     let WgEvent::Send(resp) = b.receive(now, src(), &retry) else {
         panic!("no response");
@@ -220,14 +244,19 @@ fn cookie_under_load() {
     assert_eq!(a.receive(now, src(), &resp), WgEvent::HandshakeComplete);
     // From another address the cookie is worth nothing.
     let other = Some("198.51.100.1:1".parse().expect("addr"));
-    let again = a.initiate(now, UNIX + Duration::from_secs(2)).expect("init");
+    let again = a
+        .initiate(now, UNIX + Duration::from_secs(2))
+        .expect("init");
     let e = b.receive(now, other, &again);
     assert!(matches!(e, WgEvent::Send(r) if r.len() == message::COOKIE_REPLY_LEN));
     // A cookie reply that is not for the last initiation is refused.
     let mut bad = reply.clone();
     bad[40] ^= 1;
     let e = a.receive(now, src(), &bad);
-    assert!(matches!(e, WgEvent::Dropped(WgDrop::BadCookieReply | WgDrop::UnknownIndex)));
+    assert!(matches!(
+        e,
+        WgEvent::Dropped(WgDrop::BadCookieReply | WgDrop::UnknownIndex)
+    ));
 }
 
 /// The responder's session is confirmed by data; until then the initiator's is used and the
@@ -292,10 +321,16 @@ fn mac1_against_python() {
         return;
     };
     if !out.status.success() {
-        eprintln!("skipped: python3 failed: {}", String::from_utf8_lossy(&out.stderr));
+        eprintln!(
+            "skipped: python3 failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         return;
     }
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), hex(&init[116..132]));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        hex(&init[116..132])
+    );
 }
 
 fn hex(b: &[u8]) -> String {
@@ -316,7 +351,10 @@ fn tai64n_known_answers() {
 #[test]
 fn lengths() {
     let (mut a, _) = pair(None);
-    assert_eq!(a.initiate(Time::ZERO, UNIX).expect("init").len(), INITIATION_LEN);
+    assert_eq!(
+        a.initiate(Time::ZERO, UNIX).expect("init").len(),
+        INITIATION_LEN
+    );
     assert_eq!(inner_len(&ipv4(3, 0)), Some(23));
     assert_eq!(inner_len(&[0x45, 0, 0, 10]), None);
     assert_eq!(inner_len(&[0x60]), None);
