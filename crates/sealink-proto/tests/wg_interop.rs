@@ -80,6 +80,12 @@ struct Lab {
 impl Drop for Lab {
     fn drop(&mut self) {
         if let Some(mut c) = self.wg.take() {
+            // SIGTERM first, so that wireguard-go removes its UAPI socket; SIGKILL if it hangs.
+            let _ = run("kill", &["-TERM", &c.id().to_string()]);
+            let t0 = Instant::now();
+            while c.try_wait().ok().flatten().is_none() && t0.elapsed() < Duration::from_secs(3) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -164,6 +170,8 @@ fn wireguard_go_interop() {
 
     let log = std::env::temp_dir().join(format!("sealink-wg-interop-{id}.log"));
     lab.files.push(log.clone());
+    lab.files
+        .push(PathBuf::from(format!("/var/run/wireguard/{wgif}.sock")));
     let log_file = std::fs::File::create(&log).expect("log");
     lab.wg = Some(
         Command::new("ip")
