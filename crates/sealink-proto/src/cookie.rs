@@ -47,7 +47,8 @@ use crate::wire::{HEADER_LEN, Header, write_header};
 pub const MAC_LEN: usize = 16;
 /// Bytes of a cookie.
 pub const COOKIE_LEN: usize = 16;
-const NONCE_LEN: usize = 24;
+/// Bytes of a cookie reply's XChaCha20-Poly1305 nonce.
+pub const NONCE_LEN: usize = 24;
 const TAG_LEN: usize = 16;
 /// Header (type 4, the initiation's sender index), nonce (24), sealed cookie (16 + 16).
 pub const COOKIE_REPLY_LEN: usize = HEADER_LEN + NONCE_LEN + COOKIE_LEN + TAG_LEN;
@@ -221,6 +222,28 @@ impl CookieChecker {
         src: SocketAddr,
     ) -> Result<[u8; COOKIE_REPLY_LEN], crate::Error> {
         let bad = || crate::Error::Handshake("cookie reply".into());
+        let (nonce, sealed) = self.seal_cookie(now, msg, src)?;
+        let mut out = [0u8; COOKIE_REPLY_LEN];
+        let (h, rest) = out.split_at_mut(HEADER_LEN);
+        write_header(
+            &Header::CookieReply { receiver: sender },
+            h.try_into().map_err(|_| bad())?,
+        );
+        rest[..NONCE_LEN].copy_from_slice(&nonce);
+        rest[NONCE_LEN..].copy_from_slice(&sealed);
+        Ok(out)
+    }
+
+    /// The body of a cookie reply to `msg` (ending with mac1 and mac2) from `src`: the nonce
+    /// and the cookie sealed under it with `msg`'s mac1 as associated data. Shared by sealink's
+    /// reply and WireGuard's ([`crate::wg`]), whose headers differ.
+    pub fn seal_cookie(
+        &mut self,
+        now: Time,
+        msg: &[u8],
+        src: SocketAddr,
+    ) -> Result<([u8; NONCE_LEN], [u8; COOKIE_LEN + TAG_LEN]), crate::Error> {
+        let bad = || crate::Error::Handshake("cookie reply".into());
         let (m1, m2) = mac_offsets(msg.len()).ok_or_else(bad)?;
         if !self.secret_live(now) || self.nonce_counter == u64::MAX {
             sealink_crypto::sign::random_bytes(&mut self.secret)?;
@@ -229,23 +252,18 @@ impl CookieChecker {
             self.secret_born = Some(now);
         }
         let cookie = self.cookie(src).ok_or_else(bad)?;
-        let mut out = [0u8; COOKIE_REPLY_LEN];
-        let (h, rest) = out.split_at_mut(HEADER_LEN);
-        write_header(
-            &Header::CookieReply { receiver: sender },
-            h.try_into().map_err(|_| bad())?,
-        );
-        let (nonce, rest) = rest.split_at_mut(NONCE_LEN);
+        let mut nonce = [0u8; NONCE_LEN];
         nonce[..16].copy_from_slice(&self.nonce_prefix);
         nonce[16..].copy_from_slice(&self.nonce_counter.to_le_bytes());
         self.nonce_counter += 1;
-        let (sealed, tag) = rest.split_at_mut(COOKIE_LEN);
-        sealed.copy_from_slice(&cookie);
+        let mut sealed = [0u8; COOKIE_LEN + TAG_LEN];
+        let (body, tag) = sealed.split_at_mut(COOKIE_LEN);
+        body.copy_from_slice(&cookie);
         let t = XChaCha20Poly1305::new(&self.seal_key.into())
-            .encrypt_in_place_detached(XNonce::from_slice(nonce), &msg[m1..m2], sealed)
+            .encrypt_in_place_detached(XNonce::from_slice(&nonce), &msg[m1..m2], body)
             .map_err(|_| bad())?;
         tag.copy_from_slice(&t);
-        Ok(out)
+        Ok((nonce, sealed))
     }
 }
 
@@ -308,17 +326,30 @@ impl CookieGenerator {
         if reply.len() != COOKIE_REPLY_LEN {
             return Err(DropReason::MalformedHeader);
         }
+        let mut nonce = [0u8; NONCE_LEN];
+        nonce.copy_from_slice(&reply[HEADER_LEN..HEADER_LEN + NONCE_LEN]);
+        let mut sealed = [0u8; COOKIE_LEN + TAG_LEN];
+        sealed.copy_from_slice(&reply[HEADER_LEN + NONCE_LEN..]);
+        self.consume_sealed(now, &nonce, &sealed)
+    }
+
+    /// Takes the cookie out of a reply's body (nonce, sealed cookie), bound to the mac1 of the
+    /// last message this generator added MACs to. Shared with [`crate::wg`].
+    pub fn consume_sealed(
+        &mut self,
+        now: Time,
+        nonce: &[u8; NONCE_LEN],
+        sealed: &[u8; COOKIE_LEN + TAG_LEN],
+    ) -> Result<(), DropReason> {
         let last_mac1 = self.last_mac1.ok_or(DropReason::BadCookieReply)?;
-        let nonce = &reply[HEADER_LEN..HEADER_LEN + NONCE_LEN];
         let mut cookie = [0u8; COOKIE_LEN];
-        cookie.copy_from_slice(&reply[HEADER_LEN + NONCE_LEN..HEADER_LEN + NONCE_LEN + COOKIE_LEN]);
-        let tag = &reply[HEADER_LEN + NONCE_LEN + COOKIE_LEN..];
+        cookie.copy_from_slice(&sealed[..COOKIE_LEN]);
         XChaCha20Poly1305::new(&self.seal_key.into())
             .decrypt_in_place_detached(
                 XNonce::from_slice(nonce),
                 &last_mac1,
                 &mut cookie,
-                Tag::from_slice(tag),
+                Tag::from_slice(&sealed[COOKIE_LEN..]),
             )
             .map_err(|_| DropReason::BadCookieReply)?;
         self.cookie = Some((cookie, now));

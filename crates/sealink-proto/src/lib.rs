@@ -25,6 +25,7 @@ pub mod stats;
 pub mod stream;
 pub mod time;
 pub mod tunnel;
+pub mod wg;
 pub mod wire;
 
 pub use config::{Config, Urgency};

@@ -55,24 +55,31 @@ pub enum ReplayVerdict {
     TooOld,
 }
 
-/// RFC 6479 anti-replay window.
+/// RFC 6479 anti-replay window of sealink's own protocol: [`WINDOW_SIZE`] counters.
+pub type ReplayWindow = RingWindow<RING_BLOCKS>;
+
+/// RFC 6479 anti-replay window of `BLOCKS` 64-bit blocks: it remembers
+/// [`RingWindow::SIZE`]` = (BLOCKS - 1) * 64` counters. [`ReplayWindow`] is sealink's
+/// (128 blocks, a power of two, so the ring index is a mask); WireGuard's 2,048-counter window
+/// is `RingWindow<33>` ([`crate::wg`]). Each size is its own monomorphised type, so the
+/// parameter costs the existing path nothing.
 #[derive(Debug, Clone)]
-pub struct ReplayWindow {
-    ring: [u64; RING_BLOCKS],
+pub struct RingWindow<const BLOCKS: usize> {
+    ring: [u64; BLOCKS],
     highest: u64,
     any_seen: bool,
 }
 
-impl Default for ReplayWindow {
+impl<const BLOCKS: usize> Default for RingWindow<BLOCKS> {
     fn default() -> Self {
         Self::new()
     }
 }
 
 #[inline]
-fn block_index(counter: u64) -> usize {
-    // Lossless: the result is < RING_BLOCKS.
-    ((counter / BLOCK_BITS) % RING_BLOCKS as u64) as usize
+fn block_index<const BLOCKS: usize>(counter: u64) -> usize {
+    // Lossless: the result is < BLOCKS.
+    ((counter / BLOCK_BITS) % BLOCKS as u64) as usize
 }
 
 #[inline]
@@ -80,11 +87,17 @@ fn bit_mask(counter: u64) -> u64 {
     1u64 << (counter % BLOCK_BITS)
 }
 
-impl ReplayWindow {
+impl<const BLOCKS: usize> RingWindow<BLOCKS> {
+    /// Counters remembered exactly behind the highest accepted one.
+    pub const SIZE: u64 = {
+        assert!(BLOCKS >= 2, "a ring window needs at least two blocks");
+        (BLOCKS as u64 - 1) * BLOCK_BITS
+    };
+
     /// An empty window: every counter is fresh.
     pub const fn new() -> Self {
         Self {
-            ring: [0; RING_BLOCKS],
+            ring: [0; BLOCKS],
             highest: 0,
             any_seen: false,
         }
@@ -98,10 +111,10 @@ impl ReplayWindow {
             return ReplayVerdict::Fresh;
         }
         // counter <= highest, so this cannot underflow.
-        if self.highest - counter >= WINDOW_SIZE {
+        if self.highest - counter >= Self::SIZE {
             return ReplayVerdict::TooOld;
         }
-        if self.ring[block_index(counter)] & bit_mask(counter) != 0 {
+        if self.ring[block_index::<BLOCKS>(counter)] & bit_mask(counter) != 0 {
             ReplayVerdict::Replayed
         } else {
             ReplayVerdict::Fresh
@@ -126,18 +139,18 @@ impl ReplayWindow {
             let current_block = self.highest / BLOCK_BITS;
             let new_block = counter / BLOCK_BITS;
             let advance = new_block - current_block;
-            if advance >= RING_BLOCKS as u64 {
-                self.ring = [0; RING_BLOCKS];
+            if advance >= BLOCKS as u64 {
+                self.ring = [0; BLOCKS];
             } else {
-                // advance < RING_BLOCKS, and current_block <= u64::MAX / 64,
+                // advance < BLOCKS, and current_block <= u64::MAX / 64,
                 // so current_block + advance cannot overflow.
                 for step in 1..=advance {
-                    self.ring[block_index((current_block + step) * BLOCK_BITS)] = 0;
+                    self.ring[block_index::<BLOCKS>((current_block + step) * BLOCK_BITS)] = 0;
                 }
             }
             self.highest = counter;
         }
-        self.ring[block_index(counter)] |= bit_mask(counter);
+        self.ring[block_index::<BLOCKS>(counter)] |= bit_mask(counter);
         ReplayVerdict::Fresh
     }
 
@@ -154,6 +167,29 @@ mod tests {
     use std::collections::HashSet;
 
     use ReplayVerdict::{Fresh, Replayed, TooOld};
+
+    #[test]
+    fn sizes() {
+        assert_eq!(ReplayWindow::SIZE, WINDOW_SIZE);
+        assert_eq!(RingWindow::<33>::SIZE, 2048);
+    }
+
+    /// The WireGuard size (not a power of two): exactly 2,048 counters remembered.
+    #[test]
+    fn wireguard_size_boundary() {
+        let mut w = RingWindow::<33>::new();
+        for c in 0..5000u64 {
+            assert_eq!(w.accept(c), Fresh);
+        }
+        assert_eq!(w.check(4999 - 2047), Replayed);
+        assert_eq!(w.check(4999 - 2048), TooOld);
+        let mut w = RingWindow::<33>::new();
+        assert_eq!(w.accept(10_000), Fresh);
+        assert_eq!(w.accept(10_000 - 2047), Fresh);
+        assert_eq!(w.accept(10_000 - 2048), TooOld);
+        assert_eq!(w.accept(10_000 + 64 * 40), Fresh);
+        assert_eq!(w.accept(10_000), TooOld);
+    }
 
     #[test]
     fn empty_window() {

@@ -1,0 +1,595 @@
+//! WireGuard, sans-IO (issue 33, first slice): the four messages ([`message`]), the
+//! Noise_IKpsk2 handshake with WireGuard's identifier, TAI64N timestamps, mac1/mac2 and cookie
+//! replies, and transport data with ChaCha20-Poly1305 and a 2,048-counter replay window. One
+//! [`WgPeer`] is this host's side of the tunnel with one remote peer. No sockets and no clock
+//! reads: the caller passes monotonic time ([`Time`]) and, to make an initiation, wall-clock
+//! time since the Unix epoch (for the TAI64N timestamp).
+//!
+//! Shared with the rest of the crate: snow and [`ZeroCheckingResolver`] (every X25519 result
+//! checked for all zeros) from [`crate::handshake`], mac1/mac2 and the sealed cookie from
+//! [`crate::cookie`] (same construction as WireGuard's, different headers), and the RFC 6479
+//! ring from [`crate::replay`] sized to 2,048 counters.
+//!
+//! Not in this slice (docs/PROTOCOL.md, "WireGuard compatibility"): the data path (TUN, engine,
+//! `sealink up` with wg-quick configs), the UAPI, the timers beyond the constants and
+//! [`WgPeer::needs_rekey`], roaming, cryptokey routing (allowed-ips), several peers per device.
+
+pub mod message;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use chacha20poly1305::{ChaCha20Poly1305, Nonce, Tag};
+
+use crate::cookie::{CookieChecker, CookieGenerator};
+use crate::handshake::{HostKey, ZeroCheckingResolver};
+use crate::replay::{ReplayVerdict, RingWindow};
+use crate::time::Time;
+use message::{
+    CookieReply, INITIATION_LEN, INITIATION_NOISE, MSG_INITIATION, MSG_RESPONSE, Message,
+    ParseError, RESPONSE_LEN, RESPONSE_NOISE, TAG_LEN, TRANSPORT_HEADER_LEN,
+};
+
+/// WireGuard's Noise protocol name (its CONSTRUCTION).
+pub const CONSTRUCTION: &str = "Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s";
+/// WireGuard's IDENTIFIER, the Noise prologue.
+pub const IDENTIFIER: &[u8] = b"WireGuard v1 zx2c4 Jason@zx2c4.com";
+/// The preshared key when none is configured.
+pub const NO_PSK: [u8; 32] = [0; 32];
+
+/// Whitepaper §6.1 constants. Only the message limits and REJECT_AFTER_TIME are enforced in
+/// this slice; the rest are for the timers to come.
+pub const REKEY_AFTER_MESSAGES: u64 = 1 << 60;
+pub const REJECT_AFTER_MESSAGES: u64 = u64::MAX - (1 << 13);
+pub const REKEY_AFTER_TIME: Duration = Duration::from_secs(120);
+pub const REJECT_AFTER_TIME: Duration = Duration::from_secs(180);
+pub const REKEY_ATTEMPT_TIME: Duration = Duration::from_secs(90);
+pub const REKEY_TIMEOUT: Duration = Duration::from_secs(5);
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// WireGuard's replay window: 33 blocks of 64 bits remember exactly 2,048 counters.
+pub type WgReplayWindow = RingWindow<33>;
+
+/// TAI64N label of the Unix epoch (2^62 + 10 leap seconds), as wireguard-go.
+const TAI64_EPOCH: u64 = 0x4000_0000_0000_000a;
+/// wireguard-go rounds the nanoseconds down to about 16 ms, so that the timestamp does not
+/// give away the sender's clock to the nanosecond; we do the same.
+const NANOS_WHITENER: u32 = 0x100_0000 - 1;
+
+/// The 12-byte TAI64N timestamp of `unix` (time since the Unix epoch): seconds + 2^62 + 10,
+/// big-endian, then the (whitened) nanoseconds, big-endian. Later times give byte strings
+/// that compare greater.
+pub fn tai64n(unix: Duration) -> [u8; 12] {
+    let mut t = [0u8; 12];
+    t[..8].copy_from_slice(&TAI64_EPOCH.wrapping_add(unix.as_secs()).to_be_bytes());
+    t[8..].copy_from_slice(&(unix.subsec_nanos() & !NANOS_WHITENER).to_be_bytes());
+    t
+}
+
+/// Why a datagram from the network was refused. Each is counted in [`WgStats::drops`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, thiserror::Error)]
+pub enum WgDrop {
+    #[error("malformed: {0}")]
+    Malformed(ParseError),
+    #[error("bad mac1")]
+    BadMac1,
+    /// Under load, without a valid mac2 and without a source address to send a cookie to.
+    #[error("cookie required")]
+    CookieRequired,
+    #[error("handshake message did not decrypt")]
+    HandshakeFailed,
+    #[error("initiation from a static key that is not this peer's")]
+    UnknownPeer,
+    #[error("initiation timestamp not newer than the last accepted")]
+    StaleTimestamp,
+    #[error("no session or handshake with this receiver index")]
+    UnknownIndex,
+    #[error("replayed counter")]
+    Replayed,
+    #[error("counter behind the replay window")]
+    TooOld,
+    #[error("counter past REJECT_AFTER_MESSAGES")]
+    CounterLimit,
+    #[error("session older than REJECT_AFTER_TIME")]
+    Expired,
+    #[error("transport data did not authenticate")]
+    Decrypt,
+    #[error("cookie reply did not decrypt")]
+    BadCookieReply,
+    #[error("decrypted packet is not an IP packet that fits")]
+    BadInnerPacket,
+}
+
+/// Errors returned to the local caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WgError {
+    #[error("no confirmed session with this peer: handshake first")]
+    NoSession,
+    #[error("the session is older than REJECT_AFTER_TIME")]
+    SessionExpired,
+    #[error("the session has sent REJECT_AFTER_MESSAGES")]
+    CounterExhausted,
+    #[error("the peer's public key is a small-order point")]
+    DegenerateKey,
+    #[error("handshake: {0}")]
+    Handshake(String),
+    #[error(transparent)]
+    Crypto(#[from] sealink_crypto::CryptoError),
+}
+
+/// Counters of one peer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WgStats {
+    pub drops: BTreeMap<WgDrop, u64>,
+    pub initiations_sent: u64,
+    pub responses_sent: u64,
+    pub cookie_replies_sent: u64,
+    pub cookies_received: u64,
+    pub handshakes_completed: u64,
+    pub packets_sent: u64,
+    pub packets_received: u64,
+    pub keepalives_received: u64,
+}
+
+impl WgStats {
+    /// Drops counted for `reason`.
+    pub fn dropped(&self, reason: WgDrop) -> u64 {
+        self.drops.get(&reason).copied().unwrap_or(0)
+    }
+    /// Drops counted, all reasons.
+    pub fn dropped_total(&self) -> u64 {
+        self.drops.values().sum()
+    }
+}
+
+/// What [`WgPeer::receive`] made of a datagram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WgEvent {
+    /// Send this datagram back to the source (a handshake response or a cookie reply).
+    Send(Vec<u8>),
+    /// Our initiation was answered: a session is up and data may be sent.
+    HandshakeComplete,
+    /// A cookie for our next initiation was stored (resend the initiation to use it).
+    CookieStored,
+    /// A decrypted inner IP packet, padding removed.
+    Packet(Vec<u8>),
+    /// An empty transport message.
+    Keepalive,
+    /// Refused and counted.
+    Dropped(WgDrop),
+}
+
+/// One direction-pair of transport keys.
+struct Session {
+    local_index: u32,
+    remote_index: u32,
+    send: ChaCha20Poly1305,
+    recv: ChaCha20Poly1305,
+    send_counter: u64,
+    replay: WgReplayWindow,
+    born: Time,
+    initiator: bool,
+}
+
+impl Session {
+    fn new(local_index: u32, remote_index: u32, hs: &mut snow::HandshakeState, now: Time) -> Self {
+        let (a, b) = hs.dangerously_get_raw_split();
+        let initiator = hs.is_initiator();
+        let (send, recv) = if initiator { (a, b) } else { (b, a) };
+        Session {
+            local_index,
+            remote_index,
+            send: ChaCha20Poly1305::new(&send.into()),
+            recv: ChaCha20Poly1305::new(&recv.into()),
+            send_counter: 0,
+            replay: WgReplayWindow::new(),
+            born: now,
+            initiator,
+        }
+    }
+}
+
+/// The AEAD nonce of transport data: 4 zero bytes, then the counter little-endian.
+fn nonce(counter: u64) -> Nonce {
+    let mut n = [0u8; 12];
+    n[4..].copy_from_slice(&counter.to_le_bytes());
+    n.into()
+}
+
+/// Our initiation, waiting for its response.
+struct Pending {
+    hs: snow::HandshakeState,
+    local_index: u32,
+}
+
+/// What this host knows of one remote WireGuard peer.
+#[derive(Clone)]
+pub struct PeerConfig {
+    pub public_key: [u8; 32],
+    /// `None`: WireGuard's default, 32 zero bytes.
+    pub preshared_key: Option<[u8; 32]>,
+}
+
+impl std::fmt::Debug for PeerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerConfig")
+            .field("public_key", &self.public_key)
+            .field("preshared_key", &self.preshared_key.map(|_| "set"))
+            .finish()
+    }
+}
+
+/// This host's side of a WireGuard tunnel with one peer: handshakes both ways, cookies,
+/// transport data.
+pub struct WgPeer {
+    local: HostKey,
+    remote: [u8; 32],
+    psk: [u8; 32],
+    /// mac1/mac2 on what we send (keyed by the peer's public key), cookies the peer gives us.
+    to_peer: CookieGenerator,
+    /// mac1/mac2 on what the peer sends us (keyed by our public key), cookies we give.
+    from_peer: CookieChecker,
+    pending: Option<Pending>,
+    /// The responder's session, until the first transport message under it confirms it.
+    next: Option<Session>,
+    current: Option<Session>,
+    previous: Option<Session>,
+    last_timestamp: Option<[u8; 12]>,
+    under_load: bool,
+    stats: WgStats,
+}
+
+impl std::fmt::Debug for WgPeer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgPeer")
+            .field("local", &self.local)
+            .field("remote", &self.remote)
+            .field("pending", &self.pending.is_some())
+            .field("current", &self.current.as_ref().map(|s| s.local_index))
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+fn params() -> snow::params::NoiseParams {
+    // The constant parses (checked by a test); a failure would be a build defect.
+    CONSTRUCTION.parse().expect("valid noise params")
+}
+
+fn random_index() -> Result<u32, WgError> {
+    let mut b = [0u8; 4];
+    sealink_crypto::sign::random_bytes(&mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+impl WgPeer {
+    /// This host's key `local` and the remote peer `peer`.
+    pub fn new(local: HostKey, peer: PeerConfig) -> Result<Self, WgError> {
+        if crate::handshake::x25519_public_is_degenerate(&peer.public_key) {
+            return Err(WgError::DegenerateKey);
+        }
+        Ok(WgPeer {
+            to_peer: CookieGenerator::new(&peer.public_key),
+            from_peer: CookieChecker::new(local.public()),
+            local,
+            remote: peer.public_key,
+            psk: peer.preshared_key.unwrap_or(NO_PSK),
+            pending: None,
+            next: None,
+            current: None,
+            previous: None,
+            last_timestamp: None,
+            under_load: false,
+            stats: WgStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> &WgStats {
+        &self.stats
+    }
+
+    /// Whether data can be sent now.
+    pub fn has_session(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Under load (the caller decides, as wireguard-go does from its handshake queue): an
+    /// initiation or response without a valid mac2 is answered with a cookie reply instead.
+    pub fn set_under_load(&mut self, under_load: bool) {
+        self.under_load = under_load;
+    }
+
+    /// Whether the current session should be replaced (REKEY_AFTER_MESSAGES sent, or it is
+    /// ours and older than REKEY_AFTER_TIME).
+    pub fn needs_rekey(&self, now: Time) -> bool {
+        self.current.as_ref().is_none_or(|s| {
+            s.send_counter >= REKEY_AFTER_MESSAGES
+                || (s.initiator && now.saturating_since(s.born) >= REKEY_AFTER_TIME)
+        })
+    }
+
+    fn drop(&mut self, reason: WgDrop) -> WgEvent {
+        *self.stats.drops.entry(reason).or_default() += 1;
+        WgEvent::Dropped(reason)
+    }
+
+    fn fresh_index(&self) -> Result<u32, WgError> {
+        loop {
+            let i = random_index()?;
+            let used = [&self.next, &self.current, &self.previous]
+                .iter()
+                .any(|s| s.as_ref().is_some_and(|s| s.local_index == i));
+            if !used {
+                return Ok(i);
+            }
+        }
+    }
+
+    fn builder(&self) -> Result<snow::Builder<'_>, snow::Error> {
+        snow::Builder::with_resolver(params(), Box::new(ZeroCheckingResolver))
+            .local_private_key(&self.local.private)?
+            .psk(2, &self.psk)?
+            .prologue(IDENTIFIER)
+    }
+
+    /// A handshake initiation (148 bytes) at `now`, timestamped `unix` (wall-clock time since
+    /// the Unix epoch). Replaces any initiation still waiting for its response.
+    pub fn initiate(&mut self, now: Time, unix: Duration) -> Result<[u8; INITIATION_LEN], WgError> {
+        let err = |e: snow::Error| WgError::Handshake(e.to_string());
+        let local_index = self.fresh_index()?;
+        let mut hs = self
+            .builder()
+            .and_then(|b| b.remote_public_key(&self.remote))
+            .and_then(|b| b.build_initiator())
+            .map_err(err)?;
+        let mut msg = [0u8; INITIATION_LEN];
+        msg[0] = MSG_INITIATION;
+        msg[4..8].copy_from_slice(&local_index.to_le_bytes());
+        let n = hs
+            .write_message(&tai64n(unix), &mut msg[INITIATION_NOISE])
+            .map_err(err)?;
+        if n != INITIATION_NOISE.len() {
+            return Err(WgError::Handshake(format!("initiation of {n} bytes")));
+        }
+        self.to_peer.add_macs(now, &mut msg);
+        self.pending = Some(Pending { hs, local_index });
+        self.stats.initiations_sent += 1;
+        Ok(msg)
+    }
+
+    /// Handles one datagram from the peer, received at `now` from `src` (`None` where the
+    /// driver has no address: then no cookie reply can be made).
+    pub fn receive(&mut self, now: Time, src: Option<SocketAddr>, datagram: &[u8]) -> WgEvent {
+        match message::parse(datagram) {
+            Err(e) => self.drop(WgDrop::Malformed(e)),
+            Ok(Message::Initiation(m)) => self.admit(now, src, datagram, m.sender, |p| {
+                p.on_initiation(now, datagram, m.sender)
+            }),
+            Ok(Message::Response(m)) => self.admit(now, src, datagram, m.sender, |p| {
+                p.on_response(now, datagram, m.receiver)
+            }),
+            Ok(Message::CookieReply(m)) => self.on_cookie_reply(now, &m),
+            Ok(Message::Transport(t)) => self.on_transport(now, t.receiver, t.counter, t.sealed),
+        }
+    }
+
+    /// mac1, then (under load) mac2 or a cookie reply, then `then`.
+    fn admit(
+        &mut self,
+        now: Time,
+        src: Option<SocketAddr>,
+        msg: &[u8],
+        sender: u32,
+        then: impl FnOnce(&mut Self) -> WgEvent,
+    ) -> WgEvent {
+        if !self.from_peer.check_mac1(msg) {
+            return self.drop(WgDrop::BadMac1);
+        }
+        if self.under_load {
+            let Some(src) = src else {
+                return self.drop(WgDrop::CookieRequired);
+            };
+            if !self.from_peer.check_mac2(now, msg, src) {
+                return match self.from_peer.seal_cookie(now, msg, src) {
+                    Ok((nonce, cookie_sealed)) => {
+                        self.stats.cookie_replies_sent += 1;
+                        WgEvent::Send(
+                            CookieReply {
+                                receiver: sender,
+                                nonce,
+                                cookie_sealed,
+                            }
+                            .encode()
+                            .to_vec(),
+                        )
+                    }
+                    Err(_) => self.drop(WgDrop::CookieRequired),
+                };
+            }
+        }
+        then(self)
+    }
+
+    fn on_initiation(&mut self, now: Time, msg: &[u8], sender: u32) -> WgEvent {
+        let Ok(mut hs) = self.builder().and_then(|b| b.build_responder()) else {
+            return self.drop(WgDrop::HandshakeFailed);
+        };
+        let mut payload = [0u8; 64];
+        let n = match hs.read_message(&msg[INITIATION_NOISE], &mut payload) {
+            Ok(n) => n,
+            Err(_) => return self.drop(WgDrop::HandshakeFailed),
+        };
+        if hs.get_remote_static() != Some(&self.remote[..]) {
+            return self.drop(WgDrop::UnknownPeer);
+        }
+        let Some(ts) = payload.get(..n).and_then(|t| <[u8; 12]>::try_from(t).ok()) else {
+            return self.drop(WgDrop::HandshakeFailed);
+        };
+        if self.last_timestamp.is_some_and(|last| ts <= last) {
+            return self.drop(WgDrop::StaleTimestamp);
+        }
+        let Ok(local_index) = self.fresh_index() else {
+            return self.drop(WgDrop::HandshakeFailed);
+        };
+        let mut resp = [0u8; RESPONSE_LEN];
+        resp[0] = MSG_RESPONSE;
+        resp[4..8].copy_from_slice(&local_index.to_le_bytes());
+        resp[8..12].copy_from_slice(&sender.to_le_bytes());
+        if hs.write_message(&[], &mut resp[RESPONSE_NOISE]).ok() != Some(RESPONSE_NOISE.len()) {
+            return self.drop(WgDrop::HandshakeFailed);
+        }
+        self.to_peer.add_macs(now, &mut resp);
+        self.last_timestamp = Some(ts);
+        self.next = Some(Session::new(local_index, sender, &mut hs, now));
+        self.stats.responses_sent += 1;
+        WgEvent::Send(resp.to_vec())
+    }
+
+    fn on_response(&mut self, now: Time, msg: &[u8], receiver: u32) -> WgEvent {
+        if self
+            .pending
+            .as_ref()
+            .is_none_or(|p| p.local_index != receiver)
+        {
+            return self.drop(WgDrop::UnknownIndex);
+        }
+        // A failed read leaves snow's state half-mixed: the pending handshake is given up (a
+        // new initiation follows after REKEY_TIMEOUT). Only a sender knowing our public key
+        // (valid mac1) and the index can cause that.
+        let Some(mut p) = self.pending.take() else {
+            return self.drop(WgDrop::UnknownIndex);
+        };
+        let mut payload = [0u8; 16];
+        match p.hs.read_message(&msg[RESPONSE_NOISE], &mut payload) {
+            Ok(0) => {}
+            _ => return self.drop(WgDrop::HandshakeFailed),
+        }
+        let sender = u32::from_le_bytes([msg[4], msg[5], msg[6], msg[7]]);
+        let s = Session::new(p.local_index, sender, &mut p.hs, now);
+        self.previous = self.current.replace(s);
+        self.stats.handshakes_completed += 1;
+        WgEvent::HandshakeComplete
+    }
+
+    fn on_cookie_reply(&mut self, now: Time, m: &CookieReply) -> WgEvent {
+        if self
+            .pending
+            .as_ref()
+            .is_none_or(|p| p.local_index != m.receiver)
+        {
+            return self.drop(WgDrop::UnknownIndex);
+        }
+        match self.to_peer.consume_sealed(now, &m.nonce, &m.cookie_sealed) {
+            Ok(()) => {
+                self.stats.cookies_received += 1;
+                WgEvent::CookieStored
+            }
+            Err(_) => self.drop(WgDrop::BadCookieReply),
+        }
+    }
+
+    fn on_transport(&mut self, now: Time, receiver: u32, counter: u64, sealed: &[u8]) -> WgEvent {
+        let slot = [&self.current, &self.next, &self.previous]
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.local_index == receiver));
+        let session = match slot {
+            Some(0) => self.current.as_mut(),
+            Some(1) => self.next.as_mut(),
+            Some(_) => self.previous.as_mut(),
+            None => None,
+        };
+        let Some(session) = session else {
+            return self.drop(WgDrop::UnknownIndex);
+        };
+        if now.saturating_since(session.born) >= REJECT_AFTER_TIME {
+            return self.drop(WgDrop::Expired);
+        }
+        if counter >= REJECT_AFTER_MESSAGES {
+            return self.drop(WgDrop::CounterLimit);
+        }
+        match session.replay.check(counter) {
+            ReplayVerdict::Fresh => {}
+            ReplayVerdict::Replayed => return self.drop(WgDrop::Replayed),
+            ReplayVerdict::TooOld => return self.drop(WgDrop::TooOld),
+        }
+        let body_len = sealed.len() - TAG_LEN;
+        let mut plain = sealed[..body_len].to_vec();
+        let tag = Tag::from_slice(&sealed[body_len..]);
+        if session
+            .recv
+            .decrypt_in_place_detached(&nonce(counter), &[], &mut plain, tag)
+            .is_err()
+        {
+            return self.drop(WgDrop::Decrypt);
+        }
+        session.replay.accept(counter);
+        if slot == Some(1) {
+            // The initiator used the responder's new session: it is confirmed.
+            self.previous = self.current.take();
+            self.current = self.next.take();
+            self.stats.handshakes_completed += 1;
+        }
+        if plain.is_empty() {
+            self.stats.keepalives_received += 1;
+            return WgEvent::Keepalive;
+        }
+        match inner_len(&plain) {
+            Some(n) => {
+                plain.truncate(n);
+                self.stats.packets_received += 1;
+                WgEvent::Packet(plain)
+            }
+            None => self.drop(WgDrop::BadInnerPacket),
+        }
+    }
+
+    /// Encrypts `packet` (an IP packet; empty for a keepalive) for the peer under the current
+    /// session, padded to a multiple of 16 bytes as WireGuard does.
+    pub fn encapsulate(&mut self, now: Time, packet: &[u8]) -> Result<Vec<u8>, WgError> {
+        let s = self.current.as_mut().ok_or(WgError::NoSession)?;
+        if now.saturating_since(s.born) >= REJECT_AFTER_TIME {
+            return Err(WgError::SessionExpired);
+        }
+        if s.send_counter >= REJECT_AFTER_MESSAGES {
+            return Err(WgError::CounterExhausted);
+        }
+        let padded = packet.len().div_ceil(16) * 16;
+        let mut out = vec![0u8; TRANSPORT_HEADER_LEN + padded + TAG_LEN];
+        let (head, rest) = out.split_at_mut(TRANSPORT_HEADER_LEN);
+        let counter = s.send_counter;
+        let mut h = [0u8; TRANSPORT_HEADER_LEN];
+        message::write_transport_header(&mut h, s.remote_index, counter);
+        head.copy_from_slice(&h);
+        let (body, tag) = rest.split_at_mut(padded);
+        body[..packet.len()].copy_from_slice(packet);
+        let t = s
+            .send
+            .encrypt_in_place_detached(&nonce(counter), &[], body)
+            .map_err(|_| WgError::Handshake("seal".into()))?;
+        tag.copy_from_slice(&t);
+        s.send_counter += 1;
+        self.stats.packets_sent += 1;
+        Ok(out)
+    }
+
+    /// A keepalive: an empty transport message.
+    pub fn keepalive(&mut self, now: Time) -> Result<Vec<u8>, WgError> {
+        self.encapsulate(now, &[])
+    }
+}
+
+/// The length of the IP packet at the start of `plain` (IPv4 total length or IPv6 payload
+/// length + 40), if it fits; the rest is padding.
+pub fn inner_len(plain: &[u8]) -> Option<usize> {
+    let n = match plain.first()? >> 4 {
+        4 => usize::from(u16::from_be_bytes([*plain.get(2)?, *plain.get(3)?])),
+        6 => 40 + usize::from(u16::from_be_bytes([*plain.get(4)?, *plain.get(5)?])),
+        _ => return None,
+    };
+    let min = if plain[0] >> 4 == 4 { 20 } else { 40 };
+    (n >= min && n <= plain.len()).then_some(n)
+}
