@@ -49,7 +49,7 @@ pub enum Error {
     Node(#[from] sealink_datagram::NodeError),
     /// A paper's projection method refused its inputs.
     #[error(transparent)]
-    Projection(#[from] crate::bench::projection::ProjectionError),
+    Projection(#[from] crate::projection::ProjectionError),
 }
 
 impl Error {

@@ -19,6 +19,7 @@ pub mod cli;
 pub mod engines;
 pub mod error;
 pub mod output;
+pub mod projection;
 pub mod relay;
 pub mod report;
 

@@ -811,7 +811,7 @@ fn projection_001(rows: &[Row], ceiling: f64, size: usize) -> Result<Table> {
         };
         // Times per packet add: 1 / (1 / ceiling + 1 / algorithm).
         let one = 1.0 / (1.0 / ceiling + 1.0 / r.value);
-        let m = super::projection::SerialCeiling::new(ceiling, one, one, 1)?;
+        let m = crate::projection::SerialCeiling::new(ceiling, one, one, 1)?;
         let (serial, per) = m.per_packet_us(size);
         t.row([
             stack.to_owned(),

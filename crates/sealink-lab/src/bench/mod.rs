@@ -6,7 +6,6 @@ pub mod crypto;
 pub mod datagram;
 pub mod gpu;
 pub mod placement;
-pub mod projection;
 pub mod quic;
 pub mod seal;
 pub mod socket;

@@ -18,7 +18,7 @@ use sealink_crypto::raw::{self, RawAead};
 use sealink_crypto::{Scope, SuiteId, kdf};
 use sealink_proto::sim::SimRng;
 
-use super::projection::SerialCeiling;
+use crate::projection::SerialCeiling;
 use super::{fill, median, random_seed};
 use crate::error::{Error, Result};
 use crate::output;

@@ -23,7 +23,7 @@ use super::format::{Table, num, ratio};
 use super::run::RunResult;
 use super::tables::{Experiment, Levels, Nominal};
 use super::trace::{self, Trace};
-use crate::bench::projection::PkoBound;
+use crate::projection::PkoBound;
 use crate::bench::{median, timed};
 use crate::error::{Error, Result};
 
