@@ -18,10 +18,10 @@ use sealink_crypto::raw::{self, RawAead};
 use sealink_crypto::{Scope, SuiteId, kdf};
 use sealink_proto::sim::SimRng;
 
-use crate::projection::SerialCeiling;
 use super::{fill, median, random_seed};
 use crate::error::{Error, Result};
 use crate::output;
+use crate::projection::SerialCeiling;
 use crate::report::{Chart, PointLog, RunRecord, Table, record};
 
 mod paper;

@@ -23,9 +23,9 @@ use super::format::{Table, num, ratio};
 use super::run::RunResult;
 use super::tables::{Experiment, Levels, Nominal};
 use super::trace::{self, Trace};
-use crate::projection::PkoBound;
 use crate::bench::{median, timed};
 use crate::error::{Error, Result};
+use crate::projection::PkoBound;
 
 /// Paper 002 section 5(c): the bounds, and the public-key time per message they imply.
 pub const PAPER_PKO_L_MS: f64 = 875.0;
