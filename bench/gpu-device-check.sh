@@ -19,14 +19,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 usage="usage: gpu-device-check.sh KIT OUTDIR"
-[ "${1:-}" != --inside ] || shift
+inside=0
+if [ "${1:-}" = --inside ]; then inside=1; shift; fi
 kit="$(cd "${1:?$usage}" && pwd)"
 out="${2:?$usage}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 
 # Inside the namespace, with the empty environment: what the PATH finds, then the whole plan.
-if [ "${1:-}" = --inside ]; then
+if [ "$inside" = 1 ]; then
   set +e
   echo "device-check: inside: env: $(env | sort | tr '\n' ' ')"
   for n in cargo rustc strip objdump patchelf ip jq python3 apt-get uptime nvidia-smi bash tar gzip timeout lscpu getconf; do

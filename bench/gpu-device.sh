@@ -35,8 +35,12 @@
 #                     oversubscribed too. Set TC_WORKERS to keep them.
 #      stacks-12, stacks-16   bench stacks --workers 12 and --workers 16 (each measures 1..N
 #                     workers; the paper comparison is at N against the paper's 12 processors),
-#                     stacks baseline,md5,des-md5,aes128-gcm (a budget skips from the end),
-#                     --runs 3 --seconds 0.2. Kept on a machine with fewer cores (oversubscribed).
+#                     stacks baseline,md5,des-md5,aes128-gcm, --runs 3 --seconds 0.2. The budget
+#                     shortens the runs, then skips stacks from the end of the list; past the
+#                     first stack it is also held to as the run goes (a stack that would not
+#                     fit is not started, one that runs past it is abandoned: des-md5's windows
+#                     drain slowly at 12-16 workers on few cores). Kept on a machine with fewer
+#                     cores than 16 (oversubscribed: a check of the script, not a figure).
 #    `uptime` (or /proc/loadavg) between the steps. Every result goes into ONE archive,
 #    OUTDIR/gpu-device-<UTC time>.tar.gz, rewritten after each step (a run cut short keeps what
 #    it measured): run.log (everything printed), machine.txt (nvidia-smi, NVRTC, lscpu, nproc,
@@ -206,7 +210,7 @@ run_step() {
   {
     echo "==== $step: exit $rc, $secs s (limit $limit s, budget $budget s)"
     case "$step" in
-      test-*) grep -E '^test result|^running [0-9]+ tests?|skip|SKIP|FAILED|panicked' "$dir/$step.log" | head -n 40 ;;
+      test-*) grep -E '^test result|^running [0-9]+ tests?|SKIP|FAILED|panicked' "$dir/$step.log" | awk '!seen[$0]++' | head -n 40 ;;
       *) grep -E 'budget:|not measured|Error|error:' "$dir/$step.log" | head -n 10
          echo "--- what it printed (first 60 lines)"
          head -n 60 "$dir/$step.log" ;;
@@ -233,7 +237,7 @@ main() {
     echo "load: $(cat /proc/loadavg)"
     grep -E '^(MemTotal|MemAvailable)' /proc/meminfo
     echo "NVRTC: ${nvrtc:-not found under /usr/local}"
-    echo "libcuda: $( (ldconfig -p 2>/dev/null | grep -m1 'libcuda.so' | sed 's/.*=> //') || true)"
+    echo "libcuda: $(ldconfig -p 2>/dev/null | grep -m1 'libcuda.so' | sed 's/.*=> //' | grep . || echo "not in ldconfig's cache")"
     echo "--- nvidia-smi"
     if command -v nvidia-smi >/dev/null; then
       timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current,compute_mode --format=csv 2>&1 || true
