@@ -749,147 +749,212 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         let mut keep_stacks = p.stacks.len();
         let mut budget_note = None;
         let t0 = Instant::now();
+        // After the first stack, which is measured whole, the budget is also held to as the
+        // run goes: a stack's cost is known only once it ran (a slow cipher's windows take
+        // long to drain at many workers, which the first point does not show). A stack is not
+        // started when the costliest so far would not fit in what is left, and one that runs
+        // past the budget is abandoned (its points stay in POINTS_FILE, not in the report).
+        let mut stack_secs: Vec<f64> = Vec::new();
+        let mut late_note: Option<String> = None;
+        let past_budget =
+            |si: usize| si > 0 && p.budget.is_some_and(|b| t0.elapsed().as_secs_f64() > b);
         for (si, &stack) in p.stacks.iter().enumerate() {
             if si >= keep_stacks {
                 continue;
             }
-            for op in ops {
-                for mode in modes {
-                    let mut points = Vec::new();
-                    for w in 1..=nw {
-                        let kind = match mode {
-                            Mode::Plp => EngineKind::Plp(w),
-                            Mode::Clp => EngineKind::Clp(ClpPolicy::ProcessorPerConnection(w)),
-                        };
-                        if stack.name == "aes128-gcm"
-                            && op == Op::Seal
-                            && kind == EngineKind::Plp(1)
-                        {
-                            let r = raw_seal_rate(&cur)?;
-                            raw = Some(estimate(&r));
+            if let Some(b) = p.budget
+                && si > 0
+            {
+                let longest = stack_secs.iter().copied().fold(0.0, f64::max);
+                let now = t0.elapsed().as_secs_f64();
+                if now + longest > b {
+                    keep_stacks = si;
+                    late_note = Some(format!(
+                        "{} not started: {now:.1} s gone, and a stack took up to {longest:.1} s",
+                        stack.name
+                    ));
+                    continue;
+                }
+            }
+            let ts = Instant::now();
+            let abandoned = 'stack: {
+                for op in ops {
+                    for mode in modes {
+                        let mut points = Vec::new();
+                        for w in 1..=nw {
+                            let kind = match mode {
+                                Mode::Plp => EngineKind::Plp(w),
+                                Mode::Clp => EngineKind::Clp(ClpPolicy::ProcessorPerConnection(w)),
+                            };
+                            if stack.name == "aes128-gcm"
+                                && op == Op::Seal
+                                && kind == EngineKind::Plp(1)
+                            {
+                                let r = raw_seal_rate(&cur)?;
+                                raw = Some(estimate(&r));
+                                logged(point_row(
+                                    "raw",
+                                    "aes128-gcm",
+                                    "send",
+                                    RawAead::LIBRARY,
+                                    1,
+                                    1,
+                                    p,
+                                    CHUNK,
+                                    &r,
+                                ))?;
+                                pb.inc(1);
+                            }
+                            let r =
+                                measure(stack, kind, op, mode.channels(), p.batch, &cur, windows)?;
+                            points.push(estimate(&r));
                             logged(point_row(
-                                "raw",
-                                "aes128-gcm",
-                                "send",
-                                RawAead::LIBRARY,
-                                1,
-                                1,
+                                "scaling",
+                                stack.name,
+                                side_name(op),
+                                mode.name(),
+                                mode.channels(),
+                                w,
                                 p,
-                                CHUNK,
+                                p.batch,
                                 &r,
                             ))?;
                             pb.inc(1);
-                        }
-                        let r = measure(stack, kind, op, mode.channels(), p.batch, &cur, windows)?;
-                        points.push(estimate(&r));
-                        logged(point_row(
-                            "scaling",
-                            stack.name,
-                            side_name(op),
-                            mode.name(),
-                            mode.channels(),
-                            w,
-                            p,
-                            p.batch,
-                            &r,
-                        ))?;
-                        pb.inc(1);
-                        if let (Some(b), None) = (p.budget, &budget_note) {
-                            // Fitted once, after the first point: every window is taken to
-                            // cost what the first point's did beyond its timed length.
-                            let t1 = t0.elapsed().as_secs_f64();
-                            let overhead = t1 / windows as f64 - p.seconds;
-                            let per_stack = (ops.len() * modes.len() * nw + ops.len()) * windows
-                                + connections.len() * 2 * (many_runs + 1);
-                            let first_left = per_stack - windows;
-                            let total = first_left + (p.stacks.len() - 1) * per_stack + windows;
-                            let f = super::fit_budget(b - t1, total, 1, overhead, p.seconds);
-                            cur.seconds = f.seconds;
-                            keep_stacks = (1 + f.keep.saturating_sub(first_left + windows)
-                                / per_stack)
-                                .min(p.stacks.len());
-                            let skipped: Vec<&str> =
-                                p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
-                            budget_note = Some(format!(
-                                "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
-                                if cur.seconds < p.seconds {
-                                    format!(
-                                        "shortened from {} s to {:.3} s",
-                                        p.seconds, cur.seconds
-                                    )
-                                } else {
-                                    format!("kept at {} s", p.seconds)
-                                },
-                                if skipped.is_empty() {
-                                    "no stack skipped".to_owned()
-                                } else {
-                                    format!("skipped the stacks {}", skipped.join(", "))
-                                }
-                            ));
-                            if f.keep < first_left + windows {
-                                if let Some(n) = budget_note.as_mut() {
-                                    n.push_str(
+                            if let (Some(b), None) = (p.budget, &budget_note) {
+                                // Fitted once, after the first point: every window is taken to
+                                // cost what the first point's did beyond its timed length.
+                                let t1 = t0.elapsed().as_secs_f64();
+                                let overhead = t1 / windows as f64 - p.seconds;
+                                let per_stack = (ops.len() * modes.len() * nw + ops.len())
+                                    * windows
+                                    + connections.len() * 2 * (many_runs + 1);
+                                let first_left = per_stack - windows;
+                                let total = first_left + (p.stacks.len() - 1) * per_stack + windows;
+                                let f = super::fit_budget(b - t1, total, 1, overhead, p.seconds);
+                                cur.seconds = f.seconds;
+                                keep_stacks = (1 + f.keep.saturating_sub(first_left + windows)
+                                    / per_stack)
+                                    .min(p.stacks.len());
+                                let skipped: Vec<&str> =
+                                    p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
+                                budget_note = Some(format!(
+                                    "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
+                                    if cur.seconds < p.seconds {
+                                        format!(
+                                            "shortened from {} s to {:.3} s",
+                                            p.seconds, cur.seconds
+                                        )
+                                    } else {
+                                        format!("kept at {} s", p.seconds)
+                                    },
+                                    if skipped.is_empty() {
+                                        "no stack skipped".to_owned()
+                                    } else {
+                                        format!("skipped the stacks {}", skipped.join(", "))
+                                    }
+                                ));
+                                if f.keep < first_left + windows {
+                                    if let Some(n) = budget_note.as_mut() {
+                                        n.push_str(
                                         "; the first stack, which is measured whole, does not fit even so: over budget",
                                     );
+                                    }
                                 }
                             }
+                            if past_budget(si) {
+                                break 'stack true;
+                            }
                         }
+                        curves.push(Curve {
+                            stack,
+                            op,
+                            mode,
+                            points,
+                        });
                     }
-                    curves.push(Curve {
-                        stack,
-                        op,
-                        mode,
-                        points,
-                    });
-                }
-                let r = measure(stack, EngineKind::Layered, op, 1, p.batch, &cur, windows)?;
-                layered.push((stack, op, estimate(&r)));
-                logged(point_row(
-                    "layered",
-                    stack.name,
-                    side_name(op),
-                    "layered",
-                    1,
-                    2,
-                    p,
-                    p.batch,
-                    &r,
-                ))?;
-                pb.inc(1);
-            }
-            for &n in connections {
-                for policy in [
-                    ClpPolicy::ThreadPerConnection,
-                    ClpPolicy::ProcessorPerConnection(nw),
-                ] {
-                    let r = measure(
-                        stack,
-                        EngineKind::Clp(policy),
-                        Op::Seal,
-                        n,
-                        CHUNK_MANY,
-                        &cur,
-                        many_runs + 1,
-                    )?;
-                    many.push((stack, n, policy, estimate(&r)));
-                    let threads = match policy {
-                        ClpPolicy::ThreadPerConnection => n,
-                        ClpPolicy::ProcessorPerConnection(w) => w,
-                    };
+                    let r = measure(stack, EngineKind::Layered, op, 1, p.batch, &cur, windows)?;
+                    layered.push((stack, op, estimate(&r)));
                     logged(point_row(
-                        "connections",
+                        "layered",
                         stack.name,
-                        "send",
-                        policy_name(policy),
-                        n,
-                        threads,
+                        side_name(op),
+                        "layered",
+                        1,
+                        2,
                         p,
-                        CHUNK_MANY,
+                        p.batch,
                         &r,
                     ))?;
                     pb.inc(1);
+                    if past_budget(si) {
+                        break 'stack true;
+                    }
                 }
+                for &n in connections {
+                    for policy in [
+                        ClpPolicy::ThreadPerConnection,
+                        ClpPolicy::ProcessorPerConnection(nw),
+                    ] {
+                        let r = measure(
+                            stack,
+                            EngineKind::Clp(policy),
+                            Op::Seal,
+                            n,
+                            CHUNK_MANY,
+                            &cur,
+                            many_runs + 1,
+                        )?;
+                        many.push((stack, n, policy, estimate(&r)));
+                        let threads = match policy {
+                            ClpPolicy::ThreadPerConnection => n,
+                            ClpPolicy::ProcessorPerConnection(w) => w,
+                        };
+                        logged(point_row(
+                            "connections",
+                            stack.name,
+                            "send",
+                            policy_name(policy),
+                            n,
+                            threads,
+                            p,
+                            CHUNK_MANY,
+                            &r,
+                        ))?;
+                        pb.inc(1);
+                        if past_budget(si) {
+                            break 'stack true;
+                        }
+                    }
+                }
+                false
+            };
+            if abandoned {
+                keep_stacks = si;
+                curves.retain(|c| !std::ptr::eq(c.stack, stack));
+                layered.retain(|(s, _, _)| !std::ptr::eq(*s, stack));
+                many.retain(|(s, ..)| !std::ptr::eq(*s, stack));
+                late_note = Some(format!(
+                    "{} abandoned after {:.1} s of it, past the budget at {:.1} s (its points so far are in {POINTS_FILE} only)",
+                    stack.name,
+                    ts.elapsed().as_secs_f64(),
+                    t0.elapsed().as_secs_f64()
+                ));
+                continue;
             }
+            stack_secs.push(ts.elapsed().as_secs_f64());
+        }
+        if let (Some(late), Some(note)) = (&late_note, budget_note.as_mut()) {
+            let skipped: Vec<&str> = p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
+            let _ = write!(
+                note,
+                "; held to as the run went: {late}; measured {}, skipped {}",
+                p.stacks[..keep_stacks]
+                    .iter()
+                    .map(|s| s.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                skipped.join(", ")
+            );
         }
         let raw = match raw {
             Some(r) => r,
