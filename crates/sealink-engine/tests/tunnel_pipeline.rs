@@ -59,6 +59,7 @@ fn net() -> Net {
                 endpoint: Some(sa(i)),
                 allowed_ips: vec![format!("10.9.0.{}/32", i + 1).parse().unwrap()],
                 persistent_keepalive: None,
+                preshared_key: None,
             })
             .collect(),
     )
@@ -74,6 +75,7 @@ fn net() -> Net {
                     endpoint: Some(sa(0)),
                     allowed_ips: vec!["10.9.0.1/32".parse().unwrap()],
                     persistent_keepalive: None,
+                    preshared_key: None,
                 }],
             )
             .unwrap()

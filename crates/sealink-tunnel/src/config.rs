@@ -512,6 +512,7 @@ impl Config {
                     .persistent_keepalive
                     .filter(|s| *s > 0)
                     .map(|s| Duration::from_secs(u64::from(s))),
+                preshared_key: None,
             });
         }
         let cfg = Config {

@@ -163,6 +163,24 @@ pub struct TunnelConfig {
     pub limiter: LimiterConfig,
     /// Seeds receiver index allocation (drivers pass a random value).
     pub index_seed: u32,
+    /// The protocol on the wire: sealink's own, or WireGuard's (see the module documentation).
+    pub wire: Wire,
+    /// Wall-clock time since the Unix epoch at [`Time::ZERO`]: a WireGuard initiation carries
+    /// the wall-clock time (TAI64N) of `unix_at_zero + now`. Drivers set it at start.
+    pub unix_at_zero: Duration,
+}
+
+/// The protocol a tunnel speaks on the wire. The core's routing, sessions, timers, roaming and
+/// counters are the same for both; the handshake messages, the data header and the body differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wire {
+    /// sealink's tunnel protocol (docs/PROTOCOL.md §12): length-framed bodies, piggybacking,
+    /// any modern suite.
+    #[default]
+    Sealink,
+    /// WireGuard's (docs/PROTOCOL.md §15): Noise_IKpsk2 with its identifier, message types 1-4,
+    /// ChaCha20-Poly1305 on one IP packet per datagram padded to 16 bytes, no piggybacking.
+    WireGuard,
 }
 
 impl Default for TunnelConfig {
@@ -182,11 +200,47 @@ impl Default for TunnelConfig {
             staged_packets: 128,
             limiter: LimiterConfig::default(),
             index_seed: 0x5EA1_1CC5,
+            wire: Wire::Sealink,
+            unix_at_zero: Duration::ZERO,
         }
     }
 }
 
 impl TunnelConfig {
+    /// WireGuard's settings (whitepaper §6.1): ChaCha20-Poly1305, an initiation retried every
+    /// REKEY_TIMEOUT (5 s) until REKEY_ATTEMPT_TIME (90 s), rekey after 120 s or 2^60
+    /// messages, nothing sent or opened after 180 s or 2^64 - 2^13 messages, no piggybacking.
+    pub fn wireguard() -> Self {
+        use crate::wg;
+        TunnelConfig {
+            suite: SuiteId::ChaCha20Poly1305,
+            piggyback: PiggybackPolicy {
+                enabled: false,
+                ..PiggybackPolicy::default()
+            },
+            handshake_timeout: wg::REKEY_TIMEOUT,
+            handshake_attempts: (wg::REKEY_ATTEMPT_TIME.as_secs() / wg::REKEY_TIMEOUT.as_secs())
+                as u32,
+            limits: Limits {
+                rekey_after_time: wg::REKEY_AFTER_TIME,
+                rekey_after_messages: wg::REKEY_AFTER_MESSAGES,
+                reject_after_time: wg::REJECT_AFTER_TIME,
+                reject_after_messages: wg::REJECT_AFTER_MESSAGES,
+            },
+            wire: Wire::WireGuard,
+            ..TunnelConfig::default()
+        }
+    }
+
+    /// Bytes a driver leaves in front of each packet: the data header, and for sealink's wire
+    /// the packet's length field ([`HEADROOM`], the largest).
+    pub fn headroom(&self) -> usize {
+        match self.wire {
+            Wire::Sealink => HEADROOM,
+            Wire::WireGuard => HEADER_LEN,
+        }
+    }
+
     /// Checks the bounds the core relies on.
     pub fn validate(&self) -> Result<(), crate::Error> {
         let bad = |m: &str| Err(crate::Error::Config(m.to_owned()));
@@ -208,6 +262,14 @@ impl TunnelConfig {
         if self.handshake_attempts == 0 || self.handshake_timeout.is_zero() {
             return bad("handshake attempts and timeout must be positive");
         }
+        if self.wire == Wire::WireGuard {
+            if self.suite != SuiteId::ChaCha20Poly1305 {
+                return bad("WireGuard's wire uses chacha20-poly1305 only");
+            }
+            if p.enabled {
+                return bad("WireGuard's wire carries one packet per datagram: no piggybacking");
+            }
+        }
         self.limits.validate()
     }
 }
@@ -223,6 +285,9 @@ pub struct PeerConfig {
     /// Send a keepalive when nothing was sent to the peer for this long (`None`: never); see
     /// the module documentation.
     pub persistent_keepalive: Option<Duration>,
+    /// WireGuard's optional preshared key, mixed into the handshake ([`Wire::WireGuard`]
+    /// only; `None` is WireGuard's 32 zero bytes).
+    pub preshared_key: Option<[u8; 32]>,
 }
 
 /// A peer's position in the configuration.
@@ -534,6 +599,11 @@ impl Tunnel {
         peers: Vec<PeerConfig>,
     ) -> Result<Self, crate::Error> {
         cfg.validate()?;
+        if cfg.wire == Wire::Sealink && peers.iter().any(|p| p.preshared_key.is_some()) {
+            return Err(crate::Error::Config(
+                "preshared keys belong to WireGuard's wire; sealink's handshake has none".into(),
+            ));
+        }
         let routes = check_peers(host.public(), &peers)?;
         let by_key = peers
             .iter()

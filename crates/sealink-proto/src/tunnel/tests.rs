@@ -56,6 +56,7 @@ fn pair_keepalive(cfg: TunnelConfig, keepalive: Option<Duration>) -> Pair {
             endpoint: Some(sa(B_ADDR)),
             allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
             persistent_keepalive: keepalive,
+            preshared_key: None,
         }],
     )
     .unwrap();
@@ -68,6 +69,7 @@ fn pair_keepalive(cfg: TunnelConfig, keepalive: Option<Duration>) -> Pair {
             endpoint: None,
             allowed_ips: vec!["10.9.0.1/32".parse().unwrap()],
             persistent_keepalive: None,
+            preshared_key: None,
         }],
     )
     .unwrap();
@@ -813,6 +815,7 @@ fn degenerate_peer_keys_are_refused() {
                 endpoint: Some(sa(B_ADDR)),
                 allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
                 persistent_keepalive: None,
+                preshared_key: None,
             }],
         );
         assert!(matches!(r, Err(crate::Error::Config(_))), "{key:02x?}");
@@ -954,6 +957,7 @@ fn peer_b_of(p: &Pair, endpoint: Option<&str>) -> PeerConfig {
         endpoint: endpoint.map(sa),
         allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
         persistent_keepalive: None,
+        preshared_key: None,
     }
 }
 
@@ -969,6 +973,7 @@ fn reconfigure_keeps_live_sessions_and_adds_and_removes_peers() {
         endpoint: Some(sa("192.0.2.3:51820")),
         allowed_ips: vec!["10.9.0.3/32".parse().unwrap()],
         persistent_keepalive: None,
+        preshared_key: None,
     };
     // B kept (a new allowed IP), C added.
     let mut b = peer_b_of(&p, Some(B_ADDR));
@@ -1025,6 +1030,7 @@ fn reconfigure_keeps_live_sessions_and_adds_and_removes_peers() {
         endpoint: None,
         allowed_ips: vec!["10.9.0.1/32".parse().unwrap()],
         persistent_keepalive: None,
+        preshared_key: None,
     }])
     .unwrap();
     assert_eq!(p.send(true, &v4(IP_A, IP_B, 400, 5)), Encap::Queued);
@@ -1039,6 +1045,7 @@ fn peer_b_of_key(p: &Pair) -> PeerConfig {
         endpoint: Some(sa(B_ADDR)),
         allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
         persistent_keepalive: None,
+        preshared_key: None,
     }
 }
 
@@ -1049,6 +1056,7 @@ fn c_again(kc: &HostKey) -> PeerConfig {
         endpoint: Some(sa("192.0.2.3:51820")),
         allowed_ips: vec!["10.9.0.3/32".parse().unwrap()],
         persistent_keepalive: None,
+        preshared_key: None,
     }
 }
 
