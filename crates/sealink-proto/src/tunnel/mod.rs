@@ -402,6 +402,7 @@ pub struct PeerStatus {
     pub last_handshake: Option<Time>,
     pub session_up: bool,
     pub persistent_keepalive: Option<Duration>,
+    pub preshared_key: Option<[u8; 32]>,
     pub stats: PeerStats,
 }
 
@@ -672,6 +673,7 @@ impl Tunnel {
                 last_handshake: p.last_handshake,
                 session_up: p.current.as_ref().is_some_and(|s| self.sendable(s, now)),
                 persistent_keepalive: p.cfg.persistent_keepalive,
+                preshared_key: p.cfg.preshared_key,
                 stats: p.stats,
             })
             .collect()
