@@ -357,16 +357,17 @@ impl CookieGenerator {
     }
 }
 
-/// What [`HandshakeGuard::admit`] decides about an initiation.
+/// What [`HandshakeGuard::admit`] decides about an initiation (`R`: the cookie reply, sealink's
+/// by default, WireGuard's from [`HandshakeGuard::admit_wg`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Admission {
+pub enum Admission<R = Box<[u8; COOKIE_REPLY_LEN]>> {
     /// Do the handshake work.
     Process,
     /// Refuse it without any public-key work, for this reason.
     Drop(DropReason),
     /// Under load and without a valid mac2: send this cookie reply to the source instead (the
     /// initiation counts as [`DropReason::CookieRequired`]).
-    Cookie(Box<[u8; COOKIE_REPLY_LEN]>),
+    Cookie(R),
 }
 
 /// The responder's admission step for initiations: mac1, mac2 and the two limiters (see the
@@ -437,6 +438,52 @@ impl HandshakeGuard {
         msg: &[u8],
         room_for_reply: bool,
     ) -> Admission {
+        self.admit_with(now, src, msg, room_for_reply, |checker, now, msg, src| {
+            let sender = match crate::wire::parse_header(msg) {
+                Ok(Header::Init { sender }) => sender,
+                _ => return Err(DropReason::MalformedHeader),
+            };
+            checker
+                .write_reply(now, msg, sender, src)
+                .map(Box::new)
+                .map_err(|_| DropReason::RateLimited)
+        })
+    }
+
+    /// [`HandshakeGuard::admit`] for a WireGuard initiation or response (its sender index at
+    /// bytes 4..8): the cookie reply is WireGuard's message type 3.
+    pub fn admit_wg(
+        &mut self,
+        now: Time,
+        src: Option<SocketAddr>,
+        msg: &[u8],
+        room_for_reply: bool,
+    ) -> Admission<[u8; crate::wg::message::COOKIE_REPLY_LEN]> {
+        self.admit_with(now, src, msg, room_for_reply, |checker, now, msg, src| {
+            let sender = msg
+                .get(4..8)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .ok_or(DropReason::MalformedHeader)?;
+            let (nonce, cookie_sealed) = checker
+                .seal_cookie(now, msg, src)
+                .map_err(|_| DropReason::RateLimited)?;
+            Ok(crate::wg::message::CookieReply {
+                receiver: sender,
+                nonce,
+                cookie_sealed,
+            }
+            .encode())
+        })
+    }
+
+    fn admit_with<R>(
+        &mut self,
+        now: Time,
+        src: Option<SocketAddr>,
+        msg: &[u8],
+        room_for_reply: bool,
+        reply: impl FnOnce(&mut CookieChecker, Time, &[u8], SocketAddr) -> Result<R, DropReason>,
+    ) -> Admission<R> {
         if !self.checker.check_mac1(msg) {
             return Admission::Drop(DropReason::BadMac1);
         }
@@ -457,14 +504,15 @@ impl HandshakeGuard {
         if !room_for_reply {
             return Admission::Drop(DropReason::RateLimited);
         }
-        let sender = match crate::wire::parse_header(msg) {
-            Ok(Header::Init { sender }) => sender,
-            _ => return Admission::Drop(DropReason::MalformedHeader),
-        };
-        match self.checker.write_reply(now, msg, sender, src) {
-            Ok(r) => Admission::Cookie(Box::new(r)),
-            Err(_) => Admission::Drop(DropReason::RateLimited),
+        match reply(&mut self.checker, now, msg, src) {
+            Ok(r) => Admission::Cookie(r),
+            Err(d) => Admission::Drop(d),
         }
+    }
+
+    /// mac1 of a message to us (a WireGuard response, which the limiters do not cover).
+    pub fn check_mac1(&self, msg: &[u8]) -> bool {
+        self.checker.check_mac1(msg)
     }
 
     /// Source addresses with a bucket now, in both limiters together (at most twice

@@ -145,6 +145,55 @@ impl Handshake {
         }
     }
 
+    /// [`Handshake::initiate`] on WireGuard's wire: a message type 1 to `remote` (preshared key
+    /// `psk`) timestamped `unix_nanos` (nanoseconds since the Unix epoch, whitened; raised to
+    /// one past the last sent so that each initiation is newer).
+    #[allow(clippy::too_many_arguments)]
+    pub fn initiate_wg(
+        &mut self,
+        host: &HostKey,
+        remote: &[u8; 32],
+        psk: &[u8; 32],
+        idx: &mut IndexTable,
+        owner: usize,
+        now: Time,
+        unix_nanos: u64,
+        attempt: u32,
+    ) -> Result<&[u8], InitiateError> {
+        self.abandon(idx);
+        if handshake::x25519_public_is_degenerate(remote) {
+            return Err(InitiateError::DegenerateKey);
+        }
+        let local = idx.alloc(owner);
+        let ts = unix_nanos.max(self.last_ts_sent + 1);
+        match crate::wg::write_initiation(
+            host,
+            remote,
+            psk,
+            local,
+            &crate::wg::tai64n_of_nanos(ts),
+            &mut self.cookies,
+            now,
+        ) {
+            Ok((hs, packet)) => {
+                self.last_ts_sent = ts;
+                let init = self.initiation.insert(Initiation {
+                    hs,
+                    local_index: local,
+                    sent_at: now,
+                    attempts: attempt,
+                    packet: packet.to_vec(),
+                    cookie_retried: false,
+                });
+                Ok(&init.packet)
+            }
+            Err(e) => {
+                idx.free(local);
+                Err(InitiateError::Other(crate::Error::Handshake(e.to_string())))
+            }
+        }
+    }
+
     /// Drops the initiation under way, freeing its index.
     pub fn abandon(&mut self, idx: &mut IndexTable) {
         if let Some(i) = self.initiation.take() {
@@ -161,11 +210,22 @@ impl Handshake {
         local_index: u32,
         pkt: &[u8],
     ) -> Result<Option<&[u8]>, DropReason> {
+        self.accept_cookie_with(now, local_index, |c| c.consume_reply(now, pkt))
+    }
+
+    /// [`Handshake::accept_cookie`] with the cookie taken out by `consume` (WireGuard's reply
+    /// has its own header).
+    pub fn accept_cookie_with(
+        &mut self,
+        now: Time,
+        local_index: u32,
+        consume: impl FnOnce(&mut CookieGenerator) -> Result<(), DropReason>,
+    ) -> Result<Option<&[u8]>, DropReason> {
         let init = match &mut self.initiation {
             Some(i) if i.local_index == local_index => i,
             _ => return Err(DropReason::BadCookieReply),
         };
-        self.cookies.consume_reply(now, pkt)?;
+        consume(&mut self.cookies)?;
         if init.cookie_retried {
             return Ok(None);
         }

@@ -17,6 +17,7 @@ use crate::error::DropReason;
 use crate::handshake::Split;
 use crate::replay::{ReplayVerdict, ReplayWindow};
 use crate::time::Time;
+use crate::wire::HEADER_LEN;
 
 /// AES blocks of the largest datagram a session may seal (a 64 KiB body and its tag).
 const MAX_DATAGRAM_BLOCKS: u64 = (1 << 16) / 16 + 1;
@@ -62,6 +63,9 @@ pub struct Session {
     /// at the initiator's first datagram on it.
     pub(crate) confirmed_at: Option<Time>,
     pub(crate) suite: SuiteId,
+    /// Datagrams carry WireGuard's transport header (type 4, little-endian index and counter)
+    /// and seal with no associated data, instead of sealink's data header as AAD.
+    pub(crate) wg: bool,
 }
 
 impl Session {
@@ -93,6 +97,37 @@ impl Session {
             established: now,
             confirmed_at: initiator.then_some(now),
             suite,
+            wg: false,
+        })
+    }
+
+    /// A WireGuard session: the Noise split's two keys used as they are (ChaCha20-Poly1305,
+    /// whitepaper §5.4.5), WireGuard's transport header on every datagram.
+    pub(crate) fn wireguard(
+        send: &[u8; 32],
+        recv: &[u8; 32],
+        local_index: u32,
+        remote_index: u32,
+        now: Time,
+        initiator: bool,
+    ) -> Result<Self, DropReason> {
+        let key = |k: &[u8; 32]| {
+            PacketKey::new(SuiteId::ChaCha20Poly1305, k, false)
+                .map(Arc::new)
+                .map_err(|_| DropReason::SuiteRefused)
+        };
+        Ok(Session {
+            local_index,
+            remote_index,
+            send: key(send)?,
+            recv: key(recv)?,
+            next_counter: 0,
+            blocks_sealed: 0,
+            replay: ReplayWindow::new(),
+            established: now,
+            confirmed_at: initiator.then_some(now),
+            suite: SuiteId::ChaCha20Poly1305,
+            wg: true,
         })
     }
 
@@ -136,6 +171,7 @@ impl Session {
             counter,
             scope,
             body_len,
+            wg: self.wg,
         }
     }
 
@@ -158,6 +194,7 @@ impl Session {
             counter,
             scope,
             allow_plaintext,
+            wg: self.wg,
         })
     }
 
@@ -180,12 +217,16 @@ pub struct SealJob {
     counter: u64,
     scope: Scope,
     body_len: usize,
+    wg: bool,
 }
 
 impl SealJob {
     /// Writes the header and seals `buf[HEADER_LEN..HEADER_LEN + body_len]` in place; returns
     /// the datagram's length.
     pub fn seal(&self, buf: &mut [u8]) -> Result<usize, SealError> {
+        if self.wg {
+            return wg_seal(&self.key, self.receiver, self.counter, buf, self.body_len);
+        }
         seal_datagram(
             &self.key,
             self.receiver,
@@ -209,12 +250,16 @@ pub struct OpenJob {
     counter: u64,
     scope: Scope,
     allow_plaintext: bool,
+    wg: bool,
 }
 
 impl OpenJob {
     /// Authenticates and decrypts `buf` (the whole datagram) in place; returns the body's
     /// range. Touches no replay window: the owner records the counter ([`Session::accept`]).
     pub fn open(&self, buf: &mut [u8]) -> Result<Range<usize>, DropReason> {
+        if self.wg {
+            return wg_open(&self.key, self.counter, buf);
+        }
         open_in_place(
             &self.key,
             self.scope,
@@ -233,6 +278,40 @@ impl OpenJob {
     pub fn scope(&self) -> Scope {
         self.scope
     }
+}
+
+/// WireGuard's transport message: its header in `buf[..16]`, then `buf[16..16 + body_len]`
+/// sealed in place with no associated data and the nonce 0^32 || counter (little-endian), which
+/// is [`PacketKey`]'s nonce. Returns the datagram's length.
+#[inline]
+fn wg_seal(
+    key: &PacketKey,
+    receiver: u32,
+    counter: u64,
+    buf: &mut [u8],
+    body_len: usize,
+) -> Result<usize, SealError> {
+    let have = buf.len();
+    let (hdr, body) = buf
+        .split_at_mut_checked(HEADER_LEN)
+        .ok_or(SealError::NoHeaderRoom(have))?;
+    let hdr: &mut [u8; HEADER_LEN] = hdr.try_into().map_err(|_| SealError::NoHeaderRoom(have))?;
+    crate::wg::message::write_transport_header(hdr, receiver, counter);
+    let sealed = key.seal(counter, Scope::Encrypt, &[], body, body_len)?;
+    Ok(HEADER_LEN + sealed)
+}
+
+/// Opens a WireGuard transport message in place; returns the plaintext's range.
+#[inline]
+fn wg_open(key: &PacketKey, counter: u64, buf: &mut [u8]) -> Result<Range<usize>, DropReason> {
+    let body = buf
+        .get_mut(HEADER_LEN..)
+        .ok_or(DropReason::MalformedHeader)?;
+    let len = body.len();
+    let n = key
+        .open(counter, Scope::Encrypt, &[], body, len)
+        .map_err(|_| DropReason::AuthFailed)?;
+    Ok(HEADER_LEN..HEADER_LEN + n)
 }
 
 /// Receiver indexes in use, each mapped to its owner (a peer's position).

@@ -71,6 +71,7 @@
 
 pub mod ip;
 mod reconfig;
+mod wg;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -79,7 +80,7 @@ use std::time::Duration;
 
 use sealink_crypto::{Scope, SuiteId};
 
-use crate::cookie::{Admission, COOKIE_REPLY_LEN, HandshakeGuard};
+use crate::cookie::{Admission, HandshakeGuard};
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
 pub use crate::handshake::TUNNEL_PROLOGUE;
@@ -92,6 +93,7 @@ use crate::time::Time;
 use crate::wire::{HEADER_LEN, Header, parse_header};
 
 pub use ip::{AllowedIps, IpNet, IpNetError, packet_addrs};
+pub use wg::padded_len as wg_padded_len;
 use reconfig::check_peers;
 pub use reconfig::{PeerChanges, RERESOLVE_AFTER_ATTEMPTS};
 
@@ -518,7 +520,7 @@ pub struct Tunnel {
     guard: HandshakeGuard,
     /// Cookie replies to send (ahead of other transmits), at most
     /// [`MAX_PENDING_COOKIE_REPLIES`].
-    cookie_replies: VecDeque<(SocketAddr, Box<[u8; COOKIE_REPLY_LEN]>)>,
+    cookie_replies: VecDeque<(SocketAddr, Vec<u8>)>,
     /// Datagrams to send, in order: final bytes (handshakes), or a data datagram's header room
     /// and plaintext body with the tail room for its tag and the seal reserved for it.
     transmits: VecDeque<(SocketAddr, Vec<u8>, Option<SealJob>)>,
@@ -706,6 +708,15 @@ impl Tunnel {
         s.wants_rekey(&self.limits(), now)
     }
 
+    /// The sealed body's length for one packet of `pkt_len` bytes: sealink's length field and
+    /// the packet, or WireGuard's packet padded to a multiple of 16 bytes (never past the MTU).
+    fn body_len(&self, pkt_len: usize) -> usize {
+        match self.cfg.wire {
+            Wire::Sealink => LEN_FIELD + pkt_len,
+            Wire::WireGuard => wg::padded_len(pkt_len, self.cfg.mtu),
+        }
+    }
+
     fn take_spare(&mut self) -> Vec<u8> {
         self.spare.pop().unwrap_or_default()
     }
@@ -752,10 +763,11 @@ impl Tunnel {
         pkt_len: usize,
         finish: impl FnOnce(&mut [u8]),
     ) -> Reserve {
-        let Some(pkt) = buf.get(HEADROOM..HEADROOM + pkt_len) else {
+        let h = self.cfg.headroom();
+        let Some(pkt) = buf.get(h..h + pkt_len) else {
             return Reserve::Dropped(self.count(TunnelDrop::MalformedPacket));
         };
-        if pkt_len > self.cfg.mtu || buf.len() < HEADROOM + pkt_len + TAILROOM {
+        if pkt_len > self.cfg.mtu || buf.len() < HEADER_LEN + self.body_len(pkt_len) + TAILROOM {
             return Reserve::Dropped(self.count(TunnelDrop::MalformedPacket));
         }
         let Some((src, dst)) = packet_addrs(pkt) else {
@@ -792,7 +804,7 @@ impl Tunnel {
             }
         }
         let pb = self.cfg.piggyback;
-        if pb.enabled && pkt_len <= pb.small && !ip::is_urgent(&buf[HEADROOM..HEADROOM + pkt_len]) {
+        if pb.enabled && pkt_len <= pb.small && !ip::is_urgent(&buf[h..h + pkt_len]) {
             // Small: joins the queue; leaves with company, at the queue limit, when the peer's
             // sends complete (autocork) or at the deadline.
             if self.peers[pi].queue.len() + LEN_FIELD + pkt_len > pb.queue_limit {
@@ -820,8 +832,15 @@ impl Tunnel {
         let Some(dest) = self.peers[pi].endpoint else {
             return Reserve::Dropped(self.count(TunnelDrop::NoEndpoint));
         };
-        buf[HEADER_LEN..HEADROOM].copy_from_slice(&(pkt_len as u16).to_be_bytes());
-        let Some(job) = self.reserve_on_current(pi, LEN_FIELD + pkt_len) else {
+        let body_len = self.body_len(pkt_len);
+        match self.cfg.wire {
+            Wire::Sealink => {
+                buf[HEADER_LEN..HEADROOM].copy_from_slice(&(pkt_len as u16).to_be_bytes());
+            }
+            // WireGuard's zero padding (up to 15 bytes, within the MTU).
+            Wire::WireGuard => buf[h + pkt_len..h + body_len].fill(0),
+        }
+        let Some(job) = self.reserve_on_current(pi, body_len) else {
             return Reserve::Dropped(self.count(TunnelDrop::SealFailed));
         };
         let p = &mut self.peers[pi];
@@ -919,16 +938,21 @@ impl Tunnel {
         };
         // Reserved here (the counter is serial); sealed by whoever sends it, outside the lock
         // (`poll_transmit_deferred`).
-        match self.reserve_on_current(pi, body.len()) {
+        // sealink's body is framed already; WireGuard's is one packet (or none), padded here.
+        let (sealed_len, framing) = match self.cfg.wire {
+            Wire::Sealink => (body.len(), LEN_FIELD as u64 * packets),
+            Wire::WireGuard => (wg::padded_len(body.len(), self.cfg.mtu), 0),
+        };
+        match self.reserve_on_current(pi, sealed_len) {
             Some(job) => {
                 let mut out = self.take_spare();
                 out.clear();
-                out.resize(HEADER_LEN + body.len() + TAILROOM, 0);
+                out.resize(HEADER_LEN + sealed_len + TAILROOM, 0);
                 out[HEADER_LEN..HEADER_LEN + body.len()].copy_from_slice(body);
                 self.peers[pi].note_sent(now);
                 let st = &mut self.peers[pi].stats;
                 st.tx_packets += packets;
-                st.tx_bytes += (body.len() as u64).saturating_sub(LEN_FIELD as u64 * packets);
+                st.tx_bytes += (body.len() as u64).saturating_sub(framing);
                 if packets > 1 {
                     st.piggybacked += packets;
                 }
@@ -945,6 +969,10 @@ impl Tunnel {
     fn release_staged(&mut self, pi: usize, now: Time) {
         let mut body = self.take_spare();
         while let Some(pkt) = self.peers[pi].staged.pop_front() {
+            if self.cfg.wire == Wire::WireGuard {
+                self.send_body(pi, now, &pkt, 1);
+                continue;
+            }
             body.clear();
             body.extend_from_slice(&(pkt.len() as u16).to_be_bytes());
             body.extend_from_slice(&pkt);
@@ -965,17 +993,31 @@ impl Tunnel {
             timestamp: 0,
             binding: [0; 32],
         };
+        let unix = self.cfg.unix_at_zero + Duration::from_nanos(now.as_nanos());
         let p = &mut self.peers[pi];
-        match p.handshake.initiate(
-            &self.host,
-            TUNNEL_PROLOGUE,
-            &p.cfg.public_key,
-            payload,
-            &mut self.indexes,
-            pi,
-            now,
-            attempt,
-        ) {
+        let built = match self.cfg.wire {
+            Wire::Sealink => p.handshake.initiate(
+                &self.host,
+                TUNNEL_PROLOGUE,
+                &p.cfg.public_key,
+                payload,
+                &mut self.indexes,
+                pi,
+                now,
+                attempt,
+            ),
+            Wire::WireGuard => p.handshake.initiate_wg(
+                &self.host,
+                &p.cfg.public_key,
+                &p.cfg.preshared_key.unwrap_or(crate::wg::NO_PSK),
+                &mut self.indexes,
+                pi,
+                now,
+                crate::wg::whitened_nanos(unix),
+                attempt,
+            ),
+        };
+        match built {
             Ok(pkt) => {
                 let pkt = pkt.to_vec();
                 p.stats.handshakes_initiated += 1;
@@ -1030,9 +1072,9 @@ impl Tunnel {
         out: &mut [u8],
     ) -> Option<(SocketAddr, usize, Option<SealJob>)> {
         if let Some((dest, reply)) = self.cookie_replies.pop_front() {
-            if let Some(o) = out.get_mut(..COOKIE_REPLY_LEN) {
-                o.copy_from_slice(&reply[..]);
-                return Some((dest, COOKIE_REPLY_LEN, None));
+            if let Some(o) = out.get_mut(..reply.len()) {
+                o.copy_from_slice(&reply);
+                return Some((dest, reply.len(), None));
             }
         }
         loop {
@@ -1170,6 +1212,10 @@ impl Tunnel {
         source: SocketAddr,
         buf: &[u8],
     ) -> Result<DecapReserve, TunnelDrop> {
+        if self.cfg.wire == Wire::WireGuard {
+            let r = self.wg_decapsulate_reserve(now, source, buf);
+            return r.map_err(|d| self.count(d));
+        }
         let r = match parse_header(buf) {
             Ok(Header::Init { .. }) => self.on_init(now, source, buf).map(handshake_done),
             Ok(Header::Response { receiver, sender }) => self
@@ -1229,7 +1275,10 @@ impl Tunnel {
     ) -> Result<Decap, TunnelDrop> {
         let r = opened.map_err(TunnelDrop::from).and_then(|body| {
             self.accept_data(now, source, job)?;
-            self.push_packets(job.peer, body, buf, packets)
+            match self.cfg.wire {
+                Wire::Sealink => self.push_packets(job.peer, body, buf, packets),
+                Wire::WireGuard => self.wg_push_packet(job.peer, body, buf, packets),
+            }
         });
         r.map_err(|d| self.count(d))
     }
@@ -1320,7 +1369,7 @@ impl Tunnel {
             Admission::Process => {}
             Admission::Drop(r) => return Err(r.into()),
             Admission::Cookie(reply) => {
-                self.cookie_replies.push_back((source, reply));
+                self.cookie_replies.push_back((source, reply.to_vec()));
                 return Err(DropReason::CookieRequired.into());
             }
         }
@@ -1393,6 +1442,13 @@ impl Tunnel {
             now,
         )?
         .session;
+        self.install_initiated(now, source, pi, session);
+        Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    /// Our initiation to peer `pi` was answered with `session`: it becomes current (the old
+    /// one previous), and what waited leaves on it (else a keepalive confirms it).
+    fn install_initiated(&mut self, now: Time, source: SocketAddr, pi: usize, session: Session) {
         let p = &mut self.peers[pi];
         // Its index is now the session's.
         p.handshake.initiation = None;
@@ -1409,7 +1465,6 @@ impl Tunnel {
         } else {
             self.release_staged(pi, now);
         }
-        Ok(Decap::Handshake(PeerIndex(pi)))
     }
 }
 

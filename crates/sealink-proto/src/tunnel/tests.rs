@@ -90,13 +90,14 @@ fn pair() -> Pair {
 impl Pair {
     /// Hands `pkt` to A's (or B's) TUN side; sealed datagrams go on the wire.
     fn send(&mut self, from_a: bool, pkt: &[u8]) -> Encap {
-        let mut buf = vec![0u8; HEADROOM + pkt.len() + TAILROOM];
-        buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
         let (t, me) = if from_a {
             (&mut self.a, sa(A_ADDR))
         } else {
             (&mut self.b, sa(B_ADDR))
         };
+        let h = t.config().headroom();
+        let mut buf = vec![0u8; h + pkt.len() + 15 + TAILROOM];
+        buf[h..h + pkt.len()].copy_from_slice(pkt);
         let r = t.encapsulate(self.now, &mut buf, pkt.len());
         self.collect();
         if let Encap::Sealed { dest, len, .. } = r {
@@ -156,6 +157,9 @@ impl Pair {
         self.collect();
     }
 }
+
+#[path = "wg_tests.rs"]
+mod wg_tests;
 
 #[test]
 fn round_trip_through_two_cores() {

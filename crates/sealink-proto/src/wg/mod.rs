@@ -70,6 +70,147 @@ pub fn tai64n(unix: Duration) -> [u8; 12] {
     t
 }
 
+/// Nanoseconds since the Unix epoch of `unix`, whitened as [`tai64n`] does: the value an
+/// initiation's timestamp carries, as a number that orders like the label.
+pub fn whitened_nanos(unix: Duration) -> u64 {
+    unix.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(unix.subsec_nanos() & !NANOS_WHITENER))
+}
+
+/// The TAI64N label of `nanos` nanoseconds since the Unix epoch, exactly (no whitening).
+pub fn tai64n_of_nanos(nanos: u64) -> [u8; 12] {
+    let mut t = [0u8; 12];
+    t[..8].copy_from_slice(&TAI64_EPOCH.wrapping_add(nanos / 1_000_000_000).to_be_bytes());
+    t[8..].copy_from_slice(&((nanos % 1_000_000_000) as u32).to_be_bytes());
+    t
+}
+
+/// Nanoseconds since the Unix epoch of a TAI64N label (saturating; a label before the epoch
+/// or with more than 10^9 nanoseconds orders as its parts do).
+pub fn tai64n_nanos(t: &[u8; 12]) -> u64 {
+    let secs = u64::from_be_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]]);
+    let nanos = u32::from_be_bytes([t[8], t[9], t[10], t[11]]);
+    secs.saturating_sub(TAI64_EPOCH)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(nanos))
+}
+
+/// The two transport keys a finished handshake gives one side.
+pub(crate) struct TransportKeys {
+    pub send: [u8; 32],
+    pub recv: [u8; 32],
+}
+
+fn transport_keys(hs: &mut snow::HandshakeState) -> TransportKeys {
+    let (a, b) = hs.dangerously_get_raw_split();
+    if hs.is_initiator() {
+        TransportKeys { send: a, recv: b }
+    } else {
+        TransportKeys { send: b, recv: a }
+    }
+}
+
+fn noise_builder<'a>(
+    local: &'a HostKey,
+    psk: &'a [u8; 32],
+) -> Result<snow::Builder<'a>, snow::Error> {
+    snow::Builder::with_resolver(params(), Box::new(ZeroCheckingResolver))
+        .local_private_key(&local.private)?
+        .psk(2, psk)?
+        .prologue(IDENTIFIER)
+}
+
+/// An initiation from `local` to `remote` with sender index `sender` and timestamp `ts`, its
+/// macs added by `cookies`; the handshake state that reads the response.
+pub(crate) fn write_initiation(
+    local: &HostKey,
+    remote: &[u8; 32],
+    psk: &[u8; 32],
+    sender: u32,
+    ts: &[u8; 12],
+    cookies: &mut CookieGenerator,
+    now: Time,
+) -> Result<(snow::HandshakeState, [u8; INITIATION_LEN]), WgError> {
+    let err = |e: snow::Error| WgError::Handshake(e.to_string());
+    let mut hs = noise_builder(local, psk)
+        .and_then(|b| b.remote_public_key(remote))
+        .and_then(|b| b.build_initiator())
+        .map_err(err)?;
+    let mut msg = [0u8; INITIATION_LEN];
+    msg[0] = MSG_INITIATION;
+    msg[4..8].copy_from_slice(&sender.to_le_bytes());
+    let n = hs
+        .write_message(ts, &mut msg[INITIATION_NOISE])
+        .map_err(err)?;
+    if n != INITIATION_NOISE.len() {
+        return Err(WgError::Handshake(format!("initiation of {n} bytes")));
+    }
+    cookies.add_macs(now, &mut msg);
+    Ok((hs, msg))
+}
+
+/// Reads an initiation to `local` (its mac1 already checked): the responder's handshake state
+/// (preshared key still zero: set it once the peer is known), the initiator's static key and
+/// the timestamp. Any failure is [`WgDrop::HandshakeFailed`].
+pub(crate) fn read_initiation(
+    local: &HostKey,
+    msg: &[u8],
+) -> Result<(snow::HandshakeState, [u8; 32], [u8; 12]), WgDrop> {
+    let fail = |_| WgDrop::HandshakeFailed;
+    let mut hs = noise_builder(local, &NO_PSK)
+        .and_then(|b| b.build_responder())
+        .map_err(fail)?;
+    let noise = msg.get(INITIATION_NOISE).ok_or(WgDrop::HandshakeFailed)?;
+    let mut payload = [0u8; 64];
+    let n = hs.read_message(noise, &mut payload).map_err(fail)?;
+    let ts = payload
+        .get(..n)
+        .and_then(|t| <[u8; 12]>::try_from(t).ok())
+        .ok_or(WgDrop::HandshakeFailed)?;
+    let remote = hs
+        .get_remote_static()
+        .and_then(|k| <[u8; 32]>::try_from(k).ok())
+        .ok_or(WgDrop::HandshakeFailed)?;
+    Ok((hs, remote, ts))
+}
+
+/// The response to a read initiation (sender index `sender` = ours, `receiver` = the
+/// initiator's), its macs added by `cookies`; the responder's transport keys.
+pub(crate) fn write_response(
+    mut hs: snow::HandshakeState,
+    psk: &[u8; 32],
+    sender: u32,
+    receiver: u32,
+    cookies: &mut CookieGenerator,
+    now: Time,
+) -> Result<([u8; RESPONSE_LEN], TransportKeys), WgDrop> {
+    hs.set_psk(2, psk).map_err(|_| WgDrop::HandshakeFailed)?;
+    let mut resp = [0u8; RESPONSE_LEN];
+    resp[0] = MSG_RESPONSE;
+    resp[4..8].copy_from_slice(&sender.to_le_bytes());
+    resp[8..12].copy_from_slice(&receiver.to_le_bytes());
+    if hs.write_message(&[], &mut resp[RESPONSE_NOISE]).ok() != Some(RESPONSE_NOISE.len()) {
+        return Err(WgDrop::HandshakeFailed);
+    }
+    cookies.add_macs(now, &mut resp);
+    Ok((resp, transport_keys(&mut hs)))
+}
+
+/// Reads the response to our initiation into `hs`: the initiator's transport keys. A failed
+/// read leaves snow's state half-mixed: the caller gives the initiation up.
+pub(crate) fn read_response(
+    hs: &mut snow::HandshakeState,
+    msg: &[u8],
+) -> Result<TransportKeys, WgDrop> {
+    let noise = msg.get(RESPONSE_NOISE).ok_or(WgDrop::HandshakeFailed)?;
+    let mut payload = [0u8; 16];
+    match hs.read_message(noise, &mut payload) {
+        Ok(0) => Ok(transport_keys(hs)),
+        _ => Err(WgDrop::HandshakeFailed),
+    }
+}
+
 /// Why a datagram from the network was refused. Each is counted in [`WgStats::drops`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, thiserror::Error)]
 pub enum WgDrop {
@@ -176,10 +317,14 @@ struct Session {
 }
 
 impl Session {
-    fn new(local_index: u32, remote_index: u32, hs: &mut snow::HandshakeState, now: Time) -> Self {
-        let (a, b) = hs.dangerously_get_raw_split();
-        let initiator = hs.is_initiator();
-        let (send, recv) = if initiator { (a, b) } else { (b, a) };
+    fn new(
+        local_index: u32,
+        remote_index: u32,
+        keys: TransportKeys,
+        initiator: bool,
+        now: Time,
+    ) -> Self {
+        let TransportKeys { send, recv } = keys;
         Session {
             local_index,
             remote_index,
@@ -329,33 +474,19 @@ impl WgPeer {
         }
     }
 
-    fn builder(&self) -> Result<snow::Builder<'_>, snow::Error> {
-        snow::Builder::with_resolver(params(), Box::new(ZeroCheckingResolver))
-            .local_private_key(&self.local.private)?
-            .psk(2, &self.psk)?
-            .prologue(IDENTIFIER)
-    }
-
     /// A handshake initiation (148 bytes) at `now`, timestamped `unix` (wall-clock time since
     /// the Unix epoch). Replaces any initiation still waiting for its response.
     pub fn initiate(&mut self, now: Time, unix: Duration) -> Result<[u8; INITIATION_LEN], WgError> {
-        let err = |e: snow::Error| WgError::Handshake(e.to_string());
         let local_index = self.fresh_index()?;
-        let mut hs = self
-            .builder()
-            .and_then(|b| b.remote_public_key(&self.remote))
-            .and_then(|b| b.build_initiator())
-            .map_err(err)?;
-        let mut msg = [0u8; INITIATION_LEN];
-        msg[0] = MSG_INITIATION;
-        msg[4..8].copy_from_slice(&local_index.to_le_bytes());
-        let n = hs
-            .write_message(&tai64n(unix), &mut msg[INITIATION_NOISE])
-            .map_err(err)?;
-        if n != INITIATION_NOISE.len() {
-            return Err(WgError::Handshake(format!("initiation of {n} bytes")));
-        }
-        self.to_peer.add_macs(now, &mut msg);
+        let (hs, msg) = write_initiation(
+            &self.local,
+            &self.remote,
+            &self.psk,
+            local_index,
+            &tai64n(unix),
+            &mut self.to_peer,
+            now,
+        )?;
         self.pending = Some(Pending { hs, local_index });
         self.stats.initiations_sent += 1;
         Ok(msg)
@@ -415,36 +546,26 @@ impl WgPeer {
     }
 
     fn on_initiation(&mut self, now: Time, msg: &[u8], sender: u32) -> WgEvent {
-        let Ok(mut hs) = self.builder().and_then(|b| b.build_responder()) else {
-            return self.drop(WgDrop::HandshakeFailed);
+        let (hs, remote, ts) = match read_initiation(&self.local, msg) {
+            Ok(r) => r,
+            Err(d) => return self.drop(d),
         };
-        let mut payload = [0u8; 64];
-        let n = match hs.read_message(&msg[INITIATION_NOISE], &mut payload) {
-            Ok(n) => n,
-            Err(_) => return self.drop(WgDrop::HandshakeFailed),
-        };
-        if hs.get_remote_static() != Some(&self.remote[..]) {
+        if remote != self.remote {
             return self.drop(WgDrop::UnknownPeer);
         }
-        let Some(ts) = payload.get(..n).and_then(|t| <[u8; 12]>::try_from(t).ok()) else {
-            return self.drop(WgDrop::HandshakeFailed);
-        };
         if self.last_timestamp.is_some_and(|last| ts <= last) {
             return self.drop(WgDrop::StaleTimestamp);
         }
         let Ok(local_index) = self.fresh_index() else {
             return self.drop(WgDrop::HandshakeFailed);
         };
-        let mut resp = [0u8; RESPONSE_LEN];
-        resp[0] = MSG_RESPONSE;
-        resp[4..8].copy_from_slice(&local_index.to_le_bytes());
-        resp[8..12].copy_from_slice(&sender.to_le_bytes());
-        if hs.write_message(&[], &mut resp[RESPONSE_NOISE]).ok() != Some(RESPONSE_NOISE.len()) {
-            return self.drop(WgDrop::HandshakeFailed);
-        }
-        self.to_peer.add_macs(now, &mut resp);
+        let (resp, keys) =
+            match write_response(hs, &self.psk, local_index, sender, &mut self.to_peer, now) {
+                Ok(r) => r,
+                Err(d) => return self.drop(d),
+            };
         self.last_timestamp = Some(ts);
-        self.next = Some(Session::new(local_index, sender, &mut hs, now));
+        self.next = Some(Session::new(local_index, sender, keys, false, now));
         self.stats.responses_sent += 1;
         WgEvent::Send(resp.to_vec())
     }
@@ -463,13 +584,12 @@ impl WgPeer {
         let Some(mut p) = self.pending.take() else {
             return self.drop(WgDrop::UnknownIndex);
         };
-        let mut payload = [0u8; 16];
-        match p.hs.read_message(&msg[RESPONSE_NOISE], &mut payload) {
-            Ok(0) => {}
-            _ => return self.drop(WgDrop::HandshakeFailed),
-        }
+        let keys = match read_response(&mut p.hs, msg) {
+            Ok(k) => k,
+            Err(d) => return self.drop(d),
+        };
         let sender = u32::from_le_bytes([msg[4], msg[5], msg[6], msg[7]]);
-        let s = Session::new(p.local_index, sender, &mut p.hs, now);
+        let s = Session::new(p.local_index, sender, keys, true, now);
         self.previous = self.current.replace(s);
         self.stats.handshakes_completed += 1;
         WgEvent::HandshakeComplete

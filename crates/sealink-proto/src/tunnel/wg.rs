@@ -1,0 +1,211 @@
+//! The tunnel core on WireGuard's wire ([`Wire::WireGuard`]): the handshake messages (types 1-3)
+//! and the transport data's body (one IP packet, zero-padded to 16 bytes). Everything else
+//! (routing, sessions and their limits, retries, persistent keepalives, roaming, the cookie
+//! guard, counters) is the core's own, shared with sealink's wire; the seal and open of a
+//! transport message are [`crate::session`]'s.
+
+use std::net::SocketAddr;
+use std::ops::Range;
+
+use sealink_crypto::Scope;
+
+use super::{Decap, DecapReserve, PeerIndex, Tunnel, TunnelDrop, Wire, handshake_done};
+use crate::cookie::Admission;
+use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
+use crate::error::DropReason;
+use crate::session::Session;
+use crate::time::Time;
+use crate::wg::message::{self, CookieReply, Message};
+use crate::wg::{self as proto, NO_PSK};
+
+/// WireGuard's padded plaintext length for a packet of `len` bytes: the next multiple of 16,
+/// but never past the MTU (a packet of the MTU's size is sent as it is).
+pub fn padded_len(len: usize, mtu: usize) -> usize {
+    let padded = len.div_ceil(16) * 16;
+    if padded > mtu { len.max(mtu) } else { padded }
+}
+
+impl Tunnel {
+    /// [`Tunnel::decapsulate_reserve`] on WireGuard's wire (refusals not yet counted).
+    pub(super) fn wg_decapsulate_reserve(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        buf: &[u8],
+    ) -> Result<DecapReserve, TunnelDrop> {
+        debug_assert_eq!(self.cfg.wire, Wire::WireGuard);
+        match message::parse(buf) {
+            Err(_) => Err(DropReason::MalformedHeader.into()),
+            Ok(Message::Transport(t)) => {
+                if t.counter >= proto::REJECT_AFTER_MESSAGES {
+                    return Err(DropReason::SessionExpired.into());
+                }
+                self.reserve_data(now, Scope::Encrypt, t.receiver, t.counter)
+            }
+            Ok(Message::Initiation(m)) => self
+                .wg_on_init(now, source, buf, m.sender)
+                .map(handshake_done),
+            Ok(Message::Response(m)) => self
+                .wg_on_response(now, source, buf, m.sender, m.receiver)
+                .map(handshake_done),
+            Ok(Message::CookieReply(m)) => self.wg_on_cookie(now, &m).map(handshake_done),
+        }
+    }
+
+    /// An initiation: mac1 and the limits (a cookie reply under load), then the Noise read,
+    /// the peer by its static key, a timestamp newer than the last accepted, and the response
+    /// with a new (unconfirmed) session.
+    fn wg_on_init(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        buf: &[u8],
+        sender: u32,
+    ) -> Result<Decap, TunnelDrop> {
+        let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
+        match self.guard.admit_wg(now, Some(source), buf, room) {
+            Admission::Process => {}
+            Admission::Drop(r) => return Err(r.into()),
+            Admission::Cookie(reply) => {
+                self.cookie_replies.push_back((source, reply.to_vec()));
+                return Err(DropReason::CookieRequired.into());
+            }
+        }
+        let (hs, remote, ts) =
+            proto::read_initiation(&self.host, buf).map_err(|_| DropReason::HandshakeFailed)?;
+        let Some(&pi) = self.by_key.get(&remote) else {
+            self.guard.untrusted(now, Some(source), &remote);
+            return Err(DropReason::UnknownHost.into());
+        };
+        let ts = proto::tai64n_nanos(&ts);
+        if ts <= self.peers[pi].handshake.last_ts_accepted {
+            return Err(DropReason::StaleHandshake.into());
+        }
+        let local = self.indexes.alloc(pi);
+        let p = &mut self.peers[pi];
+        let psk = p.cfg.preshared_key.unwrap_or(NO_PSK);
+        let answered =
+            proto::write_response(hs, &psk, local, sender, &mut p.handshake.cookies, now)
+                .map_err(|_| DropReason::HandshakeFailed)
+                .and_then(|(resp, keys)| {
+                    Session::wireguard(&keys.send, &keys.recv, local, sender, now, false)
+                        .map(|s| (resp, s))
+                });
+        let (resp, session) = match answered {
+            Ok(a) => a,
+            Err(d) => {
+                self.indexes.free(local);
+                return Err(d.into());
+            }
+        };
+        // Authentic: a replay of it is refused from now on.
+        p.handshake.last_ts_accepted = ts;
+        let old = p.next.replace(session);
+        self.free_session(old);
+        let p = &mut self.peers[pi];
+        p.endpoint = Some(source);
+        p.last_handshake = Some(now);
+        p.stats.handshakes_completed += 1;
+        p.stats.rx_datagrams += 1;
+        p.note_sent(now);
+        self.transmits.push_back((source, resp.to_vec(), None));
+        Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    /// A response to our initiation `receiver`. A response that does not decrypt leaves the
+    /// initiation in place (snow's state is spent, so its retransmission, a new initiation,
+    /// comes at the next timeout): only a sender knowing our public key and the index can
+    /// cause that, and it cannot stop the handshake, only delay it.
+    fn wg_on_response(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        buf: &[u8],
+        sender: u32,
+        receiver: u32,
+    ) -> Result<Decap, TunnelDrop> {
+        if !self.guard.check_mac1(buf) {
+            return Err(DropReason::BadMac1.into());
+        }
+        let pi = self
+            .indexes
+            .owner(receiver)
+            .ok_or(DropReason::UnexpectedResponse)?;
+        let init = match &mut self.peers[pi].handshake.initiation {
+            Some(i) if i.local_index == receiver => i,
+            _ => return Err(DropReason::UnexpectedResponse.into()),
+        };
+        let keys =
+            proto::read_response(&mut init.hs, buf).map_err(|_| DropReason::HandshakeFailed)?;
+        let session = Session::wireguard(&keys.send, &keys.recv, receiver, sender, now, true)?;
+        self.install_initiated(now, source, pi, session);
+        Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    /// A cookie reply to our initiation: keep the cookie and send the initiation again with
+    /// mac2, once per initiation. It proves nothing about the endpoint.
+    fn wg_on_cookie(&mut self, now: Time, m: &CookieReply) -> Result<Decap, TunnelDrop> {
+        let pi = self
+            .indexes
+            .owner(m.receiver)
+            .ok_or(DropReason::BadCookieReply)?;
+        let p = &mut self.peers[pi];
+        let resend = p.handshake.accept_cookie_with(now, m.receiver, |c| {
+            c.consume_sealed(now, &m.nonce, &m.cookie_sealed)
+        })?;
+        if let Some(resend) = resend {
+            let resend = resend.to_vec();
+            if let Some(dest) = p.endpoint {
+                p.note_sent(now);
+                self.transmits.push_back((dest, resend, None));
+            }
+        }
+        Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    /// The opened body `buf[body]` of a transport message from peer `pi`: empty (a keepalive),
+    /// or one IP packet followed by padding. The packet's source must route back to `pi`.
+    pub(super) fn wg_push_packet(
+        &mut self,
+        pi: usize,
+        body: Range<usize>,
+        buf: &[u8],
+        packets: &mut Vec<Range<usize>>,
+    ) -> Result<Decap, TunnelDrop> {
+        if body.is_empty() {
+            return Ok(Decap::Data(PeerIndex(pi)));
+        }
+        let plain = buf.get(body.clone()).ok_or(TunnelDrop::MalformedPacket)?;
+        let n = proto::inner_len(plain).ok_or(TunnelDrop::MalformedPacket)?;
+        let pkt = body.start..body.start + n;
+        match super::packet_addrs(&buf[pkt.clone()]) {
+            None => return Err(TunnelDrop::MalformedPacket),
+            Some((src, _)) if self.routes.lookup(src) != Some(pi) => {
+                return Err(TunnelDrop::SourceNotAllowed);
+            }
+            Some(_) => {}
+        }
+        packets.push(pkt);
+        let st = &mut self.peers[pi].stats;
+        st.rx_packets += 1;
+        st.rx_bytes += n as u64;
+        Ok(Decap::Data(PeerIndex(pi)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::padded_len;
+
+    #[test]
+    fn padding_is_wireguards() {
+        assert_eq!(padded_len(0, 1420), 0);
+        assert_eq!(padded_len(1, 1420), 16);
+        assert_eq!(padded_len(16, 1420), 16);
+        assert_eq!(padded_len(17, 1420), 32);
+        // 1420 rounds to 1424, past the MTU: sent as it is.
+        assert_eq!(padded_len(1420, 1420), 1420);
+        assert_eq!(padded_len(1409, 1420), 1420);
+        assert_eq!(padded_len(1408, 1420), 1408);
+    }
+}
