@@ -10,9 +10,7 @@ use std::time::Duration;
 use sealink_engine::{Duplex, Half, Pipeline, Pool};
 use sealink_proto::DropReason;
 use sealink_proto::Time;
-use sealink_proto::tunnel::{
-    DecapReserve, HEADROOM, OpenJob, PeerIndex, Reserve, SealJob, TAILROOM, Tunnel,
-};
+use sealink_proto::tunnel::{DecapReserve, OpenJob, PeerIndex, Reserve, SealJob, TAILROOM, Tunnel};
 use sealink_udp::{GsoRuns, RecvBuffers, Segment};
 use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN, VirtioNetHdr};
 
@@ -53,6 +51,8 @@ enum TxItem {
 pub(crate) struct TxBatch {
     queue: usize,
     stride: usize,
+    /// Where each packet starts in its slot (the wire's data header, and sealink's length).
+    headroom: usize,
     slots: Vec<u8>,
     sizes: Vec<usize>,
     unfinished: Vec<Unfinished>,
@@ -71,7 +71,7 @@ pub(crate) struct TxBatch {
 impl Half for TxBatch {
     type Ctx = Shared;
     fn run(&mut self) {
-        let stride = self.stride;
+        let (stride, h) = (self.stride, self.headroom);
         for it in &mut self.items {
             if let TxItem::Slot {
                 i,
@@ -85,7 +85,7 @@ impl Half for TxBatch {
                 if !unfinished.is_done() {
                     let n = self.sizes[*i];
                     let read = &self.original[VIRTIO_NET_HDR_LEN..];
-                    tunread::finish(&mut slot[HEADROOM..HEADROOM + n], read, *unfinished);
+                    tunread::finish(&mut slot[h..h + n], read, *unfinished);
                 }
                 *len = job.seal(slot).unwrap_or(0);
             }
@@ -189,6 +189,7 @@ impl TunReader {
             pool.put(Box::new(TxBatch {
                 queue: q,
                 stride,
+                headroom: sh.headroom,
                 slots: vec![0u8; stride * batch],
                 sizes: vec![0usize; batch],
                 unfinished: vec![Unfinished::default(); batch],
@@ -304,12 +305,12 @@ fn read(
         original,
         ..
     } = b;
-    let stride = *stride;
-    let max_len = stride - HEADROOM - TAILROOM;
+    let (stride, h) = (*stride, sh.headroom);
+    let max_len = stride - h - TAILROOM;
     if !sh.offload {
         // The whole slot past the headroom: a packet over the MTU reads longer than the MTU
         // (the core drops it as malformed) instead of being cut to fit.
-        let buf = &mut slots[HEADROOM..stride];
+        let buf = &mut slots[h..stride];
         let n = if wait {
             dev.recv_intr(buf, &sh.intr)?
         } else {
@@ -337,7 +338,7 @@ fn read(
         &mut tunread::Out {
             slots,
             stride,
-            offset: HEADROOM,
+            offset: h,
             max_len,
             sizes,
             unfinished,

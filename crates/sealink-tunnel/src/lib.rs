@@ -4,7 +4,7 @@
 //! under the core's one mutex, the cryptography runs on [`sealink_engine::Pipeline`] workers with
 //! no lock held, and the results leave in order.
 //! - TUN readers, one per queue of a multi-queue TUN device: read a batch (with offloads, a TSO
-//!   super-packet split into MTU-sized segments at a fixed stride, each after [`HEADROOM`]
+//!   super-packet split into MTU-sized segments at a fixed stride, each after the wire's headroom
 //!   bytes), reserve every packet under the lock (route, session, counter; small packets join
 //!   the piggyback queue), and submit the batch. A worker seals every slot in place; the
 //!   release, in order per queue, sends runs of full-size datagrams for one peer with one UDP
@@ -55,7 +55,7 @@ use std::time::{Duration, Instant, SystemTime};
 use sealink_engine::Pipeline;
 use sealink_proto::Clock;
 use sealink_proto::HostKey;
-use sealink_proto::tunnel::{HEADROOM, SealJob, TAILROOM, Tunnel};
+use sealink_proto::tunnel::{SealJob, TAILROOM, Tunnel};
 use sealink_udp::{UdpIo, UdpOptions};
 use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
 
@@ -95,6 +95,8 @@ pub(crate) struct Shared {
     intr: InterruptEvent,
     clock: Clock,
     offload: bool,
+    /// Where a packet starts in its slot: the wire's data header (and sealink's length field).
+    headroom: usize,
     /// Stride of packet slots: header room, MTU, tag room.
     stride: usize,
     info: UpInfo,
@@ -554,7 +556,8 @@ fn run_prepared(
         intr,
         clock: Clock::new(),
         offload,
-        stride: HEADROOM + cfg.core.mtu + TAILROOM,
+        headroom: cfg.core.headroom(),
+        stride: cfg.core.headroom() + cfg.core.mtu + TAILROOM,
         info: info.clone(),
         public_key,
         owner_uid: started_as,

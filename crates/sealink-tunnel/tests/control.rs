@@ -144,6 +144,7 @@ fn peer(last_handshake: Option<Time>) -> PeerStatus {
         last_handshake,
         session_up: last_handshake.is_some(),
         persistent_keepalive: last_handshake.map(|_| Duration::from_secs(25)),
+        preshared_key: None,
         stats: PeerStats {
             rx_bytes: 1000,
             tx_bytes: 2000,

@@ -93,9 +93,9 @@ use crate::time::Time;
 use crate::wire::{HEADER_LEN, Header, parse_header};
 
 pub use ip::{AllowedIps, IpNet, IpNetError, packet_addrs};
-pub use wg::padded_len as wg_padded_len;
 use reconfig::check_peers;
 pub use reconfig::{PeerChanges, RERESOLVE_AFTER_ATTEMPTS};
+pub use wg::padded_len as wg_padded_len;
 
 /// Bytes a driver leaves in front of a packet handed to [`Tunnel::encapsulate`]: the data
 /// header and the packet's length field.
@@ -168,7 +168,8 @@ pub struct TunnelConfig {
     /// The protocol on the wire: sealink's own, or WireGuard's (see the module documentation).
     pub wire: Wire,
     /// Wall-clock time since the Unix epoch at [`Time::ZERO`]: a WireGuard initiation carries
-    /// the wall-clock time (TAI64N) of `unix_at_zero + now`. Drivers set it at start.
+    /// the wall-clock time (TAI64N) of `unix_at_zero + now`. Zero for drivers on
+    /// [`crate::Clock`], whose times already count from the Unix epoch.
     pub unix_at_zero: Duration,
 }
 

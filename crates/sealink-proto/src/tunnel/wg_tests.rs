@@ -130,7 +130,12 @@ fn replayed_initiations_are_stale_and_garbage_is_counted() {
     p.run();
     let r = p.deliver(sa(A_ADDR), sa(B_ADDR), init);
     assert_eq!(r, Err(DropReason::StaleHandshake.into()));
-    for junk in [vec![], vec![1u8; 10], vec![4, 0, 0, 0, 1, 2, 3], vec![9; 200]] {
+    for junk in [
+        vec![],
+        vec![1u8; 10],
+        vec![4, 0, 0, 0, 1, 2, 3],
+        vec![9; 200],
+    ] {
         assert_eq!(
             p.deliver(sa(A_ADDR), sa(B_ADDR), junk),
             Err(DropReason::MalformedHeader.into())
@@ -195,7 +200,9 @@ impl Mixed {
     }
     fn to_t(&mut self, mut d: Vec<u8>) -> (Result<Decap, TunnelDrop>, Vec<Vec<u8>>) {
         let mut ranges = Vec::new();
-        let r = self.t.decapsulate(self.now, sa(W_ADDR), &mut d, &mut ranges);
+        let r = self
+            .t
+            .decapsulate(self.now, sa(W_ADDR), &mut d, &mut ranges);
         (r, ranges.into_iter().map(|rg| d[rg].to_vec()).collect())
     }
     fn t_sends(&mut self, pkt: &[u8]) -> Encap {
@@ -226,7 +233,10 @@ fn the_core_initiates_to_a_wgpeer_and_both_carry_data() {
         // The staged packet leaves on the new session; WgPeer confirms its session with it.
         let out = m.t_transmits();
         assert_eq!(out.len(), 1);
-        assert_eq!(m.w.receive(m.now, Some(sa(T_ADDR)), &out[0]), WgEvent::Packet(pkt));
+        assert_eq!(
+            m.w.receive(m.now, Some(sa(T_ADDR)), &out[0]),
+            WgEvent::Packet(pkt)
+        );
         // And back: WgPeer's transport message opens in the core.
         let back = v4(IP_B, IP_A, 77, 4);
         let d = m.w.encapsulate(m.now, &back).unwrap();
@@ -244,7 +254,9 @@ fn the_core_initiates_to_a_wgpeer_and_both_carry_data() {
 #[test]
 fn a_wgpeer_initiates_to_the_core_and_both_carry_data() {
     let mut m = mixed(Some([5; 32]));
-    let init = m.w.initiate(m.now, Duration::from_secs(1_700_000_000)).unwrap();
+    let init =
+        m.w.initiate(m.now, Duration::from_secs(1_700_000_000))
+            .unwrap();
     let (r, _) = m.to_t(init.to_vec());
     assert!(matches!(r, Ok(Decap::Handshake(_))), "{r:?}");
     let resp = m.t_transmits();
@@ -262,7 +274,10 @@ fn a_wgpeer_initiates_to_the_core_and_both_carry_data() {
     let reply = v4(IP_A, IP_B, 64, 1);
     assert!(matches!(m.t_sends(&reply), Encap::Sealed { .. }));
     let sealed = m.pending_sealed.take().unwrap();
-    assert_eq!(m.w.receive(m.now, Some(sa(T_ADDR)), &sealed), WgEvent::Packet(reply));
+    assert_eq!(
+        m.w.receive(m.now, Some(sa(T_ADDR)), &sealed),
+        WgEvent::Packet(reply)
+    );
     // A replayed initiation is refused as stale.
     let (r, _) = m.to_t(init.to_vec());
     assert_eq!(r, Err(DropReason::StaleHandshake.into()));

@@ -81,7 +81,11 @@ pub fn whitened_nanos(unix: Duration) -> u64 {
 /// The TAI64N label of `nanos` nanoseconds since the Unix epoch, exactly (no whitening).
 pub fn tai64n_of_nanos(nanos: u64) -> [u8; 12] {
     let mut t = [0u8; 12];
-    t[..8].copy_from_slice(&TAI64_EPOCH.wrapping_add(nanos / 1_000_000_000).to_be_bytes());
+    t[..8].copy_from_slice(
+        &TAI64_EPOCH
+            .wrapping_add(nanos / 1_000_000_000)
+            .to_be_bytes(),
+    );
     t[8..].copy_from_slice(&((nanos % 1_000_000_000) as u32).to_be_bytes());
     t
 }

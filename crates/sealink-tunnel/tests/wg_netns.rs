@@ -1,0 +1,554 @@
+//! sealink's tunnel on WireGuard's wire against the real peers, between two network
+//! namespaces (issue 33, item 4):
+//!
+//! ```text
+//! ns S (a thread of this test, setns)            ns W
+//!   10.205.0.1 veth -------------------------- veth 10.205.0.2
+//!   sealink_tunnel::run_with, Wire::WireGuard     wireguard-go or boringtun-cli, wgpN
+//!   tunnel 10.206.0.1/24, :51851                  tunnel 10.206.0.2/24, :51852
+//! ```
+//!
+//! For each peer implementation found (`wireguard-go`, `boringtun-cli`; `$SEALINK_WIREGUARD_GO`
+//! and `$SEALINK_BORINGTUN` name them elsewhere), with a preshared key:
+//! 1. sealink initiates: a ping from ns S;
+//! 2. a TCP transfer of 8 MiB from ns W to ns S, compared byte for byte;
+//! 3. the peer initiates: the peer is removed and added again (`wg set`), so it has no session,
+//!    and a ping from ns W makes it initiate;
+//! 4. a rekey: sealink's REKEY_AFTER_TIME is scaled down to 3 s for this test only; traffic
+//!    keeps flowing across it and sealink counts a second completed handshake it initiated;
+//! 5. a roam: a NAT in ns W moves the peer's source port (a NAT rebinding); sealink learns the
+//!    new endpoint from authenticated datagrams and its replies follow;
+//! 6. a cookie exchange: sealink's handshake limiter admits one unproven initiation per second
+//!    per source (as under load) and a junk initiation takes it, so the peer's initiation gets
+//!    a cookie reply and its retry with mac2 gets in.
+//!
+//! Skips, saying why, unless root with `ip`, `wg`, `ping`, /dev/net/tun and a peer.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use sealink_proto::HostKey;
+use sealink_proto::ratelimit::LimiterConfig;
+use sealink_proto::tunnel::TunnelConfig;
+use sealink_tunnel::{Config, RunDir, RunOptions, UpInfo, control};
+
+const S_PORT: u16 = 51851;
+const W_PORT: u16 = 51852;
+
+fn cmd(prog: &str, args: &[&str]) -> Output {
+    Command::new(prog)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{prog}: {e}"))
+}
+
+fn ok(prog: &str, args: &[&str]) {
+    let o = cmd(prog, args);
+    assert!(
+        o.status.success(),
+        "{prog} {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find(|l| l.starts_with("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(2))
+            == Some("0")
+    })
+}
+
+fn b64(k: &[u8; 32]) -> String {
+    B64.encode(k)
+}
+
+/// The peer implementations to test against: (name, binary).
+fn peers() -> Vec<(&'static str, PathBuf)> {
+    let mut v = Vec::new();
+    let go = std::env::var_os("SEALINK_WIREGUARD_GO")
+        .map(PathBuf::from)
+        .or_else(|| which("wireguard-go"));
+    match go {
+        Some(p) => v.push(("wireguard-go", p)),
+        None => eprintln!("wireguard-go not found (apt-get install wireguard-go): not tested"),
+    }
+    let bt = std::env::var_os("SEALINK_BORINGTUN")
+        .map(PathBuf::from)
+        .or_else(|| which("boringtun-cli"))
+        .or_else(|| {
+            let p = PathBuf::from(std::env::var_os("HOME")?).join(".cargo/bin/boringtun-cli");
+            p.is_file().then_some(p)
+        });
+    match bt {
+        Some(p) => v.push(("boringtun", p)),
+        None => eprintln!("boringtun-cli not found (cargo install boringtun-cli): not tested"),
+    }
+    v
+}
+
+/// Namespaces and the peer process, removed on drop.
+struct Lab {
+    ns: [String; 2],
+    peer: Option<Child>,
+    files: Vec<PathBuf>,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.peer.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let t0 = Instant::now();
+            while c.try_wait().ok().flatten().is_none() && t0.elapsed() < Duration::from_secs(3) {
+                thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for n in &self.ns {
+            let _ = cmd("ip", &["netns", "del", n]);
+        }
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// Runs `f` on a thread inside namespace `ns`.
+fn in_ns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let path = format!("/run/netns/{ns}");
+    thread::spawn(move || {
+        let file = std::fs::File::open(&path).unwrap();
+        rustix::thread::move_into_link_name_space(
+            file.as_fd(),
+            Some(rustix::thread::LinkNameSpaceType::Network),
+        )
+        .unwrap();
+        f()
+    })
+}
+
+fn ping(ns: &str, to: &str) -> Output {
+    cmd(
+        "ip",
+        &[
+            "netns", "exec", ns, "ping", "-c", "3", "-i", "0.2", "-W", "3", to,
+        ],
+    )
+}
+
+fn must_ping(ns: &str, to: &str, what: &str, log: &Path) {
+    let o = ping(ns, to);
+    assert!(
+        o.status.success(),
+        "{what}: ping {to} from {ns} failed: {}{}\npeer log:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+/// `sealink show` of the tunnel, as text.
+fn show(run_dir: &RunDir, name: &str) -> String {
+    control::request(run_dir, name, "show", Duration::from_secs(5)).unwrap_or_default()
+}
+
+/// Handshakes completed, from `show`'s `handshakes=COMPLETED/INITIATED` (0 if absent).
+fn handshakes(text: &str) -> u64 {
+    text.split("handshakes=")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn sealink_speaks_wireguard_with_the_reference_peers() {
+    if !is_root() {
+        eprintln!("skipped: wg_netns needs root (network namespaces, TUN)");
+        return;
+    }
+    for tool in ["ip", "wg", "ping"] {
+        if which(tool).is_none() {
+            eprintln!("skipped: {tool} not found (iproute2, wireguard-tools, iputils-ping)");
+            return;
+        }
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        eprintln!("skipped: no /dev/net/tun");
+        return;
+    }
+    for (k, (kind, exe)) in peers().into_iter().enumerate() {
+        eprintln!("--- against {kind} ({})", exe.display());
+        against(kind, &exe, k);
+    }
+}
+
+fn against(kind: &str, exe: &Path, k: usize) {
+    let id = format!("{}{k}", std::process::id() % 10_000);
+    let mut lab = Lab {
+        ns: [format!("slwS{id}"), format!("slwW{id}")],
+        peer: None,
+        files: Vec::new(),
+    };
+    let o = cmd("ip", &["netns", "add", &lab.ns[0]]);
+    if !o.status.success() {
+        eprintln!(
+            "skipped: cannot make a network namespace: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        return;
+    }
+    ok("ip", &["netns", "add", &lab.ns[1]]);
+    let [ns_s, ns_w] = lab.ns.clone();
+    let (vs, vw, wgif) = (format!("slvs{id}"), format!("slvw{id}"), format!("wgp{id}"));
+    ok(
+        "ip",
+        &[
+            "link", "add", &vs, "netns", &ns_s, "type", "veth", "peer", "name", &vw, "netns", &ns_w,
+        ],
+    );
+    for (ns, dev, addr) in [(&ns_s, &vs, "10.205.0.1/24"), (&ns_w, &vw, "10.205.0.2/24")] {
+        ok("ip", &["-n", ns, "addr", "add", addr, "dev", dev]);
+        ok("ip", &["-n", ns, "link", "set", dev, "up"]);
+        ok("ip", &["-n", ns, "link", "set", "lo", "up"]);
+    }
+
+    // Keys: ours (a sealink HostKey is an X25519 key, in wg's base64 too), the peer's, a psk.
+    let ours = HostKey::generate().unwrap();
+    let [peer_priv, psk]: [[u8; 32]; 2] = std::array::from_fn(|_| rand::random());
+    let peer_pub = *HostKey::from_private(peer_priv).unwrap().public();
+    let tmp = std::env::temp_dir();
+    let key_file = tmp.join(format!("sealink-wgnetns-{id}.key"));
+    let psk_file = tmp.join(format!("sealink-wgnetns-{id}.psk"));
+    let log = tmp.join(format!("sealink-wgnetns-{id}.log"));
+    std::fs::write(&key_file, b64(&peer_priv)).unwrap();
+    std::fs::write(&psk_file, b64(&psk)).unwrap();
+    lab.files
+        .extend([key_file.clone(), psk_file.clone(), log.clone()]);
+    lab.files
+        .push(PathBuf::from(format!("/var/run/wireguard/{wgif}.sock")));
+
+    // The peer, in the foreground inside ns W.
+    let log_file = std::fs::File::create(&log).unwrap();
+    lab.peer = Some(
+        Command::new("ip")
+            .args(["netns", "exec", &ns_w])
+            .arg(exe)
+            .args(match kind {
+                // It would drop to nobody, whom `wg` (root) then cannot reach over the socket.
+                "boringtun" => &["-f", "--disable-drop-privileges", "-v", "debug"][..],
+                _ => &["-f"][..],
+            })
+            .arg(&wgif)
+            .env("WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD", "1")
+            .env("LOG_LEVEL", "verbose")
+            .env("WG_LOG_LEVEL", "debug")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().unwrap())
+            .stderr(log_file)
+            .spawn()
+            .unwrap(),
+    );
+    let sock = PathBuf::from(format!("/var/run/wireguard/{wgif}.sock"));
+    let t0 = Instant::now();
+    while !sock.exists() && t0.elapsed() < Duration::from_secs(10) {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        sock.exists(),
+        "{kind} made no UAPI socket: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let our_pub = b64(ours.public());
+    let wg_set_peer = |extra: &[&str]| {
+        let mut args = vec!["netns", "exec", &ns_w, "wg", "set", &wgif, "peer", &our_pub];
+        args.extend_from_slice(extra);
+        ok("ip", &args);
+    };
+    let (key_path, psk_path) = (
+        key_file.to_string_lossy().into_owned(),
+        psk_file.to_string_lossy().into_owned(),
+    );
+    let w_port = W_PORT.to_string();
+    ok(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &ns_w,
+            "wg",
+            "set",
+            &wgif,
+            "private-key",
+            &key_path,
+            "listen-port",
+            &w_port,
+        ],
+    );
+    let s_endpoint = format!("10.205.0.1:{S_PORT}");
+    wg_set_peer(&[
+        "preshared-key",
+        &psk_path,
+        "allowed-ips",
+        "10.206.0.1/32",
+        "endpoint",
+        &s_endpoint,
+    ]);
+    ok(
+        "ip",
+        &["-n", &ns_w, "addr", "add", "10.206.0.2/24", "dev", &wgif],
+    );
+    ok("ip", &["-n", &ns_w, "link", "set", &wgif, "up"]);
+
+    // sealink, WireGuard's wire, REKEY_AFTER_TIME scaled down to 3 s for this test.
+    let name = format!("slwg{id}");
+    let mut cfg = Config::parse(&format!(
+        r#"[interface]
+name = "{name}"
+private_key = "unused"
+address = "10.206.0.1/24"
+listen_port = {S_PORT}
+workers = 1
+queues = 1
+
+[[peer]]
+name = "{kind}"
+public_key = "{key}"
+endpoint = "10.205.0.2:{W_PORT}"
+allowed_ips = ["10.206.0.2/32"]
+"#,
+        key = b64(&peer_pub),
+    ))
+    .unwrap();
+    let mut core = TunnelConfig::wireguard();
+    core.mtu = cfg.core.mtu;
+    core.limits.rekey_after_time = Duration::from_secs(3);
+    cfg.core = core;
+    cfg.peers[0].preshared_key = Some(psk);
+    let d = common::private_dir();
+    let run_dir = RunDir::new(Some(d.path().join("run")));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<UpInfo>();
+    let run = {
+        let (cfg, ours, run_dir, stop) = (cfg.clone(), ours.clone(), run_dir.clone(), stop.clone());
+        in_ns(&ns_s, move || {
+            sealink_tunnel::run_with(cfg, ours, &run_dir, stop, RunOptions::default(), |i| {
+                let _ = tx.send(i.clone());
+            })
+        })
+    };
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the sealink tunnel did not come up");
+
+    // 1. sealink initiates.
+    must_ping(&ns_s, "10.206.0.2", "sealink initiating", &log);
+    let s = show(&run_dir, &name);
+    assert!(s.contains("(session up)"), "{s}");
+
+    // 2. A TCP transfer from ns W to ns S, checked end to end.
+    let data: Arc<Vec<u8>> = Arc::new(
+        (0..8u32 << 20)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect(),
+    );
+    let server = in_ns(&ns_s, || {
+        let l = TcpListener::bind("10.206.0.1:5201").unwrap();
+        let (mut c, _) = l.accept().unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        got
+    });
+    thread::sleep(Duration::from_millis(200));
+    let client = {
+        let data = Arc::clone(&data);
+        in_ns(&ns_w, move || {
+            let mut c = TcpStream::connect("10.206.0.1:5201").unwrap();
+            c.write_all(&data).unwrap();
+        })
+    };
+    client.join().expect("TCP sender");
+    let got = server.join().expect("TCP receiver");
+    assert_eq!(got.len(), data.len(), "TCP transfer length");
+    assert!(got == *data, "TCP transfer: the bytes differ");
+
+    // 3. The peer initiates: without its session (removed, added again), a ping from ns W.
+    let before = handshakes(&show(&run_dir, &name));
+    wg_set_peer(&["remove"]);
+    wg_set_peer(&[
+        "preshared-key",
+        &psk_path,
+        "allowed-ips",
+        "10.206.0.1/32",
+        "endpoint",
+        &s_endpoint,
+    ]);
+    must_ping(&ns_w, "10.206.0.1", "the peer initiating", &log);
+    let after = handshakes(&show(&run_dir, &name));
+    assert!(
+        after > before,
+        "no new handshake answered: {before} -> {after}"
+    );
+
+    // 4. Rekey after 3 s (ours), with traffic flowing across it.
+    thread::sleep(Duration::from_secs(4));
+    must_ping(&ns_s, "10.206.0.2", "after the rekey time", &log);
+    must_ping(&ns_s, "10.206.0.2", "across the rekey", &log);
+    let s = show(&run_dir, &name);
+    let rekeyed = handshakes(&s);
+    assert!(rekeyed > after, "no rekey after REKEY_AFTER_TIME: {s}");
+
+    // 5. The peer roams: a NAT in ns W rewrites its datagrams' source port to 40000 (a NAT
+    //    rebinding, the common roam); sealink learns the new endpoint from them and replies
+    //    there. (Moving the peer's address instead would test the peer's sticky sockets.)
+    if which("nft").is_some() {
+        for rule in [
+            "add table ip slroam",
+            "add chain ip slroam post { type nat hook postrouting priority 100 ; }",
+        ] {
+            ok(
+                "ip",
+                &["netns", "exec", &ns_w, "sh", "-c", &format!("nft '{rule}'")],
+            );
+        }
+        ok(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &ns_w,
+                "nft",
+                "add",
+                "rule",
+                "ip",
+                "slroam",
+                "post",
+                "udp",
+                "sport",
+                &w_port,
+                "snat",
+                "to",
+                "10.205.0.2:40000",
+            ],
+        );
+        must_ping(&ns_w, "10.206.0.1", "after the peer roamed", &log);
+        must_ping(&ns_s, "10.206.0.2", "to the roamed peer", &log);
+        let s = show(&run_dir, &name);
+        assert!(
+            s.contains("endpoint: 10.205.0.2:40000"),
+            "endpoint not learned: {s}"
+        );
+    } else {
+        eprintln!("nft not found (apt-get install nftables): the roam is not tested");
+    }
+
+    stop.store(true, Ordering::SeqCst);
+    let r = run.join().unwrap();
+    assert!(r.is_ok(), "{r:?}");
+
+    // 6. Cookies: a new sealink tunnel whose limiter admits one unproven initiation per second
+    //    per source. A junk initiation with a valid mac1 from the peer's address takes that
+    //    token; the peer's own initiation right after is answered with a cookie reply, and its
+    //    retry (REKEY_TIMEOUT later) carries mac2 and is answered.
+    let mut cfg = cfg;
+    cfg.core.limiter = LimiterConfig {
+        per_source_per_sec: 1,
+        per_source_burst: 1,
+        ..LimiterConfig::default()
+    };
+    cfg.peers[0].endpoint = None;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<UpInfo>();
+    let our_key = *ours.public();
+    let run = {
+        let (cfg, run_dir, stop) = (cfg, run_dir.clone(), stop.clone());
+        in_ns(&ns_s, move || {
+            sealink_tunnel::run_with(cfg, ours, &run_dir, stop, RunOptions::default(), |i| {
+                let _ = tx.send(i.clone());
+            })
+        })
+    };
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the second sealink tunnel did not come up");
+    // The peer forgets its session (it died with the old tunnel), so its next packet initiates.
+    wg_set_peer(&["remove"]);
+    wg_set_peer(&[
+        "preshared-key",
+        &psk_path,
+        "allowed-ips",
+        "10.206.0.1/32",
+        "endpoint",
+        &s_endpoint,
+    ]);
+    in_ns(&ns_w, move || {
+        let mut junk: [u8; 148] = std::array::from_fn(|_| rand::random());
+        junk[..4].copy_from_slice(&[1, 0, 0, 0]);
+        let mac1 = sealink_proto::cookie::Mac1::new(&our_key).compute(&junk[..116]);
+        junk[116..132].copy_from_slice(&mac1);
+        junk[132..].fill(0);
+        let u = std::net::UdpSocket::bind("10.205.0.2:0").unwrap();
+        u.send_to(&junk, ("10.205.0.1", S_PORT)).unwrap();
+    })
+    .join()
+    .unwrap();
+    let o = cmd(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &ns_w,
+            "ping",
+            "-c",
+            "1",
+            "-w",
+            "20",
+            "10.206.0.1",
+        ],
+    );
+    let s = show(&run_dir, &name);
+    assert!(
+        o.status.success(),
+        "no session after the cookie exchange: {}\n{s}\npeer log:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(
+        s.contains("cookie-required=1"),
+        "one cookie reply was to be sent: {s}"
+    );
+    if kind == "wireguard-go" {
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            log.contains("cookie response"),
+            "wireguard-go took no cookie: {log}"
+        );
+    }
+    stop.store(true, Ordering::SeqCst);
+    let r = run.join().unwrap();
+    assert!(r.is_ok(), "{r:?}");
+}
