@@ -9,6 +9,8 @@
 #   sealink-par     the same with workers = 2, queues = 2 (engine threads, two queues)
 #   sealink-nopb    the same with piggybacking off
 #   sealink-timer   the same with the explicit ADP piggyback policy (200 us timer)
+#   sealink-wg      `sealink up slwga.conf`: a wg-quick config, WireGuard's wire (same protocol and
+#                   cipher as wg-go and boringtun: only the data path differs)
 # Every tunnel has MTU 1420 and its own subnet; all stay up for the whole run, idle while another
 # is measured. The flows run interleaved RUNS times; the script prints every run, the medians in
 # Gbit/s, and each tunnel's ratio to wireguard-go and to plain veth.
@@ -33,7 +35,7 @@
 # Namespaces, interfaces and daemons are removed on exit, also on failure or Ctrl-C.
 #
 # Environment: RUNS (5), SECONDS_PER_FLOW (6), TESTS (tcp1,tcp4,udp256,rtt),
-# TUNNELS (plain,wg-go,boringtun,sealink; add sealink-inline, sealink-nopb, sealink-timer),
+# TUNNELS (plain,wg-go,boringtun,sealink; add sealink-wg, sealink-inline, sealink-nopb, sealink-timer),
 # SEALINK (a prebuilt sealink binary instead of building target/release/sealink),
 # BORINGTUN_THREADS (boringtun's default when unset), KEEP_LOGS=1 (keep the work directory,
 # made under TMPDIR, default /tmp), THREAD_LOG=FILE (append every thread's deltas of every
@@ -78,8 +80,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 want() { [[ ",$tunnels," == *",$1,"* ]]; }
-all_tunnels="plain wg-go boringtun sealink sealink-inline sealink-par sealink-nopb sealink-timer"
-declare -A ifn=([sealink]=sl [sealink-inline]=sli [sealink-par]=slp [sealink-nopb]=sln [sealink-timer]=slt)
+all_tunnels="plain wg-go boringtun sealink sealink-wg sealink-inline sealink-par sealink-nopb sealink-timer"
+declare -A ifn=([sealink]=sl [sealink-wg]=slwg [sealink-inline]=sli [sealink-par]=slp [sealink-nopb]=sln [sealink-timer]=slt)
 ina() { ip netns exec "$NA" "$@"; }
 inb() { ip netns exec "$NB" "$@"; }
 
@@ -215,8 +217,31 @@ CONF
   wait_for grep -q "up: ${ifn[$label]}b" "$work/$label-b.log" || { echo "sealink up (b) failed: $(tail -n 3 "$work/$label-b.log" | tr '\n' ' ')"; return 1; }
 }
 
+# Brings up sealink on WireGuard's wire from wg-quick configs (`sealink up NAME.conf`; the
+# interface is named after the file): $1 = label, $2 = subnet prefix (10.78.N), $3 = UDP port.
+sealink_wg_tunnel() {
+  local label="$1" net="$2" port="$3"
+  local ka kb pa pb
+  ka="$(wg genkey)"; kb="$(wg genkey)"
+  pa="$(wg pubkey <<<"$ka")"; pb="$(wg pubkey <<<"$kb")"
+  # $1 = side, $2 = key, $3 = address, $4 = peer key, $5 = peer address, $6 = peer veth address
+  mkwg() {
+    printf '[Interface]\nPrivateKey = %s\nAddress = %s/24\nListenPort = %s\nMTU = 1420\n\n[Peer]\nPublicKey = %s\nAllowedIPs = %s/32\nEndpoint = %s:%s\n' \
+      "$2" "$3" "$port" "$4" "$5" "$6" "$port" >"$work/${ifn[$label]}$1.conf"
+    chmod 600 "$work/${ifn[$label]}$1.conf"
+  }
+  mkwg a "$ka" "$net.1" "$pb" "$net.2" 10.77.0.2
+  mkwg b "$kb" "$net.2" "$pa" "$net.1" 10.77.0.1
+  ip netns exec "$NA" "$sealink" up "$work/${ifn[$label]}a.conf" >"$work/$label-a.log" 2>&1 &
+  pids+=($!)
+  ip netns exec "$NB" "$sealink" up "$work/${ifn[$label]}b.conf" >"$work/$label-b.log" 2>&1 &
+  pids+=($!)
+  wait_for grep -q "up: ${ifn[$label]}a" "$work/$label-a.log" || { echo "sealink up (a) failed: $(tail -n 3 "$work/$label-a.log" | tr '\n' ' ')"; return 1; }
+  wait_for grep -q "up: ${ifn[$label]}b" "$work/$label-b.log" || { echo "sealink up (b) failed: $(tail -n 3 "$work/$label-b.log" | tr '\n' ' ')"; return 1; }
+}
+
 # --- tunnels ----------------------------------------------------------------------------------
-declare -A dest=([plain]=10.77.0.2 [wg-go]=10.78.1.2 [boringtun]=10.78.2.2 [sealink]=10.78.3.2
+declare -A dest=([plain]=10.77.0.2 [wg-go]=10.78.1.2 [boringtun]=10.78.2.2 [sealink]=10.78.3.2 [sealink-wg]=10.78.8.2
   [sealink-inline]=10.78.4.2 [sealink-nopb]=10.78.5.2 [sealink-timer]=10.78.6.2 [sealink-par]=10.78.7.2)
 active=()
 for t in $all_tunnels; do
@@ -237,6 +262,7 @@ for t in $all_tunnels; do
       [ -n "${BORINGTUN_THREADS:-}" ] && bt+=(--threads "$BORINGTUN_THREADS")
       wg_tunnel boringtun bta0 btb0 10.78.2 51821 "${bt[@]}" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink) sealink_tunnel sealink 10.78.3 51822 "" "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
+    sealink-wg) sealink_wg_tunnel sealink-wg 10.78.8 51827 >"$work/$t-up.err" 2>&1 || ok=$? ;;
     # The engine bypassed: one TUN queue, one socket, seal and open inline on the readers.
     sealink-inline) sealink_tunnel sealink-inline 10.78.4 51823 $'workers = 0\nqueues = 1' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-par) sealink_tunnel sealink-par 10.78.7 51826 $'workers = 2\nqueues = 2' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;

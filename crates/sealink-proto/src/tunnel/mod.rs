@@ -499,6 +499,12 @@ struct Peer {
     in_flight: u64,
     /// When a datagram (data, keepalive or handshake) last left for this peer.
     last_sent: Option<Time>,
+    /// WireGuard's passive keepalive (whitepaper §6.5): due at this time, set when data (not a
+    /// keepalive) arrives and cleared by anything sent.
+    passive_keepalive_due: Option<Time>,
+    /// Since when data sent has gone unanswered (nothing authenticated received since): after
+    /// KEEPALIVE_TIMEOUT + REKEY_TIMEOUT a new handshake starts (WireGuard's wire).
+    unanswered_since: Option<Time>,
     stats: PeerStats,
     /// The host name the configured endpoint was resolved from (see [`Tunnel::poll_resolve`]).
     endpoint_name: Option<String>,
@@ -562,6 +568,8 @@ impl Peer {
             queued_since: None,
             in_flight: 0,
             last_sent: None,
+            passive_keepalive_due: None,
+            unanswered_since: None,
             stats: PeerStats::default(),
             endpoint_name: None,
             resolving: false,
@@ -584,6 +592,7 @@ impl Peer {
     fn note_sent(&mut self, now: Time) {
         self.stats.tx_datagrams += 1;
         self.last_sent = Some(now);
+        self.passive_keepalive_due = None;
     }
     /// When a persistent keepalive is next due: none while off, while a handshake is under way
     /// (its retransmissions run on their own timer) or while there is nowhere to send.
@@ -847,6 +856,7 @@ impl Tunnel {
         let p = &mut self.peers[pi];
         p.in_flight += 1;
         p.note_sent(now);
+        p.unanswered_since.get_or_insert(now);
         let st = &mut p.stats;
         st.tx_packets += 1;
         st.tx_bytes += pkt_len as u64;
@@ -951,6 +961,9 @@ impl Tunnel {
                 out.resize(HEADER_LEN + sealed_len + TAILROOM, 0);
                 out[HEADER_LEN..HEADER_LEN + body.len()].copy_from_slice(body);
                 self.peers[pi].note_sent(now);
+                if packets > 0 {
+                    self.peers[pi].unanswered_since.get_or_insert(now);
+                }
                 let st = &mut self.peers[pi].stats;
                 st.tx_packets += packets;
                 st.tx_bytes += (body.len() as u64).saturating_sub(framing);
@@ -1105,6 +1118,7 @@ impl Tunnel {
     /// retransmission or a persistent keepalive.
     pub fn poll_timeout(&self) -> Option<Time> {
         let delay = self.cfg.piggyback.max_delay;
+        let wg = self.cfg.wire == Wire::WireGuard;
         self.peers
             .iter()
             .flat_map(|p| {
@@ -1115,6 +1129,8 @@ impl Tunnel {
                         .as_ref()
                         .map(|i| i.sent_at + self.cfg.handshake_timeout),
                     p.keepalive_due(),
+                    wg.then(|| p.wg_timer_due(self.cfg.limits.reject_after_time))
+                        .flatten(),
                 ]
             })
             .flatten()
@@ -1135,26 +1151,35 @@ impl Tunnel {
             if self.peers[pi].keepalive_due().is_some_and(|t| t <= now) {
                 self.send_keepalive(pi, now);
             }
-            let due = self.peers[pi]
-                .handshake
-                .initiation
-                .as_ref()
-                .filter(|i| i.sent_at + self.cfg.handshake_timeout <= now)
-                .map(|i| i.attempts);
-            let Some(attempts) = due else { continue };
-            let fresh = self.peers[pi]
-                .current
-                .as_ref()
-                .is_some_and(|s| self.sendable(s, now) && !self.wants_rekey(s, now));
-            if fresh && self.peers[pi].staged.is_empty() {
-                // The peer's own handshake gave us a session meanwhile: stop asking.
-                self.peers[pi].handshake.abandon(&mut self.indexes);
-            } else if attempts >= self.cfg.handshake_attempts {
-                self.give_up(pi);
-            } else {
-                self.start_handshake(pi, now, attempts + 1);
-                self.want_resolve(pi, attempts + 1);
+            self.retry_handshake(pi, now);
+            // After the retries: one abandoned there may make "data unanswered" due now.
+            if self.cfg.wire == Wire::WireGuard {
+                self.wg_timers(pi, now);
             }
+        }
+    }
+
+    /// Retries or abandons peer `pi`'s handshake if its retransmission is due.
+    fn retry_handshake(&mut self, pi: usize, now: Time) {
+        let due = self.peers[pi]
+            .handshake
+            .initiation
+            .as_ref()
+            .filter(|i| i.sent_at + self.cfg.handshake_timeout <= now)
+            .map(|i| i.attempts);
+        let Some(attempts) = due else { return };
+        let fresh = self.peers[pi]
+            .current
+            .as_ref()
+            .is_some_and(|s| self.sendable(s, now) && !self.wants_rekey(s, now));
+        if fresh && self.peers[pi].staged.is_empty() {
+            // The peer's own handshake gave us a session meanwhile: stop asking.
+            self.peers[pi].handshake.abandon(&mut self.indexes);
+        } else if attempts >= self.cfg.handshake_attempts {
+            self.give_up(pi);
+        } else {
+            self.start_handshake(pi, now, attempts + 1);
+            self.want_resolve(pi, attempts + 1);
         }
     }
 
@@ -1278,7 +1303,7 @@ impl Tunnel {
             self.accept_data(now, source, job)?;
             match self.cfg.wire {
                 Wire::Sealink => self.push_packets(job.peer, body, buf, packets),
-                Wire::WireGuard => self.wg_push_packet(job.peer, body, buf, packets),
+                Wire::WireGuard => self.wg_push_packet(now, job.peer, body, buf, packets),
             }
         });
         r.map_err(|d| self.count(d))
@@ -1305,6 +1330,7 @@ impl Tunnel {
             .is_some_and(|s| s.local_index == local_index);
         p.endpoint = Some(source);
         p.stats.rx_datagrams += 1;
+        p.unanswered_since = None;
         if is_next {
             // The initiator used the new keys: it holds them, so they become ours to send on.
             let old_prev = p.previous.take();
@@ -1453,6 +1479,7 @@ impl Tunnel {
         let p = &mut self.peers[pi];
         // Its index is now the session's.
         p.handshake.initiation = None;
+        p.unanswered_since = None;
         let old_prev = p.previous.take();
         p.previous = p.current.replace(session);
         p.endpoint = Some(source);

@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use sealink_crypto::Scope;
 
-use super::{Decap, DecapReserve, PeerIndex, Tunnel, TunnelDrop, Wire, handshake_done};
+use super::{Decap, DecapReserve, Peer, PeerIndex, Tunnel, TunnelDrop, Wire, handshake_done};
 use crate::cookie::Admission;
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
@@ -25,7 +25,71 @@ pub fn padded_len(len: usize, mtu: usize) -> usize {
     if padded > mtu { len.max(mtu) } else { padded }
 }
 
+/// Data sent and nothing authenticated back for this long: a new handshake (whitepaper §6.5).
+const UNANSWERED: std::time::Duration =
+    proto::KEEPALIVE_TIMEOUT.saturating_add(proto::REKEY_TIMEOUT);
+/// Sessions are erased this many REJECT_AFTER_TIMEs after they were made (whitepaper §6.3).
+const ERASE_AFTER_REJECTS: u32 = 3;
+
+impl Peer {
+    /// The next of WireGuard's timers (other than retries and persistent keepalives, which the
+    /// core runs for both wires): a passive keepalive, a handshake for data gone unanswered,
+    /// the erasure of old keys.
+    pub(super) fn wg_timer_due(&self, reject_after: std::time::Duration) -> Option<Time> {
+        let unanswered = self
+            .unanswered_since
+            .filter(|_| self.handshake.initiation.is_none())
+            .map(|t| t + UNANSWERED);
+        let erase = [&self.current, &self.previous, &self.next]
+            .into_iter()
+            .flatten()
+            .map(|s| s.established + reject_after * ERASE_AFTER_REJECTS)
+            .min();
+        [self.passive_keepalive_due, unanswered, erase]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}
+
 impl Tunnel {
+    /// Runs WireGuard's timers of peer `pi` that are due at `now` (see [`Peer::wg_timer_due`]).
+    pub(super) fn wg_timers(&mut self, pi: usize, now: Time) {
+        if self.peers[pi]
+            .passive_keepalive_due
+            .is_some_and(|t| t <= now)
+        {
+            // Data arrived and nothing left since: say we are alive, so that the peer's own
+            // "unanswered" timer does not start a handshake.
+            self.peers[pi].passive_keepalive_due = None;
+            if matches!(self.usable(pi, now), Some((true, _))) {
+                let before = self.peers[pi].stats.tx_datagrams;
+                self.send_body(pi, now, &[], 0);
+                if self.peers[pi].stats.tx_datagrams > before {
+                    self.peers[pi].stats.keepalives += 1;
+                }
+            }
+        }
+        let p = &self.peers[pi];
+        if p.handshake.initiation.is_none()
+            && p.unanswered_since.is_some_and(|t| t + UNANSWERED <= now)
+        {
+            self.peers[pi].unanswered_since = None;
+            self.start_handshake(pi, now, 1);
+        }
+        let dead = self.cfg.limits.reject_after_time * ERASE_AFTER_REJECTS;
+        let p = &mut self.peers[pi];
+        let mut erased = Vec::new();
+        for slot in [&mut p.current, &mut p.previous, &mut p.next] {
+            if slot.as_ref().is_some_and(|s| s.established + dead <= now) {
+                erased.extend(slot.take());
+            }
+        }
+        for s in erased {
+            self.free_session(Some(s));
+        }
+    }
+
     /// [`Tunnel::decapsulate_reserve`] on WireGuard's wire (refusals not yet counted).
     pub(super) fn wg_decapsulate_reserve(
         &mut self,
@@ -107,6 +171,7 @@ impl Tunnel {
         p.last_handshake = Some(now);
         p.stats.handshakes_completed += 1;
         p.stats.rx_datagrams += 1;
+        p.unanswered_since = None;
         p.note_sent(now);
         self.transmits.push_back((source, resp.to_vec(), None));
         Ok(Decap::Handshake(PeerIndex(pi)))
@@ -167,6 +232,7 @@ impl Tunnel {
     /// or one IP packet followed by padding. The packet's source must route back to `pi`.
     pub(super) fn wg_push_packet(
         &mut self,
+        now: Time,
         pi: usize,
         body: Range<usize>,
         buf: &[u8],
@@ -186,6 +252,9 @@ impl Tunnel {
             Some(_) => {}
         }
         packets.push(pkt);
+        let p = &mut self.peers[pi];
+        p.passive_keepalive_due
+            .get_or_insert(now + proto::KEEPALIVE_TIMEOUT);
         let st = &mut self.peers[pi].stats;
         st.rx_packets += 1;
         st.rx_bytes += n as u64;

@@ -282,3 +282,138 @@ fn a_wgpeer_initiates_to_the_core_and_both_carry_data() {
     let (r, _) = m.to_t(init.to_vec());
     assert_eq!(r, Err(DropReason::StaleHandshake.into()));
 }
+
+fn wg_established() -> Pair {
+    let mut p = wg_pair();
+    p.send(true, &v4(IP_A, IP_B, 100, 0));
+    p.run();
+    p.got_b.clear();
+    p
+}
+
+/// Whether `d` is an empty transport message (a keepalive: header and tag only).
+fn is_keepalive(d: &[u8]) -> bool {
+    matches!(message::parse(d), Ok(Message::Transport(t)) if t.sealed.len() == message::TAG_LEN)
+}
+
+fn is_initiation(d: &[u8]) -> bool {
+    matches!(message::parse(d), Ok(Message::Initiation(_)))
+}
+
+#[test]
+fn data_received_and_nothing_sent_gets_a_passive_keepalive() {
+    let mut p = wg_established();
+    p.send(true, &v4(IP_A, IP_B, 200, 1));
+    p.run();
+    assert_eq!(p.got_b.len(), 1);
+    p.advance(proto::KEEPALIVE_TIMEOUT - Duration::from_millis(1));
+    assert!(p.wire.is_empty(), "nothing due before KEEPALIVE_TIMEOUT");
+    p.advance(Duration::from_millis(1));
+    assert_eq!(p.wire.len(), 1, "B answers with a keepalive");
+    assert!(is_keepalive(&p.wire[0].2));
+    assert_eq!(p.wire[0].0, sa(B_ADDR));
+    assert_eq!(p.b.peer_status(p.now)[0].stats.keepalives, 1);
+    p.run();
+    assert!(p.a.drops().is_empty(), "{:?}", p.a.drops());
+    // Once: nothing more is due until data arrives again.
+    p.advance(proto::KEEPALIVE_TIMEOUT * 2);
+    assert!(p.wire.is_empty());
+}
+
+#[test]
+fn a_reply_within_keepalive_timeout_needs_no_keepalive() {
+    let mut p = wg_established();
+    p.send(true, &v4(IP_A, IP_B, 200, 1));
+    p.run();
+    p.advance(Duration::from_secs(3));
+    p.send(false, &v4(IP_B, IP_A, 200, 2));
+    p.run();
+    // A received data at +3 s and sends nothing: A's keepalive is due at +13 s, B's never.
+    p.advance(Duration::from_secs(10));
+    assert_eq!(p.wire.len(), 1);
+    assert_eq!(p.wire[0].0, sa(A_ADDR), "the keepalive is A's");
+    assert!(is_keepalive(&p.wire[0].2));
+}
+
+#[test]
+fn data_sent_and_nothing_heard_starts_a_handshake_after_fifteen_seconds() {
+    let mut p = wg_established();
+    // B's passive keepalive for the first packet, then quiet.
+    p.advance(proto::KEEPALIVE_TIMEOUT);
+    p.run();
+    p.send(true, &v4(IP_A, IP_B, 200, 1));
+    p.wire.clear(); // lost
+    p.advance(proto::KEEPALIVE_TIMEOUT + proto::REKEY_TIMEOUT - Duration::from_millis(1));
+    assert!(p.wire.is_empty());
+    p.advance(Duration::from_millis(1));
+    assert_eq!(p.wire.len(), 1);
+    assert!(is_initiation(&p.wire[0].2), "a new handshake");
+    p.run();
+    assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_completed, 2);
+}
+
+#[test]
+fn keys_are_erased_three_reject_after_times_after_their_handshake() {
+    let mut p = wg_established();
+    let reject = proto::REJECT_AFTER_TIME;
+    p.send(true, &v4(IP_A, IP_B, 200, 1));
+    let old = p.wire[0].2.clone();
+    p.run();
+    p.advance(reject * 3);
+    assert!(!p.a.peer_status(p.now)[0].session_up);
+    assert!(!p.b.peer_status(p.now)[0].session_up);
+    // B holds no key for A's old index any more.
+    assert_eq!(
+        p.deliver(sa(A_ADDR), sa(B_ADDR), old),
+        Err(DropReason::UnknownIndex.into())
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Any sequence of sends, losses, deliveries and waits: the timers never spin (after
+    /// `handle_timeout(now)` the next deadline is later than `now`), and once the network
+    /// delivers again, a packet from A reaches B within a handshake's retries.
+    #[test]
+    fn wireguard_timers_never_spin_and_the_pair_recovers(
+        ops in proptest::collection::vec((0u8..5, 0u64..40_000), 1..40)
+    ) {
+        let mut p = wg_pair();
+        for (op, ms) in ops {
+            match op {
+                0 => { p.send(true, &v4(IP_A, IP_B, 60 + (ms % 1300) as usize, 1)); }
+                1 => { p.send(false, &v4(IP_B, IP_A, 60 + (ms % 1300) as usize, 2)); }
+                2 => p.wire.clear(),
+                3 => p.run(),
+                _ => p.advance(Duration::from_millis(ms)),
+            }
+            for t in [&p.a, &p.b] {
+                if let Some(due) = t.poll_timeout() {
+                    prop_assert!(due > p.now || due == p.now, "deadline in the past");
+                }
+            }
+            let now = p.now;
+            p.a.handle_timeout(now);
+            p.b.handle_timeout(now);
+            for t in [&p.a, &p.b] {
+                if let Some(due) = t.poll_timeout() {
+                    prop_assert!(due > now, "spins: {due:?} <= {now:?}");
+                }
+            }
+            p.collect();
+        }
+        p.run();
+        p.got_b.clear();
+        let pkt = v4(IP_A, IP_B, 99, 9);
+        p.send(true, &pkt);
+        for _ in 0..40 {
+            p.run();
+            if p.got_b.contains(&pkt) {
+                break;
+            }
+            p.advance(proto::REKEY_TIMEOUT);
+        }
+        prop_assert!(p.got_b.contains(&pkt), "A's packet never arrived");
+    }
+}
