@@ -119,10 +119,19 @@ fn noise_builder<'a>(
     local: &'a HostKey,
     psk: &'a [u8; 32],
 ) -> Result<snow::Builder<'a>, snow::Error> {
+    noise_builder_with(local, psk, IDENTIFIER)
+}
+
+/// [`noise_builder`] with another prologue (the known-answer test's).
+fn noise_builder_with<'a>(
+    local: &'a HostKey,
+    psk: &'a [u8; 32],
+    prologue: &'a [u8],
+) -> Result<snow::Builder<'a>, snow::Error> {
     snow::Builder::with_resolver(params(), Box::new(ZeroCheckingResolver))
         .local_private_key(&local.private)?
         .psk(2, psk)?
-        .prologue(IDENTIFIER)
+        .prologue(prologue)
 }
 
 /// An initiation from `local` to `remote` with sender index `sender` and timestamp `ts`, its

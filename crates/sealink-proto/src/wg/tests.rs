@@ -397,3 +397,114 @@ proptest! {
         let _ = b.receive(now, src(), &m);
     }
 }
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn unhex32(s: &str) -> [u8; 32] {
+    unhex(s).try_into().expect("32 bytes")
+}
+
+/// The Cacophony test vector for WireGuard's exact Noise protocol,
+/// `Noise_IKpsk2_25519_ChaChaPoly_BLAKE2s` (the one vector of that name in Cacophony's
+/// `vectors/cacophony.txt`, as shipped in snow's tests), run through this module's handshake
+/// construction (same parameters, resolver and psk position; the responder sets the psk after
+/// reading the initiation, as [`write_response`] does) and its transport keys through
+/// [`sealink_crypto::PacketKey`] with the empty associated data the data path uses: every
+/// ciphertext and the handshake hash must match.
+#[test]
+fn cacophony_known_answers_for_noise_ikpsk2() {
+    let prologue = unhex("4a6f686e2047616c74");
+    let psk = unhex32("54686973206973206d7920417573747269616e20706572737065637469766521");
+    let init_static = HostKey::from_private(unhex32(
+        "e61ef9919cde45dd5f82166404bd08e38bceb5dfdfded0a34c8df7ed542214d1",
+    ))
+    .unwrap();
+    let init_eph = unhex("893e28b9dc6ca8d611ab664754b8ceb7bac5117349a4439a6b0569da977c464a");
+    let resp_static = HostKey::from_private(unhex32(
+        "4a3acbfdb163dec651dfa3194dece676d437029c62a408b4c5ea9114246e4893",
+    ))
+    .unwrap();
+    assert_eq!(
+        resp_static.public()[..],
+        unhex("31e0303fd6418d2f8c0e78b91f22e8caed0fbe48656dcf4767e4834f701b8f62")[..],
+        "init_remote_static is the responder's public key"
+    );
+    let resp_eph = unhex("bbdb4cdbd309f1a1f2e1456967fe288cadd6f712d65dc7b7793d5e63da6b375b");
+    let messages = [
+        (
+            "4c756477696720766f6e204d69736573",
+            "ca35def5ae56cec33dc2036731ab14896bc4c75dbb07a61f879f8e3afa4c7944001e21de9f98ddd8e2ad57527207feb56253c9c94a9e496782ecfcb2a75fbcaf1b52948cc48daefe660c62119ab5000980c84831215f2441eba616548e832985464cf17e51ee93109008399a21f7e13f",
+        ),
+        (
+            "4d757272617920526f746862617264",
+            "95ebc60d2b1fa672c1f46a8aa265ef51bfe38e7ccb39ec5be34069f144808843cb765f2caef0751b8f007572dab0322217755c0632f365717edbf34d33e87a",
+        ),
+        (
+            "462e20412e20486179656b",
+            "8153ca9833bc3c1b91a7e66e5f4d4f5b59bf9e64c2f20d15f0bba7",
+        ),
+        (
+            "4361726c204d656e676572",
+            "07af0c9c86e1b4e80f36b04ff7688d51141af3debd0332f0a705ef",
+        ),
+        (
+            "4a65616e2d426170746973746520536179",
+            "6ab1467c0448cc78394494abaaf23afce0e234315d6e2624dcbfa8a21c1c4d073d",
+        ),
+        (
+            "457567656e2042f6686d20766f6e2042617765726b",
+            "dfc346c0d2296ae6cf1acf6f12b8456a1dba228cf8d8b774aacf1c47fc53aa80ebc7a4c292",
+        ),
+    ];
+    let mut ini = noise_builder_with(&init_static, &psk, &prologue)
+        .and_then(|b| b.remote_public_key(resp_static.public()))
+        .map(|b| b.fixed_ephemeral_key_for_testing_only(&init_eph))
+        .and_then(|b| b.build_initiator())
+        .unwrap();
+    let mut resp = noise_builder_with(&resp_static, &NO_PSK, &prologue)
+        .map(|b| b.fixed_ephemeral_key_for_testing_only(&resp_eph))
+        .and_then(|b| b.build_responder())
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let mut out = [0u8; 256];
+    // Message 1, initiator -> responder.
+    let n = ini.write_message(&unhex(messages[0].0), &mut buf).unwrap();
+    assert_eq!(buf[..n], unhex(messages[0].1)[..], "message 1");
+    let m = resp.read_message(&buf[..n], &mut out).unwrap();
+    assert_eq!(out[..m], unhex(messages[0].0)[..]);
+    // Message 2: the responder learns the peer, then sets its psk (as write_response does).
+    resp.set_psk(2, &psk).unwrap();
+    let n = resp.write_message(&unhex(messages[1].0), &mut buf).unwrap();
+    assert_eq!(buf[..n], unhex(messages[1].1)[..], "message 2");
+    ini.read_message(&buf[..n], &mut out).unwrap();
+    let hash = unhex("f5191b875290abcd41347ac3622d9679688a7e980229cb937ef748336cfde0e5");
+    assert_eq!(ini.get_handshake_hash(), &hash[..]);
+    assert_eq!(resp.get_handshake_hash(), &hash[..]);
+    // Transport: the split's raw keys in PacketKey, counter n as the nonce, no AAD.
+    let ki = transport_keys(&mut ini);
+    let kr = transport_keys(&mut resp);
+    let key = |k: &[u8; 32]| {
+        sealink_crypto::PacketKey::new(sealink_crypto::SuiteId::ChaCha20Poly1305, k, false).unwrap()
+    };
+    let (i_send, r_send) = (key(&ki.send), key(&kr.send));
+    assert_eq!(ki.send, kr.recv);
+    for (k, (payload, ct)) in messages[2..].iter().enumerate() {
+        let (sender, counter) = if k % 2 == 0 {
+            (&i_send, (k / 2) as u64)
+        } else {
+            (&r_send, (k / 2) as u64)
+        };
+        let mut body = unhex(payload);
+        let len = body.len();
+        body.resize(len + 16, 0);
+        let sealed = sender
+            .seal(counter, sealink_crypto::Scope::Encrypt, &[], &mut body, len)
+            .unwrap();
+        assert_eq!(body[..sealed], unhex(ct)[..], "transport message {}", k + 3);
+    }
+}
