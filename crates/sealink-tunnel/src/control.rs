@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use sealink_proto::Time;
-use sealink_proto::tunnel::PeerStatus;
+use sealink_proto::tunnel::{PeerStatus, Wire};
 
 use crate::error::{TunnelError, io};
 pub use crate::threads::ThreadStatus;
@@ -35,6 +35,9 @@ pub struct Status {
     pub udp_sockets: usize,
     pub crypto_workers: usize,
     pub aead: String,
+    /// The protocol on the wire: "sealink" or "wireguard" (older builds: absent, sealink's).
+    #[serde(default = "sealink_wire")]
+    pub protocol: String,
     /// A full tunnel's mark (and routing table), as `wg show` prints it; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fwmark: Option<u32>,
@@ -48,6 +51,10 @@ pub struct Status {
     /// [`ThreadStatus`]). Absent from the answers of older builds.
     #[serde(default)]
     pub threads: Vec<ThreadStatus>,
+}
+
+fn sealink_wire() -> String {
+    "sealink".into()
 }
 
 /// A list of (name, count) as a JSON object, keeping its order both ways.
@@ -129,6 +136,11 @@ pub fn status(
         udp_sockets: info.udp_sockets,
         crypto_workers: info.workers,
         aead: sealink_crypto::suite::chosen_backend().0.name().to_string(),
+        protocol: match info.wire {
+            Wire::Sealink => "sealink",
+            Wire::WireGuard => "wireguard",
+        }
+        .into(),
         fwmark: info.fwmark,
         drops: drops.iter().map(|(n, c)| ((*n).to_string(), *c)).collect(),
         control_refused,
@@ -173,6 +185,9 @@ pub fn format_status(st: &Status) -> String {
     let _ = writeln!(s, "interface: {}", st.interface);
     let _ = writeln!(s, "  public key: {}", st.public_key);
     let _ = writeln!(s, "  listening: {}", st.listening);
+    if st.protocol != "sealink" {
+        let _ = writeln!(s, "  protocol: {}", st.protocol);
+    }
     if let Some(m) = st.fwmark {
         let _ = writeln!(s, "  fwmark: {m:#x} (full tunnel: table {m})");
     }

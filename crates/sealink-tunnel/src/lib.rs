@@ -55,7 +55,7 @@ use std::time::{Duration, Instant, SystemTime};
 use sealink_engine::Pipeline;
 use sealink_proto::Clock;
 use sealink_proto::HostKey;
-use sealink_proto::tunnel::{SealJob, TAILROOM, Tunnel};
+use sealink_proto::tunnel::{SealJob, TAILROOM, Tunnel, Wire};
 use sealink_udp::{UdpIo, UdpOptions};
 use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
 
@@ -77,6 +77,8 @@ pub struct UpInfo {
     /// TUN queues (multi-queue device) and UDP sockets (`SO_REUSEPORT`), one reader each.
     pub queues: usize,
     pub udp_sockets: usize,
+    /// The protocol on the wire.
+    pub wire: Wire,
     /// Crypto worker threads of the engine (0: sealed and opened inline on the readers).
     pub workers: usize,
     /// The mark on the tunnel's own datagrams when it is a full tunnel (`policy.rs`), else
@@ -544,6 +546,7 @@ fn run_prepared(
         udp_gso_segments: udp[0].max_gso_segments(),
         queues: devs.len(),
         udp_sockets: udp.len(),
+        wire: cfg.core.wire,
         workers,
         fwmark: full.then_some(cfg.fwmark),
     };

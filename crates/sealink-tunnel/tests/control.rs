@@ -130,6 +130,7 @@ fn info() -> UpInfo {
         udp_gso_segments: 64,
         queues: 2,
         udp_sockets: 2,
+        wire: sealink_proto::tunnel::Wire::Sealink,
         workers: 3,
         fwmark: None,
     }
