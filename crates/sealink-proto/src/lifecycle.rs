@@ -123,18 +123,7 @@ impl Handshake {
             &mut self.cookies,
             now,
         ) {
-            Ok((hs, packet)) => {
-                self.last_ts_sent = ts;
-                let init = self.initiation.insert(Initiation {
-                    hs,
-                    local_index: local,
-                    sent_at: now,
-                    attempts: attempt,
-                    packet,
-                    cookie_retried: false,
-                });
-                Ok(&init.packet)
-            }
+            Ok((hs, packet)) => Ok(self.record(hs, local, ts, now, attempt, packet)),
             Err(e) => {
                 idx.free(local);
                 Err(match e {
@@ -175,23 +164,34 @@ impl Handshake {
             &mut self.cookies,
             now,
         ) {
-            Ok((hs, packet)) => {
-                self.last_ts_sent = ts;
-                let init = self.initiation.insert(Initiation {
-                    hs,
-                    local_index: local,
-                    sent_at: now,
-                    attempts: attempt,
-                    packet: packet.to_vec(),
-                    cookie_retried: false,
-                });
-                Ok(&init.packet)
-            }
+            Ok((hs, packet)) => Ok(self.record(hs, local, ts, now, attempt, packet.to_vec())),
             Err(e) => {
                 idx.free(local);
                 Err(InitiateError::Other(crate::Error::Handshake(e.to_string())))
             }
         }
+    }
+
+    /// Keeps a sent initiation (index `local`, timestamp `ts`); returns its bytes.
+    fn record(
+        &mut self,
+        hs: snow::HandshakeState,
+        local: u32,
+        ts: u64,
+        now: Time,
+        attempt: u32,
+        packet: Vec<u8>,
+    ) -> &[u8] {
+        self.last_ts_sent = ts;
+        let init = self.initiation.insert(Initiation {
+            hs,
+            local_index: local,
+            sent_at: now,
+            attempts: attempt,
+            packet,
+            cookie_retried: false,
+        });
+        &init.packet
     }
 
     /// Drops the initiation under way, freeing its index.

@@ -86,19 +86,39 @@ impl Session {
                 .map(Arc::new)
                 .map_err(|_| DropReason::SuiteRefused)
         };
-        Ok(Session {
+        let (send, recv) = (key(&split.send)?, key(&split.recv)?);
+        Ok(Session::with_keys(
+            (send, recv),
+            suite,
+            false,
+            (local_index, remote_index),
+            now,
+            initiator,
+        ))
+    }
+
+    /// A fresh session on ready keys (`indexes`: ours, the peer's).
+    fn with_keys(
+        (send, recv): (Arc<PacketKey>, Arc<PacketKey>),
+        suite: SuiteId,
+        wg: bool,
+        (local_index, remote_index): (u32, u32),
+        now: Time,
+        initiator: bool,
+    ) -> Self {
+        Session {
             local_index,
             remote_index,
-            send: key(&split.send)?,
-            recv: key(&split.recv)?,
+            send,
+            recv,
             next_counter: 0,
             blocks_sealed: 0,
             replay: ReplayWindow::new(),
             established: now,
             confirmed_at: initiator.then_some(now),
             suite,
-            wg: false,
-        })
+            wg,
+        }
     }
 
     /// A WireGuard session: the Noise split's two keys used as they are (ChaCha20-Poly1305,
@@ -116,19 +136,15 @@ impl Session {
                 .map(Arc::new)
                 .map_err(|_| DropReason::SuiteRefused)
         };
-        Ok(Session {
-            local_index,
-            remote_index,
-            send: key(send)?,
-            recv: key(recv)?,
-            next_counter: 0,
-            blocks_sealed: 0,
-            replay: ReplayWindow::new(),
-            established: now,
-            confirmed_at: initiator.then_some(now),
-            suite: SuiteId::ChaCha20Poly1305,
-            wg: true,
-        })
+        let keys = (key(send)?, key(recv)?);
+        Ok(Session::with_keys(
+            keys,
+            SuiteId::ChaCha20Poly1305,
+            true,
+            (local_index, remote_index),
+            now,
+            initiator,
+        ))
     }
 
     /// May still be sent on.

@@ -312,14 +312,22 @@ fn against(kind: &str, exe: &Path, k: usize) {
         ],
     );
     let s_endpoint = format!("10.205.0.1:{S_PORT}");
-    wg_set_peer(&[
-        "preshared-key",
-        &psk_path,
-        "allowed-ips",
-        "10.206.0.1/32",
-        "endpoint",
-        &s_endpoint,
-    ]);
+    let add_peer = || {
+        wg_set_peer(&[
+            "preshared-key",
+            &psk_path,
+            "allowed-ips",
+            "10.206.0.1/32",
+            "endpoint",
+            &s_endpoint,
+        ])
+    };
+    // The peer forgets its session: removed and added again.
+    let reset_peer = || {
+        wg_set_peer(&["remove"]);
+        add_peer();
+    };
+    add_peer();
     ok(
         "ip",
         &["-n", &ns_w, "addr", "add", "10.206.0.2/24", "dev", &wgif],
@@ -399,15 +407,7 @@ allowed_ips = ["10.206.0.2/32"]
 
     // 3. The peer initiates: without its session (removed, added again), a ping from ns W.
     let before = handshakes(&show(&run_dir, &name));
-    wg_set_peer(&["remove"]);
-    wg_set_peer(&[
-        "preshared-key",
-        &psk_path,
-        "allowed-ips",
-        "10.206.0.1/32",
-        "endpoint",
-        &s_endpoint,
-    ]);
+    reset_peer();
     must_ping(&ns_w, "10.206.0.1", "the peer initiating", &log);
     let after = handshakes(&show(&run_dir, &name));
     assert!(
@@ -495,16 +495,8 @@ allowed_ips = ["10.206.0.2/32"]
     };
     rx.recv_timeout(Duration::from_secs(20))
         .expect("the second sealink tunnel did not come up");
-    // The peer forgets its session (it died with the old tunnel), so its next packet initiates.
-    wg_set_peer(&["remove"]);
-    wg_set_peer(&[
-        "preshared-key",
-        &psk_path,
-        "allowed-ips",
-        "10.206.0.1/32",
-        "endpoint",
-        &s_endpoint,
-    ]);
+    // Its session died with the old tunnel: forgotten, so its next packet initiates.
+    reset_peer();
     in_ns(&ns_w, move || {
         let mut junk: [u8; 148] = std::array::from_fn(|_| rand::random());
         junk[..4].copy_from_slice(&[1, 0, 0, 0]);

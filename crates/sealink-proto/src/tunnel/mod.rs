@@ -1505,15 +1505,21 @@ impl Tunnel {
             .indexes
             .owner(receiver)
             .ok_or(DropReason::BadCookieReply)?;
-        let p = &mut self.peers[pi];
-        if let Some(resend) = p.handshake.accept_cookie(now, receiver, buf)? {
-            let resend = resend.to_vec();
-            if let Some(dest) = p.endpoint {
-                p.note_sent(now);
-                self.transmits.push_back((dest, resend, None));
-            }
-        }
+        let resend = self.peers[pi]
+            .handshake
+            .accept_cookie(now, receiver, buf)?
+            .map(<[u8]>::to_vec);
+        self.resend_initiation(pi, now, resend);
         Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    /// Sends our initiation again (with mac2 now) after a cookie reply, if there is one to send.
+    fn resend_initiation(&mut self, pi: usize, now: Time, resend: Option<Vec<u8>>) {
+        let p = &mut self.peers[pi];
+        if let (Some(resend), Some(dest)) = (resend, p.endpoint) {
+            p.note_sent(now);
+            self.transmits.push_back((dest, resend, None));
+        }
     }
 }
 

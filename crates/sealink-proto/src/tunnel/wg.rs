@@ -214,17 +214,13 @@ impl Tunnel {
             .indexes
             .owner(m.receiver)
             .ok_or(DropReason::BadCookieReply)?;
-        let p = &mut self.peers[pi];
-        let resend = p.handshake.accept_cookie_with(now, m.receiver, |c| {
-            c.consume_sealed(now, &m.nonce, &m.cookie_sealed)
-        })?;
-        if let Some(resend) = resend {
-            let resend = resend.to_vec();
-            if let Some(dest) = p.endpoint {
-                p.note_sent(now);
-                self.transmits.push_back((dest, resend, None));
-            }
-        }
+        let resend = self.peers[pi]
+            .handshake
+            .accept_cookie_with(now, m.receiver, |c| {
+                c.consume_sealed(now, &m.nonce, &m.cookie_sealed)
+            })?
+            .map(<[u8]>::to_vec);
+        self.resend_initiation(pi, now, resend);
         Ok(Decap::Handshake(PeerIndex(pi)))
     }
 
