@@ -71,17 +71,38 @@ again on a reload, and removing the control socket are done by helpers started b
 /// Where configs named by NAME live unless $SEALINK_CONFIG_DIR says otherwise.
 const CONFIG_DIR: &str = "/etc/sealink";
 
+/// Where wg-quick keeps its configs: `sealink up wg0` finds /etc/wireguard/wg0.conf when there
+/// is no sealink config of that name.
+const WG_CONFIG_DIR: &str = "/etc/wireguard";
+
 /// The config file `sealink up ARG` reads: ARG itself when it looks like a path (it has a `/`
-/// or ends in `.toml`), else `DIR/ARG.toml` (DIR: $SEALINK_CONFIG_DIR, else /etc/sealink), as
-/// wg-quick resolves `wg-quick up wg0` to /etc/wireguard/wg0.conf.
+/// or ends in `.toml` or `.conf`), else `DIR/ARG.toml` (DIR: $SEALINK_CONFIG_DIR, else
+/// /etc/sealink) or, when that does not exist, wg-quick's `/etc/wireguard/ARG.conf` (as
+/// wg-quick resolves `wg-quick up wg0`).
 fn resolve_config(arg: &Path, dir: Option<PathBuf>) -> PathBuf {
+    resolve_config_in(arg, dir, Path::new(WG_CONFIG_DIR))
+}
+
+fn resolve_config_in(arg: &Path, dir: Option<PathBuf>, wg_dir: &Path) -> PathBuf {
     let text = arg.as_os_str().as_encoded_bytes();
-    if text.contains(&b'/') || text.ends_with(b".toml") || text.is_empty() {
+    if text.contains(&b'/')
+        || text.ends_with(b".toml")
+        || text.ends_with(b".conf")
+        || text.is_empty()
+    {
         return arg.to_path_buf();
     }
     let mut name = arg.as_os_str().to_owned();
     name.push(".toml");
-    dir.unwrap_or_else(|| PathBuf::from(CONFIG_DIR)).join(name)
+    let ours = dir.unwrap_or_else(|| PathBuf::from(CONFIG_DIR)).join(name);
+    let mut wg = arg.as_os_str().to_owned();
+    wg.push(".conf");
+    let wg = wg_dir.join(wg);
+    if !ours.exists() && wg.exists() {
+        wg
+    } else {
+        ours
+    }
 }
 
 /// systemd's notify socket (when it started us with `Type=notify`: NOTIFY_SOCKET is set),
@@ -139,7 +160,7 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
         std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from),
     );
     let cfg = Config::from_file(config).with_context(|| format!("config {}", config.display()))?;
-    let host = sealink_keys::read_host_key(&cfg.private_key)?;
+    let host = cfg.host_key()?;
     let run_dir = RunDir::new(run_dir);
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -280,6 +301,25 @@ mod tests {
         assert_eq!(
             resolve_config(Path::new("sl0"), None),
             Path::new("/etc/sealink/sl0.toml")
+        );
+        assert_eq!(r("wg0.conf"), Path::new("wg0.conf"));
+    }
+
+    #[test]
+    fn up_falls_back_to_wg_quicks_directory() {
+        let d = tempfile::tempdir().unwrap();
+        let (ours, wg) = (d.path().join("sealink"), d.path().join("wireguard"));
+        std::fs::create_dir_all(&ours).unwrap();
+        std::fs::create_dir_all(&wg).unwrap();
+        std::fs::write(wg.join("wg0.conf"), "").unwrap();
+        let r = |a: &str| resolve_config_in(Path::new(a), Some(ours.clone()), &wg);
+        assert_eq!(r("wg0"), wg.join("wg0.conf"), "only wg-quick's exists");
+        std::fs::write(ours.join("wg0.toml"), "").unwrap();
+        assert_eq!(r("wg0"), ours.join("wg0.toml"), "sealink's comes first");
+        assert_eq!(
+            r("wg1"),
+            ours.join("wg1.toml"),
+            "neither: sealink's is named"
         );
     }
 }

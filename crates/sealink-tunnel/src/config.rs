@@ -44,7 +44,7 @@
 //! endpoint is refused (the tunnel's own datagrams would loop into it). A full tunnel
 //! (`0.0.0.0/0`, `::/0`) is routed as wg-quick routes it, by policy: see [`crate::policy`].
 
-use std::io::Read as _;
+use std::io::Read;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -52,7 +52,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use sealink_keys::{KeyFileError, KeyKind};
-use sealink_proto::tunnel::{IpNet, PeerConfig, PiggybackMode, PiggybackPolicy, TunnelConfig};
+use sealink_proto::HostKey;
+use sealink_proto::tunnel::{IpNet, PeerConfig, PiggybackMode, TunnelConfig};
 
 use crate::error::TunnelError;
 use crate::hooks::Hooks;
@@ -60,45 +61,49 @@ use crate::hooks::Hooks;
 /// Longest interface name Linux accepts (IFNAMSIZ - 1).
 const MAX_IFNAME: usize = 15;
 
+/// The config as written, before its checks: from TOML, or from a wg-quick file
+/// ([`crate::wgquick`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawConfig {
-    interface: RawInterface,
+pub(crate) struct RawConfig {
+    pub interface: RawInterface,
     #[serde(default)]
-    peer: Vec<RawPeer>,
+    pub peer: Vec<RawPeer>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawInterface {
-    name: Option<String>,
-    private_key: PathBuf,
-    address: OneOrMany,
-    listen_port: Option<u16>,
-    mtu: Option<u32>,
-    workers: Option<u32>,
-    queues: Option<u32>,
-    piggyback: Option<RawPiggyback>,
-    pre_up: Option<OneOrMany>,
-    post_up: Option<OneOrMany>,
-    pre_down: Option<OneOrMany>,
-    post_down: Option<OneOrMany>,
-    user: Option<String>,
-    fwmark: Option<u32>,
-    dns: Option<OneOrMany>,
+pub(crate) struct RawInterface {
+    pub name: Option<String>,
+    pub private_key: PathBuf,
+    pub address: OneOrMany,
+    pub listen_port: Option<u16>,
+    pub mtu: Option<u32>,
+    pub workers: Option<u32>,
+    pub queues: Option<u32>,
+    pub piggyback: Option<RawPiggyback>,
+    pub pre_up: Option<OneOrMany>,
+    pub post_up: Option<OneOrMany>,
+    pub pre_down: Option<OneOrMany>,
+    pub post_down: Option<OneOrMany>,
+    pub user: Option<String>,
+    pub fwmark: Option<u32>,
+    pub dns: Option<OneOrMany>,
+    /// `"sealink"` (the default) or `"wireguard"`.
+    pub protocol: Option<String>,
 }
 
 /// `address = "CIDR"` or `address = ["CIDR", ...]` (and hooks: a command or a list).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum OneOrMany {
+pub(crate) enum OneOrMany {
     One(String),
     Many(Vec<String>),
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawPiggyback {
+pub(crate) struct RawPiggyback {
     enabled: Option<bool>,
     mode: Option<String>,
     small: Option<u32>,
@@ -108,12 +113,14 @@ struct RawPiggyback {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawPeer {
-    name: String,
-    public_key: String,
-    endpoint: Option<String>,
-    allowed_ips: Vec<String>,
-    persistent_keepalive: Option<u16>,
+pub(crate) struct RawPeer {
+    pub name: String,
+    pub public_key: String,
+    pub endpoint: Option<String>,
+    pub allowed_ips: Vec<String>,
+    pub persistent_keepalive: Option<u16>,
+    /// WireGuard's optional preshared key (base64), `protocol = "wireguard"` only.
+    pub preshared_key: Option<String>,
 }
 
 /// An address of the interface and the length of its network's prefix (`10.9.0.1/24`).
@@ -164,7 +171,10 @@ fn parse_if_addr(s: &str) -> Result<IfAddr, TunnelError> {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub name: String,
+    /// Where the host's private key is: a sealink key file, a `wg genkey` file, or the
+    /// wg-quick config itself ([`Config::key_format`]).
     pub private_key: PathBuf,
+    pub key_format: KeyFormat,
     /// The interface's own addresses (at least one; IPv4 and IPv6 may mix), all assigned.
     pub addresses: Vec<IfAddr>,
     /// UDP port to listen on (0: an ephemeral port, when the config leaves it out).
@@ -189,6 +199,17 @@ pub struct Config {
     pub fwmark: u32,
     /// Name servers and search domains for the interface (`dns`, wg-quick's `DNS`).
     pub dns: Dns,
+}
+
+/// How [`Config::private_key`] holds the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyFormat {
+    /// A sealink host key file (`sealink keygen host`).
+    Sealink,
+    /// A file holding `wg genkey`'s base64 (`protocol = "wireguard"` in TOML).
+    WireGuard,
+    /// The wg-quick config itself (its `PrivateKey`).
+    WgQuick,
 }
 
 /// The `dns` key: name servers (addresses) and search domains (names), in config order.
@@ -312,8 +333,17 @@ impl Config {
         Self::parse_at(&text, path)
     }
 
-    /// Parses the text of the config file at `path` (read and checked by the caller).
+    /// Parses the text of the config file at `path` (read and checked by the caller): a
+    /// wg-quick config ([`crate::wgquick::is_wg_quick`]) or sealink's TOML.
     pub(crate) fn parse_at(text: &str, path: &Path) -> Result<Self, TunnelError> {
+        if crate::wgquick::is_wg_quick(path, text) {
+            let name = crate::wgquick::name_from_path(path)?;
+            let parsed = crate::wgquick::parse(text, &name)?;
+            let mut cfg = Self::from_raw(parsed.raw)?;
+            cfg.private_key = path.to_path_buf();
+            cfg.key_format = KeyFormat::WgQuick;
+            return Ok(cfg);
+        }
         let mut cfg = Self::parse(text)?;
         // A relative key path is relative to the config file, as wg-quick users expect.
         if cfg.private_key.is_relative() {
@@ -324,9 +354,31 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Parses sealink's TOML.
     pub fn parse(text: &str) -> Result<Self, TunnelError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| TunnelError::Toml(e.to_string()))?;
+        Self::from_raw(raw)
+    }
+
+    /// The checks every config passes, whichever format it came in.
+    fn from_raw(raw: RawConfig) -> Result<Self, TunnelError> {
         let i = raw.interface;
+        let wireguard = match i.protocol.as_deref() {
+            None | Some("sealink") => false,
+            Some("wireguard") => true,
+            Some(p) => {
+                return Err(bad(
+                    "interface.protocol",
+                    format!("{p:?}: expected \"sealink\" or \"wireguard\""),
+                ));
+            }
+        };
+        if wireguard && i.piggyback.is_some() {
+            return Err(bad(
+                "interface.piggyback",
+                "WireGuard's wire carries one packet per datagram: no piggybacking",
+            ));
+        }
         let name = i.name.unwrap_or_else(|| "sl0".into());
         if name.is_empty()
             || name.len() > MAX_IFNAME
@@ -384,7 +436,11 @@ impl Config {
                 "must be within 1..=65535 (leave it out for an ephemeral port)",
             ));
         }
-        let mut core = TunnelConfig::default();
+        let mut core = if wireguard {
+            TunnelConfig::wireguard()
+        } else {
+            TunnelConfig::default()
+        };
         if let Some(m) = i.mtu {
             if !(576..=9000).contains(&m) {
                 return Err(bad(
@@ -400,7 +456,7 @@ impl Config {
         if i.queues.is_some_and(|q| q == 0 || q > 256) {
             return Err(bad("interface.queues", "must be within 1..=256"));
         }
-        let mut pb = PiggybackPolicy::default();
+        let mut pb = core.piggyback;
         let (mut queue_limit, mut small) = (None, None);
         if let Some(p) = i.piggyback {
             pb.enabled = p.enabled.unwrap_or(pb.enabled);
@@ -495,6 +551,21 @@ impl Config {
                 ),
             };
             endpoint_names.push(p.endpoint.filter(|e| e.parse::<SocketAddr>().is_err()));
+            let preshared_key = match (&p.preshared_key, wireguard) {
+                (None, _) => None,
+                (Some(_), false) => {
+                    return Err(bad(
+                        key("preshared_key"),
+                        "preshared keys are WireGuard's (interface.protocol = \"wireguard\")",
+                    ));
+                }
+                (Some(k), true) => Some(crate::wgquick::parse_key(k).ok_or_else(|| {
+                    bad(
+                        key("preshared_key"),
+                        "expected a 32-byte base64 key (`wg genpsk`)",
+                    )
+                })?),
+            };
             let mut allowed_ips = Vec::new();
             for a in &p.allowed_ips {
                 let net = a
@@ -512,12 +583,17 @@ impl Config {
                     .persistent_keepalive
                     .filter(|s| *s > 0)
                     .map(|s| Duration::from_secs(u64::from(s))),
-                preshared_key: None,
+                preshared_key,
             });
         }
         let cfg = Config {
             name,
             private_key: i.private_key,
+            key_format: if wireguard {
+                KeyFormat::WireGuard
+            } else {
+                KeyFormat::Sealink
+            },
             addresses,
             listen_port: i.listen_port.unwrap_or(0),
             workers: i.workers.map(|w| w as usize),
@@ -534,6 +610,63 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Reads this host's private key from where the config says ([`Config::key_format`]).
+    /// A WireGuard key file or wg-quick config must be private (no access for group or
+    /// others), as a sealink key file must.
+    pub fn host_key(&self) -> Result<HostKey, TunnelError> {
+        let path = &self.private_key;
+        if self.key_format == KeyFormat::Sealink {
+            return sealink_keys::read_host_key(path)
+                .map_err(|e| bad("interface.private_key", e.to_string()));
+        }
+        let read_err = |e| TunnelError::Io {
+            what: format!("read private key {}", path.display()),
+            source: e,
+        };
+        let mut file = std::fs::File::open(path).map_err(read_err)?;
+        sealink_keys::secure_file::check_file(&file, path, "WireGuard private key")?;
+        let mode = {
+            use std::os::unix::fs::PermissionsExt;
+            file.metadata().map_err(read_err)?.permissions().mode()
+        };
+        if mode & 0o077 != 0 {
+            return Err(bad(
+                "interface.private_key",
+                sealink_keys::KeyFileError::PermissionsTooOpen {
+                    path: path.clone(),
+                    mode: mode & 0o7777,
+                }
+                .to_string(),
+            ));
+        }
+        let mut text = String::new();
+        (&mut file)
+            .take(1 << 20)
+            .read_to_string(&mut text)
+            .map_err(read_err)?;
+        self.host_key_from_text(&text, path)
+            .map_err(|e| bad("interface.private_key", e))
+    }
+
+    /// The host key in `text`, the contents of [`Config::private_key`] read (and checked) by
+    /// someone else (the privileged helper of a reload).
+    pub fn host_key_from_text(&self, text: &str, path: &Path) -> Result<HostKey, String> {
+        let raw = match self.key_format {
+            KeyFormat::Sealink => {
+                return sealink_keys::keyfile::parse_host_key(text, path)
+                    .map_err(|e| e.to_string());
+            }
+            KeyFormat::WireGuard => crate::wgquick::parse_key(text.trim()).ok_or_else(|| {
+                format!(
+                    "{}: expected one 32-byte base64 key (`wg genkey`)",
+                    path.display()
+                )
+            })?,
+            KeyFormat::WgQuick => crate::wgquick::private_key(text).map_err(|e| e.to_string())?,
+        };
+        HostKey::from_private(raw).map_err(|e| e.to_string())
+    }
+
     /// Why `new` cannot replace this running config without a restart: the first
     /// interface-level setting that differs (a reload applies peer changes only), or `None`.
     pub fn restart_needed(&self, new: &Config) -> Option<&'static str> {
@@ -541,6 +674,7 @@ impl Config {
         [
             (self.name != new.name, "interface.name"),
             (self.private_key != new.private_key, "interface.private_key"),
+            (self.key_format != new.key_format, "interface.protocol"),
             (self.addresses != new.addresses, "interface.address"),
             (self.listen_port != new.listen_port, "interface.listen_port"),
             (a.mtu != b.mtu, "interface.mtu"),

@@ -51,7 +51,8 @@ pub(crate) struct Ctl {
 /// The config at `path` and the public key of the host key it names, read by this process.
 fn read_directly(path: &Path) -> Result<(Config, Result<[u8; 32], String>), String> {
     let new = Config::from_file(path).map_err(|e| format!("config {}: {e}", path.display()))?;
-    let key = sealink_keys::read_host_key(&new.private_key)
+    let key = new
+        .host_key()
         .map(|k| *k.public())
         .map_err(|e| e.to_string());
     Ok((new, key))
@@ -96,9 +97,7 @@ fn read_through(
             .to_string());
         }
         let text = std::str::from_utf8(&key.data).map_err(|_| "not UTF-8".to_owned())?;
-        sealink_keys::keyfile::parse_host_key(text, key_path)
-            .map(|k| *k.public())
-            .map_err(|e| e.to_string())
+        new.host_key_from_text(text, key_path).map(|k| *k.public())
     })();
     Ok((new, key))
 }

@@ -475,7 +475,6 @@ allowed_ips = ["10.206.0.2/32"]
     //    per source. A junk initiation with a valid mac1 from the peer's address takes that
     //    token; the peer's own initiation right after is answered with a cookie reply, and its
     //    retry (REKEY_TIMEOUT later) carries mac2 and is answered.
-    let mut cfg = cfg;
     cfg.core.limiter = LimiterConfig {
         per_source_per_sec: 1,
         per_source_burst: 1,
