@@ -86,6 +86,10 @@ impl HostKey {
         let public = sealink_crypto::kx::x25519_public_key(&private)?;
         Ok(HostKey { private, public })
     }
+    /// The private key itself (for WireGuard's UAPI `get`, which reports it to root).
+    pub fn private(&self) -> &[u8; 32] {
+        &self.private
+    }
     pub fn public(&self) -> &[u8; 32] {
         &self.public
     }

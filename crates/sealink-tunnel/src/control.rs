@@ -46,6 +46,9 @@ pub struct Status {
     pub drops: Vec<(String, u64)>,
     /// Control requests refused (peers neither root nor the owner).
     pub control_refused: u64,
+    /// WireGuard UAPI requests refused, by reason (WireGuard's wire only; absent if none).
+    #[serde(default, with = "ordered_map", skip_serializing_if = "Vec::is_empty")]
+    pub uapi_refused: Vec<(String, u64)>,
     pub peers: Vec<PeerJson>,
     /// The data path's threads: CPU time and what each one's system calls carried (see
     /// [`ThreadStatus`]). Absent from the answers of older builds.
@@ -144,6 +147,7 @@ pub fn status(
         fwmark: info.fwmark,
         drops: drops.iter().map(|(n, c)| ((*n).to_string(), *c)).collect(),
         control_refused,
+        uapi_refused: Vec::new(),
         peers: peers
             .iter()
             .map(|p| PeerJson {
@@ -207,6 +211,14 @@ pub fn format_status(st: &Status) -> String {
     } else {
         let list: Vec<String> = st.drops.iter().map(|(n, c)| format!("{n}={c}")).collect();
         let _ = writeln!(s, "  drops: {}", list.join(" "));
+    }
+    if !st.uapi_refused.is_empty() {
+        let list: Vec<String> = st
+            .uapi_refused
+            .iter()
+            .map(|(n, c)| format!("{n}={c}"))
+            .collect();
+        let _ = writeln!(s, "  uapi: refused {}", list.join(" "));
     }
     if st.control_refused > 0 {
         let _ = writeln!(

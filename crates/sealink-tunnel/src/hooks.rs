@@ -326,6 +326,7 @@ while read -r op; do
       fi
     done ;;
   unlink)
+    [ -z \"$4\" ] || rm -f -- \"$4\"
     if out=$(rm -f -- \"$1\" 2>&1); then rmdir -- \"$(dirname -- \"$1\")\" 2>/dev/null; echo ok
     else printf 'error %s\\n' \"$(printf %s \"$out\" | tr '\\n' ' ')\"; fi ;;
   *) exit 1 ;;
@@ -353,9 +354,12 @@ impl PrivHelper {
         socket: &std::path::Path,
         config: Option<&std::path::Path>,
         key: &std::path::Path,
+        uapi: Option<&std::path::Path>,
     ) -> std::io::Result<Self> {
-        let config = config.unwrap_or(std::path::Path::new(""));
-        ShellHelper::start(PRIV_HELPER, "sealink-priv", [socket, config, key]).map(PrivHelper)
+        let none = std::path::Path::new("");
+        let config = config.unwrap_or(none);
+        let uapi = uapi.unwrap_or(none);
+        ShellHelper::start(PRIV_HELPER, "sealink-priv", [socket, config, key, uapi]).map(PrivHelper)
     }
 
     /// One answer line, wiped on drop: it may hold the private key.
@@ -376,7 +380,8 @@ impl PrivHelper {
         Ok((config?, key?))
     }
 
-    /// Removes the control socket, and its directory if nothing else is left in it.
+    /// Removes the control socket, and its directory if nothing else is left in it; and the
+    /// WireGuard UAPI socket, if there is one.
     pub(crate) fn unlink(&mut self) -> Result<(), String> {
         let line = self.answer(Some("unlink"))?;
         match line.trim() {

@@ -43,6 +43,7 @@ mod threads;
 #[doc(hidden)]
 pub mod tunread;
 mod tunwrite;
+pub mod uapi;
 pub mod wgquick;
 
 use std::io::{self, BufRead, BufReader, Write};
@@ -112,6 +113,8 @@ pub(crate) struct Shared {
     resolve_tx: std::sync::mpsc::Sender<([u8; 32], String)>,
     /// Per-thread counters of the data path (`show`).
     threads: threads::Registry,
+    /// WireGuard UAPI requests refused, by reason (`show`).
+    uapi_refused: uapi::Refusals,
 }
 
 /// What [`run_with`] takes besides the config.
@@ -459,18 +462,29 @@ fn run_prepared(
     let listen = udp[0]
         .local_addr()
         .unwrap_or(SocketAddr::from((Ipv6Addr::UNSPECIFIED, cfg.listen_port)));
-    let listener = match bind_private(&sock_path) {
+    let listener = match bind_private(&sock_path, "control socket") {
         // The last tunnel of this namespace, stopping, removed the empty directory since
         // `prepare`: make it again, once.
         Err(TunnelError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             run_dir.prepare()?;
-            bind_private(&sock_path)?
+            bind_private(&sock_path, "control socket")?
         }
         r => r?,
     };
     listener
         .set_nonblocking(true)
         .map_err(io("control socket"))?;
+    // WireGuard's wire: `wg` talks to the tunnel on /var/run/wireguard/NAME.sock.
+    let uapi_sock = match cfg.core.wire {
+        Wire::WireGuard => match uapi::bind(&cfg.name) {
+            Ok(u) => Some(u),
+            Err(e) => {
+                let _ = std::fs::remove_file(&sock_path);
+                return Err(e);
+            }
+        },
+        Wire::Sealink => None,
+    };
     let intr = InterruptEvent::new().map_err(io("interrupt event"))?;
     // Before post_up, as wg-quick: hooks see the tunnel's routing and DNS in place. Each
     // returns the helper or shell that undoes it (fired at exit, or run when the tunnel dies).
@@ -493,6 +507,7 @@ fn run_prepared(
     })();
     if let Err(e) = set_up {
         let _ = std::fs::remove_file(&sock_path);
+        uapi::remove(uapi_sock.as_ref());
         undo_all(cleanups);
         return Err(e);
     }
@@ -509,6 +524,7 @@ fn run_prepared(
         Ok(a) => a,
         Err(e) => {
             let _ = std::fs::remove_file(&sock_path);
+            uapi::remove(uapi_sock.as_ref());
             undo_all(cleanups);
             return Err(e);
         }
@@ -522,7 +538,12 @@ fn run_prepared(
     // Once we are another user, reading the config and key again and removing the socket
     // need root: a helper started now does them.
     let privileged = match &account {
-        Some(_) => hooks::PrivHelper::start(&sock_path, config_path.as_deref(), &cfg.private_key)
+        Some(_) => hooks::PrivHelper::start(
+            &sock_path,
+            config_path.as_deref(),
+            &cfg.private_key,
+            uapi_sock.as_ref().map(|(_, p)| p.as_path()),
+        )
             .inspect_err(|e| {
                 tracing::warn!(error = %e, "privileged helper did not start: reloads may not read the config, and the control socket stays at exit")
             })
@@ -533,6 +554,7 @@ fn run_prepared(
     // the configured user.
     if let Err(e) = privs::drop_all(account.as_ref()) {
         let _ = std::fs::remove_file(&sock_path);
+        uapi::remove(uapi_sock.as_ref());
         undo_all(cleanups);
         return Err(e);
     }
@@ -568,6 +590,7 @@ fn run_prepared(
         control_refused: AtomicU64::new(0),
         resolve_tx,
         threads: threads::Registry::new(),
+        uapi_refused: uapi::Refusals::default(),
     });
     {
         let weak = std::sync::Arc::downgrade(&sh);
@@ -618,6 +641,12 @@ fn run_prepared(
             .name("sl-timer".into())
             .spawn_scoped(s, move || timer_loop(sh))
             .is_ok();
+        if let Some((l, _)) = &uapi_sock {
+            ok &= std::thread::Builder::new()
+                .name("sl-uapi".into())
+                .spawn_scoped(s, move || uapi::serve_loop(sh, l))
+                .is_ok();
+        }
         if ok {
             on_up(&info);
             control_loop(
@@ -662,12 +691,15 @@ fn run_prepared(
     // its root-owned directory: the helper removes it.
     let removed = match privileged {
         Some(mut h) => h.unlink(),
-        None => std::fs::remove_file(&sock_path)
-            .map_err(|e| e.to_string())
-            .map(|()| {
-                // Before `down` hears back: an empty directory is gone once `down` returns.
-                rundir::remove_if_empty(&run_dir.dir());
-            }),
+        None => {
+            uapi::remove(uapi_sock.as_ref());
+            std::fs::remove_file(&sock_path)
+                .map_err(|e| e.to_string())
+                .map(|()| {
+                    // Before `down` hears back: an empty directory is gone once `down` returns.
+                    rundir::remove_if_empty(&run_dir.dir());
+                })
+        }
     };
     if let Err(e) = removed {
         tracing::warn!(error = %e, path = %sock_path.display(), "cannot remove the control socket");
@@ -694,13 +726,13 @@ pub(crate) static UMASK: Mutex<()> = Mutex::new(());
 /// Binds the control socket with umask 0177, so that it is created 0600 and never briefly
 /// wider; it also lies in a 0700 directory ([`RunDir`]). The umask is process-wide: this runs
 /// during set-up, before the data path threads exist.
-fn bind_private(path: &Path) -> Result<UnixListener, TunnelError> {
+fn bind_private(path: &Path, what: &str) -> Result<UnixListener, TunnelError> {
     use rustix::fs::Mode;
     let _umask = UMASK.lock().unwrap_or_else(|e| e.into_inner());
     let old = rustix::process::umask(Mode::from_raw_mode(0o177));
     let r = UnixListener::bind(path);
     rustix::process::umask(old);
-    r.map_err(io(format!("bind control socket {}", path.display())))
+    r.map_err(io(format!("bind {what} {}", path.display())))
 }
 
 /// Whether the connected peer may use the control socket (its `SO_PEERCRED` uid is root or
@@ -780,7 +812,7 @@ fn serve(sh: &Shared, stream: UnixStream, ctl: &mut reload::Ctl) -> Option<UnixS
             let text = {
                 let core = sh.lock();
                 let now = sh.clock.now();
-                let st = control::status(
+                let mut st = control::status(
                     &sh.info,
                     &sh.public_key,
                     now,
@@ -789,6 +821,7 @@ fn serve(sh: &Shared, stream: UnixStream, ctl: &mut reload::Ctl) -> Option<UnixS
                     sh.control_refused.load(Ordering::Relaxed),
                     sh.threads.snapshot(),
                 );
+                st.uapi_refused = sh.uapi_refused.snapshot();
                 if req == "show" {
                     control::format_status(&st)
                 } else {

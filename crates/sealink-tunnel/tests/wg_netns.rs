@@ -187,6 +187,81 @@ fn handshakes(text: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// `wg show`, `wg set` and `wg showconf` against the tunnel's UAPI socket, and garbage
+/// written to it: answered with an errno, counted, and the socket still serves.
+fn uapi_checks(name: &str, peer_pub: &[u8; 32], psk: &[u8; 32], run_dir: &RunDir) {
+    let wg = |args: &[&str]| {
+        let o = cmd("wg", args);
+        assert!(
+            o.status.success(),
+            "wg {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let dump = wg(&["show", name, "dump"]);
+    let lines: Vec<Vec<&str>> = dump.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(lines.len(), 2, "{dump}");
+    assert_eq!(lines[0][2], S_PORT.to_string(), "listen port: {dump}");
+    let peer = &lines[1];
+    assert_eq!(peer[0], b64(peer_pub), "{dump}");
+    assert_eq!(peer[1], b64(psk), "{dump}");
+    assert_eq!(peer[2], format!("10.205.0.2:{W_PORT}"), "{dump}");
+    assert_eq!(peer[3], "10.206.0.2/32", "{dump}");
+    assert_ne!(peer[4], "0", "a latest handshake: {dump}");
+    assert!(
+        peer[5].parse::<u64>().unwrap() > 8 << 20,
+        "rx bytes: {dump}"
+    );
+    // wg set: another allowed prefix and a keepalive; read back through wg and sealink show.
+    let pk = b64(peer_pub);
+    wg(&[
+        "set",
+        name,
+        "peer",
+        &pk,
+        "allowed-ips",
+        "10.206.0.2/32,10.207.0.0/24",
+        "persistent-keepalive",
+        "21",
+    ]);
+    let dump = wg(&["show", name, "dump"]);
+    assert!(dump.contains("10.206.0.2/32,10.207.0.0/24\t"), "{dump}");
+    assert!(dump.trim_end().ends_with("\t21"), "{dump}");
+    let conf = wg(&["showconf", name]);
+    assert!(conf.contains(&format!("ListenPort = {S_PORT}")), "{conf}");
+    assert!(conf.contains("PersistentKeepalive = 21"), "{conf}");
+    // Back as it was (the rest of the test expects no keepalive).
+    wg(&[
+        "set",
+        name,
+        "peer",
+        &pk,
+        "allowed-ips",
+        "10.206.0.2/32",
+        "persistent-keepalive",
+        "off",
+    ]);
+    // A different private key cannot be set on the running tunnel: refused, nothing changed.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("wg genkey | wg set {name} private-key /dev/stdin"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "a new private key was taken");
+    // Garbage on the socket: an errno back, counted, and the socket still answers.
+    let sock = sealink_tunnel::uapi::socket_path(name);
+    let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    c.write_all(b"frobnicate=1\n\n").unwrap();
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).unwrap();
+    assert_eq!(answer, "errno=22\n\n");
+    let show = show(run_dir, name);
+    assert!(show.contains("uapi: refused"), "{show}");
+    assert!(show.contains("unknown-operation=1"), "{show}");
+    assert!(wg(&["show", name, "dump"]).contains(&pk));
+}
+
 #[test]
 fn sealink_speaks_wireguard_with_the_reference_peers() {
     if !is_root() {
@@ -404,6 +479,9 @@ allowed_ips = ["10.206.0.2/32"]
     let got = server.join().expect("TCP receiver");
     assert_eq!(got.len(), data.len(), "TCP transfer length");
     assert!(got == *data, "TCP transfer: the bytes differ");
+
+    // The UAPI: the real `wg` reads and changes the running tunnel.
+    uapi_checks(&name, &peer_pub, &psk, &run_dir);
 
     // 3. The peer initiates: without its session (removed, added again), a ping from ns W.
     let before = handshakes(&show(&run_dir, &name));

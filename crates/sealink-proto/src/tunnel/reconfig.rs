@@ -10,6 +10,7 @@
 use std::net::SocketAddr;
 
 use super::{AllowedIps, Peer, PeerConfig, Tunnel, handshake};
+use crate::handshake::HostKey;
 use crate::time::Time;
 
 /// Handshake retries between two re-resolutions of a peer's endpoint name: with the default
@@ -119,7 +120,8 @@ impl Tunnel {
                     let changed = old.name != cfg.name
                         || old.endpoint != cfg.endpoint
                         || old.allowed_ips != cfg.allowed_ips
-                        || old.persistent_keepalive != cfg.persistent_keepalive;
+                        || old.persistent_keepalive != cfg.persistent_keepalive
+                        || old.preshared_key != cfg.preshared_key;
                     if old.endpoint != cfg.endpoint && cfg.endpoint.is_some() {
                         // A new configured endpoint wins over a learned one; an unchanged
                         // one leaves what roaming learned in place.
@@ -150,6 +152,21 @@ impl Tunnel {
         }
         self.routes = routes;
         Ok(changes)
+    }
+
+    /// The peers as configured now (removed ones left out), in their order: what a change made
+    /// through WireGuard's UAPI starts from.
+    pub fn peer_configs(&self) -> Vec<PeerConfig> {
+        self.peers
+            .iter()
+            .filter(|p| !p.removed)
+            .map(|p| p.cfg.clone())
+            .collect()
+    }
+
+    /// This host's key (WireGuard's UAPI reports the private key to root and the owner).
+    pub fn host_key(&self) -> &HostKey {
+        &self.host
     }
 
     /// Empties peer `pi`'s slot: sessions and the initiation (their indexes freed, so datagrams

@@ -17,6 +17,7 @@
 pub mod message;
 #[cfg(test)]
 mod tests;
+pub mod uapi;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
