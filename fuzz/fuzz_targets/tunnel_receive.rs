@@ -1,21 +1,30 @@
 //! The tunnel core never panics on any datagram from the network or any packet from the TUN
-//! device, and counts what it refuses. Input: a sequence of chunks (u16 LE length, bytes), each
-//! fed to `decapsulate` or, when the first byte is odd, to `encapsulate` as an IP packet.
+//! device, and counts what it refuses, on both wires. Input: one byte choosing the wire (odd:
+//! WireGuard's), then a sequence of chunks (u16 LE length, bytes), each fed to `decapsulate`
+//! or, when the first byte is odd, to `encapsulate` as an IP packet.
 #![no_main]
 
 use std::net::SocketAddr;
 
 use libfuzzer_sys::fuzz_target;
-use sealink_proto::tunnel::{HEADROOM, PeerConfig, TAILROOM, Tunnel, TunnelConfig, packet_addrs};
+use sealink_proto::tunnel::{PeerConfig, TAILROOM, Tunnel, TunnelConfig, packet_addrs};
 use sealink_proto::{HostKey, Time};
 
 fuzz_target!(|data: &[u8]| {
+    let Some((&wire, data)) = data.split_first() else {
+        return;
+    };
+    let cfg = if wire & 1 == 1 {
+        TunnelConfig::wireguard()
+    } else {
+        TunnelConfig::default()
+    };
     let me = HostKey::from_private([1; 32]).unwrap();
     let peer = HostKey::from_private([2; 32]).unwrap();
     let src: SocketAddr = "10.0.0.2:51820".parse().unwrap();
     let mut t = Tunnel::new(
         me,
-        TunnelConfig::default(),
+        cfg,
         vec![PeerConfig {
             name: "b".into(),
             public_key: *peer.public(),
@@ -23,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
             allowed_ips: vec!["10.9.0.2/32".parse().unwrap()],
             // On: the fuzzed timeline also drives keepalives.
             persistent_keepalive: Some(std::time::Duration::from_secs(1)),
+            preshared_key: None,
         }],
     )
     .unwrap();
@@ -35,8 +45,9 @@ fuzz_target!(|data: &[u8]| {
         rest = &rest[2 + len..];
         let _ = packet_addrs(chunk);
         if chunk.first().is_some_and(|b| b & 1 == 1) {
-            let mut buf = vec![0u8; HEADROOM + chunk.len() + TAILROOM];
-            buf[HEADROOM..HEADROOM + chunk.len()].copy_from_slice(chunk);
+            let h = t.config().headroom();
+            let mut buf = vec![0u8; h + chunk.len() + 15 + TAILROOM];
+            buf[h..h + chunk.len()].copy_from_slice(chunk);
             let _ = t.encapsulate(now, &mut buf, chunk.len());
         } else {
             let mut buf = chunk.to_vec();

@@ -15,6 +15,19 @@ interface. SIGHUP (or `sealink reload`) applies the config's peer changes. Print
 `/`, not ending in `.toml`) for $SEALINK_CONFIG_DIR/NAME.toml, by default /etc/sealink/NAME.toml
 (contrib/systemd/sealink@.service runs `sealink up %i`).
 
+A wg-quick config (CONFIG ending in .conf, or a NAME found as /etc/wireguard/NAME.conf) runs
+WireGuard's protocol instead, interoperating with wireguard-go, boringtun and the kernel; the
+interface is named after the file, and `wg show NAME` / `wg set NAME ...` work against it:
+  [Interface]
+  PrivateKey = <wg genkey>
+  Address = 10.8.0.1/24
+  ListenPort = 51820
+  [Peer]
+  PublicKey = <the peer's wg pubkey>
+  AllowedIPs = 10.8.0.2/32
+  Endpoint = 192.0.2.2:51820
+(`protocol = "wireguard"` under [interface] asks for the same in TOML.)
+
 Example CONFIG (TOML):
   [interface]
   name = "sl0"                    # TUN name (default sl0)

@@ -335,7 +335,7 @@ impl Config {
 
     /// Parses the text of the config file at `path` (read and checked by the caller): a
     /// wg-quick config ([`crate::wgquick::is_wg_quick`]) or sealink's TOML.
-    pub(crate) fn parse_at(text: &str, path: &Path) -> Result<Self, TunnelError> {
+    pub fn parse_at(text: &str, path: &Path) -> Result<Self, TunnelError> {
         if crate::wgquick::is_wg_quick(path, text) {
             let name = crate::wgquick::name_from_path(path)?;
             let parsed = crate::wgquick::parse(text, &name)?;
