@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sealink_proto::wg::uapi::{self, Request};
+use sealink_proto::tunnel::uapi::{self, Request};
 
 fuzz_target!(|data: &[u8]| {
     match uapi::request_end(data) {

@@ -358,7 +358,7 @@ impl CookieGenerator {
 }
 
 /// What [`HandshakeGuard::admit`] decides about an initiation (`R`: the cookie reply, sealink's
-/// by default, WireGuard's from [`HandshakeGuard::admit_wg`]).
+/// by default; [`HandshakeGuard::admit_with`] builds another).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission<R = Box<[u8; COOKIE_REPLY_LEN]>> {
     /// Do the handshake work.
@@ -450,33 +450,9 @@ impl HandshakeGuard {
         })
     }
 
-    /// [`HandshakeGuard::admit`] for a WireGuard initiation or response (its sender index at
-    /// bytes 4..8): the cookie reply is WireGuard's message type 3.
-    pub fn admit_wg(
-        &mut self,
-        now: Time,
-        src: Option<SocketAddr>,
-        msg: &[u8],
-        room_for_reply: bool,
-    ) -> Admission<[u8; crate::wg::message::COOKIE_REPLY_LEN]> {
-        self.admit_with(now, src, msg, room_for_reply, |checker, now, msg, src| {
-            let sender = msg
-                .get(4..8)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .ok_or(DropReason::MalformedHeader)?;
-            let (nonce, cookie_sealed) = checker
-                .seal_cookie(now, msg, src)
-                .map_err(|_| DropReason::RateLimited)?;
-            Ok(crate::wg::message::CookieReply {
-                receiver: sender,
-                nonce,
-                cookie_sealed,
-            }
-            .encode())
-        })
-    }
-
-    fn admit_with<R>(
+    /// [`HandshakeGuard::admit`] with the cookie reply built by `reply` (WireGuard's has its own
+    /// header: `sealink_proto::tunnel`'s WireGuard wire builds it).
+    pub fn admit_with<R>(
         &mut self,
         now: Time,
         src: Option<SocketAddr>,

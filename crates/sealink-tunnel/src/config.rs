@@ -58,11 +58,13 @@ use sealink_proto::tunnel::{IpNet, PeerConfig, PiggybackMode, TunnelConfig};
 use crate::error::TunnelError;
 use crate::hooks::Hooks;
 
+pub mod wgquick;
+
 /// Longest interface name Linux accepts (IFNAMSIZ - 1).
 const MAX_IFNAME: usize = 15;
 
 /// The config as written, before its checks: from TOML, or from a wg-quick file
-/// ([`crate::wgquick`]).
+/// ([`wgquick`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawConfig {
@@ -334,11 +336,11 @@ impl Config {
     }
 
     /// Parses the text of the config file at `path` (read and checked by the caller): a
-    /// wg-quick config ([`crate::wgquick::is_wg_quick`]) or sealink's TOML.
+    /// wg-quick config ([`wgquick::is_wg_quick`]) or sealink's TOML.
     pub fn parse_at(text: &str, path: &Path) -> Result<Self, TunnelError> {
-        if crate::wgquick::is_wg_quick(path, text) {
-            let name = crate::wgquick::name_from_path(path)?;
-            let parsed = crate::wgquick::parse(text, &name)?;
+        if wgquick::is_wg_quick(path, text) {
+            let name = wgquick::name_from_path(path)?;
+            let parsed = wgquick::parse(text, &name)?;
             let mut cfg = Self::from_raw(parsed.raw)?;
             cfg.private_key = path.to_path_buf();
             cfg.key_format = KeyFormat::WgQuick;
@@ -559,7 +561,7 @@ impl Config {
                         "preshared keys are WireGuard's (interface.protocol = \"wireguard\")",
                     ));
                 }
-                (Some(k), true) => Some(crate::wgquick::parse_key(k).ok_or_else(|| {
+                (Some(k), true) => Some(wgquick::parse_key(k).ok_or_else(|| {
                     bad(
                         key("preshared_key"),
                         "expected a 32-byte base64 key (`wg genpsk`)",
@@ -656,13 +658,13 @@ impl Config {
                 return sealink_keys::keyfile::parse_host_key(text, path)
                     .map_err(|e| e.to_string());
             }
-            KeyFormat::WireGuard => crate::wgquick::parse_key(text.trim()).ok_or_else(|| {
+            KeyFormat::WireGuard => wgquick::parse_key(text.trim()).ok_or_else(|| {
                 format!(
                     "{}: expected one 32-byte base64 key (`wg genkey`)",
                     path.display()
                 )
             })?,
-            KeyFormat::WgQuick => crate::wgquick::private_key(text).map_err(|e| e.to_string())?,
+            KeyFormat::WgQuick => wgquick::private_key(text).map_err(|e| e.to_string())?,
         };
         HostKey::from_private(raw).map_err(|e| e.to_string())
     }

@@ -44,7 +44,6 @@ mod threads;
 pub mod tunread;
 mod tunwrite;
 pub mod uapi;
-pub mod wgquick;
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{Ipv6Addr, SocketAddr};
@@ -61,7 +60,7 @@ use sealink_proto::tunnel::{SealJob, TAILROOM, Tunnel, Wire};
 use sealink_udp::{UdpIo, UdpOptions};
 use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
 
-pub use config::{Config, KeyFormat};
+pub use config::{Config, KeyFormat, wgquick};
 pub use error::TunnelError;
 use error::io;
 pub use reload::{Resolver, system_resolver};

@@ -1,7 +1,7 @@
 //! WireGuard's cross-platform UAPI for a tunnel on WireGuard's wire: the socket
 //! `/var/run/wireguard/NAME.sock` that `wg show`, `wg showconf`, `wg set`, `wg setconf` and
 //! `wg syncconf` talk to, served by the thread `sl-uapi` with the codec of
-//! [`sealink_proto::wg::uapi`].
+//! [`sealink_proto::tunnel::uapi`].
 //!
 //! The socket is made during set-up (root), mode 0600 in a 0755 directory as wireguard-go
 //! makes them; a connection must come from root or the uid that started the tunnel (as the
@@ -19,8 +19,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::Engine as _;
+use sealink_proto::tunnel::uapi::{self, Device, Peer, Request, Set, UapiError};
 use sealink_proto::tunnel::{PeerConfig, Tunnel};
-use sealink_proto::wg::uapi::{self, Device, Peer, Request, Set, UapiError};
 
 use crate::Shared;
 use crate::error::TunnelError;

@@ -71,6 +71,7 @@
 
 pub mod ip;
 mod reconfig;
+pub mod uapi;
 mod wg;
 
 use std::collections::{HashMap, VecDeque};
@@ -1392,14 +1393,8 @@ impl Tunnel {
         }
         // Before any public-key work: mac1, then the limits (and mac2 under load).
         let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
-        match self.guard.admit(now, Some(source), buf, room) {
-            Admission::Process => {}
-            Admission::Drop(r) => return Err(r.into()),
-            Admission::Cookie(reply) => {
-                self.cookie_replies.push_back((source, reply.to_vec()));
-                return Err(DropReason::CookieRequired.into());
-            }
-        }
+        let admitted = self.guard.admit(now, Some(source), buf, room);
+        self.admitted(source, admitted, |r| r.to_vec())?;
         let (hs, remote, payload) = handshake::read_init(
             &self.host,
             TUNNEL_PROLOGUE,
@@ -1511,6 +1506,25 @@ impl Tunnel {
             .map(<[u8]>::to_vec);
         self.resend_initiation(pi, now, resend);
         Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    /// Acts on the guard's decision about a handshake message from `source` (either wire): a
+    /// cookie reply (its bytes from `bytes`) is queued and the message refused as
+    /// `cookie-required`.
+    fn admitted<R>(
+        &mut self,
+        source: SocketAddr,
+        a: Admission<R>,
+        bytes: impl FnOnce(R) -> Vec<u8>,
+    ) -> Result<(), TunnelDrop> {
+        match a {
+            Admission::Process => Ok(()),
+            Admission::Drop(r) => Err(r.into()),
+            Admission::Cookie(reply) => {
+                self.cookie_replies.push_back((source, bytes(reply)));
+                Err(DropReason::CookieRequired.into())
+            }
+        }
     }
 
     /// Sends our initiation again (with mac2 now) after a cookie reply, if there is one to send.

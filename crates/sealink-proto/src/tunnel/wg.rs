@@ -10,7 +10,6 @@ use std::ops::Range;
 use sealink_crypto::Scope;
 
 use super::{Decap, DecapReserve, Peer, PeerIndex, Tunnel, TunnelDrop, Wire, handshake_done};
-use crate::cookie::Admission;
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
 use crate::session::Session;
@@ -127,14 +126,22 @@ impl Tunnel {
         sender: u32,
     ) -> Result<Decap, TunnelDrop> {
         let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
-        match self.guard.admit_wg(now, Some(source), buf, room) {
-            Admission::Process => {}
-            Admission::Drop(r) => return Err(r.into()),
-            Admission::Cookie(reply) => {
-                self.cookie_replies.push_back((source, reply.to_vec()));
-                return Err(DropReason::CookieRequired.into());
-            }
-        }
+        let admitted =
+            self.guard
+                .admit_with(now, Some(source), buf, room, |checker, now, msg, src| {
+                    // WireGuard's cookie reply (type 3) to the sender index at bytes 4..8.
+                    let receiver = u32::from_le_bytes([msg[4], msg[5], msg[6], msg[7]]);
+                    let (nonce, cookie_sealed) = checker
+                        .seal_cookie(now, msg, src)
+                        .map_err(|_| DropReason::RateLimited)?;
+                    Ok(CookieReply {
+                        receiver,
+                        nonce,
+                        cookie_sealed,
+                    }
+                    .encode())
+                });
+        self.admitted(source, admitted, |r| r.to_vec())?;
         let (hs, remote, ts) =
             proto::read_initiation(&self.host, buf).map_err(|_| DropReason::HandshakeFailed)?;
         let Some(&pi) = self.by_key.get(&remote) else {

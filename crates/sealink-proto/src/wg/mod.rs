@@ -17,7 +17,6 @@
 pub mod message;
 #[cfg(test)]
 mod tests;
-pub mod uapi;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

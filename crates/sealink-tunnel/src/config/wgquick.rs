@@ -12,8 +12,8 @@ use std::path::Path;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 
-use crate::TunnelError;
-use crate::config::{OneOrMany, RawConfig, RawInterface, RawPeer};
+use super::{OneOrMany, RawConfig, RawInterface, RawPeer};
+use crate::error::TunnelError;
 
 /// Whether `text` (of the file at `path`) is a wg-quick config: a `.conf` file, or one whose
 /// first line is `[Interface]`, capitalised as wg-quick writes it (sealink's TOML starts with

@@ -12,7 +12,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::tunnel::IpNet;
+use super::IpNet;
 
 /// Longest request accepted (`wg setconf` of a large config fits many times over).
 pub const MAX_REQUEST: usize = 1 << 20;
