@@ -278,8 +278,8 @@ impl TunnelConfig {
     }
 }
 
-/// One peer as configured.
-#[derive(Debug, Clone)]
+/// One peer as configured. Its `Debug` leaves the preshared key out (configs get logged).
+#[derive(Clone)]
 pub struct PeerConfig {
     pub name: String,
     pub public_key: [u8; 32],
@@ -292,6 +292,19 @@ pub struct PeerConfig {
     /// WireGuard's optional preshared key, mixed into the handshake ([`Wire::WireGuard`]
     /// only; `None` is WireGuard's 32 zero bytes).
     pub preshared_key: Option<[u8; 32]>,
+}
+
+impl std::fmt::Debug for PeerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerConfig")
+            .field("name", &self.name)
+            .field("public_key", &self.public_key)
+            .field("endpoint", &self.endpoint)
+            .field("allowed_ips", &self.allowed_ips)
+            .field("persistent_keepalive", &self.persistent_keepalive)
+            .field("preshared_key", &self.preshared_key.map(|_| "set"))
+            .finish()
+    }
 }
 
 /// A peer's position in the configuration.
@@ -396,8 +409,8 @@ pub struct PeerStats {
     pub keepalives: u64,
 }
 
-/// What `show` prints about a peer.
-#[derive(Debug, Clone)]
+/// What `show` prints about a peer (its `Debug` leaves the preshared key out).
+#[derive(Clone)]
 pub struct PeerStatus {
     pub name: String,
     pub public_key: [u8; 32],
@@ -408,6 +421,18 @@ pub struct PeerStatus {
     pub persistent_keepalive: Option<Duration>,
     pub preshared_key: Option<[u8; 32]>,
     pub stats: PeerStats,
+}
+
+impl std::fmt::Debug for PeerStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerStatus")
+            .field("name", &self.name)
+            .field("endpoint", &self.endpoint)
+            .field("session_up", &self.session_up)
+            .field("preshared_key", &self.preshared_key.map(|_| "set"))
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Outcome of [`Tunnel::encapsulate`].

@@ -417,3 +417,18 @@ proptest! {
         prop_assert!(p.got_b.contains(&pkt), "A's packet never arrived");
     }
 }
+
+#[test]
+fn debug_output_never_shows_the_preshared_key() {
+    let c = PeerConfig {
+        name: "b".into(),
+        public_key: [1; 32],
+        endpoint: None,
+        allowed_ips: vec![],
+        persistent_keepalive: None,
+        preshared_key: Some([0xAB; 32]),
+    };
+    let s = format!("{c:?}");
+    assert!(!s.contains("171"), "{s}");
+    assert!(s.contains("preshared_key: Some(\"set\")"), "{s}");
+}
