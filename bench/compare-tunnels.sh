@@ -108,7 +108,13 @@ if want wg-go && ! command -v wireguard-go >/dev/null && [ ! -x "$HOME/go/bin/wi
     skip[wg-go]="go install golang.zx2c4.com/wireguard@latest failed: $(tail -n 3 "$work/wg-go-install.log" | tr '\n' ' ')"
   fi
 fi
-wggo="$(command -v wireguard-go || echo "$HOME/go/bin/wireguard")"
+# The newest wireguard-go first: `go install`'s (upstream, with TUN offloads since 0.0.20230223)
+# before a distribution's package (Debian's 0.0.20220316 has none and runs at a fraction of the
+# speed); WG_GO names another.
+if [ -n "${WG_GO:-}" ]; then wggo="$WG_GO"
+elif [ -x "$HOME/go/bin/wireguard" ]; then wggo="$HOME/go/bin/wireguard"
+else wggo="$(command -v wireguard-go || echo "$HOME/go/bin/wireguard")"; fi
+log "wireguard-go: $wggo ($("$wggo" --version 2>/dev/null | head -n 1))"
 if want boringtun && ! command -v boringtun-cli >/dev/null; then
   log "installing boringtun-cli (takes a few minutes)"
   if ! cargo install -q boringtun-cli >"$work/boringtun-install.log" 2>&1; then
