@@ -1,4 +1,6 @@
-//! The header and frame parsers never panic, and whatever parses re-encodes to the same bytes;
+//! The header and frame parsers never panic, and whatever parses re-encodes to the same bytes
+//! (a MSG_FIXED frame included, with the padding it ends the body with); a MSG_FIXED frame built
+//! from the input's bytes parses back as itself and is malformed when cut short of its message;
 //! the handshake MAC checks and the cookie-reply reader never panic on any input, and nothing
 //! random passes them.
 #![no_main]
@@ -40,11 +42,18 @@ fuzz_target!(|data: &[u8]| {
     let mut all_ok = true;
     let mut frames = Frames::new(body);
     let mut parsed = Vec::new();
-    for f in frames.by_ref() {
+    while let Some(f) = frames.next() {
         if let Ok(f) = f {
             parsed.push(f);
         }
         match f {
+            // A MSG_FIXED frame comes out as a MSG and ends the body: the rest is its padding.
+            Ok(Frame::Msg { seq, from, to, data }) if frames.fixed_msgs() > 0 => {
+                wire::write_msg_fixed(&mut w, seq, from, to, data).unwrap();
+                while w.pos() < body.len() {
+                    w.u8(0).unwrap();
+                }
+            }
             Ok(Frame::Ack(a)) => {
                 let ranges: Vec<_> = a.ranges().collect();
                 wire::write_ack(&mut w, a.cumulative, &ranges).unwrap();
@@ -99,4 +108,26 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(again, parsed, "a MSG_RUN's messages re-encode differently");
         }
     }
+    msg_fixed_from(data);
 });
+
+/// A MSG_FIXED frame with fields, message and padding taken from `data`: both parsers read it
+/// back as the message, and the same bytes cut short of the message's end are malformed.
+fn msg_fixed_from(data: &[u8]) {
+    let Some((head, rest)) = data.split_first_chunk::<12>() else {
+        return;
+    };
+    let seq = u64::from_le_bytes(head[..8].try_into().unwrap()) & wire::VARINT_MAX;
+    let (from, to) = (u64::from(head[8].max(1)), u64::from(head[9]));
+    let pad = usize::from(head[10] % 32);
+    let msg = &rest[..rest.len().min(usize::from(u16::MAX))];
+    let end = wire::msg_fixed_len(msg.len());
+    let mut buf = vec![0u8; end + pad];
+    wire::write_msg_fixed(&mut Writer::new(&mut buf), seq, from, to, msg).unwrap();
+    let want = Frame::Msg { seq, from, to, data: msg };
+    assert_eq!(Frames::new(&buf).collect::<Vec<_>>(), [Ok(want)]);
+    assert_eq!(Frames::with_runs(&buf).collect::<Vec<_>>(), [Ok(want)]);
+    let cut = 1 + (usize::from(head[11]) * 257 + msg.len()) % (end - 1);
+    let r: Result<Vec<_>, _> = Frames::with_runs(&buf[..cut]).collect();
+    assert_eq!(r, Err(sealink_proto::DropReason::MalformedFrame), "cut at {cut} of {end}");
+}

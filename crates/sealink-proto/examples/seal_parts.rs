@@ -1,8 +1,14 @@
 //! Where a small datagram's protocol time goes beyond the raw AEAD: the parts of `bench seal`'s
 //! protocol side timed one by one, interleaved in one process (each variant runs a slice of
 //! 4,000 round trips in turn, 40 rounds; medians), against raw aws-lc-rs on the same payload;
-//! then the frame parse alone (MSG and PADDING), its first frame alone, and a sketch of a
-//! fixed-layout frame read the same way. Behind RESULTS §25 and §28e.
+//! then the frame parse alone: the MSG_FIXED frame the sender now writes for a datagram's only
+//! message, the one-message MSG_RUN and PADDING it wrote before, and the MSG and PADDING that
+//! `bench seal` read before; and the whole protocol round trip with the former MSG_RUN and with
+//! the MSG frame `bench seal` used before, for an in-process before/after; and the sender's side
+//! of a datagram's only message: its MSG_RUN written from the send arena, and the same then
+//! rewritten as MSG_FIXED (`wire::one_run_as_fixed`, the message copied again from the arena),
+//! as `Channel::build_data` does. Frames are written with the sender's encoders and read with the
+//! receive path's parser (`Frames::with_runs`). Behind RESULTS §25, §28e and §34.
 //!
 //! `cargo run --release -p sealink-proto --example seal_parts -- [SIZE]` (default 64).
 
@@ -10,14 +16,16 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use sealink_crypto::raw::{self, ChosenRaw as RawAead};
-use sealink_crypto::{Scope, SuiteId, kdf};
+use sealink_crypto::{PacketKey, Scope, SuiteId, kdf};
 use sealink_proto::datapath;
 use sealink_proto::replay::ReplayWindow;
-use sealink_proto::wire::{self, FRAME_MSG, Frame, Frames, HEADER_LEN, Writer};
+use sealink_proto::wire::{self, Frame, Frames, HEADER_LEN, Writer};
 
 const RECEIVER: u32 = 0x5EA1_0001;
 const SEQ_BASE: u64 = 1 << 14;
 const SEQ_MASK: u64 = (1 << 29) - 1;
+const FROM: u64 = 1;
+const TO: u64 = 1;
 const SLICE: u64 = 4_000;
 const ROUNDS: usize = 40;
 
@@ -50,57 +58,144 @@ impl std::ops::DerefMut for Aligned {
     }
 }
 
-/// Writes the MSG frame header of round trip `c` (as `bench seal` does each time); its seq.
-fn frame_header(out: &mut [u8], c: u64, size: usize) -> u64 {
-    let seq = SEQ_BASE + (c & SEQ_MASK);
-    let mut w = Writer::new(out);
-    w.u8(FRAME_MSG).unwrap();
-    w.varint(seq).unwrap();
-    w.varint(1).unwrap();
-    w.varint(1).unwrap();
-    w.varint(size as u64).unwrap();
-    seq
+/// The frame a datagram's only message travels in.
+#[derive(Clone, Copy, PartialEq)]
+enum Form {
+    /// MSG_FIXED: what the sender writes now (when the fields fit).
+    Fixed,
+    /// A one-message MSG_RUN: what the sender wrote before.
+    Run,
+    /// A MSG frame: what `bench seal` wrote before (no sender writes it).
+    Msg,
 }
 
-/// The MSG frame and its padding, as `bench seal` checks them; the payload's length. Not inlined,
-/// like the sketch below, so that the two are timed alike.
+impl Form {
+    fn header_len(self, size: usize) -> usize {
+        let v = wire::varint_len(size as u64);
+        match self {
+            Form::Fixed => wire::MSG_FIXED_HEADER_LEN,
+            Form::Run => wire::msg_run_header_len(SEQ_BASE, FROM, TO) + v,
+            Form::Msg => wire::msg_frame_len(SEQ_BASE, FROM, TO, size) - size,
+        }
+    }
+
+    /// Writes the frame header of round trip `c` (as `bench seal` does each time); its seq.
+    #[inline]
+    fn write_header(self, out: &mut [u8], c: u64, size: usize) -> u64 {
+        let seq = SEQ_BASE + (c & SEQ_MASK);
+        match self {
+            Form::Fixed => wire::write_msg_fixed_header(out, seq, FROM, TO, size).unwrap(),
+            Form::Run => {
+                let mut w = Writer::new(out);
+                let at = wire::write_msg_run_header(&mut w, seq, FROM, TO).unwrap();
+                wire::set_run_count(&mut w, at, 1).unwrap();
+                w.varint(size as u64).unwrap();
+            }
+            Form::Msg => {
+                let mut w = Writer::new(out);
+                w.u8(wire::FRAME_MSG).unwrap();
+                w.varint(seq).unwrap();
+                w.varint(FROM).unwrap();
+                w.varint(TO).unwrap();
+                w.varint(size as u64).unwrap();
+            }
+        }
+        seq
+    }
+
+    /// A padded body carrying `payload` in this form, and its length.
+    fn body(self, out: &mut [u8], payload: &[u8]) -> usize {
+        let mut w = Writer::new(out);
+        match self {
+            Form::Fixed => wire::write_msg_fixed(&mut w, SEQ_BASE, FROM, TO, payload),
+            Form::Run => {
+                let (p, n) = wire::varint_bytes(payload.len() as u64);
+                let item = [&p[..n], payload].concat();
+                wire::write_msg_run(&mut w, SEQ_BASE, FROM, TO, 1, &item)
+            }
+            Form::Msg => wire::write_msg(&mut w, SEQ_BASE, FROM, TO, payload),
+        }
+        .unwrap();
+        wire::pad_to_block(&mut w);
+        w.pos()
+    }
+}
+
+/// The message's frame and any padding, read by the receive path's parser as `bench seal`
+/// checks them; the payload's length. Not inlined, so that every form is timed alike.
 #[inline(never)]
 fn parse(body: &[u8], seq: Option<u64>) -> usize {
     let mut got = None;
-    for f in Frames::new(body) {
+    for f in Frames::with_runs(body) {
         match f.expect("frames parse") {
             Frame::Msg { seq: s, data, .. } if seq.is_none_or(|q| q == s) && got.is_none() => {
                 got = Some(data)
+            }
+            Frame::MsgRun(r) if seq.is_none_or(|q| q == r.seq) && got.is_none() => {
+                got = r.iter().next().map(|(_, d)| d)
             }
             Frame::Padding if got.is_some() => {}
             _ => panic!("unexpected frame"),
         }
     }
-    got.expect("a MSG frame").len()
+    got.expect("a message").len()
 }
 
-/// A sketch, not a wire format: what a fixed-layout frame for one small message (type, owner
-/// and destination ids of one byte, a 16-bit length, the whole 64-bit seq), then padding, costs
-/// to read, against the varint MSG frame above (RESULTS §28e).
-#[inline(never)]
-fn parse_fixed(body: &[u8]) -> Option<(u64, u8, u8, &[u8])> {
-    let h: &[u8; 13] = body.get(..13)?.try_into().ok()?;
-    if h[0] != 9 || h[1] == 0 {
-        return None;
+/// One protocol side: a datagram buffer with the message in `form`, sealed and opened in place.
+struct Side {
+    form: Form,
+    buf: Aligned,
+    body_len: usize,
+    fhl: usize,
+    replay: ReplayWindow,
+}
+
+impl Side {
+    fn new(form: Form, payload: &[u8]) -> Self {
+        let room = form.header_len(payload.len()) + payload.len() + wire::PAD_BLOCK;
+        let mut buf = Aligned::new(HEADER_LEN + room + 16, HEADER_LEN);
+        let body_len = form.body(&mut buf[HEADER_LEN..HEADER_LEN + room], payload);
+        Side {
+            form,
+            buf,
+            body_len,
+            fhl: form.header_len(payload.len()),
+            replay: ReplayWindow::new(),
+        }
     }
-    let len = usize::from(u16::from_be_bytes([h[3], h[4]]));
-    let seq = u64::from_be_bytes(h[5..13].try_into().ok()?);
-    let data = body.get(13..13 + len)?;
-    if body[13 + len..].iter().fold(0u8, |a, b| a | b) != 0 {
-        return None;
+
+    /// `bench seal`'s protocol round trip.
+    #[inline]
+    fn round_trip(&mut self, tx: &PacketKey, rx: &PacketKey, c: u64, size: usize) {
+        let seq = self
+            .form
+            .write_header(&mut self.buf[HEADER_LEN..HEADER_LEN + self.fhl], c, size);
+        let len = datapath::seal_datagram(
+            tx,
+            RECEIVER,
+            c,
+            Scope::Encrypt,
+            &mut self.buf,
+            self.body_len,
+        )
+        .unwrap();
+        let (scope, recv, c2) = datapath::parse_data_header(&self.buf[..len]).unwrap();
+        assert_eq!(recv, RECEIVER);
+        let r =
+            datapath::open_datagram(rx, &mut self.replay, scope, c2, false, &mut self.buf[..len])
+                .unwrap();
+        assert_eq!(parse(&self.buf[r], Some(seq)), size);
     }
-    Some((seq, h[1], h[2], data))
 }
 
 fn main() {
     let size: usize = std::env::args()
         .nth(1)
         .map_or(64, |s| s.parse().expect("SIZE"));
+    assert!(
+        wire::msg_fixed_fits(SEQ_BASE + SEQ_MASK, FROM, TO, size),
+        "a datagram carries at most 65535 bytes"
+    );
     let suite = SuiteId::Aes128Gcm;
     let secret = [7u8; 32];
     let tx = kdf::derive_packet_key(suite, &secret, b"parts", false).unwrap();
@@ -118,21 +213,30 @@ fn main() {
         },
         &mut aad,
     );
-    let frame_len = wire::msg_frame_len(SEQ_BASE, 1, 1, size);
-    let room = frame_len + wire::PAD_BLOCK;
-    let mut pb = Aligned::new(HEADER_LEN + room + 16, HEADER_LEN);
     let payload = vec![3u8; size];
-    let mut w = Writer::new(&mut pb[HEADER_LEN..HEADER_LEN + room]);
-    wire::write_msg(&mut w, SEQ_BASE, 1, 1, &payload).unwrap();
-    wire::pad_to_block(&mut w);
-    let body_len = w.pos();
-    let fhl = frame_len - size;
+    let mut fixed = Side::new(Form::Fixed, &payload);
+    let mut run = Side::new(Form::Run, &payload);
+    let mut msg = Side::new(Form::Msg, &payload);
+    let body_len = fixed.body_len;
+    let fhl = fixed.fhl;
     // The raw side at the payload's size, and at the protocol's sealed body size.
     let mut raw_bufs = [Aligned::new(size + 16, 0), Aligned::new(body_len + 16, 0)];
-    let mut pc = Aligned::new(HEADER_LEN + room + 16, HEADER_LEN);
-    pc.copy_from_slice(&pb);
-    let plain_body = pb[HEADER_LEN..HEADER_LEN + body_len].to_vec();
-    let mut replay = [ReplayWindow::new(), ReplayWindow::new()];
+    let mut pc = Aligned::new(fixed.buf.len(), HEADER_LEN);
+    pc.copy_from_slice(&fixed.buf);
+    let mut replay = ReplayWindow::new();
+    let plain = |form: Form| {
+        let mut b = vec![0u8; form.header_len(size) + size + wire::PAD_BLOCK];
+        let n = form.body(&mut b, &payload);
+        b.truncate(n);
+        b
+    };
+    let bodies = [plain(Form::Fixed), plain(Form::Run), plain(Form::Msg)];
+    // The send arena's form of the message (a MSG_RUN item), and a datagram body to write into.
+    let item = {
+        let (p, n) = wire::varint_bytes(size as u64);
+        [&p[..n], &payload[..]].concat()
+    };
+    let mut scratch = vec![0u8; size + 64];
     let names = [
         "raw, payload",
         "raw, sealed body size",
@@ -141,20 +245,16 @@ fn main() {
         "  + header parse, replay",
         "  + frame header write",
         "  + frame parse",
-        "frame parse alone",
-        "first frame alone",
-        "fixed-layout parse (sketch)",
+        "MSG_FIXED parse alone",
+        "MSG_RUN+PADDING parse",
+        "MSG+PADDING parse",
+        "protocol, with MSG_RUN",
+        "protocol, with MSG",
+        "sender: write MSG_RUN",
+        "sender: + as MSG_FIXED",
     ];
-    let mut ctr = [0u64; 10];
-    let mut res: Vec<Vec<f64>> = vec![Vec::new(); 10];
-    // The sketch's body: 09 | from u8 | to u8 | len u16 | seq u64 | data | padding.
-    let mut fixed_body = vec![0u8; 13 + size];
-    fixed_body[0] = 9;
-    fixed_body[1] = 1;
-    fixed_body[2] = 1;
-    fixed_body[3..5].copy_from_slice(&(size as u16).to_be_bytes());
-    fixed_body[5..13].copy_from_slice(&SEQ_BASE.to_be_bytes());
-    fixed_body.resize(fixed_body.len().div_ceil(16) * 16, 0);
+    let mut ctr = [0u64; 14];
+    let mut res: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for _ in 0..ROUNDS {
         for v in 0..names.len() {
             let t = Instant::now();
@@ -173,48 +273,36 @@ fn main() {
                         let k = rk.open_in_place(nonce, &aad, b).unwrap();
                         black_box(&b[..k]);
                     }
-                    2 => {
-                        let seq = frame_header(&mut pb[HEADER_LEN..HEADER_LEN + fhl], c, size);
-                        let len = datapath::seal_datagram(
-                            &tx,
-                            RECEIVER,
-                            c,
-                            Scope::Encrypt,
-                            &mut pb,
-                            body_len,
-                        )
-                        .unwrap();
-                        let (scope, recv, c2) = datapath::parse_data_header(&pb[..len]).unwrap();
-                        assert_eq!(recv, RECEIVER);
-                        let r = datapath::open_datagram(
-                            &rx,
-                            &mut replay[0],
-                            scope,
-                            c2,
-                            false,
-                            &mut pb[..len],
-                        )
-                        .unwrap();
-                        assert_eq!(parse(&pb[r], Some(seq)), size);
-                    }
-                    7 => {
-                        black_box(parse(black_box(&plain_body), None));
-                    }
-                    9 => {
-                        black_box(parse_fixed(black_box(&fixed_body)));
-                    }
-                    8 => {
-                        let mut f = Frames::new(black_box(&plain_body));
-                        match f.next() {
-                            Some(Ok(Frame::Msg { data, .. })) => {
-                                black_box(data);
-                            }
-                            _ => panic!(),
+                    2 => fixed.round_trip(&tx, &rx, c, size),
+                    10 => run.round_trip(&tx, &rx, c, size),
+                    11 => msg.round_trip(&tx, &rx, c, size),
+                    12 | 13 => {
+                        // What `build_data` does with a datagram's only message (padding left
+                        // out): its run written from the send arena's item, then (13)
+                        // rewritten as MSG_FIXED.
+                        let seq = SEQ_BASE + (c & SEQ_MASK);
+                        let mut w = Writer::new(&mut scratch);
+                        let at = wire::write_msg_run_header(&mut w, seq, FROM, TO).unwrap();
+                        w.bytes(black_box(&item)).unwrap();
+                        wire::set_run_count(&mut w, at, 1).unwrap();
+                        let mut n = w.pos();
+                        if v == 13 {
+                            let data = wire::run_item_message(&item).unwrap();
+                            assert!(wire::one_run_as_fixed(&mut w, 0, seq, FROM, TO, data));
+                            n = w.pos();
                         }
+                        black_box((&scratch, n));
+                    }
+                    7..=9 => {
+                        black_box(parse(black_box(&bodies[v - 7]), None));
                     }
                     _ => {
                         if v == 5 {
-                            frame_header(&mut pc[HEADER_LEN..HEADER_LEN + fhl], c, size);
+                            Form::Fixed.write_header(
+                                &mut pc[HEADER_LEN..HEADER_LEN + fhl],
+                                c,
+                                size,
+                            );
                         }
                         let len = datapath::seal_datagram(
                             &tx,
@@ -231,7 +319,7 @@ fn main() {
                             assert_eq!(recv, RECEIVER);
                             datapath::open_datagram(
                                 &rx,
-                                &mut replay[1],
+                                &mut replay,
                                 scope,
                                 c2,
                                 false,
@@ -259,7 +347,8 @@ fn main() {
     };
     let raw = median(&mut res[0].clone());
     println!(
-        "{size} B payload, {body_len} B sealed body; ns per round trip (median of {ROUNDS} slices)"
+        "{size} B payload, {body_len} B sealed body with MSG_FIXED ({} B with the one-message MSG_RUN); ns per round trip (median of {ROUNDS} slices)",
+        run.body_len
     );
     for (name, v) in names.iter().zip(res.iter_mut()) {
         let m = median(v);

@@ -21,7 +21,7 @@ use crate::inflight::{Inflight, OutRun};
 use crate::lifecycle::{Handshake, InitiateError, Initiation, Keys};
 use crate::owner::{RemoteOwner, intro_message};
 use crate::recv_window::RecvWindow;
-use crate::send_arena::SendArena;
+use crate::send_arena::{SendArena, Slot};
 use crate::session::{IndexTable, Limits, OpenJob, SealJob, Session};
 use crate::shared::{Event, MessageId, Messages, Outgoing, PeerId, Shared};
 use crate::time::Time;
@@ -663,6 +663,10 @@ impl Channel {
                 // (one GSO call) whatever batches their messages were queued in.
                 // The open MSG_RUN: where its count lies, owner, destination, next seq, count.
                 let mut open: Option<(usize, usize, u64, u64, u16)> = None;
+                // The last MSG_RUN begun: where it starts, its first seq, owner and destination
+                // wire ids, and its items in the arena (a datagram with one message is
+                // rewritten as MSG_FIXED below).
+                let mut last_run: Option<(usize, u64, u64, u64, Slot, usize)> = None;
                 loop {
                     // Retransmissions first: the first run still lost in the oldest range.
                     let mut lost = None;
@@ -770,6 +774,7 @@ impl Channel {
                         dests.push(dest_wire);
                     }
                     if !continues {
+                        last_run = Some((w.pos(), seq, owner_wire, dest_wire, slot, nbytes));
                         let at = wire::write_msg_run_header(&mut w, seq, owner_wire, dest_wire)?;
                         open = Some((at, from, dest_wire, seq, 0));
                     }
@@ -825,6 +830,19 @@ impl Channel {
                 }
                 if let Some((at, .., n)) = open {
                     wire::set_run_count(&mut w, at, n)?;
+                }
+                // A datagram's only message leaves as MSG_FIXED when its fields fit (and the
+                // datagram has room for its header): the receiver reads it with no varint and
+                // without a PADDING frame after it (RESULTS §34). Any other datagram keeps its
+                // MSG_RUNs. Its run, the last thing written, is rewritten in place, the
+                // message copied again from the arena, which still holds it.
+                if messages == 1 {
+                    if let Some((start, seq, from, to, slot, nbytes)) = last_run {
+                        let item = &self.arena.get(slot)[..nbytes];
+                        if let Some(data) = wire::run_item_message(item) {
+                            wire::one_run_as_fixed(&mut w, start, seq, from, to, data);
+                        }
+                    }
                 }
                 if self.queue.is_empty() && self.retx.is_empty() {
                     self.flush = false;

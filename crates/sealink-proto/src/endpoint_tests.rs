@@ -26,12 +26,16 @@ struct Net {
 }
 
 fn net(limits: LimiterConfig) -> Net {
+    net_with(Config::default(), limits)
+}
+
+fn net_with(cfg: Config, limits: LimiterConfig) -> Net {
     let (ka, kb) = (HostKey::generate().unwrap(), HostKey::generate().unwrap());
     let key = OwnerSigningKey::from_seed(&[7; 32]).unwrap();
     let mut dir = Directory::new();
     dir.insert("alice", key.public_key()).unwrap();
-    let mut a = Endpoint::new(Config::default(), ka.clone(), Directory::new()).unwrap();
-    let mut b = Endpoint::new(Config::default(), kb.clone(), dir).unwrap();
+    let mut a = Endpoint::new(cfg.clone(), ka.clone(), Directory::new()).unwrap();
+    let mut b = Endpoint::new(cfg, kb.clone(), dir).unwrap();
     b.set_handshake_limits(limits);
     let peer_b = a.add_peer("b", *kb.public());
     b.add_peer("a", *ka.public());
@@ -296,6 +300,77 @@ fn encrypted_data_datagrams_leave_padded_to_whole_blocks_and_are_delivered() {
         assert_eq!(got, 1, "{size}-byte message delivered once");
     }
     assert!(encrypted >= 69);
+}
+
+/// An authentic datagram whose MSG_FIXED frame is cut short of its message's end is dropped
+/// whole and counted as `malformed-frame`, at every cut, and nothing is delivered; the whole
+/// datagram is then delivered once. (Plaintext scope, the lab's, so that the body can be cut
+/// without failing the tag.)
+#[test]
+fn a_cut_msg_fixed_frame_is_dropped_and_counted_as_malformed() {
+    let cfg = Config {
+        insecure_lab_plaintext: true,
+        ..Config::default()
+    };
+    let mut n = net_with(cfg, LimiterConfig::default());
+    n.send(b"hello");
+    assert_eq!(n.run(), 1);
+    n.now = n.now + std::time::Duration::from_millis(1);
+    let msg = [0x42u8; 40];
+    n.a.send(
+        n.now,
+        n.peer_b,
+        n.owner,
+        None,
+        &msg,
+        Urgency::Urgent,
+        Scope::None,
+    )
+    .unwrap();
+    let sent = n.sent_by_a();
+    assert_eq!(sent.len(), 1);
+    let d = &sent[0];
+    let Ok(wire::Header::Data {
+        scope: Scope::None,
+        receiver,
+        counter,
+    }) = wire::parse_header(d)
+    else {
+        panic!("a plaintext data datagram");
+    };
+    // The body ends with the MSG_FIXED frame (no padding outside scope encrypt).
+    let start = d.len() - wire::msg_fixed_len(msg.len());
+    assert_eq!(d[start], wire::FRAME_MSG_FIXED);
+    let before = n.b.stats().drops(DropReason::MalformedFrame);
+    let mut cuts = 0;
+    for (k, cut) in (start + 1..d.len()).enumerate() {
+        let mut c = d[..cut].to_vec();
+        // A fresh counter each time (a plaintext header is not authenticated).
+        let h = wire::Header::Data {
+            scope: Scope::None,
+            receiver,
+            counter: counter + 1 + k as u64,
+        };
+        write_header(&h, (&mut c[..wire::HEADER_LEN]).try_into().unwrap());
+        assert_eq!(
+            n.b.handle_from(n.now, sa(A), &mut c),
+            Err(DropReason::MalformedFrame),
+            "cut at {cut}"
+        );
+        cuts += 1;
+    }
+    assert_eq!(n.b.stats().drops(DropReason::MalformedFrame) - before, cuts);
+    assert!(std::iter::from_fn(|| n.b.poll_event()).all(|e| !matches!(e, Event::Messages(_))));
+    let mut whole = d.clone();
+    assert!(n.b.handle_from(n.now, sa(A), &mut whole).is_ok());
+    let got: Vec<Vec<u8>> = std::iter::from_fn(|| n.b.poll_event())
+        .filter_map(|e| match e {
+            Event::Messages(m) => Some(m.iter().map(<[u8]>::to_vec).collect::<Vec<_>>()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(got, [msg.to_vec()]);
 }
 
 // The handshake lifecycle shared with the tunnel (crate::lifecycle): one test per case where

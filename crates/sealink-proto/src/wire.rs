@@ -32,6 +32,15 @@ pub const FRAME_REFUSED: u8 = 0x07;
 /// Consecutive messages of one owner to one destination: the MSG fields once, then each
 /// message as its length and bytes. [`Frames`] yields them as [`Frame::Msg`]s.
 pub const FRAME_MSG_RUN: u8 = 0x08;
+/// One message in a fixed layout, with no varint: owner and destination ids of one byte, a
+/// 16-bit length and the whole 64-bit sequence number, then the message. It ends the body:
+/// whatever follows the message is zero padding, read as part of it (so no PADDING frame is
+/// parsed after it). A sender writes it for a datagram's only message when the fields fit
+/// ([`msg_fixed_fits`]); [`Frames`] yields it as the [`Frame::Msg`] it stands for.
+pub const FRAME_MSG_FIXED: u8 = 0x09;
+/// Bytes of a MSG_FIXED frame before its message: type, owner (u8), destination (u8), length
+/// (u16 LE), seq (u64 LE).
+pub const MSG_FIXED_HEADER_LEN: usize = 13;
 
 /// Why a receiver refused one message it acknowledges (the REFUSED frame's reason byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -475,6 +484,28 @@ fn run_items_len(items: &[u8], count: u16) -> Option<usize> {
     (at <= items.len()).then_some(at)
 }
 
+/// A MSG_FIXED frame, `rest` being the body after its type byte: the fields at fixed places
+/// (one load each, no varint), the message's bounds checked once, and the bytes after it (the
+/// padding) OR-folded as a PADDING frame's are. Every check is folded into one test: a
+/// message from owner 0, a seq no varint can hold or a non-zero padding byte is malformed.
+#[inline(always)]
+fn read_msg_fixed(rest: &[u8]) -> Option<Frame<'_>> {
+    let (h, tail) = rest.split_first_chunk::<{ MSG_FIXED_HEADER_LEN - 1 }>()?;
+    let len = usize::from(u16::from_le_bytes([h[2], h[3]]));
+    let seq = u64::from_le_bytes([h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11]]);
+    let (data, pad) = tail.split_at_checked(len)?;
+    let pad_bits = pad.iter().fold(0u8, |a, b| a | b);
+    if (h[0] == 0) | (seq > VARINT_MAX) | (pad_bits != 0) {
+        return None;
+    }
+    Some(Frame::Msg {
+        seq,
+        from: u64::from(h[0]),
+        to: u64::from(h[1]),
+        data,
+    })
+}
+
 fn read_name<'a>(r: &mut Reader<'a>) -> Option<&'a str> {
     let n = r.u8()? as usize;
     let s = std::str::from_utf8(r.bytes(n)?).ok()?;
@@ -490,6 +521,8 @@ pub struct Frames<'a> {
     /// The MSG_RUN being read: next seq, owner, destination, messages left.
     run: Option<(u64, u64, u64, u16)>,
     runs: usize,
+    /// MSG_FIXED frames read (at most one: it ends the body).
+    fixed: usize,
     /// Yield each MSG_RUN as one [`Frame::MsgRun`].
     whole_runs: bool,
 }
@@ -501,6 +534,7 @@ impl<'a> Frames<'a> {
             failed: false,
             run: None,
             runs: 0,
+            fixed: 0,
             whole_runs: false,
         }
     }
@@ -517,6 +551,11 @@ impl<'a> Frames<'a> {
     /// MSG_RUN frames begun so far (their messages come out as MSGs).
     pub fn runs(&self) -> usize {
         self.runs
+    }
+
+    /// MSG_FIXED frames read so far (0 or 1: one ends the body; its message came out as a MSG).
+    pub fn fixed_msgs(&self) -> usize {
+        self.fixed
     }
 
     /// The next message of the MSG_RUN being read.
@@ -633,6 +672,13 @@ impl<'a> Frames<'a> {
                 }
                 self.run_item((seq, from, to, count))
             }
+            FRAME_MSG_FIXED => {
+                let f = read_msg_fixed(r.remaining())?;
+                // The frame takes the rest of the body (its message, then padding).
+                r.pos = r.buf.len();
+                self.fixed += 1;
+                Some(f)
+            }
             FRAME_PING => Some(Frame::Ping),
             FRAME_ABANDON => Some(Frame::Abandon { below: r.varint()? }),
             FRAME_REFUSED => {
@@ -711,6 +757,14 @@ pub fn run_item_len(len: usize) -> usize {
     varint_len(len as u64) + len
 }
 
+/// The message of the MSG_RUN item at the start of `items` (its varint length, then its bytes),
+/// or `None` if it does not parse.
+pub fn run_item_message(items: &[u8]) -> Option<&[u8]> {
+    let mut r = Reader::new(items);
+    let len = usize::try_from(r.varint()?).ok()?;
+    r.bytes(len)
+}
+
 /// The message length whose MSG_RUN item takes `item` bytes, if one does (an item's size grows
 /// with its length, so there is at most one; 0 bytes is no item).
 pub fn run_item_data_len(item: usize) -> Option<usize> {
@@ -769,6 +823,105 @@ pub fn run_items_fitting(items: &[u8], max: usize, cap: usize) -> (usize, usize)
         n += 1;
     }
     (n, used)
+}
+
+/// True when a message's fields fit a MSG_FIXED frame: owner id 1..=255, destination id
+/// 0..=255, at most 65535 bytes (every message does: a datagram is at most 65535 bytes), and a
+/// seq a varint can hold (every seq a sender numbers).
+#[inline]
+pub fn msg_fixed_fits(seq: u64, from: u64, to: u64, len: usize) -> bool {
+    (1..=0xff).contains(&from) && to <= 0xff && len <= usize::from(u16::MAX) && seq <= VARINT_MAX
+}
+
+/// Encoded size of a MSG_FIXED frame carrying `len` bytes (padding not counted).
+pub const fn msg_fixed_len(len: usize) -> usize {
+    MSG_FIXED_HEADER_LEN + len
+}
+
+/// Writes the header of a MSG_FIXED frame for a message of `len` bytes at the start of `out`
+/// (the message follows it); `None`, writing nothing, when the fields do not fit
+/// ([`msg_fixed_fits`]) or `out` is shorter than [`MSG_FIXED_HEADER_LEN`]. The sender's one
+/// encoder of the frame ([`one_run_as_fixed`], [`write_msg_fixed`]).
+#[inline]
+pub fn write_msg_fixed_header(
+    out: &mut [u8],
+    seq: u64,
+    from: u64,
+    to: u64,
+    len: usize,
+) -> Option<()> {
+    if !msg_fixed_fits(seq, from, to, len) {
+        return None;
+    }
+    let (h, _) = out.split_first_chunk_mut::<MSG_FIXED_HEADER_LEN>()?;
+    h[0] = FRAME_MSG_FIXED;
+    h[1] = from as u8;
+    h[2] = to as u8;
+    h[3..5].copy_from_slice(&(len as u16).to_le_bytes());
+    h[5..].copy_from_slice(&seq.to_le_bytes());
+    Some(())
+}
+
+/// Writes a whole MSG_FIXED frame (it must end the body: only padding may follow).
+pub fn write_msg_fixed(
+    w: &mut Writer<'_>,
+    seq: u64,
+    from: u64,
+    to: u64,
+    data: &[u8],
+) -> Option<()> {
+    let end = w.pos.checked_add(msg_fixed_len(data.len()))?;
+    let out = w.buf.get_mut(w.pos..end)?;
+    write_msg_fixed_header(out, seq, from, to, data.len())?;
+    out[MSG_FIXED_HEADER_LEN..].copy_from_slice(data);
+    w.pos = end;
+    Some(())
+}
+
+/// Rewrites as a MSG_FIXED frame the one-message MSG_RUN that starts at `start` and ends what
+/// `w` has written (its message `data`, numbered `seq`, from owner `from` to destination `to`),
+/// when the fields fit and `w` has room for the frame; returns whether it did (if not, the bytes
+/// are left as they were). The sender writes a datagram's messages as MSG_RUNs from its send
+/// arena and, when the datagram carries exactly one, calls this before padding it.
+///
+/// `data` is the message's own copy (the sender's arena, which still holds it), copied to its
+/// new place: a first form that moved the bytes just written within the datagram added 10-14
+/// ns to writing a 64-byte message's frame where this adds 6-9 (RESULTS §34).
+pub fn one_run_as_fixed(
+    w: &mut Writer<'_>,
+    start: usize,
+    seq: u64,
+    from: u64,
+    to: u64,
+    data: &[u8],
+) -> bool {
+    let len = data.len();
+    let run_end = start
+        .saturating_add(msg_run_header_len(seq, from, to))
+        .saturating_add(run_item_len(len));
+    let end = start.saturating_add(msg_fixed_len(len));
+    let mut header = [0u8; MSG_FIXED_HEADER_LEN];
+    if run_end != w.pos
+        || end > w.buf.len()
+        || write_msg_fixed_header(&mut header, seq, from, to, len).is_none()
+    {
+        return false;
+    }
+    debug_assert_eq!(
+        Frames::new(&w.buf[start..w.pos]).collect::<Result<Vec<_>, _>>(),
+        Ok(vec![Frame::Msg {
+            seq,
+            from,
+            to,
+            data
+        }]),
+        "not this message's one-message MSG_RUN"
+    );
+    let out = &mut w.buf[start..end];
+    out[..MSG_FIXED_HEADER_LEN].copy_from_slice(&header);
+    out[MSG_FIXED_HEADER_LEN..].copy_from_slice(data);
+    w.pos = end;
+    true
 }
 
 /// Fills in a MSG_RUN's count at `at` (from [`write_msg_run_header`]).
@@ -1150,6 +1303,241 @@ mod tests {
         assert!(Frames::new(&buf).any(|f| f == Err(DropReason::MalformedFrame)));
     }
 
+    /// The layout of docs/PROTOCOL.md §3's MSG_FIXED example, and a round trip with frames
+    /// before it and padding after it, through both parsers.
+    #[test]
+    fn msg_fixed_round_trips_and_matches_the_documented_layout() {
+        let doc = [
+            0x09, 0x01, 0x00, 0x02, 0x00, 0x05, 0, 0, 0, 0, 0, 0, 0, 0x68, 0x69, 0, 0, 0,
+        ];
+        let mut buf = [0u8; 18];
+        let mut w = Writer::new(&mut buf);
+        write_msg_fixed(&mut w, 5, 1, 0, b"hi").unwrap();
+        assert_eq!(w.pos(), msg_fixed_len(2));
+        assert_eq!(&buf[..15], &doc[..15]);
+        let want = Frame::Msg {
+            seq: 5,
+            from: 1,
+            to: 0,
+            data: b"hi",
+        };
+        for body in [&doc[..], &doc[..15], &doc[..16]] {
+            let mut f = Frames::new(body);
+            assert_eq!(f.next(), Some(Ok(want)), "{body:02x?}");
+            assert_eq!(f.next(), None, "the padding is part of the frame");
+            assert_eq!((f.fixed_msgs(), f.runs()), (1, 0));
+            let whole: Vec<_> = Frames::with_runs(body).collect();
+            assert_eq!(whole, [Ok(want)]);
+        }
+        // After other frames, padded to whole blocks as a sender leaves it.
+        for (seq, from, to, len) in [
+            (0, 1, 0, 0),
+            (VARINT_MAX, 255, 255, 1),
+            (1 << 40, 7, 3, 64),
+            (16_384, 1, 1, 1400),
+            (3, 2, 0, 65_535),
+        ] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut buf = vec![0xAAu8; len + 200];
+            let mut w = Writer::new(&mut buf);
+            write_ack(&mut w, 10, &[(12, 15)]).unwrap();
+            write_abandon(&mut w, 9).unwrap();
+            write_msg_fixed(&mut w, seq, from, to, &data).unwrap();
+            pad_to_block(&mut w);
+            let n = w.pos();
+            for frames in [Frames::new(&buf[..n]), Frames::with_runs(&buf[..n])] {
+                let got: Vec<_> = frames.collect::<Result<_, _>>().unwrap();
+                assert_eq!(got.len(), 3);
+                assert_eq!(got[1], Frame::Abandon { below: 9 });
+                assert_eq!(
+                    got[2],
+                    Frame::Msg {
+                        seq,
+                        from,
+                        to,
+                        data: &data
+                    }
+                );
+            }
+        }
+    }
+
+    /// Every truncation of a MSG_FIXED frame short of its message's last byte is malformed
+    /// (the drop the receiver counts as `malformed-frame`), never a panic; so is a message from
+    /// owner 0, a seq past 2^62, and anything but zeros after the message (a frame included).
+    #[test]
+    fn msg_fixed_truncations_and_bad_fields_are_malformed() {
+        for len in [0usize, 1, 64, 300] {
+            let data = vec![0x5Au8; len];
+            let mut buf = vec![0u8; len + 64];
+            let mut w = Writer::new(&mut buf);
+            write_msg_fixed(&mut w, 1 << 20, 4, 2, &data).unwrap();
+            let end = w.pos();
+            for cut in 1..end {
+                for r in [
+                    Frames::new(&buf[..cut]).collect::<Result<Vec<_>, _>>(),
+                    Frames::with_runs(&buf[..cut]).collect::<Result<Vec<_>, _>>(),
+                ] {
+                    assert_eq!(r, Err(DropReason::MalformedFrame), "len {len} cut at {cut}");
+                }
+            }
+            // Cutting into the padding only leaves less padding.
+            for cut in end..buf.len() {
+                assert!(
+                    Frames::new(&buf[..cut]).all(|f| f.is_ok()),
+                    "len {len} cut {cut}"
+                );
+            }
+        }
+        let good = {
+            let mut b = [0u8; 32];
+            write_msg_fixed(&mut Writer::new(&mut b), 9, 1, 0, b"abc").unwrap();
+            b
+        };
+        let mut bad = Vec::new();
+        let mut owner0 = good;
+        owner0[1] = 0;
+        bad.push(owner0.to_vec());
+        let mut big_seq = good;
+        big_seq[5..13].copy_from_slice(&(VARINT_MAX + 1).to_le_bytes());
+        bad.push(big_seq.to_vec());
+        let mut top_seq = good;
+        top_seq[5..13].copy_from_slice(&u64::MAX.to_le_bytes());
+        bad.push(top_seq.to_vec());
+        for at in 16..32 {
+            let mut b = good;
+            b[at] = if at == 16 { FRAME_PING } else { 0x80 };
+            bad.push(b.to_vec());
+        }
+        // A length past the body.
+        let mut long = good;
+        long[3..5].copy_from_slice(&20u16.to_le_bytes());
+        bad.push(long.to_vec());
+        for b in &bad {
+            let r: Result<Vec<_>, _> = Frames::new(b).collect();
+            assert_eq!(r, Err(DropReason::MalformedFrame), "{b:02x?}");
+            let r: Result<Vec<_>, _> = Frames::with_runs(b).collect();
+            assert_eq!(r, Err(DropReason::MalformedFrame), "with runs {b:02x?}");
+        }
+        // The largest seq a varint holds is accepted.
+        let mut top = good;
+        top[5..13].copy_from_slice(&VARINT_MAX.to_le_bytes());
+        assert!(Frames::new(&top).all(|f| f.is_ok()));
+    }
+
+    #[test]
+    fn msg_fixed_header_refuses_what_does_not_fit() {
+        let mut out = [0xEEu8; MSG_FIXED_HEADER_LEN];
+        for (seq, from, to, len) in [
+            (1, 0, 0, 1),
+            (1, 256, 0, 1),
+            (1, 1, 256, 1),
+            (1, 1, 0, 65_536),
+            (VARINT_MAX + 1, 1, 0, 1),
+        ] {
+            assert!(!msg_fixed_fits(seq, from, to, len));
+            assert_eq!(write_msg_fixed_header(&mut out, seq, from, to, len), None);
+            assert_eq!(out, [0xEE; MSG_FIXED_HEADER_LEN], "nothing written");
+        }
+        assert_eq!(
+            write_msg_fixed_header(&mut out[..12], 1, 1, 0, 1),
+            None,
+            "no room"
+        );
+        assert!(msg_fixed_fits(VARINT_MAX, 255, 255, 65_535));
+        assert_eq!(write_msg_fixed_header(&mut out, 1, 1, 0, 1), Some(()));
+        let mut w = Writer::new(&mut out);
+        assert_eq!(write_msg_fixed(&mut w, 1, 1, 0, b"x"), None, "no room");
+        assert_eq!(w.pos(), 0);
+    }
+
+    /// The sender's rewrite: a one-message MSG_RUN ending the writer's bytes becomes the
+    /// MSG_FIXED frame of the same message, at every seq, id and length form; where the fields
+    /// do not fit or the datagram has no room for the longer header, the run stays as it was.
+    #[test]
+    fn one_run_as_fixed_rewrites_a_one_message_run_or_leaves_it() {
+        let seqs = [
+            0,
+            63,
+            64,
+            16_383,
+            16_384,
+            (1 << 30) - 1,
+            1 << 30,
+            VARINT_MAX,
+        ];
+        let ids = [
+            (1, 0),
+            (1, 1),
+            (63, 64),
+            (255, 255),
+            (256, 0),
+            (1, 256),
+            (300, 70_000),
+        ];
+        for &seq in &seqs {
+            for &(from, to) in &ids {
+                for len in [0usize, 1, 63, 64, 1400, 16_383, 16_384, 65_535] {
+                    let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+                    let items = run_items(&[&data]);
+                    let mut buf = vec![0u8; 2 + len + 40];
+                    let mut w = Writer::new(&mut buf);
+                    write_abandon(&mut w, 3).unwrap();
+                    let start = w.pos();
+                    write_msg_run(&mut w, seq, from, to, 1, &items).unwrap();
+                    let run_end = w.pos();
+                    let before = w.buf[..run_end].to_vec();
+                    let fits = msg_fixed_fits(seq, from, to, len);
+                    // Room only for the run: the rewrite must not overrun.
+                    for cap in [run_end, start + msg_fixed_len(len), buf.len()] {
+                        let mut b = buf.clone();
+                        let cap = cap.min(b.len());
+                        if cap < run_end {
+                            continue;
+                        }
+                        // Another message (one byte shorter) is refused: `data` must be the
+                        // run's own.
+                        if len > 0 {
+                            let mut other = b.clone();
+                            let mut wo = Writer::new(&mut other[..cap]);
+                            wo.pos = run_end;
+                            assert!(!one_run_as_fixed(&mut wo, start, seq, from, to, &data[1..]));
+                            assert_eq!(wo.pos(), run_end);
+                            assert_eq!(other, b);
+                        }
+                        let mut w = Writer::new(&mut b[..cap]);
+                        w.pos = run_end;
+                        let done = one_run_as_fixed(&mut w, start, seq, from, to, &data);
+                        let room = start + msg_fixed_len(len) <= cap;
+                        assert_eq!(
+                            done,
+                            fits && room,
+                            "seq {seq} ids {from},{to} len {len} cap {cap}"
+                        );
+                        let n = w.pos();
+                        if !done {
+                            assert_eq!(&b[..n], &before[..], "left as it was");
+                            continue;
+                        }
+                        assert_eq!(n, start + msg_fixed_len(len));
+                        let mut f = Frames::with_runs(&b[..n]);
+                        assert_eq!(f.next(), Some(Ok(Frame::Abandon { below: 3 })));
+                        assert_eq!(
+                            f.next(),
+                            Some(Ok(Frame::Msg {
+                                seq,
+                                from,
+                                to,
+                                data: &data
+                            }))
+                        );
+                        assert_eq!((f.next(), f.fixed_msgs()), (None, 1));
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn run_items_fitting_counts_whole_items() {
         let items = run_items(&[b"abc", b"", &[7u8; 100]]);
@@ -1176,7 +1564,8 @@ mod tests {
     #[test]
     fn bad_frames() {
         for bad in [
-            &[0x09u8][..],                                   // unknown type
+            &[0x0au8][..],                                   // unknown type
+            &[FRAME_MSG_FIXED],                              // MSG_FIXED without fields
             &[FRAME_MSG, 1, 0, 0, 5, b'a'],                  // from = 0
             &[FRAME_MSG, 1, 1, 0, 5, b'a'],                  // truncated data
             &[FRAME_DEST, 1, 0],                             // empty name
@@ -1289,6 +1678,50 @@ mod tests {
             // Where the stride check accepts, it finds the same bytes.
             if let Some(stride) = equal_items(&items, count) {
                 prop_assert_eq!(Some(stride * usize::from(count)), want);
+            }
+        }
+
+        /// Any fitting message encodes as MSG_FIXED and parses back as itself, with any padding
+        /// after it; the sender's rewrite of its one-message MSG_RUN gives the same bytes. A
+        /// message whose ids do not fit keeps the MSG_RUN, which parses as the same message.
+        #[test]
+        fn msg_fixed_encodes_and_parses_back(
+            seq in prop_oneof![0u64..16_384, 0u64..=VARINT_MAX],
+            from in prop_oneof![1u64..=255, 256u64..100_000],
+            to in prop_oneof![0u64..=255, 256u64..100_000],
+            len in prop_oneof![0usize..100, 0usize..20_000],
+            pad in 0usize..40,
+        ) {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let want = Frame::Msg { seq, from, to, data: &data };
+            let fits = from <= 255 && to <= 255;
+            prop_assert_eq!(msg_fixed_fits(seq, from, to, len), fits);
+            let mut fixed = vec![0u8; msg_fixed_len(len) + pad];
+            let written = write_msg_fixed(&mut Writer::new(&mut fixed), seq, from, to, &data);
+            prop_assert_eq!(written.is_some(), fits);
+            if fits {
+                let got: Vec<_> = Frames::new(&fixed).collect();
+                prop_assert_eq!(&got, &[Ok(want)]);
+                let got: Vec<_> = Frames::with_runs(&fixed).collect();
+                prop_assert_eq!(&got, &[Ok(want)]);
+            }
+            // The sender's path: a one-message MSG_RUN, rewritten when it fits.
+            let items = run_items(&[&data]);
+            let mut buf = vec![0u8; msg_run_header_len(seq, from, to) + items.len() + 16 + pad];
+            let mut w = Writer::new(&mut buf);
+            write_msg_run(&mut w, seq, from, to, 1, &items).unwrap();
+            let run_len = w.pos();
+            prop_assert_eq!(run_item_message(&items), Some(&data[..]));
+            prop_assert_eq!(one_run_as_fixed(&mut w, 0, seq, from, to, &data), fits);
+            let n = w.pos();
+            if fits {
+                prop_assert_eq!(&buf[..n], &fixed[..msg_fixed_len(len)]);
+            } else {
+                prop_assert_eq!(n, run_len);
+                prop_assert_eq!(buf[0], FRAME_MSG_RUN);
+                let mut f = Frames::new(&buf[..n]);
+                prop_assert_eq!(f.next(), Some(Ok(want)));
+                prop_assert_eq!((f.next(), f.runs(), f.fixed_msgs()), (None, 1, 0));
             }
         }
 

@@ -12,7 +12,7 @@ use sealink_crypto::{PacketKey, Scope, SuiteId, kdf};
 use sealink_proto::datapath;
 use sealink_proto::replay::ReplayWindow;
 use sealink_proto::sim::SimRng;
-use sealink_proto::wire::{self, FRAME_MSG, Frame, Frames, HEADER_LEN, Writer};
+use sealink_proto::wire::{self, Frame, Frames, HEADER_LEN, Writer};
 
 use super::{fill, median, print_with_files, random_seed, timed};
 use crate::error::{Error, Result};
@@ -54,14 +54,28 @@ pub struct Params {
     pub out: PathBuf,
 }
 
-/// Writes a MSG frame header (type, seq, from, to, length) at the start of `out`.
+/// Writes the frame header of a datagram's only message at the start of `out`, as the sender
+/// leaves it: a MSG_FIXED header through the sender's encoder when the fields fit (every size
+/// a datagram can carry), else a one-message MSG_RUN's header and its item's length (sizes
+/// above 65535 B, which no datagram carries).
+#[inline]
 fn write_frame_header(out: &mut [u8], seq: u64, len: usize) -> Option<()> {
+    if wire::msg_fixed_fits(seq, FROM, TO, len) {
+        return wire::write_msg_fixed_header(out, seq, FROM, TO, len);
+    }
     let mut w = Writer::new(out);
-    w.u8(FRAME_MSG)?;
-    w.varint(seq)?;
-    w.varint(FROM)?;
-    w.varint(TO)?;
+    let at = wire::write_msg_run_header(&mut w, seq, FROM, TO)?;
+    wire::set_run_count(&mut w, at, 1)?;
     w.varint(len as u64)
+}
+
+/// Bytes of the frame header [`write_frame_header`] writes.
+fn frame_header_len(seq: u64, len: usize) -> usize {
+    if wire::msg_fixed_fits(seq, FROM, TO, len) {
+        wire::MSG_FIXED_HEADER_LEN
+    } else {
+        wire::msg_run_header_len(seq, FROM, TO) + wire::varint_len(len as u64)
+    }
 }
 
 /// A zeroed byte buffer of `len` bytes whose byte `at` lies on a 64-byte boundary. Both sides
@@ -108,17 +122,26 @@ struct Protocol<'k> {
 }
 
 impl<'k> Protocol<'k> {
-    /// Lays out header room and one MSG frame carrying `size` fresh random bytes.
+    /// Lays out header room and the frame of one message of `size` fresh random bytes, as the
+    /// sender writes a datagram's only message (MSG_FIXED; see [`write_frame_header`]).
     fn new(tx: &'k PacketKey, rx: &'k PacketKey, size: usize, seed: u64) -> Result<Self> {
-        let frame_len = wire::msg_frame_len(SEQ_BASE, FROM, TO, size);
+        let frame_header_len = frame_header_len(SEQ_BASE, size);
+        let frame_len = frame_header_len + size;
         let room = frame_len + wire::PAD_BLOCK;
         // The body (the AEAD's input) starts on a 64-byte boundary, as the raw side's does.
         let mut buf = Aligned::new(HEADER_LEN + room + TAG_ROOM, HEADER_LEN);
         let mut payload = vec![0u8; size];
         fill(&mut SimRng::new(seed), &mut payload);
         let mut w = Writer::new(&mut buf[HEADER_LEN..HEADER_LEN + room]);
-        wire::write_msg(&mut w, SEQ_BASE, FROM, TO, &payload)
-            .ok_or_else(|| Error::bench("cannot lay out the MSG frame"))?;
+        let written = if wire::msg_fixed_fits(SEQ_BASE, FROM, TO, size) {
+            wire::write_msg_fixed(&mut w, SEQ_BASE, FROM, TO, &payload)
+        } else {
+            let (prefix, n) = wire::varint_bytes(size as u64);
+            let item = [&prefix[..n], &payload].concat();
+            wire::write_msg_run(&mut w, SEQ_BASE, FROM, TO, 1, &item)
+        };
+        written.ok_or_else(|| Error::bench("cannot lay out the message's frame"))?;
+        debug_assert_eq!(w.pos(), frame_len);
         // An encrypted body leaves padded to whole AES blocks, as the datagram mode sends it.
         wire::pad_to_block(&mut w);
         let body_len = w.pos();
@@ -127,7 +150,7 @@ impl<'k> Protocol<'k> {
             rx,
             buf,
             size,
-            frame_header_len: frame_len - size,
+            frame_header_len,
             body_len,
         })
     }
@@ -156,11 +179,15 @@ impl<'k> Protocol<'k> {
         let range =
             datapath::open_datagram(self.rx, replay, scope, ctr, false, &mut self.buf[..len])
                 .map_err(|e| e.name())?;
+        // The receive path's parser (MSG_RUNs come out whole).
         let mut payload = None;
-        for frame in Frames::new(&self.buf[range]) {
+        for frame in Frames::with_runs(&self.buf[range]) {
             match frame.map_err(|e| e.name())? {
                 Frame::Msg { seq: s, data, .. } if s == seq && payload.is_none() => {
                     payload = Some(data)
+                }
+                Frame::MsgRun(run) if run.seq == seq && run.count == 1 && payload.is_none() => {
+                    payload = run.iter().next().map(|(_, data)| data)
                 }
                 Frame::Padding if payload.is_some() => {}
                 _ => return Err("unexpected frame"),
@@ -413,7 +440,7 @@ pub fn run(p: &Params) -> Result<()> {
     let _ = writeln!(out, "AEAD backend: {backend} ({why}; CPU: {cpu})");
     let _ = writeln!(
         out,
-        "protocol: MSG frame header write, datapath::seal_datagram, parse_data_header, open_datagram (replay window), frame parse ({backend}); the body padded to whole 16-byte blocks, as datagram mode sends it"
+        "protocol: frame header write (MSG_FIXED, as datagram mode sends a datagram's only message), datapath::seal_datagram, parse_data_header, open_datagram (replay window), the receive path's frame parse ({backend}); the body padded to whole 16-byte blocks, as datagram mode sends it"
     );
     let _ = writeln!(
         out,
@@ -467,6 +494,14 @@ mod tests {
             let rx = kdf::derive_packet_key(suite, &secret, b"t", false).unwrap();
             for size in [1, 64, 1400, 70_000] {
                 let mut p = Protocol::new(&tx, &rx, size, 1).unwrap();
+                // The frame the sender writes for a datagram's only message: MSG_FIXED for
+                // every size a datagram carries, a one-message MSG_RUN past them.
+                let form = if size <= 65_535 {
+                    wire::FRAME_MSG_FIXED
+                } else {
+                    wire::FRAME_MSG_RUN
+                };
+                assert_eq!(p.buf[HEADER_LEN], form, "{size} B");
                 let before =
                     p.buf[HEADER_LEN + p.frame_header_len..HEADER_LEN + p.body_len].to_vec();
                 let mut replay = ReplayWindow::new();
