@@ -40,7 +40,11 @@
 # BORINGTUN_THREADS (boringtun's default when unset), KEEP_LOGS=1 (keep the work directory,
 # made under TMPDIR, default /tmp), THREAD_LOG=FILE (append every thread's deltas of every
 # sealink flow there, one line each: round= test= tunnel= thread= wall_s= flow_s= share= and
-# each counter's delta as name=value), PAUSE (seconds of rest after each flow, 1).
+# each counter's delta as name=value), PAUSE (seconds of rest after each flow, 1),
+# PIN_ENDS=CPUS_A/CPUS_B (every tunnel's daemon on side A runs under `taskset -c CPUS_A`, on
+# side B under CPUS_B, the same for every tunnel, e.g. PIN_ENDS=0/1: each end of the tunnel
+# gets a core of its own, as on two hosts; iperf3 and the kernel stay where the scheduler puts
+# them; default: no pinning).
 # Usage: sudo bash bench/compare-tunnels.sh
 set -euo pipefail
 
@@ -80,10 +84,16 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 want() { [[ ",$tunnels," == *",$1,"* ]]; }
+tsa=(); tsb=()
+if [ -n "${PIN_ENDS:-}" ]; then
+  [[ "$PIN_ENDS" == */* ]] || { log "PIN_ENDS must be CPUS_A/CPUS_B, e.g. 0/1"; exit 2; }
+  tsa=(taskset -c "${PIN_ENDS%%/*}"); tsb=(taskset -c "${PIN_ENDS#*/}")
+  log "every tunnel's side A pinned to CPUs ${PIN_ENDS%%/*}, side B to ${PIN_ENDS#*/}"
+fi
 all_tunnels="plain wg-go boringtun sealink sealink-wg sealink-inline sealink-par sealink-nopb sealink-timer"
 declare -A ifn=([sealink]=sl [sealink-wg]=slwg [sealink-inline]=sli [sealink-par]=slp [sealink-nopb]=sln [sealink-timer]=slt)
-ina() { ip netns exec "$NA" "$@"; }
-inb() { ip netns exec "$NB" "$@"; }
+ina() { ip netns exec "$NA" "${tsa[@]}" "$@"; }
+inb() { ip netns exec "$NB" "${tsb[@]}" "$@"; }
 
 # --- tools ------------------------------------------------------------------------------------
 if ! command -v iperf3 >/dev/null || ! command -v wg >/dev/null || ! command -v ping >/dev/null ||
@@ -161,9 +171,9 @@ wg_tunnel() {
   local ka kb pa pb
   ka="$(wg genkey)"; kb="$(wg genkey)"
   pa="$(wg pubkey <<<"$ka")"; pb="$(wg pubkey <<<"$kb")"
-  ip netns exec "$NA" "$@" "$ia" >"$work/$label-a.log" 2>&1 &
+  ip netns exec "$NA" "${tsa[@]}" "$@" "$ia" >"$work/$label-a.log" 2>&1 &
   pids+=($!)
-  ip netns exec "$NB" "$@" "$ib" >"$work/$label-b.log" 2>&1 &
+  ip netns exec "$NB" "${tsb[@]}" "$@" "$ib" >"$work/$label-b.log" 2>&1 &
   pids+=($!)
   wait_for ina ip link show "$ia" || { echo "$ia did not appear: $(tail -n 3 "$work/$label-a.log" | tr '\n' ' ')"; return 1; }
   wait_for inb ip link show "$ib" || { echo "$ib did not appear: $(tail -n 3 "$work/$label-b.log" | tr '\n' ' ')"; return 1; }
@@ -215,9 +225,9 @@ CONF
   }
   mkconf a "$net.1" "$pubb" "$net.2" 10.77.0.2
   mkconf b "$net.2" "$puba" "$net.1" 10.77.0.1
-  ip netns exec "$NA" "$sealink" up "$work/$label-a.toml" >"$work/$label-a.log" 2>&1 &
+  ip netns exec "$NA" "${tsa[@]}" "$sealink" up "$work/$label-a.toml" >"$work/$label-a.log" 2>&1 &
   pids+=($!)
-  ip netns exec "$NB" "$sealink" up "$work/$label-b.toml" >"$work/$label-b.log" 2>&1 &
+  ip netns exec "$NB" "${tsb[@]}" "$sealink" up "$work/$label-b.toml" >"$work/$label-b.log" 2>&1 &
   pids+=($!)
   wait_for grep -q "up: ${ifn[$label]}a" "$work/$label-a.log" || { echo "sealink up (a) failed: $(tail -n 3 "$work/$label-a.log" | tr '\n' ' ')"; return 1; }
   wait_for grep -q "up: ${ifn[$label]}b" "$work/$label-b.log" || { echo "sealink up (b) failed: $(tail -n 3 "$work/$label-b.log" | tr '\n' ' ')"; return 1; }
@@ -238,9 +248,9 @@ sealink_wg_tunnel() {
   }
   mkwg a "$ka" "$net.1" "$pb" "$net.2" 10.77.0.2
   mkwg b "$kb" "$net.2" "$pa" "$net.1" 10.77.0.1
-  ip netns exec "$NA" "$sealink" up "$work/${ifn[$label]}a.conf" >"$work/$label-a.log" 2>&1 &
+  ip netns exec "$NA" "${tsa[@]}" "$sealink" up "$work/${ifn[$label]}a.conf" >"$work/$label-a.log" 2>&1 &
   pids+=($!)
-  ip netns exec "$NB" "$sealink" up "$work/${ifn[$label]}b.conf" >"$work/$label-b.log" 2>&1 &
+  ip netns exec "$NB" "${tsb[@]}" "$sealink" up "$work/${ifn[$label]}b.conf" >"$work/$label-b.log" 2>&1 &
   pids+=($!)
   wait_for grep -q "up: ${ifn[$label]}a" "$work/$label-a.log" || { echo "sealink up (a) failed: $(tail -n 3 "$work/$label-a.log" | tr '\n' ' ')"; return 1; }
   wait_for grep -q "up: ${ifn[$label]}b" "$work/$label-b.log" || { echo "sealink up (b) failed: $(tail -n 3 "$work/$label-b.log" | tr '\n' ' ')"; return 1; }

@@ -8,7 +8,9 @@
 #   CPUS: a taskset list for everything (tunnels, iperf3, the kernel work they cause), e.g. 0
 #   for one core; default: all.
 # Environment: PERF=1 (profile), PERF_OUT (perf.data path, default in the work directory),
-# CONFIG_EXTRA (lines added to both sides' [interface], e.g. 'workers = 2').
+# CONFIG_EXTRA (lines added to both sides' [interface], e.g. 'workers = 2'), WG=1 (WireGuard's
+# wire: `protocol = "wireguard"` with `wg genkey` keys, the sealink-wg tunnel of compare-tunnels.sh),
+# PIN_A / PIN_B (a taskset list for one side's tunnel process alone, e.g. PIN_A=0 PIN_B=1).
 set -euo pipefail
 bin="$(realpath "${1:?usage: profile-tunnel.sh SEALINK-BINARY [SECONDS] [CPUS]}")"
 secs="${2:-8}"
@@ -32,16 +34,27 @@ ip link add tp-va netns tpa type veth peer name tp-vb netns tpb
 for n in a b; do ip -n tp$n link set lo up; done
 ip -n tpa addr add 10.92.0.1/24 dev tp-va; ip -n tpb addr add 10.92.0.2/24 dev tp-vb
 ip -n tpa link set tp-va up; ip -n tpb link set tp-vb up
-for s in a b; do "$bin" keygen host "$work/$s.key" >/dev/null; done
-pa=$(awk '{print $2}' "$work/a.key.pub"); pb=$(awk '{print $2}' "$work/b.key.pub")
+extra="${CONFIG_EXTRA:-}"
+if [ "${WG:-0}" = 1 ]; then
+  for s in a b; do (umask 077; wg genkey >"$work/$s.key"); wg pubkey <"$work/$s.key" >"$work/$s.key.pub"; done
+  pa=$(cat "$work/a.key.pub"); pb=$(cat "$work/b.key.pub")
+  extra="protocol = \"wireguard\"
+$extra"
+else
+  for s in a b; do "$bin" keygen host "$work/$s.key" >/dev/null; done
+  pa=$(awk '{print $2}' "$work/a.key.pub"); pb=$(awk '{print $2}' "$work/b.key.pub")
+fi
 mk() {
   printf '[interface]\nname = "tp%s"\nprivate_key = "%s"\naddress = "%s/24"\nlisten_port = 51910\nmtu = 1420\n%s\n\n[[peer]]\nname = "peer"\npublic_key = "%s"\nendpoint = "%s:51910"\nallowed_ips = ["%s/32"]\n' \
-    "$1" "$work/$1.key" "$2" "${CONFIG_EXTRA:-}" "$3" "$4" "$5" >"$work/$1.toml"
+    "$1" "$work/$1.key" "$2" "$extra" "$3" "$4" "$5" >"$work/$1.toml"
 }
 mk a 10.93.0.1 "$pb" 10.92.0.2 10.93.0.2
 mk b 10.93.0.2 "$pa" 10.92.0.1 10.93.0.1
-ip netns exec tpa "${pin[@]}" "$bin" up "$work/a.toml" >"$work/a.log" 2>&1 &
-ip netns exec tpb "${pin[@]}" "$bin" up "$work/b.toml" >"$work/b.log" 2>&1 &
+pina=("${pin[@]}"); pinb=("${pin[@]}")
+[ -n "${PIN_A:-}" ] && pina=(taskset -c "$PIN_A")
+[ -n "${PIN_B:-}" ] && pinb=(taskset -c "$PIN_B")
+ip netns exec tpa "${pina[@]}" "$bin" up "$work/a.toml" >"$work/a.log" 2>&1 &
+ip netns exec tpb "${pinb[@]}" "$bin" up "$work/b.toml" >"$work/b.log" 2>&1 &
 for _ in $(seq 100); do grep -q "up: tpb" "$work/b.log" 2>/dev/null && grep -q "up: tpa" "$work/a.log" 2>/dev/null && break; sleep 0.1; done
 ip netns exec tpb "${pin[@]}" iperf3 -s -D >/dev/null
 sleep 0.5
