@@ -66,6 +66,9 @@ pub struct Session {
     /// Datagrams carry WireGuard's transport header (type 4, little-endian index and counter)
     /// and seal with no associated data, instead of sealink's data header as AAD.
     pub(crate) wg: bool,
+    /// We sent the initiation this session came from (WireGuard rekeys by time only from the
+    /// initiator's side, [`Session::wants_rekey_wg`]).
+    pub(crate) initiator: bool,
 }
 
 impl Session {
@@ -118,6 +121,7 @@ impl Session {
             confirmed_at: initiator.then_some(now),
             suite,
             wg,
+            initiator,
         }
     }
 
@@ -166,6 +170,15 @@ impl Session {
                 .suite
                 .aead_block_limit()
                 .is_some_and(|max| self.blocks_sealed >= max - max / 8)
+    }
+
+    /// [`Session::wants_rekey`] as WireGuard's implementations decide it (wireguard-go's
+    /// `keepKeyFreshSending`, the kernel's `keep_key_fresh`): after REKEY_AFTER_MESSAGES on
+    /// either side, after REKEY_AFTER_TIME only on the side that initiated the session, so that
+    /// the two sides do not both start a handshake at the same moment.
+    pub fn wants_rekey_wg(&self, l: &Limits, now: Time) -> bool {
+        self.next_counter >= l.rekey_after_messages
+            || (self.initiator && now.saturating_since(self.established) >= l.rekey_after_time)
     }
 
     /// Too old to open anything any more.

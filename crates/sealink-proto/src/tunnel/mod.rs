@@ -158,6 +158,10 @@ pub struct TunnelConfig {
     pub handshake_timeout: Duration,
     /// Initiations sent before the packets waiting for that peer are dropped.
     pub handshake_attempts: u32,
+    /// A random extra wait of up to this long before each handshake retry, drawn per
+    /// initiation (WireGuard's REKEY_TIMEOUT jitter, 333 ms), so that peers that failed together
+    /// do not retry together. Zero on sealink's wire.
+    pub handshake_jitter: Duration,
     /// When a session is replaced, and past which age or count it is neither sent on nor
     /// opened (the channel's `Config` uses the same type).
     pub limits: Limits,
@@ -194,6 +198,7 @@ impl Default for TunnelConfig {
             mtu: 1420,
             piggyback: PiggybackPolicy::default(),
             handshake_timeout: Duration::from_secs(1),
+            handshake_jitter: Duration::ZERO,
             handshake_attempts: 20,
             limits: Limits {
                 rekey_after_time: Duration::from_secs(120),
@@ -223,6 +228,7 @@ impl TunnelConfig {
                 ..PiggybackPolicy::default()
             },
             handshake_timeout: wg::REKEY_TIMEOUT,
+            handshake_jitter: wg::REKEY_TIMEOUT_JITTER_MAX,
             handshake_attempts: (wg::REKEY_ATTEMPT_TIME.as_secs() / wg::REKEY_TIMEOUT.as_secs())
                 as u32,
             limits: Limits {
@@ -531,6 +537,11 @@ struct Peer {
     /// Since when data sent has gone unanswered (nothing authenticated received since): after
     /// KEEPALIVE_TIMEOUT + REKEY_TIMEOUT a new handshake starts (WireGuard's wire).
     unanswered_since: Option<Time>,
+    /// The extra wait before the current initiation's retry ([`TunnelConfig::handshake_jitter`]).
+    retry_jitter: Duration,
+    /// WireGuard's wire: the initiator already started a handshake because the current
+    /// session neared REJECT_AFTER_TIME while data arrived on it (once per session).
+    last_minute_handshake: bool,
     stats: PeerStats,
     /// The host name the configured endpoint was resolved from (see [`Tunnel::poll_resolve`]).
     endpoint_name: Option<String>,
@@ -567,6 +578,8 @@ pub struct Tunnel {
     /// Peers whose endpoint name should be resolved again ([`Tunnel::poll_resolve`]).
     resolve_requests: VecDeque<usize>,
     drops: [u64; N_DROPS],
+    /// SplitMix64 state for the retry jitter (not a secret: it only spreads retries in time).
+    jitter_state: u64,
 }
 
 impl std::fmt::Debug for Tunnel {
@@ -596,6 +609,8 @@ impl Peer {
             last_sent: None,
             passive_keepalive_due: None,
             unanswered_since: None,
+            retry_jitter: Duration::ZERO,
+            last_minute_handshake: false,
             stats: PeerStats::default(),
             endpoint_name: None,
             resolving: false,
@@ -651,6 +666,7 @@ impl Tunnel {
             .collect();
         let guard = HandshakeGuard::new(host.public(), cfg.limiter);
         let indexes = IndexTable::with_seed(cfg.index_seed);
+        let cfg_seed = cfg.index_seed;
         Ok(Tunnel {
             host,
             peers: peers.into_iter().map(Peer::new).collect(),
@@ -667,6 +683,7 @@ impl Tunnel {
             hint_handshake: false,
             resolve_requests: VecDeque::new(),
             drops: [0; N_DROPS],
+            jitter_state: u64::from(cfg_seed) ^ 0x9E37_79B9_7F4A_7C15,
         })
     }
 
@@ -741,7 +758,10 @@ impl Tunnel {
     }
 
     fn wants_rekey(&self, s: &Session, now: Time) -> bool {
-        s.wants_rekey(&self.limits(), now)
+        match self.cfg.wire {
+            Wire::Sealink => s.wants_rekey(&self.limits(), now),
+            Wire::WireGuard => s.wants_rekey_wg(&self.limits(), now),
+        }
     }
 
     /// The sealed body's length for one packet of `pkt_len` bytes: sealink's length field and
@@ -1034,6 +1054,7 @@ impl Tunnel {
             binding: [0; 32],
         };
         let unix = self.cfg.unix_at_zero + Duration::from_nanos(now.as_nanos());
+        let jitter = self.next_jitter();
         let p = &mut self.peers[pi];
         let built = match self.cfg.wire {
             Wire::Sealink => p.handshake.initiate(
@@ -1060,6 +1081,7 @@ impl Tunnel {
         match built {
             Ok(pkt) => {
                 let pkt = pkt.to_vec();
+                p.retry_jitter = jitter;
                 p.stats.handshakes_initiated += 1;
                 p.note_sent(now);
                 self.transmits.push_back((dest, pkt, None));
@@ -1074,6 +1096,21 @@ impl Tunnel {
                 tracing::warn!(error = %e, "cannot build tunnel handshake initiation");
             }
         }
+    }
+
+    /// A uniform draw from `0..=handshake_jitter` (SplitMix64), in whole milliseconds as
+    /// WireGuard's implementations draw it; zero when the jitter is off.
+    fn next_jitter(&mut self) -> Duration {
+        let max = self.cfg.handshake_jitter.as_millis() as u64;
+        if max == 0 {
+            return Duration::ZERO;
+        }
+        self.jitter_state = self.jitter_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.jitter_state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        Duration::from_millis(z % (max + 1))
     }
 
     /// The handshake with peer `pi` failed for good: the packets that waited are dropped.
@@ -1153,7 +1190,7 @@ impl Tunnel {
                     p.handshake
                         .initiation
                         .as_ref()
-                        .map(|i| i.sent_at + self.cfg.handshake_timeout),
+                        .map(|i| i.sent_at + self.cfg.handshake_timeout + p.retry_jitter),
                     p.keepalive_due(),
                     wg.then(|| p.wg_timer_due(self.cfg.limits.reject_after_time))
                         .flatten(),
@@ -1191,7 +1228,7 @@ impl Tunnel {
             .handshake
             .initiation
             .as_ref()
-            .filter(|i| i.sent_at + self.cfg.handshake_timeout <= now)
+            .filter(|i| i.sent_at + self.cfg.handshake_timeout + self.peers[pi].retry_jitter <= now)
             .map(|i| i.attempts);
         let Some(attempts) = due else { return };
         let fresh = self.peers[pi]
@@ -1329,7 +1366,11 @@ impl Tunnel {
             self.accept_data(now, source, job)?;
             match self.cfg.wire {
                 Wire::Sealink => self.push_packets(job.peer, body, buf, packets),
-                Wire::WireGuard => self.wg_push_packet(now, job.peer, body, buf, packets),
+                Wire::WireGuard => {
+                    let r = self.wg_push_packet(now, job.peer, body, buf, packets);
+                    self.wg_keep_fresh_receiving(job.peer, now);
+                    r
+                }
             }
         });
         r.map_err(|d| self.count(d))
@@ -1359,6 +1400,7 @@ impl Tunnel {
         p.unanswered_since = None;
         if is_next {
             // The initiator used the new keys: it holds them, so they become ours to send on.
+            p.last_minute_handshake = false;
             let old_prev = p.previous.take();
             p.previous = p.current.take();
             p.current = p.next.take();
@@ -1500,6 +1542,7 @@ impl Tunnel {
         // Its index is now the session's.
         p.handshake.initiation = None;
         p.unanswered_since = None;
+        p.last_minute_handshake = false;
         let old_prev = p.previous.take();
         p.previous = p.current.replace(session);
         p.endpoint = Some(source);

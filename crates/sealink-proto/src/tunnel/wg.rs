@@ -89,6 +89,32 @@ impl Tunnel {
         }
     }
 
+    /// Data arrived from peer `pi`: if we initiated its current session and that session is
+    /// within KEEPALIVE_TIMEOUT + REKEY_TIMEOUT of REJECT_AFTER_TIME, start a handshake, once
+    /// per session (wireguard-go's `keepKeyFreshReceiving`). The responder does not rekey by
+    /// time ([`crate::session::Session::wants_rekey_wg`]), so a flow that only the responder
+    /// sends on relies on this to get fresh keys before the old ones are refused.
+    pub(super) fn wg_keep_fresh_receiving(&mut self, pi: usize, now: Time) {
+        let limits = self.cfg.limits;
+        let p = &self.peers[pi];
+        if p.last_minute_handshake || p.handshake.initiation.is_some() {
+            return;
+        }
+        // Never before REKEY_AFTER_TIME, whatever REJECT_AFTER_TIME is (scaled-down timers).
+        let at = limits
+            .reject_after_time
+            .saturating_sub(UNANSWERED)
+            .max(limits.rekey_after_time);
+        let due = p
+            .current
+            .as_ref()
+            .is_some_and(|s| s.initiator && now.saturating_since(s.established) >= at);
+        if due {
+            self.peers[pi].last_minute_handshake = true;
+            self.start_handshake(pi, now, 1);
+        }
+    }
+
     /// [`Tunnel::decapsulate_reserve`] on WireGuard's wire (refusals not yet counted).
     pub(super) fn wg_decapsulate_reserve(
         &mut self,

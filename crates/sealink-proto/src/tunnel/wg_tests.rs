@@ -369,6 +369,130 @@ fn keys_are_erased_three_reject_after_times_after_their_handshake() {
     );
 }
 
+/// Handshakes each side has initiated.
+fn initiated(p: &Pair) -> (u64, u64) {
+    (
+        p.a.peer_status(p.now)[0].stats.handshakes_initiated,
+        p.b.peer_status(p.now)[0].stats.handshakes_initiated,
+    )
+}
+
+/// As wireguard-go and the kernel: REKEY_AFTER_TIME makes the side that initiated the session
+/// start a new handshake when it sends; the responder keeps sending on the session.
+#[test]
+fn only_the_initiator_rekeys_after_rekey_after_time() {
+    let mut p = wg_established(); // A initiated
+    assert_eq!(initiated(&p), (1, 0));
+    // B's passive keepalive answers A's packet first (one jump of 120 s would also run A's
+    // "data unanswered" timer before B's keepalive could arrive).
+    p.advance(proto::KEEPALIVE_TIMEOUT);
+    p.run();
+    p.advance(proto::REKEY_AFTER_TIME - proto::KEEPALIVE_TIMEOUT);
+    p.run();
+    assert_eq!(initiated(&p), (1, 0), "no handshake without a send");
+    p.wire.clear();
+    assert!(matches!(
+        p.send(false, &v4(IP_B, IP_A, 100, 1)),
+        Encap::Sealed { .. }
+    ));
+    assert!(
+        p.wire.iter().all(|(_, _, d)| !is_initiation(d)),
+        "the responder started a handshake"
+    );
+    p.run();
+    assert_eq!(initiated(&p), (1, 0));
+    assert_eq!(p.got_a.len(), 1, "sent on the old session");
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 100, 2)),
+        Encap::Sealed { .. }
+    ));
+    assert!(
+        p.wire
+            .iter()
+            .any(|(f, _, d)| *f == sa(A_ADDR) && is_initiation(d))
+    );
+    p.run();
+    assert_eq!(initiated(&p), (2, 0));
+    assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_completed, 2);
+    assert!(p.a.drops().is_empty(), "{:?}", p.a.drops());
+    assert!(p.b.drops().is_empty(), "{:?}", p.b.drops());
+}
+
+/// A flow only the responder sends on: the initiator, receiving, starts a handshake once its
+/// session is within KEEPALIVE_TIMEOUT + REKEY_TIMEOUT of REJECT_AFTER_TIME (165 s), and only
+/// once, so the data never stops (wireguard-go's `keepKeyFreshReceiving`).
+#[test]
+fn a_receiving_initiator_rekeys_before_its_session_is_refused() {
+    let mut p = wg_established(); // A initiated at time 0
+    let start = p.now;
+    let last_minute = proto::REJECT_AFTER_TIME - proto::KEEPALIVE_TIMEOUT - proto::REKEY_TIMEOUT;
+    let mut first_rekey = None;
+    for i in 1..=30u8 {
+        p.advance(Duration::from_secs(10));
+        p.run();
+        let before = initiated(&p).0;
+        assert!(
+            matches!(p.send(false, &v4(IP_B, IP_A, 300, i)), Encap::Sealed { .. }),
+            "round {i}"
+        );
+        p.run();
+        let after = initiated(&p).0;
+        if after > before && first_rekey.is_none() {
+            first_rekey = Some(p.now.saturating_since(start));
+        }
+        assert_eq!(initiated(&p).1, 0, "the responder never initiates by time");
+    }
+    let at = first_rekey.expect("the initiator never rekeyed");
+    assert!(
+        at >= last_minute && at < last_minute + Duration::from_secs(10),
+        "rekeyed at {at:?}"
+    );
+    assert_eq!(p.got_a.len(), 30, "every packet arrived");
+    // Once per session: the second session (from about 170 s) is not due before 335 s.
+    assert_eq!(initiated(&p).0, 2);
+    assert!(p.a.drops().is_empty(), "{:?}", p.a.drops());
+    assert!(p.b.drops().is_empty(), "{:?}", p.b.drops());
+}
+
+/// Each retry waits REKEY_TIMEOUT plus up to a third of a second, drawn per initiation; on
+/// sealink's wire there is no jitter.
+#[test]
+fn retries_wait_rekey_timeout_plus_a_random_jitter() {
+    let mut p = wg_pair();
+    p.send(true, &v4(IP_A, IP_B, 100, 1));
+    let mut waits = Vec::new();
+    for _ in 0..12 {
+        p.wire.clear(); // lost
+        let sent = p.now;
+        let due = p.a.poll_timeout().expect("a retry is due");
+        let wait = due.saturating_since(sent);
+        assert!(
+            wait >= proto::REKEY_TIMEOUT
+                && wait <= proto::REKEY_TIMEOUT + proto::REKEY_TIMEOUT_JITTER_MAX,
+            "retry after {wait:?}"
+        );
+        p.now = due - Duration::from_millis(1);
+        p.a.handle_timeout(p.now);
+        p.collect();
+        assert!(p.wire.is_empty(), "nothing before the deadline");
+        p.now = due;
+        p.a.handle_timeout(p.now);
+        p.collect();
+        assert!(p.wire.iter().any(|(_, _, d)| is_initiation(d)), "the retry");
+        waits.push(wait);
+    }
+    waits.sort();
+    waits.dedup();
+    assert!(waits.len() >= 6, "the jitter hardly varies: {waits:?}");
+    let mut s = pair_with(TunnelConfig::default());
+    s.send(true, &v4(IP_A, IP_B, 100, 1));
+    let due = s.a.poll_timeout().unwrap();
+    assert_eq!(
+        due.saturating_since(s.now),
+        TunnelConfig::default().handshake_timeout
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 

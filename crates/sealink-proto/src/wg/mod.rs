@@ -41,8 +41,9 @@ pub const IDENTIFIER: &[u8] = b"WireGuard v1 zx2c4 Jason@zx2c4.com";
 /// The preshared key when none is configured.
 pub const NO_PSK: [u8; 32] = [0; 32];
 
-/// Whitepaper §6.1 constants. Only the message limits and REJECT_AFTER_TIME are enforced in
-/// this slice; the rest are for the timers to come.
+/// Whitepaper §6.1 constants. The tunnel core runs every timer they name
+/// (`TunnelConfig::wireguard()`, `tunnel/wg.rs`); [`WgPeer`] enforces the message limits and
+/// REJECT_AFTER_TIME.
 pub const REKEY_AFTER_MESSAGES: u64 = 1 << 60;
 pub const REJECT_AFTER_MESSAGES: u64 = u64::MAX - (1 << 13);
 pub const REKEY_AFTER_TIME: Duration = Duration::from_secs(120);
@@ -50,6 +51,9 @@ pub const REJECT_AFTER_TIME: Duration = Duration::from_secs(180);
 pub const REKEY_ATTEMPT_TIME: Duration = Duration::from_secs(90);
 pub const REKEY_TIMEOUT: Duration = Duration::from_secs(5);
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most a retry waits past REKEY_TIMEOUT (wireguard-go's `RekeyTimeoutJitterMaxMs`, the
+/// kernel's `REKEY_TIMEOUT_JITTER_MAX_JIFFIES`: a third of a second).
+pub const REKEY_TIMEOUT_JITTER_MAX: Duration = Duration::from_millis(333);
 
 /// WireGuard's replay window: 33 blocks of 64 bits remember exactly 2,048 counters.
 pub type WgReplayWindow = RingWindow<33>;
