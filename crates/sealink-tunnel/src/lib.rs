@@ -543,7 +543,7 @@ fn run_prepared(
             &sock_path,
             config_path.as_deref(),
             &cfg.private_key,
-            uapi_sock.as_ref().map(|u| u.path.as_path()),
+            uapi_sock.as_ref().map(|u| (u.path.as_path(), u.id_arg())),
         )
             .inspect_err(|e| {
                 tracing::warn!(error = %e, "privileged helper did not start: reloads may not read the config, and the control socket stays at exit")

@@ -64,6 +64,15 @@ impl Socket {
     }
 }
 
+impl Socket {
+    /// `DEV:INODE` of the socket file as made (as `stat -c %d:%i` prints it), or empty.
+    pub(crate) fn id_arg(&self) -> String {
+        self.id
+            .map(|(dev, ino)| format!("{dev}:{ino}"))
+            .unwrap_or_default()
+    }
+}
+
 fn file_id(path: &Path) -> Option<(u64, u64)> {
     std::fs::symlink_metadata(path)
         .ok()
