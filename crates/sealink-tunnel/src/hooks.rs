@@ -306,7 +306,9 @@ impl ShellHelper {
 }
 
 /// The privileged helper's script: `$1` the control socket, `$2` the config file, `$3` the
-/// key file. `read` answers one line per file, `ok UID MODE DIR_UID DIR_MODE BASE64` (owner
+/// key file, `$4` the WireGuard UAPI socket (or empty) and `$5` its `DEV:INODE` when made (or
+/// empty): it is removed only while it is still that file, not another process's socket made
+/// since ours was removed (see `uapi.rs`). `read` answers one line per file, `ok UID MODE DIR_UID DIR_MODE BASE64` (owner
 /// and mode in hex, as `stat -L` gives them, of the file and of its directory) or
 /// `error MESSAGE`; `unlink` removes the control socket, then its directory if that is empty
 /// now (the last tunnel of the namespace), and answers `ok` or `error MESSAGE`. Anything else
@@ -326,7 +328,7 @@ while read -r op; do
       fi
     done ;;
   unlink)
-    [ -z \"$4\" ] || rm -f -- \"$4\"
+    [ -z \"$4\" ] || { [ -n \"$5\" ] && [ \"$(stat -c %d:%i -- \"$4\" 2>/dev/null)\" != \"$5\" ] || rm -f -- \"$4\"; }
     if out=$(rm -f -- \"$1\" 2>&1); then rmdir -- \"$(dirname -- \"$1\")\" 2>/dev/null; echo ok
     else printf 'error %s\\n' \"$(printf %s \"$out\" | tr '\\n' ' ')\"; fi ;;
   *) exit 1 ;;
@@ -354,12 +356,18 @@ impl PrivHelper {
         socket: &std::path::Path,
         config: Option<&std::path::Path>,
         key: &std::path::Path,
-        uapi: Option<&std::path::Path>,
+        uapi: Option<(&std::path::Path, String)>,
     ) -> std::io::Result<Self> {
         let none = std::path::Path::new("");
         let config = config.unwrap_or(none);
-        let uapi = uapi.unwrap_or(none);
-        ShellHelper::start(PRIV_HELPER, "sealink-priv", [socket, config, key, uapi]).map(PrivHelper)
+        let (uapi, uapi_id) = uapi.unwrap_or((none, String::new()));
+        let uapi_id = std::path::Path::new(&uapi_id);
+        ShellHelper::start(
+            PRIV_HELPER,
+            "sealink-priv",
+            [socket, config, key, uapi, uapi_id],
+        )
+        .map(PrivHelper)
     }
 
     /// One answer line, wiped on drop: it may hold the private key.
@@ -417,4 +425,42 @@ fn parse_fetched(line: &str) -> Result<Fetched, String> {
         dir_mode,
         data: zeroize::Zeroizing::new(data),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// `unlink` removes the UAPI socket only while the path is still the file it was given
+    /// (by device and inode), not one made there since.
+    #[test]
+    fn priv_helper_unlinks_only_our_uapi_socket() {
+        let d = tempfile::tempdir().unwrap();
+        let id = |p: &std::path::Path| {
+            let m = std::fs::metadata(p).unwrap();
+            format!("{}:{}", m.dev(), m.ino())
+        };
+        let run = |replace: bool| {
+            let ctl_dir = d.path().join("run");
+            std::fs::create_dir_all(&ctl_dir).unwrap();
+            let ctl = ctl_dir.join("t.sock");
+            let uapi = d.path().join("wg.sock");
+            std::fs::write(&ctl, "").unwrap();
+            std::fs::write(&uapi, "ours").unwrap();
+            let ours = id(&uapi);
+            if replace {
+                // Another file at that path (ours moved aside, so its inode is not reused).
+                std::fs::rename(&uapi, d.path().join("aside")).unwrap();
+                std::fs::write(&uapi, "theirs").unwrap();
+            }
+            let key = d.path().join("key");
+            let mut h = PrivHelper::start(&ctl, None, &key, Some((&uapi, ours))).unwrap();
+            assert_eq!(h.unlink(), Ok(()));
+            assert!(!ctl.exists() && !ctl_dir.exists());
+            uapi.exists()
+        };
+        assert!(!run(false), "our UAPI socket stayed");
+        assert!(run(true), "another's UAPI socket was removed");
+    }
 }

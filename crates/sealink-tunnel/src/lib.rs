@@ -114,6 +114,8 @@ pub(crate) struct Shared {
     threads: threads::Registry,
     /// WireGuard UAPI requests refused, by reason (`show`).
     uapi_refused: uapi::Refusals,
+    /// IPv6 endpoint zones as the last UAPI `set` gave them (`get` prints them back).
+    uapi_zones: uapi::Zones,
 }
 
 /// What [`run_with`] takes besides the config.
@@ -541,7 +543,7 @@ fn run_prepared(
             &sock_path,
             config_path.as_deref(),
             &cfg.private_key,
-            uapi_sock.as_ref().map(|(_, p)| p.as_path()),
+            uapi_sock.as_ref().map(|u| (u.path.as_path(), u.id_arg())),
         )
             .inspect_err(|e| {
                 tracing::warn!(error = %e, "privileged helper did not start: reloads may not read the config, and the control socket stays at exit")
@@ -590,6 +592,7 @@ fn run_prepared(
         resolve_tx,
         threads: threads::Registry::new(),
         uapi_refused: uapi::Refusals::default(),
+        uapi_zones: uapi::Zones::default(),
     });
     {
         let weak = std::sync::Arc::downgrade(&sh);
@@ -640,10 +643,10 @@ fn run_prepared(
             .name("sl-timer".into())
             .spawn_scoped(s, move || timer_loop(sh))
             .is_ok();
-        if let Some((l, _)) = &uapi_sock {
+        if let Some(u) = &uapi_sock {
             ok &= std::thread::Builder::new()
                 .name("sl-uapi".into())
-                .spawn_scoped(s, move || uapi::serve_loop(sh, l))
+                .spawn_scoped(s, move || uapi::serve_loop(sh, u))
                 .is_ok();
         }
         if ok {

@@ -10,17 +10,28 @@
 //! log line, what cannot change while the tunnel runs: another private key, listen port or
 //! fwmark. Like `wg set` on a kernel interface, it adds or removes no routes. Refused requests
 //! are counted by reason (`sealink show`).
+//!
+//! As wireguard-go v0.0.20250522: `allowed_ip=-NET` removes one prefix from a peer; an
+//! endpoint's IPv6 zone may name an interface (`[fe80::1%eth0]:51820`), resolved here to its
+//! index for the scope id (an unknown name is refused) and printed back by `get`; and the
+//! tunnel stops, as on SIGTERM, once its socket file is removed (wg-quick's `down` for a
+//! userspace implementation removes it and waits for the interface to go).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
+use std::net::{SocketAddr, SocketAddrV6};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use sealink_proto::tunnel::uapi::{self, Device, Peer, Request, Set, UapiError};
-use sealink_proto::tunnel::{PeerConfig, Tunnel};
+use sealink_proto::tunnel::PeerConfig;
+use sealink_proto::tunnel::uapi::{
+    self, AllowedIp, Device, Endpoint, Peer, Request, Set, UapiError,
+};
 
 use crate::Shared;
 use crate::error::TunnelError;
@@ -31,6 +42,43 @@ pub const DIR: &str = "/var/run/wireguard";
 /// How long one connection may take to send its request.
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How often the socket file is checked for removal.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// The UAPI socket made by [`bind`].
+pub(crate) struct Socket {
+    pub listener: UnixListener,
+    pub path: PathBuf,
+    /// The socket file's (device, inode) once made: while the path names it, it is ours.
+    id: Option<(u64, u64)>,
+}
+
+impl Socket {
+    /// Whether the path still names the socket file we made. Only a missing file or another
+    /// file says no: an error reading it (a permission) does not stop the tunnel.
+    fn still_ours(&self) -> bool {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) => self.id.is_none_or(|id| id == (m.dev(), m.ino())),
+            Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        }
+    }
+}
+
+impl Socket {
+    /// `DEV:INODE` of the socket file as made (as `stat -c %d:%i` prints it), or empty.
+    pub(crate) fn id_arg(&self) -> String {
+        self.id
+            .map(|(dev, ino)| format!("{dev}:{ino}"))
+            .unwrap_or_default()
+    }
+}
+
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
 /// `DIR/NAME.sock`.
 pub fn socket_path(name: &str) -> PathBuf {
     Path::new(DIR).join(format!("{name}.sock"))
@@ -39,7 +87,7 @@ pub fn socket_path(name: &str) -> PathBuf {
 /// Makes the UAPI socket of interface `name` (during set-up, as root): refused while another
 /// process answers on it (wireguard-go or another sealink of that name); a stale one is
 /// replaced.
-pub(crate) fn bind(name: &str) -> Result<(UnixListener, PathBuf), TunnelError> {
+pub(crate) fn bind(name: &str) -> Result<Socket, TunnelError> {
     let dir = Path::new(DIR);
     if !dir.exists() {
         std::fs::create_dir_all(dir).map_err(crate::error::io(format!("create {DIR}")))?;
@@ -60,13 +108,83 @@ pub(crate) fn bind(name: &str) -> Result<(UnixListener, PathBuf), TunnelError> {
     let l = crate::bind_private(&path, "WireGuard UAPI socket")?;
     l.set_nonblocking(true)
         .map_err(crate::error::io("UAPI socket"))?;
-    Ok((l, path))
+    let id = file_id(&path);
+    Ok(Socket {
+        listener: l,
+        path,
+        id,
+    })
 }
 
-/// Removes the UAPI socket made by [`bind`] (at exit, or when set-up fails), if it can.
-pub(crate) fn remove(sock: Option<&(UnixListener, PathBuf)>) {
-    if let Some((_, p)) = sock {
-        let _ = std::fs::remove_file(p);
+/// Removes the UAPI socket made by [`bind`] (at exit, or when set-up fails), if it can and
+/// the path still names it (not another process's socket made since ours was removed).
+pub(crate) fn remove(sock: Option<&Socket>) {
+    if let Some(s) = sock.filter(|s| s.still_ours()) {
+        let _ = std::fs::remove_file(&s.path);
+    }
+}
+
+/// The zone of each peer's IPv6 endpoint as the last `set` gave it (a name or a number), so
+/// that `get` prints it back as given, as wireguard-go does, while the endpoint is that one.
+#[derive(Default)]
+pub(crate) struct Zones(Mutex<HashMap<[u8; 32], (SocketAddrV6, String)>>);
+
+impl Zones {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (SocketAddrV6, String)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// An interface's index in the tunnel's network namespace (`SIOCGIFINDEX`).
+fn interface_index(name: &str) -> std::io::Result<u32> {
+    let fd = rustix::net::socket(
+        rustix::net::AddressFamily::INET6,
+        rustix::net::SocketType::DGRAM,
+        None,
+    )
+    .or_else(|_| {
+        rustix::net::socket(
+            rustix::net::AddressFamily::INET,
+            rustix::net::SocketType::DGRAM,
+            None,
+        )
+    })?;
+    Ok(rustix::net::netdevice::name_to_index(&fd, name)?)
+}
+
+/// An interface's name from its index (`SIOCGIFNAME`), if there is one.
+fn interface_name(index: u32) -> Option<String> {
+    let fd = rustix::net::socket(
+        rustix::net::AddressFamily::INET,
+        rustix::net::SocketType::DGRAM,
+        None,
+    )
+    .ok()?;
+    rustix::net::netdevice::index_to_name(&fd, index).ok()
+}
+
+/// How `get` prints a peer's endpoint: an IPv6 zone as the last `set` gave it while the
+/// endpoint is that one, else the interface's name (as wireguard-go prints an endpoint it
+/// learned), else the scope id.
+fn endpoint_for_get(zones: &Zones, key: &[u8; 32], e: SocketAddr) -> Endpoint {
+    let SocketAddr::V6(v6) = e else {
+        return Endpoint::Addr(e);
+    };
+    if v6.scope_id() == 0 {
+        return Endpoint::Addr(e);
+    }
+    let given = zones
+        .lock()
+        .get(key)
+        .filter(|(a, _)| *a == v6)
+        .map(|(_, z)| z.clone());
+    let zone = given.or_else(|| interface_name(v6.scope_id()));
+    match zone {
+        Some(z) if !z.bytes().all(|c| c.is_ascii_digit()) => Endpoint::Scoped {
+            addr: v6,
+            interface: z,
+        },
+        _ => Endpoint::Addr(e),
     }
 }
 
@@ -94,10 +212,24 @@ impl Refusals {
     }
 }
 
-/// Serves the UAPI socket until the tunnel stops.
-pub(crate) fn serve_loop(sh: &Shared, listener: &UnixListener) {
+/// Serves the UAPI socket until the tunnel stops; stops the tunnel (as SIGTERM does) once the
+/// socket file is removed or replaced, checked every [`WATCH_EVERY`].
+pub(crate) fn serve_loop(sh: &Shared, sock: &Socket) {
     use std::os::fd::AsFd;
+    let listener = &sock.listener;
+    let mut checked = Instant::now();
     while !sh.stopping() {
+        if checked.elapsed() >= WATCH_EVERY {
+            checked = Instant::now();
+            if !sock.still_ours() {
+                tracing::warn!(
+                    path = %sock.path.display(),
+                    "the UAPI socket was removed (as by wg-quick down): stopping the tunnel"
+                );
+                sh.stop.store(true, Ordering::SeqCst);
+                break;
+            }
+        }
         match listener.accept() {
             Ok((stream, _)) => {
                 if let Err(refusal) = crate::authorize(sh, &stream) {
@@ -159,8 +291,8 @@ fn serve_connection(sh: &Shared, mut stream: UnixStream) {
             Ok(Request::Get) => uapi::format_get(&device(sh)),
             Ok(Request::Set(set)) => match apply(sh, set) {
                 Ok(()) => uapi::format_errno(0),
-                Err(errno) => {
-                    sh.uapi_refused.count("set-refused");
+                Err((errno, reason)) => {
+                    sh.uapi_refused.count(reason);
                     uapi::format_errno(errno)
                 }
             },
@@ -196,7 +328,9 @@ fn device(sh: &Shared) -> Device {
             .map(|p| Peer {
                 public_key: p.public_key,
                 preshared_key: p.preshared_key,
-                endpoint: p.endpoint,
+                endpoint: p
+                    .endpoint
+                    .map(|e| endpoint_for_get(&sh.uapi_zones, &p.public_key, e)),
                 // The driver's clock counts from the Unix epoch.
                 last_handshake: p.last_handshake.map(|t| Duration::from_nanos(t.as_nanos())),
                 tx_bytes: p.stats.tx_bytes,
@@ -210,12 +344,39 @@ fn device(sh: &Shared) -> Device {
     }
 }
 
-/// Applies a `set`; the errno when refused (nothing changed then).
-fn apply(sh: &Shared, set: Set) -> Result<(), i32> {
+/// Resolves the interface names of scoped endpoints to their index (the scope id) in place;
+/// returns each IPv6 zone as given, by peer. An unknown name refuses the whole `set`.
+fn resolve_zones(set: &mut Set) -> Result<Vec<([u8; 32], SocketAddrV6, String)>, String> {
+    let mut given = Vec::new();
+    for ps in &mut set.peers {
+        match &ps.endpoint {
+            Some(e @ Endpoint::Scoped { addr, interface }) => {
+                let index = interface_index(interface)
+                    .map_err(|err| format!("endpoint {e}: interface {interface:?}: {err}"))?;
+                let mut a = *addr;
+                a.set_scope_id(index);
+                given.push((ps.public_key, a, interface.clone()));
+                ps.endpoint = Some(Endpoint::Addr(SocketAddr::V6(a)));
+            }
+            Some(Endpoint::Addr(SocketAddr::V6(a))) if a.scope_id() != 0 => {
+                given.push((ps.public_key, *a, a.scope_id().to_string()));
+            }
+            _ => {}
+        }
+    }
+    Ok(given)
+}
+
+/// Applies a `set`; the errno and the reason to count when refused (nothing changed then).
+fn apply(sh: &Shared, mut set: Set) -> Result<(), (i32, &'static str)> {
+    let zones = resolve_zones(&mut set).map_err(|e| {
+        tracing::warn!("UAPI set refused: {e}");
+        (uapi::EINVAL, "unknown-interface")
+    })?;
     let mut core = sh.lock();
     let refuse = |what: &str| {
         tracing::warn!("UAPI set refused: {what} cannot change while the tunnel runs");
-        Err(uapi::EINVAL)
+        Err((uapi::EINVAL, "set-refused"))
     };
     if set
         .private_key
@@ -232,27 +393,41 @@ fn apply(sh: &Shared, set: Set) -> Result<(), i32> {
     if set.fwmark.is_some_and(|m| m != sh.info.fwmark.unwrap_or(0)) {
         return refuse("the fwmark");
     }
-    let peers = updated_peers(&core, set);
+    let endpoints_set: Vec<[u8; 32]> = set
+        .peers
+        .iter()
+        .filter(|p| p.endpoint.is_some())
+        .map(|p| p.public_key)
+        .collect();
+    let peers = updated_peers(core.peer_configs(), set);
     match core.reconfigure(peers) {
         Ok(changes) => {
             if !changes.is_empty() {
                 tracing::info!("UAPI set: {changes}");
             }
+            let mut z = sh.uapi_zones.lock();
+            for k in &endpoints_set {
+                z.remove(k);
+            }
+            for (k, a, zone) in zones {
+                z.insert(k, (a, zone));
+            }
             Ok(())
         }
         Err(e) => {
             tracing::warn!("UAPI set refused: {e}");
-            Err(uapi::EINVAL)
+            Err((uapi::EINVAL, "set-refused"))
         }
     }
 }
 
-/// The peer list after `set`, from the core's.
-fn updated_peers(core: &Tunnel, set: Set) -> Vec<PeerConfig> {
+/// The peer list after `set` (its scoped endpoints resolved by [`resolve_zones`]), from the
+/// core's `current` one.
+fn updated_peers(current: Vec<PeerConfig>, set: Set) -> Vec<PeerConfig> {
     let mut peers = if set.replace_peers {
         Vec::new()
     } else {
-        core.peer_configs()
+        current
     };
     for ps in set.peers {
         let at = peers.iter().position(|p| p.public_key == ps.public_key);
@@ -283,8 +458,10 @@ fn updated_peers(core: &Tunnel, set: Set) -> Vec<PeerConfig> {
         if let Some(k) = ps.preshared_key {
             p.preshared_key = (k != [0; 32]).then_some(k);
         }
-        if let Some(e) = ps.endpoint {
-            p.endpoint = Some(e);
+        match ps.endpoint {
+            Some(Endpoint::Addr(e)) => p.endpoint = Some(e),
+            // Resolved into an address by `resolve_zones` before.
+            Some(Endpoint::Scoped { .. }) | None => {}
         }
         if let Some(s) = ps.persistent_keepalive {
             p.persistent_keepalive = (s > 0).then(|| Duration::from_secs(u64::from(s)));
@@ -292,17 +469,125 @@ fn updated_peers(core: &Tunnel, set: Set) -> Vec<PeerConfig> {
         if ps.replace_allowed_ips {
             p.allowed_ips.clear();
         }
-        for a in ps.allowed_ips {
-            // As in WireGuard, a prefix given to one peer is taken from any other.
-            for (j, q) in peers.iter_mut().enumerate() {
-                if j != i {
-                    q.allowed_ips.retain(|x| *x != a);
+        for op in ps.allowed_ips {
+            match op {
+                AllowedIp::Add(a) => {
+                    // As in WireGuard, a prefix given to one peer is taken from any other.
+                    for (j, q) in peers.iter_mut().enumerate() {
+                        if j != i {
+                            q.allowed_ips.retain(|x| *x != a);
+                        }
+                    }
+                    if !peers[i].allowed_ips.contains(&a) {
+                        peers[i].allowed_ips.push(a);
+                    }
                 }
-            }
-            if !peers[i].allowed_ips.contains(&a) {
-                peers[i].allowed_ips.push(a);
+                // Only this peer's; a prefix it does not have is left alone (wireguard-go).
+                AllowedIp::Remove(a) => peers[i].allowed_ips.retain(|x| *x != a),
             }
         }
     }
     peers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K1: [u8; 32] = [1; 32];
+    const K2: [u8; 32] = [2; 32];
+
+    fn peer(key: [u8; 32], nets: &[&str]) -> PeerConfig {
+        PeerConfig {
+            name: "p".into(),
+            public_key: key,
+            endpoint: None,
+            allowed_ips: nets.iter().map(|n| n.parse().unwrap()).collect(),
+            persistent_keepalive: None,
+            preshared_key: None,
+        }
+    }
+
+    fn set(lines: &str) -> Set {
+        match uapi::parse_request(format!("set=1\n{lines}\n").as_bytes()) {
+            Ok(Request::Set(s)) => s,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn hex(k: &[u8; 32]) -> String {
+        k.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn nets(p: &PeerConfig) -> Vec<String> {
+        p.allowed_ips.iter().map(ToString::to_string).collect()
+    }
+
+    /// `allowed_ip=-NET` removes that prefix from that peer only; a prefix the peer does not
+    /// have (another peer's included) is left alone, as in wireguard-go.
+    #[test]
+    fn allowed_ip_removal_takes_one_prefix_from_one_peer() {
+        let current = vec![
+            peer(K1, &["10.0.0.0/24", "10.1.0.0/16", "fd00::/64"]),
+            peer(K2, &["10.2.0.0/24"]),
+        ];
+        let s = set(&format!(
+            "public_key={}\nallowed_ip=-10.0.0.7/24\nallowed_ip=-10.2.0.0/24\n\
+             allowed_ip=-10.9.0.0/24\nallowed_ip=-fd00::/64\nallowed_ip=10.3.0.0/24\n",
+            hex(&K1)
+        ));
+        let peers = updated_peers(current, s);
+        assert_eq!(nets(&peers[0]), ["10.1.0.0/16", "10.3.0.0/24"]);
+        assert_eq!(nets(&peers[1]), ["10.2.0.0/24"]);
+        // In order: added then removed is gone; removed then added is there.
+        let s = set(&format!(
+            "public_key={}\nallowed_ip=10.4.0.0/24\nallowed_ip=-10.4.0.0/24\n\
+             allowed_ip=-10.5.0.0/24\nallowed_ip=10.5.0.0/24\n",
+            hex(&K2)
+        ));
+        let peers = updated_peers(peers, s);
+        assert_eq!(nets(&peers[1]), ["10.2.0.0/24", "10.5.0.0/24"]);
+    }
+
+    /// An interface name as the zone becomes its index; an unknown one refuses the set.
+    #[test]
+    fn scoped_endpoint_names_resolve_to_their_index() {
+        let lo = interface_index("lo").expect("lo exists in every network namespace");
+        let mut s = set(&format!(
+            "public_key={}\nendpoint=[fe80::1%lo]:51820\npublic_key={}\nendpoint=[fe80::2%7]:1\n",
+            hex(&K1),
+            hex(&K2)
+        ));
+        let given = resolve_zones(&mut s).unwrap();
+        let a1 = SocketAddrV6::new("fe80::1".parse().unwrap(), 51820, 0, lo);
+        let a2 = SocketAddrV6::new("fe80::2".parse().unwrap(), 1, 0, 7);
+        assert_eq!(
+            given,
+            vec![(K1, a1, "lo".to_string()), (K2, a2, "7".to_string())]
+        );
+        let peers = updated_peers(vec![peer(K1, &[])], s);
+        assert_eq!(peers[0].endpoint, Some(SocketAddr::V6(a1)));
+        assert_eq!(peers[1].endpoint, Some(SocketAddr::V6(a2)));
+        // get: as given while the endpoint is that one; else the name of the index.
+        let zones = Zones::default();
+        zones
+            .lock()
+            .extend(given.iter().map(|(k, a, z)| (*k, (*a, z.clone()))));
+        let get = |k, a| endpoint_for_get(&zones, k, SocketAddr::V6(a)).to_string();
+        assert_eq!(get(&K1, a1), "[fe80::1%lo]:51820");
+        assert_eq!(get(&K2, a2), "[fe80::2%7]:1");
+        let roamed = SocketAddrV6::new("fe80::3".parse().unwrap(), 9, 0, lo);
+        assert_eq!(get(&K1, roamed), "[fe80::3%lo]:9");
+        assert_eq!(
+            endpoint_for_get(&zones, &K1, "10.0.0.1:5".parse().unwrap()).to_string(),
+            "10.0.0.1:5"
+        );
+
+        let mut s = set(&format!(
+            "public_key={}\nendpoint=[fe80::1%nosuchif0]:51820\n",
+            hex(&K1)
+        ));
+        let e = resolve_zones(&mut s).unwrap_err();
+        assert!(e.contains("nosuchif0"), "{e}");
+    }
 }

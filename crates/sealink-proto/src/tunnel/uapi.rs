@@ -5,11 +5,16 @@
 //! empty line (0: done; else a positive errno, as wireguard-go writes it).
 //!
 //! [`parse_request`] checks a whole request before anything is applied (keys in hex, ports,
-//! endpoints, prefixes, the order of keys), so a `set` that fails changes nothing;
+//! endpoints, prefixes, the order of keys), so a `set` that fails changes nothing. As in
+//! wireguard-go v0.0.20250522, `allowed_ip=-ADDR/BITS` removes a prefix from the peer (what
+//! `wg set ... allowed-ips -NET` of wireguard-tools >= 1.0.20250521 sends), and an IPv6
+//! endpoint may carry a zone, a number (its scope id) or an interface name
+//! (`[fe80::1%eth0]:51820`, [`Endpoint::Scoped`], resolved by the driver);
 //! [`format_get`] writes a [`Device`] snapshot. Nothing here panics on any input (proptests and
 //! the `wg_uapi` fuzz target).
 
-use std::net::SocketAddr;
+use std::fmt;
+use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::time::Duration;
 
 use super::IpNet;
@@ -69,6 +74,100 @@ impl UapiError {
     }
 }
 
+/// One `allowed_ip` line of a peer, applied in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowedIp {
+    /// `allowed_ip=NET`: add it (taken from any other peer that has it).
+    Add(IpNet),
+    /// `allowed_ip=-NET`: remove it from this peer (nothing if the peer does not have it).
+    Remove(IpNet),
+}
+
+/// A peer's endpoint, as `set` gives it and `get` reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `IPv4:PORT`, `[IPv6]:PORT`, or `[IPv6%N]:PORT` with the zone as a number (its scope id).
+    Addr(SocketAddr),
+    /// `[IPv6%NAME]:PORT`: a zone that is an interface name. In a `set`, `addr`'s scope id is
+    /// 0 and the driver resolves `interface` to its index; `get` prints the name back.
+    Scoped {
+        addr: SocketAddrV6,
+        interface: String,
+    },
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Addr(a) => write!(f, "{a}"),
+            Endpoint::Scoped { addr, interface } => {
+                write!(f, "[{}%{interface}]:{}", addr.ip(), addr.port())
+            }
+        }
+    }
+}
+
+/// Whether `z` can name a Linux interface (1 to 15 bytes; not `.` or `..`; no `/`, `:`,
+/// whitespace, and here no `%`, `[` or `]` either). All digits is a scope id instead.
+fn is_interface_name(z: &str) -> bool {
+    (1..=15).contains(&z.len())
+        && z != "."
+        && z != ".."
+        && z.bytes()
+            .all(|c| c.is_ascii_graphic() && !b"/:%[]".contains(&c))
+}
+
+/// `IPv4:PORT`, `[IPv6]:PORT` or `[IPv6%ZONE]:PORT` (the forms wireguard-go's
+/// `netip.ParseAddrPort` takes; a zone only on IPv6): a decimal zone is the scope id, another
+/// must be an interface name ([`Endpoint::Scoped`]).
+pub fn parse_endpoint(v: &str) -> Option<Endpoint> {
+    let Some(rest) = v.strip_prefix('[') else {
+        return v
+            .parse::<SocketAddrV4>()
+            .ok()
+            .map(|a| Endpoint::Addr(a.into()));
+    };
+    let (host, port) = rest.rsplit_once("]:")?;
+    if port.is_empty() || port.len() > 5 || !port.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let port: u16 = port.parse().ok()?;
+    let (ip, zone) = match host.split_once('%') {
+        Some((ip, zone)) => (ip, Some(zone)),
+        None => (host, None),
+    };
+    let ip: Ipv6Addr = ip.parse().ok()?;
+    match zone {
+        None => Some(Endpoint::Addr(SocketAddrV6::new(ip, port, 0, 0).into())),
+        Some(z) if !z.is_empty() && z.bytes().all(|c| c.is_ascii_digit()) => {
+            let scope = z.parse().ok()?;
+            Some(Endpoint::Addr(SocketAddrV6::new(ip, port, 0, scope).into()))
+        }
+        Some(z) if is_interface_name(z) => Some(Endpoint::Scoped {
+            addr: SocketAddrV6::new(ip, port, 0, 0),
+            interface: z.to_owned(),
+        }),
+        Some(_) => None,
+    }
+}
+
+/// `[-]ADDR/BITS`, as wireguard-go takes an `allowed_ip` (no spaces; a `-` first removes).
+fn parse_allowed_ip(v: &str) -> Option<AllowedIp> {
+    let (remove, net) = match v.strip_prefix('-') {
+        Some(net) => (true, net),
+        None => (false, v),
+    };
+    if !net.contains('/') || net.bytes().any(|c| c.is_ascii_whitespace() || c == b'+') {
+        return None;
+    }
+    let net = net.parse::<IpNet>().ok()?;
+    Some(if remove {
+        AllowedIp::Remove(net)
+    } else {
+        AllowedIp::Add(net)
+    })
+}
+
 /// One peer's part of a `set`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PeerSet {
@@ -78,11 +177,12 @@ pub struct PeerSet {
     pub update_only: bool,
     /// `Some([0; 32])` clears it.
     pub preshared_key: Option<[u8; 32]>,
-    pub endpoint: Option<SocketAddr>,
+    pub endpoint: Option<Endpoint>,
     /// Seconds; `Some(0)` turns it off.
     pub persistent_keepalive: Option<u16>,
     pub replace_allowed_ips: bool,
-    pub allowed_ips: Vec<IpNet>,
+    /// The `allowed_ip` lines, in order (after `replace_allowed_ips`).
+    pub allowed_ips: Vec<AllowedIp>,
 }
 
 /// A parsed `set`.
@@ -117,7 +217,7 @@ pub struct Device {
 pub struct Peer {
     pub public_key: [u8; 32],
     pub preshared_key: Option<[u8; 32]>,
-    pub endpoint: Option<SocketAddr>,
+    pub endpoint: Option<Endpoint>,
     /// Wall-clock time of the latest handshake since the Unix epoch; `None`: never.
     pub last_handshake: Option<Duration>,
     pub tx_bytes: u64,
@@ -210,7 +310,7 @@ pub fn parse_request(req: &[u8]) -> Result<Request, UapiError> {
             }
             "endpoint" => {
                 peer.ok_or(need_peer("endpoint"))?.endpoint =
-                    Some(value.parse().map_err(|_| bad("endpoint"))?);
+                    Some(parse_endpoint(value).ok_or(bad("endpoint"))?);
             }
             "persistent_keepalive_interval" => {
                 peer.ok_or(need_peer("persistent_keepalive_interval"))?
@@ -225,8 +325,8 @@ pub fn parse_request(req: &[u8]) -> Result<Request, UapiError> {
                     .replace_allowed_ips = bool_true("replace_allowed_ips")?;
             }
             "allowed_ip" => {
-                let net = value.parse::<IpNet>().map_err(|_| bad("allowed_ip"))?;
-                peer.ok_or(need_peer("allowed_ip"))?.allowed_ips.push(net);
+                let op = parse_allowed_ip(value).ok_or(bad("allowed_ip"))?;
+                peer.ok_or(need_peer("allowed_ip"))?.allowed_ips.push(op);
             }
             "protocol_version" => {
                 peer.ok_or(need_peer("protocol_version"))?;
@@ -269,7 +369,7 @@ pub fn format_get(d: &Device) -> String {
             hex(&p.preshared_key.unwrap_or([0; 32]))
         );
         let _ = writeln!(s, "protocol_version=1");
-        if let Some(e) = p.endpoint {
+        if let Some(e) = &p.endpoint {
             let _ = writeln!(s, "endpoint={e}");
         }
         let t = p.last_handshake.unwrap_or_default();
@@ -313,11 +413,7 @@ mod tests {
             peers: vec![Peer {
                 public_key: hex32(K2).unwrap(),
                 preshared_key: None,
-                endpoint: Some(
-                    "[abcd:23::33%2]:51820"
-                        .parse()
-                        .unwrap_or_else(|_| "[abcd:23::33]:51820".parse().unwrap()),
-                ),
+                endpoint: Some(Endpoint::Addr("[abcd:23::33%2]:51820".parse().unwrap())),
                 last_handshake: Some(Duration::new(1_700_000_000, 5)),
                 tx_bytes: 38333,
                 rx_bytes: 2224,
@@ -359,12 +455,159 @@ mod tests {
         assert!(s.peers[0].replace_allowed_ips && !s.peers[0].update_only);
         // The %scope of a link-local endpoint is kept (its zone index).
         assert_eq!(
-            s.peers[0].endpoint.map(|e| e.to_string()).as_deref(),
+            s.peers[0]
+                .endpoint
+                .as_ref()
+                .map(|e| e.to_string())
+                .as_deref(),
             Some("[abcd:23::33%2]:51820")
         );
         assert!(s.peers[1].update_only);
         assert_eq!(s.peers[1].persistent_keepalive, Some(111));
-        assert_eq!(s.peers[1].allowed_ips, vec!["10.0.0.0/8".parse().unwrap()]);
+        assert_eq!(
+            s.peers[1].allowed_ips,
+            vec![AllowedIp::Add("10.0.0.0/8".parse().unwrap())]
+        );
+    }
+
+    fn one_peer_set(lines: &str) -> Result<PeerSet, UapiError> {
+        match parse_request(format!("set=1\npublic_key={K2}\n{lines}\n").as_bytes())? {
+            Request::Set(mut s) if s.peers.len() == 1 => Ok(s.peers.remove(0)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// `wg set wg0 peer K allowed-ips -10.0.0.0/24` (wireguard-tools >= 1.0.20250521) sends
+    /// `allowed_ip=-10.0.0.0/24`; wireguard-go v0.0.20250522 removes that prefix. Additions and
+    /// removals keep their order; host bits are cleared as for an addition.
+    #[test]
+    fn allowed_ip_removal() {
+        let p = one_peer_set(
+            "allowed_ip=10.0.0.0/24\nallowed_ip=-10.0.0.0/24\nallowed_ip=-fd00::1/64\n\
+             allowed_ip=-10.1.2.3/16\nallowed_ip=-0.0.0.0/0\n",
+        )
+        .unwrap();
+        let net = |s: &str| s.parse::<IpNet>().unwrap();
+        assert_eq!(
+            p.allowed_ips,
+            vec![
+                AllowedIp::Add(net("10.0.0.0/24")),
+                AllowedIp::Remove(net("10.0.0.0/24")),
+                AllowedIp::Remove(net("fd00::/64")),
+                AllowedIp::Remove(net("10.1.0.0/16")),
+                AllowedIp::Remove(net("0.0.0.0/0")),
+            ]
+        );
+        for bad in [
+            "-",
+            "--10.0.0.0/24",
+            "-/24",
+            "- 10.0.0.0/24",
+            "-10.0.0.0/ 24",
+            "-10.0.0.0/33",
+            "-10.0.0.0/+8",
+            "-10.0.0.0",
+            "-fd00::/129",
+            "-10.0.0.0/24 ",
+            "+10.0.0.0/24",
+            "10.0.0.0/24-",
+            "-eth0",
+        ] {
+            assert_eq!(
+                one_peer_set(&format!("allowed_ip={bad}\n")),
+                Err(UapiError::BadValue {
+                    line: 3,
+                    key: "allowed_ip"
+                }),
+                "{bad:?}"
+            );
+        }
+        // Outside a peer, a removal is refused like an addition.
+        assert_eq!(
+            parse_request(b"set=1\nallowed_ip=-10.0.0.0/24\n\n"),
+            Err(UapiError::PeerKeyOutsidePeer {
+                line: 2,
+                key: "allowed_ip"
+            })
+        );
+    }
+
+    /// Endpoints as wireguard-go's `netip.ParseAddrPort` takes them: an IPv6 zone is a scope id
+    /// (a number) or an interface name, printed back as given.
+    #[test]
+    fn scoped_endpoints() {
+        let ep = |s: &str| parse_endpoint(s);
+        assert_eq!(
+            ep("[fe80::1%eth0]:51820"),
+            Some(Endpoint::Scoped {
+                addr: SocketAddrV6::new("fe80::1".parse().unwrap(), 51820, 0, 0),
+                interface: "eth0".into(),
+            })
+        );
+        assert_eq!(
+            ep("[fe80::1%7]:51820"),
+            Some(Endpoint::Addr(SocketAddr::V6(SocketAddrV6::new(
+                "fe80::1".parse().unwrap(),
+                51820,
+                0,
+                7
+            ))))
+        );
+        for s in [
+            "[fe80::1%eth0]:51820",
+            "[fe80::1%7]:51820",
+            "[fe80::1%wg-0.a_b=c+d]:1",
+            "[fe80::1%abcdefghijklmno]:65535",
+            "[::1]:0",
+            "10.0.0.1:51820",
+            "[abcd:23::33%2]:51820",
+        ] {
+            let e = ep(s).unwrap_or_else(|| panic!("{s}"));
+            assert_eq!(e.to_string(), s);
+        }
+        for s in [
+            "[fe80::1%]:51820",
+            "[fe80::1%eth0%1]:51820",
+            "[fe80::1%eth/0]:51820",
+            "[fe80::1%eth:0]:51820",
+            "[fe80::1%eth 0]:51820",
+            "[fe80::1%.]:51820",
+            "[fe80::1%..]:51820",
+            "[fe80::1%abcdefghijklmnop]:51820",
+            "[fe80::1%4294967296]:51820",
+            "[fe80::1%eth0]",
+            "[fe80::1%eth0]:",
+            "[fe80::1%eth0]:65536",
+            "[fe80::1%eth0]:+1",
+            "[fe80::1%eth0:51820",
+            "fe80::1%eth0:51820",
+            "10.0.0.1%eth0:51820",
+            "[10.0.0.1]:51820",
+            "[fe80::1%eth0]]:51820",
+            "[fe80::1%eth\u{e9}]:51820",
+        ] {
+            assert_eq!(ep(s), None, "{s:?}");
+        }
+        let p = one_peer_set("endpoint=[fe80::1%lo]:51820\n").unwrap();
+        assert!(
+            matches!(p.endpoint, Some(Endpoint::Scoped { ref interface, .. }) if interface == "lo")
+        );
+        assert_eq!(
+            one_peer_set("endpoint=[fe80::1%a/b]:51820\n"),
+            Err(UapiError::BadValue {
+                line: 3,
+                key: "endpoint"
+            })
+        );
+        // get prints the name back.
+        let d = Device {
+            peers: vec![Peer {
+                endpoint: p.endpoint,
+                ..Peer::default()
+            }],
+            ..Device::default()
+        };
+        assert!(format_get(&d).contains("\nendpoint=[fe80::1%lo]:51820\n"));
     }
 
     #[test]
@@ -447,6 +690,8 @@ mod tests {
                     Just(format!("public_key={K2}")),
                     Just(format!("private_key={K1}")),
                     Just("allowed_ip=::/0".to_string()),
+                    Just("allowed_ip=-10.0.0.0/8".to_string()),
+                    Just("endpoint=[fe80::1%eth0]:51820".to_string()),
                     Just("endpoint=1.2.3.4:5".to_string()),
                     Just("replace_peers=true".to_string()),
                     Just("remove=true".to_string()),
