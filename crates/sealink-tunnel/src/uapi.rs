@@ -6,7 +6,7 @@
 //! The socket is made during set-up (root), mode 0600 in a 0755 directory as wireguard-go
 //! makes them; a connection must come from root or the uid that started the tunnel (as the
 //! control socket's). `get` reads the core; `set` changes its peers through
-//! [`Tunnel::reconfigure`] (sessions of kept peers stay), and refuses, with `errno=22` and a
+//! [`Tunnel::reconfigure`] (sessions of kept peers stay), and refuses, with `errno=-22` and a
 //! log line, what cannot change while the tunnel runs: another private key, listen port or
 //! fwmark. Like `wg set` on a kernel interface, it adds or removes no routes. Refused requests
 //! are counted by reason (`sealink show`).

@@ -270,7 +270,7 @@ fn uapi_checks(name: &str, peer_pub: &[u8; 32], psk: &[u8; 32], run_dir: &RunDir
         name,
         &format!("set=1\npublic_key={hex}\nendpoint=[fe80::1%nosuchif9]:{W_PORT}\n\n"),
     );
-    assert_eq!(answer, "errno=22\n\n");
+    assert_eq!(answer, "errno=-22\n\n");
     assert!(wg(&["show", name, "endpoints"]).contains(&lo_ep));
     assert!(
         show(run_dir, name).contains("unknown-interface=1"),
@@ -298,13 +298,16 @@ fn uapi_checks(name: &str, peer_pub: &[u8; 32], psk: &[u8; 32], run_dir: &RunDir
         .output()
         .unwrap();
     assert!(!o.status.success(), "a new private key was taken");
+    // `wg` reads the negated errno as wireguard-go sends it: EINVAL's message, not "-22".
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("Invalid argument"), "wg said: {err}");
     // Garbage on the socket: an errno back, counted, and the socket still answers.
     let sock = sealink_tunnel::uapi::socket_path(name);
     let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
     c.write_all(b"frobnicate=1\n\n").unwrap();
     let mut answer = String::new();
     c.read_to_string(&mut answer).unwrap();
-    assert_eq!(answer, "errno=22\n\n");
+    assert_eq!(answer, "errno=-22\n\n");
     let show = show(run_dir, name);
     assert!(show.contains("uapi: refused"), "{show}");
     assert!(show.contains("unknown-operation=1"), "{show}");

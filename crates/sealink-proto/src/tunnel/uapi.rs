@@ -390,15 +390,24 @@ pub fn format_get(d: &Device) -> String {
     s
 }
 
-/// The answer to a `set` (or any refusal): `errno=N` and the empty line.
+/// The answer to a `set` (or any refusal): `errno=0`, or the errno negated as wireguard-go
+/// sends it (`errno=-22`: `wg` reads the value as a negative return code and reports
+/// `strerror` of its negation), then the empty line.
 pub fn format_errno(errno: i32) -> String {
-    format!("errno={errno}\n\n")
+    format!("errno={}\n\n", -errno.saturating_abs())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn refusals_carry_the_negated_errno_as_wireguard_go_sends_it() {
+        assert_eq!(format_errno(0), "errno=0\n\n");
+        assert_eq!(format_errno(22), "errno=-22\n\n");
+        assert_eq!(format_errno(71), "errno=-71\n\n");
+    }
 
     const K1: &str = "e84b5a6d2717c1003a13b431570353dbaca9146cf150c5f8575680feba52027a";
     const K2: &str = "b85996fecc9c7f1fc6d2572a76eda11d59bcd20be8e543b15ce4bd85a8e75a33";
