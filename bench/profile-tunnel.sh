@@ -10,7 +10,8 @@
 # Environment: PERF=1 (profile), PERF_OUT (perf.data path, default in the work directory),
 # CONFIG_EXTRA (lines added to both sides' [interface], e.g. 'workers = 2'), WG=1 (WireGuard's
 # wire: `protocol = "wireguard"` with `wg genkey` keys, the sealink-wg tunnel of compare-tunnels.sh),
-# PIN_A / PIN_B (a taskset list for one side's tunnel process alone, e.g. PIN_A=0 PIN_B=1).
+# PIN_A / PIN_B (a taskset list for one side's tunnel process alone, e.g. PIN_A=0 PIN_B=1),
+# GSO_MAX_SEGS (set on both TUN devices before the flow: the TCP segments per TSO super-packet).
 set -euo pipefail
 bin="$(realpath "${1:?usage: profile-tunnel.sh SEALINK-BINARY [SECONDS] [CPUS]}")"
 secs="${2:-8}"
@@ -56,6 +57,9 @@ pina=("${pin[@]}"); pinb=("${pin[@]}")
 ip netns exec tpa "${pina[@]}" "$bin" up "$work/a.toml" >"$work/a.log" 2>&1 &
 ip netns exec tpb "${pinb[@]}" "$bin" up "$work/b.toml" >"$work/b.log" 2>&1 &
 for _ in $(seq 100); do grep -q "up: tpb" "$work/b.log" 2>/dev/null && grep -q "up: tpa" "$work/a.log" 2>/dev/null && break; sleep 0.1; done
+if [ -n "${GSO_MAX_SEGS:-}" ]; then
+  ip -n tpa link set tpa gso_max_segs "$GSO_MAX_SEGS"; ip -n tpb link set tpb gso_max_segs "$GSO_MAX_SEGS"
+fi
 ip netns exec tpb "${pin[@]}" iperf3 -s -D >/dev/null
 sleep 0.5
 ip netns exec tpa ping -c 2 -W 2 10.93.0.2 >/dev/null
