@@ -545,14 +545,22 @@ impl Config {
                     ));
                 }
             };
-            let endpoint = match &p.endpoint {
-                None => None,
-                Some(e) => Some(
-                    resolve(e)
-                        .ok_or_else(|| bad(key("endpoint"), format!("{e:?} is not HOST:PORT")))?,
-                ),
-            };
-            endpoint_names.push(p.endpoint.filter(|e| e.parse::<SocketAddr>().is_err()));
+            let endpoint =
+                match &p.endpoint {
+                    None => None,
+                    Some(e) => match scoped_by_name(e) {
+                        // A link-local endpoint whose zone names an interface, as wg accepts it.
+                        Some(r) => Some(r.map_err(|why| bad(key("endpoint"), why))?),
+                        None => Some(resolve(e).ok_or_else(|| {
+                            bad(key("endpoint"), format!("{e:?} is not HOST:PORT"))
+                        })?),
+                    },
+                };
+            // Host names are resolved again later; addresses (a zone's interface included) never.
+            endpoint_names.push(
+                p.endpoint
+                    .filter(|e| e.parse::<SocketAddr>().is_err() && scoped_by_name(e).is_none()),
+            );
             let preshared_key = match (&p.preshared_key, wireguard) {
                 (None, _) => None,
                 (Some(_), false) => {
@@ -757,6 +765,25 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// `[ADDR%NAME]:PORT`, an IPv6 endpoint whose zone names an interface (`[fe80::1%eth0]:51820`,
+/// as `wg` and wireguard-go accept it; a numeric zone is the standard form and parses as an
+/// address): `None` when `s` is not of that form, else the address with the interface's index
+/// as its scope id, or why not (no such interface here).
+fn scoped_by_name(s: &str) -> Option<Result<SocketAddr, String>> {
+    let (inside, port) = s.strip_prefix('[')?.split_once("]:")?;
+    let (addr, zone) = inside.split_once('%')?;
+    if zone.is_empty() || zone.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let addr: std::net::Ipv6Addr = addr.parse().ok()?;
+    let port: u16 = port.parse().ok()?;
+    Some(
+        crate::uapi::interface_index(zone)
+            .map(|index| SocketAddr::V6(std::net::SocketAddrV6::new(addr, port, 0, index)))
+            .map_err(|e| format!("{s:?}: no interface {zone:?} here ({e})")),
+    )
 }
 
 fn resolve(s: &str) -> Option<SocketAddr> {
@@ -1043,6 +1070,34 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
                 "{bad_hook}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn an_endpoint_zone_may_name_an_interface() {
+        let lo = crate::uapi::interface_index("lo").expect("a loopback interface");
+        let c = Config::parse(&sample().replace("10.0.0.2:51820", "[fe80::1%lo]:51820")).unwrap();
+        let Some(SocketAddr::V6(a)) = c.peers[0].endpoint else {
+            panic!("{:?}", c.peers[0].endpoint)
+        };
+        assert_eq!(
+            (a.ip().segments()[0], a.port(), a.scope_id()),
+            (0xfe80, 51820, lo)
+        );
+        assert_eq!(
+            c.endpoint_names,
+            [None],
+            "an address is never resolved again"
+        );
+        // A numeric zone is an address as it is.
+        let c = Config::parse(&sample().replace("10.0.0.2:51820", "[fe80::1%7]:51820")).unwrap();
+        assert!(matches!(c.peers[0].endpoint, Some(SocketAddr::V6(a)) if a.scope_id() == 7));
+        let e = Config::parse(&sample().replace("10.0.0.2:51820", "[fe80::1%nosuch0]:51820"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("peer[0].endpoint") && e.contains("nosuch0"),
+            "{e}"
+        );
     }
 
     #[test]

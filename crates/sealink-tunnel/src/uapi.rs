@@ -136,7 +136,7 @@ impl Zones {
 }
 
 /// An interface's index in the tunnel's network namespace (`SIOCGIFINDEX`).
-fn interface_index(name: &str) -> std::io::Result<u32> {
+pub(crate) fn interface_index(name: &str) -> std::io::Result<u32> {
     let fd = rustix::net::socket(
         rustix::net::AddressFamily::INET6,
         rustix::net::SocketType::DGRAM,
