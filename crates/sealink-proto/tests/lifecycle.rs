@@ -13,15 +13,6 @@ use sealink_proto::{
     Config, Directory, Endpoint, Event, HostKey, LocalOwner, Scope, Time, Urgency,
 };
 
-fn delivered(ev: &[(Time, Event)]) -> Vec<Vec<u8>> {
-    ev.iter()
-        .flat_map(|(_, e)| match e {
-            Event::Messages(m) => m.iter().map(<[u8]>::to_vec).collect(),
-            _ => Vec::new(),
-        })
-        .collect()
-}
-
 #[test]
 fn rekeys_by_count_and_time_without_losing_or_reusing() {
     let cfg = Config {

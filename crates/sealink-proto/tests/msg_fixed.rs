@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::*;
 use sealink_proto::sim::LinkConfig;
 use sealink_proto::wire::{self, Frame, Frames, HEADER_LEN};
-use sealink_proto::{Config, Event, Outgoing, Scope, Time, Urgency};
+use sealink_proto::{Config, Outgoing, Scope, Time, Urgency};
 
 /// One data datagram's messages as an observer reads them: (seq, owner id, destination id,
 /// length) of each, and the MSG_RUN and MSG_FIXED frames among its frames.
@@ -73,15 +73,6 @@ fn check_forms(seen: &[Seen]) -> (usize, usize) {
         }
     }
     (fixed, runs)
-}
-
-fn delivered(ev: &[(Time, Event)]) -> Vec<Vec<u8>> {
-    ev.iter()
-        .flat_map(|(_, e)| match e {
-            Event::Messages(m) => m.iter().map(<[u8]>::to_vec).collect(),
-            _ => Vec::new(),
-        })
-        .collect()
 }
 
 #[test]

@@ -9,9 +9,9 @@
 
 mod common;
 
-use std::os::fd::AsFd;
+use common::{cmd, in_ns, is_root, which};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
@@ -22,27 +22,6 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use sealink_proto::HostKey;
 use sealink_tunnel::{Config, RunDir, RunOptions, UpInfo};
-
-fn cmd(prog: &str, args: &[&str]) -> Output {
-    Command::new(prog)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{prog}: {e}"))
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            == Some("0")
-    })
-}
-
-fn have(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-}
 
 /// The namespace, deleted on drop (with anything left in it).
 struct Ns(String);
@@ -65,7 +44,7 @@ fn removing_the_uapi_socket_stops_the_tunnel() {
         eprintln!("skipped: needs root (a network namespace, TUN)");
         return;
     }
-    if !have("ip") || !Path::new("/dev/net/tun").exists() {
+    if which("ip").is_none() || !Path::new("/dev/net/tun").exists() {
         eprintln!("skipped: no `ip` (iproute2) or no /dev/net/tun");
         return;
     }
@@ -110,16 +89,9 @@ fn removing_the_uapi_socket_stops_the_tunnel() {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel::<UpInfo>();
     let (done_tx, done_rx) = mpsc::channel();
-    let path = format!("/run/netns/{}", ns.0);
     let run = {
         let (run_dir, stop) = (run_dir.clone(), stop.clone());
-        thread::spawn(move || {
-            let file = std::fs::File::open(&path).unwrap();
-            rustix::thread::move_into_link_name_space(
-                file.as_fd(),
-                Some(rustix::thread::LinkNameSpaceType::Network),
-            )
-            .unwrap();
+        in_ns(&ns.0, move || {
             let r =
                 sealink_tunnel::run_with(cfg, host, &run_dir, stop, RunOptions::default(), |i| {
                     let _ = tx.send(i.clone());

@@ -26,9 +26,10 @@
 
 mod common;
 
+use common::{cmd, in_ns, is_root, which};
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
@@ -47,13 +48,6 @@ use sealink_tunnel::{Config, RunDir, RunOptions, UpInfo, control};
 const S_PORT: u16 = 51851;
 const W_PORT: u16 = 51852;
 
-fn cmd(prog: &str, args: &[&str]) -> Output {
-    Command::new(prog)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{prog}: {e}"))
-}
-
 fn ok(prog: &str, args: &[&str]) {
     let o = cmd(prog, args);
     assert!(
@@ -61,22 +55,6 @@ fn ok(prog: &str, args: &[&str]) {
         "{prog} {args:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find(|l| l.starts_with("Uid:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            == Some("0")
-    })
 }
 
 fn b64(k: &[u8; 32]) -> String {
@@ -134,23 +112,6 @@ impl Drop for Lab {
             let _ = std::fs::remove_file(f);
         }
     }
-}
-
-/// Runs `f` on a thread inside namespace `ns`.
-fn in_ns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> thread::JoinHandle<T> {
-    let path = format!("/run/netns/{ns}");
-    thread::spawn(move || {
-        let file = std::fs::File::open(&path).unwrap();
-        rustix::thread::move_into_link_name_space(
-            file.as_fd(),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .unwrap();
-        f()
-    })
 }
 
 fn ping(ns: &str, to: &str) -> Output {

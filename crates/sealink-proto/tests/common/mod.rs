@@ -3,7 +3,9 @@
 
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_proto::sim::{LinkConfig, Pair};
-use sealink_proto::{Config, Directory, Endpoint, HostKey, LocalOwner, OwnerId, PeerId};
+use sealink_proto::{
+    Config, Directory, Endpoint, Event, HostKey, LocalOwner, OwnerId, PeerId, Time,
+};
 
 #[derive(Debug)]
 pub struct Setup {
@@ -66,4 +68,14 @@ pub fn setup_with(cfg_a: Config, cfg_b: Config, link: LinkConfig, seed: u64) -> 
 
 pub fn setup(link: LinkConfig, seed: u64) -> Setup {
     setup_with(Config::default(), Config::default(), link, seed)
+}
+
+/// Every message delivered in `ev`, in order, as owned bytes.
+pub fn delivered(ev: &[(Time, Event)]) -> Vec<Vec<u8>> {
+    ev.iter()
+        .flat_map(|(_, e)| match e {
+            Event::Messages(m) => m.iter().map(<[u8]>::to_vec).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
 }
