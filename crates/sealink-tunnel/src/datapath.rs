@@ -4,14 +4,13 @@
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::ops::Range;
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sealink_engine::{Duplex, Half, Pipeline, Pool};
 use sealink_proto::DropReason;
-use sealink_proto::Time;
-use sealink_proto::tunnel::{DecapReserve, OpenJob, PeerIndex, Reserve, SealJob, TAILROOM, Tunnel};
-use sealink_udp::{GsoRuns, RecvBuffers, Segment};
+use sealink_proto::tunnel::{DecapReserve, OpenJob, PeerIndex, Reserve, SealJob, TAILROOM};
+use sealink_udp::{GsoRuns, Received};
 use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN, VirtioNetHdr};
 
 use crate::threads::Count;
@@ -384,16 +383,9 @@ pub(crate) fn io_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize, lane: usize
 
 // ------------------------------------------------------------------------------ UDP -> TUN
 
-struct RxEntry {
-    seg: Segment,
-    job: OpenJob,
-    opened: Result<Range<usize>, DropReason>,
-}
-
 pub(crate) struct RxBatch {
     sock: usize,
-    rb: RecvBuffers,
-    entries: Vec<RxEntry>,
+    rx: Received<OpenJob, DropReason>,
     out: Outbox,
     ranges: Vec<Range<usize>>,
     /// Packets to write: (receive buffer, range in it).
@@ -409,10 +401,7 @@ pub(crate) struct RxBatch {
 impl Half for RxBatch {
     type Ctx = Shared;
     fn run(&mut self) {
-        for e in &mut self.entries {
-            let buf = &mut self.rb.buf_mut(e.seg.buf)[e.seg.range.clone()];
-            e.opened = e.job.open(buf);
-        }
+        self.rx.open_all(OpenJob::open);
     }
 
     fn release(mut self: Box<Self>, sh: &Shared) {
@@ -422,34 +411,30 @@ impl Half for RxBatch {
             let mut core = sh.lock();
             let now = sh.clock.now();
             let RxBatch {
-                rb,
-                entries,
+                rx,
                 ranges,
                 pkts,
                 out,
                 ..
             } = &mut *self;
-            for e in entries.iter_mut() {
+            rx.finish_each(|seg, job, opened, dg| {
                 ranges.clear();
-                let opened = std::mem::replace(&mut e.opened, Err(DropReason::AuthFailed));
-                let dg = &rb.buf_mut(e.seg.buf)[e.seg.range.clone()];
                 if core
-                    .decapsulate_finish(now, e.seg.source, &e.job, opened, dg, ranges)
+                    .decapsulate_finish(now, seg.source, job, opened, dg, ranges)
                     .is_ok()
                 {
-                    let base = e.seg.range.start;
+                    let base = seg.range.start;
                     for r in ranges.iter() {
-                        pkts.push((e.seg.buf, base + r.start..base + r.end));
+                        pkts.push((seg.buf, base + r.start..base + r.end));
                     }
                 }
-            }
+            });
             out.drain(&mut core);
         }
         if !self.pkts.is_empty() {
             self.write_tun(sh);
         }
         self.out.seal_and_send(sh, self.sock);
-        self.entries.clear();
         let pool = Arc::clone(&self.pool);
         pool.put(self);
     }
@@ -461,13 +446,14 @@ impl RxBatch {
     fn write_tun(&mut self, sh: &Shared) {
         let dev = &sh.devs[self.sock % sh.devs.len()];
         let RxBatch {
-            rb,
+            rx,
             pkts,
             runs,
             hdrs,
             last_flags,
             ..
         } = self;
+        let rb = rx.buffers_mut();
         if !sh.offload {
             let bufs = rb.bufs_mut();
             for (b, r) in pkts.iter() {
@@ -524,8 +510,7 @@ impl UdpReader {
         for _ in 0..BATCHES_PER_READER {
             pool.put(Box::new(RxBatch {
                 sock: s,
-                rb: RecvBuffers::new(RECV_BATCH),
-                entries: Vec::new(),
+                rx: Received::new(RECV_BATCH),
                 out: Outbox::new(sh.stride),
                 ranges: Vec::new(),
                 pkts: Vec::new(),
@@ -551,26 +536,24 @@ impl UdpReader {
             return false;
         };
         let udp = &sh.udp[s];
-        b.entries.clear();
+        b.rx.clear();
         b.out.clear();
         let r = {
-            // The lock is taken at the batch's first datagram and held until all are reserved:
-            // the callbacks run back to back after the receive system call returns.
-            let mut held: Option<(MutexGuard<'_, Tunnel>, Time)> = None;
-            let RxBatch {
-                rb, entries, out, ..
-            } = &mut *b;
-            udp.recv_segments(rb, timeout, |seg, d| {
-                let (core, now) = held.get_or_insert_with(|| (sh.lock(), sh.clock.now()));
-                if let Ok(DecapReserve::Open(job)) = core.decapsulate_reserve(*now, seg.source, d) {
-                    entries.push(RxEntry {
-                        seg,
-                        job,
-                        opened: Err(DropReason::AuthFailed),
-                    });
-                }
-                out.drain(core);
-            })
+            let RxBatch { rx, out, .. } = &mut *b;
+            let (r, _held) = rx.recv_reserving(
+                udp,
+                timeout,
+                || (sh.lock(), sh.clock.now()),
+                |(core, now), seg, d| {
+                    let job = match core.decapsulate_reserve(*now, seg.source, d) {
+                        Ok(DecapReserve::Open(job)) => Some(job),
+                        _ => None,
+                    };
+                    out.drain(core);
+                    job
+                },
+            );
+            r
         };
         let got = match r {
             Ok(n) => {
@@ -585,7 +568,7 @@ impl UdpReader {
                 false
             }
         };
-        if b.entries.is_empty() {
+        if b.rx.is_empty() {
             // Handshakes only (or nothing): answer here.
             b.out.seal_and_send(sh, s);
             pool.put(b);

@@ -1,9 +1,13 @@
 //! sealink's batched UDP socket: [`UdpIo`] (GSO/GRO and `recvmmsg` through quinn-udp) and its
-//! receive buffers, and [`GsoRuns`], which groups datagrams into runs for its GSO sends. Datagram mode's node (`sealink-datagram`) and the tunnel (`sealink-tunnel`)
-//! both send and receive through it.
+//! receive buffers, [`GsoRuns`], which groups datagrams into runs for its GSO sends, and
+//! [`Received`], the receive half both data paths drive (reserve under a lock as datagrams
+//! arrive, open in place on any thread, finish in arrival order). Datagram mode's node
+//! (`sealink-datagram`) and the tunnel (`sealink-tunnel`) both send and receive through it.
 
+pub mod batch;
 pub mod gso;
 pub mod io;
 
+pub use batch::Received;
 pub use gso::{GsoRuns, Run};
 pub use io::{RecvBuffers, Segment, UdpIo, UdpOptions};

@@ -19,7 +19,6 @@
 //! [`Endpoint::handle_reserve_from`]: sealink_proto::Endpoint::handle_reserve_from
 //! [`Endpoint::handle_finish`]: sealink_proto::Endpoint::handle_finish
 
-use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -32,7 +31,7 @@ use sealink_proto::{DropReason, PeerId, Time};
 
 use super::source::{After, run_source};
 use super::{Arrival, Shared, State, drain_events, lock};
-use sealink_udp::{GsoRuns, RecvBuffers, Segment};
+use sealink_udp::{GsoRuns, Received, Segment};
 
 /// Receive batch size (quinn-udp caps `recvmmsg` at its BATCH_SIZE anyway).
 const RECV_BATCH: usize = 32;
@@ -43,17 +42,10 @@ const BATCHES: usize = 4;
 /// Datagrams one transmit batch holds (at most one GSO call's worth per run).
 const TX_DATAGRAMS: usize = 64;
 
-struct RxEntry {
-    seg: Segment,
-    peer: PeerId,
-    job: OpenJob,
-    opened: Result<Range<usize>, DropReason>,
-}
-
-/// Received datagrams whose opens are deferred to the engine.
+/// Received datagrams whose opens are deferred to the engine; each job with the peer the
+/// reservation found.
 pub(crate) struct RxBatch {
-    rb: RecvBuffers,
-    entries: Vec<RxEntry>,
+    rx: Received<(PeerId, OpenJob), DropReason>,
     events: Vec<Arrival>,
     pool: Arc<Pool<Box<RxBatch>>>,
 }
@@ -61,31 +53,22 @@ pub(crate) struct RxBatch {
 impl Half for RxBatch {
     type Ctx = Shared;
     fn run(&mut self) {
-        for e in &mut self.entries {
-            let buf = &mut self.rb.buf_mut(e.seg.buf)[e.seg.range.clone()];
-            e.opened = e.job.open(buf);
-        }
+        self.rx.open_all(|(_, job), d| job.open(d));
     }
 
     fn release(mut self: Box<Self>, sh: &Shared) {
         {
             let mut st = lock(&sh.state);
             let now = sh.clock.now();
-            let RxBatch {
-                rb,
-                entries,
-                events,
-                ..
-            } = &mut *self;
-            for e in entries.drain(..) {
-                let dg = &rb.buf_mut(e.seg.buf)[e.seg.range.clone()];
-                if let Ok(peer) = st.ep.handle_finish(now, e.peer, &e.job, e.opened, dg) {
+            let RxBatch { rx, events, .. } = &mut *self;
+            rx.finish_each(|seg, (peer, job), opened, dg| {
+                if let Ok(peer) = st.ep.handle_finish(now, *peer, job, opened, dg) {
                     // Authenticated and not a replay: the peer is reachable here now (roaming).
                     if let Some(a) = st.addrs.get_mut(peer.index()) {
-                        *a = Some(e.seg.source);
+                        *a = Some(seg.source);
                     }
                 }
-            }
+            });
             drain_events(&mut st, &sh.names, events);
             st.rounds = st.rounds.wrapping_add(1);
         }
@@ -207,8 +190,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
     let batches = if sh.workers == 0 { 1 } else { BATCHES };
     for _ in 0..batches {
         rx_pool.put(Box::new(RxBatch {
-            rb: RecvBuffers::new(RECV_BATCH),
-            entries: Vec::new(),
+            rx: Received::new(RECV_BATCH),
             events: Vec::new(),
             pool: Arc::clone(&rx_pool),
         }));
@@ -243,14 +225,12 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
             break;
         };
         let r = {
-            // The lock is taken at the batch's first datagram and held until all are reserved:
-            // the callbacks run back to back after the receive system call returns.
-            let mut held = None;
-            let RxBatch { rb, entries, .. } = &mut *rx;
-            let r = sh.io.recv_segments(rb, timeout, |seg, d| {
-                let (st, now) = held.get_or_insert_with(|| (lock(&sh.state), sh.clock.now()));
-                reserve(st, *now, seg, d, entries);
-            });
+            let (r, held) = rx.rx.recv_reserving(
+                &sh.io,
+                timeout,
+                || (lock(&sh.state), sh.clock.now()),
+                |(st, now), seg, d| reserve(st, *now, seg, d),
+            );
             let mut st = held.map_or_else(|| lock(&sh.state), |(st, _)| st);
             if let Ok(n @ 1..) = r {
                 st.stats.recv_batches += 1;
@@ -258,7 +238,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
             }
             r
         };
-        if rx.entries.is_empty() {
+        if rx.rx.is_empty() {
             rx_pool.put(rx);
         } else {
             pipe.submit(0, Duplex::Rx(rx));
@@ -307,8 +287,8 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
 }
 
 /// The serial first half for one datagram, with its source (the endpoint's handshake guard
-/// admits initiations by it): handshakes whole, data datagrams reserved for the engine.
-fn reserve(st: &mut State, now: Time, seg: Segment, d: &[u8], entries: &mut Vec<RxEntry>) {
+/// admits initiations by it): handshakes whole; a data datagram gives the job that opens it.
+fn reserve(st: &mut State, now: Time, seg: &Segment, d: &[u8]) -> Option<(PeerId, OpenJob)> {
     match st.ep.handle_reserve_from(now, seg.source, d) {
         Ok(Reserved::Done(peer)) => {
             // A cookie reply is bound to our initiation but not to the peer's key: no roaming
@@ -317,13 +297,9 @@ fn reserve(st: &mut State, now: Time, seg: Segment, d: &[u8], entries: &mut Vec<
             if let Some(a) = st.addrs.get_mut(peer.index()).filter(|_| !cookie) {
                 *a = Some(seg.source);
             }
+            None
         }
-        Ok(Reserved::Open { peer, job }) => entries.push(RxEntry {
-            seg,
-            peer,
-            job,
-            opened: Err(DropReason::AuthFailed),
-        }),
-        Err(_) => {}
+        Ok(Reserved::Open { peer, job }) => Some((peer, job)),
+        Err(_) => None,
     }
 }
