@@ -319,6 +319,45 @@ s.sendall(data); s.close()
 print(len(data), hashlib.sha256(data).hexdigest(), flush=True)
 "#;
 
+/// `SINK_MANY K`: accepts K connections at once; each starts with its index byte. Prints one
+/// line per connection, by index: the index, the bytes after it and their SHA-256.
+const SINK_MANY: &str = r#"
+import socket, hashlib, sys, threading
+k = int(sys.argv[1]); res = {}
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.202.0.2", 7001)); s.listen(k); s.settimeout(30)
+print("listening", flush=True)
+def serve(c):
+    c.settimeout(30); h = hashlib.sha256(); n = 0; idx = None
+    while True:
+        d = c.recv(1 << 16)
+        if not d: break
+        if idx is None: idx, d = d[0], d[1:]
+        h.update(d); n += len(d)
+    res[idx] = (n, h.hexdigest())
+ts = []
+for _ in range(k):
+    c, _ = s.accept(); t = threading.Thread(target=serve, args=(c,)); t.start(); ts.append(t)
+for t in ts: t.join()
+for i in sorted(res): print(i, *res[i], flush=True)
+"#;
+
+/// `SOURCE_MANY K N`: K connections at once, each its index byte then N random bytes; prints
+/// what `SINK_MANY` should.
+const SOURCE_MANY: &str = r#"
+import socket, hashlib, os, sys, threading
+k, n = int(sys.argv[1]), int(sys.argv[2]); res = {}
+def send(i):
+    data = os.urandom(n)
+    s = socket.create_connection(("10.202.0.2", 7001), timeout=30)
+    s.sendall(bytes([i]) + data); s.close()
+    res[i] = (n, hashlib.sha256(data).hexdigest())
+ts = [threading.Thread(target=send, args=(i,)) for i in range(k)]
+for t in ts: t.start()
+for t in ts: t.join()
+for i in sorted(res): print(i, *res[i], flush=True)
+"#;
+
 const NO_ROUTE: &str = r#"
 import socket
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -433,9 +472,65 @@ fn transfer(lab: &Lab, n: usize) {
     assert!(got.starts_with(&n.to_string()));
 }
 
-/// The engine-threaded data path: several crypto workers, a multi-queue TUN device and
-/// `SO_REUSEPORT` sockets (the default on machines with more than two cores), across real
-/// namespaces: ping, a checked TCP transfer, and `show` reporting the shape.
+/// `k` TCP connections at once from side 0 to side 1, `n` random bytes each, every one checked
+/// by SHA-256 on both ends.
+fn transfer_many(lab: &Lab, k: usize, n: usize) {
+    assert!(have("python3"), "python3 is needed for the TCP transfers");
+    let mut sink = Command::new("ip")
+        .args(["netns", "exec", &lab.ns[1], "python3", "-c", SINK_MANY])
+        .arg(k.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(sink.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "listening");
+    let sent = lab.exec(
+        0,
+        &["python3", "-c", SOURCE_MANY, &k.to_string(), &n.to_string()],
+    );
+    assert!(
+        sent.status.success(),
+        "senders: {}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let mut got = String::new();
+    std::io::Read::read_to_string(&mut out, &mut got).unwrap();
+    let _ = sink.wait();
+    let sent = String::from_utf8_lossy(&sent.stdout);
+    assert_eq!(got.lines().count(), k, "{got}");
+    assert_eq!(
+        got.trim(),
+        sent.trim(),
+        "bytes and SHA-256 of every connection must match"
+    );
+}
+
+/// The data path's threads from `show --json`: (name, TUN write packets).
+fn tun_writes_by_thread(lab: &Lab, side: usize) -> Vec<(String, u64)> {
+    let o = lab.exec(side, &[BIN, "show", "--json", &lab.ifname[side]]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("show --json parses");
+    v[0]["threads"]
+        .as_array()
+        .expect("threads in show --json")
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap_or("").to_owned(),
+                t["tun_write_packets"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// The engine-threaded data path: several crypto workers, a multi-queue TUN device,
+/// `SO_REUSEPORT` sockets and TUN writer threads (the default on machines with more than two
+/// cores), across real namespaces: ping, a checked TCP transfer, twelve checked connections at
+/// once, and `show` reporting the shape. One peer's datagrams all arrive on one socket, so it
+/// is the writers that spread the connections: every TUN write is a writer's, and the twelve
+/// connections use more than one of them.
 #[test]
 fn parallel_data_path_between_namespaces() {
     let Some(mut lab) = Lab::new("p") else { return };
@@ -446,15 +541,60 @@ fn parallel_data_path_between_namespaces() {
         lab.ping_through(3);
     }
     transfer(&lab, 16 << 20);
+    transfer_many(&lab, 12, 2 << 20);
     for side in 0..2 {
         let s = lab.show(side);
         assert!(s.contains("crypto_workers=3"), "{s}");
         assert!(s.contains("tun_queues=3"), "{s}");
         assert!(s.contains("udp_sockets=3"), "{s}");
+        assert!(s.contains("tun_writers=3"), "{s}");
         assert_eq!(counter(&s, "auth-failed"), 0, "{s}");
         assert_eq!(counter(&s, "replayed"), 0, "{s}");
     }
-    assert!(lab.peer_bytes(1, "rx_bytes") >= 16 << 20);
+    assert!(lab.peer_bytes(1, "rx_bytes") >= (16 << 20) + 12 * (2 << 20));
+    let threads = tun_writes_by_thread(&lab, 1);
+    let writers: Vec<_> = threads
+        .iter()
+        .filter(|(name, n)| name.starts_with("sl-write-") && *n > 0)
+        .collect();
+    let others: u64 = threads
+        .iter()
+        .filter(|(name, _)| !name.starts_with("sl-write-"))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(
+        others, 0,
+        "only writers write to the TUN device: {threads:?}"
+    );
+    // Twelve connections all on one of three writers: a chance of 3 in 3^12.
+    assert!(
+        writers.len() >= 2,
+        "the connections spread over writers: {threads:?}"
+    );
+}
+
+/// The same engine-threaded shape with `tun_writers = 0`: the receive path's release writes,
+/// as before the writers; checked connections still arrive intact.
+#[test]
+fn parallel_data_path_without_writers() {
+    let Some(mut lab) = Lab::new("q") else { return };
+    let cfgs = lab.write_configs_with("workers = 2\nqueues = 2\ntun_writers = 0\n");
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    transfer_many(&lab, 4, 2 << 20);
+    let s = lab.show(1);
+    assert!(s.contains("tun_writers=0"), "{s}");
+    let threads = tun_writes_by_thread(&lab, 1);
+    assert!(
+        threads
+            .iter()
+            .all(|(name, _)| !name.starts_with("sl-write-")),
+        "{threads:?}"
+    );
+    assert!(
+        threads.iter().map(|(_, n)| n).sum::<u64>() > 0,
+        "{threads:?}"
+    );
 }
 
 /// Mode bits of `p` (permissions only).

@@ -12,6 +12,9 @@
 //! workers = 4                     # crypto worker threads; 0: inline on the readers
 //! queues = 4                      # TUN queues and UDP sockets
 //!                                 # (default both: the core count; up to 2 cores: 0 and 1)
+//! tun_writers = 4                 # threads writing received packets to the TUN device, a
+//!                                 # flow always to the same one; 0: the receive path writes
+//!                                 # (default: one per queue with several queues and workers)
 //! pre_up = "cmd %i"               # hooks (wg-quick's): pre_up, post_up, pre_down, post_down;
 //! post_down = ["a", "b"]          # a command or a list, /bin/sh -c, %i: the interface name
 //! user = "nobody"                 # the user the running tunnel switches to once set up
@@ -83,6 +86,7 @@ pub(crate) struct RawInterface {
     pub mtu: Option<u32>,
     pub workers: Option<u32>,
     pub queues: Option<u32>,
+    pub tun_writers: Option<u32>,
     pub piggyback: Option<RawPiggyback>,
     pub pre_up: Option<OneOrMany>,
     pub post_up: Option<OneOrMany>,
@@ -185,6 +189,9 @@ pub struct Config {
     pub workers: Option<usize>,
     /// TUN queues and UDP sockets (`None`: the core count).
     pub queues: Option<usize>,
+    /// TUN writer threads (`None`: one per queue when there are several queues and workers;
+    /// 0: the receive path's release writes).
+    pub tun_writers: Option<usize>,
     pub core: TunnelConfig,
     pub peers: Vec<PeerConfig>,
     /// For each peer (same order): the `HOST:PORT` its endpoint was resolved from when it is a
@@ -458,6 +465,9 @@ impl Config {
         if i.queues.is_some_and(|q| q == 0 || q > 256) {
             return Err(bad("interface.queues", "must be within 1..=256"));
         }
+        if i.tun_writers.is_some_and(|w| w > 256) {
+            return Err(bad("interface.tun_writers", "at most 256"));
+        }
         let mut pb = core.piggyback;
         let (mut queue_limit, mut small) = (None, None);
         if let Some(p) = i.piggyback {
@@ -608,6 +618,7 @@ impl Config {
             listen_port: i.listen_port.unwrap_or(0),
             workers: i.workers.map(|w| w as usize),
             queues: i.queues.map(|q| q as usize),
+            tun_writers: i.tun_writers.map(|w| w as usize),
             core,
             peers,
             endpoint_names,
@@ -690,6 +701,7 @@ impl Config {
             (a.mtu != b.mtu, "interface.mtu"),
             (self.workers != new.workers, "interface.workers"),
             (self.queues != new.queues, "interface.queues"),
+            (self.tun_writers != new.tun_writers, "interface.tun_writers"),
             (a.piggyback != b.piggyback, "interface.piggyback"),
             (self.hooks != new.hooks, "interface hooks"),
             (self.user != new.user, "interface.user"),
@@ -857,6 +869,10 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         assert!(e.to_string().contains("interface.queues"), "{e}");
         let e = Config::parse(&with("workers = 1000")).unwrap_err();
         assert!(e.to_string().contains("interface.workers"), "{e}");
+        let e = Config::parse(&with("tun_writers = 257")).unwrap_err();
+        assert!(e.to_string().contains("interface.tun_writers"), "{e}");
+        let c = Config::parse(&with("tun_writers = 0")).unwrap();
+        assert_eq!(c.tun_writers, Some(0));
         let e = Config::parse(&sample().replace("small = 128", "small = 128\nmode = \"soon\""))
             .unwrap_err();
         assert!(e.to_string().contains("interface.piggyback.mode"), "{e}");

@@ -34,6 +34,10 @@ pub struct Status {
     pub tun_queues: usize,
     pub udp_sockets: usize,
     pub crypto_workers: usize,
+    /// Threads writing received packets to the TUN device (0: the receive path writes).
+    /// Absent from the answers of older builds.
+    #[serde(default)]
+    pub tun_writers: usize,
     pub aead: String,
     /// The protocol on the wire: "sealink" or "wireguard" (older builds: absent, sealink's).
     #[serde(default = "sealink_wire")]
@@ -138,6 +142,7 @@ pub fn status(
         tun_queues: info.queues,
         udp_sockets: info.udp_sockets,
         crypto_workers: info.workers,
+        tun_writers: info.tun_writers,
         aead: sealink_crypto::suite::chosen_backend().0.name().to_string(),
         protocol: match info.wire {
             Wire::Sealink => "sealink",
@@ -203,8 +208,8 @@ pub fn format_status(st: &Status) -> String {
     );
     let _ = writeln!(
         s,
-        "  data path: tun_queues={} udp_sockets={} crypto_workers={} aead={}",
-        st.tun_queues, st.udp_sockets, st.crypto_workers, st.aead
+        "  data path: tun_queues={} udp_sockets={} crypto_workers={} tun_writers={} aead={}",
+        st.tun_queues, st.udp_sockets, st.crypto_workers, st.tun_writers, st.aead
     );
     if st.drops.is_empty() {
         let _ = writeln!(s, "  drops: none");

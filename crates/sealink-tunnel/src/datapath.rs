@@ -391,10 +391,13 @@ pub(crate) struct RxBatch {
     /// Packets to write: (receive buffer, range in it).
     pkts: Vec<(usize, Range<usize>)>,
     /// The TUN writes of `pkts` (super-packets and single packets), and each one's virtio
-    /// header and last segment's TCP flags.
+    /// header (with offloads) and last segment's TCP flags.
     runs: Vec<tunwrite::Run>,
     hdrs: Vec<[u8; VIRTIO_NET_HDR_LEN]>,
     last_flags: Vec<u8>,
+    /// With TUN writer threads: the writes (indexes into `runs`) each writer makes, a flow
+    /// always on the same writer ([`tunwrite::flow_hash`]), so its packets stay in order.
+    by_writer: Vec<Vec<usize>>,
     pool: Arc<Pool<Box<RxBatch>>>,
 }
 
@@ -431,20 +434,74 @@ impl Half for RxBatch {
             });
             out.drain(&mut core);
         }
+        let mut lend = false;
         if !self.pkts.is_empty() {
-            self.write_tun(sh);
+            self.plan_writes(sh);
+            if sh.writers.is_empty() {
+                let dev = &sh.devs[self.sock % sh.devs.len()];
+                self.write_runs(sh, dev, 0..self.runs.len());
+            } else {
+                self.assign_writers(sh.writers.len());
+                lend = true;
+            }
         }
         self.out.seal_and_send(sh, self.sock);
+        if lend {
+            // The writers share the batch; the last one done hands it back to the pool.
+            let lent = Arc::new(Lent(Some(self)));
+            for (k, w) in sh.writers.iter().enumerate() {
+                if lent.batch().by_writer[k].is_empty() {
+                    continue;
+                }
+                // A writer gone (the tunnel stopping) drops its share: the batch still returns.
+                let _ = w.send(Some(Arc::clone(&lent)));
+            }
+            return;
+        }
         let pool = Arc::clone(&self.pool);
         pool.put(self);
     }
 }
 
+/// A received batch shared by the TUN writers its packets went to; it returns to its reader's
+/// pool when the last of them drops it.
+pub(crate) struct Lent(Option<Box<RxBatch>>);
+
+impl Lent {
+    fn batch(&self) -> &RxBatch {
+        self.0
+            .as_deref()
+            .expect("a lent batch is only taken back on drop")
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if let Some(b) = self.0.take() {
+            let pool = Arc::clone(&b.pool);
+            pool.put(b);
+        }
+    }
+}
+
+/// What a TUN writer thread is sent: a batch to write its share of, or `None` to stop.
+pub(crate) type WriterJob = Option<Arc<Lent>>;
+
+/// TUN writer `k`: writes its share of each batch (its flows) to TUN queue `k`, in the order
+/// the batches were released, until told to stop.
+pub(crate) fn writer_loop(sh: &Shared, k: usize, jobs: std::sync::mpsc::Receiver<WriterJob>) {
+    let dev = &sh.devs[k % sh.devs.len()];
+    while let Ok(Some(lent)) = jobs.recv() {
+        let b = lent.batch();
+        b.write_runs(sh, dev, b.by_writer[k].iter().copied());
+    }
+}
+
 impl RxBatch {
-    /// Writes the opened packets to the TUN device straight from the receive buffers: with
-    /// offloads, TCP segments of a flow coalesced into super-packets (see [`tunwrite`]).
-    fn write_tun(&mut self, sh: &Shared) {
-        let dev = &sh.devs[self.sock % sh.devs.len()];
+    /// Groups the opened packets into TUN writes: with offloads, TCP segments of a flow
+    /// coalesced into super-packets whose first segment is rewritten in place to head them
+    /// (see [`tunwrite`]); without, one write per packet.
+    fn plan_writes(&mut self, sh: &Shared) {
         let RxBatch {
             rx,
             pkts,
@@ -454,14 +511,14 @@ impl RxBatch {
             ..
         } = self;
         let rb = rx.buffers_mut();
+        hdrs.clear();
         if !sh.offload {
-            let bufs = rb.bufs_mut();
-            for (b, r) in pkts.iter() {
-                match dev.send(&bufs[*b][r.clone()]) {
-                    Ok(_) => sh.threads.call(Count::TunWrites, Count::TunWritePackets, 1),
-                    Err(e) => tracing::debug!(error = %e, "TUN write failed"),
-                }
-            }
+            runs.clear();
+            runs.extend(
+                pkts.iter()
+                    .enumerate()
+                    .map(|(i, (_, r))| tunwrite::Run::single(i, r.len())),
+            );
             return;
         }
         {
@@ -474,19 +531,61 @@ impl RxBatch {
                     .map(|r| tunwrite::tcp_flags(slices[r.first + r.n - 1])),
             );
         }
-        hdrs.clear();
-        {
-            let bufs = rb.bufs_mut();
-            for (run, &lf) in runs.iter().zip(last_flags.iter()) {
-                let (b, r) = &pkts[run.first];
-                hdrs.push(tunwrite::finish(run, &mut bufs[*b][r.clone()], lf));
-            }
+        let bufs = rb.bufs_mut();
+        for (run, &lf) in runs.iter().zip(last_flags.iter()) {
+            let (b, r) = &pkts[run.first];
+            hdrs.push(tunwrite::finish(run, &mut bufs[*b][r.clone()], lf));
         }
-        let bufs = &*rb.bufs_mut();
-        let slices: Vec<&[u8]> = pkts.iter().map(|(b, r)| &bufs[*b][r.clone()]).collect();
+    }
+
+    /// Gives each write to writer `hash(flow) % writers`.
+    fn assign_writers(&mut self, writers: usize) {
+        let RxBatch {
+            rx,
+            pkts,
+            runs,
+            by_writer,
+            ..
+        } = self;
+        by_writer.resize_with(writers, Vec::new);
+        for w in by_writer.iter_mut() {
+            w.clear();
+        }
+        let bufs = rx.buffers().bufs();
+        for (i, run) in runs.iter().enumerate() {
+            let (b, r) = &pkts[run.first];
+            let k = (tunwrite::flow_hash(&bufs[*b][r.clone()]) % writers as u64) as usize;
+            by_writer[k].push(i);
+        }
+    }
+
+    /// Makes the planned writes `which` to `dev`, straight from the receive buffers (with
+    /// offloads, each one `writev` gathered from them).
+    fn write_runs(
+        &self,
+        sh: &Shared,
+        dev: &tun_rs::SyncDevice,
+        which: impl Iterator<Item = usize>,
+    ) {
+        let bufs = self.rx.buffers().bufs();
+        let pkt = |i: usize| {
+            let (b, r) = &self.pkts[i];
+            &bufs[*b][r.clone()]
+        };
+        if !sh.offload {
+            for i in which {
+                match dev.send(pkt(self.runs[i].first)) {
+                    Ok(_) => sh.threads.call(Count::TunWrites, Count::TunWritePackets, 1),
+                    Err(e) => tracing::debug!(error = %e, "TUN write failed"),
+                }
+            }
+            return;
+        }
+        let slices: Vec<&[u8]> = (0..self.pkts.len()).map(pkt).collect();
         let mut iov = [IoSlice::new(&[]); tunwrite::MAX_RUN + 1];
-        for (run, hdr) in runs.iter().zip(hdrs.iter()) {
-            let n = tunwrite::gather(run, hdr, &slices, &mut iov);
+        for i in which {
+            let run = &self.runs[i];
+            let n = tunwrite::gather(run, &self.hdrs[i], &slices, &mut iov);
             match rustix::io::writev(dev, &iov[..n]) {
                 Ok(_) => sh
                     .threads
@@ -517,6 +616,7 @@ impl UdpReader {
                 runs: Vec::new(),
                 hdrs: Vec::new(),
                 last_flags: Vec::new(),
+                by_writer: Vec::new(),
                 pool: Arc::clone(&pool),
             }));
         }

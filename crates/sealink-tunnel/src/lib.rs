@@ -82,6 +82,9 @@ pub struct UpInfo {
     pub wire: Wire,
     /// Crypto worker threads of the engine (0: sealed and opened inline on the readers).
     pub workers: usize,
+    /// Threads writing received packets to the TUN device, a flow always to the same one (0:
+    /// the receive path's release writes).
+    pub tun_writers: usize,
     /// The mark on the tunnel's own datagrams when it is a full tunnel (`policy.rs`), else
     /// `None`.
     pub fwmark: Option<u32>,
@@ -95,6 +98,8 @@ pub(crate) struct Shared {
     udp: Vec<UdpIo>,
     /// Queues of the (multi-queue) TUN device.
     devs: Vec<SyncDevice>,
+    /// The TUN writer threads' queues (empty: the receive path's release writes).
+    writers: Vec<std::sync::mpsc::Sender<datapath::WriterJob>>,
     intr: InterruptEvent,
     clock: Clock,
     offload: bool,
@@ -316,6 +321,16 @@ fn data_path_shape(cfg: &Config) -> (usize, usize) {
         cfg.queues.unwrap_or(q).max(1),
         cfg.workers.unwrap_or_else(sealink_engine::default_workers),
     )
+}
+
+/// TUN writer threads: the config's, else one per TUN queue when there are several queues and
+/// crypto workers. In that shape the receive path's in-order release would make every flow's
+/// TUN write (and the inner TCP receive the kernel runs in it) one after another, on one lane
+/// per UDP socket, and one peer's datagrams all arrive on one socket; writers keyed by flow let
+/// several flows write at once. None in the inline shape, where each queue's one thread writes.
+fn tun_writers(cfg: &Config, queues: usize, workers: usize) -> usize {
+    cfg.tun_writers
+        .unwrap_or(if queues > 1 && workers > 0 { queues } else { 0 })
 }
 
 /// What undoes a part of the set-up at exit, and also when the tunnel dies.
@@ -563,6 +578,9 @@ fn run_prepared(
         tracing::info!(user = %a.name, uid = a.uid, gid = a.gid, "running as an unprivileged user");
     }
     let (resolve_tx, resolve_rx) = std::sync::mpsc::channel();
+    let n_writers = tun_writers(&cfg, devs.len(), workers);
+    let (writers, writer_rx): (Vec<_>, Vec<_>) =
+        (0..n_writers).map(|_| std::sync::mpsc::channel()).unzip();
     let info = UpInfo {
         name: cfg.name.clone(),
         listen,
@@ -572,6 +590,7 @@ fn run_prepared(
         udp_sockets: udp.len(),
         wire: cfg.core.wire,
         workers,
+        tun_writers: n_writers,
         fwmark: full.then_some(cfg.fwmark),
     };
     let sh = std::sync::Arc::new(Shared {
@@ -580,6 +599,7 @@ fn run_prepared(
         stop,
         udp,
         devs,
+        writers,
         intr,
         clock: Clock::new(),
         offload,
@@ -639,6 +659,12 @@ fn run_prepared(
                     .is_ok();
             }
         }
+        for (k, jobs) in writer_rx.into_iter().enumerate() {
+            ok &= std::thread::Builder::new()
+                .name(format!("sl-write-{k}"))
+                .spawn_scoped(s, move || datapath::writer_loop(sh, k, jobs))
+                .is_ok();
+        }
         ok &= std::thread::Builder::new()
             .name("sl-timer".into())
             .spawn_scoped(s, move || timer_loop(sh))
@@ -664,6 +690,9 @@ fn run_prepared(
         sh.stop.store(true, Ordering::SeqCst);
         for u in &sh.udp {
             u.wake();
+        }
+        for w in &sh.writers {
+            let _ = w.send(None);
         }
         let _ = sh.intr.trigger();
         sh.timer.notify_all();

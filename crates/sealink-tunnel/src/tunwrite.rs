@@ -117,6 +117,58 @@ pub(crate) struct Run {
     total: usize,
 }
 
+impl Run {
+    /// A write of packet `i` alone, as it is (a TUN device without offloads).
+    pub(crate) fn single(i: usize, len: usize) -> Run {
+        Run {
+            first: i,
+            n: 1,
+            seg: None,
+            gso: 0,
+            total: len,
+        }
+    }
+}
+
+/// A hash of the packet's flow: addresses and protocol, and for TCP and UDP the ports, so that
+/// every packet of one connection hashes alike and different connections between two hosts
+/// spread. An IPv4 fragment (which may lack the ports) and anything unparsed hash by what they
+/// have: addresses, or nothing.
+pub(crate) fn flow_hash(p: &[u8]) -> u64 {
+    const UDP: u8 = 17;
+    let (addrs, proto, l4) = match p.first().map(|b| b >> 4) {
+        Some(4) if p.len() >= 20 => {
+            let ihl = usize::from(p[0] & 0x0f) * 4;
+            let fragment = u16::from_be_bytes([p[6], p[7]]) & 0x3fff != 0;
+            (&p[12..20], p[9], (!fragment).then_some(ihl))
+        }
+        Some(6) if p.len() >= 40 => (&p[8..40], p[6], Some(40)),
+        _ => return 0,
+    };
+    // FxHash's step per word, a hash for spreading, not a secret.
+    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let mut h = u64::from(proto);
+    let mut mix = |w: u64| h = (h.rotate_left(5) ^ w).wrapping_mul(K);
+    for c in addrs.chunks(8) {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        mix(u64::from_le_bytes(w));
+    }
+    if let Some(ports) = l4
+        .filter(|_| proto == TCP || proto == UDP)
+        .and_then(|o| p.get(o..o + 4))
+    {
+        mix(u64::from(u32::from_le_bytes([
+            ports[0], ports[1], ports[2], ports[3],
+        ])));
+    }
+    // A multiply carries a change only upwards: fold the high bits down (SplitMix64's
+    // finish), since the caller takes the hash modulo a small count.
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
 /// Groups the packets (in order) into writes.
 pub(crate) fn plan(pkts: &[&[u8]], runs: &mut Vec<Run>) {
     runs.clear();

@@ -132,6 +132,7 @@ fn info() -> UpInfo {
         udp_sockets: 2,
         wire: sealink_proto::tunnel::Wire::Sealink,
         workers: 3,
+        tun_writers: 2,
         fwmark: None,
     }
 }
@@ -186,7 +187,7 @@ fn status_text_has_the_interface_and_every_peer() {
         "{s}"
     );
     assert!(
-        s.contains("tun_queues=2 udp_sockets=2 crypto_workers=3 aead="),
+        s.contains("tun_queues=2 udp_sockets=2 crypto_workers=3 tun_writers=2 aead="),
         "{s}"
     );
     assert!(s.contains("  drops: auth-failed=3 replayed=1\n"), "{s}");

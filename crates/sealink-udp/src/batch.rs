@@ -120,6 +120,11 @@ impl<J, E> Received<J, E> {
     pub fn buffers_mut(&mut self) -> &mut RecvBuffers {
         &mut self.rb
     }
+
+    /// The receive buffers, to read.
+    pub fn buffers(&self) -> &RecvBuffers {
+        &self.rb
+    }
 }
 
 #[cfg(test)]

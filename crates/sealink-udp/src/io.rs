@@ -94,6 +94,10 @@ impl RecvBuffers {
     pub fn bufs_mut(&mut self) -> &mut [Box<[u8]>] {
         &mut self.bufs
     }
+    /// All buffers, to read.
+    pub fn bufs(&self) -> &[Box<[u8]>] {
+        &self.bufs
+    }
 
     /// `batch` buffers (at least one) of 64 KiB each; one `recvmmsg` fills at most `batch` of them.
     pub fn new(batch: usize) -> Self {

@@ -311,6 +311,7 @@ pub(crate) fn parse(text: &str, name: &str) -> Result<Parsed, TunnelError> {
                 mtu: i.mtu,
                 workers: None,
                 queues: None,
+                tun_writers: None,
                 piggyback: None,
                 pre_up,
                 post_up,

@@ -260,3 +260,46 @@ proptest! {
         prop_assert_eq!(got, stream);
     }
 }
+
+#[test]
+fn every_packet_of_a_connection_hashes_alike_and_connections_spread() {
+    for v6 in [false, true] {
+        // Data, a pure ACK, a PSH and a FIN of one connection: one writer.
+        let a = flow_hash(&segment(v6, 0, 1, ACK, &[1; 100]));
+        assert_eq!(a, flow_hash(&segment(v6, 0, 99, ACK, &[])));
+        assert_eq!(a, flow_hash(&segment(v6, 0, 7, ACK | PSH, &[2; 3])));
+        assert_eq!(a, flow_hash(&segment(v6, 0, 7, ACK | 0x01, &[])));
+        // Another source port: another connection, which spreads over writers.
+        let b = flow_hash(&segment(v6, 1, 1, ACK, &[1; 100]));
+        assert_ne!(a, b);
+        let writers: std::collections::HashSet<u64> = (0..64u8)
+            .map(|f| flow_hash(&segment(v6, f, 1, ACK, &[0; 10])) % 4)
+            .collect();
+        assert_eq!(
+            writers.len(),
+            4,
+            "64 connections over 4 writers use them all"
+        );
+    }
+    // An IPv4 fragment hashes by addresses and protocol alone: a non-first fragment has no
+    // ports, and every fragment of a datagram must go the same way.
+    let mut first = segment(false, 0, 1, ACK, &[0; 40]);
+    first[6] = 0x20; // MF
+    let mut later = segment(false, 1, 5, ACK, &[9; 40]);
+    later[6] = 0x00;
+    later[7] = 0x10; // offset
+    assert_eq!(flow_hash(&first), flow_hash(&later));
+    // Anything else does not panic, whatever its length.
+    for n in 0..60 {
+        let _ = flow_hash(&vec![0x45; n]);
+        let _ = flow_hash(&vec![0x60; n]);
+    }
+}
+
+proptest! {
+    /// Hashing never panics on any bytes.
+    #[test]
+    fn flow_hash_takes_any_bytes(p in prop::collection::vec(any::<u8>(), 0..80)) {
+        let _ = flow_hash(&p);
+    }
+}
