@@ -42,7 +42,8 @@ pub mod rundir;
 mod threads;
 #[doc(hidden)]
 pub mod tunread;
-mod tunwrite;
+#[doc(hidden)]
+pub mod tunwrite;
 pub mod uapi;
 
 use std::io::{self, BufRead, BufReader, Write};

@@ -286,3 +286,46 @@ pub(crate) fn tcp_flags(p: &[u8]) -> u8 {
 
 #[cfg(test)]
 mod tests;
+
+/// The receive path's whole TUN-write planning on `packets` (opened packets as a peer sent
+/// them: any bytes), as the data path runs it: plan, the last segments' flags, the in-place
+/// rewrite of each run's first packet, the gather and the writer choice. Panics if a plan
+/// breaks its invariants (every packet in exactly one run, in order; a run within MAX_RUN
+/// segments and 64 KiB; a gather of exactly the run's pieces). For the fuzz target
+/// `tun_write_plan` and the tests; nothing here may panic on any input otherwise.
+#[doc(hidden)]
+pub fn check_plan(packets: &[Vec<u8>]) {
+    let mut pkts: Vec<Vec<u8>> = packets.to_vec();
+    let mut runs = Vec::new();
+    {
+        let slices: Vec<&[u8]> = pkts.iter().map(|p| p.as_slice()).collect();
+        plan(&slices, &mut runs);
+    }
+    let mut next = 0;
+    for r in &runs {
+        assert_eq!(r.first, next, "runs cover the packets in order");
+        assert!(r.n >= 1 && r.n <= MAX_RUN, "a run of {} packets", r.n);
+        assert!(
+            r.n == 1 || r.total <= MAX_LEN,
+            "a super-packet of {} bytes",
+            r.total
+        );
+        next += r.n;
+    }
+    assert_eq!(next, pkts.len(), "every packet in a run");
+    let last: Vec<u8> = runs
+        .iter()
+        .map(|r| tcp_flags(&pkts[r.first + r.n - 1]))
+        .collect();
+    let hdrs: Vec<[u8; VNET_LEN]> = runs
+        .iter()
+        .zip(&last)
+        .map(|(r, &lf)| finish(r, &mut pkts[r.first], lf))
+        .collect();
+    let slices: Vec<&[u8]> = pkts.iter().map(|p| p.as_slice()).collect();
+    let mut iov = [IoSlice::new(&[]); MAX_RUN + 1];
+    for (r, h) in runs.iter().zip(&hdrs) {
+        assert_eq!(gather(r, h, &slices, &mut iov), r.n + 1);
+        let _ = flow_hash(slices[r.first]);
+    }
+}

@@ -303,3 +303,32 @@ proptest! {
         let _ = flow_hash(&p);
     }
 }
+
+proptest! {
+    /// The fuzz target's checks on random packets, and on runs of real segments with some
+    /// bytes flipped (the shapes the plan must take apart without panicking).
+    #[test]
+    fn planning_any_packets_keeps_its_invariants(
+        raw in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..120), 0..20),
+        sizes in prop::collection::vec(1usize..1500, 1..70),
+        flips in prop::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+        v6 in any::<bool>(),
+    ) {
+        check_plan(&raw);
+        let mut seq = 7u32;
+        let mut pkts: Vec<Vec<u8>> = sizes
+            .iter()
+            .map(|&n| {
+                let p = segment(v6, 0, seq, ACK, &vec![3u8; n]);
+                seq = seq.wrapping_add(n as u32);
+                p
+            })
+            .collect();
+        for (at, x) in flips {
+            let k = at % pkts.len();
+            let len = pkts[k].len();
+            pkts[k][at % len] ^= x;
+        }
+        check_plan(&pkts);
+    }
+}
