@@ -14,7 +14,10 @@
 //!   submit it. A worker opens every datagram in place; the release, in order per socket,
 //!   finishes them under the lock (replay accept, session confirmation, framing, source check)
 //!   and writes the packets to the TUN device straight from the receive buffers (with offloads,
-//!   TCP segments coalesced back into one super-packet: the only copy).
+//!   TCP segments coalesced back into one super-packet: the only copy). With TUN writer threads
+//!   (`tun_writers`, by default one per queue when there are several queues and workers) the
+//!   release only plans the writes and hands each flow's to writer `hash(flow) % N`, so the
+//!   flows of one peer, which all arrive on one socket, are written at once and each in order.
 //! - timer: handshake retransmissions and piggyback deadlines.
 //!
 //! Batch buffers are owned by their reader and come back through the release, so the data
