@@ -445,12 +445,16 @@ fn sockets(run_dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A TCP transfer of `n` random bytes from side 0 to side 1, checked by SHA-256 on both ends.
-fn transfer(lab: &Lab, n: usize) {
-    assert!(have("python3"), "python3 is needed for the TCP transfer");
-    // TCP transfer of n of random bytes, checked by SHA-256 on both ends.
+/// Starts the Python sink `script` (with `args`) in side 1's namespace and waits until it
+/// listens; returns the process and its output.
+fn listening_sink(
+    lab: &Lab,
+    script: &str,
+    args: &[&str],
+) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
     let mut sink = Command::new("ip")
-        .args(["netns", "exec", &lab.ns[1], "python3", "-c", SINK])
+        .args(["netns", "exec", &lab.ns[1], "python3", "-c", script])
+        .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -458,6 +462,13 @@ fn transfer(lab: &Lab, n: usize) {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "listening");
+    (sink, out)
+}
+
+/// A TCP transfer of `n` random bytes from side 0 to side 1, checked by SHA-256 on both ends.
+fn transfer(lab: &Lab, n: usize) {
+    assert!(have("python3"), "python3 is needed for the TCP transfer");
+    let (mut sink, mut out) = listening_sink(lab, SINK, &[]);
     let sent = lab.exec(0, &["python3", "-c", SOURCE, &n.to_string()]);
     assert!(
         sent.status.success(),
@@ -476,16 +487,7 @@ fn transfer(lab: &Lab, n: usize) {
 /// by SHA-256 on both ends.
 fn transfer_many(lab: &Lab, k: usize, n: usize) {
     assert!(have("python3"), "python3 is needed for the TCP transfers");
-    let mut sink = Command::new("ip")
-        .args(["netns", "exec", &lab.ns[1], "python3", "-c", SINK_MANY])
-        .arg(k.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(sink.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "listening");
+    let (mut sink, mut out) = listening_sink(lab, SINK_MANY, &[&k.to_string()]);
     let sent = lab.exec(
         0,
         &["python3", "-c", SOURCE_MANY, &k.to_string(), &n.to_string()],

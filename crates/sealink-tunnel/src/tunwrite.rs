@@ -289,12 +289,13 @@ mod tests;
 
 /// The receive path's whole TUN-write planning on `packets` (opened packets as a peer sent
 /// them: any bytes), as the data path runs it: plan, the last segments' flags, the in-place
-/// rewrite of each run's first packet, the gather and the writer choice. Panics if a plan
-/// breaks its invariants (every packet in exactly one run, in order; a run within MAX_RUN
-/// segments and 64 KiB; a gather of exactly the run's pieces). For the fuzz target
-/// `tun_write_plan` and the tests; nothing here may panic on any input otherwise.
+/// rewrite of each run's first packet, the gather and the writer choice. Returns each write's
+/// bytes (virtio header first) and its packet count. Panics if a plan breaks its invariants
+/// (every packet in exactly one run, in order; a run within MAX_RUN segments and 64 KiB; a
+/// gather of exactly the run's pieces). For the fuzz target `tun_write_plan` and the tests;
+/// nothing here may panic on any input otherwise.
 #[doc(hidden)]
-pub fn check_plan(packets: &[Vec<u8>]) {
+pub fn check_plan(packets: &[Vec<u8>]) -> Vec<(Vec<u8>, usize)> {
     let mut pkts: Vec<Vec<u8>> = packets.to_vec();
     let mut runs = Vec::new();
     {
@@ -324,8 +325,16 @@ pub fn check_plan(packets: &[Vec<u8>]) {
         .collect();
     let slices: Vec<&[u8]> = pkts.iter().map(|p| p.as_slice()).collect();
     let mut iov = [IoSlice::new(&[]); MAX_RUN + 1];
-    for (r, h) in runs.iter().zip(&hdrs) {
-        assert_eq!(gather(r, h, &slices, &mut iov), r.n + 1);
-        let _ = flow_hash(slices[r.first]);
-    }
+    runs.iter()
+        .zip(&hdrs)
+        .map(|(r, h)| {
+            let n = gather(r, h, &slices, &mut iov);
+            assert_eq!(n, r.n + 1, "a write gathers its header and its packets");
+            let _ = flow_hash(slices[r.first]);
+            (
+                iov[..n].iter().flat_map(|v| v.iter().copied()).collect(),
+                r.n,
+            )
+        })
+        .collect()
 }
