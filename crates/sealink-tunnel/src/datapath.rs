@@ -581,11 +581,10 @@ impl RxBatch {
             }
             return;
         }
-        let slices: Vec<&[u8]> = (0..self.pkts.len()).map(pkt).collect();
         let mut iov = [IoSlice::new(&[]); tunwrite::MAX_RUN + 1];
         for i in which {
             let run = &self.runs[i];
-            let n = tunwrite::gather(run, &self.hdrs[i], &slices, &mut iov);
+            let n = tunwrite::gather(run, &self.hdrs[i], pkt, &mut iov);
             match rustix::io::writev(dev, &iov[..n]) {
                 Ok(_) => sh
                     .threads

@@ -263,18 +263,18 @@ pub(crate) fn finish(run: &Run, first: &mut [u8], last_flags: u8) -> [u8; VNET_L
 }
 
 /// The pieces of `run`'s write: the virtio header, the first packet whole, then each further
-/// segment's payload. `iov` must hold [`MAX_RUN`] + 1 entries; returns how many are used.
+/// segment's payload (`pkt(i)`: packet `i` of the batch). `iov` must hold [`MAX_RUN`] + 1 entries; returns how many are used.
 pub(crate) fn gather<'a>(
     run: &Run,
     hdr: &'a [u8],
-    pkts: &[&'a [u8]],
+    pkt: impl Fn(usize) -> &'a [u8],
     iov: &mut [IoSlice<'a>],
 ) -> usize {
     iov[0] = IoSlice::new(hdr);
-    iov[1] = IoSlice::new(pkts[run.first]);
+    iov[1] = IoSlice::new(pkt(run.first));
     let skip = run.seg.map_or(0, |s| s.ip + s.tcp);
     for k in 1..run.n {
-        iov[1 + k] = IoSlice::new(&pkts[run.first + k][skip..]);
+        iov[1 + k] = IoSlice::new(&pkt(run.first + k)[skip..]);
     }
     run.n + 1
 }
@@ -328,7 +328,7 @@ pub fn check_plan(packets: &[Vec<u8>]) -> Vec<(Vec<u8>, usize)> {
     runs.iter()
         .zip(&hdrs)
         .map(|(r, h)| {
-            let n = gather(r, h, &slices, &mut iov);
+            let n = gather(r, h, |i| slices[i], &mut iov);
             assert_eq!(n, r.n + 1, "a write gathers its header and its packets");
             let _ = flow_hash(slices[r.first]);
             (
