@@ -470,6 +470,7 @@ impl Channel {
     fn start_handshake(&mut self, sh: &mut Shared, idx: &mut IndexTable, now: Time, attempt: u32) {
         let payload = InitPayload {
             suite: sh.cfg.suite as u8,
+            flags: 0,
             timestamp: 0,
             binding: self.binding.unwrap_or([0; 32]),
         };
@@ -963,6 +964,7 @@ impl Channel {
             sender_index,
             suite,
             continues,
+            false,
             keys(sh),
             now,
         );

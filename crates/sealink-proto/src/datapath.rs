@@ -32,6 +32,22 @@ pub fn seal_datagram(
     buf: &mut [u8],
     body_len: usize,
 ) -> Result<usize, SealError> {
+    seal_datagram_on_lane(key, receiver, counter, scope, buf, body_len, 0)
+}
+
+/// [`seal_datagram`] with `lane` in the header's byte 3 ([`wire::LANE_OFFSET`]), authenticated
+/// with the rest of the header. Only for a peer that agreed on lanes in its handshake: older
+/// receivers drop a datagram whose byte 3 is not 0.
+#[inline]
+pub fn seal_datagram_on_lane(
+    key: &PacketKey,
+    receiver: u32,
+    counter: u64,
+    scope: Scope,
+    buf: &mut [u8],
+    body_len: usize,
+    lane: u8,
+) -> Result<usize, SealError> {
     let have = buf.len();
     let hdr: &mut [u8; HEADER_LEN] = buf
         .get_mut(..HEADER_LEN)
@@ -45,6 +61,7 @@ pub fn seal_datagram(
         },
         hdr,
     );
+    hdr[wire::LANE_OFFSET] = lane;
     let sealed = key.seal_contiguous(counter, scope, buf, HEADER_LEN, body_len)?;
     Ok(HEADER_LEN + sealed)
 }

@@ -178,9 +178,21 @@ fn read_error(e: snow::Error) -> DropReason {
     }
 }
 
+/// Initiation flag (payload byte 1, bit 0): the initiator accepts data datagrams that carry a
+/// lane number in the header's byte 3 (the tunnel's receive steering, `docs/PROTOCOL.md`).
+pub(crate) const INIT_FLAG_LANES: u8 = 1;
+/// The initiation flags a responder understands; any other bit set refuses the initiation.
+const INIT_FLAGS_KNOWN: u8 = INIT_FLAG_LANES;
+/// Response flags (payload byte 1): bit 0, the channel continues; bit 1, the responder accepts
+/// lane numbers too (only ever set in answer to an initiation that offered them).
+const RESP_FLAG_CONTINUES: u8 = 1;
+const RESP_FLAG_LANES: u8 = 2;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct InitPayload {
     pub suite: u8,
+    /// [`INIT_FLAG_LANES`] or 0.
+    pub flags: u8,
     pub timestamp: u64,
     pub binding: [u8; 32],
 }
@@ -189,17 +201,22 @@ impl InitPayload {
     fn encode(&self, sender_index: u32) -> [u8; INIT_PAYLOAD_LEN] {
         let mut b = [0u8; INIT_PAYLOAD_LEN];
         b[0] = self.suite;
+        b[1] = self.flags;
         b[2..10].copy_from_slice(&self.timestamp.to_le_bytes());
         b[10..42].copy_from_slice(&self.binding);
         b[42..46].copy_from_slice(&sender_index.to_le_bytes());
         b
     }
     fn decode(b: &[u8], sender_index: u32) -> Option<Self> {
-        if b.len() != INIT_PAYLOAD_LEN || b[1] != 0 || b[42..46] != sender_index.to_le_bytes() {
+        if b.len() != INIT_PAYLOAD_LEN
+            || b[1] & !INIT_FLAGS_KNOWN != 0
+            || b[42..46] != sender_index.to_le_bytes()
+        {
             return None;
         }
         Some(InitPayload {
             suite: b[0],
+            flags: b[1],
             timestamp: u64::from_le_bytes(b[2..10].try_into().ok()?),
             binding: b[10..42].try_into().ok()?,
         })
@@ -331,13 +348,16 @@ pub(crate) fn read_init(
     Ok((hs, rs, p))
 }
 
-/// Writes the response; returns the datagram and the finished keys.
+/// Writes the response (`lanes`: we accept lane numbers, said only to an initiation that
+/// offered them); returns the datagram and the finished keys.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn write_response(
     mut hs: snow::HandshakeState,
     receiver: u32,
     sender: u32,
     suite: SuiteId,
     continues: bool,
+    lanes: bool,
     newest_own_init: u64,
 ) -> Result<(Vec<u8>, Split), DropReason> {
     let mut pkt = vec![0u8; RESP_LEN];
@@ -348,7 +368,8 @@ pub(crate) fn write_response(
     );
     let mut payload = [0u8; RESP_PAYLOAD_LEN];
     payload[0] = suite as u8;
-    payload[1] = continues as u8;
+    payload[1] =
+        if continues { RESP_FLAG_CONTINUES } else { 0 } | if lanes { RESP_FLAG_LANES } else { 0 };
     payload[2..6].copy_from_slice(&receiver.to_le_bytes());
     payload[6..10].copy_from_slice(&sender.to_le_bytes());
     payload[10..18].copy_from_slice(&newest_own_init.to_le_bytes());
@@ -361,6 +382,8 @@ pub(crate) fn write_response(
 pub(crate) struct Response {
     pub suite: u8,
     pub continues: bool,
+    /// The responder accepts lane numbers.
+    pub lanes: bool,
     pub newest_peer_init: u64,
     pub split: Split,
 }
@@ -382,7 +405,7 @@ pub(crate) fn read_response(
         .read_message(&pkt[HEADER_LEN..], &mut payload)
         .map_err(read_error)?;
     if n != RESP_PAYLOAD_LEN
-        || payload[1] > 1
+        || payload[1] & !(RESP_FLAG_CONTINUES | RESP_FLAG_LANES) != 0
         || payload[2..6] != receiver.to_le_bytes()
         || payload[6..10] != sender.to_le_bytes()
     {
@@ -391,7 +414,8 @@ pub(crate) fn read_response(
     let split = finish(hs).ok_or(DropReason::HandshakeFailed)?;
     Ok(Response {
         suite: payload[0],
-        continues: payload[1] == 1,
+        continues: payload[1] & RESP_FLAG_CONTINUES != 0,
+        lanes: payload[1] & RESP_FLAG_LANES != 0,
         newest_peer_init: u64::from_le_bytes(
             payload[10..18]
                 .try_into()
@@ -409,6 +433,7 @@ pub(crate) mod tests {
     fn two_hosts() -> (HostKey, HostKey, InitPayload) {
         let p = InitPayload {
             suite: 1,
+            flags: 0,
             timestamp: 5,
             binding: [0; 32],
         };
@@ -427,7 +452,8 @@ pub(crate) mod tests {
         let (rhs, rs, got) = read_init(&b, PROLOGUE, &init).unwrap();
         assert_eq!(&rs, a.public());
         assert_eq!(got, p);
-        let (resp, rsplit) = write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false, 77).unwrap();
+        let (resp, rsplit) =
+            write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false, false, 77).unwrap();
         assert_eq!(resp.len(), RESP_LEN);
         let r = read_response(&mut ihs, &resp).unwrap();
         assert_eq!((r.suite, r.continues, r.newest_peer_init), (1, false, 77));
@@ -438,6 +464,39 @@ pub(crate) mod tests {
         assert_ne!(isplit.send, isplit.recv);
     }
 
+    /// The lanes offer travels in the initiation and its answer in the response; an
+    /// initiation with a flag bit no responder knows is refused, as older responders refuse
+    /// the lanes offer itself.
+    #[test]
+    fn lanes_are_offered_and_answered_and_unknown_flags_refused() {
+        let (a, b, p) = two_hosts();
+        for answer in [false, true] {
+            let offer = InitPayload {
+                flags: INIT_FLAG_LANES,
+                ..p
+            };
+            let (mut ihs, init) = write_init(&a, PROLOGUE, b.public(), 11, &offer).unwrap();
+            let (rhs, _, got) = read_init(&b, PROLOGUE, &init).unwrap();
+            assert_eq!(got.flags, INIT_FLAG_LANES);
+            let (resp, _) =
+                write_response(rhs, 11, 22, SuiteId::Aes128Gcm, answer, answer, 0).unwrap();
+            let r = read_response(&mut ihs, &resp).unwrap();
+            assert_eq!((r.continues, r.lanes), (answer, answer));
+        }
+        for unknown in [2u8, 4, 0x80, 0xff] {
+            let bad = InitPayload {
+                flags: unknown,
+                ..p
+            };
+            let (_, init) = write_init(&a, PROLOGUE, b.public(), 11, &bad).unwrap();
+            assert_eq!(
+                read_init(&b, PROLOGUE, &init).err(),
+                Some(DropReason::HandshakeFailed),
+                "flags {unknown:#x}"
+            );
+        }
+    }
+
     #[test]
     fn wrong_responder_key_fails() {
         let a = HostKey::generate().unwrap();
@@ -445,6 +504,7 @@ pub(crate) mod tests {
         let c = HostKey::generate().unwrap();
         let p = InitPayload {
             suite: 1,
+            flags: 0,
             timestamp: 5,
             binding: [0; 32],
         };
@@ -542,6 +602,7 @@ pub(crate) mod tests {
         };
         let p = InitPayload {
             suite: SuiteId::Aes128Gcm as u8,
+            flags: 0,
             timestamp,
             binding: [0; 32],
         };
@@ -582,6 +643,7 @@ pub(crate) mod tests {
         let a = HostKey::generate().unwrap();
         let p = InitPayload {
             suite: 1,
+            flags: 0,
             timestamp: 5,
             binding: [0; 32],
         };
@@ -602,7 +664,8 @@ pub(crate) mod tests {
         let (a, b, p) = two_hosts();
         let (mut ihs, init) = write_init(&a, PROLOGUE, b.public(), 11, &p).unwrap();
         let (rhs, _, _) = read_init(&b, PROLOGUE, &init).unwrap();
-        let (mut resp, _) = write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false, 0).unwrap();
+        let (mut resp, _) =
+            write_response(rhs, 11, 22, SuiteId::Aes128Gcm, false, false, 0).unwrap();
         resp[HEADER_LEN..HEADER_LEN + 32].fill(0);
         assert_eq!(
             read_response(&mut ihs, &resp).err(),

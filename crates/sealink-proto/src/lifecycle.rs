@@ -67,6 +67,8 @@ pub(crate) struct Completed {
     pub session: Session,
     /// The responder continued the channel (the binding matched).
     pub continues: bool,
+    /// The responder accepts lane numbers (it said so; only meaningful if we offered them).
+    pub lanes: bool,
     pub hash: [u8; 32],
 }
 
@@ -253,7 +255,8 @@ impl Handshake {
     }
 
     /// Answers a checked initiation: a fresh index for `owner`, the response and the new
-    /// responder session. On any error the index is freed.
+    /// responder session (`lanes`: say we accept lane numbers; the session then may send
+    /// them). On any error the index is freed.
     #[allow(clippy::too_many_arguments)]
     pub fn respond(
         &self,
@@ -263,14 +266,17 @@ impl Handshake {
         sender_index: u32,
         suite: SuiteId,
         continues: bool,
+        lanes: bool,
         keys: Keys<'_>,
         now: Time,
     ) -> Result<Answered, DropReason> {
         let local = idx.alloc(owner);
+        let last = self.last_ts_sent;
         let answered =
-            handshake::write_response(hs, sender_index, local, suite, continues, self.last_ts_sent)
+            handshake::write_response(hs, sender_index, local, suite, continues, lanes, last)
                 .and_then(|(packet, split)| {
-                    let session = derive(suite, &split, keys, local, sender_index, now, false)?;
+                    let mut session = derive(suite, &split, keys, local, sender_index, now, false)?;
+                    session.set_lanes(lanes);
                     Ok(Answered {
                         packet,
                         session,
@@ -313,6 +319,7 @@ impl Handshake {
         Ok(Completed {
             session,
             continues: resp.continues,
+            lanes: resp.lanes,
             hash: resp.split.hash,
         })
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use sealink_crypto::kdf::derive_packet_key;
 use sealink_crypto::{PacketKey, Scope, SuiteId};
 
-use crate::datapath::{SealError, open_in_place, seal_datagram};
+use crate::datapath::{SealError, open_in_place, seal_datagram_on_lane};
 use crate::error::DropReason;
 use crate::handshake::Split;
 use crate::replay::{ReplayVerdict, ReplayWindow};
@@ -69,6 +69,10 @@ pub struct Session {
     /// We sent the initiation this session came from (WireGuard rekeys by time only from the
     /// initiator's side, [`Session::wants_rekey_wg`]).
     pub(crate) initiator: bool,
+    /// Both ends said in the handshake that they accept a lane number in the data header's
+    /// byte 3 ([`SealJob::seal_on_lane`]); without it that byte stays 0, as older receivers
+    /// require.
+    pub(crate) lanes: bool,
 }
 
 impl Session {
@@ -122,6 +126,7 @@ impl Session {
             suite,
             wg,
             initiator,
+            lanes: false,
         }
     }
 
@@ -186,6 +191,15 @@ impl Session {
         now.saturating_since(self.established) >= l.reject_after_time
     }
 
+    /// Whether this session's handshake agreed on lane numbers.
+    pub fn lanes(&self) -> bool {
+        self.lanes
+    }
+
+    pub(crate) fn set_lanes(&mut self, lanes: bool) {
+        self.lanes = lanes && !self.wg;
+    }
+
     /// The serial step of sending: takes the next counter and returns the job that seals a
     /// body of `body_len` bytes under it.
     pub fn reserve_seal(&mut self, scope: Scope, body_len: usize) -> SealJob {
@@ -201,6 +215,7 @@ impl Session {
             scope,
             body_len,
             wg: self.wg,
+            lanes: self.lanes,
         }
     }
 
@@ -247,23 +262,37 @@ pub struct SealJob {
     scope: Scope,
     body_len: usize,
     wg: bool,
+    /// The session agreed on lane numbers.
+    lanes: bool,
 }
 
 impl SealJob {
     /// Writes the header and seals `buf[HEADER_LEN..HEADER_LEN + body_len]` in place; returns
     /// the datagram's length.
     pub fn seal(&self, buf: &mut [u8]) -> Result<usize, SealError> {
+        self.seal_on_lane(buf, 0)
+    }
+
+    /// [`SealJob::seal`] with `lane` in the header's byte 3, which a receiver's socket steering
+    /// reads (`docs/PROTOCOL.md`, lanes); written only if the session agreed on lanes, else 0.
+    pub fn seal_on_lane(&self, buf: &mut [u8], lane: u8) -> Result<usize, SealError> {
         if self.wg {
             return wg_seal(&self.key, self.receiver, self.counter, buf, self.body_len);
         }
-        seal_datagram(
+        seal_datagram_on_lane(
             &self.key,
             self.receiver,
             self.counter,
             self.scope,
             buf,
             self.body_len,
+            if self.lanes { lane } else { 0 },
         )
+    }
+
+    /// Whether [`SealJob::seal_on_lane`] writes its lane (the session agreed on lanes).
+    pub fn lanes(&self) -> bool {
+        self.lanes
     }
     /// The datagram's counter.
     pub fn counter(&self) -> u64 {

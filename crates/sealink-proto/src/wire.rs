@@ -7,6 +7,12 @@ use sealink_crypto::Scope;
 
 pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 16;
+/// A data header's byte 3: the lane, a number the sender picks per flow (its TUN queue + 1;
+/// 0 = none) so that a receiver's `SO_REUSEPORT` steering can spread one peer's datagrams over
+/// several sockets and keep each flow on one. Written only to a peer that agreed on lanes in
+/// the handshake; authenticated with the rest of the header; any value is accepted. The
+/// handshake messages' byte 3 must be 0.
+pub const LANE_OFFSET: usize = 3;
 /// Longest owner or destination name, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
 pub const SIGNATURE_LEN: usize = 64;
@@ -115,7 +121,8 @@ pub fn parse_header(buf: &[u8]) -> Result<Header, DropReason> {
     if h[0] != VERSION {
         return Err(DropReason::BadVersion);
     }
-    if h[3] != 0 {
+    // Byte 3: reserved (0) in handshake messages, the lane in data ([`LANE_OFFSET`]).
+    if h[LANE_OFFSET] != 0 && h[1] != TYPE_DATA {
         return Err(DropReason::MalformedHeader);
     }
     let a = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
@@ -1048,6 +1055,35 @@ mod tests {
         b[1] = TYPE_DATA;
         b[2] = 3;
         assert_eq!(parse_header(&b), Err(DropReason::MalformedHeader));
+    }
+
+    /// Byte 3 is a data header's lane (any value) and must be 0 in every handshake message.
+    #[test]
+    fn lane_byte_only_in_data() {
+        for lane in [1u8, 2, 255] {
+            let mut b = [0u8; HEADER_LEN];
+            let data = Header::Data {
+                scope: Scope::Encrypt,
+                receiver: 7,
+                counter: 9,
+            };
+            write_header(&data, &mut b);
+            b[LANE_OFFSET] = lane;
+            assert_eq!(parse_header(&b), Ok(data));
+            for h in [
+                Header::Init { sender: 1 },
+                Header::Response {
+                    receiver: 1,
+                    sender: 2,
+                },
+                Header::CookieReply { receiver: 1 },
+            ] {
+                write_header(&h, &mut b);
+                assert_eq!(parse_header(&b), Ok(h));
+                b[LANE_OFFSET] = lane;
+                assert_eq!(parse_header(&b), Err(DropReason::MalformedHeader), "{h:?}");
+            }
+        }
     }
 
     /// RFC 9000 Appendix A.1's examples, both ways, and truncations of each.

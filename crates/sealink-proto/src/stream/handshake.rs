@@ -98,6 +98,7 @@ impl Initiator {
         }
         let payload = InitPayload {
             suite: suite as u8,
+            flags: 0,
             timestamp,
             binding: [0; 32],
         };
@@ -157,7 +158,7 @@ pub fn accept_fresh(
     let suite = SuiteId::from_u8(payload.suite)
         .filter(|s| !s.is_legacy())
         .ok_or_else(|| StreamError::SuiteRefused(format!("#{}", payload.suite)))?;
-    let (msg, split) = write_response(hs, 0, 0, suite, false, 0)
+    let (msg, split) = write_response(hs, 0, 0, suite, false, false, 0)
         .map_err(|e| StreamError::Handshake(format!("{e:?}")))?;
     Ok((msg, keys(suite, &split, false)?, initiator))
 }
@@ -200,6 +201,7 @@ mod tests {
         // A datagram-mode initiation (other prologue) does not verify here.
         let p = InitPayload {
             suite: 1,
+            flags: 0,
             timestamp: 1,
             binding: [0; 32],
         };

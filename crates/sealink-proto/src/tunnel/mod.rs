@@ -85,7 +85,7 @@ use crate::cookie::{Admission, HandshakeGuard};
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
 pub use crate::handshake::TUNNEL_PROLOGUE;
-use crate::handshake::{self, HostKey, InitPayload};
+use crate::handshake::{self, HostKey, INIT_FLAG_LANES, InitPayload};
 use crate::lifecycle::{Handshake, InitiateError, Keys};
 use crate::ratelimit::LimiterConfig;
 pub use crate::session::SealJob;
@@ -176,6 +176,12 @@ pub struct TunnelConfig {
     /// the wall-clock time (TAI64N) of `unix_at_zero + now`. Zero for drivers on
     /// [`crate::Clock`], whose times already count from the Unix epoch.
     pub unix_at_zero: Duration,
+    /// Offer and accept lanes in handshakes (sealink's wire only): a peer that agrees is sent
+    /// data datagrams numbered by the driver's lane ([`SealJob::seal_on_lane`]), which its
+    /// receive steering uses to spread one peer over several sockets. Initiations alternate
+    /// with and without the offer until one is answered, so that a peer too old to know lanes
+    /// (it refuses the offer) still answers the retry.
+    pub lanes: bool,
 }
 
 /// The protocol a tunnel speaks on the wire. The core's routing, sessions, timers, roaming and
@@ -211,6 +217,7 @@ impl Default for TunnelConfig {
             index_seed: 0x5EA1_1CC5,
             wire: Wire::Sealink,
             unix_at_zero: Duration::ZERO,
+            lanes: true,
         }
     }
 }
@@ -238,6 +245,7 @@ impl TunnelConfig {
                 reject_after_messages: wg::REJECT_AFTER_MESSAGES,
             },
             wire: Wire::WireGuard,
+            lanes: false,
             ..TunnelConfig::default()
         }
     }
@@ -426,6 +434,8 @@ pub struct PeerStatus {
     pub session_up: bool,
     pub persistent_keepalive: Option<Duration>,
     pub preshared_key: Option<[u8; 32]>,
+    /// The current session agreed on lanes ([`TunnelConfig::lanes`]).
+    pub lanes: bool,
     pub stats: PeerStats,
 }
 
@@ -435,6 +445,7 @@ impl std::fmt::Debug for PeerStatus {
             .field("name", &self.name)
             .field("endpoint", &self.endpoint)
             .field("session_up", &self.session_up)
+            .field("lanes", &self.lanes)
             .field("preshared_key", &self.preshared_key.map(|_| "set"))
             .field("stats", &self.stats)
             .finish_non_exhaustive()
@@ -542,6 +553,12 @@ struct Peer {
     /// WireGuard's wire: the initiator already started a handshake because the current
     /// session neared REJECT_AFTER_TIME while data arrived on it (once per session).
     last_minute_handshake: bool,
+    /// The initiation under way offers lanes ([`TunnelConfig::lanes`]).
+    offered_lanes: bool,
+    /// An initiation offering lanes went unanswered and the next one, without, was answered:
+    /// the peer is taken for one too old to know lanes, and our initiations stop offering them
+    /// (until it offers them itself).
+    no_lanes: bool,
     stats: PeerStats,
     /// The host name the configured endpoint was resolved from (see [`Tunnel::poll_resolve`]).
     endpoint_name: Option<String>,
@@ -611,6 +628,8 @@ impl Peer {
             unanswered_since: None,
             retry_jitter: Duration::ZERO,
             last_minute_handshake: false,
+            offered_lanes: false,
+            no_lanes: false,
             stats: PeerStats::default(),
             endpoint_name: None,
             resolving: false,
@@ -729,6 +748,7 @@ impl Tunnel {
                 session_up: p.current.as_ref().is_some_and(|s| self.sendable(s, now)),
                 persistent_keepalive: p.cfg.persistent_keepalive,
                 preshared_key: p.cfg.preshared_key,
+                lanes: p.current.as_ref().is_some_and(Session::lanes),
                 stats: p.stats,
             })
             .collect()
@@ -1048,8 +1068,15 @@ impl Tunnel {
             self.count(TunnelDrop::NoEndpoint);
             return;
         };
+        // Odd attempts offer lanes, even ones do not: an older peer refuses the offer
+        // silently, and answers the retry.
+        let offer = self.cfg.wire == Wire::Sealink
+            && self.cfg.lanes
+            && !self.peers[pi].no_lanes
+            && attempt % 2 == 1;
         let payload = InitPayload {
             suite: self.cfg.suite as u8,
+            flags: if offer { INIT_FLAG_LANES } else { 0 },
             timestamp: 0,
             binding: [0; 32],
         };
@@ -1081,6 +1108,7 @@ impl Tunnel {
         match built {
             Ok(pkt) => {
                 let pkt = pkt.to_vec();
+                p.offered_lanes = offer;
                 p.retry_jitter = jitter;
                 p.stats.handshakes_initiated += 1;
                 p.note_sent(now);
@@ -1481,6 +1509,11 @@ impl Tunnel {
         let suite = p
             .handshake
             .check_init(&payload, |s| SuiteId::MODERN.contains(&s))?;
+        let offered = payload.flags & INIT_FLAG_LANES != 0;
+        if offered {
+            // It knows lanes after all (upgraded, or our offer was merely lost).
+            p.no_lanes = false;
+        }
         let answered = p.handshake.respond(
             hs,
             &mut self.indexes,
@@ -1488,6 +1521,7 @@ impl Tunnel {
             sender,
             suite,
             false,
+            offered && self.cfg.lanes,
             TUNNEL_KEYS,
             now,
         )?;
@@ -1521,7 +1555,8 @@ impl Tunnel {
             Some(i) if i.local_index == receiver => i,
             _ => return Err(DropReason::UnexpectedResponse.into()),
         };
-        let session = Handshake::complete(
+        let attempts = init.attempts;
+        let done = Handshake::complete(
             &mut hsk.last_ts_accepted,
             init,
             buf,
@@ -1529,8 +1564,14 @@ impl Tunnel {
             TUNNEL_KEYS,
             sender,
             now,
-        )?
-        .session;
+        )?;
+        let p = &mut self.peers[pi];
+        let mut session = done.session;
+        session.set_lanes(p.offered_lanes && done.lanes);
+        if !p.offered_lanes && attempts > 1 && self.cfg.lanes && self.cfg.wire == Wire::Sealink {
+            // The attempt before this one offered lanes and was not answered.
+            p.no_lanes = true;
+        }
         self.install_initiated(now, source, pi, session);
         Ok(Decap::Handshake(PeerIndex(pi)))
     }

@@ -439,6 +439,109 @@ fn rekey_after_time_keeps_traffic_flowing() {
     assert_eq!(p.got_b.len(), 2);
 }
 
+/// Seals `pkt` from A on the split path, marked `lane`; returns the datagram (not yet sent).
+fn seal_on_lane(p: &mut Pair, pkt: &[u8], lane: u8) -> Vec<u8> {
+    let h = p.a.config().headroom();
+    let mut buf = vec![0u8; h + pkt.len() + 15 + TAILROOM];
+    buf[h..h + pkt.len()].copy_from_slice(pkt);
+    let Reserve::Seal { peer, job, .. } = p.a.encapsulate_reserve(p.now, &mut buf, pkt.len())
+    else {
+        panic!("a large packet on a live session seals at once");
+    };
+    let len = job.seal_on_lane(&mut buf, lane).unwrap();
+    p.a.sent(p.now, peer, 1);
+    buf.truncate(len);
+    buf
+}
+
+fn lanes_of(t: &Tunnel, now: Time) -> bool {
+    t.peer_status(now)[0].lanes
+}
+
+/// Both ends know lanes (the default): the handshake agrees on them, and a datagram sealed on
+/// a lane carries it in the header's byte 3, authenticated with the rest of the header.
+#[test]
+fn lanes_are_agreed_and_each_datagram_carries_its_lane() {
+    let mut p = established();
+    assert!(lanes_of(&p.a, p.now) && lanes_of(&p.b, p.now));
+    for lane in [1u8, 7, 255] {
+        let d = seal_on_lane(&mut p, &v4(IP_A, IP_B, 1200, lane), lane);
+        assert_eq!(d[crate::wire::LANE_OFFSET], lane);
+        let mut bent = d.clone();
+        bent[crate::wire::LANE_OFFSET] ^= 0x40;
+        assert_eq!(
+            p.deliver(sa(A_ADDR), sa(B_ADDR), bent),
+            Err(TunnelDrop::Proto(DropReason::AuthFailed)),
+            "the lane byte is authenticated"
+        );
+        assert_eq!(
+            p.deliver(sa(A_ADDR), sa(B_ADDR), d),
+            Ok(Decap::Data(PeerIndex(0)))
+        );
+    }
+    assert_eq!(p.got_b.len(), 3);
+}
+
+/// Either end with lanes off: none are agreed, and a lane asked of the seal is not written.
+#[test]
+fn lanes_off_on_either_side_keeps_byte_3_zero() {
+    for off_on_a in [true, false] {
+        let mut p = pair();
+        if off_on_a {
+            p.a.cfg.lanes = false;
+        } else {
+            p.b.cfg.lanes = false;
+        }
+        p.send(true, &v4(IP_A, IP_B, 100, 0));
+        p.run();
+        assert_eq!(p.got_b.len(), 1);
+        assert!(!lanes_of(&p.a, p.now) && !lanes_of(&p.b, p.now));
+        let d = seal_on_lane(&mut p, &v4(IP_A, IP_B, 1200, 1), 9);
+        assert_eq!(d[crate::wire::LANE_OFFSET], 0);
+        assert!(p.deliver(sa(A_ADDR), sa(B_ADDR), d).is_ok());
+    }
+}
+
+/// An older responder refuses an initiation that offers lanes, silently. The retry offers
+/// none and is answered; later initiations to that peer offer none either, until the peer
+/// offers lanes itself.
+#[test]
+fn a_peer_that_ignores_the_lanes_offer_is_reached_by_the_retry_without_it() {
+    let mut p = pair();
+    p.send(true, &v4(IP_A, IP_B, 300, 0));
+    assert_eq!(p.wire.len(), 1);
+    p.wire.clear(); // the offer, refused without an answer
+    p.advance(Duration::from_secs(1));
+    assert_eq!(p.wire.len(), 1, "retried");
+    p.run();
+    assert_eq!(
+        p.got_b.len(),
+        1,
+        "the staged packet arrives after the retry"
+    );
+    // B would have agreed: that it did not shows the retry offered nothing.
+    assert!(!lanes_of(&p.a, p.now) && !lanes_of(&p.b, p.now));
+    assert!(p.a.peers[0].no_lanes);
+    // The rekey offers none either (answered at once, no retry needed).
+    p.now = p.now + Duration::from_secs(121);
+    p.send(true, &v4(IP_A, IP_B, 1000, 1));
+    p.run();
+    p.send(false, &v4(IP_B, IP_A, 1000, 2));
+    p.run();
+    assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_completed, 2);
+    assert!(!lanes_of(&p.a, p.now) && !lanes_of(&p.b, p.now));
+    // B offers lanes itself: A takes it for a peer that knows them again.
+    p.b.start_handshake(0, p.now, 1);
+    p.collect();
+    p.run();
+    p.send(false, &v4(IP_B, IP_A, 1000, 3));
+    p.run();
+    p.send(true, &v4(IP_A, IP_B, 1000, 4));
+    p.run();
+    assert!(!p.a.peers[0].no_lanes);
+    assert!(lanes_of(&p.a, p.now) && lanes_of(&p.b, p.now));
+}
+
 #[test]
 fn roaming_updates_the_endpoint() {
     let mut p = established();
