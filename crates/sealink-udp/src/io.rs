@@ -140,6 +140,12 @@ impl UdpIo {
         })
     }
 
+    /// Steers the datagrams of this socket's `SO_REUSEPORT` group (`sockets` of them, bound in
+    /// order) by their payload byte `offset`: see [`crate::steer::lane_program`].
+    pub fn steer_by_lane(&self, offset: u32, sockets: usize) -> io::Result<()> {
+        crate::steer::attach_lane_program(&self.socket, offset, sockets)
+    }
+
     /// The bound address (with the port the kernel picked for port 0).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.socket
@@ -503,6 +509,51 @@ mod tests {
             .unwrap();
         }
         got
+    }
+
+    /// A real `SO_REUSEPORT` group with the lane program: lane `n` reaches socket
+    /// `(n - 1) % 3`; lane 0 falls back to the kernel's hash (one client, one socket).
+    #[test]
+    fn the_lane_program_spreads_datagrams_by_their_lane_byte() {
+        let opts = UdpOptions {
+            reuse_port: true,
+            ..UdpOptions::default()
+        };
+        let first = UdpIo::bind((Ipv4Addr::LOCALHOST, 0).into(), &opts).unwrap();
+        let addr = first.local_addr().unwrap();
+        let mut group = vec![first];
+        for _ in 0..2 {
+            group.push(UdpIo::bind(addr, &opts).unwrap());
+        }
+        group[0].steer_by_lane(3, group.len()).unwrap();
+        let client = loopback();
+        let datagram = |lane: u8, tag: u8| {
+            let mut d = [tag; 20];
+            d[3] = lane;
+            d
+        };
+        for lane in 1..=6u8 {
+            client.send(addr, &datagram(lane, lane), 20).unwrap();
+        }
+        for (k, s) in group.iter().enumerate() {
+            let lanes: Vec<u8> = recv_n(s, 2).iter().map(|(_, d)| d[3]).collect();
+            assert_eq!(lanes, [k as u8 + 1, k as u8 + 4], "socket {k}");
+        }
+        for _ in 0..8 {
+            client.send(addr, &datagram(0, 9), 20).unwrap();
+        }
+        let mut bufs = RecvBuffers::new(32);
+        let per_socket: Vec<usize> = group
+            .iter()
+            .map(|s| {
+                let mut n = 0;
+                let _ = s.recv_timeout(&mut bufs, Some(Duration::from_millis(300)), |_, _| n += 1);
+                n
+            })
+            .collect();
+        let mut sorted = per_socket.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 0, 8], "{per_socket:?}");
     }
 
     #[test]
