@@ -11,6 +11,9 @@
 #   sealink-par-w0  sealink-par with tun_writers = 0 (the receive path's release writes)
 #   sealink-w0      the default config with tun_writers = 0: on more than two cores, the A/B of
 #                   the writers against `sealink` (on two cores the two are the same shape)
+#   sealink-nolanes the default config with lanes = false: one peer's datagrams on one receiving
+#                   socket (by address); on more than two cores, the A/B of lanes against
+#                   `sealink` (on two cores there is one socket, and the two are the same)
 #   sealink-nopb    the same with piggybacking off
 #   sealink-timer   the same with the explicit ADP piggyback policy (200 us timer)
 #   sealink-wg      `sealink up slwga.conf`: a wg-quick config, WireGuard's wire (same protocol and
@@ -94,8 +97,8 @@ if [ -n "${PIN_ENDS:-}" ]; then
   tsa=(taskset -c "${PIN_ENDS%%/*}"); tsb=(taskset -c "${PIN_ENDS#*/}")
   log "every tunnel's side A pinned to CPUs ${PIN_ENDS%%/*}, side B to ${PIN_ENDS#*/}"
 fi
-all_tunnels="plain wg-go boringtun sealink sealink-wg sealink-inline sealink-par sealink-par-w0 sealink-w0 sealink-nopb sealink-timer"
-declare -A ifn=([sealink]=sl [sealink-wg]=slwg [sealink-inline]=sli [sealink-par]=slp [sealink-par-w0]=slq [sealink-w0]=slr [sealink-nopb]=sln [sealink-timer]=slt)
+all_tunnels="plain wg-go boringtun sealink sealink-wg sealink-inline sealink-par sealink-par-w0 sealink-w0 sealink-nolanes sealink-nopb sealink-timer"
+declare -A ifn=([sealink]=sl [sealink-wg]=slwg [sealink-inline]=sli [sealink-par]=slp [sealink-par-w0]=slq [sealink-w0]=slr [sealink-nolanes]=sll [sealink-nopb]=sln [sealink-timer]=slt)
 ina() { ip netns exec "$NA" "${tsa[@]}" "$@"; }
 inb() { ip netns exec "$NB" "${tsb[@]}" "$@"; }
 
@@ -262,7 +265,7 @@ sealink_wg_tunnel() {
 
 # --- tunnels ----------------------------------------------------------------------------------
 declare -A dest=([plain]=10.77.0.2 [wg-go]=10.78.1.2 [boringtun]=10.78.2.2 [sealink]=10.78.3.2 [sealink-wg]=10.78.8.2
-  [sealink-inline]=10.78.4.2 [sealink-nopb]=10.78.5.2 [sealink-timer]=10.78.6.2 [sealink-par]=10.78.7.2 [sealink-par-w0]=10.78.9.2 [sealink-w0]=10.78.10.2)
+  [sealink-inline]=10.78.4.2 [sealink-nopb]=10.78.5.2 [sealink-timer]=10.78.6.2 [sealink-par]=10.78.7.2 [sealink-par-w0]=10.78.9.2 [sealink-w0]=10.78.10.2 [sealink-nolanes]=10.78.11.2)
 active=()
 for t in $all_tunnels; do
   want "$t" || continue
@@ -288,6 +291,7 @@ for t in $all_tunnels; do
     sealink-par) sealink_tunnel sealink-par 10.78.7 51826 $'workers = 2\nqueues = 2' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-par-w0) sealink_tunnel sealink-par-w0 10.78.9 51828 $'workers = 2\nqueues = 2\ntun_writers = 0' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-w0) sealink_tunnel sealink-w0 10.78.10 51829 'tun_writers = 0' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
+    sealink-nolanes) sealink_tunnel sealink-nolanes 10.78.11 51830 'lanes = false' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-nopb) sealink_tunnel sealink-nopb 10.78.5 51824 "" "enabled = false" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-timer) sealink_tunnel sealink-timer 10.78.6 51825 "" 'mode = "timer"' >"$work/$t-up.err" 2>&1 || ok=$? ;;
   esac

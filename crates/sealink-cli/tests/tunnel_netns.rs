@@ -509,8 +509,8 @@ fn transfer_many(lab: &Lab, k: usize, n: usize) {
     );
 }
 
-/// The data path's threads from `show --json`: (name, TUN write packets).
-fn tun_writes_by_thread(lab: &Lab, side: usize) -> Vec<(String, u64)> {
+/// The data path's threads from `show --json`: (name, its counter `field`).
+fn by_thread(lab: &Lab, side: usize, field: &str) -> Vec<(String, u64)> {
     let o = lab.exec(side, &[BIN, "show", "--json", &lab.ifname[side]]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("show --json parses");
@@ -521,18 +521,18 @@ fn tun_writes_by_thread(lab: &Lab, side: usize) -> Vec<(String, u64)> {
         .map(|t| {
             (
                 t["name"].as_str().unwrap_or("").to_owned(),
-                t["tun_write_packets"].as_u64().unwrap_or(0),
+                t[field].as_u64().unwrap_or(0),
             )
         })
         .collect()
 }
 
 /// The engine-threaded data path: several crypto workers, a multi-queue TUN device,
-/// `SO_REUSEPORT` sockets and TUN writer threads (the default on machines with more than two
-/// cores), across real namespaces: ping, a checked TCP transfer, twelve checked connections at
-/// once, and `show` reporting the shape. One peer's datagrams all arrive on one socket, so it
-/// is the writers that spread the connections: every TUN write is a writer's, and the twelve
-/// connections use more than one of them.
+/// `SO_REUSEPORT` sockets steered by lane and TUN writer threads (the default on machines with
+/// more than two cores), across real namespaces: ping, a checked TCP transfer, twelve checked
+/// connections at once, and `show` reporting the shape. The peers agree on lanes, so one
+/// peer's connections arrive on more than one socket; every TUN write is a writer's, and the
+/// twelve connections use more than one of them.
 #[test]
 fn parallel_data_path_between_namespaces() {
     let Some(mut lab) = Lab::new("p") else { return };
@@ -550,11 +550,23 @@ fn parallel_data_path_between_namespaces() {
         assert!(s.contains("tun_queues=3"), "{s}");
         assert!(s.contains("udp_sockets=3"), "{s}");
         assert!(s.contains("tun_writers=3"), "{s}");
+        assert!(s.contains("lanes=steered"), "{s}");
+        assert!(s.contains("(session up, lanes)"), "{s}");
         assert_eq!(counter(&s, "auth-failed"), 0, "{s}");
         assert_eq!(counter(&s, "replayed"), 0, "{s}");
     }
     assert!(lab.peer_bytes(1, "rx_bytes") >= (16 << 20) + 12 * (2 << 20));
-    let threads = tun_writes_by_thread(&lab, 1);
+    // Twelve connections all on one of three lanes: a chance of 3 in 3^12.
+    let receivers = by_thread(&lab, 1, "udp_receive_datagrams");
+    let busy: Vec<_> = receivers
+        .iter()
+        .filter(|(name, n)| name.starts_with("sl-udp-") && *n > 100)
+        .collect();
+    assert!(
+        busy.len() >= 2,
+        "one peer's datagrams spread over the sockets by lane: {receivers:?}"
+    );
+    let threads = by_thread(&lab, 1, "tun_write_packets");
     let writers: Vec<_> = threads
         .iter()
         .filter(|(name, n)| name.starts_with("sl-write-") && *n > 0)
@@ -575,18 +587,24 @@ fn parallel_data_path_between_namespaces() {
     );
 }
 
-/// The same engine-threaded shape with `tun_writers = 0`: the receive path's release writes,
-/// as before the writers; checked connections still arrive intact.
+/// The same engine-threaded shape with `tun_writers = 0` and `lanes = false`: the receive
+/// path's release writes, as before the writers, and one peer's datagrams all arrive on one
+/// socket, as before lanes; checked connections still arrive intact.
 #[test]
-fn parallel_data_path_without_writers() {
+fn parallel_data_path_without_writers_or_lanes() {
     let Some(mut lab) = Lab::new("q") else { return };
-    let cfgs = lab.write_configs_with("workers = 2\nqueues = 2\ntun_writers = 0\n");
+    let cfgs = lab.write_configs_with("workers = 2\nqueues = 2\ntun_writers = 0\nlanes = false\n");
     lab.up(1, &cfgs[1]);
     lab.up(0, &cfgs[0]);
     transfer_many(&lab, 4, 2 << 20);
     let s = lab.show(1);
     assert!(s.contains("tun_writers=0"), "{s}");
-    let threads = tun_writes_by_thread(&lab, 1);
+    assert!(s.contains("lanes=off"), "{s}");
+    assert!(s.contains("(session up)"), "{s}");
+    let receivers = by_thread(&lab, 1, "udp_receive_datagrams");
+    let busy = receivers.iter().filter(|(_, n)| *n > 0).count();
+    assert_eq!(busy, 1, "by address: one socket per peer: {receivers:?}");
+    let threads = by_thread(&lab, 1, "tun_write_packets");
     assert!(
         threads
             .iter()

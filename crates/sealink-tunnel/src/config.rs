@@ -15,6 +15,10 @@
 //! tun_writers = 4                 # threads writing received packets to the TUN device, a
 //!                                 # flow always to the same one; 0: the receive path writes
 //!                                 # (default: one per queue with several queues and workers)
+//! lanes = true                    # number data datagrams by flow, for peers that agree, and
+//!                                 # steer received ones over the UDP sockets by that number,
+//!                                 # so one peer's flows spread over them (default true;
+//!                                 # sealink's wire only)
 //! pre_up = "cmd %i"               # hooks (wg-quick's): pre_up, post_up, pre_down, post_down;
 //! post_down = ["a", "b"]          # a command or a list, /bin/sh -c, %i: the interface name
 //! user = "nobody"                 # the user the running tunnel switches to once set up
@@ -87,6 +91,7 @@ pub(crate) struct RawInterface {
     pub workers: Option<u32>,
     pub queues: Option<u32>,
     pub tun_writers: Option<u32>,
+    pub lanes: Option<bool>,
     pub piggyback: Option<RawPiggyback>,
     pub pre_up: Option<OneOrMany>,
     pub post_up: Option<OneOrMany>,
@@ -468,6 +473,16 @@ impl Config {
         if i.tun_writers.is_some_and(|w| w > 256) {
             return Err(bad("interface.tun_writers", "at most 256"));
         }
+        match (i.lanes, wireguard) {
+            (Some(true), true) => {
+                return Err(bad(
+                    "interface.lanes",
+                    "lanes are sealink's wire only (interface.protocol = \"wireguard\")",
+                ));
+            }
+            (Some(l), _) => core.lanes = l,
+            (None, _) => {}
+        }
         let mut pb = core.piggyback;
         let (mut queue_limit, mut small) = (None, None);
         if let Some(p) = i.piggyback {
@@ -702,6 +717,7 @@ impl Config {
             (self.workers != new.workers, "interface.workers"),
             (self.queues != new.queues, "interface.queues"),
             (self.tun_writers != new.tun_writers, "interface.tun_writers"),
+            (a.lanes != b.lanes, "interface.lanes"),
             (a.piggyback != b.piggyback, "interface.piggyback"),
             (self.hooks != new.hooks, "interface hooks"),
             (self.user != new.user, "interface.user"),
@@ -873,6 +889,13 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         assert!(e.to_string().contains("interface.tun_writers"), "{e}");
         let c = Config::parse(&with("tun_writers = 0")).unwrap();
         assert_eq!(c.tun_writers, Some(0));
+        assert!(
+            Config::parse(&sample()).unwrap().core.lanes,
+            "lanes by default"
+        );
+        assert!(!Config::parse(&with("lanes = false")).unwrap().core.lanes);
+        let e = Config::parse(&with("lanes = 1")).unwrap_err();
+        assert!(e.to_string().contains("lanes"), "{e}");
         let e = Config::parse(&sample().replace("small = 128", "small = 128\nmode = \"soon\""))
             .unwrap_err();
         assert!(e.to_string().contains("interface.piggyback.mode"), "{e}");

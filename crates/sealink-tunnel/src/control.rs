@@ -38,6 +38,12 @@ pub struct Status {
     /// Absent from the answers of older builds.
     #[serde(default)]
     pub tun_writers: usize,
+    /// Lanes offered to peers (`interface.lanes`), and whether received datagrams are steered
+    /// over the UDP sockets by lane. Absent from the answers of older builds.
+    #[serde(default)]
+    pub lanes: bool,
+    #[serde(default)]
+    pub lane_steering: bool,
     pub aead: String,
     /// The protocol on the wire: "sealink" or "wireguard" (older builds: absent, sealink's).
     #[serde(default = "sealink_wire")]
@@ -108,6 +114,9 @@ pub struct PeerJson {
     /// Seconds since the latest handshake; `null` if none yet.
     pub latest_handshake_secs: Option<f64>,
     pub session_up: bool,
+    /// The current session agreed on lanes (absent from older builds' answers).
+    #[serde(default)]
+    pub lanes: bool,
     pub rx_bytes: u64,
     pub tx_bytes: u64,
     pub rx_packets: u64,
@@ -143,6 +152,8 @@ pub fn status(
         udp_sockets: info.udp_sockets,
         crypto_workers: info.workers,
         tun_writers: info.tun_writers,
+        lanes: info.lanes,
+        lane_steering: info.lane_steering,
         aead: sealink_crypto::suite::chosen_backend().0.name().to_string(),
         protocol: match info.wire {
             Wire::Sealink => "sealink",
@@ -164,6 +175,7 @@ pub fn status(
                     .last_handshake
                     .map(|t| now.saturating_since(t).as_secs_f64()),
                 session_up: p.session_up,
+                lanes: p.lanes,
                 rx_bytes: p.stats.rx_bytes,
                 tx_bytes: p.stats.tx_bytes,
                 rx_packets: p.stats.rx_packets,
@@ -208,8 +220,17 @@ pub fn format_status(st: &Status) -> String {
     );
     let _ = writeln!(
         s,
-        "  data path: tun_queues={} udp_sockets={} crypto_workers={} tun_writers={} aead={}",
-        st.tun_queues, st.udp_sockets, st.crypto_workers, st.tun_writers, st.aead
+        "  data path: tun_queues={} udp_sockets={} crypto_workers={} tun_writers={} lanes={} aead={}",
+        st.tun_queues,
+        st.udp_sockets,
+        st.crypto_workers,
+        st.tun_writers,
+        match (st.lanes, st.lane_steering) {
+            (false, _) => "off",
+            (true, false) => "on",
+            (true, true) => "steered",
+        },
+        st.aead
     );
     if st.drops.is_empty() {
         let _ = writeln!(s, "  drops: none");
@@ -267,8 +288,9 @@ pub fn format_status(st: &Status) -> String {
         };
         let _ = writeln!(
             s,
-            "  latest handshake: {hs} (session {})",
-            if p.session_up { "up" } else { "down" }
+            "  latest handshake: {hs} (session {}{})",
+            if p.session_up { "up" } else { "down" },
+            if p.lanes { ", lanes" } else { "" }
         );
         let _ = writeln!(
             s,

@@ -29,6 +29,13 @@ const IDLE_WAIT: Duration = Duration::from_millis(250);
 /// One unit of engine work.
 pub(crate) type Batch = Duplex<RxBatch, TxBatch>;
 
+/// The lane of what TUN queue `queue` reads (`sealink_proto::wire::LANE_OFFSET`): the kernel
+/// keeps a flow on one queue, so a peer that steers by lane receives each flow on one socket,
+/// and its flows spread over its sockets. Never 0, which means no lane.
+pub(crate) fn lane_of(queue: usize) -> u8 {
+    (queue % 255 + 1) as u8
+}
+
 // ------------------------------------------------------------------------------ TUN -> UDP
 
 /// A datagram to send: a slot of the batch buffer, or a copy the core queued.
@@ -71,6 +78,7 @@ impl Half for TxBatch {
     type Ctx = Shared;
     fn run(&mut self) {
         let (stride, h) = (self.stride, self.headroom);
+        let lane = lane_of(self.queue);
         for it in &mut self.items {
             if let TxItem::Slot {
                 i,
@@ -86,11 +94,11 @@ impl Half for TxBatch {
                     let read = &self.original[VIRTIO_NET_HDR_LEN..];
                     tunread::finish(&mut slot[h..h + n], read, *unfinished);
                 }
-                *len = job.seal(slot).unwrap_or(0);
+                *len = job.seal_on_lane(slot, lane).unwrap_or(0);
             }
         }
         // The datagrams the core queued ahead of these packets (piggyback flushes).
-        self.out_failed = self.out.seal();
+        self.out_failed = self.out.seal(lane);
     }
 
     fn release(mut self: Box<Self>, sh: &Shared) {
@@ -129,7 +137,7 @@ impl Half for TxBatch {
             self.out.clear();
             self.out.drain(&mut core);
         }
-        self.out.seal_and_send(sh, sock);
+        self.out.seal_and_send(sh, sock, lane_of(self.queue));
         self.items.clear();
         self.out.clear();
         let pool = Arc::clone(&self.pool);
@@ -445,7 +453,7 @@ impl Half for RxBatch {
                 lend = true;
             }
         }
-        self.out.seal_and_send(sh, self.sock);
+        self.out.seal_and_send(sh, self.sock, 0);
         if lend {
             // The writers share the batch; the last one done hands it back to the pool.
             let lent = Arc::new(Lent(Some(self)));
@@ -669,7 +677,7 @@ impl UdpReader {
         };
         if b.rx.is_empty() {
             // Handshakes only (or nothing): answer here.
-            b.out.seal_and_send(sh, s);
+            b.out.seal_and_send(sh, s, 0);
             pool.put(b);
         } else {
             sh.threads.count(Count::BatchesSubmitted, 1);

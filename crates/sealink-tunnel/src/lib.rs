@@ -89,6 +89,10 @@ pub struct UpInfo {
     /// Threads writing received packets to the TUN device, a flow always to the same one (0:
     /// the receive path's release writes).
     pub tun_writers: usize,
+    /// Lanes are offered to peers ([`sealink_proto::tunnel::TunnelConfig::lanes`]), and the
+    /// UDP sockets' group steers received datagrams by lane (`sealink_udp::steer`).
+    pub lanes: bool,
+    pub lane_steering: bool,
     /// The mark on the tunnel's own datagrams when it is a full tunnel (`policy.rs`), else
     /// `None`.
     pub fwmark: Option<u32>,
@@ -221,13 +225,14 @@ impl Outbox {
         }
         n
     }
-    /// Seals the data datagrams drained unsealed (no lock needed); returns how many seals
-    /// failed, for [`Tunnel::seal_failed`].
-    fn seal(&mut self) -> u64 {
+    /// Seals the data datagrams drained unsealed (no lock needed) on `lane` (0: none; see
+    /// [`datapath::lane_of`]); returns how many seals failed, for [`Tunnel::seal_failed`].
+    fn seal(&mut self, lane: u8) -> u64 {
         let mut failed = 0;
         for (k, (_, len, job)) in self.items.iter_mut().enumerate() {
             if let Some(job) = job.take() {
-                *len = job.seal(&mut self.bufs[k][..*len]).unwrap_or_else(|_| {
+                let buf = &mut self.bufs[k][..*len];
+                *len = job.seal_on_lane(buf, lane).unwrap_or_else(|_| {
                     failed += 1;
                     0
                 });
@@ -241,10 +246,10 @@ impl Outbox {
         debug_assert!(job.is_none(), "an Outbox datagram sent before its seal");
         (len > 0 && job.is_none()).then(|| (d, &self.bufs[k][..len]))
     }
-    /// Seals everything drained, then sends it on socket `sock` (the lock not held); a failed
-    /// seal is counted.
-    fn seal_and_send(&mut self, sh: &Shared, sock: usize) {
-        let failed = self.seal();
+    /// Seals everything drained (on `lane`), then sends it on socket `sock` (the lock not
+    /// held); a failed seal is counted.
+    fn seal_and_send(&mut self, sh: &Shared, sock: usize, lane: u8) {
+        let failed = self.seal(lane);
         if failed > 0 {
             sh.lock().seal_failed(failed);
         }
@@ -356,8 +361,14 @@ fn undo_all(mut cleanups: Vec<Cleanup>) {
 }
 
 /// Binds `n` UDP sockets on the listen port (dual-stack first, else IPv4), `SO_REUSEPORT` when
-/// more than one; the kernel spreads peers over them by address.
-fn bind_udp(port: u16, n: usize, mark: Option<u32>) -> Result<Vec<UdpIo>, TunnelError> {
+/// more than one; the kernel spreads peers over them by address, or with `lanes` by the lane
+/// each data datagram carries. Returns the sockets and whether lane steering is on.
+fn bind_udp(
+    port: u16,
+    n: usize,
+    mark: Option<u32>,
+    lanes: bool,
+) -> Result<(Vec<UdpIo>, bool), TunnelError> {
     let opts = UdpOptions {
         reuse_port: n > 1,
         mark,
@@ -386,7 +397,15 @@ fn bind_udp(port: u16, n: usize, mark: Option<u32>) -> Result<Vec<UdpIo>, Tunnel
             }
         }
     }
-    Ok(socks)
+    let steering = lanes
+        && socks.len() > 1
+        && socks[0]
+            .steer_by_lane(sealink_proto::wire::LANE_OFFSET as u32, socks.len())
+            .inspect_err(|e| {
+                tracing::warn!(error = %e, "cannot steer datagrams by lane: by address instead");
+            })
+            .is_ok();
+    Ok((socks, steering))
 }
 
 /// Runs the tunnel in the calling thread until `stop` is set (by a signal handler, or by
@@ -478,7 +497,12 @@ fn run_prepared(
     }
     let (full_v4, full_v6) = cfg.full_tunnel();
     let full = full_v4 || full_v6;
-    let udp = bind_udp(cfg.listen_port, queues, full.then_some(cfg.fwmark))?;
+    let (udp, lane_steering) = bind_udp(
+        cfg.listen_port,
+        queues,
+        full.then_some(cfg.fwmark),
+        cfg.core.lanes,
+    )?;
     let listen = udp[0]
         .local_addr()
         .unwrap_or(SocketAddr::from((Ipv6Addr::UNSPECIFIED, cfg.listen_port)));
@@ -595,6 +619,8 @@ fn run_prepared(
         wire: cfg.core.wire,
         workers,
         tun_writers: n_writers,
+        lanes: cfg.core.lanes,
+        lane_steering,
         fwmark: full.then_some(cfg.fwmark),
     };
     let sh = std::sync::Arc::new(Shared {
@@ -900,7 +926,7 @@ fn timer_loop(sh: &Shared) {
         out.clear();
         if out.drain(&mut core) > 0 {
             drop(core);
-            out.seal_and_send(sh, 0);
+            out.seal_and_send(sh, 0, 0);
             core = sh.lock();
             continue;
         }

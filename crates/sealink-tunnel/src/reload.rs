@@ -238,7 +238,7 @@ pub(crate) fn resolver_loop(sh: Weak<Shared>, rx: Receiver<([u8; 32], String)>, 
             }
             None => tracing::debug!(endpoint = %name, "endpoint name resolved again; unchanged"),
         }
-        out.seal_and_send(&sh, 0);
+        out.seal_and_send(&sh, 0, 0);
         sh.timer.notify_one();
     }
 }

@@ -133,6 +133,8 @@ fn info() -> UpInfo {
         wire: sealink_proto::tunnel::Wire::Sealink,
         workers: 3,
         tun_writers: 2,
+        lanes: true,
+        lane_steering: true,
         fwmark: None,
     }
 }
@@ -147,6 +149,7 @@ fn peer(last_handshake: Option<Time>) -> PeerStatus {
         session_up: last_handshake.is_some(),
         persistent_keepalive: last_handshake.map(|_| Duration::from_secs(25)),
         preshared_key: None,
+        lanes: last_handshake.is_some(),
         stats: PeerStats {
             rx_bytes: 1000,
             tx_bytes: 2000,
@@ -187,7 +190,7 @@ fn status_text_has_the_interface_and_every_peer() {
         "{s}"
     );
     assert!(
-        s.contains("tun_queues=2 udp_sockets=2 crypto_workers=3 tun_writers=2 aead="),
+        s.contains("tun_queues=2 udp_sockets=2 crypto_workers=3 tun_writers=2 lanes=steered aead="),
         "{s}"
     );
     assert!(s.contains("  drops: auth-failed=3 replayed=1\n"), "{s}");
@@ -201,7 +204,7 @@ fn status_text_has_the_interface_and_every_peer() {
     assert!(s.contains("  endpoint: (unknown)\n"), "{s}");
     assert!(s.contains("  allowed ips: 10.5.0.2/32, fd05::/64\n"), "{s}");
     assert!(
-        s.contains("  latest handshake: 1.5 s ago (session up)\n"),
+        s.contains("  latest handshake: 1.5 s ago (session up, lanes)\n"),
         "{s}"
     );
     assert!(

@@ -222,7 +222,7 @@ fn library_tunnel_between_namespaces() {
         let show = control::request(&run_dir, &names[0], "show", Duration::from_secs(5)).unwrap();
         assert!(show.contains(&format!("interface: {}", names[0])), "{show}");
         assert!(show.contains("peer: side1"), "{show}");
-        assert!(show.contains("(session up)"), "{show}");
+        assert!(show.contains("(session up, lanes)"), "{show}");
     } else {
         println!("ping not installed: the ping and session checks are skipped");
     }
@@ -331,7 +331,7 @@ fn a_stale_endpoint_name_is_resolved_again_and_the_tunnel_comes_up() {
     );
     assert_eq!(*asked.lock().unwrap(), ["side1.test:51872"]);
     assert!(show.contains("endpoint: 10.203.0.2:51872"), "{show}");
-    assert!(show.contains("(session up)"), "{show}");
+    assert!(show.contains("(session up, lanes)"), "{show}");
     for s in &stops {
         s.store(true, Ordering::SeqCst);
     }

@@ -207,6 +207,14 @@ allowed_ips = ["10.0.0.2/32"]
     .unwrap_err()
     .to_string();
     assert!(e.contains("piggyback"), "{e}");
+    assert!(!c.core.lanes, "WireGuard's wire has no lanes");
+    let e = Config::parse(&toml.replace(
+        "protocol = \"wireguard\"\n",
+        "protocol = \"wireguard\"\nlanes = true\n",
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("interface.lanes"), "{e}");
     let e = Config::parse(&toml.replace("\"wireguard\"", "\"ipsec\""))
         .unwrap_err()
         .to_string();
