@@ -14,6 +14,7 @@
 #   sealink-nolanes the default config with lanes = false: one peer's datagrams on one receiving
 #                   socket (by address); on more than two cores, the A/B of lanes against
 #                   `sealink` (on two cores there is one socket, and the two are the same)
+#   sealink-par-nolanes  sealink-par with lanes = false: the A/B of lanes in the two-queue shape
 #   sealink-nopb    the same with piggybacking off
 #   sealink-timer   the same with the explicit ADP piggyback policy (200 us timer)
 #   sealink-wg      `sealink up slwga.conf`: a wg-quick config, WireGuard's wire (same protocol and
@@ -97,8 +98,8 @@ if [ -n "${PIN_ENDS:-}" ]; then
   tsa=(taskset -c "${PIN_ENDS%%/*}"); tsb=(taskset -c "${PIN_ENDS#*/}")
   log "every tunnel's side A pinned to CPUs ${PIN_ENDS%%/*}, side B to ${PIN_ENDS#*/}"
 fi
-all_tunnels="plain wg-go boringtun sealink sealink-wg sealink-inline sealink-par sealink-par-w0 sealink-w0 sealink-nolanes sealink-nopb sealink-timer"
-declare -A ifn=([sealink]=sl [sealink-wg]=slwg [sealink-inline]=sli [sealink-par]=slp [sealink-par-w0]=slq [sealink-w0]=slr [sealink-nolanes]=sll [sealink-nopb]=sln [sealink-timer]=slt)
+all_tunnels="plain wg-go boringtun sealink sealink-wg sealink-inline sealink-par sealink-par-w0 sealink-w0 sealink-nolanes sealink-par-nolanes sealink-nopb sealink-timer"
+declare -A ifn=([sealink]=sl [sealink-wg]=slwg [sealink-inline]=sli [sealink-par]=slp [sealink-par-w0]=slq [sealink-w0]=slr [sealink-nolanes]=sll [sealink-par-nolanes]=slm [sealink-nopb]=sln [sealink-timer]=slt)
 ina() { ip netns exec "$NA" "${tsa[@]}" "$@"; }
 inb() { ip netns exec "$NB" "${tsb[@]}" "$@"; }
 
@@ -265,7 +266,7 @@ sealink_wg_tunnel() {
 
 # --- tunnels ----------------------------------------------------------------------------------
 declare -A dest=([plain]=10.77.0.2 [wg-go]=10.78.1.2 [boringtun]=10.78.2.2 [sealink]=10.78.3.2 [sealink-wg]=10.78.8.2
-  [sealink-inline]=10.78.4.2 [sealink-nopb]=10.78.5.2 [sealink-timer]=10.78.6.2 [sealink-par]=10.78.7.2 [sealink-par-w0]=10.78.9.2 [sealink-w0]=10.78.10.2 [sealink-nolanes]=10.78.11.2)
+  [sealink-inline]=10.78.4.2 [sealink-nopb]=10.78.5.2 [sealink-timer]=10.78.6.2 [sealink-par]=10.78.7.2 [sealink-par-w0]=10.78.9.2 [sealink-w0]=10.78.10.2 [sealink-nolanes]=10.78.11.2 [sealink-par-nolanes]=10.78.12.2)
 active=()
 for t in $all_tunnels; do
   want "$t" || continue
@@ -292,6 +293,7 @@ for t in $all_tunnels; do
     sealink-par-w0) sealink_tunnel sealink-par-w0 10.78.9 51828 $'workers = 2\nqueues = 2\ntun_writers = 0' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-w0) sealink_tunnel sealink-w0 10.78.10 51829 'tun_writers = 0' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-nolanes) sealink_tunnel sealink-nolanes 10.78.11 51830 'lanes = false' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
+    sealink-par-nolanes) sealink_tunnel sealink-par-nolanes 10.78.12 51831 $'workers = 2\nqueues = 2\nlanes = false' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-nopb) sealink_tunnel sealink-nopb 10.78.5 51824 "" "enabled = false" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-timer) sealink_tunnel sealink-timer 10.78.6 51825 "" 'mode = "timer"' >"$work/$t-up.err" 2>&1 || ok=$? ;;
   esac
