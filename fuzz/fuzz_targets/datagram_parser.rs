@@ -1,5 +1,6 @@
 //! The header and frame parsers never panic, and whatever parses re-encodes to the same bytes
-//! (a MSG_FIXED frame included, with the padding it ends the body with); a MSG_FIXED frame built
+//! (a data header's lane byte, which only the sender chooses, put back; a MSG_FIXED frame
+//! included, with the padding it ends the body with); a MSG_FIXED frame built
 //! from the input's bytes parses back as itself and is malformed when cut short of its message;
 //! the handshake MAC checks and the cookie-reply reader never panic on any input, and nothing
 //! random passes them.
@@ -14,6 +15,12 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(h) = wire::parse_header(data) {
         let mut out = [0u8; wire::HEADER_LEN];
         wire::write_header(&h, &mut out);
+        // A data header's lane byte is the sender's (any value), not part of `Header`; every
+        // other header has 0 there.
+        match h {
+            Header::Data { .. } => out[wire::LANE_OFFSET] = data[wire::LANE_OFFSET],
+            _ => assert_eq!(data[wire::LANE_OFFSET], 0, "a handshake with a lane byte"),
+        }
         assert_eq!(&out[..], &data[..wire::HEADER_LEN]);
         let key = [7u8; 32];
         match h {
