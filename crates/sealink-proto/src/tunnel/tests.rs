@@ -386,12 +386,12 @@ fn piggybacking_off_sends_every_packet_at_once() {
     ));
 }
 
-#[test]
-fn handshake_is_retried_then_abandoned() {
+/// A's first initiation to B is lost; the retry a second later brings the staged packet.
+fn first_initiation_lost_then_retried() -> Pair {
     let mut p = pair();
     p.send(true, &v4(IP_A, IP_B, 300, 0));
     assert_eq!(p.wire.len(), 1);
-    p.wire.clear(); // the initiation is lost
+    p.wire.clear();
     assert_eq!(p.a.poll_timeout(), Some(p.now + Duration::from_secs(1)));
     p.advance(Duration::from_secs(1));
     assert_eq!(p.wire.len(), 1, "retried");
@@ -401,6 +401,12 @@ fn handshake_is_retried_then_abandoned() {
         1,
         "the staged packet arrives after the retry"
     );
+    p
+}
+
+#[test]
+fn handshake_is_retried_then_abandoned() {
+    first_initiation_lost_then_retried();
 
     let mut q = pair();
     q.send(true, &v4(IP_A, IP_B, 300, 0));
@@ -507,18 +513,8 @@ fn lanes_off_on_either_side_keeps_byte_3_zero() {
 /// offers lanes itself.
 #[test]
 fn a_peer_that_ignores_the_lanes_offer_is_reached_by_the_retry_without_it() {
-    let mut p = pair();
-    p.send(true, &v4(IP_A, IP_B, 300, 0));
-    assert_eq!(p.wire.len(), 1);
-    p.wire.clear(); // the offer, refused without an answer
-    p.advance(Duration::from_secs(1));
-    assert_eq!(p.wire.len(), 1, "retried");
-    p.run();
-    assert_eq!(
-        p.got_b.len(),
-        1,
-        "the staged packet arrives after the retry"
-    );
+    // The first initiation (the offer) goes unanswered, as an older responder leaves it.
+    let mut p = first_initiation_lost_then_retried();
     // B would have agreed: that it did not shows the retry offered nothing.
     assert!(!lanes_of(&p.a, p.now) && !lanes_of(&p.b, p.now));
     assert!(p.a.peers[0].no_lanes);
