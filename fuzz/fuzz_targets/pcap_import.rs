@@ -4,8 +4,18 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sealink_lab::bench::adp::pcap::import;
-use sealink_lab::bench::adp::trace::MAX_SIZE;
+
+// The lab's own source files, compiled here (they need only sealink-proto and pcap-file), so the
+// fuzz build does not compile the whole lab; `pcap` reaches `trace` as `super::trace`.
+#[allow(dead_code, unused_imports)]
+#[path = "../../crates/sealink-lab/src/bench/adp/trace.rs"]
+mod trace;
+#[allow(dead_code, unused_imports)]
+#[path = "../../crates/sealink-lab/src/bench/adp/pcap.rs"]
+mod pcap;
+
+use pcap::import;
+use trace::MAX_SIZE;
 
 fuzz_target!(|data: &[u8]| {
     let limit = usize::from(data.first().copied().unwrap_or(0)) + 1;
