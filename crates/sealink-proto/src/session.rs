@@ -290,10 +290,6 @@ impl SealJob {
         )
     }
 
-    /// Whether [`SealJob::seal_on_lane`] writes its lane (the session agreed on lanes).
-    pub fn lanes(&self) -> bool {
-        self.lanes
-    }
     /// The datagram's counter.
     pub fn counter(&self) -> u64 {
         self.counter

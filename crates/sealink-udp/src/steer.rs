@@ -28,8 +28,8 @@ const FALL_BACK: u32 = u32::MAX;
 
 /// The program for a group of `sockets` (at least 1): a datagram whose payload byte `offset`
 /// is `n > 0` goes to socket `(n - 1) % sockets` (sockets are numbered in the order they
-/// joined the group); byte 0, or a datagram too short to have it (the kernel's load then ends
-/// the program with 0: socket 0), as the kernel's hash says.
+/// joined the group); one whose byte is 0 goes where the kernel's hash says. A datagram too
+/// short to have the byte ends the program at the load, which returns 0: socket 0.
 pub fn lane_program(offset: u32, sockets: u32) -> [(u16, u8, u8, u32); 6] {
     [
         (BPF_LD_B_ABS, 0, 0, offset),
