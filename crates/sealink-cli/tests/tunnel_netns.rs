@@ -521,7 +521,9 @@ fn by_thread(lab: &Lab, side: usize, field: &str) -> Vec<(String, u64)> {
         .map(|t| {
             (
                 t["name"].as_str().unwrap_or("").to_owned(),
-                t[field].as_u64().unwrap_or(0),
+                t[field]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("no counter {field} in {t}")),
             )
         })
         .collect()
@@ -531,8 +533,8 @@ fn by_thread(lab: &Lab, side: usize, field: &str) -> Vec<(String, u64)> {
 /// `SO_REUSEPORT` sockets steered by lane and TUN writer threads (the default on machines with
 /// more than two cores), across real namespaces: ping, a checked TCP transfer, twelve checked
 /// connections at once, and `show` reporting the shape. The peers agree on lanes, so one
-/// peer's connections arrive on more than one socket; every TUN write is a writer's, and the
-/// twelve connections use more than one of them.
+/// peer's connections arrive on more than one socket, each datagram on its lane's; every TUN
+/// write is a writer's, and the twelve connections use more than one of them.
 #[test]
 fn parallel_data_path_between_namespaces() {
     let Some(mut lab) = Lab::new("p") else { return };
@@ -565,6 +567,13 @@ fn parallel_data_path_between_namespaces() {
     assert!(
         busy.len() >= 2,
         "one peer's datagrams spread over the sockets by lane: {receivers:?}"
+    );
+    // Each datagram reached the socket its lane names (veth keeps GSO batches whole, so no
+    // receive GRO batch mixes lanes here).
+    let strays = by_thread(&lab, 1, "lane_strays");
+    assert!(
+        strays.iter().all(|(_, n)| *n == 0),
+        "datagrams on another lane's socket: {strays:?}"
     );
     let threads = by_thread(&lab, 1, "tun_write_packets");
     let writers: Vec<_> = threads

@@ -270,6 +270,9 @@ pub fn format_status(st: &Status) -> String {
             if t.batches_submitted > 0 {
                 parts.push(format!("batches={}", t.batches_submitted));
             }
+            if t.lane_strays > 0 {
+                parts.push(format!("lane_strays={}", t.lane_strays));
+            }
             let _ = writeln!(s, "{}", parts.join(" "));
         }
     }

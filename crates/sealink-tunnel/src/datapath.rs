@@ -10,6 +10,7 @@ use std::time::Duration;
 use sealink_engine::{Duplex, Half, Pipeline, Pool};
 use sealink_proto::DropReason;
 use sealink_proto::tunnel::{DecapReserve, OpenJob, PeerIndex, Reserve, SealJob, TAILROOM};
+use sealink_proto::wire::LANE_OFFSET;
 use sealink_udp::{GsoRuns, Received};
 use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN, VirtioNetHdr};
 
@@ -645,6 +646,9 @@ impl UdpReader {
         let udp = &sh.udp[s];
         b.rx.clear();
         b.out.clear();
+        // Datagrams that the steering program sends to another socket (GRO mixed two lanes).
+        let steered = sh.info.lane_steering.then_some(sh.udp.len());
+        let mut strays = 0;
         let r = {
             let RxBatch { rx, out, .. } = &mut *b;
             let (r, _held) = rx.recv_reserving(
@@ -652,6 +656,10 @@ impl UdpReader {
                 timeout,
                 || (sh.lock(), sh.clock.now()),
                 |(core, now), seg, d| {
+                    if let Some(n) = steered {
+                        let want = sealink_udp::steer::lane_socket(d, LANE_OFFSET, n);
+                        strays += u64::from(want.is_some_and(|w| w != s));
+                    }
                     let job = match core.decapsulate_reserve(*now, seg.source, d) {
                         Ok(DecapReserve::Open(job)) => Some(job),
                         _ => None,
@@ -662,6 +670,9 @@ impl UdpReader {
             );
             r
         };
+        if strays > 0 {
+            sh.threads.count(Count::LaneStrays, strays);
+        }
         let got = match r {
             Ok(n) => {
                 if n > 0 {

@@ -30,9 +30,12 @@ pub(crate) enum Count {
     TunWritePackets,
     /// Batches handed to the engine.
     BatchesSubmitted,
+    /// Datagrams received on a socket other than the one the lane steering program picks for
+    /// their lane: a receive GRO batch that coalesced two lanes (`sealink_udp::steer`).
+    LaneStrays,
 }
 
-const N: usize = 9;
+const N: usize = 10;
 
 /// One thread's counters.
 #[derive(Debug, Default)]
@@ -139,6 +142,7 @@ impl Registry {
                     tun_writes: g(Count::TunWrites),
                     tun_write_packets: g(Count::TunWritePackets),
                     batches_submitted: g(Count::BatchesSubmitted),
+                    lane_strays: g(Count::LaneStrays),
                     name,
                 }
             })
@@ -170,6 +174,10 @@ pub struct ThreadStatus {
     pub tun_writes: u64,
     pub tun_write_packets: u64,
     pub batches_submitted: u64,
+    /// Datagrams this reader received though the lane steering program sends their lane to
+    /// another socket (a receive GRO batch led by another lane; absent from older builds).
+    #[serde(default)]
+    pub lane_strays: u64,
 }
 
 /// (name, CPU ns) of every thread of this process. The scheduler's run time

@@ -280,6 +280,7 @@ fn status_json_has_the_same_facts_and_round_trips() {
             tun_writes: 5,
             tun_write_packets: 5,
             batches_submitted: 13,
+            lane_strays: 2,
         }],
     );
     let text = control::format_status_json(&st);
@@ -290,7 +291,7 @@ fn status_json_has_the_same_facts_and_round_trips() {
     assert_eq!(v["threads"][0]["busy_s"], 1.5);
     // The text form lists the thread with what its calls carried.
     assert!(
-        control::format_status(&st).contains("    sl-io-0 busy=1.500s tun_read=10/470 udp_send=20/470 udp_recv=3/5 tun_write=5/5 batches=13"),
+        control::format_status(&st).contains("    sl-io-0 busy=1.500s tun_read=10/470 udp_send=20/470 udp_recv=3/5 tun_write=5/5 batches=13 lane_strays=2"),
         "{}",
         control::format_status(&st)
     );
@@ -307,6 +308,15 @@ fn status_json_has_the_same_facts_and_round_trips() {
     assert_eq!(v["peers"][0]["piggybacked_packets"], 4);
     let back: control::Status = serde_json::from_str(&text).unwrap();
     assert_eq!(back, st);
+    // An older daemon's answer has no lane_strays: it reads as 0.
+    assert_eq!(v["threads"][0]["lane_strays"], 2);
+    let mut older = v.clone();
+    older["threads"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("lane_strays");
+    let back: control::Status = serde_json::from_value(older).unwrap();
+    assert_eq!(back.threads[0].lane_strays, 0);
 }
 
 /// Issue 30: `show` printed byte counters as bare numbers (`tx_bytes=8589934592`). The text

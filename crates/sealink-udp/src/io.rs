@@ -536,8 +536,16 @@ mod tests {
             client.send(addr, &datagram(lane, lane), 20).unwrap();
         }
         for (k, s) in group.iter().enumerate() {
-            let lanes: Vec<u8> = recv_n(s, 2).iter().map(|(_, d)| d[3]).collect();
+            let got = recv_n(s, 2);
+            let lanes: Vec<u8> = got.iter().map(|(_, d)| d[3]).collect();
             assert_eq!(lanes, [k as u8 + 1, k as u8 + 4], "socket {k}");
+            for (_, d) in &got {
+                assert_eq!(
+                    crate::steer::lane_socket(d, 3, 3),
+                    Some(k),
+                    "the mirror agrees"
+                );
+            }
         }
         for _ in 0..8 {
             client.send(addr, &datagram(0, 9), 20).unwrap();

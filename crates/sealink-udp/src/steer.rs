@@ -42,6 +42,18 @@ pub fn lane_program(offset: u32, sockets: u32) -> [(u16, u8, u8, u32); 6] {
     ]
 }
 
+/// The socket [`lane_program`] picks for `datagram` in a group of `sockets`, worked out here:
+/// `None` where the kernel's hash decides (lane 0). A reader that receives a datagram whose
+/// socket this says is another one got it in a receive GRO batch led by another lane (see the
+/// module's note): the tunnel counts those (`lane_strays`).
+pub fn lane_socket(datagram: &[u8], offset: usize, sockets: usize) -> Option<usize> {
+    match datagram.get(offset) {
+        None => Some(0),
+        Some(0) => None,
+        Some(&lane) => Some((usize::from(lane) - 1) % sockets.max(1)),
+    }
+}
+
 /// Attaches [`lane_program`] to the `SO_REUSEPORT` group `sock` belongs to (every socket of
 /// the group, present and future, is steered by it).
 pub fn attach_lane_program(sock: &Socket, offset: u32, sockets: usize) -> io::Result<()> {
@@ -60,4 +72,33 @@ pub fn attach_lane_program(sock: &Socket, offset: u32, sockets: usize) -> io::Re
     };
     nix::sys::socket::setsockopt(sock, nix::sys::socket::sockopt::AttachReusePortCbpf, &prog)
         .map_err(io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lane_socket_mirrors_the_program() {
+        assert_eq!(
+            lane_socket(&[9, 9, 9, 0, 9], 3, 3),
+            None,
+            "lane 0: the hash"
+        );
+        assert_eq!(
+            lane_socket(&[9, 9, 9], 3, 3),
+            Some(0),
+            "too short: the load fails"
+        );
+        let got: Vec<_> = (1..=7u8)
+            .map(|lane| lane_socket(&[0, 0, 0, lane], 3, 3))
+            .collect();
+        assert_eq!(got, [0, 1, 2, 0, 1, 2, 0].map(Some));
+        assert_eq!(lane_socket(&[0, 0, 0, 255], 3, 1), Some(0));
+        assert_eq!(
+            lane_socket(&[0, 0, 0, 5], 3, 0),
+            Some(0),
+            "no sockets read as one"
+        );
+    }
 }
