@@ -34,7 +34,8 @@
 #    TUNNELS=plain,wg-go,sealink,sealink-w0 adds the A/B of the TUN writer threads (sealink-w0:
 #    the default config with tun_writers = 0), about 10 minutes for all five core counts;
 #    TUNNELS=plain,wg-go,sealink,sealink-nolanes the A/B of lanes (lanes = false: one peer
-#    received on one socket), the same time.
+#    received on one socket), the same time. The device tool stops a command at 10 minutes, so
+#    run a four-tunnel set in two calls by CORES (1,2,4 then 8,16; each writes its own archive).
 #    The estimate is printed first: per core count, set-up and tear-down (5 s) plus
 #    RUNS x tests x tunnels x (SECONDS_PER_FLOW + PAUSE + 0.3 s for iperf3's start and end and
 #    the `sealink show` snapshots), i.e. 5 + 18 x 4.3 = 82 s, and 5 core counts 410 s (6 min
