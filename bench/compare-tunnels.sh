@@ -15,6 +15,14 @@
 #                   socket (by address); on more than two cores, the A/B of lanes against
 #                   `sealink` (on two cores there is one socket, and the two are the same)
 #   sealink-par-nolanes  sealink-par with lanes = false: the A/B of lanes in the two-queue shape
+#   sealink-par-always   sealink-par with handoff = "always": every batch handed to the crypto
+#                   workers, as the engine did before handoff = "auto" (the default: the work
+#                   stays on the I/O thread until that saturates); the A/B of the handoff policy
+#                   in the two-queue shape
+#   sealink-always  the default config with handoff = "always": the A/B of the handoff policy
+#                   against `sealink` (on many cores, where the default shape has workers).
+#                   A build that does not know the key fails to bring these two up: they are
+#                   then reported as skipped
 #   sealink-nopb    the same with piggybacking off
 #   sealink-timer   the same with the explicit ADP piggyback policy (200 us timer)
 #   sealink-wg      `sealink up slwga.conf`: a wg-quick config, WireGuard's wire (same protocol and
@@ -36,6 +44,32 @@
 # busiest first. A build whose `show --json` has no "threads" prints "per-thread counters: not
 # reported by this build".
 #
+# CPU per bit of every tunnel: around every flow (tcp1, tcp4, udp256; not rtt), just before and
+# just after it (inside sealink's `show` snapshots, so their work is not counted), the script
+# reads the wall clock (EPOCHREALTIME) and the CPU time of every process of BOTH ends of the
+# tunnel: the daemon started for each end (its pid is recorded when it starts; `ip netns exec`
+# and `taskset` exec, so it is the daemon itself, which the script checks and logs) and all its
+# descendants alive at the snapshot (/proc/PID/task/*/children), each process's utime + stime +
+# cutime + cstime (fields 14-17 of /proc/PID/stat, in clock ticks of `getconf CLK_TCK`; with all
+# its threads, and the reaped children's, so a helper that exits in between still counts). The
+# round line then ends with
+#   round 1  tcp1    sealink              4.480   cpu 1.62 cores  2.77 Gbit/s per core  softirq 0.45 cores (irq 0.00; ends a 0.80, b 0.82)
+# where cores = (CPU seconds of both ends, after minus before) / (wall seconds between the two
+# snapshots), "Gbit/s per core" = the flow's Gbit/s / cores (for udp256 "kpps per core", the
+# thousand packets/s received / cores), "ends" splits the cores into side A (iperf3's client,
+# the sender) and side B (the receiver). The wall time also holds iperf3's start and end (0.1 to
+# 0.3 s, when the tunnel is all but idle), so cores reads a little under the rate during the
+# flow and the per-core figure a little over, the same for every tunnel. plain veth has no
+# daemon: its cpu and per-core columns are "-". The kernel's work on behalf of a tunnel
+# (sockets, veth, TUN, both inner TCP stacks) is not in its processes' stime when it runs in
+# softirq: "softirq" (and "irq") is the machine's system-wide softirq (irq) time over the flow
+# (the delta of the first line of /proc/stat / CLK_TCK / the wall seconds), i.e. ALL of the
+# machine's softirq work during that flow, the veth's and both inner stacks' included, whoever
+# caused it: an additional column, not attributed to a tunnel (and not part of its cores).
+# The medians tables of tcp1, tcp4 and udp256 carry after the rounds, past a "|", the median
+# over the rounds of cores, of the per-core figure (Gbit/s/core, or kpps/core for udp256), the
+# per-core median's ratio to wireguard-go's ("per-core vs wg-go") and the median softirq cores.
+#
 # Missing tools are installed: iperf3, wireguard-tools and jq from Debian's packages,
 # wireguard-go with `go install`, boringtun-cli with `cargo install`. JSON (iperf3's and
 # sealink's) is read with jq, or with python3 where jq is missing. A tunnel that cannot be
@@ -43,7 +77,8 @@
 # Namespaces, interfaces and daemons are removed on exit, also on failure or Ctrl-C.
 #
 # Environment: RUNS (5), SECONDS_PER_FLOW (6), TESTS (tcp1,tcp4,udp256,rtt),
-# TUNNELS (plain,wg-go,boringtun,sealink; add sealink-wg, sealink-inline, sealink-nopb, sealink-timer),
+# TUNNELS (plain,wg-go,boringtun,sealink; add sealink-wg, sealink-inline, sealink-nopb, sealink-timer,
+# sealink-par, sealink-par-always, sealink-always, ... any label above),
 # SEALINK (a prebuilt sealink binary instead of building target/release/sealink),
 # BORINGTUN_THREADS (boringtun's default when unset), KEEP_LOGS=1 (keep the work directory,
 # made under TMPDIR, default /tmp), THREAD_LOG=FILE (append every thread's deltas of every
@@ -68,6 +103,8 @@ NA=slbench-a
 NB=slbench-b
 work="$(mktemp -d "${TMPDIR:-/tmp}/sealink-tunnels.XXXXXX")"
 pids=()
+# label -> "pidA pidB": the daemons of the tunnel's two ends (for their CPU time).
+declare -A tpids=()
 
 log() { echo "compare-tunnels: $*" >&2; }
 
@@ -98,8 +135,9 @@ if [ -n "${PIN_ENDS:-}" ]; then
   tsa=(taskset -c "${PIN_ENDS%%/*}"); tsb=(taskset -c "${PIN_ENDS#*/}")
   log "every tunnel's side A pinned to CPUs ${PIN_ENDS%%/*}, side B to ${PIN_ENDS#*/}"
 fi
-all_tunnels="plain wg-go boringtun sealink sealink-wg sealink-inline sealink-par sealink-par-w0 sealink-w0 sealink-nolanes sealink-par-nolanes sealink-nopb sealink-timer"
-declare -A ifn=([sealink]=sl [sealink-wg]=slwg [sealink-inline]=sli [sealink-par]=slp [sealink-par-w0]=slq [sealink-w0]=slr [sealink-nolanes]=sll [sealink-par-nolanes]=slm [sealink-nopb]=sln [sealink-timer]=slt)
+all_tunnels="plain wg-go boringtun sealink sealink-wg sealink-inline sealink-par sealink-par-w0 sealink-w0 sealink-nolanes sealink-par-nolanes sealink-par-always sealink-always sealink-nopb sealink-timer"
+declare -A ifn=([sealink]=sl [sealink-wg]=slwg [sealink-inline]=sli [sealink-par]=slp [sealink-par-w0]=slq [sealink-w0]=slr [sealink-nolanes]=sll [sealink-par-nolanes]=slm
+  [sealink-par-always]=slph [sealink-always]=slh [sealink-nopb]=sln [sealink-timer]=slt)
 ina() { ip netns exec "$NA" "${tsa[@]}" "$@"; }
 inb() { ip netns exec "$NB" "${tsb[@]}" "$@"; }
 
@@ -180,9 +218,9 @@ wg_tunnel() {
   ka="$(wg genkey)"; kb="$(wg genkey)"
   pa="$(wg pubkey <<<"$ka")"; pb="$(wg pubkey <<<"$kb")"
   ip netns exec "$NA" "${tsa[@]}" "$@" "$ia" >"$work/$label-a.log" 2>&1 &
-  pids+=($!)
+  pids+=($!); tpids[$label]="$!"
   ip netns exec "$NB" "${tsb[@]}" "$@" "$ib" >"$work/$label-b.log" 2>&1 &
-  pids+=($!)
+  pids+=($!); tpids[$label]+=" $!"
   wait_for ina ip link show "$ia" || { echo "$ia did not appear: $(tail -n 3 "$work/$label-a.log" | tr '\n' ' ')"; return 1; }
   wait_for inb ip link show "$ib" || { echo "$ib did not appear: $(tail -n 3 "$work/$label-b.log" | tr '\n' ' ')"; return 1; }
   # The UAPI socket appears a moment after the interface.
@@ -234,9 +272,9 @@ CONF
   mkconf a "$net.1" "$pubb" "$net.2" 10.77.0.2
   mkconf b "$net.2" "$puba" "$net.1" 10.77.0.1
   ip netns exec "$NA" "${tsa[@]}" "$sealink" up "$work/$label-a.toml" >"$work/$label-a.log" 2>&1 &
-  pids+=($!)
+  pids+=($!); tpids[$label]="$!"
   ip netns exec "$NB" "${tsb[@]}" "$sealink" up "$work/$label-b.toml" >"$work/$label-b.log" 2>&1 &
-  pids+=($!)
+  pids+=($!); tpids[$label]+=" $!"
   wait_for grep -q "up: ${ifn[$label]}a" "$work/$label-a.log" || { echo "sealink up (a) failed: $(tail -n 3 "$work/$label-a.log" | tr '\n' ' ')"; return 1; }
   wait_for grep -q "up: ${ifn[$label]}b" "$work/$label-b.log" || { echo "sealink up (b) failed: $(tail -n 3 "$work/$label-b.log" | tr '\n' ' ')"; return 1; }
 }
@@ -257,16 +295,115 @@ sealink_wg_tunnel() {
   mkwg a "$ka" "$net.1" "$pb" "$net.2" 10.77.0.2
   mkwg b "$kb" "$net.2" "$pa" "$net.1" 10.77.0.1
   ip netns exec "$NA" "${tsa[@]}" "$sealink" up "$work/${ifn[$label]}a.conf" >"$work/$label-a.log" 2>&1 &
-  pids+=($!)
+  pids+=($!); tpids[$label]="$!"
   ip netns exec "$NB" "${tsb[@]}" "$sealink" up "$work/${ifn[$label]}b.conf" >"$work/$label-b.log" 2>&1 &
-  pids+=($!)
+  pids+=($!); tpids[$label]+=" $!"
   wait_for grep -q "up: ${ifn[$label]}a" "$work/$label-a.log" || { echo "sealink up (a) failed: $(tail -n 3 "$work/$label-a.log" | tr '\n' ' ')"; return 1; }
   wait_for grep -q "up: ${ifn[$label]}b" "$work/$label-b.log" || { echo "sealink up (b) failed: $(tail -n 3 "$work/$label-b.log" | tr '\n' ' ')"; return 1; }
 }
 
+# --- CPU time of each tunnel's processes ---------------------------------------------------------
+clk_tck="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+# /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN) lists a thread's children; without it, the
+# parents are read from every /proc/PID/stat at each snapshot.
+children_file=0
+[ -r "/proc/$$/task/$$/children" ] && children_file=1
+declare -A kids_of=()
+# Fills kids_of (PPID -> "PID PID ...") from every process's /proc/PID/stat.
+scan_parents() {
+  local s p line
+  local -a f
+  kids_of=()
+  for s in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null <"$s" || continue
+    read -r -a f <<<"${line##*) }"
+    p="${s#/proc/}"
+    kids_of[${f[1]}]+="${p%/stat} "
+  done
+}
+# Adds the CPU ticks of process $1 and its descendants to cpu_ticks: utime, stime, cutime and
+# cstime, fields 14-17 of /proc/PID/stat, counted after the last ")" (the command name, field
+# 2, may hold spaces and parentheses), where field 3 comes first. Builtins only (no fork).
+tree_ticks() {
+  local p="$1" line c k
+  local -a f kids
+  read -r line 2>/dev/null <"/proc/$p/stat" || return 0
+  read -r -a f <<<"${line##*) }"
+  cpu_ticks=$((cpu_ticks + f[11] + f[12] + f[13] + f[14]))
+  if [ "$children_file" = 1 ]; then
+    for c in /proc/"$p"/task/*/children; do
+      kids=()
+      read -r -a kids 2>/dev/null <"$c" || true
+      for k in "${kids[@]}"; do tree_ticks "$k"; done
+    done
+  else
+    read -r -a kids <<<"${kids_of[$p]:-}" || true
+    for k in "${kids[@]}"; do tree_ticks "$k"; done
+  fi
+}
+# A snapshot for tunnel $1 into the globals snap_t (wall clock, s), snap_ends ("TICKS_A TICKS_B",
+# each end's daemon and its descendants, "gone" for a daemon that is no more; empty for a tunnel
+# without daemons) and snap_irq ("IRQ SOFTIRQ", the machine's, in ticks, from /proc/stat).
+cpu_snap() {
+  local p
+  local -a st
+  [ "$children_file" = 1 ] || [ -z "${tpids[$1]:-}" ] || scan_parents
+  snap_ends=""
+  for p in ${tpids[$1]:-}; do
+    cpu_ticks=0
+    if [ -r "/proc/$p/stat" ]; then tree_ticks "$p"; else cpu_ticks=gone; fi
+    snap_ends+="$cpu_ticks "
+  done
+  # cpu  user nice system idle iowait irq softirq steal ...
+  read -r -a st </proc/stat
+  snap_irq="${st[6]} ${st[7]}"
+  if [ -n "${EPOCHREALTIME:-}" ]; then snap_t="${EPOCHREALTIME/,/.}"; else snap_t="$(date +%s.%N)"; fi
+}
+# What the CPU columns of tunnel $1 count: each end's pid, its command name and its descendants.
+cpu_pids_text() {
+  local p c side=a out="" f
+  local -a kids all
+  for p in ${tpids[$1]}; do
+    c="$(cat "/proc/$p/comm" 2>/dev/null || echo gone)"
+    out+="${out:+, }side $side pid $p ($c"
+    case "$c" in
+      ip | taskset | env) out+=", a wrapper, not the daemon: its descendants are counted" ;;
+    esac
+    if [ "$children_file" = 1 ]; then
+      all=()
+      for f in /proc/"$p"/task/*/children; do
+        kids=()
+        read -r -a kids 2>/dev/null <"$f" || true
+        all+=("${kids[@]}")
+      done
+      out+=", ${#all[@]} child process(es) now"
+    fi
+    out+=")"
+    side=b
+  done
+  echo "$out, with their descendants at each snapshot"
+}
+# The CPU columns of one flow from the snapshots before ($1 = wall, $2 = ends' ticks, $3 = irq
+# ticks) and after ($4, $5, $6), and the flow's figure $7: prints "CORES PER_CORE SOFTIRQ IRQ
+# CORES_A CORES_B" ("-" for what is not known: no daemons, a daemon gone, no CPU used).
+cpu_cols() {
+  awk -v t0="$1" -v e0="$2" -v q0="$3" -v t1="$4" -v e1="$5" -v q1="$6" -v g="$7" -v hz="$clk_tck" 'BEGIN {
+    w = t1 - t0; if (w <= 0) w = 1e-9
+    split(q0, a); split(q1, b)
+    sirq = sprintf("%.2f", (b[2] - a[2]) / hz / w); irq = sprintf("%.2f", (b[1] - a[1]) / hz / w)
+    n0 = split(e0, x); n1 = split(e1, y)
+    if (n0 == 0 || n0 != n1 || (e0 " " e1) ~ /gone/) {printf "- - %s %s - -\n", sirq, irq; exit}
+    tot = 0
+    for (i = 1; i <= n1; i++) {c[i] = (y[i] - x[i]) / hz / w; tot += c[i]}
+    pc = (tot > 0) ? sprintf("%.2f", g / tot) : "-"
+    printf "%.2f %s %s %s %.2f %s\n", tot, pc, sirq, irq, c[1], (n1 > 1 ? sprintf("%.2f", c[2]) : "-")
+  }'
+}
+
 # --- tunnels ----------------------------------------------------------------------------------
 declare -A dest=([plain]=10.77.0.2 [wg-go]=10.78.1.2 [boringtun]=10.78.2.2 [sealink]=10.78.3.2 [sealink-wg]=10.78.8.2
-  [sealink-inline]=10.78.4.2 [sealink-nopb]=10.78.5.2 [sealink-timer]=10.78.6.2 [sealink-par]=10.78.7.2 [sealink-par-w0]=10.78.9.2 [sealink-w0]=10.78.10.2 [sealink-nolanes]=10.78.11.2 [sealink-par-nolanes]=10.78.12.2)
+  [sealink-inline]=10.78.4.2 [sealink-nopb]=10.78.5.2 [sealink-timer]=10.78.6.2 [sealink-par]=10.78.7.2 [sealink-par-w0]=10.78.9.2 [sealink-w0]=10.78.10.2 [sealink-nolanes]=10.78.11.2 [sealink-par-nolanes]=10.78.12.2
+  [sealink-par-always]=10.78.13.2 [sealink-always]=10.78.14.2)
 active=()
 for t in $all_tunnels; do
   want "$t" || continue
@@ -294,6 +431,9 @@ for t in $all_tunnels; do
     sealink-w0) sealink_tunnel sealink-w0 10.78.10 51829 'tun_writers = 0' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-nolanes) sealink_tunnel sealink-nolanes 10.78.11 51830 'lanes = false' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-par-nolanes) sealink_tunnel sealink-par-nolanes 10.78.12 51831 $'workers = 2\nqueues = 2\nlanes = false' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
+    # The handoff policy of the old engine: every batch to the crypto workers.
+    sealink-par-always) sealink_tunnel sealink-par-always 10.78.13 51832 $'workers = 2\nqueues = 2\nhandoff = "always"' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
+    sealink-always) sealink_tunnel sealink-always 10.78.14 51833 'handoff = "always"' "" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-nopb) sealink_tunnel sealink-nopb 10.78.5 51824 "" "enabled = false" >"$work/$t-up.err" 2>&1 || ok=$? ;;
     sealink-timer) sealink_tunnel sealink-timer 10.78.6 51825 "" 'mode = "timer"' >"$work/$t-up.err" 2>&1 || ok=$? ;;
   esac
@@ -307,6 +447,7 @@ for t in $all_tunnels; do
     log "skipping $t: $err"
   else
     active+=("$t")
+    [ -z "${tpids[$t]:-}" ] || log "$t: CPU of $(cpu_pids_text "$t")"
   fi
 done
 [ "${#active[@]}" -gt 0 ] || { log "nothing to measure"; exit 1; }
@@ -472,7 +613,11 @@ pause="${PAUSE:-1}"
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a/b; else printf "-" }'; }
 
-declare -A results=()
+declare -A results=() cores_r=() pc_r=() sirq_r=()
+# The median of the numbers in $1 with two decimals, "-" if there are none.
+median2() {
+  if [ -n "${1// /}" ]; then median <<<"$1" | awk '{printf "%.2f\n", $1}'; else echo -; fi
+}
 # Other work on the machine skews every figure: the load average goes into the report.
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 log "measuring ${active[*]} ($tests): $runs rounds of ${secs} s each, interleaved"
@@ -486,6 +631,11 @@ for r in $(seq "$runs"); do
         rm -f "$work/iperf3-last.json"
         thread_snap "$t" "$snap-0"
       fi
+      # Every tunnel's processes (both ends) and the machine's softirq time, just around the flow.
+      if [ "$test" != rtt ]; then
+        cpu_snap "$t"
+        c_t0="$snap_t" c_e0="$snap_ends" c_q0="$snap_irq"
+      fi
       case "$test" in
         tcp1) g="$(flow "${dest[$t]}" 1)" ;;
         tcp4) g="$(flow "${dest[$t]}" 4)" ;;
@@ -493,9 +643,21 @@ for r in $(seq "$runs"); do
         rtt) g="$(rtt "${dest[$t]}")" ;;
         *) log "unknown test $test"; exit 1 ;;
       esac
+      cpu_txt=""
+      if [ "$test" != rtt ]; then
+        cpu_snap "$t"
+        read -r cc pc sq iq ca cb <<<"$(cpu_cols "$c_t0" "$c_e0" "$c_q0" "$snap_t" "$snap_ends" "$snap_irq" "$g")"
+        if [ "$test" = udp256 ]; then pcu="kpps per core"; else pcu="Gbit/s per core"; fi
+        printf -v cpu_txt '   cpu %s cores  %s %s  softirq %s cores (irq %s' "$cc" "$pc" "$pcu" "$sq" "$iq"
+        [ "$ca" = - ] || cpu_txt+="; ends a $ca, b $cb"
+        cpu_txt+=")"
+        [ "$cc" = - ] || cores_r[$test,$t]+="$cc "
+        [ "$pc" = - ] || pc_r[$test,$t]+="$pc "
+        sirq_r[$test,$t]+="$sq "
+      fi
       [ -z "$snap" ] || thread_snap "$t" "$snap-1"
       results[$test,$t]+="$g "
-      printf 'round %d  %-7s %-15s %10s\n' "$r" "$test" "$t" "$g"
+      printf 'round %d  %-7s %-15s %10s%s\n' "$r" "$test" "$t" "$g" "$cpu_txt"
       [ -z "$snap" ] || thread_report "$snap-0" "$snap-1" "$r" "$test" "$t"
       sleep "$pause"
     done
@@ -514,19 +676,42 @@ for test in ${tests//,/ }; do
   esac
   echo
   echo "$test: $unit"
-  printf '%-15s %10s %10s %10s   %s\n' tunnel median "vs wg-go" "vs plain" "rounds"
-  declare -A med=()
+  declare -A med=() mcores=() mpc=() msirq=()
+  # The CPU columns (not for rtt) follow the rounds, padded to one width, past a "|".
+  w=6
   for t in $all_tunnels; do
-    [ -n "${results[$test,$t]:-}" ] && med[$t]="$(median <<<"${results[$test,$t]}")"
+    [ -n "${results[$test,$t]:-}" ] || continue
+    med[$t]="$(median <<<"${results[$test,$t]}")"
+    [ "${#results[$test,$t]}" -le "$w" ] || w="${#results[$test,$t]}"
+    if [ "$test" != rtt ]; then
+      mcores[$t]="$(median2 "${cores_r[$test,$t]:-}")"
+      mpc[$t]="$(median2 "${pc_r[$test,$t]:-}")"
+      msirq[$t]="$(median2 "${sirq_r[$test,$t]:-}")"
+    fi
   done
+  if [ "$test" = rtt ]; then
+    printf '%-15s %10s %10s %10s   %s\n' tunnel median "vs wg-go" "vs plain" "rounds"
+  else
+    if [ "$test" = udp256 ]; then pcu="kpps/core"; else pcu="Gbit/s/core"; fi
+    printf '%-15s %10s %10s %10s   %-*s | %6s  %11s  %17s  %7s\n' tunnel median "vs wg-go" "vs plain" "$w" "rounds" \
+      cores "$pcu" "per-core vs wg-go" softirq
+  fi
   for t in $all_tunnels; do
     want "$t" || continue
     if [ -z "${med[$t]:-}" ]; then
       printf '%-15s %10s   skipped: %s\n' "$t" "-" "${skip[$t]:-not measured}"
       continue
     fi
-    printf '%-15s %10s %10s %10s   %s\n' "$t" "${med[$t]}" \
-      "$(ratio "${med[$t]}" "${med[wg-go]:-0}")" "$(ratio "${med[$t]}" "${med[plain]:-0}")" "${results[$test,$t]}"
+    if [ "$test" = rtt ]; then
+      printf '%-15s %10s %10s %10s   %s\n' "$t" "${med[$t]}" \
+        "$(ratio "${med[$t]}" "${med[wg-go]:-0}")" "$(ratio "${med[$t]}" "${med[plain]:-0}")" "${results[$test,$t]}"
+    else
+      pcr="-"
+      [ "${mpc[$t]}" = - ] || [ "${mpc[wg-go]:--}" = - ] || pcr="$(ratio "${mpc[$t]}" "${mpc[wg-go]}")"
+      printf '%-15s %10s %10s %10s   %-*s | %6s  %11s  %17s  %7s\n' "$t" "${med[$t]}" \
+        "$(ratio "${med[$t]}" "${med[wg-go]:-0}")" "$(ratio "${med[$t]}" "${med[plain]:-0}")" "$w" "${results[$test,$t]}" \
+        "${mcores[$t]}" "${mpc[$t]}" "$pcr" "${msirq[$t]}"
+    fi
   done
   if [ "$test" != rtt ]; then
     header=0
@@ -539,5 +724,5 @@ for test in ${tests//,/ }; do
       thread_summary "$test" "$t"
     done
   fi
-  unset med
+  unset med mcores mpc msirq
 done

@@ -2,7 +2,11 @@
 # Issue 10's and 28's scaling curves on a many-core machine that reaches no package registry (the
 # lent device machine): `bench/compare-tunnels.sh` under `taskset -c 0-(N-1)` at 1, 2, 4, 8 and
 # 16 cores, for plain veth, wireguard-go and sealink, one TCP flow and four, with sealink's
-# per-thread busy times (the busiest thread of every flow, see compare-tunnels.sh).
+# per-thread busy times (the busiest thread of every flow, see compare-tunnels.sh) and every
+# tunnel's CPU per bit (issue 43): the CPU time of all the processes of both ends of each tunnel
+# around every flow, as cores (CPU seconds / wall seconds) and Gbit/s per core, with the ratio of
+# that to wireguard-go's, and the machine's softirq cores over the flow (system-wide, not a
+# tunnel's; see compare-tunnels.sh's header).
 #
 # 1. Here, where the tools can be installed, gather them into a kit:
 #      bash bench/tunnels-device.sh --make-kit DIR
@@ -24,11 +28,16 @@
 #    short still leaves what it measured), and also when a core count fails (the next one still
 #    runs). It holds: run.log (everything printed), machine.txt (uname -a, CPU model, lscpu,
 #    nproc, memory, glibc, os-release), kit.txt (the kit's VERSIONS and what each tool says of
-#    its version there), cores-N.log (compare-tunnels' output at N cores: every round, the
-#    busiest-thread line under each sealink flow, the medians), threads-N.txt (every sealink
-#    thread's share of one core and counter deltas, per flow), work-N/ (the daemons' logs and
-#    `sealink show --json` snapshots; keys removed), status.tsv (cores, exit status, seconds)
-#    and summary.txt (the medians part of every cores-N.log).
+#    its version there), cores-N.log (compare-tunnels' output at N cores: every round with its
+#    CPU columns, "cpu C cores  G Gbit/s per core  softirq S cores (irq I; ends a A, b B)", the
+#    busiest-thread line under each sealink flow, the medians, whose tables carry after the
+#    rounds, past a "|", the median cores, Gbit/s/core, per-core vs wg-go and softirq),
+#    threads-N.txt (every sealink thread's share of one core and counter deltas, per flow),
+#    work-N/ (the daemons' logs and `sealink show --json` snapshots; keys removed), status.tsv
+#    (cores, exit status, seconds), compact.txt (one line per core count, test and tunnel:
+#    Gbit/s, x wg-go, cores, Gbit/s per core, per-core x wg-go and softirq cores, the medians;
+#    rewritten after each core count) and summary.txt (the medians part of every cores-N.log,
+#    then compact.txt's table, which the run also prints at its end).
 #    Defaults sized for 8 minutes at 1-16 cores: RUNS=3, SECONDS_PER_FLOW=3, TESTS=tcp1,tcp4,
 #    TUNNELS=plain,wg-go,sealink, PAUSE=1 (all passed to compare-tunnels.sh, each may be set).
 #    TUNNELS=plain,wg-go,sealink,sealink-w0 adds the A/B of the TUN writer threads (sealink-w0:
@@ -37,9 +46,12 @@
 #    received on one socket), the same time. The device tool stops a command at 10 minutes, so
 #    run a four-tunnel set in two calls by CORES (1,2,4 then 8,16; each writes its own archive).
 #    The estimate is printed first: per core count, set-up and tear-down (5 s) plus
-#    RUNS x tests x tunnels x (SECONDS_PER_FLOW + PAUSE + 0.3 s for iperf3's start and end and
-#    the `sealink show` snapshots), i.e. 5 + 18 x 4.3 = 82 s, and 5 core counts 410 s (6 min
-#    50 s). Measured on the 2-core development VM: 76 s for one core count with these defaults.
+#    RUNS x tests x tunnels x (SECONDS_PER_FLOW + PAUSE + 0.3 s for iperf3's start and end,
+#    the `sealink show` snapshots and the CPU snapshots of /proc, about 1 ms each and 2 ms for
+#    the round's arithmetic), i.e. 5 + 18 x 4.3 = 82 s, and 5 core counts 410 s (6 min 50 s),
+#    under the device tool's 10 minutes with more than 2 minutes to spare. Measured on the
+#    2-core development VM: 76 s for one core count with these defaults (before the CPU
+#    columns, which add about 10 ms per flow).
 #    Each core count is stopped (timeout) at twice its estimate plus 30 s, or TIMEOUT_S.
 #    Exit status 1 if any core count failed (status.tsv says which).
 # Old form `tunnels-device.sh KIT CORES` still works (OUTDIR then /tmp/tunnels-device).
@@ -201,14 +213,45 @@ pack() {
 
 # Seconds one core count takes: set-up and tear-down, then every flow with its pause (an rtt
 # test is 50 pings 50 ms apart). The per-flow overhead (iperf3's start and end, four
-# `sealink show` for sealink) and the set-up were measured on the 2-core development VM, with
-# some margin: 76 s measured where this says 82 s.
+# `sealink show` for sealink, two CPU snapshots of /proc and the round's arithmetic, a few ms)
+# and the set-up were measured on the 2-core development VM, with some margin: 76 s measured
+# where this says 82 s.
 estimate() {
   local ntests=0 ntun=0 nrtt=0 t
   for t in ${TESTS//,/ }; do if [ "$t" = rtt ]; then nrtt=$((nrtt + 1)); else ntests=$((ntests + 1)); fi; done
   for t in ${TUNNELS//,/ }; do ntun=$((ntun + 1)); done
   awk -v r="$RUNS" -v s="$SECONDS_PER_FLOW" -v p="$PAUSE" -v n="$ntests" -v m="$nrtt" -v k="$ntun" \
     'BEGIN {printf "%d\n", 5 + r * k * (n * (s + p + 0.3) + m * (3.0 + p)) + 0.5}'
+}
+
+# The compact table of every cores-N.log there is (core counts $1, a comma list): one line per
+# core count, test (all but rtt) and tunnel, from compare-tunnels' medians tables: Gbit/s (kpps
+# for udp256), x wg-go, cores, per core, per-core x wg-go, softirq cores.
+compact() {
+  local n
+  echo "compact: medians per core count, test and tunnel; cores = CPU seconds of both ends of the"
+  echo "tunnel's processes / wall seconds, per core = Gbit/s / cores (udp256: kpps and kpps/core),"
+  echo "softirq = the machine's softirq cores during the flow (system-wide, not the tunnel's)"
+  printf '%-5s  %-6s  %-19s %9s %8s %6s %11s %16s %8s\n' cores test tunnel Gbit/s "x wg-go" cores "Gbit/s/core" "per-core x wg-go" softirq
+  for n in ${1//,/ }; do
+    [ -f "$dir/cores-$n.log" ] || continue
+    awk -v n="$n" '
+      /^medians of/ {on = 1; next}
+      !on {next}
+      /^[a-z0-9]+: / && !/^[a-z0-9]+: busiest/ {split($0, h, ":"); test = h[1]; tab = 0; next}
+      /^tunnel +median/ {tab = (test != "rtt"); next}
+      /^$/ || / busiest threads/ {tab = 0; next}
+      !tab {next}
+      {
+        got++
+        if ($2 == "-") {printf "%-5s  %-6s  %-19s %9s   skipped\n", n, test, $1, "-"; next}
+        k = split($0, part, " [|] ")
+        c = pc = pcr = sq = "-"
+        if (k > 1) {split(part[2], f, " "); c = f[1]; pc = f[2]; pcr = f[3]; sq = f[4]}
+        printf "%-5s  %-6s  %-19s %9s %8s %6s %11s %16s %8s\n", n, test, $1, $2, $3, c, pc, pcr, sq
+      }
+      END {if (!got) printf "%-5s  (no medians in cores-%s.log)\n", n, n}' "$dir/cores-$n.log"
+  done
 }
 
 main() {
@@ -279,8 +322,14 @@ main() {
       sed -n '/^medians of/,$p' "$dir/cores-$n.log"
       echo
     } >>"$dir/summary.txt"
+    compact "$cores" >"$dir/compact.txt"
     pack
   done
+  compact "$cores" >"$dir/compact.txt"
+  cat "$dir/compact.txt" >>"$dir/summary.txt"
+  echo
+  cat "$dir/compact.txt"
+  echo
   echo "tunnels-device: done, $(date -u +%Y-%m-%dT%H:%M:%SZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
   cat "$dir/status.tsv"
   if [ "${#failed[@]}" -gt 0 ]; then

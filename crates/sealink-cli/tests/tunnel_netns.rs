@@ -529,16 +529,17 @@ fn by_thread(lab: &Lab, side: usize, field: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
-/// The engine-threaded data path: several crypto workers, a multi-queue TUN device,
-/// `SO_REUSEPORT` sockets steered by lane and TUN writer threads (the default on machines with
-/// more than two cores), across real namespaces: ping, a checked TCP transfer, twelve checked
-/// connections at once, and `show` reporting the shape. The peers agree on lanes, so one
-/// peer's connections arrive on more than one socket, each datagram on its lane's; every TUN
-/// write is a writer's, and the twelve connections use more than one of them.
+/// The engine-threaded data path as it was before issue 43 (`handoff = "always"`): several
+/// crypto workers taking every batch, a multi-queue TUN device, `SO_REUSEPORT` sockets steered
+/// by lane, a reader per direction and TUN writer threads, across real namespaces: ping, a
+/// checked TCP transfer, twelve checked connections at once, and `show` reporting the shape.
+/// The peers agree on lanes, so one peer's connections arrive on more than one socket, each
+/// datagram on its lane's; every TUN write is a writer's, and the twelve connections use more
+/// than one of them.
 #[test]
 fn parallel_data_path_between_namespaces() {
     let Some(mut lab) = Lab::new("p") else { return };
-    let cfgs = lab.write_configs_with("workers = 3\nqueues = 3\n");
+    let cfgs = lab.write_configs_with("workers = 3\nqueues = 3\nhandoff = \"always\"\n");
     lab.up(1, &cfgs[1]);
     lab.up(0, &cfgs[0]);
     if have("ping") {
@@ -551,7 +552,7 @@ fn parallel_data_path_between_namespaces() {
         assert!(s.contains("crypto_workers=3"), "{s}");
         assert!(s.contains("tun_queues=3"), "{s}");
         assert!(s.contains("udp_sockets=3"), "{s}");
-        assert!(s.contains("tun_writers=3"), "{s}");
+        assert!(s.contains("handoff=always tun_writers=3"), "{s}");
         assert!(s.contains("lanes=steered"), "{s}");
         assert!(s.contains("(session up, lanes)"), "{s}");
         assert_eq!(counter(&s, "auth-failed"), 0, "{s}");
@@ -593,6 +594,74 @@ fn parallel_data_path_between_namespaces() {
     assert!(
         writers.len() >= 2,
         "the connections spread over writers: {threads:?}"
+    );
+    // Every batch went to the workers.
+    let submitted: u64 = by_thread(&lab, 1, "batches_submitted")
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    let handed: u64 = by_thread(&lab, 1, "handoffs").iter().map(|(_, n)| n).sum();
+    assert!(
+        submitted > 0 && handed == submitted,
+        "{submitted} submitted, {handed} handed off"
+    );
+}
+
+/// The default shape above two cores (issue 43), forced here with `workers = 3`, `queues = 3`:
+/// one thread per TUN queue and UDP socket pair (`sl-io-q`) reads, seals or opens and writes a
+/// flow's packets itself, handing batches to the crypto workers only while it saturates its
+/// core with a core idle; no TUN writer threads. Checked transfers arrive intact, one peer's
+/// connections spread over the I/O threads by lane, and the I/O threads write to the TUN device.
+#[test]
+fn run_to_completion_data_path_between_namespaces() {
+    let Some(mut lab) = Lab::new("r") else { return };
+    let cfgs = lab.write_configs_with("workers = 3\nqueues = 3\n");
+    lab.up(1, &cfgs[1]);
+    lab.up(0, &cfgs[0]);
+    transfer(&lab, 16 << 20);
+    transfer_many(&lab, 12, 2 << 20);
+    for side in 0..2 {
+        let s = lab.show(side);
+        assert!(
+            s.contains("crypto_workers=3 handoff=auto tun_writers=0"),
+            "{s}"
+        );
+        assert!(s.contains("lanes=steered"), "{s}");
+        assert_eq!(counter(&s, "auth-failed"), 0, "{s}");
+        assert_eq!(counter(&s, "replayed"), 0, "{s}");
+    }
+    let receivers = by_thread(&lab, 1, "udp_receive_datagrams");
+    let busy: Vec<_> = receivers
+        .iter()
+        .filter(|(name, n)| name.starts_with("sl-io-") && *n > 100)
+        .collect();
+    assert!(
+        busy.len() >= 2,
+        "one peer's datagrams spread over the I/O threads by lane: {receivers:?}"
+    );
+    assert!(
+        receivers
+            .iter()
+            .all(|(name, _)| !name.starts_with("sl-udp-") && !name.starts_with("sl-tun-")),
+        "one thread per queue pair, not a reader per direction: {receivers:?}"
+    );
+    let writes = by_thread(&lab, 1, "tun_write_packets");
+    assert!(
+        writes
+            .iter()
+            .all(|(name, _)| !name.starts_with("sl-write-")),
+        "no writer threads: {writes:?}"
+    );
+    // Whatever the gauges chose, each batch was either run where it was read or handed off,
+    // and the batches were counted.
+    let submitted: u64 = by_thread(&lab, 1, "batches_submitted")
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    let handed: u64 = by_thread(&lab, 1, "handoffs").iter().map(|(_, n)| n).sum();
+    assert!(
+        submitted > 0 && handed <= submitted,
+        "{submitted} submitted, {handed} handed off"
     );
 }
 

@@ -6,6 +6,8 @@
 //!   binds each lane to one worker instead.
 //! * [`Duplex`]/[`Half`]: received batches and batches to send sharing one pipeline.
 //! * [`Pool`]: a reader's free batches, with back-pressure that helps the workers.
+//! * [`Gauge`]/[`Handoff`]: a submitting thread's load, which keeps its batches inline until it
+//!   saturates and a core is idle ([`spare`]: the idle CPUs this process may use).
 //! * Worker counts and pinning: [`default_workers`], [`set_pin_workers`], [`cpus`],
 //!   [`pin_current_thread`].
 //!
@@ -14,10 +16,13 @@
 #![forbid(unsafe_code)]
 
 mod duplex;
+pub mod handoff;
 pub mod pipeline;
 mod pool;
+pub mod spare;
 
 pub use duplex::{Duplex, Half};
+pub use handoff::{Gauge, Handoff};
 pub use pipeline::{Pipeline, Work};
 pub use pool::Pool;
 

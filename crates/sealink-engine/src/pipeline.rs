@@ -11,7 +11,18 @@
 //!
 //! With zero worker threads the pipeline runs `run` and `release` inline on the submitting
 //! thread: no hand-off at all, the right choice when other threads already occupy the cores.
-//! When the submitter finds no free buffer it helps with queued work instead of sleeping.
+//! With workers, [`Pipeline::submit_from`] still runs a batch inline unless the submitter's
+//! [`Gauge`] says the thread is saturated and a core is idle (issue 43: a hand-off costs a
+//! queue operation, often a wake-up, and the worker's cache misses on the batch). When the
+//! submitter finds no free buffer it helps with queued work instead of sleeping.
+//!
+//! Workers wait the way Go's and Tokio's schedulers do: at most one polls the queue, and only
+//! while the machine has an idle core, for at most what a wake-up costs ([`SPIN`]); the rest
+//! park. A push wakes a parked worker only when none polls, and the most recently parked one
+//! (LIFO), so a light load keeps one warm worker and leaves the others asleep; a worker that
+//! takes an item and still sees work queued wakes the next. Before, every worker polled for
+//! 30 µs after each item and a push woke a sleeper even while others polled, which on the lent
+//! 16-core machine cost about three cores of waiting at one flow (issue 43).
 //!
 //! This is WireGuard's per-peer ordered queue over a device-wide work queue. A pipeline made
 //! with [`Pipeline::bound`] instead binds each lane to one worker (lane `l` to worker
@@ -19,10 +30,12 @@
 //! in order, as in paper 000's connection-level parallelism.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
+
+use crate::handoff::Gauge;
 
 /// One batch of work: a parallel part and an ordered release.
 pub trait Work: Send + 'static {
@@ -34,18 +47,22 @@ pub trait Work: Send + 'static {
     fn release(self, ctx: &Self::Ctx);
 }
 
-/// How long an idle worker polls before it sleeps, unless [`Options::spin`] says otherwise: a
-/// kernel wake-up costs more than sealing a small batch.
-pub const SPIN: Duration = Duration::from_micros(30);
+/// The longest an idle worker polls before it parks, unless [`Options::spin`] says otherwise:
+/// about what the wake-up it may save costs in CPU (3.5-4.2 µs for the waker and the sleeper
+/// together on the 2-core VM, `../shared/research/cpu-per-bit.md` §0). Polling longer spends
+/// more than the wake it avoids (the ski-rental bound), and only one worker polls at a time.
+pub const SPIN: Duration = Duration::from_micros(4);
 
 /// How a pipeline's workers take their work (see [`Pipeline::with_options`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     /// Bind lane `l` to worker `l % workers` (see [`Pipeline::bound`]).
     pub bound: bool,
-    /// How long an idle worker polls before it sleeps ([`SPIN`] by default). Zero sleeps at
-    /// once: right when there are more threads than cores, where a polling worker takes the
-    /// core from the thread that would give it work.
+    /// The longest an idle worker polls before it parks ([`SPIN`] by default; a worker polls
+    /// only while no other does and an allowed CPU is idle, and shortens its window when work
+    /// keeps arriving long after it, see [`SpinWindow`]). Zero parks at once: right when there
+    /// are more threads than cores, where a polling worker takes the core from the thread that
+    /// would give it work.
     pub spin: Duration,
 }
 
@@ -68,14 +85,94 @@ struct Lane<W> {
     releasing: bool,
 }
 
-/// Queued items (lane, sequence, item) and the shutdown flag.
-type Jobs<W> = (VecDeque<(usize, u64, W)>, bool);
-
+/// The device-wide queue and the workers waiting on it (see the module documentation).
 struct Queue<W> {
-    jobs: Mutex<Jobs<W>>,
+    jobs: Mutex<VecDeque<(usize, u64, W)>>,
+    /// Items in `jobs`, readable without its lock.
     queued: AtomicUsize,
-    sleepers: AtomicUsize,
-    ready: Condvar,
+    /// Workers polling `queued` (0 or 1).
+    spinning: AtomicUsize,
+    /// Parked workers, the most recently parked last, and their number readable without the
+    /// lock.
+    parked: Mutex<Vec<Thread>>,
+    parked_n: AtomicUsize,
+    stop: AtomicBool,
+}
+
+impl<W> Queue<W> {
+    /// Wakes the most recently parked worker, if any.
+    fn wake_one(&self) {
+        if self.parked_n.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let t = {
+            let mut p = lock(&self.parked);
+            let t = p.pop();
+            self.parked_n.store(p.len(), Ordering::SeqCst);
+            t
+        };
+        if let Some(t) = t {
+            t.unpark();
+        }
+    }
+
+    /// Lists the calling worker as parked (before it looks at the queue one last time).
+    fn list_me(&self) {
+        let mut p = lock(&self.parked);
+        p.push(std::thread::current());
+        self.parked_n.store(p.len(), Ordering::SeqCst);
+    }
+
+    /// Takes the calling worker off the parked list, if a wake has not already.
+    fn unlist_me(&self) {
+        let me = std::thread::current().id();
+        let mut p = lock(&self.parked);
+        if let Some(i) = p.iter().rposition(|t| t.id() == me) {
+            p.remove(i);
+            self.parked_n.store(p.len(), Ordering::SeqCst);
+        }
+    }
+}
+
+/// A worker's polling window, adapted the way the kernel's guest halt-polling adapts its own
+/// (docs.kernel.org, guest-halt-polling): doubled, up to the maximum, when work came soon
+/// after the worker parked (polling a little longer would have caught it); halved when a park
+/// outlasted eight maximum windows (polling was wasted).
+#[derive(Debug, Clone, Copy)]
+pub struct SpinWindow {
+    now: Duration,
+    max: Duration,
+}
+
+impl SpinWindow {
+    pub fn new(max: Duration) -> Self {
+        SpinWindow { now: max, max }
+    }
+
+    /// The current window.
+    pub fn get(&self) -> Duration {
+        self.now
+    }
+
+    /// Adapts the window to a park that lasted `parked`.
+    pub fn after_park(&mut self, parked: Duration) {
+        if self.max.is_zero() {
+            return;
+        }
+        if parked < self.max {
+            let grown = if self.now.is_zero() {
+                self.max / 8
+            } else {
+                self.now * 2
+            };
+            self.now = grown.min(self.max);
+        } else if parked > self.max * 8 {
+            self.now /= 2;
+            if self.now < Duration::from_nanos(250) {
+                self.now = Duration::ZERO;
+            }
+        }
+    }
 }
 
 struct Inner<W: Work> {
@@ -158,10 +255,12 @@ impl<W: Work> Pipeline<W> {
             bound_pending: AtomicUsize::new(0),
             queues: (0..usize::from(!bound))
                 .map(|_| Queue {
-                    jobs: Mutex::new((VecDeque::new(), false)),
+                    jobs: Mutex::new(VecDeque::new()),
                     queued: AtomicUsize::new(0),
-                    sleepers: AtomicUsize::new(0),
-                    ready: Condvar::new(),
+                    spinning: AtomicUsize::new(0),
+                    parked: Mutex::new(Vec::new()),
+                    parked_n: AtomicUsize::new(0),
+                    stop: AtomicBool::new(false),
                 })
                 .collect(),
         });
@@ -188,7 +287,8 @@ impl<W: Work> Pipeline<W> {
                     builder
                         .spawn(move || {
                             crate::maybe_pin(i + 1);
-                            while let Some((lane, seq, w)) = inner.pop(0) {
+                            let mut spin = SpinWindow::new(inner.spin);
+                            while let Some((lane, seq, w)) = inner.pop(0, &mut spin) {
                                 inner.execute(lane, seq, w);
                             }
                         })
@@ -217,8 +317,9 @@ impl<W: Work> Pipeline<W> {
         self.threads.len()
     }
 
-    /// Submits `w` on `lane` (`lane < lanes`; out of range folds onto a lane). Items of one lane
-    /// are released in the order they were submitted; submit a lane from one thread at a time.
+    /// Submits `w` on `lane` (`lane < lanes`; out of range folds onto a lane), to the workers
+    /// if there are any. Items of one lane are released in the order they were submitted;
+    /// submit a lane from one thread at a time.
     pub fn submit(&self, lane: usize, w: W) {
         let lane = lane % self.inner.lanes.len();
         if let Some(b) = &self.bound {
@@ -228,17 +329,35 @@ impl<W: Work> Pipeline<W> {
             let _ = b[lane % b.len()].send((lane, 0, w));
             return;
         }
-        let seq = {
-            let mut l = lock(&self.inner.lanes[lane]);
-            let s = l.next;
-            l.next += 1;
-            l.slots.push_back(None);
-            s
-        };
+        let seq = self.inner.sequence(lane);
         if self.threads.is_empty() {
             self.inner.execute(lane, seq, w);
         } else {
             self.inner.push(0, lane, seq, w);
+        }
+    }
+
+    /// [`submit`](Pipeline::submit), from a thread that measures its own load with `gauge`:
+    /// the item runs (and, if it is its lane's head, releases) here, unless the gauge says
+    /// this thread is saturated and a core is idle, in which case it goes to the workers.
+    /// Order per lane holds either way: an item run here waits in its lane for the ones
+    /// before it. Returns whether the item was handed off.
+    pub fn submit_from(&self, gauge: &mut Gauge, lane: usize, w: W) -> bool {
+        if self.threads.is_empty() || self.bound.is_some() {
+            self.submit(lane, w);
+            return false;
+        }
+        let lane = lane % self.inner.lanes.len();
+        let seq = self.inner.sequence(lane);
+        if gauge.hand_off() {
+            gauge.handed();
+            self.inner.push(0, lane, seq, w);
+            true
+        } else {
+            let t0 = Instant::now();
+            self.inner.execute(lane, seq, w);
+            gauge.ran(t0.elapsed());
+            false
         }
     }
 
@@ -281,8 +400,12 @@ impl<W: Work> Drop for Pipeline<W> {
         // worker once its channel is empty and its sender gone.
         self.bound = None;
         for q in &self.inner.queues {
-            lock(&q.jobs).1 = true;
-            q.ready.notify_all();
+            q.stop.store(true, Ordering::SeqCst);
+            let parked = std::mem::take(&mut *lock(&q.parked));
+            q.parked_n.store(0, Ordering::SeqCst);
+            for t in parked {
+                t.unpark();
+            }
         }
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -310,12 +433,24 @@ impl<W: Work> Inner<W> {
         rx.recv().ok()
     }
 
+    /// The next sequence number of `lane`, with its slot.
+    fn sequence(&self, lane: usize) -> u64 {
+        let mut l = lock(&self.lanes[lane]);
+        let s = l.next;
+        l.next += 1;
+        l.slots.push_back(None);
+        s
+    }
+
     fn push(&self, q: usize, lane: usize, seq: u64, w: W) {
         let q = &self.queues[q];
-        lock(&q.jobs).0.push_back((lane, seq, w));
-        q.queued.fetch_add(1, Ordering::Release);
-        if q.sleepers.load(Ordering::Acquire) > 0 {
-            q.ready.notify_one();
+        lock(&q.jobs).push_back((lane, seq, w));
+        // SeqCst with the workers' side (`spinning` dropped, then `queued` read; listed as
+        // parked, then `queued` read): either this push sees a poller or a parked worker to
+        // wake, or that worker sees the item. No wake is lost.
+        q.queued.fetch_add(1, Ordering::SeqCst);
+        if q.spinning.load(Ordering::SeqCst) == 0 {
+            q.wake_one();
         }
     }
 
@@ -324,35 +459,61 @@ impl<W: Work> Inner<W> {
         if q.queued.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let j = lock(&q.jobs).0.pop_front();
+        let j = lock(&q.jobs).pop_front();
         if j.is_some() {
-            q.queued.fetch_sub(1, Ordering::Release);
+            q.queued.fetch_sub(1, Ordering::SeqCst);
         }
         j
     }
 
-    /// A worker's wait: poll for a while, then sleep; `None` once stopped and drained.
-    fn pop(&self, qi: usize) -> Option<(usize, u64, W)> {
-        let start = Instant::now();
-        while start.elapsed() < self.spin {
-            if let Some(j) = self.try_pop(qi) {
-                return Some(j);
-            }
-            std::hint::spin_loop();
-        }
+    /// A worker's wait: poll for at most its window while it is the only poller and a core is
+    /// idle, then park; `None` once stopped and drained.
+    fn pop(&self, qi: usize, spin: &mut SpinWindow) -> Option<(usize, u64, W)> {
         let q = &self.queues[qi];
-        let mut g = lock(&q.jobs);
         loop {
-            if let Some(j) = g.0.pop_front() {
-                q.queued.fetch_sub(1, Ordering::Release);
+            if let Some(j) = self.try_pop(qi) {
+                // More queued and nobody polling: wake the next worker (the last one to find
+                // work wakes one more, as Go's scheduler does).
+                if q.queued.load(Ordering::SeqCst) > 0 && q.spinning.load(Ordering::SeqCst) == 0 {
+                    q.wake_one();
+                }
                 return Some(j);
             }
-            if g.1 {
+            if q.stop.load(Ordering::SeqCst) {
                 return None;
             }
-            q.sleepers.fetch_add(1, Ordering::AcqRel);
-            g = q.ready.wait(g).unwrap_or_else(|e| e.into_inner());
-            q.sleepers.fetch_sub(1, Ordering::AcqRel);
+            let window = spin.get();
+            if !window.is_zero()
+                && crate::spare::has_idle_core()
+                && q.spinning
+                    .compare_exchange(0, 1, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                let start = Instant::now();
+                let mut found = false;
+                while start.elapsed() < window {
+                    if q.queued.load(Ordering::Acquire) > 0 || q.stop.load(Ordering::Relaxed) {
+                        found = true;
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+                q.spinning.fetch_sub(1, Ordering::SeqCst);
+                if found {
+                    continue;
+                }
+            }
+            q.list_me();
+            if q.queued.load(Ordering::SeqCst) > 0 || q.stop.load(Ordering::SeqCst) {
+                q.unlist_me();
+                continue;
+            }
+            let parked = Instant::now();
+            std::thread::park();
+            spin.after_park(parked.elapsed());
+            // A spurious return (or a wake meant for the list we were just taken off) leaves
+            // us listed; the loop looks at the queue again either way.
+            q.unlist_me();
         }
     }
 
@@ -425,12 +586,81 @@ mod tests {
         }
     }
 
+    /// Every item finishes without the pipeline being dropped (a drop drains the queue on the
+    /// dropping thread, which would hide a lost wake-up): bursts with pauses between them, so
+    /// that workers park, poll and are woken in every order.
+    #[test]
+    fn no_wake_up_is_lost() {
+        for workers in [1usize, 2, 4] {
+            let log = Arc::new(Log {
+                released: Mutex::new(vec![Vec::new(); 3]),
+                threads: Mutex::new(vec![Vec::new(); 3]),
+            });
+            let p = Pipeline::new(Arc::clone(&log), 3, workers);
+            let mut next = [0u64; 3];
+            for burst in 0..300u32 {
+                for k in 0..(burst % 5 + 1) {
+                    let lane = (burst + k) as usize % 3;
+                    let spin = (burst * 7 + k * 13) % 3000;
+                    p.submit(
+                        lane,
+                        Item {
+                            lane,
+                            n: next[lane],
+                            spin,
+                            ran: None,
+                        },
+                    );
+                    next[lane] += 1;
+                }
+                // Pauses around the polling window and well past it.
+                if burst % 3 == 0 {
+                    std::thread::sleep(Duration::from_micros(u64::from(burst % 40)));
+                }
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while p.pending() > 0 {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{workers} workers: items left queued"
+                    );
+                    std::thread::yield_now();
+                }
+            }
+            let released = lock(&log.released);
+            for lane in 0..3 {
+                assert_eq!(released[lane].len() as u64, next[lane]);
+            }
+        }
+    }
+
+    #[test]
+    fn the_spin_window_grows_and_shrinks() {
+        let max = Duration::from_micros(4);
+        let mut w = SpinWindow::new(max);
+        w.after_park(Duration::from_millis(1));
+        assert_eq!(w.get(), max / 2);
+        for _ in 0..20 {
+            w.after_park(Duration::from_millis(1));
+        }
+        assert_eq!(w.get(), Duration::ZERO);
+        w.after_park(Duration::from_micros(1));
+        assert_eq!(w.get(), max / 8);
+        for _ in 0..5 {
+            w.after_park(Duration::from_micros(1));
+        }
+        assert_eq!(w.get(), max);
+        let mut off = SpinWindow::new(Duration::ZERO);
+        off.after_park(Duration::from_nanos(1));
+        assert_eq!(off.get(), Duration::ZERO);
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
         #[test]
         fn every_item_runs_once_and_leaves_in_order_per_lane(
             workers in 0usize..4,
             bound in any::<bool>(),
+            via_gauge in any::<bool>(),
             items in proptest::collection::vec((0usize..3, 0u32..20_000), 1..200),
         ) {
             let log = Arc::new(Log {
@@ -444,8 +674,18 @@ mod tests {
             };
             let submitter = std::thread::current().id();
             let mut next = [0u64; 3];
+            let mut gauge = Gauge::new(crate::Handoff::Auto);
             for (lane, spin) in items.iter().copied() {
-                p.submit(lane, Item { lane, n: next[lane], spin, ran: None });
+                let item = Item { lane, n: next[lane], spin, ran: None };
+                if via_gauge {
+                    // Inline and handed-off items mixed in one lane, as a gauge that changes
+                    // its mind makes them.
+                    gauge.handing_off = spin % 3 == 0;
+                    let handed = p.submit_from(&mut gauge, lane, item);
+                    prop_assert!(!handed || (workers > 0 && !bound));
+                } else {
+                    p.submit(lane, item);
+                }
                 next[lane] += 1;
                 if spin % 7 == 0 {
                     // A bound pipeline never runs a lane's items on the submitter.

@@ -14,7 +14,12 @@
 //!                                 # (default both: the core count; up to 2 cores: 0 and 1)
 //! tun_writers = 4                 # threads writing received packets to the TUN device, a
 //!                                 # flow always to the same one; 0: the receive path writes
-//!                                 # (default: one per queue with several queues and workers)
+//!                                 # (default: 0; with handoff = "always", one per queue with
+//!                                 # several queues and workers)
+//! handoff = "auto"                # when batches go to the crypto workers: "auto" (default)
+//!                                 # keeps them on the thread that read them until it saturates
+//!                                 # its core and a core is idle; "always" hands every batch
+//!                                 # over (the engine before issue 43, for comparison)
 //! lanes = true                    # number data datagrams by flow, for peers that agree, and
 //!                                 # steer received ones over the UDP sockets by that number,
 //!                                 # so one peer's flows spread over them (default true;
@@ -58,6 +63,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use sealink_engine::Handoff;
 use sealink_keys::{KeyFileError, KeyKind};
 use sealink_proto::HostKey;
 use sealink_proto::tunnel::{IpNet, PeerConfig, PiggybackMode, TunnelConfig};
@@ -91,6 +97,7 @@ pub(crate) struct RawInterface {
     pub workers: Option<u32>,
     pub queues: Option<u32>,
     pub tun_writers: Option<u32>,
+    pub handoff: Option<String>,
     pub lanes: Option<bool>,
     pub piggyback: Option<RawPiggyback>,
     pub pre_up: Option<OneOrMany>,
@@ -194,9 +201,12 @@ pub struct Config {
     pub workers: Option<usize>,
     /// TUN queues and UDP sockets (`None`: the core count).
     pub queues: Option<usize>,
-    /// TUN writer threads (`None`: one per queue when there are several queues and workers;
-    /// 0: the receive path's release writes).
+    /// TUN writer threads (`None`: none with [`Handoff::Auto`]; with [`Handoff::Always`] one
+    /// per queue when there are several queues and workers; 0: the receive path's release
+    /// writes).
     pub tun_writers: Option<usize>,
+    /// When the readers hand batches to the crypto workers (`handoff`, default auto).
+    pub handoff: Handoff,
     pub core: TunnelConfig,
     pub peers: Vec<PeerConfig>,
     /// For each peer (same order): the `HOST:PORT` its endpoint was resolved from when it is a
@@ -473,6 +483,16 @@ impl Config {
         if i.tun_writers.is_some_and(|w| w > 256) {
             return Err(bad("interface.tun_writers", "at most 256"));
         }
+        let handoff = match i.handoff.as_deref() {
+            None | Some("auto") => Handoff::Auto,
+            Some("always") => Handoff::Always,
+            Some(h) => {
+                return Err(bad(
+                    "interface.handoff",
+                    format!("{h:?}: expected \"auto\" or \"always\""),
+                ));
+            }
+        };
         match (i.lanes, wireguard) {
             (Some(true), true) => {
                 return Err(bad(
@@ -634,6 +654,7 @@ impl Config {
             workers: i.workers.map(|w| w as usize),
             queues: i.queues.map(|q| q as usize),
             tun_writers: i.tun_writers.map(|w| w as usize),
+            handoff,
             core,
             peers,
             endpoint_names,
@@ -717,6 +738,7 @@ impl Config {
             (self.workers != new.workers, "interface.workers"),
             (self.queues != new.queues, "interface.queues"),
             (self.tun_writers != new.tun_writers, "interface.tun_writers"),
+            (self.handoff != new.handoff, "interface.handoff"),
             (a.lanes != b.lanes, "interface.lanes"),
             (a.piggyback != b.piggyback, "interface.piggyback"),
             (self.hooks != new.hooks, "interface hooks"),
@@ -889,6 +911,16 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
         assert!(e.to_string().contains("interface.tun_writers"), "{e}");
         let c = Config::parse(&with("tun_writers = 0")).unwrap();
         assert_eq!(c.tun_writers, Some(0));
+        assert_eq!(Config::parse(&sample()).unwrap().handoff, Handoff::Auto);
+        let c = Config::parse(&with("handoff = \"always\"")).unwrap();
+        assert_eq!(c.handoff, Handoff::Always);
+        assert_eq!(
+            Config::parse(&sample()).unwrap().restart_needed(&c),
+            Some("interface.handoff")
+        );
+        let e = Config::parse(&with("handoff = \"never\"")).unwrap_err();
+        assert!(e.to_string().contains("interface.handoff"), "{e}");
+        assert!(e.to_string().contains("\"auto\" or \"always\""), "{e}");
         assert!(
             Config::parse(&sample()).unwrap().core.lanes,
             "lanes by default"

@@ -8,6 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use base64::Engine;
+use sealink_engine::Handoff;
 use sealink_proto::Time;
 use sealink_proto::tunnel::{PeerStatus, Wire};
 
@@ -38,6 +39,10 @@ pub struct Status {
     /// Absent from the answers of older builds.
     #[serde(default)]
     pub tun_writers: usize,
+    /// When the readers hand batches to the crypto workers: "auto" (inline until a reader
+    /// saturates and a core is idle) or "always". Absent from older builds (which always did).
+    #[serde(default = "always")]
+    pub handoff: String,
     /// Lanes offered to peers (`interface.lanes`), and whether received datagrams are steered
     /// over the UDP sockets by lane. Absent from the answers of older builds.
     #[serde(default)]
@@ -68,6 +73,10 @@ pub struct Status {
 
 fn sealink_wire() -> String {
     "sealink".into()
+}
+
+fn always() -> String {
+    "always".into()
 }
 
 /// A list of (name, count) as a JSON object, keeping its order both ways.
@@ -152,6 +161,11 @@ pub fn status(
         udp_sockets: info.udp_sockets,
         crypto_workers: info.workers,
         tun_writers: info.tun_writers,
+        handoff: match info.handoff {
+            Handoff::Auto => "auto",
+            Handoff::Always => "always",
+        }
+        .to_string(),
         lanes: info.lanes,
         lane_steering: info.lane_steering,
         aead: sealink_crypto::suite::chosen_backend().0.name().to_string(),
@@ -220,10 +234,11 @@ pub fn format_status(st: &Status) -> String {
     );
     let _ = writeln!(
         s,
-        "  data path: tun_queues={} udp_sockets={} crypto_workers={} tun_writers={} lanes={} aead={}",
+        "  data path: tun_queues={} udp_sockets={} crypto_workers={} handoff={} tun_writers={} lanes={} aead={}",
         st.tun_queues,
         st.udp_sockets,
         st.crypto_workers,
+        st.handoff,
         st.tun_writers,
         match (st.lanes, st.lane_steering) {
             (false, _) => "off",
@@ -269,6 +284,9 @@ pub fn format_status(st: &Status) -> String {
             }
             if t.batches_submitted > 0 {
                 parts.push(format!("batches={}", t.batches_submitted));
+            }
+            if t.handoffs > 0 {
+                parts.push(format!("handed_off={}", t.handoffs));
             }
             if t.lane_strays > 0 {
                 parts.push(format!("lane_strays={}", t.lane_strays));

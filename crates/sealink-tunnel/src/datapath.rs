@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sealink_engine::{Duplex, Half, Pipeline, Pool};
+use sealink_engine::{Duplex, Gauge, Half, Pipeline, Pool};
 use sealink_proto::DropReason;
 use sealink_proto::tunnel::{DecapReserve, OpenJob, PeerIndex, Reserve, SealJob, TAILROOM};
 use sealink_proto::wire::LANE_OFFSET;
@@ -214,8 +214,15 @@ impl TunReader {
 
     /// Reads one batch (`wait`: blocking until there is one or the tunnel stops; else returning
     /// at once when the queue is empty, on a non-blocking device), reserves its packets and
-    /// submits it. Returns whether packets were read.
-    pub(crate) fn step(&self, sh: &Shared, pipe: &Pipeline<Batch>, wait: bool) -> bool {
+    /// submits it, sealing it here unless `gauge` (this thread's) says to hand it off. Returns
+    /// whether packets were read.
+    pub(crate) fn step(
+        &self,
+        sh: &Shared,
+        pipe: &Pipeline<Batch>,
+        wait: bool,
+        gauge: &mut Gauge,
+    ) -> bool {
         let (q, stride, pool) = (self.q, sh.stride, &self.pool);
         let Some(mut b) = pool.take(pipe, || sh.stopping()) else {
             return false;
@@ -290,8 +297,7 @@ impl TunReader {
         if b.items.is_empty() {
             pool.put(b);
         } else {
-            sh.threads.count(Count::BatchesSubmitted, 1);
-            pipe.submit(q, Duplex::Tx(b));
+            submit(sh, pipe, gauge, q, Duplex::Tx(b));
         }
         n > 0
     }
@@ -354,17 +360,27 @@ fn read(
     )
 }
 
-/// Reads TUN queue `q` until stopped.
-pub(crate) fn tun_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize) {
-    let r = TunReader::new(sh, q);
-    while !sh.stopping() {
-        r.step(sh, pipe, true);
+/// Submits a batch through this thread's gauge, and counts it (and whether it left).
+fn submit(sh: &Shared, pipe: &Pipeline<Batch>, gauge: &mut Gauge, lane: usize, b: Batch) {
+    sh.threads.count(Count::BatchesSubmitted, 1);
+    if pipe.submit_from(gauge, lane, b) {
+        sh.threads.count(Count::Handoffs, 1);
     }
 }
 
-/// Serves TUN queue `q` and UDP socket `q` from one thread (the inline shape): each wake-up
+/// Reads TUN queue `q` until stopped.
+pub(crate) fn tun_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize) {
+    let r = TunReader::new(sh, q);
+    let mut gauge = Gauge::new(sh.info.handoff);
+    while !sh.stopping() {
+        r.step(sh, pipe, true, &mut gauge);
+    }
+}
+
+/// Serves TUN queue `q` and UDP socket `q` from one thread (run to completion): each wake-up
 /// reads whichever has packets, so the reply a write provokes (a TCP ACK after a TUN write) is
-/// picked up by the same thread without waking another.
+/// picked up by the same thread without waking another. The thread seals and opens its
+/// batches itself unless its gauge says it saturates (then the workers take them).
 pub(crate) fn io_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize, lane: usize) {
     use std::os::fd::AsFd;
     if let Err(e) = sh.devs[q].set_nonblocking(true) {
@@ -377,9 +393,10 @@ pub(crate) fn io_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize, lane: usize
     }
     let tun = TunReader::new(sh, q);
     let udp = UdpReader::new(sh, q, lane);
+    let mut gauge = Gauge::new(sh.info.handoff);
     while !sh.stopping() {
-        let t = tun.step(sh, pipe, false);
-        let u = udp.step(sh, pipe, Some(Duration::ZERO));
+        let t = tun.step(sh, pipe, false, &mut gauge);
+        let u = udp.step(sh, pipe, Some(Duration::ZERO), &mut gauge);
         if !t && !u {
             let r = sh.udp[q].wait_readable_with(sh.devs[q].as_fd(), Some(IDLE_WAIT));
             if let Err(e) = r {
@@ -631,13 +648,15 @@ impl UdpReader {
         UdpReader { s, lane, pool }
     }
 
-    /// Receives one batch (waiting up to `timeout`), reserves its datagrams and submits it, or
-    /// answers handshakes here. Returns whether datagrams were received.
+    /// Receives one batch (waiting up to `timeout`), reserves its datagrams and submits it
+    /// through `gauge` (this thread's), or answers handshakes here. Returns whether datagrams
+    /// were received.
     pub(crate) fn step(
         &self,
         sh: &Shared,
         pipe: &Pipeline<Batch>,
         timeout: Option<Duration>,
+        gauge: &mut Gauge,
     ) -> bool {
         let (s, pool) = (self.s, &self.pool);
         let Some(mut b) = pool.take(pipe, || sh.stopping()) else {
@@ -691,8 +710,7 @@ impl UdpReader {
             b.out.seal_and_send(sh, s, 0);
             pool.put(b);
         } else {
-            sh.threads.count(Count::BatchesSubmitted, 1);
-            pipe.submit(self.lane, Duplex::Rx(b));
+            submit(sh, pipe, gauge, self.lane, Duplex::Rx(b));
         }
         got
     }
@@ -701,7 +719,8 @@ impl UdpReader {
 /// Reads UDP socket `s` until stopped.
 pub(crate) fn udp_loop(sh: &Shared, pipe: &Pipeline<Batch>, s: usize, lane: usize) {
     let r = UdpReader::new(sh, s, lane);
+    let mut gauge = Gauge::new(sh.info.handoff);
     while !sh.stopping() {
-        r.step(sh, pipe, Some(IDLE_WAIT));
+        r.step(sh, pipe, Some(IDLE_WAIT), &mut gauge);
     }
 }

@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use sealink_engine::Pipeline;
+use sealink_engine::{Handoff, Pipeline};
 use sealink_proto::Clock;
 use sealink_proto::HostKey;
 use sealink_proto::tunnel::{SealJob, TAILROOM, Tunnel, Wire};
@@ -89,6 +89,8 @@ pub struct UpInfo {
     /// Threads writing received packets to the TUN device, a flow always to the same one (0:
     /// the receive path's release writes).
     pub tun_writers: usize,
+    /// When the readers hand batches to the workers (`interface.handoff`).
+    pub handoff: Handoff,
     /// Lanes are offered to peers ([`sealink_proto::tunnel::TunnelConfig::lanes`]), and the
     /// UDP sockets' group steers received datagrams by lane (`sealink_udp::steer`).
     pub lanes: bool,
@@ -332,14 +334,29 @@ fn data_path_shape(cfg: &Config) -> (usize, usize) {
     )
 }
 
-/// TUN writer threads: the config's, else one per TUN queue when there are several queues and
-/// crypto workers. In that shape the receive path's in-order release would make every flow's
-/// TUN write (and the inner TCP receive the kernel runs in it) one after another, on one lane
-/// per UDP socket, and one peer's datagrams all arrive on one socket; writers keyed by flow let
-/// several flows write at once. None in the inline shape, where each queue's one thread writes.
+/// TUN writer threads: the config's, else none, except with `handoff = "always"` and several
+/// queues and crypto workers, one per TUN queue. In that shape the receive path's in-order
+/// release would make every flow's TUN write (and the inner TCP receive the kernel runs in it)
+/// one after another, on one lane per UDP socket; writers keyed by flow let several flows write
+/// at once. With `handoff = "auto"` each queue's one I/O thread writes what it received (run to
+/// completion: a flow's packets never change threads), and while it hands off, the release on
+/// the worker writes: a writer thread would only add a hand-off.
 fn tun_writers(cfg: &Config, queues: usize, workers: usize) -> usize {
-    cfg.tun_writers
-        .unwrap_or(if queues > 1 && workers > 0 { queues } else { 0 })
+    cfg.tun_writers.unwrap_or(
+        if cfg.handoff == Handoff::Always && queues > 1 && workers > 0 {
+            queues
+        } else {
+            0
+        },
+    )
+}
+
+/// Whether one thread per queue pair serves both its TUN queue and its UDP socket (`io_loop`):
+/// inline, and with `handoff = "auto"` (the default), where the thread keeps a flow's work
+/// until it saturates. `handoff = "always"` keeps the reader-per-direction shape of the engine
+/// before issue 43.
+fn io_threads(cfg: &Config, queues: usize, sockets: usize, workers: usize) -> bool {
+    queues == sockets && (workers == 0 || cfg.handoff == Handoff::Auto)
 }
 
 /// What undoes a part of the set-up at exit, and also when the tunnel dies.
@@ -619,6 +636,7 @@ fn run_prepared(
         wire: cfg.core.wire,
         workers,
         tun_writers: n_writers,
+        handoff: cfg.handoff,
         lanes: cfg.core.lanes,
         lane_steering,
         fwmark: full.then_some(cfg.fwmark),
@@ -663,12 +681,14 @@ fn run_prepared(
     let (nq, ns) = (sh.devs.len(), sh.udp.len());
     // Lanes: one per TUN queue, then one per UDP socket.
     let pipe = Pipeline::new(std::sync::Arc::clone(&sh), nq + ns, workers);
+    let io_shape = io_threads(&cfg, nq, ns, workers);
     let mut waiters = Vec::new();
     std::thread::scope(|s| {
         let (sh, pipe) = (&*sh, &pipe);
         let mut ok = true;
-        if workers == 0 && nq == ns {
-            // Inline: one thread per TUN queue and UDP socket pair serves both directions.
+        if io_shape {
+            // One thread per TUN queue and UDP socket pair serves both directions, and seals
+            // and opens inline unless it saturates (handoff = "auto").
             for q in 0..nq {
                 ok &= std::thread::Builder::new()
                     .name(format!("sl-io-{q}"))

@@ -28,14 +28,16 @@ pub(crate) enum Count {
     /// TUN write calls (a coalesced super-packet is one), and the packets handed to them.
     TunWrites,
     TunWritePackets,
-    /// Batches handed to the engine.
+    /// Batches handed to the engine (run inline or by a worker).
     BatchesSubmitted,
+    /// Of those, batches handed to the crypto workers rather than run on this thread.
+    Handoffs,
     /// Datagrams received on a socket other than the one the lane steering program picks for
     /// their lane: a receive GRO batch that coalesced two lanes (`sealink_udp::steer`).
     LaneStrays,
 }
 
-const N: usize = 10;
+const N: usize = 11;
 
 /// One thread's counters.
 #[derive(Debug, Default)]
@@ -142,6 +144,7 @@ impl Registry {
                     tun_writes: g(Count::TunWrites),
                     tun_write_packets: g(Count::TunWritePackets),
                     batches_submitted: g(Count::BatchesSubmitted),
+                    handoffs: g(Count::Handoffs),
                     lane_strays: g(Count::LaneStrays),
                     name,
                 }
@@ -174,6 +177,10 @@ pub struct ThreadStatus {
     pub tun_writes: u64,
     pub tun_write_packets: u64,
     pub batches_submitted: u64,
+    /// Of those, batches this thread handed to the crypto workers instead of running them
+    /// itself (absent from older builds, which handed all of them over).
+    #[serde(default)]
+    pub handoffs: u64,
     /// Datagrams this reader received though the lane steering program sends their lane to
     /// another socket (a receive GRO batch led by another lane; absent from older builds).
     #[serde(default)]

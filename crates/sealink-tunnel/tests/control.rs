@@ -133,6 +133,7 @@ fn info() -> UpInfo {
         wire: sealink_proto::tunnel::Wire::Sealink,
         workers: 3,
         tun_writers: 2,
+        handoff: sealink_engine::Handoff::Auto,
         lanes: true,
         lane_steering: true,
         fwmark: None,
@@ -190,7 +191,7 @@ fn status_text_has_the_interface_and_every_peer() {
         "{s}"
     );
     assert!(
-        s.contains("tun_queues=2 udp_sockets=2 crypto_workers=3 tun_writers=2 lanes=steered aead="),
+        s.contains("tun_queues=2 udp_sockets=2 crypto_workers=3 handoff=auto tun_writers=2 lanes=steered aead="),
         "{s}"
     );
     assert!(s.contains("  drops: auth-failed=3 replayed=1\n"), "{s}");
@@ -280,6 +281,7 @@ fn status_json_has_the_same_facts_and_round_trips() {
             tun_writes: 5,
             tun_write_packets: 5,
             batches_submitted: 13,
+            handoffs: 4,
             lane_strays: 2,
         }],
     );
@@ -289,9 +291,12 @@ fn status_json_has_the_same_facts_and_round_trips() {
     assert_eq!(v["threads"][0]["name"], "sl-io-0");
     assert_eq!(v["threads"][0]["tun_read_packets"], 470);
     assert_eq!(v["threads"][0]["busy_s"], 1.5);
+    assert_eq!(v["threads"][0]["handoffs"], 4);
+    assert_eq!(v["handoff"], "auto");
+    assert!(control::format_status(&st).contains("crypto_workers=3 handoff=auto tun_writers=2"));
     // The text form lists the thread with what its calls carried.
     assert!(
-        control::format_status(&st).contains("    sl-io-0 busy=1.500s tun_read=10/470 udp_send=20/470 udp_recv=3/5 tun_write=5/5 batches=13 lane_strays=2"),
+        control::format_status(&st).contains("    sl-io-0 busy=1.500s tun_read=10/470 udp_send=20/470 udp_recv=3/5 tun_write=5/5 batches=13 handed_off=4 lane_strays=2"),
         "{}",
         control::format_status(&st)
     );

@@ -312,6 +312,7 @@ pub(crate) fn parse(text: &str, name: &str) -> Result<Parsed, TunnelError> {
                 workers: None,
                 queues: None,
                 tun_writers: None,
+                handoff: None,
                 lanes: None,
                 piggyback: None,
                 pre_up,
