@@ -1,16 +1,23 @@
-//! When a submitting thread hands its batches to the workers: only while it saturates its core
-//! and a core is idle to take the work (issue 43).
+//! When a submitting thread hands its batches to the workers: only the share of them that its
+//! own core cannot carry, and only while a core is idle to take them (issue 43).
 //!
 //! A thread that reads a batch has it hot in its cache and is already awake; sealing it there
 //! costs the seal. Handing it to a worker adds a queue operation, often a wake-up (several
-//! microseconds of CPU on each side, docs/RESULTS.md §40), and the worker's cache misses on the
-//! whole batch: on the lent 16-core machine the spread shape spent twice the CPU per bit that one
-//! run-to-completion thread did. So a [`Gauge`] keeps its thread's work inline, and hands off
-//! only while the thread is busy at least [`HIGH`] of its wall time (its own CPU clock, so time
-//! spent waiting for a core does not count) over two windows in a row, with an idle CPU to run
-//! the workers on ([`crate::spare`]). It goes back inline once its busy share, with the work it
-//! handed off added back, would fall under [`LOW`] for two windows (hysteresis, so a flow near
-//! the limit does not flap).
+//! microseconds of CPU on each side), and the worker's cache misses on the whole batch: on the
+//! lent 16-core machine the old always-hand-off engine spent twice the CPU per bit that one
+//! run-to-completion thread did (about 40 µs per hand-off, docs/RESULTS.md §40). So a [`Gauge`]
+//! keeps its thread's work inline and hands off a *fraction* of its batches, spread evenly
+//! over them, that it adjusts once per [`WINDOW`] from the thread's busy share of wall time
+//! (its own CPU clock, so time spent waiting for a core does not count):
+//! - up one [`STEP`] after two windows in a row busy at least [`HIGH`] with an allowed CPU idle
+//!   ([`crate::spare`]): the thread is the bottleneck and another core can help;
+//! - down one step after two windows in a row in which handing off one step less would still
+//!   have left the thread under [`LOW`] (the cost of its inline batches is measured, so the
+//!   prediction needs no model);
+//! - back to zero after an idle gap (a window four times its length): a new burst starts inline.
+//!
+//! Between LOW and HIGH nothing moves, so a flow near the limit does not flap; handing off only
+//! the excess keeps most batches where their data is.
 
 use std::time::{Duration, Instant};
 
@@ -18,116 +25,154 @@ use std::time::{Duration, Instant};
 pub const WINDOW: Duration = Duration::from_millis(10);
 /// Busy share of its wall time above which a thread is saturated.
 pub const HIGH: f64 = 0.85;
-/// Predicted busy share (inline) under which a thread that hands off goes back inline.
+/// Predicted busy share under which a thread hands off one step less.
 pub const LOW: f64 = 0.70;
-/// Windows in a row a condition must hold before the mode changes.
+/// How much the handed-off fraction moves at a time.
+pub const STEP: f64 = 0.125;
+/// Windows in a row a condition must hold before the fraction moves.
 const DWELL: u32 = 2;
 
 /// Whether batches go to the workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Handoff {
-    /// Inline until the thread saturates and a core is idle (the default).
+    /// Inline, with the share a saturated thread cannot carry handed off while a core is idle
+    /// (the default).
     #[default]
     Auto,
     /// Every batch to the workers (the engine before issue 43; for comparison).
     Always,
 }
 
-/// A submitting thread's load, and its choice between inline and hand-off (see the module
+/// A submitting thread's load, and the share of its batches it hands off (see the module
 /// documentation). One per thread: it reads the calling thread's CPU clock.
 #[derive(Debug)]
 pub struct Gauge {
     policy: Handoff,
-    pub(crate) handing_off: bool,
+    /// Share of batches handed off, 0..=1.
+    pub(crate) fraction: f64,
+    /// Spreads the handed-off batches evenly (a Bresenham accumulator).
+    acc: f64,
     start: Instant,
     cpu_start: Option<Duration>,
-    /// Time spent running and releasing batches inline in this window.
+    /// This window: time spent running and releasing batches inline, and batches run inline
+    /// and handed off.
     inline: Duration,
-    /// Share of the thread's busy time that its inline batches took (a moving average).
-    share: f64,
-    /// Windows in a row that argued for the other mode.
-    streak: u32,
-    /// Batches run inline, batches handed off, and mode changes, since the start.
+    n_inline: u64,
+    n_handed: u64,
+    /// What one inline batch costs (a moving average, seconds), for the way down.
+    batch_cost: f64,
+    up: u32,
+    down: u32,
+    /// Batches run inline, batches handed off, and changes of the fraction, since the start.
     pub ran_inline: u64,
     pub handed_off: u64,
-    pub switches: u64,
+    pub changes: u64,
 }
 
 impl Gauge {
     pub fn new(policy: Handoff) -> Self {
         Gauge {
             policy,
-            handing_off: policy == Handoff::Always,
+            fraction: if policy == Handoff::Always { 1.0 } else { 0.0 },
+            acc: 0.0,
             start: Instant::now(),
             cpu_start: thread_cpu(),
             inline: Duration::ZERO,
-            share: 0.0,
-            streak: 0,
+            n_inline: 0,
+            n_handed: 0,
+            batch_cost: 0.0,
+            up: 0,
+            down: 0,
             ran_inline: 0,
             handed_off: 0,
-            switches: 0,
+            changes: 0,
         }
     }
 
     /// Whether the next batch goes to the workers; ends a window when one has passed.
     pub fn hand_off(&mut self) -> bool {
-        if self.policy == Handoff::Auto {
-            let now = Instant::now();
-            let wall = now - self.start;
-            if wall >= WINDOW {
-                let cpu = thread_cpu();
-                if let (Some(c0), Some(c1)) = (self.cpu_start, cpu) {
-                    let busy = (c1.saturating_sub(c0)).as_secs_f64() / wall.as_secs_f64();
-                    self.decide(busy, wall, crate::spare::has_idle_core());
-                }
-                self.start = now;
-                self.cpu_start = cpu;
-                self.inline = Duration::ZERO;
-            }
+        if self.policy == Handoff::Always {
+            return true;
         }
-        self.handing_off
+        let now = Instant::now();
+        let wall = now - self.start;
+        if wall >= WINDOW {
+            let cpu = thread_cpu();
+            if wall >= WINDOW * 4 {
+                // An idle gap: the next burst starts inline.
+                self.set(0.0);
+            } else if let (Some(c0), Some(c1)) = (self.cpu_start, cpu) {
+                let busy = c1.saturating_sub(c0).as_secs_f64() / wall.as_secs_f64();
+                self.decide(busy, wall, crate::spare::has_idle_core());
+            }
+            self.start = now;
+            self.cpu_start = cpu;
+            self.inline = Duration::ZERO;
+            self.n_inline = 0;
+            self.n_handed = 0;
+        }
+        if self.fraction <= 0.0 {
+            return false;
+        }
+        self.acc += self.fraction;
+        if self.acc >= 1.0 {
+            self.acc -= 1.0;
+            true
+        } else {
+            false
+        }
     }
 
     /// Records a batch run (and released) inline, and how long it took.
     pub fn ran(&mut self, took: Duration) {
         self.inline += took;
+        self.n_inline += 1;
         self.ran_inline += 1;
     }
 
     /// Records a batch handed off.
     pub fn handed(&mut self) {
+        self.n_handed += 1;
         self.handed_off += 1;
     }
 
-    /// Whether batches are being handed off now.
-    pub fn handing_off(&self) -> bool {
-        self.handing_off
+    /// The share of batches handed off now (0: all inline; 1: all to the workers).
+    pub fn fraction(&self) -> f64 {
+        self.fraction
+    }
+
+    fn set(&mut self, f: f64) {
+        let f = f.clamp(0.0, 1.0);
+        if f != self.fraction {
+            self.fraction = f;
+            self.changes += 1;
+        }
+        self.up = 0;
+        self.down = 0;
     }
 
     /// One window's verdict: `busy` is the thread's CPU time over the window's wall time.
     fn decide(&mut self, busy: f64, wall: Duration, idle_core: bool) {
         let wall = wall.as_secs_f64().max(1e-9);
-        let want_other = if self.handing_off {
-            // What this thread would be busy with inline: today's load plus the share it hands
-            // off (learnt while inline).
-            let predicted = busy / (1.0 - self.share.min(0.9));
-            predicted < LOW
-        } else {
-            if busy > 0.05 {
-                let s = (self.inline.as_secs_f64() / wall / busy).clamp(0.0, 1.0);
-                self.share = if self.share == 0.0 {
-                    s
-                } else {
-                    0.75 * self.share + 0.25 * s
-                };
-            }
-            busy >= HIGH && idle_core
-        };
-        self.streak = if want_other { self.streak + 1 } else { 0 };
-        if self.streak >= DWELL {
-            self.handing_off = !self.handing_off;
-            self.switches += 1;
-            self.streak = 0;
+        if self.n_inline > 0 {
+            let c = self.inline.as_secs_f64() / self.n_inline as f64;
+            self.batch_cost = if self.batch_cost == 0.0 {
+                c
+            } else {
+                0.75 * self.batch_cost + 0.25 * c
+            };
+        }
+        let batches = (self.n_inline + self.n_handed) as f64;
+        // Busy share with one step fewer batches handed off: those run here instead.
+        let one_step_less = busy + STEP * batches * self.batch_cost / wall;
+        let up = self.fraction < 1.0 && busy >= HIGH && idle_core;
+        let down = self.fraction > 0.0 && one_step_less < LOW;
+        self.up = if up { self.up + 1 } else { 0 };
+        self.down = if down { self.down + 1 } else { 0 };
+        if self.up >= DWELL {
+            self.set(self.fraction + STEP);
+        } else if self.down >= DWELL {
+            self.set(self.fraction - STEP);
         }
     }
 }
@@ -149,48 +194,82 @@ mod tests {
         Gauge::new(Handoff::Auto)
     }
 
-    #[test]
-    fn hands_off_only_when_saturated_with_an_idle_core() {
-        let mut g = gauge();
-        // Busy but no idle core: stays inline however long it lasts.
-        for _ in 0..10 {
-            g.decide(0.98, WINDOW, false);
-        }
-        assert!(!g.handing_off());
-        // An idle core, but the thread is not saturated.
-        for _ in 0..10 {
-            g.decide(0.6, WINDOW, true);
-        }
-        assert!(!g.handing_off());
-        // Saturated with an idle core: one window is not enough, two are.
-        g.decide(0.95, WINDOW, true);
-        assert!(!g.handing_off());
-        g.decide(0.95, WINDOW, true);
-        assert!(g.handing_off());
-        assert_eq!(g.switches, 1);
+    /// A window of `n` batches, `handed` of them handed off, the inline ones at `cost` each.
+    fn window(g: &mut Gauge, busy: f64, idle: bool, n: u64, cost: Duration) {
+        let handed = (n as f64 * g.fraction).round() as u64;
+        g.n_handed = handed;
+        g.n_inline = n - handed;
+        g.inline = cost * (n - handed) as u32;
+        g.decide(busy, WINDOW, idle);
     }
 
     #[test]
-    fn goes_back_inline_when_the_load_would_fit() {
+    fn hands_off_only_when_saturated_with_an_idle_core() {
         let mut g = gauge();
-        // Inline windows: 40% of its busy time ran batches.
-        g.inline = WINDOW.mul_f64(0.4 * 0.9);
-        g.decide(0.9, WINDOW, true);
-        g.inline = WINDOW.mul_f64(0.4 * 0.9);
-        g.decide(0.9, WINDOW, true);
-        assert!(g.handing_off());
-        assert!((g.share - 0.4).abs() < 1e-6, "{}", g.share);
-        // Handing off, 0.5 busy: inline it would be 0.5 / 0.6 = 0.83, over LOW: stays.
-        for _ in 0..5 {
-            g.decide(0.5, WINDOW, true);
+        let cost = Duration::from_micros(40);
+        // Busy but no idle core: stays inline however long it lasts.
+        for _ in 0..10 {
+            window(&mut g, 0.98, false, 200, cost);
         }
-        assert!(g.handing_off());
-        // 0.3 busy: inline 0.5, under LOW, for two windows: back inline.
-        g.decide(0.3, WINDOW, true);
-        assert!(g.handing_off());
-        g.decide(0.3, WINDOW, true);
-        assert!(!g.handing_off());
-        assert_eq!(g.switches, 2);
+        assert_eq!(g.fraction(), 0.0);
+        // An idle core, but the thread is not saturated.
+        for _ in 0..10 {
+            window(&mut g, 0.6, true, 100, cost);
+        }
+        assert_eq!(g.fraction(), 0.0);
+        // Saturated with an idle core: one window is not enough, two are, and each two more
+        // add a step.
+        window(&mut g, 0.95, true, 200, cost);
+        assert_eq!(g.fraction(), 0.0);
+        window(&mut g, 0.95, true, 200, cost);
+        assert_eq!(g.fraction(), STEP);
+        window(&mut g, 0.95, true, 200, cost);
+        window(&mut g, 0.95, true, 200, cost);
+        assert_eq!(g.fraction(), 2.0 * STEP);
+        // Between LOW and HIGH nothing moves (a step less handed off would be 0.85).
+        for _ in 0..10 {
+            window(&mut g, 0.8, true, 100, cost);
+        }
+        assert_eq!(g.fraction(), 2.0 * STEP);
+        assert_eq!(g.changes, 2);
+    }
+
+    #[test]
+    fn hands_back_when_the_work_would_fit() {
+        let mut g = gauge();
+        g.fraction = 0.5;
+        // 100 batches of 40 µs in 10 ms is 0.4 of the window; a step (12.5 of them) more
+        // inline is 0.05 more: at busy 0.6, 0.65 < LOW: down after two windows.
+        let cost = Duration::from_micros(40);
+        window(&mut g, 0.6, true, 100, cost);
+        assert_eq!(g.fraction(), 0.5);
+        window(&mut g, 0.6, true, 100, cost);
+        assert_eq!(g.fraction(), 0.5 - STEP);
+        // At busy 0.68 a step more would be 0.73: stays.
+        for _ in 0..5 {
+            window(&mut g, 0.68, true, 100, cost);
+        }
+        assert_eq!(g.fraction(), 0.5 - STEP);
+    }
+
+    #[test]
+    fn the_handed_off_batches_are_spread_evenly() {
+        let mut g = gauge();
+        g.fraction = 0.25;
+        let picks: Vec<bool> = (0..8).map(|_| g.hand_off()).collect();
+        assert_eq!(
+            picks,
+            [false, false, false, true, false, false, false, true]
+        );
+    }
+
+    #[test]
+    fn an_idle_gap_starts_inline_again() {
+        let mut g = gauge();
+        g.fraction = 0.75;
+        g.start = Instant::now() - WINDOW * 5;
+        assert!(!g.hand_off());
+        assert_eq!(g.fraction(), 0.0);
     }
 
     #[test]
@@ -199,7 +278,8 @@ mod tests {
         assert!(g.hand_off());
         std::thread::sleep(WINDOW);
         assert!(g.hand_off());
-        assert_eq!(g.switches, 0);
+        assert_eq!(g.fraction(), 1.0);
+        assert_eq!(g.changes, 0);
     }
 
     #[test]

@@ -680,7 +680,7 @@ mod tests {
                 if via_gauge {
                     // Inline and handed-off items mixed in one lane, as a gauge that changes
                     // its mind makes them.
-                    gauge.handing_off = spin % 3 == 0;
+                    gauge.fraction = f64::from(spin % 3) / 2.0;
                     let handed = p.submit_from(&mut gauge, lane, item);
                     prop_assert!(!handed || (workers > 0 && !bound));
                 } else {
