@@ -38,6 +38,9 @@ Example CONFIG (TOML):
   mtu = 1420                      # default 1420; 576 to 9000
   workers = 4                     # crypto threads; 0: inline (default: core count; 0 up to 2 cores)
   queues = 4                      # TUN queues and UDP sockets (default: core count; 1 up to 2)
+  handoff = "auto"                # "auto" (default): a batch stays on the thread that read it
+                                  # unless that thread saturates and a core is idle; "always"
+                                  # hands every batch to the workers, for comparison
   post_up = "echo %i is up"        # hooks, as wg-quick's: pre_up, post_up, pre_down,
   post_down = ["logger %i down"]  # post_down; a command or a list, /bin/sh -c, %i: the name
   user = "nobody"                 # who the tunnel runs as once set up (default nobody;
@@ -198,6 +201,7 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
             queues = info.queues,
             udp_sockets = info.udp_sockets,
             workers = info.workers,
+            handoff = ?info.handoff,
             "tunnel up"
         );
         eprintln!("up: {}", info.name);

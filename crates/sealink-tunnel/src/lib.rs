@@ -1,32 +1,40 @@
 //! sealink tunnel mode: the I/O driver around the sans-IO core [`sealink_proto::tunnel`].
 //!
 //! The data path is split the way the core splits each per-packet step: the serial half runs
-//! under the core's one mutex, the cryptography runs on [`sealink_engine::Pipeline`] workers with
-//! no lock held, and the results leave in order.
-//! - TUN readers, one per queue of a multi-queue TUN device: read a batch (with offloads, a TSO
-//!   super-packet split into MTU-sized segments at a fixed stride, each after the wire's headroom
-//!   bytes), reserve every packet under the lock (route, session, counter; small packets join
-//!   the piggyback queue), and submit the batch. A worker seals every slot in place; the
-//!   release, in order per queue, sends runs of full-size datagrams for one peer with one UDP
-//!   GSO call straight from the batch buffer and reports the sends to the core (autocork).
-//! - UDP readers, one per `SO_REUSEPORT` socket: receive a batch (GRO), reserve every datagram
-//!   under the lock (header, index, session, replay check; handshakes are handled whole), and
-//!   submit it. A worker opens every datagram in place; the release, in order per socket,
-//!   finishes them under the lock (replay accept, session confirmation, framing, source check)
-//!   and writes the packets to the TUN device straight from the receive buffers (with offloads,
-//!   TCP segments coalesced back into one super-packet: the only copy). With TUN writer threads
-//!   (`tun_writers`, by default one per queue when there are several queues and workers) the
-//!   release only plans the writes and hands each flow's to writer `hash(flow) % N`, so the
-//!   flows of one peer, which all arrive on one socket, are written at once and each in order.
+//! under the core's one mutex, the cryptography (seal, open) runs with no lock held, and the
+//! results leave in order ([`sealink_engine::Pipeline`]'s lanes).
+//! - I/O threads (`sl-io-q`, `io_loop`), one per queue of a multi-queue TUN device and its
+//!   `SO_REUSEPORT` socket: each reads a batch from whichever has packets.
+//!   - From the TUN queue (with offloads, a TSO super-packet split into MTU-sized segments at a
+//!     fixed stride, each after the wire's headroom bytes): reserve every packet under the lock
+//!     (route, session, counter; small packets join the piggyback queue), seal every slot in
+//!     place, send runs of full-size datagrams for one peer with one UDP GSO call straight from
+//!     the batch buffer, and report the sends to the core (autocork).
+//!   - From the UDP socket (GRO): reserve every datagram under the lock (header, index,
+//!     session, replay check; handshakes are handled whole), open in place, finish them under
+//!     the lock (replay accept, session confirmation, framing, source check) and write the
+//!     packets to the TUN device straight from the receive buffers (with offloads, TCP segments
+//!     coalesced back into one super-packet: the only copy).
+//!
+//!   The thread does all of it itself (run to completion: the batch stays in its core's
+//!   cache, and nobody is woken), except the share of its batches that its [`Gauge`] hands to
+//!   the engine's workers while the thread saturates its core and a core is idle (`handoff =
+//!   "auto"`, issue 43). A handed-off batch is sealed or opened and released (sent, or written)
+//!   on a worker, in order per lane with the ones kept.
+//! - With `handoff = "always"` (every batch to the workers, the engine before issue 43) the
+//!   shape is a TUN reader and a UDP reader per queue, and TUN writer threads (`tun_writers`,
+//!   by default one per queue there): the release only plans the writes and hands each flow's
+//!   to writer `hash(flow) % N`.
 //! - timer: handshake retransmissions and piggyback deadlines.
 //!
 //! Batch buffers are owned by their reader and come back through the release, so the data
-//! path allocates and copies nothing per packet. With zero workers everything runs inline, and
-//! one thread per queue pair serves both the TUN queue and the UDP socket (`io_loop`). The calling thread serves the control socket `RUN_DIR/net-INODE/NAME.sock` (see
+//! path allocates and copies nothing per packet. The calling thread serves the control socket `RUN_DIR/net-INODE/NAME.sock` (see
 //! [`RunDir`]; `show`, `down`, `reload`, answered to root and the tunnel's own uid only) and
 //! watches the stop flag (set by signals) and the reload flag (SIGHUP; see `reload.rs`); on stop, the threads are interrupted and joined and the TUN
 //! device is closed, which removes the interface. Set-up ends by dropping every capability and
 //! switching to the config's unprivileged `user` ([`privs`]).
+//!
+//! [`Gauge`]: sealink_engine::Gauge
 
 pub mod config;
 pub mod control;
@@ -322,9 +330,11 @@ fn bring_up(cfg: &Config, dev: &SyncDevice) -> Result<(), TunnelError> {
 }
 
 /// TUN queues and crypto workers: the config's, else by core count. Up to two cores, the
-/// readers (one TUN, one UDP) already keep both busy, and hand-offs to workers only cost: on the
-/// 2-core bench inline sealing and opening beat two workers and two queues in every test
-/// (docs/RESULTS.md §10). Beyond two cores: a queue and a worker per core (not measured here).
+/// I/O threads and the application already keep both busy, and hand-offs to workers only cost:
+/// on the 2-core bench inline sealing and opening beat two workers and two queues in every test
+/// (docs/RESULTS.md §10). Beyond two cores: a queue and a worker per core; the workers stay
+/// parked unless an I/O thread saturates with a core idle (its gauge), so their number bounds
+/// the spread and does not set the CPU spent.
 fn data_path_shape(cfg: &Config) -> (usize, usize) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let q = if cores <= 2 { 1 } else { cores };
