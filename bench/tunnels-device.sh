@@ -43,7 +43,11 @@
 #    TUNNELS=plain,wg-go,sealink,sealink-w0 adds the A/B of the TUN writer threads (sealink-w0:
 #    the default config with tun_writers = 0), about 10 minutes for all five core counts;
 #    TUNNELS=plain,wg-go,sealink,sealink-nolanes the A/B of lanes (lanes = false: one peer
-#    received on one socket), the same time. The device tool stops a command at 10 minutes, so
+#    received on one socket), the same time; TUNNELS=plain,wg-go,sealink,sealink-always the A/B
+#    of issue 43's hand-off policy (sealink-always: handoff = "always", every batch to the
+#    workers with a reader per direction and TUN writers, the engine's shape before issue 43;
+#    the default, "auto", keeps a batch on its I/O thread unless that saturates with a core
+#    idle; each thread's `handoffs` is in threads-N.txt). The device tool stops a command at 10 minutes, so
 #    run a four-tunnel set in two calls by CORES (1,2,4 then 8,16; each writes its own archive).
 #    The estimate is printed first: per core count, set-up and tear-down (5 s) plus
 #    RUNS x tests x tunnels x (SECONDS_PER_FLOW + PAUSE + 0.3 s for iperf3's start and end,
