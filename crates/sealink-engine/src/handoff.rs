@@ -10,7 +10,10 @@
 //! over them, that it adjusts once per [`WINDOW`] from the thread's busy share of wall time
 //! (its own CPU clock, so time spent waiting for a core does not count):
 //! - up one [`STEP`] after two windows in a row busy at least [`HIGH`] with an allowed CPU idle
-//!   ([`crate::spare`]): the thread is the bottleneck and another core can help;
+//!   ([`crate::spare`]): the thread is the bottleneck and another core can help. The first step
+//!   needs most of a core idle ([`crate::spare::IDLE_CORE`]); once the workers run on it, each
+//!   further step needs idle time for twice what a step hands over (at least a quarter core),
+//!   since the workers' own use of that core is no longer idle;
 //! - down one step after two windows in a row in which handing off one step less would still
 //!   have left the thread under [`LOW`] (the cost of its inline batches is measured, so the
 //!   prediction needs no model);
@@ -103,7 +106,7 @@ impl Gauge {
                 self.set(0.0);
             } else if let (Some(c0), Some(c1)) = (self.cpu_start, cpu) {
                 let busy = c1.saturating_sub(c0).as_secs_f64() / wall.as_secs_f64();
-                self.decide(busy, wall, crate::spare::has_idle_core());
+                self.decide(busy, wall, crate::spare::idle_cores());
             }
             self.start = now;
             self.cpu_start = cpu;
@@ -151,8 +154,9 @@ impl Gauge {
         self.down = 0;
     }
 
-    /// One window's verdict: `busy` is the thread's CPU time over the window's wall time.
-    fn decide(&mut self, busy: f64, wall: Duration, idle_core: bool) {
+    /// One window's verdict: `busy` is the thread's CPU time over the window's wall time, `idle`
+    /// the allowed CPUs' idle time in CPUs (`None`: unknown, taken as plenty).
+    fn decide(&mut self, busy: f64, wall: Duration, idle: Option<f64>) {
         let wall = wall.as_secs_f64().max(1e-9);
         if self.n_inline > 0 {
             let c = self.inline.as_secs_f64() / self.n_inline as f64;
@@ -163,9 +167,18 @@ impl Gauge {
             };
         }
         let batches = (self.n_inline + self.n_handed) as f64;
+        // What one step of batches costs run here, in cores.
+        let step = STEP * batches * self.batch_cost / wall;
         // Busy share with one step fewer batches handed off: those run here instead.
-        let one_step_less = busy + STEP * batches * self.batch_cost / wall;
-        let up = self.fraction < 1.0 && busy >= HIGH && idle_core;
+        let one_step_less = busy + step;
+        let room = idle.is_none_or(|c| {
+            if self.fraction == 0.0 {
+                c >= crate::spare::IDLE_CORE
+            } else {
+                c >= (2.0 * step).max(0.25)
+            }
+        });
+        let up = self.fraction < 1.0 && busy >= HIGH && room;
         let down = self.fraction > 0.0 && one_step_less < LOW;
         self.up = if up { self.up + 1 } else { 0 };
         self.down = if down { self.down + 1 } else { 0 };
@@ -195,12 +208,12 @@ mod tests {
     }
 
     /// A window of `n` batches, `handed` of them handed off, the inline ones at `cost` each.
-    fn window(g: &mut Gauge, busy: f64, idle: bool, n: u64, cost: Duration) {
+    fn window(g: &mut Gauge, busy: f64, idle: f64, n: u64, cost: Duration) {
         let handed = (n as f64 * g.fraction).round() as u64;
         g.n_handed = handed;
         g.n_inline = n - handed;
         g.inline = cost * (n - handed) as u32;
-        g.decide(busy, WINDOW, idle);
+        g.decide(busy, WINDOW, Some(idle));
     }
 
     #[test]
@@ -209,26 +222,32 @@ mod tests {
         let cost = Duration::from_micros(40);
         // Busy but no idle core: stays inline however long it lasts.
         for _ in 0..10 {
-            window(&mut g, 0.98, false, 200, cost);
+            window(&mut g, 0.98, 0.5, 200, cost);
         }
         assert_eq!(g.fraction(), 0.0);
         // An idle core, but the thread is not saturated.
         for _ in 0..10 {
-            window(&mut g, 0.6, true, 100, cost);
+            window(&mut g, 0.6, 1.0, 100, cost);
         }
         assert_eq!(g.fraction(), 0.0);
         // Saturated with an idle core: one window is not enough, two are, and each two more
         // add a step.
-        window(&mut g, 0.95, true, 200, cost);
+        window(&mut g, 0.95, 1.0, 200, cost);
         assert_eq!(g.fraction(), 0.0);
-        window(&mut g, 0.95, true, 200, cost);
+        window(&mut g, 0.95, 1.0, 200, cost);
         assert_eq!(g.fraction(), STEP);
-        window(&mut g, 0.95, true, 200, cost);
-        window(&mut g, 0.95, true, 200, cost);
+        // Further steps need room for two more steps (here 200 batches of 40 µs a window: a
+        // step is 0.1 core), not a whole idle core: 0.5 idle is enough, 0.15 is not.
+        window(&mut g, 0.95, 0.5, 200, cost);
+        window(&mut g, 0.95, 0.5, 200, cost);
+        assert_eq!(g.fraction(), 2.0 * STEP);
+        for _ in 0..4 {
+            window(&mut g, 0.95, 0.15, 200, cost);
+        }
         assert_eq!(g.fraction(), 2.0 * STEP);
         // Between LOW and HIGH nothing moves (a step less handed off would be 0.85).
         for _ in 0..10 {
-            window(&mut g, 0.8, true, 100, cost);
+            window(&mut g, 0.8, 1.0, 100, cost);
         }
         assert_eq!(g.fraction(), 2.0 * STEP);
         assert_eq!(g.changes, 2);
@@ -241,13 +260,13 @@ mod tests {
         // 100 batches of 40 µs in 10 ms is 0.4 of the window; a step (12.5 of them) more
         // inline is 0.05 more: at busy 0.6, 0.65 < LOW: down after two windows.
         let cost = Duration::from_micros(40);
-        window(&mut g, 0.6, true, 100, cost);
+        window(&mut g, 0.6, 1.0, 100, cost);
         assert_eq!(g.fraction(), 0.5);
-        window(&mut g, 0.6, true, 100, cost);
+        window(&mut g, 0.6, 1.0, 100, cost);
         assert_eq!(g.fraction(), 0.5 - STEP);
         // At busy 0.68 a step more would be 0.73: stays.
         for _ in 0..5 {
-            window(&mut g, 0.68, true, 100, cost);
+            window(&mut g, 0.68, 1.0, 100, cost);
         }
         assert_eq!(g.fraction(), 0.5 - STEP);
     }

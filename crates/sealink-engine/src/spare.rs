@@ -38,10 +38,15 @@ pub fn idle_cores() -> Option<f64> {
     }
 }
 
-/// Whether at least one allowed CPU sat idle over the last period (true when unknown, so a
+/// Idle time, in CPUs, that counts as an idle core: most of one, since `/proc/stat` counts in
+/// ticks (a fifth of a core over a period) and a core nobody runs on still takes some
+/// interrupts.
+pub const IDLE_CORE: f64 = 0.75;
+
+/// Whether an allowed CPU sat (mostly) idle over the last period (true when unknown, so a
 /// machine without `/proc/stat` keeps the behaviour of one with idle cores).
 pub fn has_idle_core() -> bool {
-    idle_cores().is_none_or(|c| c >= 1.0)
+    idle_cores().is_none_or(|c| c >= IDLE_CORE)
 }
 
 fn refresh() {
