@@ -596,15 +596,17 @@ fn parallel_data_path_between_namespaces() {
         "the connections spread over writers: {threads:?}"
     );
     // Every batch went to the workers.
-    let submitted: u64 = by_thread(&lab, 1, "batches_submitted")
-        .iter()
-        .map(|(_, n)| n)
-        .sum();
-    let handed: u64 = by_thread(&lab, 1, "handoffs").iter().map(|(_, n)| n).sum();
+    let (submitted, handed) = batches_handed_off(&lab, 1);
     assert!(
         submitted > 0 && handed == submitted,
         "{submitted} submitted, {handed} handed off"
     );
+}
+
+/// Batches submitted and batches handed to the crypto workers, over every thread of `side`.
+fn batches_handed_off(lab: &Lab, side: usize) -> (u64, u64) {
+    let total = |field| -> u64 { by_thread(lab, side, field).iter().map(|(_, n)| n).sum() };
+    (total("batches_submitted"), total("handoffs"))
 }
 
 /// The default shape above two cores (issue 43), forced here with `workers = 3`, `queues = 3`:
@@ -654,11 +656,7 @@ fn run_to_completion_data_path_between_namespaces() {
     );
     // Whatever the gauges chose, each batch was either run where it was read or handed off,
     // and the batches were counted.
-    let submitted: u64 = by_thread(&lab, 1, "batches_submitted")
-        .iter()
-        .map(|(_, n)| n)
-        .sum();
-    let handed: u64 = by_thread(&lab, 1, "handoffs").iter().map(|(_, n)| n).sum();
+    let (submitted, handed) = batches_handed_off(&lab, 1);
     assert!(
         submitted > 0 && handed <= submitted,
         "{submitted} submitted, {handed} handed off"
