@@ -13,7 +13,8 @@
 //!   ([`crate::spare`]): the thread is the bottleneck and another core can help. The first step
 //!   needs most of a core idle ([`crate::spare::IDLE_CORE`]); once the workers run on it, each
 //!   further step needs idle time for twice what a step hands over (at least a quarter core),
-//!   since the workers' own use of that core is no longer idle;
+//!   since the workers' own use of that core is no longer idle. Once climbing, each further
+//!   window that still argues for it adds a step;
 //! - down one step after two windows in a row in which handing off one step less would still
 //!   have left the thread under [`LOW`] (the cost of its inline batches is measured, so the
 //!   prediction needs no model);
@@ -184,6 +185,10 @@ impl Gauge {
         self.down = if down { self.down + 1 } else { 0 };
         if self.up >= DWELL {
             self.set(self.fraction + STEP);
+            // A climb goes on one window per step while the thread stays saturated with room:
+            // the first step waits two windows (a burst is not a load), the rest do not, so a
+            // flow that needs every batch handed off gets there in 90 ms rather than 160.
+            self.up = DWELL - 1;
         } else if self.down >= DWELL {
             self.set(self.fraction - STEP);
         }
@@ -230,27 +235,31 @@ mod tests {
             window(&mut g, 0.6, 1.0, 100, cost);
         }
         assert_eq!(g.fraction(), 0.0);
-        // Saturated with an idle core: one window is not enough, two are, and each two more
-        // add a step.
+        // Saturated with an idle core: one window is not enough, two are.
         window(&mut g, 0.95, 1.0, 200, cost);
         assert_eq!(g.fraction(), 0.0);
         window(&mut g, 0.95, 1.0, 200, cost);
         assert_eq!(g.fraction(), STEP);
         // Further steps need room for two more steps (here 200 batches of 40 µs a window: a
-        // step is 0.1 core), not a whole idle core: 0.5 idle is enough, 0.15 is not.
-        window(&mut g, 0.95, 0.5, 200, cost);
+        // step is 0.1 core), not a whole idle core: 0.5 idle is enough, 0.15 is not. A climb
+        // goes on one window per step.
         window(&mut g, 0.95, 0.5, 200, cost);
         assert_eq!(g.fraction(), 2.0 * STEP);
         for _ in 0..4 {
             window(&mut g, 0.95, 0.15, 200, cost);
         }
         assert_eq!(g.fraction(), 2.0 * STEP);
+        // After a pause in the climb, the next step waits two windows again.
+        window(&mut g, 0.95, 0.5, 200, cost);
+        assert_eq!(g.fraction(), 2.0 * STEP);
+        window(&mut g, 0.95, 0.5, 200, cost);
+        assert_eq!(g.fraction(), 3.0 * STEP);
         // Between LOW and HIGH nothing moves (a step less handed off would be 0.85).
         for _ in 0..10 {
             window(&mut g, 0.8, 1.0, 100, cost);
         }
-        assert_eq!(g.fraction(), 2.0 * STEP);
-        assert_eq!(g.changes, 2);
+        assert_eq!(g.fraction(), 3.0 * STEP);
+        assert_eq!(g.changes, 3);
     }
 
     #[test]
