@@ -10,8 +10,8 @@ mod signal;
 pub use bytes::Bytes;
 pub use node::source::{Outbox, Source, Supply};
 pub use node::{
-    Arrival, Delivery, Node, NodeConfig, NodeError, NodeStats, OnArrival, PeerConfig, PeerRef,
-    Queued,
+    Arrival, Delivery, Handoff, Node, NodeConfig, NodeError, NodeStats, OnArrival, PeerConfig,
+    PeerRef, Queued,
 };
 pub use sealink_proto::channel::ChannelStats;
 pub use sealink_proto::ratelimit::LimiterConfig;

@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+pub use sealink_engine::Handoff;
 
 use sealink_proto::channel::ChannelStats;
 use sealink_proto::ratelimit::LimiterConfig;
@@ -88,6 +89,10 @@ pub struct NodeConfig {
     /// Engine worker threads that seal and open (`None`: [`sealink_engine::default_workers`];
     /// 0: inline on the I/O thread).
     pub workers: Option<usize>,
+    /// When the I/O thread hands its batches to the workers ([`Handoff::Auto`], the default:
+    /// only the share it cannot carry while it saturates its core and a core is idle;
+    /// [`Handoff::Always`]: every batch).
+    pub handoff: Handoff,
     /// Hand received messages to this function on the node's own threads instead of queueing
     /// them for [`Node::recv`] (`None`: queue them).
     pub on_arrival: Option<OnArrival>,
@@ -133,6 +138,7 @@ impl NodeConfig {
             udp: UdpOptions::default(),
             gso: true,
             workers: None,
+            handoff: Handoff::Auto,
             on_arrival: None,
             io_cpu: None,
         }
@@ -330,6 +336,7 @@ pub(crate) struct Shared {
     pub(crate) names: Mutex<Vec<Arc<str>>>,
     /// Engine worker threads (0: seal and open inline on the I/O thread).
     pub(crate) workers: usize,
+    pub(crate) handoff: Handoff,
     /// What the transmit path counts (outside the state lock).
     pub(crate) tx_counts: TxCounts,
 }
@@ -398,6 +405,7 @@ impl Node {
             clock: Clock::new(),
             names: Mutex::new(names),
             workers: cfg.workers.unwrap_or_else(sealink_engine::default_workers),
+            handoff: cfg.handoff,
             tx_counts: TxCounts::default(),
         });
         let sh2 = Arc::clone(&sh);

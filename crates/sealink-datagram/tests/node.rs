@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use rand::{Rng, RngCore};
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_datagram::{
-    Arrival, HostKey, LimiterConfig, LocalOwner, MessageId, Node, NodeConfig, NodeError, OnArrival,
-    Outbox, Outgoing, PeerConfig, PeerId, Scope, Source, Supply, Urgency,
+    Arrival, Handoff, HostKey, LimiterConfig, LocalOwner, MessageId, Node, NodeConfig, NodeError,
+    OnArrival, Outbox, Outgoing, PeerConfig, PeerId, Scope, Source, Supply, Urgency,
 };
 use sealink_proto::DropReason;
 use sealink_proto::cookie::CookieGenerator;
@@ -169,17 +169,26 @@ fn batched_send_and_receive_keep_order_and_report_refusals() {
     );
 }
 
-/// Both nodes seal and open on engine workers (and inline, for comparison) while both send at
-/// once: every message of mixed sizes, scopes and urgencies arrives once, in order, on each side.
+/// Both nodes seal and open on engine workers (every batch handed off, and by the default
+/// gauge, which hands off only what a saturated I/O thread cannot carry) and inline, while both
+/// send at once: every message of mixed sizes, scopes and urgencies arrives once, in order, on
+/// each side.
 #[test]
 fn engine_workers_carry_both_directions_in_order() {
-    for workers in [Some(0), Some(3)] {
+    for (workers, handoff) in [
+        (Some(0), Handoff::Auto),
+        (Some(3), Handoff::Auto),
+        (Some(3), Handoff::Always),
+    ] {
         let (alice, ka) = owner("alice");
         let (bob, kb) = owner("bob");
         let (a, b, peer_b, peer_a) = pair_with(
             &[("alice", ka), ("bob", kb)],
             LimiterConfig::default(),
-            |c| c.workers = workers,
+            |c| {
+                c.workers = workers;
+                c.handoff = handoff;
+            },
         );
         let (me_a, me_b) = (a.add_owner(alice), b.add_owner(bob));
         let msgs: Vec<Vec<u8>> = (0..3000u32)
@@ -808,13 +817,14 @@ fn on_b(cfg: &mut NodeConfig, handler: impl Fn() -> OnArrival) {
 /// (inline and with engine workers), and nothing is left queued for `recv`.
 #[test]
 fn a_receive_handler_gets_every_message_in_order_on_the_nodes_thread() {
-    for workers in [0, 2] {
+    for (workers, handoff) in [(0, Handoff::Auto), (2, Handoff::Always)] {
         let got = Arc::new(Mutex::new(Vec::<(Vec<u8>, String)>::new()));
         let threads = Arc::new(Mutex::new(HashSet::new()));
         let (alice, ka) = owner("alice");
         let (g, t) = (Arc::clone(&got), Arc::clone(&threads));
         let (a, b, peer_b, _) = pair_with(&[("alice", ka)], LimiterConfig::default(), |c| {
             c.workers = Some(workers);
+            c.handoff = handoff;
             let (g, t) = (Arc::clone(&g), Arc::clone(&t));
             on_b(c, move || {
                 let (g, t) = (Arc::clone(&g), Arc::clone(&t));
@@ -963,10 +973,11 @@ fn the_io_thread_runs_on_the_cpu_it_was_pinned_to() {
 /// times), inline and with engine workers; once it says it is done it is not called again.
 #[test]
 fn a_send_source_delivers_every_message_in_order_from_the_nodes_thread() {
-    for workers in [0, 2] {
+    for (workers, handoff) in [(0, Handoff::Auto), (2, Handoff::Always)] {
         let (alice, ka) = owner("alice");
         let (a, b, peer_b, _) = pair_with(&[("alice", ka)], LimiterConfig::default(), |c| {
             c.workers = Some(workers);
+            c.handoff = handoff;
             c.config.max_queued_messages = 64;
         });
         let me = a.add_owner(alice);

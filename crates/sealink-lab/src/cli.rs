@@ -324,6 +324,11 @@ pub struct DatagramArgs {
     /// 0 on two cores or fewer, else one per core)
     #[arg(long, value_parser = clap::value_parser!(u16).range(0..=256))]
     workers: Option<u16>,
+    /// When each node's I/O thread hands batches to its workers: auto (only the share it cannot
+    /// carry, while it saturates its core and a core is idle) or always (every batch, as before
+    /// issue 43)
+    #[arg(long, default_value = "auto", value_parser = ["auto", "always"])]
+    handoff: String,
     /// Largest datagram, and so the piggyback queue limit (1400 suits any Ethernet path; the
     /// paper's nominal queue limit was 64 KiB, which loopback's MTU allows: try 65507). quinn
     /// gets the same size, RFC 9002's initial window for it, and GSO batches that fit 64 KiB
@@ -621,6 +626,11 @@ impl DatagramArgs {
             quick,
             no_gso: self.no_gso,
             workers: self.workers.map(usize::from),
+            handoff: if self.handoff == "always" {
+                sealink_datagram::Handoff::Always
+            } else {
+                sealink_datagram::Handoff::Auto
+            },
             max_datagram: usize::from(self.max_datagram),
             busy_poll: std::time::Duration::from_micros(u64::from(self.busy_poll_us)),
             out: self.out,

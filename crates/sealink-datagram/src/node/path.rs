@@ -14,7 +14,10 @@
 //! Both kinds of batch go down one ordered lane, so datagrams leave in the order the endpoint
 //! made them. With zero workers (the default on two cores or fewer, where the I/O thread and
 //! the application already fill the cores) everything runs inline on the I/O thread, with the
-//! lock released around the crypto all the same.
+//! lock released around the crypto all the same. With workers, the I/O thread still runs a
+//! batch itself unless its [`Gauge`] hands it off ([`NodeConfig::handoff`](crate::NodeConfig):
+//! by default only the share it cannot carry while it saturates its core and a core is idle,
+//! as the tunnel's I/O threads do; issue 43).
 //!
 //! [`Endpoint::handle_reserve_from`]: sealink_proto::Endpoint::handle_reserve_from
 //! [`Endpoint::handle_finish`]: sealink_proto::Endpoint::handle_finish
@@ -23,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use sealink_engine::{Duplex, Half, Pipeline, Pool};
+use sealink_engine::{Duplex, Gauge, Half, Pipeline, Pool};
 use sealink_proto::endpoint::Reserved;
 use sealink_proto::session::{OpenJob, SealJob};
 use sealink_proto::wire::{self, Header};
@@ -74,8 +77,9 @@ impl Half for RxBatch {
         }
         sh.progress.notify_all();
         sh.deliver(&mut self.events);
-        if sh.workers > 0 {
-            // Acknowledgements may be due; the I/O thread may be asleep in its receive.
+        if sh.workers > 0 && !ON_IO_THREAD.get() {
+            // Acknowledgements may be due; the I/O thread may be asleep in its receive (a
+            // release the I/O thread ran itself needs no wake: it goes on to transmit).
             sh.wake();
         }
         let pool = Arc::clone(&self.pool);
@@ -176,9 +180,16 @@ impl TxBatch {
     }
 }
 
+thread_local! {
+    /// Whether this thread is a node's I/O thread (whose own releases need not wake it).
+    static ON_IO_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The I/O thread: receive, timers, transmit, until stopped.
 pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
+    ON_IO_THREAD.set(true);
     let pipe: Pipeline<Duplex<RxBatch, TxBatch>> = Pipeline::new(Arc::clone(&sh), 1, sh.workers);
+    let mut gauge = Gauge::new(sh.handoff);
     let max_datagram = lock(&sh.state).ep.config().max_datagram;
     let max_segs = if gso {
         sh.io.max_gso_segments().clamp(1, 64)
@@ -241,7 +252,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
         if rx.rx.is_empty() {
             rx_pool.put(rx);
         } else {
-            pipe.submit(0, Duplex::Rx(rx));
+            pipe.submit_from(&mut gauge, 0, Duplex::Rx(rx));
         }
         if let Err(e) = r {
             tracing::warn!(error = %e, "UDP receive failed");
@@ -269,7 +280,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
             if tx.runs.is_empty() {
                 tx_pool.put(tx);
             } else {
-                pipe.submit(0, Duplex::Tx(tx));
+                pipe.submit_from(&mut gauge, 0, Duplex::Tx(tx));
             }
             if !more {
                 break;

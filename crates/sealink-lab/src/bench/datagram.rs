@@ -64,6 +64,8 @@ pub struct Params {
     pub no_gso: bool,
     /// Engine workers per node (`None`: the node's default).
     pub workers: Option<usize>,
+    /// When each node's I/O thread hands batches to its workers.
+    pub handoff: sealink_datagram::Handoff,
     /// Largest datagram built (the piggyback queue limit follows it).
     pub max_datagram: usize,
     /// Each node's receive busy-polls this long before sleeping ([`sealink_udp::UdpOptions`]).
@@ -491,6 +493,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     cb.gso = gso;
     cb.udp.busy_poll = p.busy_poll;
     cb.workers = p.workers;
+    cb.handoff = p.handoff;
     cb.io_cpu = cpus.map(|c| c.receiver);
     cb.directory.insert("bench", own_pub)?;
     cb.peers.push(PeerConfig {
@@ -506,6 +509,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     ca.gso = gso;
     ca.udp.busy_poll = p.busy_poll;
     ca.workers = p.workers;
+    ca.handoff = p.handoff;
     ca.io_cpu = cpus.map(|c| c.sender);
     ca.peers.push(PeerConfig {
         name: "b".into(),
