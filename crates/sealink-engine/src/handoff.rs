@@ -93,8 +93,18 @@ impl Gauge {
         }
     }
 
-    /// Whether the next batch goes to the workers; ends a window when one has passed.
+    /// Whether the next batch goes to the workers (counted as handed off if so); ends a window
+    /// when one has passed.
     pub fn hand_off(&mut self) -> bool {
+        let h = self.choose();
+        if h {
+            self.n_handed += 1;
+            self.handed_off += 1;
+        }
+        h
+    }
+
+    fn choose(&mut self) -> bool {
         if self.policy == Handoff::Always {
             return true;
         }
@@ -132,12 +142,6 @@ impl Gauge {
         self.inline += took;
         self.n_inline += 1;
         self.ran_inline += 1;
-    }
-
-    /// Records a batch handed off.
-    pub fn handed(&mut self) {
-        self.n_handed += 1;
-        self.handed_off += 1;
     }
 
     /// The share of batches handed off now (0: all inline; 1: all to the workers).

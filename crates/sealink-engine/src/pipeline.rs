@@ -350,7 +350,6 @@ impl<W: Work> Pipeline<W> {
         let lane = lane % self.inner.lanes.len();
         let seq = self.inner.sequence(lane);
         if gauge.hand_off() {
-            gauge.handed();
             self.inner.push(0, lane, seq, w);
             true
         } else {
