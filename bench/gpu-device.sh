@@ -97,7 +97,22 @@ make_kit() {
     echo "$name: $b, built $(date -u -r "$b" +%Y-%m-%dT%H:%M:%SZ), $("$kit/bin/$name" --list 2>/dev/null | grep -c ': test$') tests, sha256 $(sha256sum "$kit/bin/$name" | cut -c1-16)" >>"$kit/VERSIONS"
   done
 
-  # Each must run with nothing but the machine's glibc (and libgcc_s) and an empty environment.
+  # OpenSSL's libcrypto (and libssl, which openssl-sys links too) travel in the kit: the
+  # binaries find them in ../lib (DT_RPATH), as bench/tunnels-device.sh's do.
+  rm -rf "$kit/lib"
+  mkdir -p "$kit/lib"
+  local l
+  for l in $(ldd "$kit/bin/sealink-lab" | awk '$1 ~ /^lib(ssl|crypto)\.so/ && $3 ~ /^\// {print $3}'); do
+    cp -L "$l" "$kit/lib/$(basename "$l")"
+    patchelf --force-rpath --set-rpath '$ORIGIN' "$kit/lib/$(basename "$l")"
+    echo "lib: $(basename "$l") from $l ($(dpkg -S "$l" 2>/dev/null | cut -d: -f1 | head -n 1))" >>"$kit/VERSIONS"
+  done
+  for b in "$kit"/bin/*; do
+    patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$b"
+  done
+
+  # Each must run with nothing but the machine's glibc (and libgcc_s), the kit's libraries and
+  # an empty environment.
   local bad=0 libs
   for b in "$kit"/bin/*; do
     libs="$(objdump -p "$b" | awk '$1 == "NEEDED" {print $2}' | tr '\n' ' ')"
@@ -105,7 +120,7 @@ make_kit() {
     for l in $libs; do
       case "$l" in
         libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*.so.* | libgcc_s.so.*) ;;
-        *) echo "make-kit: $(basename "$b") links $l, which a bare machine may lack" >&2; bad=1 ;;
+        *) [ -e "$kit/lib/$l" ] || { echo "make-kit: $(basename "$b") links $l, which a bare machine may lack" >&2; bad=1; } ;;
       esac
     done
     case "$(basename "$b")" in
@@ -114,7 +129,7 @@ make_kit() {
     esac || { echo "make-kit: $b does not run" >&2; bad=1; }
   done
   [ "$bad" = 0 ] || exit 1
-  need="$(for b in "$kit"/bin/*; do objdump -T "$b" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'; done |
+  need="$(for b in "$kit"/bin/* "$kit"/lib/*; do objdump -T "$b" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'; done |
     sed 's/GLIBC_//' | sort -uV | tail -n 1)"
   echo "needs glibc: ${need:-unknown}" >>"$kit/VERSIONS"
   echo "make-kit: $(du -sh "$kit" | cut -f1) in $kit ($(ls "$kit/bin" | wc -l) programs)" >&2

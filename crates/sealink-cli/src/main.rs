@@ -787,12 +787,27 @@ fn man(dir: Option<&std::path::Path>) -> Result<()> {
     Ok(())
 }
 
+/// Whether the command line carries -v (in any form clap takes: -v, -vv, --verbose), read
+/// from the raw arguments because clap stops at --version before counting it.
+fn verbose_asked() -> bool {
+    std::env::args().skip(1).any(|a| {
+        a == "--verbose" || (a.len() > 1 && a.starts_with('-') && a[1..].chars().all(|c| c == 'v'))
+    })
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             // --help and --version print to stdout and succeed; usage errors exit 2.
             let _ = e.print();
+            if e.kind() == clap::error::ErrorKind::DisplayVersion && verbose_asked() {
+                // `--version -v`: which library each AEAD suite runs on here, and why.
+                println!("aead backends (SEALINK_AEAD_BACKEND overrides):");
+                for line in sealink_crypto::backend::report().lines() {
+                    println!("  {line}");
+                }
+            }
             return if e.use_stderr() {
                 ExitCode::from(EXIT_USAGE)
             } else {

@@ -560,3 +560,34 @@ fn keygen_to_dash_is_refused() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(dir.path().join("-").is_file() && dir.path().join("-.pub").is_file());
 }
+
+/// `--version` alone is one line; with -v it names the AEAD library of each suite family, and
+/// SEALINK_AEAD_BACKEND is reported as the override it is.
+#[test]
+fn version_verbose_names_the_aead_backends() {
+    let plain = sealink(&["--version"]);
+    assert!(plain.status.success());
+    assert_eq!(stdout(&plain).lines().count(), 1, "{}", stdout(&plain));
+    for args in [&["--version", "-v"][..], &["-vv", "--version"][..]] {
+        let o = sealink(args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(out.contains("aead backends"), "{out}");
+        assert!(out.contains("\n  aes-gcm: "), "{out}");
+        assert!(out.contains("\n  chacha20-poly1305: "), "{out}");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args(["--version", "-v"])
+        .env("SEALINK_AEAD_BACKEND", "openssl")
+        .output()
+        .expect("run sealink");
+    let out = stdout(&o);
+    assert!(
+        out.contains("chacha20-poly1305: openssl (set by SEALINK_AEAD_BACKEND"),
+        "{out}"
+    );
+    assert!(
+        out.contains("OpenSSL "),
+        "the loaded library's version: {out}"
+    );
+}

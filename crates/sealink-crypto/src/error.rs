@@ -30,6 +30,10 @@ pub enum CryptoError {
     /// A malformed public key or signature encoding.
     #[error("malformed key or signature")]
     Malformed,
+    /// The AEAD library refused a call that valid lengths never make it refuse (a context it
+    /// could not allocate, say).
+    #[error("crypto library failure: {0}")]
+    Library(&'static str),
     /// The system random generator failed.
     #[error("random generator failure")]
     Rng,

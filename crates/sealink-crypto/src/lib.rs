@@ -1,6 +1,8 @@
 //! Cryptographic suites for sealink, built only on well-kept libraries (aws-lc-rs, ring,
-//! RustCrypto for the legacy lab transforms). Nothing here implements a primitive itself.
+//! OpenSSL's libcrypto, RustCrypto for the legacy lab transforms). Nothing here implements a
+//! primitive itself.
 //!
+//! * [`backend`]: which library each suite runs on, chosen per CPU by measurement.
 //! * [`suite`]: per-direction packet keys that seal and open datagram bodies in place, in one
 //!   of three [`Scope`]s (none, authenticate-only, full encryption), singly or in batches.
 //! * [`hash`]: SHA-256, stream mode's content identity of a file.
@@ -11,12 +13,14 @@
 //! * [`raw`]: the underlying library called directly, the baseline the benches compare against.
 #![forbid(unsafe_code)]
 
+pub mod backend;
 mod dir;
 pub mod error;
 pub mod hash;
 pub mod kdf;
 pub mod kx;
 pub mod legacy;
+pub mod ossl;
 pub mod raw;
 pub mod sign;
 pub mod suite;

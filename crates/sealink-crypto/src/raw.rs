@@ -1,9 +1,10 @@
 //! The underlying AEAD library called directly, with no protocol around it: the baseline the
 //! `sealink-lab bench seal` ratio is measured against.
 //!
-//! [`RawAead`] is aws-lc-rs, [`ring_backend::RingAead`] the same thing on ring, and
-//! [`ChosenRaw`] whichever of the two [`PacketKey`](crate::PacketKey) runs on with this CPU
-//! ([`crate::suite::chosen_backend`]), so that a bench compares the protocol with its own library.
+//! [`RawAead`] is aws-lc-rs, [`ring_backend::RingAead`] the same thing on ring,
+//! [`crate::ossl::OsslKey`] the same on OpenSSL, and [`ChosenRaw`] whichever of the three
+//! [`PacketKey`](crate::PacketKey) runs on for the suite with this CPU
+//! ([`crate::backend::chosen_backend`]), so that a bench compares the protocol with its own library.
 
 use crate::{CryptoError, SuiteId};
 
@@ -100,21 +101,35 @@ pub mod ring_backend {
     );
 }
 
-/// The raw AEAD on the library [`crate::suite::chosen_backend`] picked for this process.
+/// The raw AEAD on the library [`crate::backend::chosen_backend`] picked for the suite.
 #[derive(Debug)]
 pub enum ChosenRaw {
     AwsLc(RawAead),
     Ring(Box<ring_backend::RingAead>),
+    OpenSsl(crate::ossl::OsslKey),
+    BySize(Box<(RawAead, crate::ossl::OsslKey)>),
 }
 
 impl ChosenRaw {
     /// A key on the chosen backend (see [`RawAead::new`]).
     pub fn new(suite: SuiteId, key: &[u8]) -> Result<Self, CryptoError> {
-        Ok(match crate::suite::chosen_backend().0 {
-            crate::suite::Backend::Ring => {
-                ChosenRaw::Ring(Box::new(ring_backend::RingAead::new(suite, key)?))
-            }
-            crate::suite::Backend::AwsLc => ChosenRaw::AwsLc(RawAead::new(suite, key)?),
+        Self::on(crate::backend::chosen_backend(suite).0, suite, key)
+    }
+    /// A key on `backend`.
+    pub fn on(
+        backend: crate::backend::Backend,
+        suite: SuiteId,
+        key: &[u8],
+    ) -> Result<Self, CryptoError> {
+        use crate::backend::Backend;
+        Ok(match backend {
+            Backend::Ring => ChosenRaw::Ring(Box::new(ring_backend::RingAead::new(suite, key)?)),
+            Backend::AwsLc => ChosenRaw::AwsLc(RawAead::new(suite, key)?),
+            Backend::OpenSsl => ChosenRaw::OpenSsl(crate::ossl::OsslKey::new(suite, key)?),
+            Backend::BySize => ChosenRaw::BySize(Box::new((
+                RawAead::new(suite, key)?,
+                crate::ossl::OsslKey::new(suite, key)?,
+            ))),
         })
     }
     /// Name of the library.
@@ -122,6 +137,16 @@ impl ChosenRaw {
         match self {
             ChosenRaw::AwsLc(_) => RawAead::LIBRARY,
             ChosenRaw::Ring(_) => ring_backend::RingAead::LIBRARY,
+            ChosenRaw::OpenSsl(_) => crate::backend::Backend::OpenSsl.name(),
+            ChosenRaw::BySize(_) => crate::backend::Backend::BySize.name(),
+        }
+    }
+    /// The OpenSSL key for a message of `len` bytes, where OpenSSL seals it.
+    fn ossl_for(&self, len: usize) -> Option<&crate::ossl::OsslKey> {
+        match self {
+            ChosenRaw::OpenSsl(k) => Some(k),
+            ChosenRaw::BySize(k) if len >= crate::backend::OPENSSL_FROM => Some(&k.1),
+            _ => None,
         }
     }
     /// See [`RawAead::seal_in_place`].
@@ -131,9 +156,17 @@ impl ChosenRaw {
         aad: &[u8],
         in_out: &mut [u8],
     ) -> [u8; TAG_LEN] {
+        if let Some(k) = self.ossl_for(in_out.len()) {
+            let mut tag = [0u8; TAG_LEN];
+            k.seal(&nonce, aad, in_out, &mut tag)
+                .expect("OpenSSL seals any message within the AEAD's length limit");
+            return tag;
+        }
         match self {
             ChosenRaw::AwsLc(k) => k.seal_in_place(nonce, aad, in_out),
+            ChosenRaw::BySize(k) => k.0.seal_in_place(nonce, aad, in_out),
             ChosenRaw::Ring(k) => k.seal_in_place(nonce, aad, in_out),
+            ChosenRaw::OpenSsl(_) => unreachable!("OpenSSL keys are sealed above"),
         }
     }
     /// See [`RawAead::open_in_place`].
@@ -143,9 +176,19 @@ impl ChosenRaw {
         aad: &[u8],
         in_out_with_tag: &mut [u8],
     ) -> Result<usize, CryptoError> {
+        let plen = in_out_with_tag
+            .len()
+            .checked_sub(TAG_LEN)
+            .ok_or(CryptoError::AuthFailed)?;
+        if let Some(k) = self.ossl_for(plen) {
+            let (data, tag) = in_out_with_tag.split_at_mut(plen);
+            return k.open(&nonce, aad, data, tag).map(|()| plen);
+        }
         match self {
             ChosenRaw::AwsLc(k) => k.open_in_place(nonce, aad, in_out_with_tag),
+            ChosenRaw::BySize(k) => k.0.open_in_place(nonce, aad, in_out_with_tag),
             ChosenRaw::Ring(k) => k.open_in_place(nonce, aad, in_out_with_tag),
+            ChosenRaw::OpenSsl(_) => unreachable!("OpenSSL keys are opened above"),
         }
     }
 }

@@ -20,15 +20,18 @@
 //! into a scratch buffer for that case (stack for small datagrams, else a per-thread buffer that
 //! is reused across calls), so it never allocates per packet either.
 //!
-//! The AEAD suites run on aws-lc-rs or ring ([`Backend`]), both compiled in. [`PacketKey::new`]
-//! takes the one [`chosen_backend`] picks once per process from the CPU's features (overridable
-//! with [`BACKEND_ENV`]); [`PacketKey::with_backend`] names one. The two give the same bytes.
+//! The AEAD suites run on aws-lc-rs, ring or OpenSSL ([`Backend`]), all compiled in.
+//! [`PacketKey::new`] takes the one [`chosen_backend`] picks for the suite once per process from
+//! the CPU's features (overridable with [`BACKEND_ENV`]); [`PacketKey::with_backend`] names one.
+//! All give the same bytes.
 
 use std::cell::RefCell;
 
 use crate::CryptoError;
+pub use crate::backend::{BACKEND_ENV, Backend, OPENSSL_FROM, chosen_backend};
 use crate::dir::Dir;
 use crate::legacy::{self, LegacyKey};
+use crate::ossl::OsslKey;
 
 /// How much of each datagram is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -173,139 +176,6 @@ impl std::str::FromStr for SuiteId {
 pub const TAG_LEN: usize = 16;
 /// Length of the HMAC-MD5 key at the end of a legacy suite's key material.
 pub const LEGACY_MAC_KEY_LEN: usize = 16;
-/// The AEAD libraries behind [`PacketKey`]'s modern suites. Both are compiled in; a key runs on
-/// the one [`chosen_backend`] picks for this CPU ([`PacketKey::new`]) or on one named explicitly
-/// ([`PacketKey::with_backend`]). Both give byte-identical output (same suites, same layout).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Backend {
-    /// aws-lc-rs (AWS-LC): AES-GCM on AES-NI + PCLMULQDQ, and VAES + VPCLMULQDQ with AVX-512.
-    AwsLc,
-    /// ring (BoringSSL's assembly): AES-GCM on AES-NI + PCLMULQDQ, and VAES + VPCLMULQDQ with
-    /// AVX2 (no AVX-512 path).
-    Ring,
-}
-
-impl Backend {
-    /// Every backend.
-    pub const ALL: [Backend; 2] = [Backend::AwsLc, Backend::Ring];
-
-    /// The library's crate name: "aws-lc-rs" or "ring" (what [`BACKEND_ENV`] takes).
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::AwsLc => "aws-lc-rs",
-            Backend::Ring => "ring",
-        }
-    }
-    /// Parses a [`name`](Self::name) (ASCII case-insensitively, surrounding blanks ignored);
-    /// "aws-lc" and "awslc" are taken for aws-lc-rs too.
-    pub fn from_name(name: &str) -> Option<Self> {
-        let name = name.trim();
-        if name.eq_ignore_ascii_case("ring") {
-            Some(Backend::Ring)
-        } else if ["aws-lc-rs", "aws-lc", "awslc"]
-            .iter()
-            .any(|n| name.eq_ignore_ascii_case(n))
-        {
-            Some(Backend::AwsLc)
-        } else {
-            None
-        }
-    }
-}
-
-impl std::fmt::Display for Backend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Environment variable that overrides the CPU-based choice of [`chosen_backend`]: `ring` or
-/// `aws-lc-rs` (read once per process; an empty value counts as unset, any other value is
-/// ignored and the reason says so).
-pub const BACKEND_ENV: &str = "SEALINK_AEAD_BACKEND";
-
-/// The backend [`PacketKey::new`] uses, and why: decided once per process from
-/// [`BACKEND_ENV`] if set, else from the CPU's features (x86_64):
-/// * AVX-512 (F, BW, DQ, VL: what AWS-LC itself requires) + VAES + VPCLMULQDQ: aws-lc-rs, whose
-///   VAES-AVX512 AES-GCM is the fastest there;
-/// * VAES + VPCLMULQDQ + AVX2 without that AVX-512: ring, whose VAES-AVX2 AES-GCM aws-lc-rs lacks
-///   (AES-128-GCM seal measured 1.6x aws-lc-rs at 1400 B and 1.8x at 16 KiB on an AMD EPYC
-///   without AVX-512; ChaCha20-Poly1305 is a tie: docs/RESULTS.md);
-/// * otherwise, and on other architectures: aws-lc-rs.
-pub fn chosen_backend() -> (Backend, &'static str) {
-    static CHOICE: std::sync::OnceLock<(Backend, String)> = std::sync::OnceLock::new();
-    let (backend, why) = CHOICE.get_or_init(|| {
-        let env = std::env::var_os(BACKEND_ENV);
-        decide(env.as_deref(), cpu_choice(cpu_features()))
-    });
-    (*backend, why.as_str())
-}
-
-/// The AES features that decide the backend (x86_64).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct CpuFeatures {
-    avx2: bool,
-    /// AVX512F, AVX512BW, AVX512DQ and AVX512VL, all usable (OS saves the state).
-    avx512: bool,
-    vaes: bool,
-    vpclmulqdq: bool,
-}
-
-/// This CPU's features; `None` off x86_64.
-fn cpu_features() -> Option<CpuFeatures> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::is_x86_feature_detected as has;
-        Some(CpuFeatures {
-            avx2: has!("avx2"),
-            avx512: has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl"),
-            vaes: has!("vaes"),
-            vpclmulqdq: has!("vpclmulqdq"),
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        None
-    }
-}
-
-/// The backend for these CPU features (`None`: not x86_64), and why.
-fn cpu_choice(f: Option<CpuFeatures>) -> (Backend, &'static str) {
-    let Some(f) = f else {
-        return (Backend::AwsLc, "not x86_64: the default");
-    };
-    let wide = f.vaes && f.vpclmulqdq;
-    if wide && f.avx512 {
-        (Backend::AwsLc, "VAES-AVX512 path")
-    } else if wide && f.avx2 {
-        (Backend::Ring, "VAES-AVX2 path, which aws-lc-rs lacks")
-    } else {
-        (Backend::AwsLc, "no VAES+VPCLMULQDQ: the default")
-    }
-}
-
-/// Applies the [`BACKEND_ENV`] override (`env`) to the CPU's choice.
-fn decide(env: Option<&std::ffi::OsStr>, cpu: (Backend, &'static str)) -> (Backend, String) {
-    let (cpu_backend, cpu_why) = cpu;
-    match env {
-        None => (cpu_backend, cpu_why.to_owned()),
-        Some(v) if v.is_empty() => (cpu_backend, cpu_why.to_owned()),
-        Some(v) => match v.to_str().and_then(Backend::from_name) {
-            Some(b) => (
-                b,
-                format!("set by {BACKEND_ENV}; the CPU check alone picks {cpu_backend}: {cpu_why}"),
-            ),
-            None => (
-                cpu_backend,
-                format!(
-                    "{BACKEND_ENV}={v:?} ignored (not ring or aws-lc-rs); {cpu_why}",
-                    v = v.to_string_lossy()
-                ),
-            ),
-        },
-    }
-}
-
 /// Nonce = 4 zero bytes || counter (little endian).
 #[inline]
 fn nonce_bytes(counter: u64) -> [u8; 12] {
@@ -403,6 +273,29 @@ impl AeadLib for ring::aead::LessSafeKey {
         )
         .map(|_| ())
         .map_err(|_| CryptoError::AuthFailed)
+    }
+}
+
+impl AeadLib for OsslKey {
+    #[inline]
+    fn seal_tag(
+        &self,
+        counter: u64,
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        self.seal(&nonce_bytes(counter), aad, data, tag)
+    }
+    #[inline]
+    fn open_tag(
+        &self,
+        counter: u64,
+        aad: &[u8],
+        data: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), CryptoError> {
+        self.open(&nonce_bytes(counter), aad, data, tag)
     }
 }
 
@@ -525,9 +418,12 @@ fn check_len(body: &[u8], len: usize) -> Result<(), CryptoError> {
 /// `OPENSSL_free`, which cleanses the allocation; the DES/3DES key schedules wipe themselves
 /// (the `des` crate's `zeroize` feature). ring's key schedule is plain data with no wipe hook
 /// (and this crate forbids the unsafe code it would take), and the HMAC-MD5 state of the legacy
-/// suites is not wiped either.
+/// suites is not wiped either. [`OsslKey`] wipes its key (see its module for its contexts).
 enum Inner {
     AwsLc(aws_lc_rs::aead::LessSafeKey),
+    OpenSsl(OsslKey),
+    // Boxed: two keys; the size decides per packet.
+    BySize(Box<(aws_lc_rs::aead::LessSafeKey, OsslKey)>),
     // Boxed: ring keeps its key schedule and GHASH table inline (over 500 bytes); aws-lc-rs's
     // key is a pointer to its context already. One indirection either way, none allocated per
     // packet.
@@ -624,13 +520,13 @@ macro_rules! entry_points {
 
 impl PacketKey {
     /// Builds a key; refuses legacy suites unless `allow_insecure_legacy`. AEAD suites run on
-    /// the backend [`chosen_backend`] picks for this CPU.
+    /// the backend [`chosen_backend`] picks for the suite on this CPU.
     pub fn new(
         suite: SuiteId,
         key: &[u8],
         allow_insecure_legacy: bool,
     ) -> Result<Self, CryptoError> {
-        Self::with_backend(chosen_backend().0, suite, key, allow_insecure_legacy)
+        Self::with_backend(chosen_backend(suite).0, suite, key, allow_insecure_legacy)
     }
     /// Like [`new`](Self::new), with the AEAD suites on `backend` (legacy suites ignore it):
     /// for tests and benches that compare the backends.
@@ -666,6 +562,12 @@ impl PacketKey {
                         let k = UnboundKey::new(&$alg, key).map_err(|_| bad_len())?;
                         Inner::Ring(Box::new(LessSafeKey::new(k)))
                     }
+                    Backend::OpenSsl => Inner::OpenSsl(OsslKey::new(suite, key)?),
+                    Backend::BySize => {
+                        use aws_lc_rs::aead::{LessSafeKey, UnboundKey, $alg};
+                        let k = UnboundKey::new(&$alg, key).map_err(|_| bad_len())?;
+                        Inner::BySize(Box::new((LessSafeKey::new(k), OsslKey::new(suite, key)?)))
+                    }
                 }
             };
         }
@@ -690,6 +592,8 @@ impl PacketKey {
         match self.inner {
             Inner::AwsLc(_) => Some(Backend::AwsLc),
             Inner::Ring(_) => Some(Backend::Ring),
+            Inner::OpenSsl(_) => Some(Backend::OpenSsl),
+            Inner::BySize(_) => Some(Backend::BySize),
             Inner::Des(_) | Inner::Tdes(_) => None,
         }
     }
@@ -752,6 +656,11 @@ impl PacketKey {
         match &self.inner {
             Inner::AwsLc(k) => aead_apply(k, dir, counter, scope, header, body, len),
             Inner::Ring(k) => aead_apply(&**k, dir, counter, scope, header, body, len),
+            Inner::OpenSsl(k) => aead_apply(k, dir, counter, scope, header, body, len),
+            Inner::BySize(k) if len >= OPENSSL_FROM => {
+                aead_apply(&k.1, dir, counter, scope, header, body, len)
+            }
+            Inner::BySize(k) => aead_apply(&k.0, dir, counter, scope, header, body, len),
             Inner::Des(k) => k.apply(dir, counter, encrypt, header, body, len),
             Inner::Tdes(k) => k.apply(dir, counter, encrypt, header, body, len),
         }
@@ -775,6 +684,15 @@ impl PacketKey {
                 }
                 Inner::Ring(k) => {
                     return aead_auth_contiguous(&**k, dir, counter, buf, header_len, len);
+                }
+                Inner::OpenSsl(k) => {
+                    return aead_auth_contiguous(k, dir, counter, buf, header_len, len);
+                }
+                Inner::BySize(k) if len >= OPENSSL_FROM => {
+                    return aead_auth_contiguous(&k.1, dir, counter, buf, header_len, len);
+                }
+                Inner::BySize(k) => {
+                    return aead_auth_contiguous(&k.0, dir, counter, buf, header_len, len);
                 }
                 Inner::Des(_) | Inner::Tdes(_) => {}
             }
@@ -814,94 +732,12 @@ mod tests {
         assert_send_sync::<PacketKey>();
     }
 
-    const NONE: CpuFeatures = CpuFeatures {
-        avx2: false,
-        avx512: false,
-        vaes: false,
-        vpclmulqdq: false,
-    };
-    const VAES_AVX2: CpuFeatures = CpuFeatures {
-        avx2: true,
-        avx512: false,
-        vaes: true,
-        vpclmulqdq: true,
-    };
-    const VAES_AVX512: CpuFeatures = CpuFeatures {
-        avx512: true,
-        ..VAES_AVX2
-    };
-
-    #[test]
-    fn cpu_choice_follows_the_features() {
-        assert_eq!(
-            cpu_choice(Some(VAES_AVX512)),
-            (Backend::AwsLc, "VAES-AVX512 path")
-        );
-        assert_eq!(
-            cpu_choice(Some(VAES_AVX2)),
-            (Backend::Ring, "VAES-AVX2 path, which aws-lc-rs lacks")
-        );
-        // VAES without VPCLMULQDQ (or without AVX2) has no wide path in either library.
-        for f in [
-            NONE,
-            CpuFeatures {
-                vpclmulqdq: false,
-                ..VAES_AVX2
-            },
-            CpuFeatures {
-                vaes: false,
-                ..VAES_AVX512
-            },
-            CpuFeatures {
-                avx2: false,
-                ..VAES_AVX2
-            },
-        ] {
-            assert_eq!(cpu_choice(Some(f)).0, Backend::AwsLc, "{f:?}");
-        }
-        assert_eq!(cpu_choice(None).0, Backend::AwsLc);
-    }
-
-    #[test]
-    fn env_override() {
-        use std::ffi::OsStr;
-        let cpu = cpu_choice(Some(VAES_AVX2));
-        assert_eq!(decide(None, cpu), (Backend::Ring, cpu.1.to_owned()));
-        assert_eq!(
-            decide(Some(OsStr::new("")), cpu),
-            (Backend::Ring, cpu.1.to_owned())
-        );
-        for (v, b) in [
-            ("aws-lc-rs", Backend::AwsLc),
-            ("AWS-LC", Backend::AwsLc),
-            (" ring ", Backend::Ring),
-        ] {
-            let (got, why) = decide(Some(OsStr::new(v)), cpu);
-            assert_eq!(got, b, "{v}");
-            assert!(why.starts_with("set by SEALINK_AEAD_BACKEND"), "{why}");
-            assert!(why.contains(cpu.1), "{why}");
-        }
-        let (got, why) = decide(Some(OsStr::new("openssl")), cpu);
-        assert_eq!(got, Backend::Ring);
-        assert!(why.contains("\"openssl\" ignored"), "{why}");
-        assert!(why.ends_with(cpu.1), "{why}");
-    }
-
-    #[test]
-    fn backend_names_round_trip() {
-        for b in Backend::ALL {
-            assert_eq!(Backend::from_name(b.name()), Some(b));
-            assert_eq!(b.to_string(), b.name());
-        }
-        assert_eq!(Backend::from_name("boringssl"), None);
-    }
-
     #[test]
     fn chosen_backend_is_stable_and_used_by_new() {
-        let (b, why) = chosen_backend();
-        assert!(!why.is_empty());
-        assert_eq!(chosen_backend(), (b, why));
         for suite in SuiteId::MODERN {
+            let (b, why) = chosen_backend(suite);
+            assert!(!why.is_empty());
+            assert_eq!(chosen_backend(suite), (b, why));
             let k = PacketKey::new(suite, &vec![7u8; suite.key_len()], false).unwrap();
             assert_eq!(k.backend(), Some(b));
             for other in Backend::ALL {

@@ -18,6 +18,7 @@ use sealink_crypto::legacy::{
     des_cbc_decrypt_in_place, des_cbc_encrypt_in_place, hmac_md5, md5, tdes_cbc_decrypt_in_place,
     tdes_cbc_encrypt_in_place,
 };
+use sealink_crypto::ossl::OsslKey;
 use sealink_crypto::raw::ring_backend::RingAead;
 use sealink_crypto::sign::{OwnerSigningKey, verify};
 use sealink_crypto::suite::Backend;
@@ -178,12 +179,33 @@ impl Raw for RingAead {
     }
 }
 
-/// Seals and opens one vector through both raw backends.
+impl Raw for OsslKey {
+    fn seal(&self, nonce: [u8; 12], aad: &[u8], in_out: &mut [u8]) -> [u8; 16] {
+        let mut tag = [0u8; 16];
+        OsslKey::seal(self, &nonce, aad, in_out, &mut tag).unwrap();
+        tag
+    }
+    fn open(&self, nonce: [u8; 12], aad: &[u8], in_out: &mut [u8]) -> Result<usize, CryptoError> {
+        let plen = in_out
+            .len()
+            .checked_sub(16)
+            .ok_or(CryptoError::AuthFailed)?;
+        let (data, tag) = in_out.split_at_mut(plen);
+        OsslKey::open(self, &nonce, aad, data, tag).map(|()| plen)
+    }
+}
+
+/// Seals and opens one vector through the three raw backends.
 fn check_raw(suite: SuiteId, c: &GcmCase<'_>) {
     let aws = RawAead::new(suite, c.key).unwrap();
     let ring = RingAead::new(suite, c.key).unwrap();
+    let ossl = OsslKey::new(suite, c.key).unwrap();
     let name = c.name;
-    for (backend, raw) in [("aws-lc-rs", &aws as &dyn Raw), ("ring", &ring as &dyn Raw)] {
+    for (backend, raw) in [
+        ("aws-lc-rs", &aws as &dyn Raw),
+        ("ring", &ring as &dyn Raw),
+        ("openssl", &ossl as &dyn Raw),
+    ] {
         let mut buf = c.pt.to_vec();
         let t = raw.seal(c.iv, c.aad, &mut buf);
         assert_eq!(buf, c.ct, "{name} ({backend}): ciphertext");
@@ -352,6 +374,51 @@ fn chacha20_poly1305_rfc8439_2_8_2() {
         tag,
     };
     check_raw(SuiteId::ChaCha20Poly1305, &case);
+}
+
+/// RFC 8439 appendix A.5: its nonce starts with four zero bytes, so it is a [`PacketKey`] nonce
+/// (counter = the last eight bytes, little endian) and runs through every backend's
+/// [`PacketKey`] as a packet whose header is the vector's AAD.
+#[test]
+fn chacha20_poly1305_rfc8439_a5_through_packet_key() {
+    let key = hex!("1c9240a5eb55d38af333888604f6b5f0473917c1402b80099dca5cbc207075c0");
+    let nonce = hex!("000000000102030405060708");
+    let aad = hex!("f33388860000000000004e91");
+    let ct = hex!(
+        "64a0861575861af460f062c79be643bd5e805cfd345cf389f108670ac76c8cb2"
+        "4c6cfc18755d43eea09ee94e382d26b0bdb7b73c321b0100d4f03b7f355894cf"
+        "332f830e710b97ce98c8a84abd0b948114ad176e008d33bd60f982b1ff37c855"
+        "9797a06ef4f0ef61c186324e2b3506383606907b6a7c02b0f9f6157b53c867e4"
+        "b9166c767b804d46a59b5216cde7a4e99040c5a40433225ee282a1b0a06c523e"
+        "af4534d7f83fa1155b0047718cbc546a0d072b04b3564eea1b422273f548271a"
+        "0bb2316053fa76991955ebd63159434ecebb4e466dae5a1073a6727627097a10"
+        "49e617d91d361094fa68f0ff77987130305beaba2eda04df997b714d6c6f2c29"
+        "a6ad5cb4022b02709b"
+    );
+    let tag = hex!("eead9d67890cbb22392336fea1851f38");
+    let pt = "Internet-Drafts are draft documents valid for a maximum of six months and may be \
+              updated, replaced, or obsoleted by other documents at any time. It is \
+              inappropriate to use Internet-Drafts as reference material or to cite them other \
+              than as /\u{201c}work in progress./\u{201d}"
+        .as_bytes();
+    assert_eq!(pt.len(), 265);
+    assert_eq!(nonce[..4], [0; 4]);
+    let counter = u64::from_le_bytes(nonce[4..].try_into().unwrap());
+    let suite = SuiteId::ChaCha20Poly1305;
+    for backend in Backend::ALL {
+        let pk = PacketKey::with_backend(backend, suite, &key, false).unwrap();
+        let mut body = ct.to_vec();
+        body.extend_from_slice(&tag);
+        let n = pk.open(counter, Scope::Encrypt, &aad, &mut body, ct.len() + 16);
+        assert_eq!(n, Ok(pt.len()), "{backend}: open");
+        assert_eq!(&body[..pt.len()], pt, "{backend}: plaintext");
+        let mut body = pt.to_vec();
+        body.resize(pt.len() + 16, 0);
+        let n = pk.seal(counter, Scope::Encrypt, &aad, &mut body, pt.len());
+        assert_eq!(n, Ok(pt.len() + 16), "{backend}: seal");
+        assert_eq!(&body[..ct.len()], &ct[..], "{backend}: ciphertext");
+        assert_eq!(body[ct.len()..], tag, "{backend}: tag");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

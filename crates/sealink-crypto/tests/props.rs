@@ -1,5 +1,5 @@
 //! Property tests of the packet layer: round trips, tamper detection, batch == single,
-//! split == contiguous, legacy opt-in, and the two AEAD backends (aws-lc-rs, ring) agreeing
+//! split == contiguous, legacy opt-in, and the three AEAD backends (aws-lc-rs, ring, OpenSSL) agreeing
 //! byte for byte and opening each other's output.
 
 use proptest::prelude::*;
@@ -320,16 +320,16 @@ fn cross_body() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-/// The same key material on each backend.
-fn both_backends(suite: SuiteId, seed: u64) -> (PacketKey, PacketKey) {
-    (
-        key_on(Backend::AwsLc, suite, seed),
-        key_on(Backend::Ring, suite, seed),
-    )
+/// The same key material on each backend: aws-lc-rs first, then ring and OpenSSL.
+fn all_backends(suite: SuiteId, seed: u64) -> Vec<PacketKey> {
+    Backend::ALL
+        .into_iter()
+        .map(|b| key_on(b, suite, seed))
+        .collect()
 }
 
-/// aws-lc-rs and ring give byte-identical sealed bodies in the split and contiguous forms, and
-/// each opens the other's output (and refuses it tampered).
+/// aws-lc-rs, ring and OpenSSL give byte-identical sealed bodies in the split and contiguous
+/// forms, and each opens the others' output (and refuses it tampered).
 fn check_backends_agree(
     suite: SuiteId,
     scope: Scope,
@@ -338,15 +338,16 @@ fn check_backends_agree(
     header: &[u8],
     pt: &[u8],
 ) -> Result<(), TestCaseError> {
-    let (aws, ring) = both_backends(suite, seed);
-    let sealed = seal(&aws, counter, scope, header, pt);
+    let keys = all_backends(suite, seed);
+    let sealed = seal(&keys[0], counter, scope, header, pt);
     prop_assert_eq!(sealed.len(), expected_sealed_len(suite, scope, pt.len()));
-    prop_assert!(
-        seal(&ring, counter, scope, header, pt) == sealed,
-        "{suite} {scope:?} split: ring differs from aws-lc-rs ({} B)",
-        pt.len()
-    );
-    for k in [&aws, &ring] {
+    for k in &keys {
+        prop_assert!(
+            seal(k, counter, scope, header, pt) == sealed,
+            "{suite} {scope:?} split on {:?} differs from aws-lc-rs ({} B)",
+            k.backend(),
+            pt.len()
+        );
         prop_assert!(
             seal_contig(k, counter, scope, header, pt) == sealed,
             "{suite} {scope:?} contiguous on {:?} differs ({} B)",
@@ -354,9 +355,9 @@ fn check_backends_agree(
             pt.len()
         );
     }
-    // Each opens what the other sealed (both forms); same sealed bytes, so this is also "each
+    // Each opens what the others sealed (both forms); same sealed bytes, so this is also "each
     // opens its own".
-    for k in [&aws, &ring] {
+    for k in &keys {
         prop_assert!(open(k, counter, scope, header, &sealed).as_deref() == Ok(pt));
         prop_assert!(open_contig(k, counter, scope, header, &sealed).as_deref() == Ok(pt));
     }
@@ -364,7 +365,7 @@ fn check_backends_agree(
         let mut bad = sealed.clone();
         let last = bad.len() - 1;
         bad[last] ^= 0x80;
-        for k in [&aws, &ring] {
+        for k in &keys {
             prop_assert_eq!(
                 open(k, counter, scope, header, &bad),
                 Err(CryptoError::AuthFailed)
@@ -373,6 +374,10 @@ fn check_backends_agree(
                 open_contig(k, counter.wrapping_add(1), scope, header, &sealed),
                 Err(CryptoError::AuthFailed)
             );
+        }
+        // A failed open leaves no state behind: the same key opens the good packet next.
+        for k in &keys {
+            prop_assert!(open(k, counter, scope, header, &sealed).as_deref() == Ok(pt));
         }
     }
     Ok(())
@@ -394,9 +399,11 @@ proptest! {
         suite in modern(), scope in protecting_scope(), seed in any::<u64>(), counter0 in any::<u64>(),
         packets in prop::collection::vec((header(), prop::collection::vec(any::<u8>(), 0..1500)), 0..6),
     ) {
-        let (aws, ring) = both_backends(suite, seed);
-        // Seal the batch on ring; every packet must equal aws-lc-rs's single seal, and open on
-        // aws-lc-rs in a batch.
+        let keys = all_backends(suite, seed);
+        let (aws, others) = keys.split_first().expect("three backends");
+        for sealer in others {
+        // Seal the batch on ring, then on OpenSSL; every packet must equal aws-lc-rs's single
+        // seal, and open on aws-lc-rs in a batch.
         let mut bodies: Vec<Vec<u8>> = packets.iter().map(|(_, p)| { let mut b = p.clone(); b.resize(p.len() + 16, 0); b }).collect();
         let mut items: Vec<BatchItem<'_>> = packets
             .iter()
@@ -404,11 +411,11 @@ proptest! {
             .enumerate()
             .map(|(i, ((h, p), body))| BatchItem { counter: counter0.wrapping_add(i as u64), header: h, body, len: p.len(), result: Err(CryptoError::AuthFailed) })
             .collect();
-        ring.seal_batch(scope, &mut items);
+        sealer.seal_batch(scope, &mut items);
         let lens: Vec<usize> = items.iter().map(|it| it.result.clone().unwrap()).collect();
         drop(items);
         for (i, ((body, n), (h, p))) in bodies.iter().zip(&lens).zip(&packets).enumerate() {
-            prop_assert_eq!(&body[..*n], &seal(&aws, counter0.wrapping_add(i as u64), scope, h, p)[..]);
+            prop_assert_eq!(&body[..*n], &seal(aws, counter0.wrapping_add(i as u64), scope, h, p)[..]);
         }
         let mut items: Vec<BatchItem<'_>> = packets
             .iter()
@@ -422,6 +429,7 @@ proptest! {
         drop(items);
         for ((body, n), (_, p)) in bodies.iter().zip(&out).zip(&packets) {
             prop_assert_eq!(&body[..*n], &p[..]);
+        }
         }
     }
 }
@@ -451,7 +459,9 @@ fn backends_agree_at_boundary_and_large_sizes() {
         512,
         1400,
         2032,
+        2047,
         2048,
+        2049,
         4096,
         16 * 1024,
         16 * 1024 + 1,
@@ -530,5 +540,49 @@ fn packet_key_shared_across_threads() {
         .collect();
     for h in handles {
         h.join().unwrap();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// OpenSSL keeps one context per thread, direction and suite and swaps keys into it: any
+    /// interleaving of keys and suites, on one thread or on several sharing the keys, gives
+    /// aws-lc-rs's bytes, and every packet opens under its own key only.
+    #[test]
+    fn openssl_contexts_follow_keys_and_threads(
+        ops in prop::collection::vec(
+            (0u64..3, modern(), any::<u64>(), prop::collection::vec(any::<u8>(), 0..300)),
+            1..40,
+        ),
+    ) {
+        let pair = |seed: u64, suite: SuiteId| {
+            (key_on(Backend::OpenSsl, suite, seed), key_on(Backend::AwsLc, suite, seed))
+        };
+        let keys: Vec<(SuiteId, u64, PacketKey, PacketKey)> = SuiteId::MODERN
+            .into_iter()
+            .flat_map(|suite| (0..3).map(move |seed| (suite, seed)))
+            .map(|(suite, seed)| { let (o, a) = pair(seed, suite); (suite, seed, o, a) })
+            .collect();
+        let find = |suite: SuiteId, seed: u64| {
+            keys.iter().find(|k| k.0 == suite && k.1 == seed).expect("every key made")
+        };
+        let run = || -> Result<(), TestCaseError> {
+            for (seed, suite, counter, pt) in &ops {
+                let (_, _, ossl, aws) = find(*suite, *seed);
+                let sealed = seal(ossl, *counter, Scope::Encrypt, b"hdr", pt);
+                prop_assert!(sealed == seal(aws, *counter, Scope::Encrypt, b"hdr", pt));
+                prop_assert!(open(ossl, *counter, Scope::Encrypt, b"hdr", &sealed).as_deref() == Ok(&pt[..]));
+                // Another key of the same suite refuses it (and leaves the context usable).
+                let (_, _, other, _) = find(*suite, (seed + 1) % 3);
+                prop_assert_eq!(open(other, *counter, Scope::Encrypt, b"hdr", &sealed), Err(CryptoError::AuthFailed));
+            }
+            Ok(())
+        };
+        run()?;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..3).map(|_| s.spawn(run)).collect();
+            handles.into_iter().try_for_each(|h| h.join().expect("no panic"))
+        })?;
     }
 }

@@ -168,7 +168,10 @@ pub fn status(
         .to_string(),
         lanes: info.lanes,
         lane_steering: info.lane_steering,
-        aead: sealink_crypto::suite::chosen_backend().0.name().to_string(),
+        aead: sealink_crypto::suite::chosen_backend(info.suite)
+            .0
+            .name()
+            .to_string(),
         protocol: match info.wire {
             Wire::Sealink => "sealink",
             Wire::WireGuard => "wireguard",

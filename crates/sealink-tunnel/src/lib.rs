@@ -92,6 +92,8 @@ pub struct UpInfo {
     pub udp_sockets: usize,
     /// The protocol on the wire.
     pub wire: Wire,
+    /// The AEAD suite of the data path (its library: `sealink_crypto::backend::chosen_backend`).
+    pub suite: sealink_crypto::SuiteId,
     /// Crypto worker threads of the engine (0: sealed and opened inline on the readers).
     pub workers: usize,
     /// Threads writing received packets to the TUN device, a flow always to the same one (0:
@@ -644,6 +646,7 @@ fn run_prepared(
         queues: devs.len(),
         udp_sockets: udp.len(),
         wire: cfg.core.wire,
+        suite: cfg.core.suite,
         workers,
         tun_writers: n_writers,
         handoff: cfg.handoff,

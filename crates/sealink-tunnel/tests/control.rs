@@ -131,6 +131,7 @@ fn info() -> UpInfo {
         queues: 2,
         udp_sockets: 2,
         wire: sealink_proto::tunnel::Wire::Sealink,
+        suite: sealink_crypto::SuiteId::Aes128Gcm,
         workers: 3,
         tun_writers: 2,
         handoff: sealink_engine::Handoff::Auto,
@@ -191,7 +192,11 @@ fn status_text_has_the_interface_and_every_peer() {
         "{s}"
     );
     assert!(
-        s.contains("tun_queues=2 udp_sockets=2 crypto_workers=3 handoff=auto tun_writers=2 lanes=steered aead="),
+        s.contains(&format!(
+            "tun_queues=2 udp_sockets=2 crypto_workers=3 handoff=auto tun_writers=2 lanes=steered aead={}\n",
+            // The library of the data path's suite (aes128-gcm here), not of another suite.
+            sealink_crypto::suite::chosen_backend(sealink_crypto::SuiteId::Aes128Gcm).0
+        )),
         "{s}"
     );
     assert!(s.contains("  drops: auth-failed=3 replayed=1\n"), "{s}");

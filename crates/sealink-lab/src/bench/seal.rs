@@ -435,17 +435,18 @@ pub fn run(p: &Params) -> Result<()> {
         out,
         "sealink-lab bench seal: in-place seal + open of one datagram, scope encrypt, one thread ({cores} cores available)"
     );
-    let (backend, why) = sealink_crypto::suite::chosen_backend();
     let cpu = record::cpu_model();
-    let _ = writeln!(out, "AEAD backend: {backend} ({why}; CPU: {cpu})");
+    let _ = writeln!(out, "CPU: {cpu}; AEAD backends, per suite:");
+    for line in sealink_crypto::backend::report().lines() {
+        let _ = writeln!(out, "  {line}");
+    }
     let _ = writeln!(
         out,
-        "protocol: frame header write (MSG_FIXED, as datagram mode sends a datagram's only message), datapath::seal_datagram, parse_data_header, open_datagram (replay window), the receive path's frame parse ({backend}); the body padded to whole 16-byte blocks, as datagram mode sends it"
+        "protocol: frame header write (MSG_FIXED, as datagram mode sends a datagram's only message), datapath::seal_datagram, parse_data_header, open_datagram (replay window), the receive path's frame parse; the body padded to whole 16-byte blocks, as datagram mode sends it"
     );
     let _ = writeln!(
         out,
-        "raw:      {} seal_in_place + open_in_place, same payload, 16-byte AAD (the library the protocol runs on)",
-        sealink_crypto::suite::chosen_backend().0.name()
+        "raw:      the suite's chosen library (above), seal_in_place + open_in_place, same payload, 16-byte AAD"
     );
     let _ = writeln!(
         out,

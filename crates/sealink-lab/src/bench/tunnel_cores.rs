@@ -606,7 +606,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     let (scaling, ordered, unordered, grouping, smt_res) = result?;
     let smt_skipped = smt.is_some() && smt_res.is_none();
 
-    let (backend, why) = sealink_crypto::suite::chosen_backend();
+    let (backend, why) = sealink_crypto::suite::chosen_backend(SuiteId::Aes128Gcm);
     let _ = writeln!(
         out,
         "sealink-lab bench tunnel-cores: paper 004's multicore figures, {PACKET}-byte packets sealed in process through the tunnel's engine (sealink_engine::Pipeline)"
