@@ -11,7 +11,7 @@
 # 1. Here, where the tools can be installed, gather them into a kit:
 #      bash bench/tunnels-device.sh --make-kit DIR
 #    DIR/bin gets sealink (stripped target/release/sealink, or $SEALINK), iperf3, wg,
-#    wireguard-go, ip and ss (iproute2), ping, jq and taskset; DIR/lib every library they link
+#    wireguard-go, boringtun-cli, ip and ss (iproute2), ping, jq and taskset; DIR/lib every library they link
 #    that is not glibc's own. The binaries find DIR/lib by their RPATH ($ORIGIN/../lib, set with
 #    patchelf), so nothing else (no LD_LIBRARY_PATH) is needed and the machine's own programs
 #    never see these libraries. DIR/VERSIONS records where each came from and the newest glibc
@@ -47,7 +47,8 @@
 #    of issue 43's hand-off policy (sealink-always: handoff = "always", every batch to the
 #    workers with a reader per direction and TUN writers, the engine's shape before issue 43;
 #    the default, "auto", keeps a batch on its I/O thread unless that saturates with a core
-#    idle; each thread's `handoffs` is in threads-N.txt). The device tool stops a command at 10 minutes, so
+#    idle; each thread's `handoffs` is in threads-N.txt); TUNNELS=plain,wg-go,sealink-wg,boringtun
+#    issue 44's WireGuard wire against both WireGuard peers (the same cipher). The device tool stops a command at 10 minutes, so
 #    run a four-tunnel set in two calls by CORES (1,2,4 then 8,16; each writes its own archive).
 #    The estimate is printed first: per core count, set-up and tear-down (5 s) plus
 #    RUNS x tests x tunnels x (SECONDS_PER_FLOW + PAUSE + 0.3 s for iperf3's start and end,
@@ -127,6 +128,16 @@ make_kit() {
   echo "sealink: $sl, $("$kit/bin/sealink" --version), sha256 $(sha256sum "$kit/bin/sealink" | cut -c1-16), built $(date -u -r "$sl" +%Y-%m-%dT%H:%M:%SZ)" >>"$kit/VERSIONS"
   cp -L "$wggo" "$kit/bin/wireguard-go"
   echo "wireguard-go: $wggo, $(tool_version "$kit/bin/wireguard-go" wireguard-go || true)" >>"$kit/VERSIONS"
+  # boringtun, the second WireGuard peer (issue 44: TUNNELS=...,sealink-wg,boringtun), from
+  # crates.io by name; the version CI's interop tests use.
+  local bt
+  bt="$(command -v boringtun-cli || echo "$HOME/.cargo/bin/boringtun-cli")"
+  if [ ! -x "$bt" ]; then
+    cargo install -q boringtun-cli --version 0.7.1 --locked
+    bt="$HOME/.cargo/bin/boringtun-cli"
+  fi
+  strip -o "$kit/bin/boringtun-cli" "$bt"
+  echo "boringtun-cli: $bt, $(tool_version "$kit/bin/boringtun-cli" boringtun-cli || true)" >>"$kit/VERSIONS"
   for t in $kit_tools; do
     name="${t%%:*}"
     src="$(command -v "$name")"
