@@ -422,15 +422,21 @@ fn against(kind: &str, exe: &Path, k: usize) {
     );
     ok("ip", &["-n", &ns_w, "link", "set", &wgif, "up"]);
 
-    // sealink, WireGuard's wire, REKEY_AFTER_TIME scaled down to 3 s for this test.
+    // sealink, WireGuard's wire, REKEY_AFTER_TIME scaled down to 3 s for this test. Against
+    // the second peer every received batch is opened by one of two workers and put back in
+    // order before the TUN write (`handoff = "always"`): WireGuard's wire has no lane byte, so
+    // this is its receive spread, which the 8 MB transfer below checks byte for byte.
     let name = format!("slwg{id}");
+    let spread = k % 2 == 1;
+    let (workers, handoff) = if spread { (2, "always") } else { (1, "auto") };
     let mut cfg = Config::parse(&format!(
         r#"[interface]
 name = "{name}"
 private_key = "unused"
 address = "10.206.0.1/24"
 listen_port = {S_PORT}
-workers = 1
+workers = {workers}
+handoff = "{handoff}"
 queues = 1
 
 [[peer]]
@@ -492,6 +498,17 @@ allowed_ips = ["10.206.0.2/32"]
     let got = server.join().expect("TCP receiver");
     assert_eq!(got.len(), data.len(), "TCP transfer length");
     assert!(got == *data, "TCP transfer: the bytes differ");
+    if spread {
+        // The transfer's datagrams were opened on the workers, not on the reader.
+        let s = show(&run_dir, &name);
+        let handed: u64 = s
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix("handed_off="))
+            .filter_map(|n| n.parse::<u64>().ok())
+            .sum();
+        assert!(s.contains("handoff=always"), "{s}");
+        assert!(handed > 100, "batches handed to the workers: {handed}\n{s}");
+    }
 
     // The UAPI: the real `wg` reads and changes the running tunnel.
     uapi_checks(&name, &peer_pub, &psk, &run_dir);
