@@ -105,7 +105,11 @@ make_kit() {
   for l in $(ldd "$kit/bin/sealink-lab" | awk '$1 ~ /^lib(ssl|crypto)\.so/ && $3 ~ /^\// {print $3}'); do
     cp -L "$l" "$kit/lib/$(basename "$l")"
     patchelf --force-rpath --set-rpath '$ORIGIN' "$kit/lib/$(basename "$l")"
-    echo "lib: $(basename "$l") from $l ($(dpkg -S "$l" 2>/dev/null | cut -d: -f1 | head -n 1))" >>"$kit/VERSIONS"
+    local pkg="" f
+    for f in "$l" "$(readlink -f "$l")" "/usr$l" "${l#/usr}"; do
+      pkg="$(dpkg -S "$f" 2>/dev/null | head -n 1 | cut -d: -f1)" && [ -n "$pkg" ] && break
+    done
+    echo "lib: $(basename "$l") from $l (${pkg:-no package})" >>"$kit/VERSIONS"
   done
   for b in "$kit"/bin/*; do
     patchelf --force-rpath --set-rpath '$ORIGIN/../lib' "$b"
