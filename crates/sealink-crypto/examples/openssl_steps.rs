@@ -5,9 +5,9 @@
 //! cargo run --release -p sealink-crypto --example openssl_steps [-- --n 1000000]
 //! ```
 //!
-//! For each size, the mean time per packet of: setting the nonce alone; nonce + 12 bytes of AAD
-//! (where OpenSSL derives the Poly1305 key and sets Poly1305 up); + the data in place; + final;
-//! + reading the tag (a whole seal, as `OsslKey::seal` does it); the same with the key set again
+//! For each size, the mean time per packet of: setting the nonce alone; that and 12 bytes of AAD
+//! (where OpenSSL derives the Poly1305 key and sets Poly1305 up); that and the data in place;
+//! then final; then reading the tag (a whole seal, as `OsslKey::seal` does it); the same with the key set again
 //! (what a context does when its thread switches keys); and the data alone on a context in the
 //! middle of a message (no per-message work: the cipher's own speed). Sizes that are not a
 //! multiple of 64 cost OpenSSL another ChaCha20 call for the partial block.
@@ -17,6 +17,9 @@ use std::time::Instant;
 
 use openssl::cipher::Cipher;
 use openssl::cipher_ctx::CipherCtx;
+
+/// One timed step sequence: the context, the packet, its nonce.
+type Step<'a> = dyn FnMut(&mut CipherCtx, &mut [u8], &[u8; 12]) + 'a;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -49,7 +52,7 @@ fn main() {
     for size in [64usize, 1024, 1400, 1408, 1424, 1440, 2048, 4096, 16384] {
         let b = &mut buf[..size];
         let mut nonce = [0u8; 12];
-        let mut time = |f: &mut dyn FnMut(&mut CipherCtx, &mut [u8], &[u8; 12])| {
+        let mut time = |f: &mut Step<'_>| {
             let t = Instant::now();
             for i in 0..n {
                 nonce[4..].copy_from_slice(&i.to_le_bytes());
