@@ -12,7 +12,10 @@ use sealink_tunnel::route_rules::{Request, RequestError, RouteArgs, RouteRules, 
 fn routes_of(text: &str) -> Vec<IpNet> {
     match sealink_tunnel::Config::parse(text) {
         Ok(c) => c.routes(),
-        Err(_) => vec!["10.95.0.2/32".parse().unwrap(), "fd00::/64".parse().unwrap()],
+        Err(_) => vec![
+            "10.95.0.2/32".parse().unwrap(),
+            "fd00::/64".parse().unwrap(),
+        ],
     }
 }
 
