@@ -189,6 +189,11 @@ if [[ ",$tunnels," == *",sealink"* ]]; then
     fi
   fi
 fi
+# `sealink up` as root switches to its default user, a dedicated system account (issue 47).
+if [[ ",$tunnels," == *",sealink"* ]] && ! getent passwd sealink-tunnel >/dev/null; then
+  useradd --system --user-group --no-create-home --home-dir /nonexistent \
+    --shell /usr/sbin/nologin sealink-tunnel
+fi
 
 # --- namespaces -------------------------------------------------------------------------------
 ip netns del "$NA" 2>/dev/null || true

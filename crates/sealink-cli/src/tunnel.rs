@@ -43,8 +43,10 @@ Example CONFIG (TOML):
                                   # hands every batch to the workers, for comparison
   post_up = "echo %i is up"        # hooks, as wg-quick's: pre_up, post_up, pre_down,
   post_down = ["logger %i down"]  # post_down; a command or a list, /bin/sh -c, %i: the name
-  user = "nobody"                 # who the tunnel runs as once set up (default nobody;
-                                  # "root" keeps uid 0, with a warning)
+  user = "sealink-tunnel"         # who the tunnel runs as once set up: a dedicated system
+                                  # account (default sealink-tunnel, made by the Debian
+                                  # package; `up` says how to create it if missing; "root"
+                                  # keeps uid 0, with a warning)
 
   [interface.piggyback]           # optional: small packets ride together
   enabled = true                  # default true

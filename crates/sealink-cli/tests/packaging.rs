@@ -290,6 +290,27 @@ fn the_package_declares_what_it_needs_and_stops_its_units() {
         "no repository URL in the workspace"
     );
 
+    // Issue 47: the tunnels' default user, a dedicated system account, made by the package.
+    let sysusers = fs::read_to_string(contrib().join("sealink.sysusers")).unwrap();
+    let user = sealink_tunnel::config::DEFAULT_USER;
+    assert!(
+        sysusers
+            .lines()
+            .any(|l| l.split_whitespace().take(2).eq(["u", user])),
+        "no sysusers entry for {user}: {sysusers}"
+    );
+    assert!(
+        manifest.contains(
+            r#"["../../contrib/systemd/sealink.sysusers", "usr/lib/sysusers.d/sealink.conf", "644"]"#
+        ),
+        "the .deb does not install the sysusers entry"
+    );
+    let postinst = fs::read_to_string(root.join("contrib/debian/postinst")).unwrap();
+    assert!(
+        postinst.contains(&format!("getent passwd {user}")),
+        "{postinst}"
+    );
+
     let prerm = fs::read_to_string(root.join("contrib/debian/prerm")).unwrap();
     assert!(prerm.starts_with("#!/bin/sh\n"), "{prerm}");
     assert!(

@@ -488,3 +488,92 @@ fn frozen_receiver_times_out_the_sender() {
     assert_eq!(st.code(), Some(1), "receiver: {re}");
     assert_only_resume_state(&h.inbox_names());
 }
+
+/// Issue 47 defect 1: a `--once` receiver handed its slot to a session that only claimed the
+/// holder's owner key (a host it trusts, a hello with alice's owner key, a random signature
+/// and alice's file name), then made that session's refusal ("signature does not verify") its
+/// own outcome: it exited 1 mid-transfer and cut alice's send. The forger must be refused on
+/// its own connection while alice's transfer completes and the receiver exits 0.
+#[test]
+fn a_forged_owner_claim_does_not_take_over_or_end_a_once_receiver() {
+    use common::raw_sender::{RawSender, key_file};
+    use sealink_proto::stream::{Abort, FileEntry, Hello, RecordType};
+
+    let h = Hosts::new();
+    // mallory: a host the receiver trusts, whose owner it does not.
+    let m = h.path("m");
+    fs::create_dir_all(&m).unwrap();
+    for (kind, file) in [("host", "host.key"), ("owner", "owner.key")] {
+        let p = m.join(file);
+        let o = common::run_in(h.dir.path(), &["keygen", kind, p.to_str().unwrap()]);
+        assert!(o.status.success());
+    }
+    let mut t = fs::OpenOptions::new()
+        .append(true)
+        .open(h.path("b/trust"))
+        .unwrap();
+    writeln!(t, "host mallory {}", common::public(m.join("host.key.pub"))).unwrap();
+    drop(t);
+
+    let f = h.path("big.bin");
+    let data = random_file(&f, 16 << 20, 47);
+    let (c, addr, err) = h.recv(&[], Stdio::piped());
+    // Slow enough that alice's transfer is under way when the forger arrives.
+    let mut alice = send_piped(&h, &[&f], addr, &["--limit", "4M", "--streams", "1"])
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !h.inbox_names().iter().any(|n| n.starts_with(".sealink-")) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "alice's transfer did not start"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+
+    let mut forger = RawSender::connect(&m, &h.path("b"), addr);
+    let meta = fs::metadata(&f).unwrap();
+    let mtime = {
+        use std::os::unix::fs::MetadataExt as _;
+        (meta.mtime() as u64) * 1_000_000_000 + meta.mtime_nsec() as u64
+    };
+    let mut signature = [0u8; 64];
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for b in &mut signature {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    let hello = Hello {
+        owner_public: key_file(&h.path("a/owner.key.pub")),
+        owner_signature: signature,
+        record_data: 1 << 16,
+        stripes: 1,
+        fresh: false,
+        update: false,
+        files: vec![FileEntry {
+            name: "big.bin".into(),
+            size: meta.len(),
+            mtime,
+            mode: 0o644,
+            kind: sealink_proto::stream::body::EntryKind::File,
+        }],
+    }
+    .encode();
+    forger.write(RecordType::Hello, 0, &hello);
+    match forger.read() {
+        Some((RecordType::Abort, b)) => {
+            let msg = Abort::decode(&b).unwrap().message;
+            assert!(msg.contains("signature"), "the forger was told: {msg}");
+        }
+        other => panic!("the forger got {other:?}"),
+    }
+
+    let aerr = BufReader::new(alice.stderr.take().unwrap());
+    let (st, e) = wait_for(alice, Some(aerr), Duration::from_secs(60), "sealink send");
+    assert!(st.success(), "alice's send: {st:?} {e}");
+    let (st, e) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
+    assert!(st.success(), "receiver: {st:?} {e}");
+    assert!(fs::read(h.inbox().join("big.bin")).unwrap() == data);
+}

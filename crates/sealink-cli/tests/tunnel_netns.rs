@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sealink");
 
+#[path = "common/tunnel_user.rs"]
+mod tunnel_user;
+
 fn sh(cmd: &str, args: &[&str]) -> Output {
     Command::new(cmd)
         .args(args)
@@ -72,6 +75,8 @@ impl Lab {
             );
             return None;
         }
+        // Root from here on: `up` switches to the default user, which must exist.
+        tunnel_user::ensure();
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         // 0755 whatever the umask: user nobody must reach the control socket below it for
@@ -848,7 +853,8 @@ fn ids(status: &str, key: &str) -> Vec<u32> {
 
 /// Issue 29 item 6: the running tunnel dropped its capabilities but stayed uid 0, so a
 /// compromised tunnel still owned every root-owned file. Once up, every thread runs as the
-/// configured user (default `nobody`: uid and gid 65534 in all four fields, that group alone)
+/// configured user (default `sealink-tunnel`, issue 47: its uid and gid in all four fields,
+/// that group alone)
 /// with no capabilities, yet the data path, `sealink reload`, SIGHUP and `down` (which must
 /// remove the root-owned control socket) all still work, with the config and key readable by
 /// root alone. `user = "root"` keeps uid 0, capabilities still gone.
@@ -870,7 +876,8 @@ fn running_tunnel_switches_to_an_unprivileged_user() {
     lab.up(1, &cfgs[1]);
     lab.up(0, &cfgs[0]);
     let pids = [0, 1].map(|side| lab.children[side].as_ref().unwrap().id());
-    for (side, want) in [(0, 65534), (1, 0)] {
+    let (uid, gid) = tunnel_user::ensure();
+    for (side, want, want_gid) in [(0, uid, gid), (1, 0, 0)] {
         let tasks: Vec<_> = std::fs::read_dir(format!("/proc/{}/task", pids[side]))
             .unwrap()
             .flatten()
@@ -880,9 +887,9 @@ fn running_tunnel_switches_to_an_unprivileged_user() {
             let status = std::fs::read_to_string(t.path().join("status")).unwrap();
             let at = t.path();
             assert_eq!(ids(&status, "Uid:"), [want; 4], "side {side} {at:?}");
-            assert_eq!(ids(&status, "Gid:"), [want; 4], "side {side} {at:?}");
+            assert_eq!(ids(&status, "Gid:"), [want_gid; 4], "side {side} {at:?}");
             if want != 0 {
-                assert_eq!(ids(&status, "Groups:"), [want], "side {side} {at:?}");
+                assert_eq!(ids(&status, "Groups:"), [want_gid], "side {side} {at:?}");
             }
             for key in ["CapEff:", "CapPrm:", "CapInh:", "CapAmb:", "CapBnd:"] {
                 let v = status
@@ -896,7 +903,7 @@ fn running_tunnel_switches_to_an_unprivileged_user() {
     }
     lab.ping_through(3);
 
-    // `sealink reload` (as root) adds a peer: the tunnel, as nobody, cannot read the 0600
+    // `sealink reload` (as root) adds a peer: the tunnel, as its user, cannot read the 0600
     // config or key itself.
     let extra =
         "\n[[peer]]\nname = \"late\"\npublic_key = \"LATE\"\nallowed_ips = [\"10.202.0.9/32\"]\n";
@@ -1281,7 +1288,7 @@ fn idle_ipv4_only_tunnel_drops_nothing() {
 }
 
 /// Issue 30: the per-namespace run directories (`RUN_DIR/net-INODE`) stayed, empty, after
-/// `down`. Now the last tunnel of a namespace removes its directory: side 0 as user nobody
+/// `down`. Now the last tunnel of a namespace removes its directory: side 0 as its default user
 /// (through its privileged helper), side 1 as root; a start that fails leaves none either.
 #[test]
 fn down_leaves_no_empty_run_directory() {
@@ -1862,5 +1869,252 @@ fn wg_quick_configs_between_namespaces() {
     assert!(
         !Path::new(&format!("/var/run/wireguard/{}.sock", lab.ifname[0])).exists(),
         "the UAPI socket is removed at exit"
+    );
+}
+
+/// Tries, as the process's own uid, what another account's process could do to the tunnel
+/// `PID`: lower its file limit (prlimit), renice it, stop it and end it. Prints
+/// `NAME=ok|ERRNO` for each.
+const MEDDLE: &str = r#"
+import os, resource, signal, sys
+pid = int(sys.argv[1]); out = []
+def attempt(name, f):
+    try:
+        f(); out.append(name + "=ok")
+    except OSError as e:
+        out.append(name + "=" + str(e.errno))
+attempt("prlimit", lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (64, 64)))
+attempt("renice", lambda: os.setpriority(os.PRIO_PROCESS, pid, 19))
+attempt("stop", lambda: os.kill(pid, signal.SIGSTOP))
+attempt("term", lambda: os.kill(pid, signal.SIGTERM))
+print(" ".join(out))
+"#;
+
+/// One line of /proc/PID/limits (`Max open files  1024  4096  files`): soft and hard.
+fn limit(pid: u32, what: &str) -> (String, String) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = text.lines().find(|l| l.starts_with(what)).unwrap();
+    let f: Vec<&str> = line[what.len()..].split_whitespace().collect();
+    (f[0].to_owned(), f[1].to_owned())
+}
+
+/// Issue 47 defect 2: the tunnel ran as the shared `nobody` account by default, so any other
+/// process running as `nobody` could SIGTERM it (its down hooks run, a full tunnel's rules go:
+/// traffic leaves outside the tunnel), SIGSTOP it, lower its file limit for good, or renice it.
+/// Now it runs as a dedicated account (`sealink-tunnel`), its limits set while it was root:
+/// a process of another service's account (`daemon`) and one of `nobody` get EPERM for each,
+/// and the tunnel goes on, its limits and niceness as they were.
+#[test]
+fn other_accounts_cannot_signal_stop_limit_or_renice_the_tunnel() {
+    use std::os::unix::process::CommandExt;
+    let Some(mut lab) = Lab::new("k") else { return };
+    assert!(have("python3"), "python3 is needed for the other accounts");
+    lab.up_both();
+    let pid = lab.children[0].as_ref().unwrap().id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let (uid, _) = tunnel_user::ids(tunnel_user::NAME).unwrap();
+    assert_eq!(ids(&status, "Uid:"), [uid; 4], "not the default user");
+    assert_ne!(uid, 65534, "the default user is nobody");
+    // Set before the switch: no core files (the key is in memory), all the files it may open.
+    assert_eq!(limit(pid, "Max core file size"), ("0".into(), "0".into()));
+    let files = limit(pid, "Max open files");
+    assert_eq!(
+        files.0, files.1,
+        "open files: soft limit not raised to the hard one"
+    );
+    let nice = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // After the command name (which may hold spaces): field 19 is the nice value.
+        stat.rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .nth(16)
+            .unwrap()
+            .to_owned()
+    };
+    let nice_before = nice(pid);
+
+    // Another service's account (daemon: uid 1 on Debian), then nobody.
+    let others = [tunnel_user::ids("daemon").unwrap_or((1, 1)), (65534, 65534)];
+    for (ouid, ogid) in others {
+        let o = Command::new("python3")
+            .args(["-c", MEDDLE, &pid.to_string()])
+            .uid(ouid)
+            .gid(ogid)
+            .output()
+            .expect("python3 as another account");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let got = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+        assert_eq!(
+            got, "prlimit=1 renice=1 stop=1 term=1",
+            "uid {ouid} against the tunnel (uid {uid})"
+        );
+    }
+    // Still running, not stopped, as it was.
+    let state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let state = state.lines().find(|l| l.starts_with("State:")).unwrap();
+    assert!(!state.contains("stopped"), "{state}");
+    assert!(
+        lab.children[0]
+            .as_mut()
+            .unwrap()
+            .try_wait()
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(limit(pid, "Max open files"), files);
+    assert_eq!(nice(pid), nice_before);
+    lab.ping_through(2);
+}
+
+/// The process whose parent is `parent` and whose command line holds `words`, in order.
+fn child_with(parent: u32, words: &[&str]) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let ppid: u32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let has = args
+            .windows(words.len())
+            .any(|w| w.iter().zip(words).all(|(a, b)| *a == b.as_bytes()));
+        (ppid == parent && has).then_some(pid)
+    })
+}
+
+/// Issue 47 defect 3: the root route helper kept after the privilege drop added any prefix
+/// through the tunnel: a compromised tunnel wrote `add 0.0.0.0/1` and `add 128.0.0.0/1`, both
+/// installed, capturing the host's traffic. Talking to the real helper of a running tunnel as
+/// a compromised tunnel would (on its pipes), every request outside the routes of the config
+/// read as root is refused (and logged) and installs nothing; the configured ones still work,
+/// and a reload that adds a route (read again by the helper, as root) still adds it.
+#[test]
+fn the_route_helper_serves_only_the_configs_routes() {
+    use std::io::Write as _;
+    let Some(mut lab) = Lab::new("h") else { return };
+    let cfgs = lab.write_configs_full("", [", \"10.77.0.0/24\"", ""]);
+    lab.up(1, &cfgs[1]);
+    let rx = lab.spawn_up(0, cfgs[0].as_os_str(), &[]);
+    let ifname = lab.ifname[0].clone();
+    // Its standard error stays ours to read: the helper logs there.
+    wait_for_line(&rx, "up: ", &ifname);
+    let pid = lab.children[0].as_ref().unwrap().id();
+    let helper = child_with(pid, &["tunnel-helper", "routes"]).expect("no route helper");
+    // Its stdin and stdout, as the tunnel holds them.
+    let mut to = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{helper}/fd/0"))
+        .unwrap();
+    let mut from = BufReader::new(std::fs::File::open(format!("/proc/{helper}/fd/1")).unwrap());
+    let mut ask = |req: &str| {
+        writeln!(to, "{req}").unwrap();
+        let mut line = String::new();
+        from.read_line(&mut line).unwrap();
+        line.trim_end().to_owned()
+    };
+    let routes = |lab: &Lab| ok("ip", &["-n", &lab.ns[0], "route", "show"]);
+    for req in [
+        "add 0.0.0.0/1",
+        "add 128.0.0.0/1",
+        "add 10.77.0.0/23",
+        "add 10.77.0.0/25",
+        "add 10.78.0.0/24",
+        "del 10.201.0.0/24",
+        "add ::/1",
+    ] {
+        let a = ask(req);
+        assert!(
+            a.starts_with("error ") && a.contains("not a route of"),
+            "{req}: {a}"
+        );
+    }
+    let r = routes(&lab);
+    assert!(
+        !r.contains("0.0.0.0/1") && !r.contains("128.0.0.0/1"),
+        "{r}"
+    );
+    assert!(!r.contains("10.78.0.0"), "{r}");
+    // Logged by the helper, on the tunnel's standard error.
+    wait_for_line(&rx, "refused", "add 0.0.0.0/1");
+    // The config's own route: taken away and given back.
+    assert_eq!(ask("del 10.77.0.0/24"), "ok");
+    assert!(!routes(&lab).contains("10.77.0.0/24"));
+    assert_eq!(ask("add 10.77.0.0/24"), "ok");
+    assert!(routes(&lab).contains(&format!("10.77.0.0/24 dev {ifname}")));
+
+    // A reload adds a route: the helper reads the config again, as root.
+    let text = std::fs::read_to_string(&cfgs[0]).unwrap();
+    std::fs::write(
+        &cfgs[0],
+        text.replace("\"10.77.0.0/24\"", "\"10.77.0.0/24\", \"10.78.0.0/24\""),
+    )
+    .unwrap();
+    let o = lab.exec(0, &[BIN, "reload", cfgs[0].to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(routes(&lab).contains(&format!("10.78.0.0/24 dev {ifname}")));
+    // Still nothing else.
+    let a = ask("add 0.0.0.0/1");
+    assert!(a.contains("not a route of"), "{a}");
+    assert!(!routes(&lab).contains("0.0.0.0/1"));
+    lab.ping_through(1);
+}
+
+/// Waits (at most 20 s) for a line on `rx` holding both `a` and `b`.
+fn wait_for_line(rx: &mpsc::Receiver<String>, a: &str, b: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(a) && l.contains(b) => return,
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("no line with {a:?} and {b:?}; saw {seen:#?}"),
+        }
+    }
+}
+
+/// Issue 47: `up` warns when the tunnel's user is `nobody`, and when other processes already
+/// run as its uid (each could stop, kill, renice or limit the tunnel).
+#[test]
+fn a_shared_user_is_warned_about() {
+    use std::os::unix::process::CommandExt;
+    let Some(mut lab) = Lab::new("n") else { return };
+    let cfgs = lab.write_configs_with("user = \"nobody\"");
+    // Another program running as nobody, for the length of the test.
+    let mut other = Command::new("sleep")
+        .arg("600")
+        .uid(65534)
+        .gid(65534)
+        .spawn()
+        .unwrap();
+    let rx = lab.spawn_up(0, cfgs[0].as_os_str(), &[]);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let up = format!("up: {}", lab.ifname[0]);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l == up => break,
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("no {up:?}; saw {seen:#?}"),
+        }
+    }
+    let _ = other.kill();
+    let _ = other.wait();
+    let all = seen.join("\n");
+    assert!(
+        all.contains("user = \"nobody\" (uid 65534): an account shared"),
+        "{all}"
+    );
+    assert!(
+        all.contains("is shared") && all.contains(&format!("{} (sleep)", other.id())),
+        "{all}"
     );
 }

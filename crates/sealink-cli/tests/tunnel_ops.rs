@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sealink");
 
+#[path = "common/tunnel_user.rs"]
+mod tunnel_user;
+
 fn run(cmd: &str, args: &[&str]) -> Output {
     Command::new(cmd).args(args).output().unwrap()
 }
@@ -55,6 +58,8 @@ impl Lab {
             println!("SKIPPED: `ip netns add` failed (needs root)");
             return None;
         }
+        // Root: `up` switches to the default user, which must exist.
+        tunnel_user::ensure();
         let dir = tempfile::tempdir().unwrap();
         let lab = Lab {
             run_dir: dir.path().join("run"),

@@ -300,6 +300,8 @@ fn tcp_through_a_hostile_relay_arrives_intact_and_forgeries_are_dropped() {
         );
         return;
     }
+    // Root: `up` switches to the default user, which must exist.
+    common::tunnel_user::ensure();
     let mut spaces = Namespaces(vec![na.clone()]);
     for ns in [&nb, &nr] {
         ip_ok(&["netns", "add", ns]);

@@ -282,28 +282,60 @@ struct OnceSlot {
 }
 
 impl OnceSlot {
-    /// From a hello's body; a body that does not decode takes the slot for no one (its
-    /// session is refused after the slot is taken, as before).
-    fn of(body: &[u8]) -> OnceSlot {
-        match Hello::decode(body) {
-            Ok(h) => OnceSlot {
-                owner: h.owner_public,
-                names: h.files.into_iter().map(|f| f.name).collect(),
+    /// From a checked hello; a refused one takes the slot for no one (when no transfer is held,
+    /// a refused session is the receiver's outcome, as it always was).
+    fn of(checked: Option<&Checked>) -> OnceSlot {
+        match checked {
+            Some(c) => OnceSlot {
+                owner: c.hello.owner_public,
+                names: c.hello.files.iter().map(|f| f.name.clone()).collect(),
             },
-            Err(_) => OnceSlot {
+            None => OnceSlot {
                 owner: [0; 32],
                 names: Vec::new(),
             },
         }
     }
 
-    /// Whether `new` may take over from this slot's session: the same owner key (checked again,
-    /// with its signature, before anything is taken over) sending one of the same files.
-    fn taken_over_by(&self, new: &OnceSlot) -> bool {
+    /// Whether the session of `new` may take over from this slot's session: the same owner
+    /// (whose signature `new` has proven, and whom this receiver trusts) sending one of the
+    /// same files.
+    fn taken_over_by(&self, new: &Checked) -> bool {
         self.owner != [0; 32]
-            && new.owner == self.owner
-            && new.names.iter().any(|n| self.names.contains(n))
+            && new.hello.owner_public == self.owner
+            && new.hello.files.iter().any(|f| self.names.contains(&f.name))
     }
+}
+
+/// A hello that decoded, whose owner signature verifies, from an owner this receiver trusts.
+struct Checked {
+    hello: Hello,
+    /// The owner's name in the trust file.
+    owner: String,
+}
+
+/// Why a hello was refused: the abort code the sender is told, and the error.
+type Refusal = (AbortCode, TransferError);
+
+/// Decodes the hello and checks its owner: the signature over this session's binding, then
+/// trust. Nothing about the session (the `--once` slot included) may depend on the owner a
+/// hello names before this has passed.
+fn check_hello(body: &[u8], hs: &Handshaken, cfg: &RecvConfig) -> Result<Checked, Refusal> {
+    let hello = Hello::decode(body).map_err(|e| (AbortCode::Protocol, e.into()))?;
+    let intro =
+        sealink_proto::stream::owner_intro(&hs.keys.binding, &hs.initiator, cfg.host.public());
+    if !sealink_crypto::sign::verify(&hello.owner_public, &intro, &hello.owner_signature) {
+        return Err((AbortCode::Refused, StreamError::BadOwnerSignature.into()));
+    }
+    let Some(owner) = cfg
+        .trusted_owners
+        .iter()
+        .find(|(_, k)| *k == hello.owner_public)
+        .map(|(n, _)| n.clone())
+    else {
+        return Err((AbortCode::Refused, StreamError::UntrustedOwner.into()));
+    };
+    Ok(Checked { hello, owner })
 }
 
 /// What every connection thread of a receiver shares.
@@ -313,8 +345,8 @@ struct Ctx {
     holders: Arc<Mutex<Holders>>,
     once: bool,
     /// Taken by the first session to authenticate when serving `once`: its owner's key and
-    /// the names of its files (a newer session of that owner sending one of those files may
-    /// take it over, as without `once`).
+    /// the names of its files (a newer session of that owner, proven by its signature and
+    /// trusted, sending one of those files may take it over, as without `once`).
     slot: Arc<Mutex<Option<OnceSlot>>>,
     progress: Arc<Progress>,
 }
@@ -369,7 +401,9 @@ impl Receiver {
 
     /// Serves sessions, each on its own threads, calling `on_report` as each ends. With
     /// `once`, serves one session only and returns its outcome: the first whose peer
-    /// authenticates (connections that never do cannot end it; later sessions are refused).
+    /// authenticates (connections that never do cannot end it; later sessions are refused on
+    /// their own connections and end nothing, unless the same owner, its signature verified
+    /// and trusted, takes the transfer over).
     pub fn serve(
         &self,
         once: bool,
@@ -693,8 +727,9 @@ impl Session<'_> {
         Some(r)
     }
 
-    /// Answers the handshake and reads the hello: `Some((scope, body))` once the peer has
-    /// authenticated and holds the `--once` slot; `None` (counted) otherwise.
+    /// Answers the handshake, reads the hello and checks its owner: `Some((scope, checked))`
+    /// once the peer has authenticated and holds the `--once` slot (a refused hello holds it
+    /// only when no transfer was held); `None` (counted) otherwise.
     fn authenticate(
         control: &TcpStream,
         peer: SocketAddr,
@@ -703,7 +738,7 @@ impl Session<'_> {
         guard: &mut ConnGuard,
         deadline: Instant,
         ctx: &Ctx,
-    ) -> Option<(Scope, Vec<u8>)> {
+    ) -> Option<(Scope, Result<Checked, Refusal>)> {
         let mut c = control;
         if let Err(e) = c.write_all(resp) {
             tracing::debug!("{peer}: cannot answer the handshake: {e}");
@@ -727,45 +762,61 @@ impl Session<'_> {
         if !guard.authenticated() {
             return None;
         }
+        let (scope, body) = hello;
+        // The owner is checked before the slot is looked at: a hello that merely names the
+        // holder's owner key takes nothing over, and its refusal is not the receiver's outcome.
+        let checked = check_hello(&body, hs, &ctx.cfg);
         let turned_away = ctx.once && {
-            let new = OnceSlot::of(&hello.1);
             let mut slot = lock(&ctx.slot);
             match &*slot {
                 None => {
-                    *slot = Some(new);
+                    *slot = Some(OnceSlot::of(checked.as_ref().ok()));
                     false
                 }
-                Some(held) if held.taken_over_by(&new) => {
-                    tracing::info!(
-                        "{peer}: a newer session of the owner holding the one transfer, sending \
-                         the same files: it may take over"
-                    );
-                    *slot = Some(new);
-                    false
-                }
-                Some(_) => true,
+                Some(held) => match &checked {
+                    Ok(c) if held.taken_over_by(c) => {
+                        tracing::info!(
+                            "{peer}: a newer session of the owner holding the one transfer \
+                             (its signature verified), sending the same files: it may take over"
+                        );
+                        *slot = Some(OnceSlot::of(Some(c)));
+                        false
+                    }
+                    _ => true,
+                },
             }
         };
         if turned_away {
-            tracing::info!("{peer}: turned away, serving one transfer only");
+            let message = match &checked {
+                // Refused on its own merits; only the sender is told why.
+                Err((_, e)) => {
+                    tracing::warn!(
+                        "{peer}: refused ({e}); serving one transfer, held by another session"
+                    );
+                    for_sender(e, &ctx.cfg.dest)
+                }
+                Ok(_) => {
+                    tracing::info!("{peer}: turned away, serving one transfer only");
+                    "the receiver serves one transfer only and is busy with another".into()
+                }
+            };
             guard.dropped(ConnDrop::TurnedAway);
             let _ = conn::write_record(
                 control,
                 &hs.keys.send,
                 RecordType::Abort,
-                hello.0,
+                scope,
                 READY_SEQ,
                 &Abort {
                     code: AbortCode::Refused,
-                    message: "the receiver serves one transfer only and is busy with another"
-                        .into(),
+                    message,
                 }
                 .encode(),
             );
             return None;
         }
         let _ = control.set_write_timeout(Some(ctx.cfg.timeouts.idle));
-        Some(hello)
+        Some((scope, checked))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -773,18 +824,14 @@ impl Session<'_> {
         control: TcpStream,
         peer: SocketAddr,
         hs: Handshaken,
-        (scope, body): (Scope, Vec<u8>),
+        (scope, checked): (Scope, Result<Checked, Refusal>),
         cfg: &RecvConfig,
         joins: &mpsc::Receiver<Joiner>,
         registry: &Mutex<JoinMap>,
         holders: &Mutex<Holders>,
         progress: &Progress,
     ) -> Result<RecvReport, TransferError> {
-        let Handshaken {
-            keys,
-            initiator,
-            host,
-        } = hs;
+        let Handshaken { keys, host, .. } = hs;
         let answer = |code: AbortCode, e: TransferError| {
             let _ = conn::write_record(
                 &control,
@@ -801,20 +848,7 @@ impl Session<'_> {
             e
         };
         let refuse = |e: TransferError| answer(AbortCode::Refused, e);
-        let hello = Hello::decode(&body).map_err(|e| answer(AbortCode::Protocol, e.into()))?;
-        let intro =
-            sealink_proto::stream::owner_intro(&keys.binding, &initiator, cfg.host.public());
-        if !sealink_crypto::sign::verify(&hello.owner_public, &intro, &hello.owner_signature) {
-            return Err(refuse(StreamError::BadOwnerSignature.into()));
-        }
-        let Some(owner) = cfg
-            .trusted_owners
-            .iter()
-            .find(|(_, k)| *k == hello.owner_public)
-            .map(|(n, _)| n.clone())
-        else {
-            return Err(refuse(StreamError::UntrustedOwner.into()));
-        };
+        let Checked { hello, owner } = checked.map_err(|(code, e)| answer(code, e))?;
         // Bound what the hello announces before anything is allocated or created for it.
         let layout = Layout::new(hello.record_data, hello.files.iter().map(|f| f.size));
         let bound = cfg.session_limits.bound(keys.suite, hello.record_data);

@@ -26,8 +26,9 @@
 //!                                 # sealink's wire only)
 //! pre_up = "cmd %i"               # hooks (wg-quick's): pre_up, post_up, pre_down, post_down;
 //! post_down = ["a", "b"]          # a command or a list, /bin/sh -c, %i: the interface name
-//! user = "nobody"                 # the user the running tunnel switches to once set up
-//!                                 # (default "nobody"; "root" keeps uid 0, with a warning)
+//! user = "sealink-tunnel"         # the user the running tunnel switches to once set up
+//!                                 # (default "sealink-tunnel", a dedicated system account
+//!                                 # that must exist; "root" keeps uid 0, with a warning)
 //! fwmark = 51820                  # a full tunnel's mark and routing table (default 51820)
 //! dns = ["10.9.0.2", "corp.example"] # optional, as wg-quick's DNS: name servers (addresses)
 //!                                 # and search domains (names), set with `resolvconf`
@@ -303,8 +304,10 @@ fn valid_domain(s: &str) -> bool {
 /// [`Config::fwmark`] when the config leaves it out (wg-quick's).
 pub const DEFAULT_FWMARK: u32 = 51820;
 
-/// The user a tunnel runs as when the config names none.
-pub const DEFAULT_USER: &str = "nobody";
+/// The user a tunnel runs as when the config names none: a dedicated system account (the
+/// Debian package's sysusers entry creates it), not the shared `nobody`, whose other
+/// processes could signal, stop, renice or limit the tunnel (issue 47).
+pub const DEFAULT_USER: &str = "sealink-tunnel";
 /// `user = "root"`: stay uid 0 after set-up (capabilities still go).
 pub const ROOT_USER: &str = "root";
 
@@ -1279,8 +1282,9 @@ allowed_ips = ["10.9.0.2/32", "fd00::/64"]
     }
 
     #[test]
-    fn user_defaults_to_nobody_and_is_a_plain_name() {
+    fn user_defaults_to_a_dedicated_account_and_is_a_plain_name() {
         assert_eq!(Config::parse(&sample()).unwrap().user, DEFAULT_USER);
+        assert_eq!(DEFAULT_USER, "sealink-tunnel");
         for ok in ["root", "sealink", "_sl", "a.b-c"] {
             let c = Config::parse(
                 &sample().replace("[interface]", &format!("[interface]\nuser = \"{ok}\"")),

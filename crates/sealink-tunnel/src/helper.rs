@@ -16,9 +16,16 @@
 //!   the pipe. Either way it deletes the rules, removes the record, and answers an
 //!   `error MESSAGE` line per failure and `done` (to the journal instead when the tunnel is
 //!   gone).
-//! - `routes IFNAME`: reads `add NET` or `del NET` lines and answers `ok` or `error MESSAGE`
-//!   for each; it can change routes through this one interface and nothing else. It exits
-//!   when its stdin closes.
+//! - `routes IFNAME CONFIG ROUTES`: reads `add NET`, `del NET` or `reload` lines and answers
+//!   `ok` or `error MESSAGE` for each. It changes routes through this one interface, and only
+//!   the routes of the config as root read it: ROUTES, those of the config `up` read, then
+//!   those of CONFIG read again by the helper itself on `reload`; anything else is refused and
+//!   logged (`route_rules.rs`). It exits when its stdin closes.
+//!
+//! Every root helper takes only requests fixed at set-up: the undo helper, the armed down hooks
+//! and the DNS cleanup (`hooks.rs`) act on what `up` gave them, on `go` or when the pipe closes;
+//! the privileged helper (`hooks.rs`) reads and removes only the paths it was started with; the
+//! route helper is bounded as above.
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
@@ -139,14 +146,22 @@ impl UndoHelper {
 pub(crate) struct RouteHelper(Process);
 
 impl RouteHelper {
-    pub(crate) fn start(exe: &Path, ifname: &str) -> Result<Self, TunnelError> {
-        Process::start(exe, &["routes", ifname], "route helper").map(RouteHelper)
+    pub(crate) fn start(
+        exe: &Path,
+        args: &crate::route_rules::RouteArgs,
+    ) -> Result<Self, TunnelError> {
+        let mut a: Vec<std::ffi::OsString> = vec!["routes".into()];
+        a.extend(args.to_args());
+        Process::start(exe, &a, "route helper").map(RouteHelper)
     }
 
-    /// `ip route add|del NET dev IFNAME`, through the helper.
-    pub(crate) fn change(&mut self, add: bool, net: IpNet) -> Result<(), String> {
-        let op = if add { "add" } else { "del" };
-        if !self.0.send(&format!("{op} {net}")) {
+    /// Has the helper read the config file again (as root) and take its routes.
+    pub(crate) fn reload(&mut self) -> Result<(), String> {
+        self.ask("reload")
+    }
+
+    fn ask(&mut self, line: &str) -> Result<(), String> {
+        if !self.0.send(line) {
             return Err("the route helper exited".into());
         }
         match self.0.answer() {
@@ -154,6 +169,12 @@ impl RouteHelper {
             Some(l) => Err(l.strip_prefix("error ").unwrap_or(&l).to_owned()),
             None => Err("the route helper exited".into()),
         }
+    }
+
+    /// `ip route add|del NET dev IFNAME`, through the helper.
+    pub(crate) fn change(&mut self, add: bool, net: IpNet) -> Result<(), String> {
+        let op = if add { "add" } else { "del" };
+        self.ask(&format!("{op} {net}"))
     }
 }
 

@@ -48,6 +48,7 @@ mod netconf;
 pub mod policy;
 mod privs;
 mod reload;
+pub mod route_rules;
 mod rtnl;
 pub mod rundir;
 mod threads;
@@ -603,7 +604,14 @@ fn run_prepared(
         }
     };
     let route_helper = match helper_exe {
-        Some(exe) => helper::RouteHelper::start(exe, &cfg.name)
+        Some(exe) => helper::RouteHelper::start(
+            exe,
+            &route_rules::RouteArgs {
+                ifname: cfg.name.clone(),
+                config: config_path.clone(),
+                routes: cfg.routes(),
+            },
+        )
             .inspect_err(|e| tracing::warn!(error = %e, "route helper did not start: reloads cannot change routes"))
             .ok(),
         None => None,

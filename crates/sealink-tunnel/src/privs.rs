@@ -14,8 +14,16 @@
 //! group alone, then real, effective and saved gid, then uid: a compromised tunnel with uid 0
 //! would still own every root-owned file, capabilities or not); effective, permitted and
 //! inheritable capabilities are emptied (which also empties the ambient set); and
-//! `no_new_privs` keeps an exec from gaining any back. Leaving uid 0 also makes the process
-//! not dumpable, so other processes of that user cannot ptrace it or read its memory.
+//! `no_new_privs` keeps an exec from gaining any back. Before all that, its resource limits
+//! are set (no core files, all the open files the hard limit allows); after, it is made not
+//! dumpable (leaving uid 0 already does), so other processes of that user cannot ptrace it,
+//! read its memory or take its descriptors.
+//!
+//! The default user is a dedicated system account, [`crate::config::DEFAULT_USER`] (the
+//! Debian package creates it): a process of the tunnel's uid can still signal, stop, renice
+//! it and lower its limits, so that uid must be the tunnel's alone. `up` refuses to start
+//! when the account is missing (saying how to create it) and warns when it is `nobody` or
+//! other processes already run as it.
 //!
 //! Credentials and capabilities are per thread on Linux: this runs on the set-up thread
 //! before any data path thread exists, and those inherit what it leaves. rustix (already in
@@ -50,9 +58,18 @@ pub(crate) fn find_account(passwd: &str, name: &str) -> Option<Account> {
     })
 }
 
+/// How to make the default account (for the error when it is missing).
+fn how_to_create(user: &str) -> String {
+    format!(
+        "useradd --system --user-group --no-create-home --home-dir /nonexistent \
+         --shell /usr/sbin/nologin {user}"
+    )
+}
+
 /// The account to switch to for the config's `user`, read from /etc/passwd during set-up;
 /// `None` when there is nothing to switch: `user = "root"` (logged as a warning) or a process
-/// that is not uid 0 to begin with (it already runs as its own user).
+/// that is not uid 0 to begin with (it already runs as its own user). A missing account is an
+/// error that says how to create it: never a silent fall back to a shared one.
 pub(crate) fn account_for(user: &str) -> Result<Option<Account>, TunnelError> {
     if user == crate::config::ROOT_USER {
         tracing::warn!(
@@ -79,12 +96,129 @@ pub(crate) fn account_for(user: &str) -> Result<Option<Account>, TunnelError> {
                 "{user:?} has uid 0; name \"root\" to keep uid 0, or an unprivileged user"
             ),
         }),
-        Some(a) => Ok(Some(a)),
+        Some(a) => {
+            warn_if_shared(&a);
+            Ok(Some(a))
+        }
+        None if user == crate::config::DEFAULT_USER => Err(TunnelError::Config {
+            key: "interface.user".into(),
+            msg: format!(
+                "no user {user:?} in /etc/passwd: the tunnel runs as this dedicated system \
+                 account by default. The Debian package creates it (systemd-sysusers); \
+                 otherwise create it with `{}`, or name another account of its own in \
+                 interface.user",
+                how_to_create(user)
+            ),
+        }),
         None => Err(TunnelError::Config {
             key: "interface.user".into(),
-            msg: format!("no user {user:?} in /etc/passwd"),
+            msg: format!(
+                "no user {user:?} in /etc/passwd: create it (`{}`) or name an existing \
+                 account",
+                how_to_create(user)
+            ),
         }),
     }
+}
+
+/// The kernel's overflow uid, `nobody` on every distribution.
+const NOBODY_UID: u32 = 65534;
+
+/// Warns when processes of another program may share `a`: any process running as the
+/// tunnel's uid can signal it (SIGTERM ends it, its down hooks run; SIGSTOP silently
+/// black-holes its traffic), lower its limits and renice it (see PROTOCOL.md §13).
+fn warn_if_shared(a: &Account) {
+    if a.name == "nobody" || a.uid == NOBODY_UID {
+        tracing::warn!(
+            "user = {:?} (uid {}): an account shared by unrelated daemons, NFS-squashed \
+             and `sudo -u nobody` jobs, any of which can stop, kill, renice or lower the \
+             limits of this tunnel; give it a dedicated account (the default, {:?})",
+            a.name,
+            a.uid,
+            crate::config::DEFAULT_USER
+        );
+    }
+    let others = processes_of(a.uid);
+    if !others.is_empty() {
+        let shown: Vec<String> = others
+            .iter()
+            .take(5)
+            .map(|(pid, name)| format!("{pid} ({name})"))
+            .collect();
+        tracing::warn!(
+            "user = {:?} (uid {}) is shared: {} other process(es) run as it ({}{}), and each \
+             can stop, kill, renice or lower the limits of this tunnel; give the tunnel an \
+             account of its own",
+            a.name,
+            a.uid,
+            others.len(),
+            shown.join(", "),
+            if others.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+/// Processes other than this one with `uid` as their real, effective, saved or filesystem
+/// uid: pid and name, from /proc (all readable: we are still root).
+fn processes_of(uid: u32) -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u32, String)> = dir
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
+            let (uids, name) = status_uids(&status)?;
+            (pid != me && uids.contains(&uid)).then_some((pid, name))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The four uids (`Uid:` line) and the name of a /proc/PID/status text.
+fn status_uids(status: &str) -> Option<([u32; 4], String)> {
+    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key));
+    let mut ids = field("Uid:")?.split_whitespace().map(str::parse);
+    let uids = [
+        ids.next()?.ok()?,
+        ids.next()?.ok()?,
+        ids.next()?.ok()?,
+        ids.next()?.ok()?,
+    ];
+    Some((uids, field("Name:").unwrap_or("").trim().to_owned()))
+}
+
+/// The running tunnel's resource limits, set while it still may raise them (and before the
+/// switch, so the account it becomes never had a say): no core files, its memory holds the
+/// host key; and as many open files as the hard limit allows. Other accounts' processes
+/// cannot change them afterwards (prlimit needs the same uid or CAP_SYS_RESOURCE).
+fn set_limits() -> Result<(), TunnelError> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let fail = |what: &str, e: rustix::io::Errno| TunnelError::Io {
+        what: format!("set the limit on {what}"),
+        source: e.into(),
+    };
+    let none = Rlimit {
+        current: Some(0),
+        maximum: Some(0),
+    };
+    setrlimit(Resource::Core, none).map_err(|e| fail("core files", e))?;
+    let files = getrlimit(Resource::Nofile);
+    if files.current != files.maximum {
+        let all = Rlimit {
+            current: files.maximum,
+            maximum: files.maximum,
+        };
+        setrlimit(Resource::Nofile, all).map_err(|e| fail("open files", e))?;
+    }
+    Ok(())
 }
 
 /// Switches the calling thread to `a`: groups, then gids, then uids (the uid last, while
@@ -117,6 +251,7 @@ fn switch_user(a: &Account) -> Result<(), TunnelError> {
 /// Drops every capability of the calling thread and, with `user`, switches it to that
 /// account (see the module documentation).
 pub(crate) fn drop_all(user: Option<&Account>) -> Result<(), TunnelError> {
+    set_limits()?;
     for cap in 0..64 {
         match thread::remove_capability_from_bounding_set(CapabilitySet::from_bits_retain(1 << cap))
         {
@@ -148,6 +283,13 @@ pub(crate) fn drop_all(user: Option<&Account>) -> Result<(), TunnelError> {
         what: "set no_new_privs".into(),
         source: e.into(),
     })?;
+    // Leaving uid 0 already cleared it; also with `user = "root"` or a non-root start: no
+    // process of the same uid may ptrace the tunnel, read its memory or take its descriptors.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| TunnelError::Io {
+            what: "make the process not dumpable".into(),
+            source: e.into(),
+        })?;
     Ok(())
 }
 
@@ -177,5 +319,35 @@ mod tests {
         assert_eq!(find_account(passwd, "bad"), None);
         assert_eq!(find_account(passwd, "missing"), None);
         assert_eq!(find_account("", "root"), None);
+    }
+
+    #[test]
+    fn status_gives_the_four_uids_and_the_name() {
+        let status = "Name:\tsome daemon\nUmask:\t0022\nState:\tS (sleeping)\n\
+                      Uid:\t65534\t65534\t1000\t65534\nGid:\t1\t1\t1\t1\n";
+        assert_eq!(
+            status_uids(status),
+            Some(([65534, 65534, 1000, 65534], "some daemon".to_owned()))
+        );
+        assert_eq!(status_uids("Name:\tx\nUid:\t1\t2\n"), None);
+        assert_eq!(status_uids("Name:\tx\n"), None);
+    }
+
+    #[test]
+    fn a_missing_default_user_says_how_to_create_it() {
+        if !rustix::process::geteuid().is_root()
+            || find_account(
+                &std::fs::read_to_string("/etc/passwd").unwrap_or_default(),
+                "sealink-no-such-user",
+            )
+            .is_some()
+        {
+            return;
+        }
+        let e = account_for("sealink-no-such-user").unwrap_err().to_string();
+        assert!(
+            e.contains("useradd --system") && e.contains("sealink-no-such-user"),
+            "{e}"
+        );
     }
 }

@@ -4,7 +4,8 @@
 //! A reload re-reads the config file the tunnel was started from and applies its peer changes
 //! ([`sealink_proto::tunnel::Tunnel::reconfigure`]): live sessions of kept peers go on. Routes
 //! for added or removed prefixes outside the interface's networks change through the route
-//! helper ([`crate::helper::RouteHelper`]), since the running tunnel holds no capability. Any
+//! helper ([`crate::helper::RouteHelper`]), since the running tunnel holds no capability; the
+//! helper reads the config file again itself, as root, and adds only its routes. Any
 //! interface-level change, a config that does not parse, a peer list the core refuses or a
 //! route that cannot be added leaves the running config as it was, and the answer says why.
 //!
@@ -162,6 +163,11 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
         .filter(|n| !new_routes.contains(n))
         .copied()
         .collect();
+    // The helper adds only routes of the config as root read it: it reads the file again.
+    if let (false, Some(h)) = (add.is_empty(), ctl.routes.as_mut()) {
+        h.reload()
+            .map_err(|e| format!("route helper: cannot read the config again: {e}{keep}"))?;
+    }
     let mut added = Vec::new();
     let rollback = |ctl: &mut Ctl, added: &[sealink_proto::tunnel::IpNet]| {
         if let Some(h) = ctl.routes.as_mut() {

@@ -47,6 +47,8 @@ impl Netns {
             );
             return None;
         }
+        // Root: the tunnel switches to the default user, which must exist.
+        common::tunnel_user::ensure();
         let n = Netns { ns };
         ok(&["netns", "add", &n.ns[1]]);
         let (va, vb) = (format!("vL{id}a"), format!("vL{id}b"));

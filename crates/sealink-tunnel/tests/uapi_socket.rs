@@ -58,6 +58,8 @@ fn removing_the_uapi_socket_stops_the_tunnel() {
         );
         return;
     }
+    // Root: the tunnel switches to the default user, which must exist.
+    common::tunnel_user::ensure();
     assert!(
         cmd("ip", &["-n", &ns.0, "link", "set", "lo", "up"])
             .status

@@ -312,6 +312,8 @@ fn against(kind: &str, exe: &Path, k: usize) {
         );
         return;
     }
+    // Root: the tunnel switches to the default user, which must exist.
+    common::tunnel_user::ensure();
     ok("ip", &["netns", "add", &lab.ns[1]]);
     let [ns_s, ns_w] = lab.ns.clone();
     let (vs, vw, wgif) = (format!("slvs{id}"), format!("slvw{id}"), format!("wgp{id}"));

@@ -1,6 +1,8 @@
 //! Helpers shared by the lab's integration tests (each test binary includes this module).
 #![allow(dead_code)]
 
+pub mod tunnel_user;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

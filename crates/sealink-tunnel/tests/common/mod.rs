@@ -1,6 +1,8 @@
 //! Helpers shared by the tunnel's integration tests (each test binary includes this module).
 #![allow(dead_code)]
 
+pub mod tunnel_user;
+
 use std::fs;
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
