@@ -1,4 +1,4 @@
-//! `sealink keygen`, `sealink pubkey`, `sealink init` and `sealink trust check|add|remove`.
+//! `sealink keygen`, `sealink pubkey`, `sealink init` and `sealink trust list|check|add|remove`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -43,12 +43,20 @@ pub fn pubkey(
     trust_line: Option<String>,
     fingerprint: bool,
 ) -> Result<()> {
-    let (kind, private) = match kind {
-        Some(k) => (k, keyfile::read_private(path, k)?),
-        None => detect(path)?,
+    // A public key file (`sealink-host KEY`, as keygen writes FILE.pub) is taken as it is, as
+    // `ssh-keygen -lf` takes a .pub: a fingerprint or a trust line needs no private key.
+    let (kind, public) = match public_file(path, kind)? {
+        Some(found) => found,
+        None => {
+            let (kind, private) = match kind {
+                Some(k) => (k, keyfile::read_private(path, k)?),
+                None => detect(path)?,
+            };
+            let public = keyfile::public_from_private(kind, &private)?;
+            drop(private);
+            (kind, public)
+        }
     };
-    let public = keyfile::public_from_private(kind, &private)?;
-    drop(private);
     let line = match trust_line {
         _ if fingerprint => sealink_keys::fingerprint(&public),
         Some(name) => {
@@ -59,6 +67,45 @@ pub fn pubkey(
     };
     output::print(&format!("{line}\n"))?;
     Ok(())
+}
+
+/// The key of a public key file (one line `sealink-host KEY` or `sealink-owner KEY`, of `kind`
+/// when given); `None` when `path` is not one (a private key file, or unreadable: the private
+/// key path then reports it).
+fn public_file(path: &Path, kind: Option<KeyKind>) -> Result<Option<(KeyKind, [u8; 32])>> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(None);
+    };
+    let line = text.trim();
+    for k in [KeyKind::Host, KeyKind::Owner] {
+        let Some(b64) = line
+            .strip_prefix(k.public_tag())
+            .filter(|r| r.starts_with(char::is_whitespace))
+        else {
+            continue;
+        };
+        if let Some(want) = kind.filter(|w| *w != k) {
+            let article = |k: KeyKind| match k {
+                KeyKind::Host => "a host",
+                KeyKind::Owner => "an owner",
+            };
+            bail!(
+                "{}: this is {} public key, not {} one",
+                path.display(),
+                article(k),
+                article(want)
+            );
+        }
+        let key = sealink_keys::parse_public(b64.trim(), k).with_context(|| {
+            format!(
+                "{}: a {} line with a bad key",
+                path.display(),
+                k.public_tag()
+            )
+        })?;
+        return Ok(Some((k, key)));
+    }
+    Ok(None)
 }
 
 /// A trust-file name, refused with the trust parser's own message.
@@ -98,6 +145,7 @@ pub fn init(host_name: Option<String>, owner_name: Option<String>) -> Result<()>
         .mode(0o700)
         .create(&dir)
         .with_context(|| format!("cannot create {}", dir.display()))?;
+    let given_host = host_name.is_some();
     let host = default_name(
         host_name.or_else(|| std::fs::read_to_string("/etc/hostname").ok()),
         "host",
@@ -126,6 +174,13 @@ pub fn init(host_name: Option<String>, owner_name: Option<String>) -> Result<()>
             Err(e) => return Err(e.into()),
         };
         publics.push(public);
+    }
+    // The host name, for `sealink pair` to send (it has no --host-name of its own): written
+    // when given, or when none was written yet.
+    let name_path = dir.join(home::HOST_NAME);
+    if given_host || !name_path.exists() {
+        std::fs::write(&name_path, format!("{host}\n"))
+            .with_context(|| format!("cannot write {}", name_path.display()))?;
     }
     let trust_path = dir.join(home::TRUST);
     trust::add(&trust_path, KeyKind::Owner, &owner, &publics[1])?;
@@ -212,8 +267,46 @@ fn detect(path: &Path) -> Result<(KeyKind, keyfile::PrivateKey)> {
     }
 }
 
+/// `sealink trust list`: every trusted key, one line each: kind, name, fingerprint (as transfers
+/// and refusals print it) and key.
+pub fn trust_list(file: Option<PathBuf>) -> Result<()> {
+    let path = home::or_home(file, home::TRUST);
+    let trust = sealink_keys::read_trust(&path)?;
+    let width = trust
+        .owners
+        .iter()
+        .chain(&trust.hosts)
+        .map(|(n, _)| n.len())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    for (kind, list) in [
+        (KeyKind::Host, &trust.hosts),
+        (KeyKind::Owner, &trust.owners),
+    ] {
+        for (name, key) in list {
+            let _ = writeln!(
+                out,
+                "{:<5} {name:<width$}  {}  {}",
+                kind.trust_keyword(),
+                sealink_keys::fingerprint(key),
+                B64.encode(key)
+            );
+        }
+    }
+    if out.is_empty() {
+        eprintln!(
+            "{}: trusts no key yet (sealink trust add, or sealink pair)",
+            path.display()
+        );
+    }
+    output::print(&out)?;
+    Ok(())
+}
+
 /// Parses a trust file and prints what it trusts.
-pub fn trust_check(path: &Path, json: bool) -> Result<()> {
+pub fn trust_check(file: Option<PathBuf>, json: bool) -> Result<()> {
+    let path = &home::or_home(file, home::TRUST);
     let read = sealink_keys::read_trust(path);
     if json {
         // The findings on stdout, good file or bad; a bad one still fails the command.

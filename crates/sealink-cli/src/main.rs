@@ -6,6 +6,7 @@
 mod demo;
 mod error;
 mod keys;
+mod manpage;
 mod msg;
 mod output;
 mod pair;
@@ -29,7 +30,7 @@ use sealink_keys::KeyKind;
 #[command(
     name = "sealink",
     version,
-    about = "sealink: authenticated, optionally encrypted messaging between hosts and their owners",
+    about = "Encrypted file transfer, VPN tunnels (also on WireGuard's wire) and messages between hosts and their owners",
     after_help = "Examples:\n  sealink keygen host /etc/sealink/host.key\n  sealink demo --seed 7\n  sealink send big.iso 10.0.0.2\n\nLogs go to stderr (colour only on a terminal, never with NO_COLOR set); -v, -vv, -vvv or RUST_LOG (e.g. RUST_LOG=debug) show more.\n\nExit status: 0 success; 1 the command failed (network, files, keys, a transfer); 2 usage error (bad arguments or options)."
 )]
 struct Cli {
@@ -52,10 +53,14 @@ const EXIT_USAGE: u8 = 2;
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Generate a host or owner key pair (PATH, mode 0600, and PATH.pub)
-    #[command(after_help = "Example:\n  sealink keygen owner ~/.sealink/alice.key")]
+    #[command(
+        after_help = "Example:\n  sealink keygen owner ./alice.key\n\n`sealink init` makes this home's keys and trust file in one step."
+    )]
     Keygen(KeygenArgs),
-    /// Print the public key line of a private key file
-    #[command(after_help = "Example:\n  sealink pubkey ~/.sealink/alice.key")]
+    /// Print the public key line, fingerprint or trust line of a key file (private or .pub)
+    #[command(
+        after_help = "Examples:\n  sealink pubkey ./alice.key\n  sealink pubkey --fingerprint ./alice.key.pub"
+    )]
     Pubkey(PubkeyArgs),
     /// Set up $SEALINK_HOME: a host key, an owner key and a trust file; prints what a peer adds
     #[command(
@@ -160,8 +165,11 @@ struct PairArgs {
 
 #[derive(Debug, Args)]
 struct ManArgs {
+    /// The command whose page to print (`sealink man msg send`) [default: sealink(1)]
+    #[arg(value_name = "COMMAND", conflicts_with = "dir")]
+    command: Vec<String>,
     /// Write one page per command into DIR (sealink.1, sealink-send.1, sealink-msg-send.1, ...)
-    /// and list them, instead of printing sealink(1)
+    /// and list them, instead of printing one page
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 }
@@ -213,7 +221,7 @@ const SEND_HELP: &str = "Examples:
   sealink send a.bin b.bin bob@10.0.0.2:7878 --streams 4
   tar c dir | sealink send - 10.0.0.2 --as dir.tar
 
-Keys and trust default to $SEALINK_HOME (or ~/.sealink): host.key, owner.key, trust. The receiver
+Keys and trust default to $SEALINK_HOME (else ~/.sealink if it exists, else ~/.config/sealink): host.key, owner.key, trust. The receiver
 must trust this host's and this owner's public keys; this side must trust the receiver's host key
 (`host NAME KEY` in the trust file; NAME@ picks one when several are trusted).
 `sealink send` exits 0 only after the receiver confirms it holds every file complete. A receiver
@@ -254,7 +262,7 @@ const MSG_HELP: &str = "Examples:
   sealink msg send 10.0.0.2 'hello' 'second message' --to inbox --urgent
   sealink msg listen --json --count 1
 
-Keys and trust default to $SEALINK_HOME (or ~/.sealink): host.key, owner.key, trust, as for
+Keys and trust default to $SEALINK_HOME (else ~/.sealink if it exists, else ~/.config/sealink): host.key, owner.key, trust, as for
 `sealink send`. The listener trusts the `host` and `owner` lines of its trust file; the sender
 must trust the listener's host key and names itself after the `owner` line matching its key.";
 
@@ -388,7 +396,7 @@ struct KeygenArgs {
 
 #[derive(Debug, Args)]
 struct PubkeyArgs {
-    /// Private key file
+    /// Private key file, or a public key file (FILE.pub) for --fingerprint and --trust-line
     path: PathBuf,
     /// Kind of key (default: read from the file)
     #[arg(long, value_enum)]
@@ -420,13 +428,21 @@ struct TrustFileArg {
 
 #[derive(Debug, Subcommand)]
 enum TrustCommand {
+    /// List every trusted host and owner key with its fingerprint
+    #[command(
+        after_help = "Prints one line per key: host|owner, name, fingerprint (as transfers and refusals show it), key.\n\nExamples:\n  sealink trust list\n  sealink trust list --file /etc/sealink/trust"
+    )]
+    List {
+        #[command(flatten)]
+        file: TrustFileArg,
+    },
     /// Parse a trust file and summarize what it trusts
     #[command(
-        after_help = "Examples:\n  sealink trust check /etc/sealink/trust\n  sealink trust check --json /etc/sealink/trust"
+        after_help = "Examples:\n  sealink trust check\n  sealink trust check --json /etc/sealink/trust"
     )]
     Check {
-        /// Trust file
-        file: PathBuf,
+        /// Trust file [default: $SEALINK_HOME/trust]
+        file: Option<PathBuf>,
         /// Print the findings as one JSON object (path, ok, owners, hosts, error; schema:
         /// sealink_keys::check::TrustCheck), for a bad file too (which still exits 1)
         #[arg(long)]
@@ -478,8 +494,8 @@ struct SendArgs {
     /// TCP connections to stripe over [default: one per core, at most 8]
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     streams: Option<u16>,
-    /// Suite (aes128-gcm, aes256-gcm, chacha20-poly1305)
-    #[arg(long, default_value = "aes128-gcm", value_parser = SuiteId::parse_modern)]
+    /// AEAD suite of the records
+    #[arg(long, default_value = "aes128-gcm", value_parser = suite_parser(), ignore_case = true)]
     suite: SuiteId,
     /// Authenticate only: data travels in clear, every record still carries a tag
     #[arg(long)]
@@ -672,7 +688,8 @@ fn run(cli: Cli) -> Result<()> {
                 }),
             }
         }
-        Command::Trust(TrustCommand::Check { file, json }) => keys::trust_check(&file, json),
+        Command::Trust(TrustCommand::Check { file, json }) => keys::trust_check(file, json),
+        Command::Trust(TrustCommand::List { file }) => keys::trust_list(file.file),
         Command::Trust(TrustCommand::Add {
             kind,
             name,
@@ -754,37 +771,66 @@ fn run(cli: Cli) -> Result<()> {
             clap_complete::generate(a.shell, &mut cmd, "sealink", &mut std::io::stdout());
             Ok(())
         }
-        Command::Man(a) => man(a.dir.as_deref()),
+        Command::Man(a) => man(&a.command, a.dir.as_deref()),
         Command::TunnelHelper(a) => std::process::exit(sealink_tunnel::helper_main::main(&a.args)),
         Command::Show(a) => tunnel::show(a.name.as_deref(), a.run_dir.run_dir, a.json),
         Command::Demo(a) => demo::run(&a.params()),
     }
 }
 
-/// sealink(1) on stdout, or every command's page in `dir`. Both come from one command tree
-/// without the `help` subcommand, so each `sealink-X(1)` a page lists is a page written here.
-fn man(dir: Option<&std::path::Path>) -> Result<()> {
+/// sealink(1), or the page of the command `path` names (`sealink man msg send`), on stdout; or
+/// every command's page in `dir`. All come from one command tree without the `help`
+/// subcommand, so each `sealink-X(1)` a page lists is a page written here.
+fn man(path: &[String], dir: Option<&std::path::Path>) -> Result<()> {
     let mut cmd = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
     cmd.build();
     let Some(dir) = dir else {
-        clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
+        let mut at = &cmd;
+        for (i, name) in path.iter().enumerate() {
+            at = at
+                .get_subcommands()
+                .find(|s| s.get_name() == name && !s.is_hide_set())
+                .ok_or_else(|| {
+                    error::UsageError(format!(
+                        "no command `sealink {}`: `sealink --help` lists them",
+                        path[..=i].join(" ")
+                    ))
+                })?;
+        }
+        let names: Vec<&str> = path.iter().map(String::as_str).collect();
+        std::io::Write::write_all(&mut std::io::stdout(), &manpage::render(at, &names)?)?;
         return Ok(());
     };
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    fn write(cmd: &clap::Command, dir: &std::path::Path, out: &mut String) -> Result<()> {
-        let page = clap_mangen::Man::new(cmd.clone())
-            .generate_to(dir)
-            .with_context(|| format!("cannot write a man page into {}", dir.display()))?;
-        out.push_str(&format!("{}\n", page.display()));
+    fn write(
+        cmd: &clap::Command,
+        path: &mut Vec<String>,
+        dir: &std::path::Path,
+        out: &mut String,
+    ) -> Result<()> {
+        let names: Vec<&str> = path.iter().map(String::as_str).collect();
+        let file = dir.join(format!("{}.1", manpage::page_name(&names)));
+        std::fs::write(&file, manpage::render(cmd, &names)?)
+            .with_context(|| format!("cannot write {}", file.display()))?;
+        out.push_str(&format!("{}\n", file.display()));
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-            write(sub, dir, out)?;
+            path.push(sub.get_name().to_owned());
+            write(sub, path, dir, out)?;
+            path.pop();
         }
         Ok(())
     }
     let mut written = String::new();
-    write(&cmd, dir, &mut written)?;
+    write(&cmd, &mut Vec::new(), dir, &mut written)?;
     output::print(&written)?;
     Ok(())
+}
+
+/// `--suite`: the modern suites by name, listed so that help and shell completions offer them.
+fn suite_parser() -> impl clap::builder::TypedValueParser<Value = SuiteId> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(SuiteId::MODERN.map(SuiteId::name))
+        .map(|s: String| SuiteId::parse_modern(&s).expect("a listed suite name"))
 }
 
 /// Whether the command line carries -v (in any form clap takes: -v, -vv, --verbose), read

@@ -1,5 +1,5 @@
 //! `sealink msg listen` and `sealink msg send`: datagram mode from the command line. Keys and
-//! trust resolve as in stream mode (`$SEALINK_HOME` or `~/.sealink`; `host NAME KEY` and
+//! trust resolve as in stream mode (`$SEALINK_HOME`, else `~/.sealink` if it exists, else `~/.config/sealink`; `host NAME KEY` and
 //! `owner NAME KEY` trust lines), and the UDP port defaults to stream mode's TCP port.
 
 use std::path::PathBuf;

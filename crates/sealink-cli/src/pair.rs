@@ -121,8 +121,15 @@ fn load(me: Identity) -> Result<(Payload, PathBuf)> {
     };
     let host = public(me.key, home::HOST_KEY, KeyKind::Host)?;
     let owner = public(me.owner, home::OWNER_KEY, KeyKind::Owner)?;
+    // --name, else the name `init` was given (so that two machines both called `vm` pair under
+    // the names their users chose), else the system's host name.
     let name = me.name.unwrap_or_else(|| {
-        crate::keys::default_name(std::fs::read_to_string("/etc/hostname").ok(), "host")
+        let given = std::fs::read_to_string(home::home().join(home::HOST_NAME)).ok();
+        let system = || std::fs::read_to_string("/etc/hostname").ok();
+        crate::keys::default_name(
+            given.filter(|g| !g.trim().is_empty()).or_else(system),
+            "host",
+        )
     });
     if !trust::valid_name(&name) {
         return Err(sealink_keys::TrustProblem::BadName(name).into());

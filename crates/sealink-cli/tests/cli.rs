@@ -115,10 +115,14 @@ fn pubkey_matches_keygen() {
         let err = assert_error(&sealink(&["pubkey", path_str(&key), "--kind", other]));
         assert!(err.contains(&format!("{kind} private key")), "{err}");
 
-        // The public key file is not a private key.
+        // The public key file gives the same line (as `ssh-keygen -lf` reads a .pub), and
+        // is refused as the other kind.
         let pub_path = dir.path().join(format!("{kind}.key.pub"));
-        let err = assert_error(&sealink(&["pubkey", path_str(&pub_path)]));
-        assert!(err.contains("not a private key"), "{err}");
+        let o = sealink(&["pubkey", path_str(&pub_path)]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stdout(&o), generated);
+        let err = assert_error(&sealink(&["pubkey", path_str(&pub_path), "--kind", other]));
+        assert!(err.contains("public key, not"), "{err}");
     }
 }
 
@@ -590,4 +594,25 @@ fn version_verbose_names_the_aead_backends() {
         out.contains("OpenSSL "),
         "the loaded library's version: {out}"
     );
+}
+
+/// Shell completions offer the suites for `--suite` (not file names), and a legacy or unknown
+/// suite is a usage error naming the choices.
+#[test]
+fn suite_completes_and_refuses_with_the_choices() {
+    let o = sealink(&["completions", "bash"]);
+    assert!(o.status.success());
+    assert!(
+        stdout(&o).contains("aes128-gcm aes256-gcm chacha20-poly1305"),
+        "no suite list in the bash completions"
+    );
+    for bad in ["rot13", "legacy-3des-cbc-hmac-md5"] {
+        let o = sealink(&["send", "x", "b@192.0.2.1", "--suite", bad]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("possible values: aes128-gcm, aes256-gcm, chacha20-poly1305"),
+            "{}",
+            stderr(&o)
+        );
+    }
 }

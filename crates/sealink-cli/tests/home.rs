@@ -1,6 +1,8 @@
 //! Where `sealink` keeps keys and trust by default: `$SEALINK_HOME`, else an existing
 //! `~/.sealink`, else the XDG config directory (issue 30).
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -59,4 +61,68 @@ fn an_existing_dot_sealink_and_sealink_home_win() {
     init(t.path(), Some(&t.path().join("xdg")), Some(&sh));
     assert!(has_keys(&sh));
     assert!(!t.path().join("xdg").exists());
+}
+
+/// `trust list` prints every key with its fingerprint, `trust check` defaults to the home's
+/// trust file as every other command does, and `pubkey` reads a .pub file for `--fingerprint`
+/// and `--trust-line` (as `ssh-keygen -lf` does), refusing the wrong kind.
+#[test]
+fn trust_list_check_default_and_pubkey_of_a_pub_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("h");
+    let o = common::run_in(&home, &["init", "--host-name", "b", "--owner-name", "bob"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).into_owned();
+    let owner_pub = home.join("owner.key.pub");
+    let host_pub = home.join("host.key.pub");
+    let owner_b64 = common::public(owner_pub.clone());
+    let fp = out(&common::run_in(
+        &home,
+        &[
+            "pubkey",
+            "--fingerprint",
+            home.join("owner.key").to_str().unwrap(),
+        ],
+    ));
+    let fp = fp.trim();
+    assert_eq!(fp.len(), 19, "{fp}");
+
+    let o = common::run_in(&home, &["trust", "list"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let list = out(&o);
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("owner bob") && l.contains(fp) && l.ends_with(&owner_b64)),
+        "{list}"
+    );
+
+    let o = common::run_in(&home, &["trust", "check"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out(&o).contains("OK, 1 owner, 0 hosts"), "{}", out(&o));
+
+    let o = common::run_in(
+        &home,
+        &["pubkey", "--fingerprint", owner_pub.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(out(&o).trim(), fp);
+    let o = common::run_in(
+        &home,
+        &["pubkey", "--trust-line", "b", host_pub.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        out(&o).trim(),
+        format!("host b {}", common::public(host_pub.clone()))
+    );
+    let o = common::run_in(
+        &home,
+        &["pubkey", "--kind", "host", owner_pub.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("this is an owner public key, not a host one"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

@@ -198,6 +198,44 @@ fn every_command_has_a_man_page_with_its_options_and_the_deb_ships_them() {
             assert!(page.contains(&opt), "{name} does not document {opt}");
             options += 1;
         }
+        // Laid out as wg(8) and rsync(1) are (issue 46): these sections on every page, the
+        // epilogue as EXAMPLES/NOTES rather than clap_mangen's "EXTRA", the version in the
+        // footer.
+        for section in [
+            ".SH NAME",
+            ".SH SYNOPSIS",
+            ".SH DESCRIPTION",
+            ".SH \"EXIT STATUS\"",
+            ".SH ENVIRONMENT",
+            ".SH FILES",
+            ".SH \"SEE ALSO\"",
+        ] {
+            assert!(page.contains(section), "{name} has no {section}");
+        }
+        assert!(!page.contains(".SH EXTRA"), "{name} has an EXTRA section");
+        let th = page
+            .lines()
+            .find(|l| l.starts_with(".TH "))
+            .unwrap_or_default();
+        assert!(
+            th.contains(&format!("\"sealink {}\"", env!("CARGO_PKG_VERSION"))),
+            "{name}: {th}"
+        );
+        if help_of(path).contains("Example") {
+            assert!(page.contains(".SH EXAMPLES"), "{name} has no EXAMPLES");
+        }
+        // `sealink man CMD...` prints the same page.
+        let one = Command::new(BIN).arg("man").args(path).output().unwrap();
+        assert!(
+            one.status.success(),
+            "{}",
+            String::from_utf8_lossy(&one.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&one.stdout).replace("\\-", "-"),
+            page,
+            "sealink man {path:?}"
+        );
         // Every page it names is there (the old page named sealink-send(1) and others).
         for (i, _) in page.match_indices("(1)") {
             let word = page[..i]

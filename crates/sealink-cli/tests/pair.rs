@@ -432,3 +432,40 @@ fn pairing_between_namespaces_then_send() {
     send_works([&pa, &pb], &a, &b, "10.203.0.2:0");
     drop(lab);
 }
+
+/// Without `--name`, each side files itself under the host name its `init --host-name` was
+/// given, not the system's host name (both sides here share one: issue 46 had both trust files
+/// say `host vm`), and `send b@ADDR` then finds host b.
+#[test]
+fn pairing_without_name_uses_the_names_given_to_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = init(dir.path(), "a", "alice");
+    let b = init(dir.path(), "b", "bob");
+    assert_eq!(std::fs::read_to_string(b.join("host-name")).unwrap(), "b\n");
+    let mut child = cmd(
+        &[],
+        &b,
+        &["pair", "--listen", "127.0.0.1:0", "--timeout", "60"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let (addr, mut err) = common::listening(&mut child);
+    let mut code = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut code)
+        .unwrap();
+    let o = cmd(&[], &a, &["pair", code.trim(), &addr.to_string()])
+        .output()
+        .unwrap();
+    let mut b_err = String::new();
+    err.read_to_string(&mut b_err).unwrap();
+    assert!(o.status.success(), "join: {}", stderr(&o));
+    assert!(child.wait().unwrap().success(), "listener: {b_err}");
+    let key = |home: &Path, kind: &str| common::public(home.join(format!("{kind}.key.pub")));
+    let (ta, tb) = (trust_text(&a), trust_text(&b));
+    assert!(ta.contains(&format!("host b {}", key(&b, "host"))), "{ta}");
+    assert!(tb.contains(&format!("host a {}", key(&a, "host"))), "{tb}");
+    send_works([&[], &[]], &a, &b, "127.0.0.1:0");
+}

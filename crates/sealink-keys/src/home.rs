@@ -8,6 +8,9 @@ pub const HOST_KEY: &str = "host.key";
 pub const OWNER_KEY: &str = "owner.key";
 /// The trust file in the home directory.
 pub const TRUST: &str = "trust";
+/// The name `sealink init --host-name` gave this host (one line): what `sealink pair` sends the
+/// peer to file this host under, unless `pair --name` says otherwise.
+pub const HOST_NAME: &str = "host-name";
 
 /// Where keys and trust live: `$SEALINK_HOME`; else `~/.sealink` if it exists (where sealink kept
 /// them before it followed the XDG base directories, so an existing set-up keeps working); else
