@@ -45,7 +45,7 @@ struct Cli {
     command: Command,
 }
 
-const RELOAD_HELP: &str = "Examples:\n  sealink reload sl0\n  systemctl reload sealink@sl0      (ExecReload runs `sealink reload %i`)\n\nCONFIG is resolved as `sealink up` resolves it and must be the file the tunnel was started\nfrom; SIGHUP to `sealink up` does the same. Peers are matched by public key: new ones are\nadded, missing ones removed (their sessions and routes dropped), kept ones take the new\nallowed_ips, endpoint and persistent_keepalive without a new handshake. Interface settings\n(private key, address, listen_port, mtu, queues, workers, piggyback, hooks) need a restart:\nsuch a reload is refused and the running config stays, as it does when the file does not\nparse. Exit status 1 with the reason when refused.";
+const RELOAD_HELP: &str = "Examples:\n  sealink reload sl0\n  sealink reload /etc/wireguard/wg0.conf\n  systemctl reload sealink@wg0\n\nCONFIG is resolved as `sealink up` resolves it (sealink@.service runs `sealink up %i` and\n`sealink reload %i`, so /etc/sealink/NAME.toml or /etc/wireguard/NAME.conf) and must be the\nfile the tunnel was started from; a NAME with neither file reloads the file the tunnel NAME was\nstarted from; SIGHUP to `sealink up` does the same. Peers are matched by public key: new ones are\nadded, missing ones removed (their sessions and routes dropped), kept ones take the new\nallowed_ips, endpoint and persistent_keepalive without a new handshake. Interface settings\n(private key, address, listen_port, mtu, queues, workers, piggyback, hooks) need a restart:\nsuch a reload is refused and the running config stays, as it does when the file does not\nparse. Exit status 1 with the reason when refused.";
 
 /// Exit status of a usage error (bad arguments), as clap and rsync use it.
 const EXIT_USAGE: u8 = 2;
@@ -656,11 +656,31 @@ fn init_tracing(verbose: u8, quiet: bool) {
     // Escapes only for a person at a terminal: not into the journal, a file or a pipe.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    // Fails only if a subscriber is already set, which cannot happen here.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // Lines meant for the person at the terminal as they are (`[#] post_up-command` and what it
+    // printed, as wg-quick shows its hooks): no time, level or module, hidden only by -q.
+    let plain = tracing_subscriber::fmt::layer()
+        .without_time()
+        .with_level(false)
+        .with_target(false)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .with_filter(tracing_subscriber::filter::filter_fn(move |m| {
+            m.target() == sealink_tunnel::SAY_TARGET && !quiet
+        }));
+    let logs = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
+        .with_filter(filter)
+        .with_filter(tracing_subscriber::filter::filter_fn(|m| {
+            m.target() != sealink_tunnel::SAY_TARGET
+        }));
+    // Fails only if a subscriber is already set, which cannot happen here.
+    let _ = tracing_subscriber::registry()
+        .with(plain)
+        .with(logs)
         .try_init();
 }
 

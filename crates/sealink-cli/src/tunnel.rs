@@ -101,6 +101,29 @@ fn resolve_config(arg: &Path, dir: Option<PathBuf>) -> PathBuf {
     resolve_config_in(arg, dir, Path::new(WG_CONFIG_DIR))
 }
 
+/// The config `up`/`reload ARG` reads ([`resolve_config`]), read and parsed. A bare name
+/// with neither file says both places looked in; an error names the file once.
+fn load_config(arg: &Path) -> Result<(PathBuf, Config)> {
+    let dir = std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from);
+    let path = resolve_config(arg, dir.clone());
+    if path != arg && !path.exists() {
+        let mut wg = arg.as_os_str().to_owned();
+        wg.push(".conf");
+        bail!(
+            "no config for {name}: neither {ours} nor {wg} exists (or name the file: sealink up PATH)",
+            name = arg.display(),
+            ours = path.display(),
+            wg = Path::new(WG_CONFIG_DIR).join(wg).display()
+        );
+    }
+    match Config::from_file(&path) {
+        Ok(cfg) => Ok((path, cfg)),
+        // Reading it failed: the error names the file already.
+        Err(e @ TunnelError::Io { .. }) => Err(e.into()),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("config {}", path.display()))),
+    }
+}
+
 fn resolve_config_in(arg: &Path, dir: Option<PathBuf>, wg_dir: &Path) -> PathBuf {
     let text = arg.as_os_str().as_encoded_bytes();
     if text.contains(&b'/')
@@ -172,12 +195,32 @@ fn notify_ready(
     }
 }
 
+/// Whether this process may create a TUN device and configure the network: root, or
+/// CAP_NET_ADMIN in its effective set (`CapEff` in /proc/self/status).
+fn may_admin_network() -> bool {
+    const CAP_NET_ADMIN: u32 = 12;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return true; // no /proc: let `up` try, and fail with its own reason
+    };
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
+    // Uid: real, effective, saved, filesystem.
+    let euid_root = field("Uid:").and_then(|v| v.split_whitespace().nth(1)) == Some("0");
+    let net_admin = field("CapEff:")
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_NET_ADMIN) != 0);
+    euid_root || net_admin
+}
+
 pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
-    let config = &resolve_config(
-        config,
-        std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from),
-    );
-    let cfg = Config::from_file(config).with_context(|| format!("config {}", config.display()))?;
+    if !may_admin_network() {
+        // As wg-quick says it, before any file is read or made.
+        bail!(
+            "sealink up must be run as root (or with CAP_NET_ADMIN): it creates the TUN device, \
+             addresses and routes, then runs as its unprivileged user; try sudo"
+        );
+    }
+    let (config, cfg) = load_config(config)?;
+    let config = &config;
     let host = cfg.host_key()?;
     let run_dir = RunDir::new(run_dir);
     let stop = Arc::new(AtomicBool::new(false));
@@ -216,19 +259,33 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
 /// `sealink reload CONFIG`: the tunnel started from CONFIG (resolved as `up` does) reads it
 /// again and applies its peer changes; prints the tunnel's summary, or fails with its reason.
 pub fn reload(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
-    let config = &resolve_config(
-        config,
-        std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from),
-    );
+    let run_dir = RunDir::new(run_dir);
+    let dir = std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from);
+    let resolved = resolve_config(config, dir);
+    if resolved != config && !resolved.exists() {
+        // A bare name with no file where `up NAME` looks: the tunnel of that name, started
+        // from a path, reads the file it was started from again.
+        let name = config.to_string_lossy();
+        match control::request(&run_dir, &name, "reload", Duration::from_secs(30)) {
+            Ok(answer) => return reload_answer(&name, &answer),
+            Err(TunnelError::NotRunning(_)) => {} // say where no config was found
+            Err(e) => return Err(e.into()),
+        }
+    }
     // Parsed here first: a config that does not parse never reaches the tunnel, and names it.
-    let cfg = Config::from_file(config).with_context(|| format!("config {}", config.display()))?;
+    let (config, cfg) = &load_config(config)?;
     let abs = std::fs::canonicalize(config).unwrap_or_else(|_| config.clone());
     let answer = control::request(
-        &RunDir::new(run_dir),
+        &run_dir,
         &cfg.name,
         &format!("reload {}", abs.display()),
         Duration::from_secs(30),
     )?;
+    reload_answer(&cfg.name, &answer)
+}
+
+/// The tunnel's answer to `reload`: its summary on stderr, or its refusal as the error.
+fn reload_answer(name: &str, answer: &str) -> Result<()> {
     let answer = answer.trim();
     match answer.strip_prefix("ok: ") {
         Some(msg) => {
@@ -236,8 +293,7 @@ pub fn reload(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
             Ok(())
         }
         None => bail!(
-            "tunnel {}: {}",
-            cfg.name,
+            "tunnel {name}: {}",
             answer.strip_prefix("error: ").unwrap_or(answer)
         ),
     }
@@ -269,7 +325,7 @@ pub fn show(name: Option<&str>, run_dir: Option<PathBuf>, json: bool) -> Result<
     let run_dir = RunDir::new(run_dir);
     let names = match name {
         Some(n) => vec![n.to_owned()],
-        None => control::running(&run_dir),
+        None => control::running(&run_dir)?,
     };
     let request = if json { "show-json" } else { "show" };
     let mut texts = Vec::new();

@@ -394,6 +394,10 @@ fn the_package_declares_what_it_needs_and_stops_its_units() {
         values("Wants").iter().any(|d| d == "nss-lookup.target"),
         "{unit}"
     );
+    // `up %i` resolves as `sealink up NAME` does: /etc/sealink/NAME.toml, else wg-quick's
+    // /etc/wireguard/NAME.conf (issue 46: `.toml` named here never found a wg-quick file).
+    assert_eq!(values("ExecStart")[1..], ["up", "%i"], "{unit}");
+    assert_eq!(values("ExecReload")[1..], ["reload", "%i"], "{unit}");
     let caps = values("CapabilityBoundingSet");
     // What `up` needs to set up and then drop to its user (crates/sealink-tunnel/src/privs.rs).
     for cap in ["CAP_NET_ADMIN", "CAP_SETUID", "CAP_SETGID"] {

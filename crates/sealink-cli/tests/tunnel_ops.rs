@@ -243,6 +243,17 @@ fn hooks_reload_and_sighup_between_namespaces() {
     assert!(lab.peer_json(&if0, "B").is_some(), "B stays after refusals");
     assert!(lab.ping("10.213.0.2"));
 
+    // `reload NAME` of a tunnel started from a path (no /etc/sealink/NAME.toml): the tunnel
+    // reads the file it was started from again (issue 46).
+    std::fs::write(&cfg0, format!("{}{peer_a}{peer_b}", iface(51830))).unwrap();
+    let o = lab.exec(0, &[BIN, "reload", &if0]);
+    assert!(o.status.success(), "reload by name: {}", text(&o));
+    assert!(
+        text(&o).contains(&format!("reloaded {if0}")),
+        "{}",
+        text(&o)
+    );
+
     // Remove B by SIGHUP: its traffic is dropped, its route gone, A untouched.
     std::fs::write(&cfg0, format!("{}{peer_a}", iface(51830))).unwrap();
     ok("kill", &["-HUP", &pid0.to_string()]);
@@ -314,10 +325,20 @@ fn a_failing_post_up_aborts_up_and_quiet_hides_hook_output() {
         );
         err
     };
-    // -v logs what the hook printed; -q only the error.
-    let verbose = up(&["-v"]);
-    assert!(verbose.contains("marker-42"), "{verbose}");
-    assert!(verbose.contains("INFO"), "{verbose}");
+    // As wg-quick: `[#] CMD` and what the hook printed, as plain lines, by default and with
+    // -v (issue 46); -q only the error.
+    let default = up(&[]);
+    assert!(
+        default.contains("\n[#] echo marker-$((40+2)); exit 3\nmarker-42\n")
+            || default.starts_with("[#] true\n[#] echo marker-$((40+2)); exit 3\nmarker-42\n"),
+        "{default}"
+    );
+    let verbose = up(&["-vv"]);
+    assert!(verbose.contains("\nmarker-42\n"), "{verbose}");
+    assert!(
+        verbose.contains("DEBUG") && verbose.contains("running: echo marker"),
+        "{verbose}"
+    );
     let quiet = up(&["-q"]);
     assert!(!quiet.contains("marker-42"), "{quiet}");
     assert!(

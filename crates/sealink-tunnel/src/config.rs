@@ -690,14 +690,13 @@ impl Config {
             file.metadata().map_err(read_err)?.permissions().mode()
         };
         if mode & 0o077 != 0 {
-            return Err(bad(
-                "interface.private_key",
-                sealink_keys::KeyFileError::PermissionsTooOpen {
-                    path: path.clone(),
-                    mode: mode & 0o7777,
-                }
-                .to_string(),
-            ));
+            // wg-quick only warns here; a key others can read is not a key we run on, so this
+            // stays a refusal, with the reason and the fix on the one line.
+            return Err(TunnelError::KeyTooOpen {
+                path: path.display().to_string(),
+                mode: mode & 0o7777,
+                wg_quick: self.key_format == KeyFormat::WgQuick,
+            });
         }
         let mut text = String::new();
         (&mut file)

@@ -370,7 +370,15 @@ pub fn request(
     timeout: Duration,
 ) -> Result<String, TunnelError> {
     let path = run_dir.socket_path(name);
-    let mut s = UnixStream::connect(&path).map_err(|_| TunnelError::NotRunning(name.into()))?;
+    let mut s = UnixStream::connect(&path).map_err(|e| match e.kind() {
+        // The socket and its directory are root's (0600 in 0700): a user's `show` must not
+        // read "not running" while the tunnel runs.
+        std::io::ErrorKind::PermissionDenied => TunnelError::ControlDenied {
+            name: name.into(),
+            path: path.display().to_string(),
+        },
+        _ => TunnelError::NotRunning(name.into()),
+    })?;
     s.set_read_timeout(Some(timeout))
         .map_err(io("control socket"))?;
     writeln!(s, "{request}").map_err(io(format!("write to {}", path.display())))?;
@@ -380,20 +388,28 @@ pub fn request(
     Ok(answer)
 }
 
-/// Names of the tunnels of this network namespace with a control socket.
-pub fn running(run_dir: &RunDir) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(run_dir.dir())
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| {
-                    e.file_name()
-                        .to_str()
-                        .and_then(|n| n.strip_suffix(".sock"))
-                        .map(str::to_owned)
-                })
-                .collect()
+/// Names of the tunnels of this network namespace with a control socket (none when the
+/// directory does not exist); [`TunnelError::RunDirDenied`] when it is not ours to list.
+pub fn running(run_dir: &RunDir) -> Result<Vec<String>, TunnelError> {
+    let dir = run_dir.dir();
+    let rd = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(TunnelError::RunDirDenied {
+                path: dir.display().to_string(),
+            });
+        }
+        Err(_) => return Ok(Vec::new()),
+    };
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".sock"))
+                .map(str::to_owned)
         })
-        .unwrap_or_default();
+        .collect();
     names.sort();
-    names
+    Ok(names)
 }

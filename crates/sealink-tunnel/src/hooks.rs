@@ -1,8 +1,10 @@
 //! wg-quick's hooks (`pre_up`, `post_up`, `pre_down`, `post_down`), and the privileged shell
 //! helper that reads the config and key on a reload.
 //!
-//! A hook is one string run by `/bin/sh -c`, with `%i` replaced by the interface name; what it
-//! prints (stdout and stderr) is logged at info, line by line. `pre_up` and `post_up` run while
+//! A hook is one string run by `/bin/sh -c`, with `%i` replaced by the interface name. As
+//! wg-quick does, `[#] CMD` is shown before it runs and what it prints (stdout and stderr)
+//! after, line by line (on [`crate::SAY_TARGET`]: plain lines from the `sealink` binary, also
+//! logged at debug). `pre_up` and `post_up` run while
 //! `up` still holds its privileges. The running tunnel holds none (`privs.rs`), yet
 //! wg-quick's `PreDown`/`PostDown` usually undo firewall rules, which needs them. So each down
 //! hook is *armed* during set-up: a shell is started then, with the privileges `up` has, that
@@ -79,7 +81,8 @@ fn log_output(kind: HookKind, out: impl Read + Send + 'static) -> std::sync::mps
         .spawn(move || {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
-                tracing::info!(hook = kind.key(), "{line}");
+                tracing::info!(target: crate::SAY_TARGET, "{line}");
+                tracing::debug!(hook = kind.key(), "{line}");
             }
             let _ = tx.send(());
         });
@@ -138,7 +141,8 @@ fn check(
 pub(crate) fn run_now(kind: HookKind, cmds: &[String], ifname: &str) -> Result<(), TunnelError> {
     for c in cmds {
         let cmd = expand(c, ifname);
-        tracing::info!(hook = kind.key(), "running: {cmd}");
+        tracing::info!(target: crate::SAY_TARGET, "[#] {cmd}");
+        tracing::debug!(hook = kind.key(), "running: {cmd}");
         let (child, out) = shell(&cmd, &[], false).map_err(|e| TunnelError::Hook {
             hook: kind.key(),
             cmd: cmd.clone(),
@@ -220,7 +224,8 @@ impl Armed {
 
     /// Releases the hook and waits for it; a failure is logged (shutdown goes on).
     pub(crate) fn fire(mut self) {
-        tracing::info!(hook = self.kind.key(), "running: {}", self.cmd);
+        tracing::info!(target: crate::SAY_TARGET, "[#] {}", self.cmd);
+        tracing::debug!(hook = self.kind.key(), "running: {}", self.cmd);
         if let Some(mut s) = self.stdin.take() {
             let _ = s.write_all(b"go\n");
         }

@@ -74,6 +74,11 @@ use sealink_udp::{UdpIo, UdpOptions};
 use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
 
 pub use config::{Config, KeyFormat, wgquick};
+
+/// The `tracing` target of lines meant for the person who started the tunnel as they are
+/// (`[#] CMD` for each hook and what the hook printed, as wg-quick shows them): the `sealink`
+/// binary prints them as plain lines unless -q, not in the log format.
+pub const SAY_TARGET: &str = "sealink::say";
 pub use error::TunnelError;
 use error::io;
 pub use reload::{Resolver, system_resolver};

@@ -188,7 +188,7 @@ fn library_tunnel_between_namespaces() {
         assert!(net.has_link(side, &names[side]));
     }
     // Both sockets are in the one run directory (the thread's `/proc/self` is the process's).
-    assert_eq!(control::running(&run_dir), names);
+    assert_eq!(control::running(&run_dir).unwrap(), names);
 
     // The same name again is refused while its control socket answers.
     let again = sealink_tunnel::run(
@@ -241,7 +241,7 @@ fn library_tunnel_between_namespaces() {
     let r1 = runs.remove(0).join().unwrap();
     assert!(r1.is_ok(), "{r1:?}");
     assert!(!net.has_link(1, &names[1]));
-    let left = control::running(&run_dir);
+    let left = control::running(&run_dir).unwrap();
     let mode = |p: &std::path::Path| {
         use std::os::unix::fs::PermissionsExt;
         std::fs::metadata(p).map(|m| format!("{:o}", m.permissions().mode()))

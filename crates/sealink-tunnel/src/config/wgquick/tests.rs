@@ -238,7 +238,7 @@ fn the_key_comes_from_the_file_and_only_a_private_one() {
     assert_eq!(k.public(), want.public());
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
     let e = c.host_key().unwrap_err().to_string();
-    assert!(e.contains("private_key"), "{e}");
+    assert!(e.contains("private key") && e.contains("chmod 600"), "{e}");
     // A `wg genkey` file named by TOML.
     let kf = d.path().join("wg.key");
     std::fs::write(&kf, format!("{PRIV}\n")).unwrap();
