@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
         ifname: "sl0".into(),
         config: None,
         routes: routes.clone(),
+        table: None,
     };
     let argv = args.to_args();
     let argv: Vec<&str> = argv.iter().map(|a| a.to_str().unwrap()).collect();

@@ -141,3 +141,107 @@ fn config_errors_say_where_and_why_once() {
         "{e}"
     );
 }
+
+#[path = "common/tunnel_user.rs"]
+mod tunnel_user;
+
+/// wg-quick's `Table` on a real interface in a namespace (issue 46): `Table = 1234` puts the
+/// peer's prefixes in table 1234 (not main), `Table = off` adds none.
+#[test]
+fn table_off_and_a_number_route_as_wg_quick_does() {
+    if !is_root() || !Path::new("/dev/net/tun").exists() {
+        eprintln!("skipped: needs root and /dev/net/tun");
+        return;
+    }
+    let id = std::process::id() % 100_000;
+    let ns = format!("sltbl{id}");
+    if !Command::new("ip")
+        .args(["netns", "add", &ns])
+        .status()
+        .unwrap()
+        .success()
+    {
+        eprintln!("skipped: cannot add a network namespace");
+        return;
+    }
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _gone = Gone(ns.clone());
+    tunnel_user::ensure();
+    let dir = tempfile::tempdir().unwrap();
+    let key = "yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=";
+    let peer = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip")
+            .args(["-n", &ns])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for (table, want_in, want_main) in [("1234", "1234", false), ("off", "", false)] {
+        let ifn = format!("tb{}", table.len());
+        let conf = dir.path().join(format!("{ifn}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "[Interface]\nPrivateKey = {key}\nAddress = 10.252.8.1/24\nTable = {table}\n\n[Peer]\nPublicKey = {peer}\nAllowedIPs = 10.252.8.2/32, 10.252.9.0/24\n"
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let run_dir = dir.path().join("run");
+        let mut up = Command::new("ip")
+            .args(["netns", "exec", &ns, BIN, "up", conf.to_str().unwrap()])
+            .env("SEALINK_RUN_DIR", &run_dir)
+            .env_remove("RUST_LOG")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let show = || {
+            Command::new("ip")
+                .args(["netns", "exec", &ns, BIN, "show", &ifn])
+                .env("SEALINK_RUN_DIR", &run_dir)
+                .output()
+                .unwrap()
+                .status
+                .success()
+        };
+        let t0 = std::time::Instant::now();
+        while !show() {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(20),
+                "Table = {table}: {ifn} did not come up"
+            );
+            assert!(
+                up.try_wait().unwrap().is_none(),
+                "Table = {table}: up exited"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let main = ip(&["route", "show", "table", "main"]);
+        assert_eq!(
+            main.contains("10.252.9.0/24"),
+            want_main,
+            "Table = {table}: main has {main}"
+        );
+        if !want_in.is_empty() {
+            let t = ip(&["route", "show", "table", want_in]);
+            for r in ["10.252.8.2 dev", "10.252.9.0/24 dev"] {
+                assert!(t.contains(r), "Table = {table}: table {want_in} has {t}");
+            }
+        }
+        let o = Command::new("ip")
+            .args(["netns", "exec", &ns, BIN, "down", &ifn])
+            .env("SEALINK_RUN_DIR", &run_dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+        assert!(up.wait().unwrap().success());
+    }
+}

@@ -30,6 +30,9 @@
 //!                                 # (default "sealink-tunnel", a dedicated system account
 //!                                 # that must exist; "root" keeps uid 0, with a warning)
 //! fwmark = 51820                  # a full tunnel's mark and routing table (default 51820)
+//! table = "auto"                  # wg-quick's Table: "auto" (routes in main, a full tunnel
+//!                                 # by policy), "off" (no routes), "main" or a number (every
+//!                                 # allowed IP, default routes too, in that table; no policy)
 //! dns = ["10.9.0.2", "corp.example"] # optional, as wg-quick's DNS: name servers (addresses)
 //!                                 # and search domains (names), set with `resolvconf`
 //!
@@ -107,9 +110,71 @@ pub(crate) struct RawInterface {
     pub post_down: Option<OneOrMany>,
     pub user: Option<String>,
     pub fwmark: Option<u32>,
+    /// `"auto"` (the default), `"off"`, `"main"` or a table number (wg-quick's `Table`).
+    pub table: Option<RawTable>,
     pub dns: Option<OneOrMany>,
     /// `"sealink"` (the default) or `"wireguard"`.
     pub protocol: Option<String>,
+}
+
+/// `table = "off"` or `table = 1234`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawTable {
+    Name(String),
+    Id(i64),
+}
+
+/// Where `up` puts the routes of the peers' allowed IPs (wg-quick's `Table`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RouteTable {
+    /// The main table, and a full tunnel (`0.0.0.0/0`, `::/0`) by policy ([`crate::policy`]).
+    #[default]
+    Auto,
+    /// No routes at all: the user (or a hook) routes.
+    Off,
+    /// Every allowed IP, default routes too, as a route in this table; no policy rules.
+    Id(u32),
+}
+
+impl RouteTable {
+    fn parse(raw: Option<RawTable>) -> Result<Self, TunnelError> {
+        let bad_value = |v: String| {
+            bad(
+                "interface.table",
+                format!("{v}: must be auto, off, main or a table number within 1..=4294967295"),
+            )
+        };
+        let id = |n: i64| {
+            u32::try_from(n)
+                .ok()
+                .filter(|n| *n != 0)
+                .map(RouteTable::Id)
+                .ok_or_else(|| bad_value(n.to_string()))
+        };
+        match raw {
+            None => Ok(RouteTable::Auto),
+            Some(RawTable::Id(n)) => id(n),
+            Some(RawTable::Name(s)) => match s.trim().to_ascii_lowercase().as_str() {
+                "auto" => Ok(RouteTable::Auto),
+                "off" => Ok(RouteTable::Off),
+                // RT_TABLE_MAIN.
+                "main" => Ok(RouteTable::Id(254)),
+                t => t
+                    .parse::<i64>()
+                    .map_err(|_| bad_value(s.clone()))
+                    .and_then(id),
+            },
+        }
+    }
+
+    /// The table a route goes into (`None`: the main table).
+    pub fn id(self) -> Option<u32> {
+        match self {
+            RouteTable::Id(t) => Some(t),
+            RouteTable::Auto | RouteTable::Off => None,
+        }
+    }
 }
 
 /// `address = "CIDR"` or `address = ["CIDR", ...]` (and hooks: a command or a list).
@@ -222,6 +287,8 @@ pub struct Config {
     /// The mark on the tunnel's own datagrams, and the routing table of a full tunnel's default
     /// route (both only used by a full tunnel; wg-quick's default).
     pub fwmark: u32,
+    /// Where the allowed IPs' routes go (`table`, wg-quick's `Table`).
+    pub table: RouteTable,
     /// Name servers and search domains for the interface (`dns`, wg-quick's `DNS`).
     pub dns: Dns,
 }
@@ -450,6 +517,7 @@ impl Config {
             None => Dns::default(),
             Some(d) => Dns::parse(&d.into_vec())?,
         };
+        let table = RouteTable::parse(i.table)?;
         let fwmark = i.fwmark.unwrap_or(DEFAULT_FWMARK);
         if fwmark == 0 {
             return Err(bad(
@@ -664,6 +732,7 @@ impl Config {
             hooks,
             user,
             fwmark,
+            table,
             dns,
         };
         cfg.check_routes_spare_endpoints()?;
@@ -746,6 +815,7 @@ impl Config {
             (self.hooks != new.hooks, "interface hooks"),
             (self.user != new.user, "interface.user"),
             (self.fwmark != new.fwmark, "interface.fwmark"),
+            (self.table != new.table, "interface.table"),
             (self.dns != new.dns, "interface.dns"),
             (
                 self.full_tunnel() != new.full_tunnel(),
@@ -764,6 +834,10 @@ impl Config {
     /// Whether some peer's allowed IPs hold all of IPv4 (`0.0.0.0/0`) and all of IPv6
     /// (`::/0`): a full tunnel for that family, routed by policy ([`crate::policy`]).
     pub fn full_tunnel(&self) -> (bool, bool) {
+        if self.table != RouteTable::Auto {
+            // Table = off: nothing routed; Table = N: default routes go into N, no policy.
+            return (false, false);
+        }
         let all = |v4: bool| {
             self.peers
                 .iter()
@@ -777,6 +851,20 @@ impl Config {
     /// no network of the interface covers, once each, in config order. Default routes are not
     /// among them: a full tunnel is routed by policy instead.
     pub fn routes(&self) -> Vec<IpNet> {
+        match self.table {
+            RouteTable::Off => return Vec::new(),
+            // As wg-quick with `Table = N`: every allowed IP, default routes too, into N.
+            RouteTable::Id(_) => {
+                let mut out: Vec<IpNet> = Vec::new();
+                for n in self.peers.iter().flat_map(|p| &p.allowed_ips) {
+                    if !out.contains(n) {
+                        out.push(*n);
+                    }
+                }
+                return out;
+            }
+            RouteTable::Auto => {}
+        }
         let own = self.networks();
         let covered = |n: &IpNet| {
             own.iter()
@@ -794,6 +882,10 @@ impl Config {
     /// A route that covered a peer's endpoint would send the tunnel's own datagrams into the
     /// tunnel (a loop that silently carries nothing): refused, naming the prefix and the peer.
     fn check_routes_spare_endpoints(&self) -> Result<(), TunnelError> {
+        if self.table != RouteTable::Auto {
+            // Routes in another table steer only what the user's own rules send there.
+            return Ok(());
+        }
         let routes = self.routes();
         for (n, p) in self.peers.iter().enumerate() {
             for net in &p.allowed_ips {

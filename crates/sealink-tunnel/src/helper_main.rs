@@ -87,7 +87,7 @@ fn undo_main(record: &Path, input: &mut impl BufRead, out: &mut impl Write) -> i
 fn routes_main(args: &RouteArgs, input: &mut impl BufRead, out: &mut impl Write) -> i32 {
     let mut rules = RouteRules::new(&args.ifname, &args.routes);
     routes_loop(args, &mut rules, input, out, &|add, net| {
-        crate::netconf::change_route(add, &args.ifname, net).map_err(|e| e.to_string())
+        crate::netconf::change_route(add, &args.ifname, net, args.table).map_err(|e| e.to_string())
     })
 }
 
@@ -199,6 +199,7 @@ mod tests {
             ifname: "sl0".into(),
             config: Some(config.clone()),
             routes: vec!["10.77.0.0/24".parse().unwrap()],
+            table: None,
         };
         let mut rules = RouteRules::new(&args.ifname, &args.routes);
         let done = RefCell::new(Vec::new());
@@ -279,6 +280,7 @@ mod tests {
             ifname: "sl0".into(),
             config: Some(config.clone()),
             routes: config_routes(Some(&config)).unwrap(),
+            table: None,
         };
         assert_eq!(args.routes, ["10.77.0.0/24".parse().unwrap()]);
         let mut rules = RouteRules::new(&args.ifname, &args.routes);

@@ -528,7 +528,7 @@ fn run_prepared(
         netconf::add_address(&cfg.name, a)?;
     }
     for net in cfg.routes() {
-        netconf::change_route(true, &cfg.name, net)?;
+        netconf::change_route(true, &cfg.name, net, cfg.table.id())?;
     }
     let (full_v4, full_v6) = cfg.full_tunnel();
     let full = full_v4 || full_v6;
@@ -615,6 +615,7 @@ fn run_prepared(
                 ifname: cfg.name.clone(),
                 config: config_path.clone(),
                 routes: cfg.routes(),
+                table: cfg.table.id(),
             },
         )
             .inspect_err(|e| tracing::warn!(error = %e, "route helper did not start: reloads cannot change routes"))

@@ -20,8 +20,13 @@ fn on_interface(ifname: &str, make: impl FnOnce(u32) -> rtnl::Op) -> Result<(), 
 
 /// `ip route add|del NET dev IFNAME`: packets to `net` go into the tunnel (at set-up, and from
 /// the route helper on a reload: `helper.rs`).
-pub(crate) fn change_route(add: bool, ifname: &str, net: IpNet) -> Result<(), TunnelError> {
-    on_interface(ifname, |i| rtnl::route(add, net, ifname, i, None))
+pub(crate) fn change_route(
+    add: bool,
+    ifname: &str,
+    net: IpNet,
+    table: Option<u32>,
+) -> Result<(), TunnelError> {
+    on_interface(ifname, |i| rtnl::route(add, net, ifname, i, table))
 }
 
 /// `ip address add ADDR/PREFIX dev IFNAME`: an address after the first (which the TUN builder

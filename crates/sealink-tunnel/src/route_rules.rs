@@ -54,14 +54,16 @@ pub fn parse_request(line: &str) -> Result<Request, RequestError> {
     }
 }
 
-/// The helper's command line after `routes`: `IFNAME CONFIG ROUTES`, CONFIG the config file
-/// (`-`: none, the tunnel was not started from a file) and ROUTES the config's routes, comma
-/// separated (empty: none).
+/// The helper's command line after `routes`: `IFNAME CONFIG ROUTES TABLE`, CONFIG the config
+/// file (`-`: none, the tunnel was not started from a file), ROUTES the config's routes, comma
+/// separated (empty: none), and TABLE the routing table they go into (`-`: the main table;
+/// `interface.table`, which a reload cannot change).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteArgs {
     pub ifname: String,
     pub config: Option<std::path::PathBuf>,
     pub routes: Vec<IpNet>,
+    pub table: Option<u32>,
 }
 
 impl RouteArgs {
@@ -74,13 +76,20 @@ impl RouteArgs {
                 .as_ref()
                 .map_or_else(|| "-".into(), |p| p.as_os_str().to_owned()),
             routes.join(",").into(),
+            self.table
+                .map_or_else(|| "-".to_owned(), |t| t.to_string())
+                .into(),
         ]
     }
 
     /// Parses them back (in the helper).
     pub fn parse(args: &[&str]) -> Result<Self, String> {
-        let [ifname, config, routes] = args else {
-            return Err("expected IFNAME CONFIG ROUTES".into());
+        let [ifname, config, routes, table] = args else {
+            return Err("expected IFNAME CONFIG ROUTES TABLE".into());
+        };
+        let table = match *table {
+            "-" => None,
+            t => Some(t.parse::<u32>().map_err(|e| format!("table {t:?}: {e}"))?),
         };
         let routes = routes
             .split(',')
@@ -91,6 +100,7 @@ impl RouteArgs {
             ifname: (*ifname).to_owned(),
             config: (*config != "-").then(|| (*config).into()),
             routes,
+            table,
         })
     }
 }
@@ -210,11 +220,13 @@ mod tests {
                 ifname: "sl0".into(),
                 config: Some("/etc/sealink/sl0.toml".into()),
                 routes: vec![net("10.77.0.0/24"), net("fd00::/64")],
+                table: Some(1234),
             },
             RouteArgs {
                 ifname: "wg0".into(),
                 config: None,
                 routes: Vec::new(),
+                table: None,
             },
         ] {
             let args = a.to_args();
@@ -222,6 +234,7 @@ mod tests {
             assert_eq!(RouteArgs::parse(&args), Ok(a));
         }
         assert!(RouteArgs::parse(&["sl0"]).is_err());
-        assert!(RouteArgs::parse(&["sl0", "-", "10.0.0.0/99"]).is_err());
+        assert!(RouteArgs::parse(&["sl0", "-", "10.0.0.0/99", "-"]).is_err());
+        assert!(RouteArgs::parse(&["sl0", "-", "", "main"]).is_err());
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 
-use super::{OneOrMany, RawConfig, RawInterface, RawPeer};
+use super::{OneOrMany, RawConfig, RawInterface, RawPeer, RawTable};
 use crate::error::TunnelError;
 
 /// Whether `text` (of the file at `path`) is a wg-quick config: a `.conf` file, or one whose
@@ -113,6 +113,7 @@ struct Section {
     mtu: Option<u32>,
     dns: Vec<String>,
     fwmark: Option<u32>,
+    table: Option<String>,
     hooks: [Vec<String>; 4],
     public_key: Option<String>,
     preshared_key: Option<String>,
@@ -215,14 +216,10 @@ pub(crate) fn parse(text: &str, name: &str) -> Result<Parsed, TunnelError> {
                 sec.fwmark = number(line, key, value, u64::from(u32::MAX))?.map(|n| n as u32);
             }
             (1, "table") => {
-                // wg-quick's default (`auto`) is what sealink does; `off` would leave the
-                // routes to the user, which sealink does not offer.
-                if !value.eq_ignore_ascii_case("auto") {
-                    return Err(err(
-                        line,
-                        format!("Table = {value}: only auto (wg-quick's default) is supported"),
-                    ));
-                }
+                // auto (wg-quick's default), off (no routes) or a table: checked with the
+                // rest of the interface (`interface.table`).
+                once(sec.table.is_some())?;
+                sec.table = Some(value.to_owned());
             }
             (1, "saveconfig") => {
                 if !value.eq_ignore_ascii_case("false") {
@@ -321,6 +318,7 @@ pub(crate) fn parse(text: &str, name: &str) -> Result<Parsed, TunnelError> {
                 post_down,
                 user: None,
                 fwmark: i.fwmark,
+                table: i.table.map(RawTable::Name),
                 dns: (!i.dns.is_empty()).then_some(OneOrMany::Many(i.dns)),
                 protocol: Some("wireguard".into()),
             },

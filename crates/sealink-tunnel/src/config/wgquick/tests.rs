@@ -135,8 +135,8 @@ fn errors_name_their_line() {
             "line 4",
         ),
         (
-            "[Interface]\nPrivateKey = PK\nAddress = 10.0.0.1/24\nTable = off\n",
-            "line 4",
+            "[Interface]\nPrivateKey = PK\nAddress = 10.0.0.1/24\nTable = off\nTable = 7\n",
+            "line 5",
         ),
         (
             "[Interface]\nPrivateKey = PK\nAddress = 10.0.0.1/24\n[Peer]\nAllowedIPs = 10.0.0.2/32\n",
@@ -286,4 +286,41 @@ proptest! {
     ) {
         let _ = parse_named(&lines.join("\n"), "wg0");
     }
+}
+
+/// `Table` (issue 46): auto as before; off routes nothing and makes no full tunnel; a number
+/// (or main) puts every allowed IP, default routes too, in that table without policy rules.
+#[test]
+fn table_off_and_a_number_as_wg_quick_has_them() {
+    let conf = |table: &str| {
+        format!(
+            "[Interface]\nPrivateKey = {PRIV}\nAddress = 10.0.0.1/24\n{table}\n[Peer]\nPublicKey = {PUB_B}\nAllowedIPs = 10.0.0.2/32, 10.9.0.0/16, 0.0.0.0/0\nEndpoint = 192.0.2.1:51820\n"
+        )
+    };
+    let cfg = |table: &str| parse_named(&conf(table), "wg0").unwrap();
+    let auto = cfg("Table = auto");
+    assert_eq!(auto.table, crate::config::RouteTable::Auto);
+    assert_eq!(auto.full_tunnel(), (true, false));
+    assert_eq!(auto.routes(), ["10.9.0.0/16".parse().unwrap()]);
+    let off = cfg("Table = off");
+    assert_eq!(off.table, crate::config::RouteTable::Off);
+    assert!(off.routes().is_empty());
+    assert_eq!(off.full_tunnel(), (false, false));
+    for (line, id) in [("Table = 1234", 1234), ("Table = main", 254)] {
+        let c = cfg(line);
+        assert_eq!(c.table.id(), Some(id), "{line}");
+        assert_eq!(c.full_tunnel(), (false, false), "{line}");
+        let routes: Vec<String> = c.routes().iter().map(|n| n.to_string()).collect();
+        assert_eq!(
+            routes,
+            ["10.0.0.2/32", "10.9.0.0/16", "0.0.0.0/0"],
+            "{line}"
+        );
+    }
+    for bad in ["Table = 0", "Table = -3", "Table = local-ish"] {
+        let e = parse_named(&conf(bad), "wg0").unwrap_err().to_string();
+        assert!(e.contains("interface.table"), "{bad}: {e}");
+    }
+    // A reload cannot change it.
+    assert_eq!(auto.restart_needed(&off), Some("interface.table"));
 }
