@@ -6,9 +6,10 @@
 //! The socket is made during set-up (root), mode 0600 in a 0755 directory as wireguard-go
 //! makes them; a connection must come from root or the uid that started the tunnel (as the
 //! control socket's). `get` reads the core; `set` changes its peers through
-//! [`Tunnel::reconfigure`] (sessions of kept peers stay), and refuses, with `errno=-22` and a
-//! log line, what cannot change while the tunnel runs: another private key, listen port or
-//! fwmark. Like `wg set` on a kernel interface, it adds or removes no routes. Refused requests
+//! [`Tunnel::reconfigure`] (sessions of kept peers stay), and refuses, with `errno=-95`
+//! (EOPNOTSUPP: `wg` prints "Operation not supported") and a log line, what cannot change while
+//! the tunnel runs: another private key, listen port or fwmark (wireguard-go rebinds to a new
+//! port; sealink's sockets are shared by its data-path threads and need a restart). Like `wg set` on a kernel interface, it adds or removes no routes. Refused requests
 //! are counted by reason (`sealink show`).
 //!
 //! As wireguard-go v0.0.20250522: `allowed_ip=-NET` removes one prefix from a peer; an
@@ -375,8 +376,11 @@ fn apply(sh: &Shared, mut set: Set) -> Result<(), (i32, &'static str)> {
     })?;
     let mut core = sh.lock();
     let refuse = |what: &str| {
-        tracing::warn!("UAPI set refused: {what} cannot change while the tunnel runs");
-        Err((uapi::EINVAL, "set-refused"))
+        tracing::warn!(
+            "UAPI set refused: {what} cannot change while the tunnel runs; change the config \
+             and restart the tunnel"
+        );
+        Err((uapi::EOPNOTSUPP, "set-refused"))
     };
     if set
         .private_key

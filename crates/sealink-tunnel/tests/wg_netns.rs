@@ -259,9 +259,19 @@ fn uapi_checks(name: &str, peer_pub: &[u8; 32], psk: &[u8; 32], run_dir: &RunDir
         .output()
         .unwrap();
     assert!(!o.status.success(), "a new private key was taken");
-    // `wg` reads the negated errno as wireguard-go sends it: EINVAL's message, not "-22".
+    // `wg` reads the negated errno as wireguard-go sends it: EOPNOTSUPP's message, not "-95"
+    // or "Invalid argument" (issue 46), for the key and for the listen port.
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("Invalid argument"), "wg said: {err}");
+    assert!(err.contains("Operation not supported"), "wg said: {err}");
+    let port_before = wg(&["show", name, "listen-port"]);
+    let o = Command::new("wg")
+        .args(["set", name, "listen-port", "51999"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the listen port changed");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("Operation not supported"), "wg said: {err}");
+    assert_eq!(wg(&["show", name, "listen-port"]), port_before);
     // Garbage on the socket: an errno back, counted, and the socket still answers.
     let sock = sealink_tunnel::uapi::socket_path(name);
     let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();

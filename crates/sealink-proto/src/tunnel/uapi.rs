@@ -25,6 +25,9 @@ pub const MAX_REQUEST: usize = 1 << 20;
 /// errno values of the answers (Linux's, as wireguard-go sends them).
 pub const EIO: i32 = 5;
 pub const EINVAL: i32 = 22;
+/// A setting that cannot change while the tunnel runs (the private key, listen port or fwmark):
+/// `wg set` then prints "Operation not supported" rather than "Invalid argument".
+pub const EOPNOTSUPP: i32 = 95;
 pub const EADDRINUSE: i32 = 98;
 pub const EPROTO: i32 = 71;
 
