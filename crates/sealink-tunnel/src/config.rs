@@ -767,9 +767,15 @@ impl Config {
                 wg_quick: self.key_format == KeyFormat::WgQuick,
             });
         }
+        // A `wg genkey` file is one line; a wg-quick file holds every peer too (a hub's runs to
+        // megabytes), and was read whole by `from_file` already.
+        let cap = match self.key_format {
+            KeyFormat::WgQuick => u64::MAX,
+            _ => 1 << 20,
+        };
         let mut text = String::new();
         (&mut file)
-            .take(1 << 20)
+            .take(cap)
             .read_to_string(&mut text)
             .map_err(read_err)?;
         self.host_key_from_text(&text, path)
@@ -855,13 +861,14 @@ impl Config {
             RouteTable::Off => return Vec::new(),
             // As wg-quick with `Table = N`: every allowed IP, default routes too, into N.
             RouteTable::Id(_) => {
-                let mut out: Vec<IpNet> = Vec::new();
-                for n in self.peers.iter().flat_map(|p| &p.allowed_ips) {
-                    if !out.contains(n) {
-                        out.push(*n);
-                    }
-                }
-                return out;
+                let mut seen = std::collections::HashSet::new();
+                return self
+                    .peers
+                    .iter()
+                    .flat_map(|p| &p.allowed_ips)
+                    .filter(|n| seen.insert(**n))
+                    .copied()
+                    .collect();
             }
             RouteTable::Auto => {}
         }
@@ -870,9 +877,10 @@ impl Config {
             own.iter()
                 .any(|o| o.prefix() <= n.prefix() && o.contains(n.addr()))
         };
+        let mut seen = std::collections::HashSet::new();
         let mut out: Vec<IpNet> = Vec::new();
         for n in self.peers.iter().flat_map(|p| &p.allowed_ips) {
-            if n.prefix() > 0 && !covered(n) && !out.contains(n) {
+            if n.prefix() > 0 && !covered(n) && seen.insert(*n) {
                 out.push(*n);
             }
         }
@@ -886,25 +894,36 @@ impl Config {
             // Routes in another table steer only what the user's own rules send there.
             return Ok(());
         }
-        let routes = self.routes();
-        for (n, p) in self.peers.iter().enumerate() {
-            for net in &p.allowed_ips {
-                if !routes.contains(net) {
+        // Every route in a set, looked up from each endpoint at each prefix length: linear in
+        // peers (a hub has tens of thousands; each against each was quadratic, issue 50).
+        let routes: std::collections::HashSet<IpNet> = self.routes().into_iter().collect();
+        let owner: std::collections::HashMap<IpNet, usize> = self
+            .peers
+            .iter()
+            .enumerate()
+            .flat_map(|(n, p)| p.allowed_ips.iter().map(move |net| (*net, n)))
+            .collect();
+        for q in &self.peers {
+            let Some(ep) = q.endpoint else { continue };
+            let ip = ep.ip();
+            let width = if ip.is_ipv4() { 32 } else { 128 };
+            for prefix in (1..=width).rev() {
+                let Ok(net) = IpNet::new(ip, prefix) else {
+                    continue;
+                };
+                if !routes.contains(&net) {
                     continue;
                 }
-                for q in &self.peers {
-                    if let Some(ep) = q.endpoint.filter(|e| net.contains(e.ip())) {
-                        return Err(bad(
-                            format!("peer[{n}].allowed_ips"),
-                            format!(
-                                "{net} contains the endpoint {ep} of peer {:?}: routed into the \
-                                 tunnel, the datagrams carrying the tunnel would loop back into \
-                                 it; leave the endpoint's address out of allowed_ips",
-                                q.name
-                            ),
-                        ));
-                    }
-                }
+                let n = owner.get(&net).copied().unwrap_or_default();
+                return Err(bad(
+                    format!("peer[{n}].allowed_ips"),
+                    format!(
+                        "{net} contains the endpoint {ep} of peer {:?}: routed into the \
+                         tunnel, the datagrams carrying the tunnel would loop back into \
+                         it; leave the endpoint's address out of allowed_ips",
+                        q.name
+                    ),
+                ));
             }
         }
         Ok(())

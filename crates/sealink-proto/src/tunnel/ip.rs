@@ -172,41 +172,127 @@ pub fn is_urgent(pkt: &[u8]) -> bool {
     matches!(dscp, 46 | 48 | 56)
 }
 
-/// Cryptokey routing: prefixes to peers, longest prefix first. A linear scan: tunnels have few
-/// peers and routes, and the scan touches one small vector; a trie would pay off past hundreds.
+/// Cryptokey routing: prefixes to peers, the longest matching prefix wins.
+///
+/// A hub has tens of thousands of prefixes (issue 50), a laptop two. Every route lives in a
+/// hash table per family and prefix length (network bits to peer), so adding one and finding
+/// one's owner cost O(1) and a lookup costs one probe per prefix length in use (a handful in
+/// practice, longest first). While there are at most [`FEW`] routes, lookups scan a vector kept
+/// longest prefix first instead, which beats hashing for the common small tunnel. The prefixes
+/// of each peer are indexed too, so listing them (`show`) is linear overall.
 #[derive(Debug, Clone, Default)]
 pub struct AllowedIps {
-    routes: Vec<(IpNet, usize)>,
+    /// [IPv4, IPv6]: prefix length -> network bits -> peer.
+    tables: [std::collections::BTreeMap<u8, std::collections::HashMap<u128, usize, PrefixHash>>; 2],
+    /// Every route, longest prefix first, while there are at most [`FEW`] (else `None`).
+    few: Option<Vec<(IpNet, usize)>>,
+    /// Each peer's prefixes, in the order they were added.
+    of_peer: std::collections::HashMap<usize, Vec<IpNet>>,
+    len: usize,
+}
+
+/// Up to this many routes, a lookup scans [`AllowedIps::few`].
+pub const FEW: usize = 16;
+
+/// A multiply-rotate hash for network bits. The keys are prefixes from the config, and lookups
+/// only probe: nothing a peer sends adds a key, so no flooding defence (SipHash's cost) is
+/// needed on the per-packet path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PrefixHash;
+
+impl std::hash::BuildHasher for PrefixHash {
+    type Hasher = PrefixHasher;
+    fn build_hasher(&self) -> PrefixHasher {
+        PrefixHasher(0)
+    }
+}
+
+/// The hasher of [`PrefixHash`].
+#[derive(Debug, Clone, Copy)]
+pub struct PrefixHasher(u64);
+
+impl std::hash::Hasher for PrefixHasher {
+    fn finish(&self) -> u64 {
+        // The high bits of the product mix every input bit; hashbrown takes its control
+        // bits from the top and its bucket from the bottom.
+        self.0.rotate_left(26)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_u128(&mut self, x: u128) {
+        self.write_u64(x as u64);
+        self.write_u64((x >> 64) as u64);
+    }
+}
+
+fn family(addr: IpAddr) -> usize {
+    usize::from(addr.is_ipv6())
 }
 
 impl AllowedIps {
     /// Adds a route; a prefix already present is reassigned to `peer` (the last one wins).
     pub fn insert(&mut self, net: IpNet, peer: usize) {
-        self.routes.retain(|(n, _)| *n != net);
-        let at = self
-            .routes
+        let table = self.tables[family(net.addr)].entry(net.prefix).or_default();
+        match table.insert(to_bits(net.addr), peer) {
+            Some(old) if old == peer => return,
+            Some(old) => {
+                if let Some(v) = self.of_peer.get_mut(&old) {
+                    v.retain(|n| *n != net);
+                }
+            }
+            None => self.len += 1,
+        }
+        self.of_peer.entry(peer).or_default().push(net);
+        if self.len > FEW {
+            self.few = None;
+            return;
+        }
+        let few = self.few.get_or_insert_with(Vec::new);
+        few.retain(|(n, _)| *n != net);
+        let at = few
             .iter()
             .position(|(n, _)| n.prefix < net.prefix)
-            .unwrap_or(self.routes.len());
-        self.routes.insert(at, (net, peer));
+            .unwrap_or(few.len());
+        few.insert(at, (net, peer));
     }
     /// The peer whose longest matching prefix contains `ip`.
+    #[inline]
     pub fn lookup(&self, ip: IpAddr) -> Option<usize> {
-        self.routes
+        if let Some(few) = &self.few {
+            return few.iter().find(|(n, _)| n.contains(ip)).map(|(_, p)| *p);
+        }
+        let bits = to_bits(ip);
+        let width = max_prefix(ip);
+        self.tables[family(ip)]
             .iter()
-            .find(|(n, _)| n.contains(ip))
-            .map(|(_, p)| *p)
+            .rev()
+            .find_map(|(len, t)| t.get(&(bits & mask_bits(*len, width))).copied())
     }
     /// The peer this exact prefix is assigned to.
     pub fn owner(&self, net: IpNet) -> Option<usize> {
-        self.routes.iter().find(|(n, _)| *n == net).map(|(_, p)| *p)
+        self.tables[family(net.addr)]
+            .get(&net.prefix)?
+            .get(&to_bits(net.addr))
+            .copied()
     }
     /// Prefixes routed to `peer`.
     pub fn of_peer(&self, peer: usize) -> impl Iterator<Item = IpNet> + '_ {
-        self.routes
-            .iter()
-            .filter(move |(_, p)| *p == peer)
-            .map(|(n, _)| *n)
+        self.of_peer.get(&peer).into_iter().flatten().copied()
+    }
+    /// How many prefixes are routed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 
@@ -319,6 +405,79 @@ mod tests {
             let n = IpNet::new(IpAddr::V4(Ipv4Addr::from(a)), len).unwrap();
             let expect = len == 0 || (a ^ b) >> (32 - u32::from(len)) == 0;
             proptest::prop_assert_eq!(n.contains(IpAddr::V4(Ipv4Addr::from(b))), expect);
+        }
+    }
+
+    /// The hash tables and the small-set scan agree with a plain longest-prefix scan for any
+    /// mix of prefixes, reassignments and addresses, below and above [`FEW`] routes.
+    mod lpm_matches_a_scan {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn net() -> impl Strategy<Value = IpNet> {
+            prop_oneof![
+                // Few distinct networks, so that lookups hit and prefixes nest.
+                (0u32..64, 0u8..=32).prop_map(|(a, p)| IpNet::new(
+                    IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | (a << 20) | (a * 7))),
+                    p
+                )
+                .unwrap()),
+                (0u128..64, 0u8..=128).prop_map(|(a, p)| IpNet::new(
+                    IpAddr::V6(Ipv6Addr::from((0xfd00u128 << 112) | (a << 100) | a)),
+                    p
+                )
+                .unwrap()),
+            ]
+        }
+
+        fn addr() -> impl Strategy<Value = IpAddr> {
+            prop_oneof![
+                (0u32..64, any::<u32>()).prop_map(|(a, low)| IpAddr::V4(Ipv4Addr::from(
+                    0x0a00_0000 | (a << 20) | (low & 0xfffff)
+                ))),
+                (0u128..64, any::<u64>()).prop_map(|(a, low)| IpAddr::V6(Ipv6Addr::from(
+                    (0xfd00u128 << 112) | (a << 100) | u128::from(low)
+                ))),
+                any::<u32>().prop_map(|a| IpAddr::V4(Ipv4Addr::from(a))),
+            ]
+        }
+
+        proptest! {
+            #[test]
+            fn lookups_owners_and_per_peer_lists(
+                routes in prop::collection::vec((net(), 0usize..6), 0..60),
+                probes in prop::collection::vec(addr(), 0..40),
+            ) {
+                let mut t = AllowedIps::default();
+                let mut reference: Vec<(IpNet, usize)> = Vec::new();
+                for (n, p) in &routes {
+                    t.insert(*n, *p);
+                    reference.retain(|(m, _)| m != n);
+                    reference.push((*n, *p));
+                }
+                prop_assert_eq!(t.len(), reference.len());
+                let longest = |ip: IpAddr| {
+                    reference
+                        .iter()
+                        .filter(|(n, _)| n.contains(ip))
+                        .max_by_key(|(n, _)| n.prefix())
+                        .map(|(_, p)| *p)
+                };
+                for ip in probes.iter().copied().chain(reference.iter().map(|(n, _)| n.addr())) {
+                    prop_assert_eq!(t.lookup(ip), longest(ip), "{}", ip);
+                }
+                for (n, p) in &reference {
+                    prop_assert_eq!(t.owner(*n), Some(*p));
+                }
+                for peer in 0..6 {
+                    let mut got: Vec<IpNet> = t.of_peer(peer).collect();
+                    let mut want: Vec<IpNet> =
+                        reference.iter().filter(|(_, p)| *p == peer).map(|(n, _)| *n).collect();
+                    got.sort_by_key(|n| (n.addr(), n.prefix()));
+                    want.sort_by_key(|n| (n.addr(), n.prefix()));
+                    prop_assert_eq!(got, want);
+                }
+            }
         }
     }
 }
