@@ -21,6 +21,9 @@ use zeroize::Zeroizing;
 
 use crate::{CryptoError, SuiteId};
 
+/// Tag length of the AEAD suites.
+const TAG_LEN: usize = 16;
+
 /// Distinguishes keys in the per-thread contexts (a key's address could be reused).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -181,7 +184,7 @@ impl OsslKey {
         data: &mut [u8],
         tag: &[u8],
     ) -> Result<(), CryptoError> {
-        if tag.len() != crate::raw::TAG_LEN {
+        if tag.len() != TAG_LEN {
             return Err(CryptoError::AuthFailed);
         }
         self.with_ctx(Way::Open, nonce, |ctx| {
