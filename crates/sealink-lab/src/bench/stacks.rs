@@ -109,11 +109,35 @@ const PAPER_PROJECTION: [&str; 4] = ["", "bottleneck ~16 procs", "scales to ~30 
 pub const CHUNK: usize = 192;
 /// Packets per batch in the many-connections experiment (keeps 384 channels' buffers small).
 const CHUNK_MANY: usize = 8;
-/// Channels of the CLP experiments (paper 000: 12 connections).
+/// Channels of the CLP experiments (paper 000: 12 connections), or as many as there are
+/// workers where that is more ([`clp_channels`]).
 const CLP_CHANNELS: usize = 12;
 /// Connections of the figure 11 experiment.
 const CONNECTIONS: [usize; 6] = [12, 24, 48, 96, 192, 384];
 const CONNECTIONS_QUICK: [usize; 2] = [12, 24];
+
+/// Channels of the CLP scaling curves at up to `workers` workers: the paper's 12, or one per
+/// worker where there are more workers (12 channels on 16 workers would cap processor-per-
+/// connection at 12/16 of the machine, issue 49).
+pub fn clp_channels(workers: usize) -> usize {
+    CLP_CHANNELS.max(workers)
+}
+
+/// Figure 11's connection counts for a run of `workers` workers: the paper's list, each at
+/// least `workers` (so processor-per-connection never leaves a worker without a connection):
+/// counts below `workers` are dropped and `workers` itself leads where it is above 12.
+pub fn figure11_connections(quick: bool, workers: usize) -> Vec<usize> {
+    let base: &[usize] = if quick {
+        &CONNECTIONS_QUICK
+    } else {
+        &CONNECTIONS
+    };
+    let mut v: Vec<usize> = base.iter().copied().filter(|&n| n >= workers).collect();
+    if v.first() != Some(&workers) && workers > CLP_CHANNELS {
+        v.insert(0, workers);
+    }
+    v
+}
 /// Core counts of the projections.
 const PROJECT_AT: [f64; 4] = [12.0, 16.0, 64.0, 128.0];
 /// Confidence level of the intervals.
@@ -187,10 +211,11 @@ impl Mode {
             Mode::Clp => "CLP",
         }
     }
-    fn channels(self) -> usize {
+    /// Channels of this mode's curve in a run of `workers` workers.
+    fn channels(self, workers: usize) -> usize {
         match self {
             Mode::Plp => 1,
-            Mode::Clp => CLP_CHANNELS,
+            Mode::Clp => clp_channels(workers),
         }
     }
 }
@@ -726,11 +751,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     let cores = record::cores();
     let nw = p.workers;
     let windows = p.runs + 1;
-    let connections: &[usize] = if p.quick {
-        &CONNECTIONS_QUICK
-    } else {
-        &CONNECTIONS
-    };
+    let connections = &figure11_connections(p.quick, nw)[..];
     let many_runs = p.runs.min(3);
     let ops = [Op::Seal, Op::Open];
     let modes = [Mode::Plp, Mode::Clp];
@@ -805,15 +826,22 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                                 ))?;
                                 pb.inc(1);
                             }
-                            let r =
-                                measure(stack, kind, op, mode.channels(), p.batch, &cur, windows)?;
+                            let r = measure(
+                                stack,
+                                kind,
+                                op,
+                                mode.channels(nw),
+                                p.batch,
+                                &cur,
+                                windows,
+                            )?;
                             points.push(estimate(&r));
                             logged(point_row(
                                 "scaling",
                                 stack.name,
                                 side_name(op),
                                 mode.name(),
-                                mode.channels(),
+                                mode.channels(nw),
                                 w,
                                 p,
                                 p.batch,
@@ -1035,7 +1063,7 @@ fn write_files(
                 c.stack.name.to_owned(),
                 side_name(c.op).to_owned(),
                 c.mode.name().to_owned(),
-                c.mode.channels().to_string(),
+                c.mode.channels(p.workers).to_string(),
                 w.to_string(),
                 p.packet.to_string(),
                 p.runs.to_string(),
@@ -1146,7 +1174,7 @@ fn write_files(
                     "{} {}-side throughput ({} channel(s), {} B packets)",
                     mode.name(),
                     side_name(op),
-                    mode.channels(),
+                    mode.channels(p.workers),
                     p.packet
                 ),
                 "workers",
@@ -1280,7 +1308,8 @@ fn render(
     );
     let _ = writeln!(
         out,
-        "PLP: 1 channel, packet-level engine; CLP: {CLP_CHANNELS} channels, processor-per-connection; batches of {} packets; Mbit/s = 10^6 bit/s of payload",
+        "PLP: 1 channel, packet-level engine; CLP: {} channels (the paper's {CLP_CHANNELS}, or one per worker where there are more), processor-per-connection; batches of {} packets; Mbit/s = 10^6 bit/s of payload",
+        clp_channels(p.workers),
         p.batch
     );
     let _ = writeln!(
@@ -1871,5 +1900,23 @@ mod tests {
             SuiteId::Aes128Gcm
         );
         assert!(stack_by_name("rot13").is_err());
+    }
+
+    /// At N workers the CLP curves run at least N connections, and Figure 11 starts at N
+    /// (issue 49: 12 connections on 16 workers capped processor-per-connection at 0.75).
+    #[test]
+    fn clp_runs_at_least_one_connection_per_worker() {
+        assert_eq!(clp_channels(2), 12);
+        assert_eq!(clp_channels(12), 12);
+        assert_eq!(clp_channels(16), 16);
+        assert_eq!(figure11_connections(false, 2), CONNECTIONS.to_vec());
+        assert_eq!(figure11_connections(false, 12), CONNECTIONS.to_vec());
+        assert_eq!(
+            figure11_connections(false, 16),
+            vec![16, 24, 48, 96, 192, 384]
+        );
+        assert_eq!(figure11_connections(true, 16), vec![16, 24]);
+        assert_eq!(figure11_connections(false, 24), vec![24, 48, 96, 192, 384]);
+        assert_eq!(figure11_connections(false, 30), vec![30, 48, 96, 192, 384]);
     }
 }
