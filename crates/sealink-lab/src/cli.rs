@@ -217,6 +217,10 @@ pub struct TunnelCoresArgs {
     /// Packets per batch in the other experiments
     #[arg(long, default_value_t = 32, value_parser = parse_batch)]
     batch: usize,
+    /// Measure the cost of keeping per-flow order at every worker count (one more point per
+    /// count), not only at the largest
+    #[arg(long)]
+    order_each: bool,
     #[command(flatten)]
     budget: bench::BudgetArgs,
 }
@@ -681,6 +685,7 @@ impl TunnelCoresArgs {
                 .clone()
                 .unwrap_or_else(|| "bench-out/tunnel-cores".into()),
             budget: self.budget.budget,
+            order_each: self.order_each,
         }
     }
 }
