@@ -80,7 +80,8 @@ top="$(head -n 1 <<<"$list" | cut -d/ -f1)"
 if [ "$plan_name" = lab ]; then
   expect="gpu-packet.log gpu-packet/gpu-points.csv gpu-packet/gpu.csv tunnel-cores.log
     tunnel-cores/tunnel-cores-points.csv tunnel-cores/tunnel-cores-order.csv thread-times.log
-    stacks-12.log stacks-12/stacks-points.csv stacks-12/stacks.json"
+    stacks-12-aes.log stacks-12-aes/stacks-points.csv stacks-12-aes/stacks.json stacks-12-des.log
+    stacks-12-des/stacks-points.csv stacks-12-3des.log stacks-12-3des/stacks-points.csv"
 else
   expect="gpu.log gpu/gpu-points.csv tunnel-cores.log tunnel-cores/tunnel-cores-points.csv
     stacks-12.log stacks-12/stacks-points.csv stacks-12/stacks.json stacks-16.log

@@ -51,24 +51,28 @@
 #    Environment: TOTAL_S (360), TC_WORKERS, GPU_WORKERS (1,4,16), GPU_SIZES, PLAN.
 # 3. PLAN=lab (what bench/lab-device.sh runs; issue 49): the same kit, set-up and archive
 #    (OUTDIR/lab-device-<UTC time>.tar.gz), another plan:
-#      test-sealink_gpu, test-gpu    as above (limits 20 s and 30 s)
+#      test-sealink_gpu, test-gpu    as above (limits 20 s and 25 s)
 #      gpu-packet     bench gpu --packet-size: Figure 12 on the paper's own x-axis, packets of
 #                     4-128 KB (128 per batch, one thread block each) through all four
 #                     strategies, each strategy's first batch at each size checked against
 #                     aws-lc-rs; the CPU line (aws-lc-rs) at 1, 4 and 16 threads, --runs 3
-#                     --seconds 0.2 (limit 70 s, budget 55 s)
+#                     --seconds 0.2 (limit 62 s, budget 48 s)
 #      tunnel-cores   --batch 128 --workers 1,2,4,8,12,16 --order-each: the order cost at every
-#                     worker count (limit 55 s, budget 42 s)
-#      thread-times   --threads 1,2,4,8,12,16 --volume 128 MiB --tests 3 (limit 40 s; it takes
+#                     worker count (limit 48 s, budget 37 s)
+#      thread-times   --threads 1,2,4,8,12,16 --volume 128 MiB --tests 3 (limit 32 s; it takes
 #                     no budget)
-#      stacks-12      bench stacks --workers 12 --stacks aes128-gcm,des-md5,3des-md5 --runs 2
-#                     --seconds 0.1 (every count 1..12; limit 110 s, budget 90 s): paper 000's
-#                     DES and 3-DES stacks and today's AES-GCM, whose receive ceiling §31 projected
-#                     at 7.4 workers
+#      stacks-12-aes  bench stacks --workers 12 --stacks aes128-gcm --runs 2 --seconds 0.1
+#                     (every count 1..12; limit 40 s, budget 30 s): today's AES-GCM, whose
+#                     receive ceiling §31 projected at 7.4 workers
+#      stacks-12-des, stacks-12-3des   the same with --stacks des-md5 (limit 40 s, budget 32 s)
+#                     and --stacks 3des-md5 (limit 55 s, budget 44 s), --batch 32: paper 000's
+#                     DES and 3-DES stacks; batches of 32, since a batch of 192 4 KiB packets
+#                     takes 0.05-0.3 s of one worker and the windows drained past the budget;
+#                     a step each, so that one running long does not cost the other its turn
 #    and the kernel's TLS ULP (kTLS, paper 003's SO_CRYPT today) recorded in ulp.txt:
 #    /proc/sys/net/ipv4/tcp_available_ulp, whether the tls module is loaded or on disk. Worker
-#    counts above the machine's cores are dropped as above (stacks-12 is kept: oversubscribed on
-#    fewer than 12 cores, a check of the script, not a figure).
+#    counts above the machine's cores are dropped as above (the stacks steps keep 12:
+#    oversubscribed on fewer than 12 cores, a check of the script, not a figure).
 #
 # Check of a kit here, in a mount namespace with a minimal PATH: bench/gpu-device-check.sh.
 set -euo pipefail
@@ -213,15 +217,16 @@ L_GPU=75 B_GPU=60
 L_TC=70 B_TC=55
 L_S12=50 B_S12=38
 L_S16=55 B_S16=42
-# PLAN=lab (the steps after the tests add up, with the tests, the kill grace and the set-up,
-# to 355 s).
-L_GPUP=70 B_GPUP=55
-L_TCO=55 B_TCO=42
-L_TT=40
-L_SL=110 B_SL=90
+# PLAN=lab (the steps add up, with the tests, the kill grace and the set-up, to 358 s).
+L_GPUP=62 B_GPUP=48
+L_TCO=48 B_TCO=37
+L_TT=32
+L_SA=40 B_SA=30
+L_SD=40 B_SD=32
+L_S3=55 B_S3=44
 test_limit() {
   if [ "$1" = test-gpu ]; then
-    if [ "$plan_name" = lab ]; then echo 30; else echo 45; fi
+    if [ "$plan_name" = lab ]; then echo 25; else echo 45; fi
   else
     echo 20
   fi
@@ -345,7 +350,8 @@ main() {
   if [ "$plan_name" = lab ]; then
     tc_workers="${TC_WORKERS:-$(cap_workers "$ncpu" 1,2,4,8,12,16)}"
     tt_threads="$(cap_workers "$ncpu" 1,2,4,8,12,16)"
-    plan+=("gpu-packet $L_GPUP $B_GPUP" "tunnel-cores $L_TCO $B_TCO" "thread-times $L_TT -" "stacks-12 $L_SL $B_SL")
+    plan+=("gpu-packet $L_GPUP $B_GPUP" "tunnel-cores $L_TCO $B_TCO" "thread-times $L_TT -"
+      "stacks-12-aes $L_SA $B_SA" "stacks-12-des $L_SD $B_SD" "stacks-12-3des $L_S3 $B_S3")
   else
     plan+=("gpu $L_GPU $B_GPU" "tunnel-cores $L_TC $B_TC" "stacks-12 $L_S12 $B_S12" "stacks-16 $L_S16 $B_S16")
   fi
@@ -384,8 +390,15 @@ main() {
       --order-each --runs 3 --out "$dir/tunnel-cores"
     run_step thread-times "$L_TT" - "$lab" bench thread-times --threads "$tt_threads" --volume 134217728 \
       --tests 3 --out "$dir/thread-times"
-    run_step stacks-12 "$L_SL" "$B_SL" "$lab" bench stacks --workers 12 --stacks aes128-gcm,des-md5,3des-md5 \
-      --runs 2 --seconds 0.1 --out "$dir/stacks-12"
+    run_step stacks-12-aes "$L_SA" "$B_SA" "$lab" bench stacks --workers 12 --stacks aes128-gcm \
+      --runs 2 --seconds 0.1 --out "$dir/stacks-12-aes"
+    # DES and 3-DES seal a 192-packet batch of 4 KiB in 0.05-0.3 s per worker, which is what
+    # made their windows drain past the budget (§33, §42e): batches of 32 here, and a step
+    # (and budget) each, so that one running long does not cost the other its turn.
+    run_step stacks-12-des "$L_SD" "$B_SD" "$lab" bench stacks --workers 12 --stacks des-md5 \
+      --batch 32 --runs 2 --seconds 0.1 --out "$dir/stacks-12-des"
+    run_step stacks-12-3des "$L_S3" "$B_S3" "$lab" bench stacks --workers 12 --stacks 3des-md5 \
+      --batch 32 --runs 2 --seconds 0.1 --out "$dir/stacks-12-3des"
   else
   run_step gpu "$L_GPU" "$B_GPU" "$lab" bench gpu --strategy naive,naive-streams,no-streams,streams \
     --sizes "$gpu_sizes" --workers "$gpu_workers" --runs 3 --out "$dir/gpu"
