@@ -299,6 +299,11 @@ pub struct AdpArgs {
     /// Seconds of each trace a loopback L run replays in real time [default: 10, 2 with --quick]
     #[arg(long, value_name = "SECONDS", value_parser = parse_loopback_seconds)]
     loopback_seconds: Option<f64>,
+    /// With --loopback: also this many interleaved rounds of ALL's urgent latency with
+    /// piggybacking on and off at E = NE and FE (paper 002's Table 8 L factors; writes
+    /// loopback-latency.csv)
+    #[arg(long, value_name = "ROUNDS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
+    loopback_l_rounds: u32,
 }
 
 fn parse_loopback_seconds(s: &str) -> std::result::Result<f64, String> {
@@ -666,6 +671,7 @@ impl AdpArgs {
                 self.loopback_seconds
                     .unwrap_or(if self.quick { 2.0 } else { 10.0 })
             }),
+            l_rounds: self.loopback_l_rounds as usize,
         }
     }
 }
