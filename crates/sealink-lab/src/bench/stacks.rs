@@ -183,6 +183,10 @@ pub struct Params {
     /// Wall-clock seconds the run may take (`--budget`; `fit_budget` in bench/mod.rs): runs
     /// shortened first, then whole stacks skipped from the end of the list.
     pub budget: Option<f64>,
+    /// `--serial-ns`: nanoseconds added to each packet's serial step (the counter on the send
+    /// side, the replay check on the receive side), as paper 000's locked TCP/IP step was; 0
+    /// measures today's serial step as it is.
+    pub serial_ns: u64,
 }
 
 /// Looks a stack up by name.
@@ -279,7 +283,7 @@ fn ci_ranks(n: usize) -> (usize, usize) {
 }
 
 /// Fresh keys for a stack's channels (one key pair per channel, random secret).
-fn channels(stack: &Stack, n: usize) -> Result<Vec<Channel>> {
+fn channels(stack: &Stack, n: usize, serial_ns: u64) -> Result<Vec<Channel>> {
     (0..n)
         .map(|i| {
             let mut secret = [0u8; 32];
@@ -293,7 +297,8 @@ fn channels(stack: &Stack, n: usize) -> Result<Vec<Channel>> {
             secret.fill(0);
             Ok(
                 Channel::new(Arc::clone(&key), key, 0x5EA1_0000 + i as u32, stack.scope)
-                    .with_insecure_plaintext(stack.scope == Scope::None),
+                    .with_insecure_plaintext(stack.scope == Scope::None)
+                    .with_serial_ns(serial_ns),
             )
         })
         .collect()
@@ -447,7 +452,7 @@ fn measure(
     p: &Params,
     windows: usize,
 ) -> Result<Vec<f64>> {
-    let chans = channels(stack, nchan)?;
+    let chans = channels(stack, nchan, p.serial_ns)?;
     let workers = match kind {
         EngineKind::Plp(w) => w,
         EngineKind::Clp(ClpPolicy::ProcessorPerConnection(w)) => w,
@@ -681,6 +686,7 @@ pub(crate) fn baseline_plp_send(packet: usize, seconds: f64, runs: usize) -> Res
         quick: false,
         batch: CHUNK,
         budget: None,
+        serial_ns: 0,
     };
     validate(&p)?;
     measure(base, EngineKind::Plp(1), Op::Seal, 1, CHUNK, &p, runs + 1)
@@ -1312,6 +1318,13 @@ fn render(
         clp_channels(p.workers),
         p.batch
     );
+    if p.serial_ns > 0 {
+        let _ = writeln!(
+            out,
+            "serial step: {} ns added to each packet's counter (send) and replay check (receive), a busy wait under the channel's lock (--serial-ns; paper 000's locked TCP/IP step took 164 us per 4 KiB packet at its 200 Mb/s)",
+            p.serial_ns
+        );
+    }
     let _ = writeln!(
         out,
         "send: packets of random bytes (fresh seed per run) sealed as fast as possible; recv: a pool of real datagrams sealed beforehand, copied in by the in-memory device, opened and replay-checked"
@@ -1827,6 +1840,7 @@ mod tests {
             quick: true,
             batch: 8,
             budget: None,
+            serial_ns: 0,
         };
         let mut seen = Vec::new();
         let e = run_with(&p, &mut |log| {
@@ -1880,6 +1894,7 @@ mod tests {
             quick: true,
             batch: 8,
             budget: Some(0.001),
+            serial_ns: 0,
         };
         run_with(&p, &mut |_| Ok(())).unwrap();
         let report = std::fs::read_to_string(out.join(REPORT_FILE)).unwrap();
@@ -1900,6 +1915,43 @@ mod tests {
             SuiteId::Aes128Gcm
         );
         assert!(stack_by_name("rot13").is_err());
+    }
+
+    /// `--serial-ns`: every packet's serial step waits that long, so one PLP submitter cannot
+    /// send faster than a packet per step (paper 000's locked-step ceiling, here 1024 B per
+    /// 100 us = 81.9 Mbit/s), whatever the crypto costs.
+    #[test]
+    fn serial_ns_caps_the_plp_send_rate() {
+        let p = Params {
+            workers: 2,
+            packet: 1024,
+            seconds: 0.05,
+            runs: 1,
+            out: PathBuf::new(),
+            stacks: vec![&STACKS[0]],
+            quick: true,
+            batch: 8,
+            budget: None,
+            serial_ns: 100_000,
+        };
+        for kind in [EngineKind::Plp(1), EngineKind::Plp(2)] {
+            let rates = measure(&STACKS[0], kind, Op::Seal, 1, 8, &p, 2).unwrap();
+            assert!(!rates.is_empty());
+            for r in rates {
+                assert!(r > 0.0 && r <= 82.0, "{kind:?}: {r} Mbit/s");
+            }
+        }
+        let c = Channel::new(
+            Arc::new(kdf::derive_packet_key(SuiteId::Aes128Gcm, &[1; 32], b"t", true).unwrap()),
+            Arc::new(kdf::derive_packet_key(SuiteId::Aes128Gcm, &[1; 32], b"t", true).unwrap()),
+            1,
+            Scope::Encrypt,
+        );
+        assert!(c.serial_spin.is_zero());
+        let mut c = c.with_serial_ns(300_000);
+        let t = Instant::now();
+        assert_eq!(c.take_counter(), 0);
+        assert!(t.elapsed() >= Duration::from_micros(300));
     }
 
     /// At N workers the CLP curves run at least N connections, and Figure 11 starts at N
