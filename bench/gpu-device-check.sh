@@ -15,6 +15,7 @@
 # reports its GPU rows not measured.
 #
 # Usage, as root: bash bench/gpu-device-check.sh KIT OUTDIR
+# PLAN=lab checks bench/lab-device.sh's plan instead (gpu-device.sh's PLAN=lab).
 # Takes /tmp/sealink-bench.lock (flock) around the run, as the other benchmarks here do.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,8 +35,9 @@ if [ "$inside" = 1 ]; then
     printf '  %-11s %s\n' "$n" "$(command -v "$n" || echo "not found")"
   done
   for d in $HIDE_DIRS; do printf '  %s: %s entries\n' "$d" "$(ls -A "$d" | wc -l)"; done
-  exec bash "$root/bench/gpu-device.sh" "$kit" "$out"
+  exec env PLAN="${PLAN:-gpu}" bash "$root/bench/gpu-device.sh" "$kit" "$out"
 fi
+plan_name="${PLAN:-gpu}"
 
 hide_bins="cargo rustc rustup rustdoc cc gcc g++ c++ clang ld ld.bfd ld.gold strip objdump readelf nm patchelf
   ip ss ping iperf3 wg wireguard-go jq python3 python apt-get apt go uptime"
@@ -60,24 +62,32 @@ for d in /usr/bin /usr/sbin /usr/local/bin; do
   mount -t overlay overlay -o "lowerdir=$d,upperdir=$u,workdir=$w" "$d"
 done
 mkdir -p /mnt/home
-exec env -i HOME=/mnt/home PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C HIDE_DIRS="$HIDE_DIRS" \
+exec env -i HOME=/mnt/home PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C HIDE_DIRS="$HIDE_DIRS" PLAN="$PLAN" \
   bash "$SELF" --inside "$KIT" "$OUT"
 '
 t0="$(date +%s)"
 rc=0
 flock "${LOCK:-/tmp/sealink-bench.lock}" \
-  env KIT="$kit" OUT="$out" SELF="$root/bench/gpu-device-check.sh" HIDE_BINS="$hide_bins" HIDE_DIRS="$hide_dirs" \
+  env PLAN="$plan_name" KIT="$kit" OUT="$out" SELF="$root/bench/gpu-device-check.sh" HIDE_BINS="$hide_bins" HIDE_DIRS="$hide_dirs" \
   unshare -m --propagation private bash -c "$inner" || rc=$?
 echo "device-check: gpu-device.sh exit $rc; run took $(($(date +%s) - t0)) s (with the wait for the lock)"
-a="$(ls -t "$out"/gpu-device-*.tar.gz | head -n 1)"
+a="$(ls -t "$out"/"$plan_name"-device-*.tar.gz | head -n 1)"
 echo "device-check: $a ($(du -h "$a" | cut -f1)):"
 list="$(tar -tzf "$a")"
 sed 's/^/  /' <<<"$list"
 missing=0
 top="$(head -n 1 <<<"$list" | cut -d/ -f1)"
-for f in run.log machine.txt kit.txt status.tsv summary.txt test-gpu.log test-sealink_gpu.log \
-  gpu.log gpu/gpu-points.csv tunnel-cores.log tunnel-cores/tunnel-cores-points.csv \
-  stacks-12.log stacks-12/stacks-points.csv stacks-12/stacks.json stacks-16.log stacks-16/stacks-points.csv stacks-16/stacks.json; do
+if [ "$plan_name" = lab ]; then
+  expect="gpu-packet.log gpu-packet/gpu-points.csv gpu-packet/gpu.csv tunnel-cores.log
+    tunnel-cores/tunnel-cores-points.csv tunnel-cores/tunnel-cores-order.csv thread-times.log
+    stacks-12-aes.log stacks-12-aes/stacks-points.csv stacks-12-aes/stacks.json stacks-12-des.log
+    stacks-12-des/stacks-points.csv stacks-12-3des.log stacks-12-3des/stacks-points.csv"
+else
+  expect="gpu.log gpu/gpu-points.csv tunnel-cores.log tunnel-cores/tunnel-cores-points.csv
+    stacks-12.log stacks-12/stacks-points.csv stacks-12/stacks.json stacks-16.log
+    stacks-16/stacks-points.csv stacks-16/stacks.json"
+fi
+for f in run.log machine.txt ulp.txt kit.txt status.tsv summary.txt test-gpu.log test-sealink_gpu.log $expect; do
   grep -qx "$top/$f" <<<"$list" || { echo "device-check: MISSING from the archive: $f"; missing=1; }
 done
 echo "device-check: status.tsv:"

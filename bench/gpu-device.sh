@@ -48,7 +48,31 @@
 #    bench (its --out: CSV, SVG, run record; <step>.log is what it printed), status.tsv (step,
 #    exit status, seconds, limit, budget) and summary.txt. Exit status 1 if a step failed
 #    (124: stopped by its limit) or was skipped for time.
-#    Environment: TOTAL_S (360), TC_WORKERS, GPU_WORKERS (1,4,16), GPU_SIZES.
+#    Environment: TOTAL_S (360), TC_WORKERS, GPU_WORKERS (1,4,16), GPU_SIZES, PLAN.
+# 3. PLAN=lab (what bench/lab-device.sh runs; issue 49): the same kit, set-up and archive
+#    (OUTDIR/lab-device-<UTC time>.tar.gz), another plan:
+#      test-sealink_gpu, test-gpu    as above (limits 20 s and 25 s)
+#      gpu-packet     bench gpu --packet-size: Figure 12 on the paper's own x-axis, packets of
+#                     4-128 KB (128 per batch, one thread block each) through all four
+#                     strategies, each strategy's first batch at each size checked against
+#                     aws-lc-rs; the CPU line (aws-lc-rs) at 1, 4 and 16 threads, --runs 3
+#                     --seconds 0.2 (limit 62 s, budget 48 s)
+#      tunnel-cores   --batch 128 --workers 1,2,4,8,12,16 --order-each: the order cost at every
+#                     worker count (limit 48 s, budget 37 s)
+#      thread-times   --threads 1,2,4,8,12,16 --volume 128 MiB --tests 3 (limit 32 s; it takes
+#                     no budget)
+#      stacks-12-aes  bench stacks --workers 12 --stacks aes128-gcm --runs 2 --seconds 0.1
+#                     (every count 1..12; limit 40 s, budget 30 s): today's AES-GCM, whose
+#                     receive ceiling §31 projected at 7.4 workers
+#      stacks-12-des, stacks-12-3des   the same with --stacks des-md5 (limit 40 s, budget 32 s)
+#                     and --stacks 3des-md5 (limit 55 s, budget 44 s), --batch 32: paper 000's
+#                     DES and 3-DES stacks; batches of 32, since a batch of 192 4 KiB packets
+#                     takes 0.05-0.3 s of one worker and the windows drained past the budget;
+#                     a step each, so that one running long does not cost the other its turn
+#    and the kernel's TLS ULP (kTLS, paper 003's SO_CRYPT today) recorded in ulp.txt:
+#    /proc/sys/net/ipv4/tcp_available_ulp, whether the tls module is loaded or on disk. Worker
+#    counts above the machine's cores are dropped as above (the stacks steps keep 12:
+#    oversubscribed on fewer than 12 cores, a check of the script, not a figure).
 #
 # Check of a kit here, in a mount namespace with a minimal PATH: bench/gpu-device-check.sh.
 set -euo pipefail
@@ -155,8 +179,13 @@ mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 total_s="${TOTAL_S:-360}"
 t_start="$(date +%s)"
+plan_name="${PLAN:-gpu}"
+case "$plan_name" in
+  gpu | lab) ;;
+  *) echo "gpu-device: PLAN=$plan_name: gpu or lab" >&2; exit 1 ;;
+esac
 
-name="gpu-device-$(date -u +%Y%m%dT%H%M%SZ)"
+name="$plan_name-device-$(date -u +%Y%m%dT%H%M%SZ)"
 stage="$(mktemp -d /tmp/gpu-device.XXXXXX)"
 dir="$stage/$name"
 mkdir -p "$dir"
@@ -192,7 +221,20 @@ L_GPU=75 B_GPU=60
 L_TC=70 B_TC=55
 L_S12=50 B_S12=38
 L_S16=55 B_S16=42
-test_limit() { if [ "$1" = test-gpu ]; then echo 45; else echo 20; fi; }
+# PLAN=lab (the steps add up, with the tests, the kill grace and the set-up, to 358 s).
+L_GPUP=62 B_GPUP=48
+L_TCO=48 B_TCO=37
+L_TT=32
+L_SA=40 B_SA=30
+L_SD=40 B_SD=32
+L_S3=55 B_S3=44
+test_limit() {
+  if [ "$1" = test-gpu ]; then
+    if [ "$plan_name" = lab ]; then echo 25; else echo 45; fi
+  else
+    echo 20
+  fi
+}
 plan=()
 failed=()
 
@@ -241,7 +283,7 @@ run_step() {
 }
 
 main() {
-  local ncpu tc_workers gpu_workers gpu_sizes b nvrtc sum=0 s
+  local ncpu tc_workers tt_threads gpu_workers gpu_sizes b nvrtc sum=0 s
   ncpu="$(nproc)"
   echo "gpu-device: $name, $(date -u +%Y-%m-%dT%H:%M:%SZ), kit $kit, archive $archive"
   # cudarc looks for libnvrtc.so by its usual names; CUDA 13 keeps it under targets/.
@@ -269,7 +311,21 @@ main() {
     echo "--- lscpu"
     lscpu 2>&1 || grep -E '^(model name|flags)' /proc/cpuinfo | sort -u
   } >"$dir/machine.txt"
-  cat "$dir/machine.txt"
+  # Paper 003's SO_CRYPT today is kTLS (TCP_ULP "tls", then TLS_TX/TLS_RX): whether this
+  # kernel offers it. Read only: nothing is loaded.
+  {
+    echo "kernel: $(uname -r)"
+    echo "tcp_available_ulp: $(cat /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null || echo '(unreadable)')"
+    if [ -d /sys/module/tls ]; then echo "tls module: loaded (/sys/module/tls)"; else echo "tls module: not loaded"; fi
+    echo "tls module on disk: $(find "/lib/modules/$(uname -r)" -name 'tls.ko*' 2>/dev/null | head -n 1 | grep . || echo 'none found')"
+    echo "CONFIG_TLS: $(grep -h '^CONFIG_TLS[=_]' "/boot/config-$(uname -r)" 2>/dev/null | tr '\n' ' ' | grep . || echo 'no /boot/config for this kernel')"
+    if grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp 2>/dev/null; then
+      echo "verdict: kTLS offered (the tls ULP is available)"
+    else
+      echo "verdict: the tls ULP is not offered now (it may still load on first use if the module is on disk)"
+    fi
+  } >"$dir/ulp.txt"
+  cat "$dir/machine.txt" "$dir/ulp.txt"
   {
     cat "$kit/VERSIONS" 2>/dev/null || echo "(no VERSIONS in the kit)"
     echo "--- here"
@@ -295,7 +351,14 @@ main() {
     s="$(basename "$b")"
     plan+=("$s $(test_limit "$s") -")
   done
-  plan+=("gpu $L_GPU $B_GPU" "tunnel-cores $L_TC $B_TC" "stacks-12 $L_S12 $B_S12" "stacks-16 $L_S16 $B_S16")
+  if [ "$plan_name" = lab ]; then
+    tc_workers="${TC_WORKERS:-$(cap_workers "$ncpu" 1,2,4,8,12,16)}"
+    tt_threads="$(cap_workers "$ncpu" 1,2,4,8,12,16)"
+    plan+=("gpu-packet $L_GPUP $B_GPUP" "tunnel-cores $L_TCO $B_TCO" "thread-times $L_TT -"
+      "stacks-12-aes $L_SA $B_SA" "stacks-12-des $L_SD $B_SD" "stacks-12-3des $L_S3 $B_S3")
+  else
+    plan+=("gpu $L_GPU $B_GPU" "tunnel-cores $L_TC $B_TC" "stacks-12 $L_S12 $B_S12" "stacks-16 $L_S16 $B_S16")
+  fi
   echo "gpu-device: the plan ($ncpu CPUs; total ${total_s} s):"
   printf '  %-18s %8s %8s\n' step limit_s budget_s
   for s in "${plan[@]}"; do
@@ -306,8 +369,13 @@ main() {
   printf '  %-18s %8s\n' "set-up, archive" "$SETUP_S"
   sum=$((sum + SETUP_S))
   echo "  = at most $sum s if every step runs to its limit ($((sum / 60)) min $((sum % 60)) s; the limit is $total_s s)"
-  echo "  tunnel-cores workers: $tc_workers; bench gpu CPU workers: $gpu_workers, sizes $gpu_sizes"
-  [ "$ncpu" -ge 16 ] || echo "  (stacks at 12 and 16 workers on $ncpu CPUs: oversubscribed, a check of the script, not a figure)"
+  if [ "$plan_name" = lab ]; then
+    echo "  tunnel-cores workers: $tc_workers (--order-each); thread-times threads: $tt_threads; bench gpu --packet-size CPU threads: $gpu_workers"
+    [ "$ncpu" -ge 12 ] || echo "  (stacks at 12 workers on $ncpu CPUs: oversubscribed, a check of the script, not a figure)"
+  else
+    echo "  tunnel-cores workers: $tc_workers; bench gpu CPU workers: $gpu_workers, sizes $gpu_sizes"
+    [ "$ncpu" -ge 16 ] || echo "  (stacks at 12 and 16 workers on $ncpu CPUs: oversubscribed, a check of the script, not a figure)"
+  fi
   [ "$sum" -le "$total_s" ] || echo "gpu-device: WARNING: the plan is over $total_s s; the last steps will be cut"
   printf 'step\trc\tseconds\tlimit_s\tbudget_s\n' >"$dir/status.tsv"
   : >"$dir/summary.txt"
@@ -318,6 +386,24 @@ main() {
     s="$(basename "$b")"
     run_step "$s" "$(test_limit "$s")" - "$b" --nocapture
   done
+  if [ "$plan_name" = lab ]; then
+    run_step gpu-packet "$L_GPUP" "$B_GPUP" "$lab" bench gpu --packet-size \
+      --strategy naive,naive-streams,no-streams,streams --workers "$gpu_workers" --runs 3 --seconds 0.2 \
+      --out "$dir/gpu-packet"
+    run_step tunnel-cores "$L_TCO" "$B_TCO" "$lab" bench tunnel-cores --batch 128 --workers "$tc_workers" \
+      --order-each --runs 3 --out "$dir/tunnel-cores"
+    run_step thread-times "$L_TT" - "$lab" bench thread-times --threads "$tt_threads" --volume 134217728 \
+      --tests 3 --out "$dir/thread-times"
+    run_step stacks-12-aes "$L_SA" "$B_SA" "$lab" bench stacks --workers 12 --stacks aes128-gcm \
+      --runs 2 --seconds 0.1 --out "$dir/stacks-12-aes"
+    # DES and 3-DES seal a 192-packet batch of 4 KiB in 0.05-0.3 s per worker, which is what
+    # made their windows drain past the budget (§33, §42e): batches of 32 here, and a step
+    # (and budget) each, so that one running long does not cost the other its turn.
+    run_step stacks-12-des "$L_SD" "$B_SD" "$lab" bench stacks --workers 12 --stacks des-md5 \
+      --batch 32 --runs 2 --seconds 0.1 --out "$dir/stacks-12-des"
+    run_step stacks-12-3des "$L_S3" "$B_S3" "$lab" bench stacks --workers 12 --stacks 3des-md5 \
+      --batch 32 --runs 2 --seconds 0.1 --out "$dir/stacks-12-3des"
+  else
   run_step gpu "$L_GPU" "$B_GPU" "$lab" bench gpu --strategy naive,naive-streams,no-streams,streams \
     --sizes "$gpu_sizes" --workers "$gpu_workers" --runs 3 --out "$dir/gpu"
   run_step tunnel-cores "$L_TC" "$B_TC" "$lab" bench tunnel-cores --batch 128 --workers "$tc_workers" \
@@ -326,12 +412,15 @@ main() {
     --runs 3 --seconds 0.2 --out "$dir/stacks-12"
   run_step stacks-16 "$L_S16" "$B_S16" "$lab" bench stacks --workers 16 --stacks baseline,md5,des-md5,aes128-gcm \
     --runs 3 --seconds 0.2 --out "$dir/stacks-16"
+  fi
 
   local took=$(($(date +%s) - t_start))
   echo "gpu-device: done, $(date -u +%Y-%m-%dT%H:%M:%SZ), ${took} s in all (limit $total_s s)"
   {
     echo "==== status (step, exit status, seconds, limit, budget); ${took} s in all"
     cat "$dir/status.tsv"
+    echo "==== the kernel's TLS ULP (paper 003 today)"
+    cat "$dir/ulp.txt"
   } | tee -a "$dir/summary.txt"
   if [ "${#failed[@]}" -gt 0 ]; then
     echo "gpu-device: FAILED: ${failed[*]} (exit status 124: stopped by its limit)"

@@ -112,7 +112,7 @@ pub enum BenchCommand {
     /// Paper 004 Figure 12 rerun: AES-128-GCM throughput against batch size, CPU (engine,
     /// 1..N workers) and GPU (needs a build with --features cuda and a CUDA device), crossover
     #[command(
-        after_help = "Examples:\n  sealink-lab bench gpu\n  sealink-lab bench gpu --sizes 65536,131072 --workers 1,16\n  sealink-lab bench gpu --quick\n  sealink-lab bench gpu --strategy naive,naive-streams,no-streams,streams --budget 300"
+        after_help = "Examples:\n  sealink-lab bench gpu\n  sealink-lab bench gpu --sizes 65536,131072 --workers 1,16\n  sealink-lab bench gpu --quick\n  sealink-lab bench gpu --strategy naive,naive-streams,no-streams,streams --budget 300\n  sealink-lab bench gpu --packet-size --workers 1,4,16 --strategy naive,naive-streams,no-streams,streams"
     )]
     Gpu(GpuArgs),
     /// Paper 004's sender threads: one communication thread (TCP over loopback) and N
@@ -217,6 +217,10 @@ pub struct TunnelCoresArgs {
     /// Packets per batch in the other experiments
     #[arg(long, default_value_t = 32, value_parser = parse_batch)]
     batch: usize,
+    /// Measure the cost of keeping per-flow order at every worker count (one more point per
+    /// count), not only at the largest
+    #[arg(long)]
+    order_each: bool,
     #[command(flatten)]
     budget: bench::BudgetArgs,
 }
@@ -225,9 +229,15 @@ pub struct TunnelCoresArgs {
 pub struct GpuArgs {
     #[command(flatten)]
     cores: CoresArgs,
-    /// Batch sizes in bytes, comma separated (default 4 KB .. 1 MB)
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1400..=67108864))]
+    /// Batch sizes in bytes, comma separated (default 4 KB .. 1 MB); with --packet-size, packet
+    /// sizes (default 4 KB .. 128 KB)
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1024..=67108864))]
     sizes: Vec<u64>,
+    /// Paper 004's own x-axis: --sizes are the sizes of one packet (the paper's file), 128
+    /// packets per batch, one thread block per packet; the CPU line is aws-lc-rs on 1..N threads
+    /// at the same sizes; every GPU point is first checked against aws-lc-rs
+    #[arg(long)]
+    packet_size: bool,
     /// GPU strategies (paper 004's Figure 12), comma separated: naive (each packet spread over
     /// many blocks, one batch at a time), naive-streams, no-streams (one block per packet, one
     /// batch at a time), streams (one block per packet, batches in flight over the streams)
@@ -289,6 +299,11 @@ pub struct AdpArgs {
     /// Seconds of each trace a loopback L run replays in real time [default: 10, 2 with --quick]
     #[arg(long, value_name = "SECONDS", value_parser = parse_loopback_seconds)]
     loopback_seconds: Option<f64>,
+    /// With --loopback: also this many interleaved rounds of ALL's urgent latency with
+    /// piggybacking on and off at E = NE and FE (paper 002's Table 8 L factors; writes
+    /// loopback-latency.csv)
+    #[arg(long, value_name = "ROUNDS", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
+    loopback_l_rounds: u32,
 }
 
 fn parse_loopback_seconds(s: &str) -> std::result::Result<f64, String> {
@@ -418,6 +433,11 @@ pub struct StacksArgs {
     /// Pin engine worker threads to cores
     #[arg(long)]
     pin: bool,
+    /// Nanoseconds added to each packet's serial step (counter, replay check), a busy wait
+    /// under the channel's lock: paper 000's locked TCP/IP step was about 164000 per 4 KiB
+    /// packet (200 Mb/s)
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    serial_ns: u64,
     #[command(flatten)]
     budget: bench::BudgetArgs,
 }
@@ -611,6 +631,7 @@ impl StacksArgs {
             quick,
             batch: self.batch,
             budget: self.budget.budget,
+            serial_ns: self.serial_ns,
         }
     }
 }
@@ -656,6 +677,7 @@ impl AdpArgs {
                 self.loopback_seconds
                     .unwrap_or(if self.quick { 2.0 } else { 10.0 })
             }),
+            l_rounds: self.loopback_l_rounds as usize,
         }
     }
 }
@@ -675,6 +697,7 @@ impl TunnelCoresArgs {
                 .clone()
                 .unwrap_or_else(|| "bench-out/tunnel-cores".into()),
             budget: self.budget.budget,
+            order_each: self.order_each,
         }
     }
 }
@@ -683,18 +706,26 @@ impl GpuArgs {
     fn params(self) -> bench::gpu::Params {
         let c = &self.cores;
         bench::gpu::Params {
-            sizes: match (self.sizes.is_empty(), c.quick) {
-                (false, _) => self.sizes.iter().map(|&s| s as usize).collect(),
-                (true, true) => vec![4 << 10, 128 << 10],
-                (true, false) => bench::gpu::DEFAULT_SIZES.to_vec(),
+            sizes: match (self.sizes.is_empty(), c.quick, self.packet_size) {
+                (false, _, _) => self.sizes.iter().map(|&s| s as usize).collect(),
+                (true, true, _) => vec![4 << 10, 128 << 10],
+                (true, false, false) => bench::gpu::DEFAULT_SIZES.to_vec(),
+                (true, false, true) => bench::gpu::DEFAULT_PACKET_SIZES.to_vec(),
             },
             workers: c.workers(),
             seconds: c.seconds(),
             runs: c.runs(),
             quick: c.quick,
-            out: c.out.clone().unwrap_or_else(|| "bench-out/gpu".into()),
+            out: c.out.clone().unwrap_or_else(|| {
+                if self.packet_size {
+                    "bench-out/gpu-packet-size".into()
+                } else {
+                    "bench-out/gpu".into()
+                }
+            }),
             strategies: self.strategy,
             budget: self.budget.budget,
+            packet_size: self.packet_size,
         }
     }
 }

@@ -210,3 +210,40 @@ fn the_pattern_finds_files_and_skips_placeholders() {
     let spans = code_text("a `x/y.rs` b `bench/a.sh` c\n```\ncrates/z/Cargo.toml\n```\n");
     assert_eq!(spans, ["crates/z/Cargo.toml", "x/y.rs", "bench/a.sh"]);
 }
+
+/// Machine paths a reader's checkout does not have (issue 49): RESULTS gives commands with
+/// repository paths (`bench-out/...`, `target/...`) or placeholders (`<kit>`, `<build dir>`),
+/// never a build directory or scratch folder of the machine that ran them.
+const MACHINE_PATHS: &[&str] = &["/work/", "/root/", "/home/", "/tmp/"];
+
+fn machine_paths(md: &str) -> Vec<String> {
+    md.lines()
+        .enumerate()
+        .filter(|(_, l)| MACHINE_PATHS.iter().any(|p| l.contains(p)))
+        .map(|(i, l)| format!("line {}: {l}", i + 1))
+        .collect()
+}
+
+#[test]
+fn the_results_name_no_machine_path() {
+    let root = repo_root();
+    for doc in DOCS {
+        let Ok(md) = std::fs::read_to_string(root.join(doc)) else {
+            continue;
+        };
+        let found = machine_paths(&md);
+        assert!(
+            found.is_empty(),
+            "{doc} names paths of the machine that ran the command (use bench-out/..., target/... or a <placeholder>):\n{}",
+            found.join("\n")
+        );
+    }
+    assert_eq!(
+        machine_paths("`--out bench-out/x` in /tmp, and /tmpfs").len(),
+        0
+    );
+    assert_eq!(
+        machine_paths("a\n`CARGO_TARGET_DIR=/work/t cargo`").len(),
+        1
+    );
+}

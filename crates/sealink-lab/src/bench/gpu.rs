@@ -5,6 +5,13 @@
 //! device's streams; packing, copies both ways and unpacking included), with GHASH on the GPU
 //! and on the CPU; the crossover batch size where the GPU starts to win; the paper's 3.7 Gb/s
 //! at 128 KB beside; and where one batch's time goes on the device path.
+//!
+//! With `--packet-size` the x-axis is the paper's instead: the size of one packet (the paper's
+//! "file", 4 KB to 128 KB by default), each packet one thread block (or spread over blocks by
+//! the naive strategies), [`PACKETS_PER_BATCH`] packets of that size per batch; the CPU line is
+//! aws-lc-rs's AES-128-GCM on 1..N threads at the same packet sizes (the tunnel's engine carries
+//! packets of at most a datagram, so it cannot seal 128 KB ones). Every GPU point is first
+//! checked byte for byte against aws-lc-rs.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -33,6 +40,15 @@ pub const DEFAULT_SIZES: [usize; 9] = [
 ];
 /// Largest batch accepted (bytes).
 pub const MAX_SIZE: usize = 64 << 20;
+/// Packet sizes of `--packet-size` (the paper's 4 KB to 128 KB files).
+pub const DEFAULT_PACKET_SIZES: [usize; 6] =
+    [4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10];
+/// Packets per batch with `--packet-size`: the paper ciphers many files of the same size at once
+/// (its 1024 streams); 128 one-block packets per launch, up to [`RUN_BATCHES`] launches in flight.
+pub const PACKETS_PER_BATCH: usize = 128;
+/// Smallest and largest packet of `--packet-size` (the GPU layout's limit).
+pub const MIN_PACKET_SIZE: usize = 1 << 10;
+pub const MAX_PACKET_SIZE: usize = sealink_gpu::layout::MAX_PACKET;
 /// Every point as it is measured, in measurement order (a stopped run keeps these).
 pub const POINTS_FILE: &str = "gpu-points.csv";
 const POINTS_HEAD: [&str; 8] = [
@@ -58,6 +74,37 @@ pub struct Params {
     pub strategies: Vec<Strategy>,
     /// Wall-clock seconds the run may take (`--budget`; `fit_budget` in bench/mod.rs).
     pub budget: Option<f64>,
+    /// `--packet-size`: `sizes` are packet sizes, [`PACKETS_PER_BATCH`] packets per batch
+    /// (paper 004's own x-axis), and the CPU line is aws-lc-rs on 1..N threads.
+    pub packet_size: bool,
+}
+
+/// What one point seals: packets of `packet` bytes, `per_batch` of them per batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    pub packet: usize,
+    pub per_batch: usize,
+}
+
+impl Shape {
+    /// The shape of x-axis value `size`: a batch of `size` bytes of 1400-byte packets, or with
+    /// `--packet-size` [`PACKETS_PER_BATCH`] packets of `size` bytes.
+    pub fn of(p: &Params, size: usize) -> Shape {
+        if p.packet_size {
+            Shape {
+                packet: size,
+                per_batch: PACKETS_PER_BATCH,
+            }
+        } else {
+            Shape {
+                packet: PACKET,
+                per_batch: packets_in(size),
+            }
+        }
+    }
+    fn bits(self) -> f64 {
+        (self.packet * self.per_batch * 8) as f64
+    }
 }
 
 /// Packets of `PACKET` bytes in a batch of `bytes` (at least one).
@@ -79,6 +126,102 @@ fn cpu_point(keys: &Keys, workers: usize, n: usize, seconds: f64) -> Result<f64>
     Ok(s.gbps())
 }
 
+/// CPU at `--packet-size`: `workers` threads, each sealing its own [`PACKETS_PER_BATCH`] packets
+/// of `packet` bytes with aws-lc-rs's AES-128-GCM (one key, a fresh nonce per packet) over and
+/// over for `seconds`; the bytes all threads sealed, per second. Each thread first checks that
+/// what it seals opens again.
+fn cpu_packets_point(workers: usize, shape: Shape, seconds: f64) -> Result<f64> {
+    use aws_lc_rs::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+    let (key, _, _) = gpu_inputs(Shape {
+        packet: 0,
+        per_batch: 0,
+    })?;
+    let sealer = LessSafeKey::new(
+        UnboundKey::new(&AES_128_GCM, &key)
+            .map_err(|_| Error::bench("aws-lc-rs refused the AES-128-GCM key"))?,
+    );
+    cpu_packets_check(&sealer, shape.packet)?;
+    let dur = Duration::from_secs_f64(seconds);
+    let totals = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|t| {
+                let sealer = &sealer;
+                s.spawn(move || -> Result<(u64, f64)> {
+                    let (_, mut bufs, aads) = gpu_inputs(shape)?;
+                    let mut counter = (t as u64) << 40;
+                    let start = Instant::now();
+                    let mut sealed = 0u64;
+                    while start.elapsed() < dur {
+                        for (b, aad) in bufs.iter_mut().zip(&aads) {
+                            let mut n = [0u8; 12];
+                            n[4..].copy_from_slice(&counter.to_le_bytes());
+                            counter += 1;
+                            let tag = sealer
+                                .seal_in_place_separate_tag(
+                                    Nonce::assume_unique_for_key(n),
+                                    Aad::from(&aad[..]),
+                                    b,
+                                )
+                                .map_err(|_| Error::bench("aws-lc-rs seal failed"))?;
+                            let _ = std::hint::black_box(tag);
+                        }
+                        sealed += bufs.len() as u64;
+                    }
+                    Ok((sealed, start.elapsed().as_secs_f64()))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| Error::bench("a CPU sealing thread panicked"))?
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let bytes: f64 = totals
+        .iter()
+        .map(|(n, _)| *n as f64 * shape.packet as f64)
+        .sum();
+    let secs = totals.iter().map(|(_, s)| *s).fold(0.0, f64::max);
+    Ok(bytes * 8.0 / secs / 1e9)
+}
+
+/// Seals one random packet of `len` bytes with `sealer` and opens it again: the CPU line's
+/// check that it seals what it claims (a wrong tag or byte fails the point).
+fn cpu_packets_check(sealer: &aws_lc_rs::aead::LessSafeKey, len: usize) -> Result<()> {
+    use aws_lc_rs::aead::{Aad, Nonce};
+    let (_, mut bufs, aads) = gpu_inputs(Shape {
+        packet: len,
+        per_batch: 1,
+    })?;
+    let plain = bufs[0].clone();
+    let nonce = [7u8; 12];
+    let mut sealed = bufs[0].clone();
+    let tag = sealer
+        .seal_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(&aads[0][..]),
+            &mut sealed,
+        )
+        .map_err(|_| Error::bench("aws-lc-rs seal failed"))?;
+    sealed.extend_from_slice(tag.as_ref());
+    let opened = sealer
+        .open_in_place(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(&aads[0][..]),
+            &mut sealed,
+        )
+        .map_err(|_| Error::bench(format!("a sealed {len}-byte packet did not open")))?;
+    if opened != &plain[..] {
+        return Err(Error::bench(format!(
+            "a sealed {len}-byte packet opened to other bytes"
+        )));
+    }
+    bufs.clear();
+    Ok(())
+}
+
 /// Batches per `seal_batches` call in the GPU runs: the pipeline fills and drains once per
 /// call, as the engine's does once per run. Fewer (down to [`MIN_RUN_BATCHES`]) where 16 would
 /// hold more than [`RUN_BYTES`] of packets.
@@ -88,22 +231,23 @@ pub const MIN_RUN_BATCHES: usize = 4;
 /// Packet bytes one GPU call holds at most (unless [`MIN_RUN_BATCHES`] batches need more).
 pub const RUN_BYTES: usize = 64 << 20;
 
-/// Batches of `n` packets per GPU call.
-fn run_batches(n: usize) -> usize {
-    (RUN_BYTES / (n * PACKET).max(1)).clamp(MIN_RUN_BATCHES, RUN_BATCHES)
+/// Batches of `n` packets of `packet` bytes per GPU call.
+fn run_batches(n: usize, packet: usize) -> usize {
+    (RUN_BYTES / (n * packet).max(1)).clamp(MIN_RUN_BATCHES, RUN_BATCHES)
 }
 
 /// A random key, `n` random packets and their 16-byte AADs.
 type Inputs = ([u8; 16], Vec<Vec<u8>>, Vec<[u8; 16]>);
 
-/// Random packets and 16-byte AADs for `n` packets, and a random key.
-fn gpu_inputs(n: usize) -> Result<Inputs> {
+/// Random packets and 16-byte AADs for a batch of `shape`, and a random key.
+fn gpu_inputs(shape: Shape) -> Result<Inputs> {
+    let (n, len) = (shape.per_batch, shape.packet);
     let mut key = [0u8; 16];
     sealink_crypto::sign::random_bytes(&mut key).map_err(Error::Random)?;
     let seed = random_seed()?;
     let bufs: Vec<Vec<u8>> = (0..n)
         .map(|i| {
-            let mut b = vec![0u8; PACKET];
+            let mut b = vec![0u8; len];
             super::fill(
                 &mut sealink_proto::sim::SimRng::new(seed + i as u64),
                 &mut b,
@@ -127,11 +271,51 @@ fn nonces(counter: &mut u64, n: usize) -> Vec<[u8; 12]> {
         .collect()
 }
 
-/// GPU: runs of [`run_batches`] batches of `n` packets through `seal_batches`, for
-/// `seconds`, GHASH where `on_gpu` says.
-fn gpu_point(gpu: &mut GpuSealer, n: usize, seconds: f64, on_gpu: bool) -> Result<f64> {
+/// Seals one batch of `shape` on the GPU and checks every packet and tag against aws-lc-rs's
+/// seal: a point is timed only once its strategy sealed right at its size.
+fn gpu_check(gpu: &mut GpuSealer, shape: Shape) -> Result<()> {
+    use aws_lc_rs::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
+    let (key, mut bufs, aads) = gpu_inputs(shape)?;
+    let want: Vec<Vec<u8>> = bufs.clone();
+    let aad_refs: Vec<&[u8]> = aads.iter().map(|a| &a[..]).collect();
+    let mut counter = 1u64 << 48;
+    let nonces = nonces(&mut counter, bufs.len());
+    let mut refs: Vec<&mut [u8]> = bufs.iter_mut().map(|b| &mut b[..]).collect();
+    let tags = gpu
+        .seal_batches(&key, &nonces, &aad_refs, &mut refs, shape.per_batch)
+        .map_err(|e| Error::bench_by("GPU seal failed", e))?;
+    let k = LessSafeKey::new(
+        UnboundKey::new(&AES_128_GCM, &key)
+            .map_err(|_| Error::bench("aws-lc-rs refused the AES-128-GCM key"))?,
+    );
+    for (i, mut w) in want.into_iter().enumerate() {
+        let t = k
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonces[i]),
+                Aad::from(aad_refs[i]),
+                &mut w,
+            )
+            .map_err(|_| Error::bench("aws-lc-rs seal failed"))?;
+        if w != bufs[i] || t.as_ref() != &tags[i][..] {
+            return Err(Error::bench(format!(
+                "the GPU ({}) sealed packet {i} of {} bytes unlike aws-lc-rs",
+                gpu.strategy().name(),
+                shape.packet
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// GPU: runs of [`run_batches`] batches of `shape` through `seal_batches`, for `seconds`,
+/// GHASH where `on_gpu` says.
+fn gpu_point(gpu: &mut GpuSealer, shape: Shape, seconds: f64, on_gpu: bool) -> Result<f64> {
     gpu.set_gpu_ghash(on_gpu);
-    let (key, mut bufs, aads) = gpu_inputs(n * run_batches(n))?;
+    let n = shape.per_batch;
+    let (key, mut bufs, aads) = gpu_inputs(Shape {
+        per_batch: n * run_batches(n, shape.packet),
+        ..shape
+    })?;
     let aad_refs: Vec<&[u8]> = aads.iter().map(|a| &a[..]).collect();
     let mut counter = 0u64;
     let dur = Duration::from_secs_f64(seconds);
@@ -144,14 +328,15 @@ fn gpu_point(gpu: &mut GpuSealer, n: usize, seconds: f64, on_gpu: bool) -> Resul
             .map_err(|e| Error::bench_by("GPU seal failed", e))?;
         sealed += refs.len() as u64;
     }
-    Ok(sealed as f64 * PACKET as f64 * 8.0 / start.elapsed().as_secs_f64() / 1e9)
+    Ok(sealed as f64 * shape.packet as f64 * 8.0 / start.elapsed().as_secs_f64() / 1e9)
 }
 
-/// Where one batch of `n` packets spends its time, step by step: the median of `reps`
+/// Where one batch of `shape` spends its time, step by step: the median of `reps`
 /// [`GpuSealer::phases`] runs, per step, in microseconds.
-fn gpu_phases(gpu: &mut GpuSealer, n: usize, on_gpu: bool, reps: usize) -> Result<[f64; 5]> {
+fn gpu_phases(gpu: &mut GpuSealer, shape: Shape, on_gpu: bool, reps: usize) -> Result<[f64; 5]> {
     gpu.set_gpu_ghash(on_gpu);
-    let (key, mut bufs, aads) = gpu_inputs(n)?;
+    let n = shape.per_batch;
+    let (key, mut bufs, aads) = gpu_inputs(shape)?;
     let aad_refs: Vec<&[u8]> = aads.iter().map(|a| &a[..]).collect();
     let mut counter = 0u64;
     let mut steps: [Vec<f64>; 5] = Default::default();
@@ -180,7 +365,17 @@ fn validate(p: &Params) -> Result<()> {
             "give at least one size, one worker count and one strategy".into(),
         ));
     }
-    if let Some(s) = p.sizes.iter().find(|s| !(PACKET..=MAX_SIZE).contains(*s)) {
+    if p.packet_size {
+        if let Some(s) = p
+            .sizes
+            .iter()
+            .find(|s| !(MIN_PACKET_SIZE..=MAX_PACKET_SIZE).contains(*s))
+        {
+            return Err(Error::Usage(format!(
+                "packet size {s} is not within {MIN_PACKET_SIZE}..={MAX_PACKET_SIZE} bytes"
+            )));
+        }
+    } else if let Some(s) = p.sizes.iter().find(|s| !(PACKET..=MAX_SIZE).contains(*s)) {
         return Err(Error::Usage(format!(
             "batch size {s} is not within {PACKET}..={MAX_SIZE} bytes"
         )));
@@ -278,6 +473,11 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         };
     let points = plan(p, gpu.is_some());
     let windows = p.runs + 1;
+    let (experiment, cpu_engine) = if p.packet_size {
+        ("figure12-packet", "cpu-aws-lc")
+    } else {
+        ("figure12", "cpu")
+    };
     let pb = output::progress((points.len() * windows) as u64, "bench gpu");
     // Medians per point; NaN where a budget skipped it.
     let mut cpu = vec![vec![f64::NAN; p.workers.len()]; p.sizes.len()];
@@ -297,6 +497,9 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
             let mut v = Vec::new();
             for run in 0..windows {
                 let g = match pt {
+                    Pt::Cpu { size, workers } if p.packet_size => {
+                        cpu_packets_point(p.workers[workers], Shape::of(p, p.sizes[size]), seconds)?
+                    }
                     Pt::Cpu { size, workers } => cpu_point(
                         &keys,
                         p.workers[workers],
@@ -310,7 +513,12 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                     } => {
                         let g = gpu.as_mut().expect("GPU points are planned with a GPU");
                         g.set_strategy(p.strategies[strategy]);
-                        gpu_point(g, packets_in(p.sizes[size]), seconds, ghash_gpu)?
+                        let shape = Shape::of(p, p.sizes[size]);
+                        if run == 0 {
+                            g.set_gpu_ghash(ghash_gpu);
+                            gpu_check(g, shape)?;
+                        }
+                        gpu_point(g, shape, seconds, ghash_gpu)?
                     }
                 };
                 pb.inc(1);
@@ -323,10 +531,10 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                 Pt::Cpu { size, workers } => {
                     cpu[size][workers] = m;
                     [
-                        "figure12".into(),
+                        experiment.into(),
                         p.sizes[size].to_string(),
-                        packets_in(p.sizes[size]).to_string(),
-                        "cpu".into(),
+                        Shape::of(p, p.sizes[size]).per_batch.to_string(),
+                        cpu_engine.into(),
                         p.workers[workers].to_string(),
                         p.runs.to_string(),
                         format!("{m:.3}"),
@@ -340,9 +548,9 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                 } => {
                     gpu_rows[size][strategy][usize::from(!ghash_gpu)] = m;
                     [
-                        "figure12".into(),
+                        experiment.into(),
                         p.sizes[size].to_string(),
-                        packets_in(p.sizes[size]).to_string(),
+                        Shape::of(p, p.sizes[size]).per_batch.to_string(),
                         format!(
                             "gpu-{}-{}",
                             p.strategies[strategy].name(),
@@ -390,12 +598,12 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
             at.extend(p.sizes.iter().max().filter(|&&m| m != 128 << 10));
             for size in at {
                 for on_gpu in [true, false] {
-                    let ph = gpu_phases(g, packets_in(size), on_gpu, reps)?;
+                    let ph = gpu_phases(g, Shape::of(p, size), on_gpu, reps)?;
                     let us: Vec<String> = ph.iter().map(|v| format!("{v:.3}")).collect();
                     logged([
                         "phases".into(),
                         size.to_string(),
-                        packets_in(size).to_string(),
+                        Shape::of(p, size).per_batch.to_string(),
                         format!("gpu-{}-{}", Strategy::default().name(), ghash_name(on_gpu)),
                         String::new(),
                         reps.to_string(),
@@ -457,10 +665,17 @@ fn report(
     budget_note: Option<String>,
 ) -> Result<()> {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "sealink-lab bench gpu: paper 004 Figure 12 rerun, AES-128-GCM over batches of {PACKET}-byte packets"
-    );
+    if p.packet_size {
+        let _ = writeln!(
+            out,
+            "sealink-lab bench gpu --packet-size: paper 004 Figure 12 rerun on the paper's x-axis, AES-128-GCM over packets (the paper's files) of each size, {PACKETS_PER_BATCH} packets per batch, each packet one thread block (the naive strategies spread it over several)"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "sealink-lab bench gpu: paper 004 Figure 12 rerun, AES-128-GCM over batches of {PACKET}-byte packets"
+        );
+    }
     if p.quick {
         let _ = writeln!(out, "QUICK MODE: short runs, not a measurement");
     }
@@ -486,16 +701,29 @@ fn report(
         (None, None) => "GPU: not measured".into(),
     };
     let _ = writeln!(out, "{gpu_line}");
-    let _ = writeln!(
-        out,
-        "CPU: the engine (sealink_engine::Pipeline), the tunnel's seal (datapath::seal_datagram); median of {} runs of {seconds} s",
-        p.runs
-    );
+    if p.packet_size {
+        let _ = writeln!(
+            out,
+            "CPU: aws-lc-rs AES-128-GCM (seal_in_place_separate_tag), N threads each sealing its own {PACKETS_PER_BATCH} packets of the size, each first checked to open again; median of {} runs of {seconds} s",
+            p.runs
+        );
+        let _ = writeln!(
+            out,
+            "GPU points: each strategy's first batch at each size is checked byte for byte against aws-lc-rs before it is timed"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "CPU: the engine (sealink_engine::Pipeline), the tunnel's seal (datapath::seal_datagram); median of {} runs of {seconds} s",
+            p.runs
+        );
+    }
     if let Some(note) = &budget_note {
         let _ = writeln!(out, "{note}");
     }
     out.push('\n');
-    let mut head: Vec<String> = vec!["batch".into(), "packets".into()];
+    let xname = if p.packet_size { "packet" } else { "batch" };
+    let mut head: Vec<String> = vec![xname.into(), "packets".into()];
     head.extend(p.workers.iter().map(|w| format!("CPU {w}w Gbit/s")));
     for s in &p.strategies {
         head.push(format!("GPU {} Gbit/s (GHASH on GPU)", s.name()));
@@ -505,8 +733,8 @@ fn report(
     let mut t = Table::new(head.clone());
     let mut tc = Table::new(head);
     let mut chart = Chart::new(
-        "bench gpu: AES-128-GCM throughput against batch size",
-        "batch (KB)",
+        format!("bench gpu: AES-128-GCM throughput against {xname} size"),
+        &format!("{xname} (KB)"),
         "Gbit/s",
     );
     let kbx = |i: usize| p.sizes[i] as f64 / 1024.0;
@@ -534,9 +762,10 @@ fn report(
         } else {
             ""
         };
-        let mut row = vec![kb(size), packets_in(size).to_string()];
+        let per = Shape::of(p, size).per_batch.to_string();
+        let mut row = vec![kb(size), per.clone()];
         row.extend(cpu[i].iter().map(|v| g3(*v)));
-        let mut rowc = vec![size.to_string(), packets_in(size).to_string()];
+        let mut rowc = vec![size.to_string(), per];
         rowc.extend(cpu[i].iter().map(|v| v.to_string()));
         for si in 0..p.strategies.len() {
             for k in 0..2 {
@@ -562,7 +791,7 @@ fn report(
     let naive = p.strategies.iter().position(|s| *s == Strategy::Naive);
     let mut ts = Table::new(
         [
-            "batch",
+            xname,
             "strategy",
             "x naive (GHASH on GPU)",
             "x naive (GHASH on CPU)",
@@ -675,7 +904,7 @@ fn report(
         );
         for (size, on_gpu, st) in phase_rows {
             let total: f64 = st.iter().sum();
-            let bits = (packets_in(*size) * PACKET * 8) as f64;
+            let bits = Shape::of(p, *size).bits();
             let mut row = vec![kb(*size), if *on_gpu { "GPU" } else { "CPU" }.to_string()];
             row.extend(st.iter().map(|v| format!("{v:.1}")));
             row.push(format!("{total:.1}"));
@@ -739,6 +968,7 @@ mod tests {
             out: out.clone(),
             strategies: Strategy::ALL.to_vec(),
             budget: None,
+            packet_size: false,
         };
         let e = run_with(&p, &mut |_| Err(Error::bench("stopped"))).unwrap_err();
         assert!(e.to_string().contains("stopped"), "{e}");
@@ -769,6 +999,7 @@ mod tests {
             out: out.clone(),
             strategies: vec![Strategy::Streams],
             budget: Some(0.001),
+            packet_size: false,
         };
         run_with(&p, &mut |_| Ok(())).unwrap();
         let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
@@ -795,6 +1026,7 @@ mod tests {
             out: PathBuf::new(),
             strategies: vec![Strategy::Naive, Strategy::Streams],
             budget: None,
+            packet_size: false,
         };
         assert_eq!(plan(&p, false).len(), 2);
         let v = plan(&p, true);
@@ -819,10 +1051,84 @@ mod tests {
 
     #[test]
     fn gpu_calls_hold_at_most_64_mib_but_one_batch_per_stream() {
-        assert_eq!(run_batches(packets_in(4 << 10)), RUN_BATCHES);
-        assert_eq!(run_batches(packets_in(1 << 20)), RUN_BATCHES);
-        assert_eq!(run_batches(packets_in(8 << 20)), 8);
-        assert_eq!(run_batches(packets_in(MAX_SIZE)), MIN_RUN_BATCHES);
+        assert_eq!(run_batches(packets_in(4 << 10), PACKET), RUN_BATCHES);
+        assert_eq!(run_batches(packets_in(1 << 20), PACKET), RUN_BATCHES);
+        assert_eq!(run_batches(packets_in(8 << 20), PACKET), 8);
+        assert_eq!(run_batches(packets_in(MAX_SIZE), PACKET), MIN_RUN_BATCHES);
+        // --packet-size: 128 packets of 128 KB are 16 MiB a batch, four a call.
+        assert_eq!(run_batches(PACKETS_PER_BATCH, 128 << 10), MIN_RUN_BATCHES);
+        assert_eq!(run_batches(PACKETS_PER_BATCH, 4 << 10), RUN_BATCHES);
+    }
+
+    /// `--packet-size` without a GPU: a CPU row per packet size and worker count, each point
+    /// checked (a sealed packet opens again) and measured, the report on the paper's x-axis
+    /// saying why the GPU was not measured.
+    #[test]
+    fn packet_size_runs_and_checks_on_the_cpu() {
+        let out = std::env::temp_dir().join(format!("sealink-gpu-pkt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            sizes: vec![4 << 10, 128 << 10],
+            workers: vec![1, 2],
+            seconds: 0.01,
+            runs: 1,
+            quick: true,
+            out: out.clone(),
+            strategies: Strategy::ALL.to_vec(),
+            budget: None,
+            packet_size: true,
+        };
+        run_with(&p, &mut |_| Ok(())).unwrap();
+        let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(rows.len(), 4, "{text}");
+        assert!(
+            rows[0].contains(",figure12-packet,4096,128,cpu-aws-lc,1,1,"),
+            "{text}"
+        );
+        assert!(
+            rows[3].contains(",figure12-packet,131072,128,cpu-aws-lc,2,1,"),
+            "{text}"
+        );
+        let csv = std::fs::read_to_string(out.join("gpu.csv")).unwrap();
+        assert!(csv.starts_with("packet,packets,"), "{csv}");
+        assert!(!csv.contains("NaN"), "{csv}");
+        std::fs::remove_dir_all(&out).unwrap();
+        // Sizes outside the GPU layout's limits are refused.
+        let bad = Params {
+            sizes: vec![2 << 20],
+            ..p
+        };
+        assert!(matches!(validate(&bad), Err(Error::Usage(_))));
+    }
+
+    #[test]
+    fn the_cpu_check_opens_what_it_sealed() {
+        use aws_lc_rs::aead::{AES_128_GCM, LessSafeKey, UnboundKey};
+        let k = LessSafeKey::new(UnboundKey::new(&AES_128_GCM, &[3u8; 16]).unwrap());
+        for len in DEFAULT_PACKET_SIZES {
+            cpu_packets_check(&k, len).unwrap();
+        }
+        assert_eq!(
+            Shape::of(
+                &Params {
+                    sizes: vec![],
+                    workers: vec![],
+                    seconds: 0.0,
+                    runs: 1,
+                    quick: true,
+                    out: PathBuf::new(),
+                    strategies: vec![],
+                    budget: None,
+                    packet_size: true,
+                },
+                64 << 10
+            ),
+            Shape {
+                packet: 64 << 10,
+                per_batch: PACKETS_PER_BATCH
+            }
+        );
     }
 
     #[test]

@@ -109,11 +109,35 @@ const PAPER_PROJECTION: [&str; 4] = ["", "bottleneck ~16 procs", "scales to ~30 
 pub const CHUNK: usize = 192;
 /// Packets per batch in the many-connections experiment (keeps 384 channels' buffers small).
 const CHUNK_MANY: usize = 8;
-/// Channels of the CLP experiments (paper 000: 12 connections).
+/// Channels of the CLP experiments (paper 000: 12 connections), or as many as there are
+/// workers where that is more ([`clp_channels`]).
 const CLP_CHANNELS: usize = 12;
 /// Connections of the figure 11 experiment.
 const CONNECTIONS: [usize; 6] = [12, 24, 48, 96, 192, 384];
 const CONNECTIONS_QUICK: [usize; 2] = [12, 24];
+
+/// Channels of the CLP scaling curves at up to `workers` workers: the paper's 12, or one per
+/// worker where there are more workers (12 channels on 16 workers would cap processor-per-
+/// connection at 12/16 of the machine, issue 49).
+pub fn clp_channels(workers: usize) -> usize {
+    CLP_CHANNELS.max(workers)
+}
+
+/// Figure 11's connection counts for a run of `workers` workers: the paper's list, each at
+/// least `workers` (so processor-per-connection never leaves a worker without a connection):
+/// counts below `workers` are dropped and `workers` itself leads where it is above 12.
+pub fn figure11_connections(quick: bool, workers: usize) -> Vec<usize> {
+    let base: &[usize] = if quick {
+        &CONNECTIONS_QUICK
+    } else {
+        &CONNECTIONS
+    };
+    let mut v: Vec<usize> = base.iter().copied().filter(|&n| n >= workers).collect();
+    if v.first() != Some(&workers) && workers > CLP_CHANNELS {
+        v.insert(0, workers);
+    }
+    v
+}
 /// Core counts of the projections.
 const PROJECT_AT: [f64; 4] = [12.0, 16.0, 64.0, 128.0];
 /// Confidence level of the intervals.
@@ -159,6 +183,10 @@ pub struct Params {
     /// Wall-clock seconds the run may take (`--budget`; `fit_budget` in bench/mod.rs): runs
     /// shortened first, then whole stacks skipped from the end of the list.
     pub budget: Option<f64>,
+    /// `--serial-ns`: nanoseconds added to each packet's serial step (the counter on the send
+    /// side, the replay check on the receive side), as paper 000's locked TCP/IP step was; 0
+    /// measures today's serial step as it is.
+    pub serial_ns: u64,
 }
 
 /// Looks a stack up by name.
@@ -187,10 +215,11 @@ impl Mode {
             Mode::Clp => "CLP",
         }
     }
-    fn channels(self) -> usize {
+    /// Channels of this mode's curve in a run of `workers` workers.
+    fn channels(self, workers: usize) -> usize {
         match self {
             Mode::Plp => 1,
-            Mode::Clp => CLP_CHANNELS,
+            Mode::Clp => clp_channels(workers),
         }
     }
 }
@@ -254,7 +283,7 @@ fn ci_ranks(n: usize) -> (usize, usize) {
 }
 
 /// Fresh keys for a stack's channels (one key pair per channel, random secret).
-fn channels(stack: &Stack, n: usize) -> Result<Vec<Channel>> {
+fn channels(stack: &Stack, n: usize, serial_ns: u64) -> Result<Vec<Channel>> {
     (0..n)
         .map(|i| {
             let mut secret = [0u8; 32];
@@ -268,7 +297,8 @@ fn channels(stack: &Stack, n: usize) -> Result<Vec<Channel>> {
             secret.fill(0);
             Ok(
                 Channel::new(Arc::clone(&key), key, 0x5EA1_0000 + i as u32, stack.scope)
-                    .with_insecure_plaintext(stack.scope == Scope::None),
+                    .with_insecure_plaintext(stack.scope == Scope::None)
+                    .with_serial_ns(serial_ns),
             )
         })
         .collect()
@@ -422,7 +452,7 @@ fn measure(
     p: &Params,
     windows: usize,
 ) -> Result<Vec<f64>> {
-    let chans = channels(stack, nchan)?;
+    let chans = channels(stack, nchan, p.serial_ns)?;
     let workers = match kind {
         EngineKind::Plp(w) => w,
         EngineKind::Clp(ClpPolicy::ProcessorPerConnection(w)) => w,
@@ -656,6 +686,7 @@ pub(crate) fn baseline_plp_send(packet: usize, seconds: f64, runs: usize) -> Res
         quick: false,
         batch: CHUNK,
         budget: None,
+        serial_ns: 0,
     };
     validate(&p)?;
     measure(base, EngineKind::Plp(1), Op::Seal, 1, CHUNK, &p, runs + 1)
@@ -726,11 +757,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     let cores = record::cores();
     let nw = p.workers;
     let windows = p.runs + 1;
-    let connections: &[usize] = if p.quick {
-        &CONNECTIONS_QUICK
-    } else {
-        &CONNECTIONS
-    };
+    let connections = &figure11_connections(p.quick, nw)[..];
     let many_runs = p.runs.min(3);
     let ops = [Op::Seal, Op::Open];
     let modes = [Mode::Plp, Mode::Clp];
@@ -805,15 +832,22 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                                 ))?;
                                 pb.inc(1);
                             }
-                            let r =
-                                measure(stack, kind, op, mode.channels(), p.batch, &cur, windows)?;
+                            let r = measure(
+                                stack,
+                                kind,
+                                op,
+                                mode.channels(nw),
+                                p.batch,
+                                &cur,
+                                windows,
+                            )?;
                             points.push(estimate(&r));
                             logged(point_row(
                                 "scaling",
                                 stack.name,
                                 side_name(op),
                                 mode.name(),
-                                mode.channels(),
+                                mode.channels(nw),
                                 w,
                                 p,
                                 p.batch,
@@ -1035,7 +1069,7 @@ fn write_files(
                 c.stack.name.to_owned(),
                 side_name(c.op).to_owned(),
                 c.mode.name().to_owned(),
-                c.mode.channels().to_string(),
+                c.mode.channels(p.workers).to_string(),
                 w.to_string(),
                 p.packet.to_string(),
                 p.runs.to_string(),
@@ -1146,7 +1180,7 @@ fn write_files(
                     "{} {}-side throughput ({} channel(s), {} B packets)",
                     mode.name(),
                     side_name(op),
-                    mode.channels(),
+                    mode.channels(p.workers),
                     p.packet
                 ),
                 "workers",
@@ -1280,9 +1314,17 @@ fn render(
     );
     let _ = writeln!(
         out,
-        "PLP: 1 channel, packet-level engine; CLP: {CLP_CHANNELS} channels, processor-per-connection; batches of {} packets; Mbit/s = 10^6 bit/s of payload",
+        "PLP: 1 channel, packet-level engine; CLP: {} channels (the paper's {CLP_CHANNELS}, or one per worker where there are more), processor-per-connection; batches of {} packets; Mbit/s = 10^6 bit/s of payload",
+        clp_channels(p.workers),
         p.batch
     );
+    if p.serial_ns > 0 {
+        let _ = writeln!(
+            out,
+            "serial step: {} ns added to each packet's counter (send) and replay check (receive), a busy wait under the channel's lock (--serial-ns; paper 000's locked TCP/IP step took 164 us per 4 KiB packet at its 200 Mb/s)",
+            p.serial_ns
+        );
+    }
     let _ = writeln!(
         out,
         "send: packets of random bytes (fresh seed per run) sealed as fast as possible; recv: a pool of real datagrams sealed beforehand, copied in by the in-memory device, opened and replay-checked"
@@ -1798,6 +1840,7 @@ mod tests {
             quick: true,
             batch: 8,
             budget: None,
+            serial_ns: 0,
         };
         let mut seen = Vec::new();
         let e = run_with(&p, &mut |log| {
@@ -1851,6 +1894,7 @@ mod tests {
             quick: true,
             batch: 8,
             budget: Some(0.001),
+            serial_ns: 0,
         };
         run_with(&p, &mut |_| Ok(())).unwrap();
         let report = std::fs::read_to_string(out.join(REPORT_FILE)).unwrap();
@@ -1871,5 +1915,60 @@ mod tests {
             SuiteId::Aes128Gcm
         );
         assert!(stack_by_name("rot13").is_err());
+    }
+
+    /// `--serial-ns`: every packet's serial step waits that long, so one PLP submitter cannot
+    /// send faster than a packet per step (paper 000's locked-step ceiling, here 1024 B per
+    /// 100 us = 81.9 Mbit/s), whatever the crypto costs.
+    #[test]
+    fn serial_ns_caps_the_plp_send_rate() {
+        let p = Params {
+            workers: 2,
+            packet: 1024,
+            seconds: 0.05,
+            runs: 1,
+            out: PathBuf::new(),
+            stacks: vec![&STACKS[0]],
+            quick: true,
+            batch: 8,
+            budget: None,
+            serial_ns: 100_000,
+        };
+        for kind in [EngineKind::Plp(1), EngineKind::Plp(2)] {
+            let rates = measure(&STACKS[0], kind, Op::Seal, 1, 8, &p, 2).unwrap();
+            assert!(!rates.is_empty());
+            for r in rates {
+                assert!(r > 0.0 && r <= 82.0, "{kind:?}: {r} Mbit/s");
+            }
+        }
+        let c = Channel::new(
+            Arc::new(kdf::derive_packet_key(SuiteId::Aes128Gcm, &[1; 32], b"t", true).unwrap()),
+            Arc::new(kdf::derive_packet_key(SuiteId::Aes128Gcm, &[1; 32], b"t", true).unwrap()),
+            1,
+            Scope::Encrypt,
+        );
+        assert!(c.serial_spin.is_zero());
+        let mut c = c.with_serial_ns(300_000);
+        let t = Instant::now();
+        assert_eq!(c.take_counter(), 0);
+        assert!(t.elapsed() >= Duration::from_micros(300));
+    }
+
+    /// At N workers the CLP curves run at least N connections, and Figure 11 starts at N
+    /// (issue 49: 12 connections on 16 workers capped processor-per-connection at 0.75).
+    #[test]
+    fn clp_runs_at_least_one_connection_per_worker() {
+        assert_eq!(clp_channels(2), 12);
+        assert_eq!(clp_channels(12), 12);
+        assert_eq!(clp_channels(16), 16);
+        assert_eq!(figure11_connections(false, 2), CONNECTIONS.to_vec());
+        assert_eq!(figure11_connections(false, 12), CONNECTIONS.to_vec());
+        assert_eq!(
+            figure11_connections(false, 16),
+            vec![16, 24, 48, 96, 192, 384]
+        );
+        assert_eq!(figure11_connections(true, 16), vec![16, 24]);
+        assert_eq!(figure11_connections(false, 24), vec![24, 48, 96, 192, 384]);
+        assert_eq!(figure11_connections(false, 30), vec![30, 48, 96, 192, 384]);
     }
 }

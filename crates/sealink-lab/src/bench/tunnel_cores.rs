@@ -313,6 +313,9 @@ pub struct Params {
     pub out: PathBuf,
     /// Wall-clock seconds the run may take (`--budget`; `fit_budget` in bench/mod.rs).
     pub budget: Option<f64>,
+    /// `--order-each`: the order pair at every worker count, not only the largest (the
+    /// scaling row is the ordered half; one unordered point is added per count).
+    pub order_each: bool,
 }
 
 /// 1, 2, 4, ... below `cores`, then `cores`.
@@ -454,8 +457,13 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     let groups = sibling_groups();
     let smt = smt_pairs(&groups);
     let ciphers = [Cipher::Gcm, Cipher::Ctr];
+    let each = if p.order_each {
+        p.workers.iter().filter(|&&w| w != top).count()
+    } else {
+        0
+    };
     let steps = (p.runs + 1) as u64
-        * (ciphers.len() * p.workers.len() + 2 + ciphers.len() * p.batches.len()) as u64
+        * (ciphers.len() * p.workers.len() + 2 + each + ciphers.len() * p.batches.len()) as u64
         + if smt.is_some() { 2 } else { 0 };
     let pb = output::progress(steps, "tunnel-cores");
     let mut out = String::new();
@@ -479,11 +487,17 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         };
         // The points in order of priority (what a budget skips goes from the end): the first
         // scaling point, order kept against not (the report needs both), the rest of the
-        // scaling, the grouping sweep; then the SMT pair.
+        // scaling, with --order-each the unordered point at every other worker count, the
+        // grouping sweep; then the SMT pair.
         let mut rest: Vec<(&str, Config)> = Vec::new();
         for &c in &ciphers {
             for &w in &p.workers {
                 rest.push(("scaling", cfg(c, w, p.batch, true)));
+            }
+        }
+        if p.order_each {
+            for &w in p.workers.iter().filter(|&&w| w != top) {
+                rest.push(("order-each", cfg(Cipher::Gcm, w, p.batch, false)));
             }
         }
         let first = rest.remove(0);
@@ -600,10 +614,30 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
             }
             None => None,
         };
-        Ok((scaling, ordered, unordered, grouping, smt_res))
+        // The order cost at each worker count: (workers, in order, as finished).
+        let order_each: Vec<(usize, Point, Point)> = if p.order_each {
+            p.workers
+                .iter()
+                .filter_map(|&w| {
+                    if w == top {
+                        return Some((w, ordered, unordered));
+                    }
+                    let un = done
+                        .iter()
+                        .find(|d| d.0 == "order-each" && d.1.workers == w)?;
+                    let or = done.iter().find(|d| {
+                        d.0 == "scaling" && d.1.cipher == Cipher::Gcm && d.1.workers == w
+                    })?;
+                    Some((w, or.2, un.2))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok((scaling, ordered, unordered, grouping, smt_res, order_each))
     })();
     pb.finish_and_clear();
-    let (scaling, ordered, unordered, grouping, smt_res) = result?;
+    let (scaling, ordered, unordered, grouping, smt_res, order_each) = result?;
     let smt_skipped = smt.is_some() && smt_res.is_none();
 
     let (backend, why) = sealink_crypto::suite::chosen_backend(SuiteId::Aes128Gcm);
@@ -721,6 +755,28 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         "cost of keeping order: {:.1}% of the unordered throughput",
         cost * 100.0
     );
+    let mut toe = Table::new([
+        "workers",
+        "in order Gbit/s",
+        "as finished Gbit/s",
+        "cost of keeping order",
+    ]);
+    for (w, or, un) in &order_each {
+        toe.row([
+            w.to_string(),
+            f3(or.gbps),
+            f3(un.gbps),
+            format!("{:.1}%", (1.0 - or.gbps / un.gbps) * 100.0),
+        ]);
+    }
+    if p.order_each {
+        let _ = writeln!(
+            out,
+            "\nThe order cost at each worker count (aes128-gcm, batch {}; in order: the scaling row, or the pair above at {top}; counts a budget skipped are left out):",
+            p.batch
+        );
+        out.push_str(&toe.markdown());
+    }
 
     // Grouping.
     let _ = writeln!(
@@ -787,6 +843,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         (&ordered, &unordered),
         &scaling,
         &ts,
+        &toe,
     )?;
     print_with_files(out, &csv, &json)
 }
@@ -800,6 +857,7 @@ fn write_files(
     order: (&Point, &Point),
     points: &[(Cipher, usize, Point)],
     smt: &Table,
+    order_each: &Table,
 ) -> Result<(PathBuf, PathBuf)> {
     let mut rec = RunRecord::new("tunnel-cores");
     rec.file(POINTS_FILE);
@@ -807,6 +865,9 @@ fn write_files(
     rec.write_csv(dir, "tunnel-cores-batch.csv", grouping)?;
     if !smt.is_empty() {
         rec.write_csv(dir, "tunnel-cores-smt.csv", smt)?;
+    }
+    if !order_each.is_empty() {
+        rec.write_csv(dir, "tunnel-cores-order.csv", order_each)?;
     }
     rec.write_svg(dir, "tunnel-cores.svg", chart)?;
     for (c, w, pt) in points {
@@ -841,6 +902,7 @@ mod tests {
             quick: true,
             out: out.clone(),
             budget: None,
+            order_each: false,
         };
         let e = run_with(&p, &mut |log| {
             assert_eq!(
@@ -883,6 +945,7 @@ mod tests {
             quick: true,
             out: out.clone(),
             budget: Some(0.001),
+            order_each: false,
         };
         run_with(&p, &mut |_| Ok(())).unwrap();
         let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
@@ -895,6 +958,49 @@ mod tests {
             "{text}"
         );
         assert!(out.join("tunnel-cores.csv").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// `--order-each`: one unordered point per worker count below the largest, and the order
+    /// cost at every count in the report and in tunnel-cores-order.csv.
+    #[test]
+    fn order_each_measures_the_order_cost_at_every_count() {
+        let out = std::env::temp_dir().join(format!("sealink-tc-oe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            workers: vec![1, 2, 3],
+            batches: vec![8],
+            batch: 8,
+            seconds: 0.01,
+            runs: 1,
+            quick: true,
+            out: out.clone(),
+            budget: None,
+            order_each: true,
+        };
+        run_with(&p, &mut |_| Ok(())).unwrap();
+        let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        let each: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains(",order-each,"))
+            .collect();
+        assert_eq!(each.len(), 2, "{text}");
+        assert!(
+            each[0].contains(",order-each,aes128-gcm,1,8,false,"),
+            "{text}"
+        );
+        assert!(
+            each[1].contains(",order-each,aes128-gcm,2,8,false,"),
+            "{text}"
+        );
+        let csv = std::fs::read_to_string(out.join("tunnel-cores-order.csv")).unwrap();
+        let rows: Vec<&str> = csv.lines().collect();
+        assert_eq!(rows.len(), 4, "{csv}");
+        assert!(rows[0].starts_with("workers,"), "{csv}");
+        assert!(
+            rows[1].starts_with("1,") && rows[3].starts_with("3,"),
+            "{csv}"
+        );
         std::fs::remove_dir_all(&out).unwrap();
     }
 

@@ -31,6 +31,10 @@ pub struct Channel {
     pub allow_plaintext: bool,
     pub next_counter: u64,
     pub replay: ReplayWindow,
+    /// Extra time each packet's serial step takes (`bench stacks --serial-ns`): a busy wait in
+    /// [`Channel::take_counter`] and [`Channel::accept`], under the channel's lock where the
+    /// engine takes one, standing in for paper 000's locked TCP/IP processing. Zero by default.
+    pub serial_spin: std::time::Duration,
 }
 
 impl Channel {
@@ -43,6 +47,22 @@ impl Channel {
             allow_plaintext: false,
             next_counter: 0,
             replay: ReplayWindow::new(),
+            serial_spin: std::time::Duration::ZERO,
+        }
+    }
+    /// Makes each packet's serial step take `ns` nanoseconds more (see `serial_spin`).
+    pub fn with_serial_ns(mut self, ns: u64) -> Self {
+        self.serial_spin = std::time::Duration::from_nanos(ns);
+        self
+    }
+    /// The busy wait of `serial_spin`.
+    fn spin(&self) {
+        if self.serial_spin.is_zero() {
+            return;
+        }
+        let t = std::time::Instant::now();
+        while t.elapsed() < self.serial_spin {
+            std::hint::spin_loop();
         }
     }
     /// Accepts scope "none" on receive (the lab's baseline stack only).
@@ -52,6 +72,7 @@ impl Channel {
     }
     /// The serial step of the send side: the next counter.
     pub fn take_counter(&mut self) -> u64 {
+        self.spin();
         let c = self.next_counter;
         self.next_counter += 1;
         c
@@ -59,6 +80,7 @@ impl Channel {
     /// The serial step of the receive side, after authentication and in order: records the
     /// counter in the replay window or refuses the packet.
     pub fn accept(&mut self, p: &mut Packet) {
+        self.spin();
         if p.status.is_ok() {
             match self.replay.accept(p.counter) {
                 ReplayVerdict::Fresh => {}

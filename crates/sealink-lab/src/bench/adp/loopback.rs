@@ -535,6 +535,107 @@ pub fn piggyback_rounds(
         .collect()
 }
 
+/// Written by `--loopback-l-rounds`: ALL's urgent latency L with piggybacking on and off, per
+/// encryption scope and interleaved round.
+pub const LATENCY_CSV: &str = "loopback-latency.csv";
+
+/// Paper 002's Table 8: L OFF / ON on ALL, for E = NE, PE, FE.
+fn paper_l_factor(e: Scope3) -> f64 {
+    match e {
+        Scope3::None => 6.1,
+        Scope3::Partial => 9.2,
+        Scope3::Full => 7.1,
+    }
+}
+
+/// ALL's urgent latency over loopback with piggybacking on and off, `rounds` interleaved rounds
+/// per scope in `scopes` (§15e's method, for L: the same prefix of the trace replayed at its
+/// nominal arrival times, ON then OFF in each round, after an unreported warm-up pair), and the
+/// median L OFF / ON per scope beside paper 002's Table 8.
+pub fn latency_rounds(
+    all: &Nominal,
+    scopes: &[Scope3],
+    rounds: usize,
+    seconds: f64,
+    pb: &indicatif::ProgressBar,
+) -> Result<Table> {
+    let k = prefix(&all.trace, seconds);
+    let msgs = &all.trace.msgs[..k];
+    let urgent = urgent_of(&all.urgent, k);
+    let l = |e: Scope3, q: bool, what: &str| -> Result<RunResult> {
+        run(&LoopSpec {
+            msgs,
+            urgent: &urgent,
+            e,
+            q,
+            timeout: all.timeout,
+            saturate: false,
+        })
+        .map_err(|err| {
+            Error::bench_by(
+                format!(
+                    "loopback L run of ALL ({what}, E={}, Q={})",
+                    e.name(),
+                    if q { "ON" } else { "OFF" }
+                ),
+                err,
+            )
+        })
+    };
+    let mut tab = Table::new(
+        format!(
+            "Loopback: urgent latency L on ALL with piggybacking on and off, per encryption scope              ({k} messages, the first {seconds} s of the trace at its nominal arrival times), ON              and OFF interleaved, {rounds} round(s) after a warm-up pair; paper: Table 8's L OFF/ON"
+        ),
+        &[
+            "E",
+            "round",
+            "L ON ms",
+            "L OFF ms",
+            "OFF / ON",
+            "paper OFF / ON",
+        ],
+    );
+    for &e in scopes {
+        for q in [true, false] {
+            l(e, q, "warm-up")?;
+        }
+        let mut rows = Vec::new();
+        for round in 1..=rounds {
+            let on = l(e, true, &format!("round {round}"))?;
+            pb.inc(1);
+            let off = l(e, false, &format!("round {round}"))?;
+            pb.inc(1);
+            rows.push((on.l_ms, off.l_ms));
+            tab.push(vec![
+                e.name().into(),
+                round.to_string(),
+                num(on.l_ms, 3),
+                num(off.l_ms, 3),
+                format!("{:.2}", off.l_ms / on.l_ms),
+                format!("{:.1}", paper_l_factor(e)),
+            ]);
+        }
+        let med = |f: &dyn Fn(&(f64, f64)) -> f64| {
+            crate::bench::median(&rows.iter().map(f).collect::<Vec<_>>())
+        };
+        let factor = med(&|r| r.1 / r.0);
+        tab.push(vec![
+            e.name().into(),
+            "median".into(),
+            num(med(&|r| r.0), 3),
+            num(med(&|r| r.1), 3),
+            format!("**{factor:.2}**"),
+            format!("{:.1}", paper_l_factor(e)),
+        ]);
+        tab.figure(
+            format!("loopback ALL L OFF/ON median, {}", e.name()),
+            factor,
+            "ratio",
+        );
+    }
+    Ok(tab)
+}
+
 /// `t` repeated until its messages carry `bytes` (at least once).
 pub fn repeat_to(t: &Trace, bytes: u64) -> Trace {
     let one: u64 = t.msgs.iter().map(|m| m.size as u64).sum();
@@ -598,5 +699,25 @@ mod tests {
             // Piggybacking: far fewer datagrams than messages.
             assert!(r.datagrams < 100, "{} datagrams", r.datagrams);
         }
+    }
+
+    /// `--loopback-l-rounds`: per scope, each round's L ON and OFF and their ratio, then the
+    /// median beside the paper's Table 8 factor, and one figure per scope.
+    #[test]
+    fn latency_rounds_give_a_median_factor_per_scope() {
+        let all = Nominal::of(generate(TraceKind::All, 300, 3));
+        let pb = indicatif::ProgressBar::hidden();
+        let t = latency_rounds(&all, &[Scope3::None, Scope3::Full], 1, 0.3, &pb).unwrap();
+        let md = t.markdown();
+        assert!(md.contains("| NE ") && md.contains("| FE "), "{md}");
+        assert!(
+            md.contains("median") && md.contains("6.1") && md.contains("7.1"),
+            "{md}"
+        );
+        assert_eq!(t.figures.len(), 2);
+        assert!(
+            t.figures.iter().all(|f| f.1.is_finite() && f.1 > 0.0),
+            "{md}"
+        );
     }
 }

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::output;
 use crate::report::{self, Chart, RunRecord, write_file};
-use model::Profile;
+use model::{Profile, Scope3};
 use tables::{Experiment, Nominal};
 use trace::TraceKind;
 
@@ -42,6 +42,9 @@ pub struct Params {
     pub pcap: Option<PathBuf>,
     /// Also run over real loopback, L runs cut to this many seconds of each trace.
     pub loopback: Option<f64>,
+    /// With `loopback`: this many interleaved rounds of ALL's L, piggybacking on and off, at
+    /// E = NE and FE (`--loopback-l-rounds`; 0: none).
+    pub l_rounds: usize,
 }
 
 /// Written by `--loopback` (not deterministic: wall-clock runs).
@@ -131,8 +134,9 @@ pub fn run(p: &Params) -> Result<()> {
             + figures::runs(traces.len())
             + bounds::runs_per_profile())
             * profiles.len() as u64
-            + p.loopback
-                .map_or(0, |_| loopback::runs(traces.len(), p.quick)),
+            + p.loopback.map_or(0, |_| {
+                loopback::runs(traces.len(), p.quick) + 4 * p.l_rounds as u64
+            }),
         "adp runs",
     );
     let mut md = format!(
@@ -254,6 +258,24 @@ pub fn run(p: &Params) -> Result<()> {
         }
         rec.write_csv(&p.out, LOOPBACK_CSV, &t.table)?;
         rec.write_csv(&p.out, LOOPBACK_GAIN_CSV, &gain.table)?;
+        if p.l_rounds > 0 {
+            let all = traces
+                .iter()
+                .find(|n| n.trace.kind == TraceKind::All)
+                .ok_or_else(|| Error::bench("no ALL trace for the loopback L rounds"))?;
+            let lt = loopback::latency_rounds(
+                all,
+                &[Scope3::None, Scope3::Full],
+                p.l_rounds,
+                seconds,
+                &pb,
+            )?;
+            md += &lt.markdown();
+            for (what, value, unit) in &lt.figures {
+                figures.push((what.clone(), *value, *unit));
+            }
+            rec.write_csv(&p.out, loopback::LATENCY_CSV, &lt.table)?;
+        }
     }
     pb.finish_and_clear();
     let svgs = svg_files(&p.profiles);
