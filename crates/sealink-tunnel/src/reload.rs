@@ -153,14 +153,19 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
         }
     }
     let (old_routes, new_routes) = (ctl.cfg.routes(), new.routes());
+    // Sets, not scans: a hub's lists have tens of thousands of routes (issue 50).
+    let (old_set, new_set): (std::collections::HashSet<_>, std::collections::HashSet<_>) = (
+        old_routes.iter().copied().collect(),
+        new_routes.iter().copied().collect(),
+    );
     let add: Vec<_> = new_routes
         .iter()
-        .filter(|n| !old_routes.contains(n))
+        .filter(|n| !old_set.contains(n))
         .copied()
         .collect();
     let del: Vec<_> = old_routes
         .iter()
-        .filter(|n| !new_routes.contains(n))
+        .filter(|n| !new_set.contains(n))
         .copied()
         .collect();
     // The helper adds only routes of the config as root read it: it reads the file again.
