@@ -69,8 +69,31 @@ pub struct RecvParams {
     pub json: bool,
 }
 
+/// A port after the last `:` that is a number but no port (`:99999`; `:0` too unless
+/// `zero_ok`, as for a listen address, where 0 asks for any free port): a usage error (exit 2)
+/// naming it, rather than "cannot resolve".
+fn check_port(what: &str, s: &str, zero_ok: bool) -> Result<()> {
+    let Some((_, port)) = s.rsplit_once(':') else {
+        return Ok(());
+    };
+    if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+        match port.parse::<u16>() {
+            Ok(p) if p > 0 || zero_ok => {}
+            _ => {
+                let range = if zero_ok { "0-65535" } else { "1-65535" };
+                return Err(crate::error::UsageError(format!(
+                    "{what} {s:?}: port {port} is out of range ({range})"
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A listen address: `ADDR:PORT`, or a host or address alone on the default port.
 pub(crate) fn resolve_listen(s: &str) -> Result<SocketAddr> {
+    check_port("--listen", s, true)?;
     let with_port = if s.parse::<SocketAddr>().is_ok() {
         s.to_owned()
     } else {
@@ -85,10 +108,25 @@ pub(crate) fn resolve_listen(s: &str) -> Result<SocketAddr> {
 
 /// `[NAME@]HOST[:PORT]` → (trusted host name if given, socket address).
 pub(crate) fn parse_dest(dest: &str) -> Result<(Option<String>, String, SocketAddr)> {
+    let usage = |why: &str| -> anyhow::Error {
+        crate::error::UsageError(format!(
+            "destination {dest:?}: {why}; expected [NAME@]HOST[:PORT], e.g. bob@10.0.0.2"
+        ))
+        .into()
+    };
     let (name, hostport) = match dest.split_once('@') {
+        Some(("", _)) => return Err(usage("no name before @")),
         Some((n, h)) => (Some(n.to_owned()), h),
         None => (None, dest),
     };
+    // `bob@` and `bob@:7878` name no host (`::1` is one).
+    let only_port = hostport
+        .strip_prefix(':')
+        .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()));
+    if hostport.is_empty() || only_port {
+        return Err(usage("no host"));
+    }
+    check_port("destination", hostport, false)?;
     let with_port = if hostport.parse::<SocketAddr>().is_ok()
         || (hostport.matches(':').count() == 1 && !hostport.ends_with(']'))
     {
@@ -318,9 +356,10 @@ fn print_records(records: &[FileRecord]) -> Result<()> {
 }
 
 pub fn send(p: SendParams) -> Result<()> {
+    // The destination first: a malformed one is a usage error whatever the home holds.
+    let (name, host, addr) = parse_dest(&p.dest)?;
     let trust_path = or_home(p.trust, home::TRUST);
     let trust = sealink_keys::read_trust(&trust_path)?;
-    let (name, host, addr) = parse_dest(&p.dest)?;
     let (peer_name, peer) = pick_peer(
         &trust.hosts,
         name.as_deref().or(p.peer.as_deref()),
@@ -453,6 +492,8 @@ pub fn send(p: SendParams) -> Result<()> {
 }
 
 pub fn recv(p: RecvParams) -> Result<()> {
+    // The arguments first: a bad one is a usage error whatever the home holds.
+    let addr = resolve_listen(&p.listen)?;
     let trust_path = or_home(p.trust, home::TRUST);
     let trust = sealink_keys::read_trust(&trust_path)?;
     if trust.hosts.is_empty() || trust.owners.is_empty() {
@@ -462,8 +503,15 @@ pub fn recv(p: RecvParams) -> Result<()> {
         );
     }
     let host = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
-    let addr = resolve_listen(&p.listen)?;
     let to_stdout = p.stdout;
+    // A --dir that does not exist yet is made (as rsync and croc do), with its parents.
+    if !to_stdout && !p.dir.exists() {
+        std::fs::create_dir_all(&p.dir)
+            .with_context(|| format!("cannot create the directory {}", p.dir.display()))?;
+        if !p.quiet {
+            eprintln!("created {}", p.dir.display());
+        }
+    }
     let receiver = Receiver::bind(
         addr,
         RecvConfig {

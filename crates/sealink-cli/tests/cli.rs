@@ -616,3 +616,77 @@ fn suite_completes_and_refuses_with_the_choices() {
         );
     }
 }
+
+/// A destination without a host or name, or a port out of range, is a usage error (exit 2)
+/// that says what was expected, not a resolver failure (issue 46).
+#[test]
+fn bad_destinations_and_ports_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    fs::write(&file, b"x").unwrap();
+    for dest in [
+        "bob@",
+        "@10.0.0.2",
+        "bob@:7878",
+        "10.0.0.2:99999",
+        "10.0.0.2:0",
+    ] {
+        let o = sealink(&["send", path_str(&file), dest]);
+        assert_eq!(o.status.code(), Some(2), "{dest}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("[NAME@]HOST[:PORT]") || stderr(&o).contains("out of range"),
+            "{dest}: {}",
+            stderr(&o)
+        );
+    }
+    let o = sealink(&[
+        "recv",
+        "--listen",
+        "127.0.0.1:99999",
+        "--dir",
+        path_str(dir.path()),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("port 99999 is out of range"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// `recv --dir NEW` makes NEW (and its parents), as rsync and croc do, and receives into it.
+#[test]
+fn recv_makes_a_missing_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    common::two_hosts(dir.path());
+    let new = dir.path().join("new").join("inbox");
+    let mut recv = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args([
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--once",
+            "--dir",
+            path_str(&new),
+        ])
+        .env("SEALINK_HOME", dir.path().join("b"))
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (addr, mut err) = common::listening(&mut recv);
+    assert!(new.is_dir());
+    let file = dir.path().join("hello.txt");
+    fs::write(&file, b"hello\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_sealink"))
+        .args(["send", path_str(&file), &format!("bob@{addr}"), "--quiet"])
+        .env("SEALINK_HOME", dir.path().join("a"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(recv.wait().unwrap().success(), "{rest}");
+    assert_eq!(fs::read(new.join("hello.txt")).unwrap(), b"hello\n");
+}
