@@ -503,9 +503,9 @@ struct SendArgs {
     /// Data bytes per record
     #[arg(long, default_value_t = sealink_stream::DEFAULT_RECORD_DATA, value_parser = parse_record_size)]
     record_size: usize,
-    /// Name under which standard input is stored
-    #[arg(long = "as", default_value = "stdin")]
-    stdin_name: String,
+    /// Name under which standard input ("-") is stored [default: stdin]
+    #[arg(long = "as", value_name = "NAME")]
+    stdin_name: Option<String>,
     /// Start every file over: the receiver discards what it kept of an interrupted transfer
     #[arg(long)]
     no_resume: bool,
@@ -717,6 +717,16 @@ fn run(cli: Cli) -> Result<()> {
             file,
         }) => keys::trust_add(file.file, kind.into(), &name, &key),
         Command::Trust(TrustCommand::Remove { name, file }) => keys::trust_remove(file.file, &name),
+        Command::Send(a)
+            if a.stdin_name.is_some() && !a.files.iter().any(|f| f.as_os_str() == "-") =>
+        {
+            Err(error::UsageError(
+                "--as names what standard input (\"-\") is stored as, and \"-\" is not among \
+                 the files: a file keeps its own name"
+                    .into(),
+            )
+            .into())
+        }
         Command::Send(a) => stream::send(stream::SendParams {
             files: a.files,
             dest: a.dest,
@@ -728,7 +738,7 @@ fn run(cli: Cli) -> Result<()> {
             suite: a.suite,
             auth_only: a.auth_only,
             record_size: a.record_size,
-            stdin_name: a.stdin_name,
+            stdin_name: a.stdin_name.unwrap_or_else(|| "stdin".into()),
             resume: !a.no_resume,
             exclude: a.exclude,
             update: a.update,

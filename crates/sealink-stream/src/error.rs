@@ -69,8 +69,8 @@ impl std::fmt::Display for ExistsHint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             ExistsHint::Replace => {
-                "the sender can send it under another name, or the receiver can allow \
-                 replacing with `sealink recv --force`"
+                "the receiver can allow replacing it with `sealink recv --force`, or move it \
+                 away; the sender can send standard input under another name with `--as NAME`"
             }
             ExistsHint::Merge => {
                 "the sender can merge into it with `sealink send --update` if the receiver \
