@@ -892,10 +892,20 @@ fn main() -> ExitCode {
         }
     };
     init_tracing(cli.verbose, cli.quiet);
+    // Sending files (not standard input, which a rerun sends again whole): an interruption or
+    // a cut connection says how to resume.
+    let sending =
+        matches!(&cli.command, Command::Send(a) if !a.files.iter().any(|f| f.as_os_str() == "-"));
+    if sending {
+        stream::hint_on_interrupt();
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error::chain(&*e));
+            if sending && stream::resumable_cut(&e) {
+                eprintln!("{}", stream::RESUME_HINT);
+            }
             // A command's own argument checks after parsing are usage errors too.
             ExitCode::from(if error::is_usage(&e) { EXIT_USAGE } else { 1 })
         }

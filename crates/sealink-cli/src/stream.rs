@@ -69,6 +69,57 @@ pub struct RecvParams {
     pub json: bool,
 }
 
+/// What an interrupted send says (issue 46: a Ctrl-C exited silently, a cut connection said only
+/// "Connection reset by peer").
+pub(crate) const RESUME_HINT: &str = "hint: the receiver keeps what arrived; run the same \
+     command again to resume (--no-resume starts over)";
+
+/// Whether `e` is a transfer cut short (the connection reset, closed or broken): one the same
+/// command resumes.
+pub(crate) fn resumable_cut(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::*;
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof | TimedOut
+            )
+        }) || c
+            .downcast_ref::<sealink_stream::TransferError>()
+            .is_some_and(|t| {
+                let text = t.to_string();
+                [
+                    "Connection reset",
+                    "Broken pipe",
+                    "closed the connection",
+                    "timed out",
+                ]
+                .iter()
+                .any(|w| text.contains(w))
+            })
+    })
+}
+
+/// On SIGINT or SIGTERM during a send: the hint, then exit 130 (as a shell reports Ctrl-C).
+/// The receiver keeps what it holds, as when the sender is killed.
+pub(crate) fn hint_on_interrupt() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return; // the default action then: exit without the hint
+    };
+    let _ = std::thread::Builder::new()
+        .name("sl-interrupt".into())
+        .spawn(move || {
+            if signals.forever().next().is_some() {
+                eprintln!(
+                    "\ninterrupted; {}",
+                    RESUME_HINT.trim_start_matches("hint: ")
+                );
+                std::process::exit(130);
+            }
+        });
+}
+
 /// A port after the last `:` that is a number but no port (`:99999`; `:0` too unless
 /// `zero_ok`, as for a listen address, where 0 asks for any free port): a usage error (exit 2)
 /// naming it, rather than "cannot resolve".

@@ -483,3 +483,93 @@ fn files_up_to_date_are_not_counted_as_sent() {
     c.kill().unwrap();
     let _ = common::hosts::finish(c, err);
 }
+
+/// An interrupted send says how to go on (issue 46): Ctrl-C (SIGINT) exits 130 with the hint,
+/// and the same command then resumes.
+#[test]
+fn an_interrupted_send_says_to_run_it_again_and_that_resumes() {
+    let h = Setup::new();
+    let f = h.path("i.bin");
+    let data = random_file(&f, 32 << 20, 21);
+    let r = h.recv();
+    let relay = relay(r.addr, 3 << 20);
+    let s = send_cmd(
+        &h.path("a"),
+        &[&f],
+        relay.addr,
+        &["--streams", "2", "--record-size", "4096"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_for("the relay to pass its budget on both stripes", || {
+        relay.passed.load(Ordering::SeqCst) >= 2 * (3 << 20)
+    });
+    let k = Command::new("kill")
+        .args(["-INT", &s.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let o = s.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    assert!(
+        text(&o).contains(
+            "interrupted; the receiver keeps what arrived; run the same command again to resume"
+        ),
+        "{}",
+        text(&o)
+    );
+    relay.cut();
+    wait_for("the receiver to keep a record map", || {
+        r.err.lock().unwrap().contains("transfer failed")
+            && h.state_names().iter().any(|n| n.ends_with(".map"))
+    });
+    let o = h.send(&f, r.addr, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(records(&o.stdout)[0].resumed_bytes > 0, "{}", text(&o));
+    assert!(fs::read(h.inbox().join("i.bin")).unwrap() == data);
+}
+
+/// A connection cut under a running send fails it with the hint line after the error.
+#[test]
+fn a_cut_connection_ends_the_send_with_the_resume_hint() {
+    let h = Setup::new();
+    let f = h.path("c.bin");
+    random_file(&f, 32 << 20, 22);
+    let r = h.recv();
+    let relay = relay(r.addr, 3 << 20);
+    let s = send_cmd(
+        &h.path("a"),
+        &[&f],
+        relay.addr,
+        &[
+            "--streams",
+            "2",
+            "--record-size",
+            "4096",
+            "--idle-timeout",
+            "60",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_for("the relay to pass its budget on both stripes", || {
+        relay.passed.load(Ordering::SeqCst) >= 2 * (3 << 20)
+    });
+    // The receiver's side goes away (as a killed receiver's would).
+    relay.cut();
+    let o = s.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.starts_with("hint: the receiver keeps what arrived")),
+        "{err}"
+    );
+    drop(r);
+}
