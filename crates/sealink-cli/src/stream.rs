@@ -247,28 +247,37 @@ fn bar_thread(
             if quiet || !std::io::stderr().is_terminal() {
                 return;
             }
-            let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            let mut sized = false;
-            pb.set_style(
-                ProgressStyle::with_template(
-                    "{prefix:>9} {bytes} ({binary_bytes_per_sec}, {elapsed}){msg}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            pb.set_prefix(label);
+            // Created once bytes move (issue 46: a receiver's bar counted seconds with no
+            // sender, and its rate was diluted by them; a sender's read `eta 0s` first).
+            let mut pb: Option<ProgressBar> = None;
             let mut held = 0;
             while !s.load(Ordering::Relaxed) {
+                let (total, done) = (progress.total(), progress.done());
+                let phase = bar_phase(total, done);
+                if phase == BarPhase::Waiting {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                let bar = pb.get_or_insert_with(|| {
+                    let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                    b.set_style(
+                        ProgressStyle::with_template(
+                            "{prefix:>9} {bytes} ({binary_bytes_per_sec}, {elapsed}){msg}",
+                        )
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
+                    b.set_prefix(label);
+                    b
+                });
                 // The bar covers what travels in this run only: the rate and the estimate are
                 // over bytes sent, and what the receiver holds is shown beside them.
-                let total = progress.total();
                 if progress.held() != held {
                     held = progress.held();
-                    pb.set_message(format!(" (+{} held, not sent)", HumanBytes(held)));
+                    bar.set_message(format!(" (+{} held, not sent)", HumanBytes(held)));
                 }
-                if total != 0 && total != u64::MAX {
-                    pb.set_length(total.saturating_sub(held));
-                    if !sized {
-                        pb.set_style(
+                if phase == BarPhase::Sized && bar.length().is_none() {
+                    bar.set_length(total.saturating_sub(held));
+                    bar.set_style(
                         ProgressStyle::with_template(
                             "{prefix:>9} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} \
                              eta {eta}{msg}",
@@ -276,15 +285,37 @@ fn bar_thread(
                         .map(|st| st.progress_chars("=> "))
                         .unwrap_or_else(|_| ProgressStyle::default_bar()),
                     );
-                        sized = true;
-                    }
+                } else if phase == BarPhase::Sized {
+                    bar.set_length(total.saturating_sub(held));
                 }
-                pb.set_position(progress.done());
+                bar.set_position(done);
                 std::thread::sleep(Duration::from_millis(100));
             }
-            pb.finish_and_clear();
+            if let Some(bar) = pb {
+                bar.finish_and_clear();
+            }
         });
     (stop, h.ok())
+}
+
+/// What the progress bar shows for a transfer's `total` (0: not known yet, `u64::MAX`: no
+/// size, standard input) and the bytes `done` in this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BarPhase {
+    /// Nothing has moved (no sender yet, or the hello still in flight): no bar at all.
+    Waiting,
+    /// Bytes, rate and time, no size to measure them against.
+    Counting,
+    /// A bar against the size, with an estimate.
+    Sized,
+}
+
+fn bar_phase(total: u64, done: u64) -> BarPhase {
+    match (total, done) {
+        (_, 0) => BarPhase::Waiting,
+        (0 | u64::MAX, _) => BarPhase::Counting,
+        _ => BarPhase::Sized,
+    }
 }
 
 /// The summary line: sizes and rates in binary units (KiB, MiB, ...), the rate in Gbit/s too;
@@ -297,13 +328,18 @@ fn summary(verb: &str, bytes: u64, files: usize, streams: usize, elapsed: Durati
     } else {
         format!("{secs:.2} s")
     };
+    // The bit rate only where it says something: "0.00 Gbit/s" after a small file did not.
+    let gbits = per_sec * 8.0 / 1e9;
+    let rate = if gbits >= 0.01 {
+        format!("{}/s, {gbits:.2} Gbit/s", HumanBytes(per_sec as u64))
+    } else {
+        format!("{}/s", HumanBytes(per_sec as u64))
+    };
     format!(
-        "{verb} {} in {files} file{} over {streams} stream{} in {took} ({}/s, {:.2} Gbit/s)",
+        "{verb} {} in {files} file{} over {streams} stream{} in {took} ({rate})",
         HumanBytes(bytes),
         if files == 1 { "" } else { "s" },
         if streams == 1 { "" } else { "s" },
-        HumanBytes(per_sec as u64),
-        per_sec * 8.0 / 1e9,
     )
 }
 
@@ -658,6 +694,15 @@ mod tests {
     }
 
     #[test]
+    fn the_bar_waits_for_bytes_and_sizes_itself_once_known() {
+        assert_eq!(bar_phase(0, 0), BarPhase::Waiting);
+        assert_eq!(bar_phase(5 << 20, 0), BarPhase::Waiting);
+        assert_eq!(bar_phase(u64::MAX, 1), BarPhase::Counting);
+        assert_eq!(bar_phase(0, 7), BarPhase::Counting);
+        assert_eq!(bar_phase(5 << 20, 1), BarPhase::Sized);
+    }
+
+    #[test]
     fn summaries_use_binary_units() {
         let s = summary("sent", 3 << 20, 2, 1, Duration::from_millis(500));
         assert_eq!(
@@ -667,7 +712,7 @@ mod tests {
         let s = summary("received", 5, 1, 4, Duration::from_secs(150));
         assert_eq!(
             s,
-            "received 5 B in 1 file over 4 streams in 150 s (3 minutes) (0 B/s, 0.00 Gbit/s)"
+            "received 5 B in 1 file over 4 streams in 150 s (3 minutes) (0 B/s)"
         );
     }
 
