@@ -142,7 +142,7 @@ fn config_errors_say_where_and_why_once() {
     );
 }
 
-#[path = "common/tunnel_user.rs"]
+#[path = "../../sealink-tunnel/tests/common/tunnel_user.rs"]
 mod tunnel_user;
 
 /// wg-quick's `Table` on a real interface in a namespace (issue 46): `Table = 1234` puts the

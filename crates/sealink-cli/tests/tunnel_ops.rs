@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_sealink");
 
-#[path = "common/tunnel_user.rs"]
+#[path = "../../sealink-tunnel/tests/common/tunnel_user.rs"]
 mod tunnel_user;
 
 fn run(cmd: &str, args: &[&str]) -> Output {

@@ -149,6 +149,16 @@ fn spawn_in_with(
     })
 }
 
+/// The test helpers' spelling of the default user (shared with the lab, which cannot name
+/// the constant) is the product's.
+#[test]
+fn the_tests_default_user_is_the_products() {
+    assert_eq!(
+        common::tunnel_user::NAME,
+        sealink_tunnel::config::DEFAULT_USER
+    );
+}
+
 #[test]
 fn library_tunnel_between_namespaces() {
     let id = (std::process::id() % 100_000).to_string();

@@ -1,6 +1,7 @@
 //! Helpers shared by the lab's integration tests (each test binary includes this module).
 #![allow(dead_code)]
 
+#[path = "../../../sealink-tunnel/tests/common/tunnel_user.rs"]
 pub mod tunnel_user;
 
 use std::fs;

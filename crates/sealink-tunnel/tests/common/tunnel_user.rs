@@ -6,7 +6,10 @@
 use std::process::Command;
 
 /// The default `user` of a tunnel config.
-pub const NAME: &str = sealink_tunnel::config::DEFAULT_USER;
+// sealink_tunnel::config::DEFAULT_USER, spelt out: this one file serves the tests of
+// sealink-tunnel, sealink-cli and the lab (by `#[path]`), and the lab does not depend on the
+// product crates. sealink-tunnel's `netns.rs` checks that the two agree.
+pub const NAME: &str = "sealink-tunnel";
 
 /// `name`'s uid and gid in /etc/passwd (where the tunnel looks it up).
 pub fn ids(name: &str) -> Option<(u32, u32)> {
