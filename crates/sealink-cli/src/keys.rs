@@ -267,11 +267,13 @@ fn detect(path: &Path) -> Result<(KeyKind, keyfile::PrivateKey)> {
     }
 }
 
-/// `sealink trust list`: every trusted key, one line each: kind, name, fingerprint (as transfers
-/// and refusals print it) and key.
-pub fn trust_list(file: Option<PathBuf>) -> Result<()> {
-    let path = home::or_home(file, home::TRUST);
-    let trust = sealink_keys::read_trust(&path)?;
+/// Calls `f(kind, name, key, width)` for every entry of `trust`, the kinds in `order`; `width` is
+/// the longest name (to align the keys).
+fn for_each_entry(
+    trust: &sealink_keys::TrustFile,
+    order: [KeyKind; 2],
+    mut f: impl FnMut(KeyKind, &str, &[u8; 32], usize),
+) {
     let width = trust
         .owners
         .iter()
@@ -279,12 +281,27 @@ pub fn trust_list(file: Option<PathBuf>) -> Result<()> {
         .map(|(n, _)| n.len())
         .max()
         .unwrap_or(0);
-    let mut out = String::new();
-    for (kind, list) in [
-        (KeyKind::Host, &trust.hosts),
-        (KeyKind::Owner, &trust.owners),
-    ] {
+    for kind in order {
+        let list = match kind {
+            KeyKind::Host => &trust.hosts,
+            KeyKind::Owner => &trust.owners,
+        };
         for (name, key) in list {
+            f(kind, name, key, width);
+        }
+    }
+}
+
+/// `sealink trust list`: every trusted key, one line each: kind, name, fingerprint (as transfers
+/// and refusals print it) and key.
+pub fn trust_list(file: Option<PathBuf>) -> Result<()> {
+    let path = home::or_home(file, home::TRUST);
+    let trust = sealink_keys::read_trust(&path)?;
+    let mut out = String::new();
+    for_each_entry(
+        &trust,
+        [KeyKind::Host, KeyKind::Owner],
+        |kind, name, key, width| {
             let _ = writeln!(
                 out,
                 "{:<5} {name:<width$}  {}  {}",
@@ -292,8 +309,8 @@ pub fn trust_list(file: Option<PathBuf>) -> Result<()> {
                 sealink_keys::fingerprint(key),
                 B64.encode(key)
             );
-        }
-    }
+        },
+    );
     if out.is_empty() {
         eprintln!(
             "{}: trusts no key yet (sealink trust add, or sealink pair)",
@@ -327,26 +344,18 @@ pub fn trust_check(file: Option<PathBuf>, json: bool) -> Result<()> {
         plural(trust.owners.len(), "owner"),
         plural(trust.hosts.len(), "host")
     );
-    let width = trust
-        .owners
-        .iter()
-        .chain(&trust.hosts)
-        .map(|(n, _)| n.len())
-        .max()
-        .unwrap_or(0);
-    for (kind, list) in [
-        (KeyKind::Owner, &trust.owners),
-        (KeyKind::Host, &trust.hosts),
-    ] {
-        for (name, key) in list {
+    for_each_entry(
+        &trust,
+        [KeyKind::Owner, KeyKind::Host],
+        |kind, name, key, width| {
             let _ = writeln!(
                 out,
                 "  {:<5} {name:<width$}  {}",
                 kind.trust_keyword(),
                 B64.encode(key)
             );
-        }
-    }
+        },
+    );
     output::print(&out)?;
     Ok(())
 }
