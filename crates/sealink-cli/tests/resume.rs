@@ -484,6 +484,22 @@ fn files_up_to_date_are_not_counted_as_sent() {
     let _ = common::hosts::finish(c, err);
 }
 
+/// A send of `f` to the relay (two stripes, 4 KiB records, `extra` flags), started once the
+/// relay is up; waits until the relay has passed `budget` bytes on both stripes.
+fn send_until_budget(h: &Setup, f: &Path, relay: &Relay, budget: u64, extra: &[&str]) -> Child {
+    let mut args = vec!["--streams", "2", "--record-size", "4096"];
+    args.extend_from_slice(extra);
+    let s = send_cmd(&h.path("a"), &[f], relay.addr, &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the relay to pass its budget on both stripes", || {
+        relay.passed.load(Ordering::SeqCst) >= 2 * budget
+    });
+    s
+}
+
 /// An interrupted send says how to go on (issue 46): Ctrl-C (SIGINT) exits 130 with the hint,
 /// and the same command then resumes.
 #[test]
@@ -493,19 +509,7 @@ fn an_interrupted_send_says_to_run_it_again_and_that_resumes() {
     let data = random_file(&f, 32 << 20, 21);
     let r = h.recv();
     let relay = relay(r.addr, 3 << 20);
-    let s = send_cmd(
-        &h.path("a"),
-        &[&f],
-        relay.addr,
-        &["--streams", "2", "--record-size", "4096"],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    wait_for("the relay to pass its budget on both stripes", || {
-        relay.passed.load(Ordering::SeqCst) >= 2 * (3 << 20)
-    });
+    let s = send_until_budget(&h, &f, &relay, 3 << 20, &[]);
     let k = Command::new("kill")
         .args(["-INT", &s.id().to_string()])
         .status()
@@ -539,26 +543,7 @@ fn a_cut_connection_ends_the_send_with_the_resume_hint() {
     random_file(&f, 32 << 20, 22);
     let r = h.recv();
     let relay = relay(r.addr, 3 << 20);
-    let s = send_cmd(
-        &h.path("a"),
-        &[&f],
-        relay.addr,
-        &[
-            "--streams",
-            "2",
-            "--record-size",
-            "4096",
-            "--idle-timeout",
-            "60",
-        ],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    wait_for("the relay to pass its budget on both stripes", || {
-        relay.passed.load(Ordering::SeqCst) >= 2 * (3 << 20)
-    });
+    let s = send_until_budget(&h, &f, &relay, 3 << 20, &["--idle-timeout", "60"]);
     // The receiver's side goes away (as a killed receiver's would).
     relay.cut();
     let o = s.wait_with_output().unwrap();
