@@ -504,6 +504,19 @@ struct SendArgs {
     /// anything it has is refused, and an up-to-date file alone is only skipped
     #[arg(long)]
     update: bool,
+    /// Send what absolute links, and links leading out of their tree, point to (by default
+    /// such links are skipped with a warning; links inside the tree always go as links)
+    #[arg(long)]
+    copy_links: bool,
+    /// List what would be sent (path, kind, size) and what would be left out; connect to
+    /// nothing, change nothing
+    #[arg(long, short = 'n')]
+    dry_run: bool,
+    /// Delete at the receiver, in the directories this transfer merges into, what the sender
+    /// no longer has. The receiver must allow it (`sealink recv --delete`), else the transfer
+    /// is refused; nothing outside the directories sent is ever touched
+    #[arg(long)]
+    delete: bool,
     /// Most bytes per second to send, over all streams together: a number with an optional
     /// unit, k/M/G powers of 1000 (10M = 10 MB/s), Ki/Mi/Gi powers of 1024 (10MiB), or bits
     /// (80Mbit = 10 MB/s); at least 1KiB. Counts the sealed records written (file data plus
@@ -617,6 +630,21 @@ struct RecvArgs {
     /// with a unit: 90m, 12h, 7d, 7days)
     #[arg(long, value_name = "AGE", default_value = "7d", value_parser = stream::parse_age)]
     resume_max_age: Duration,
+    /// Let senders that ask for it (`sealink send --delete`) delete, in the directories their
+    /// transfer merges into, what they no longer have (never anything else)
+    #[arg(long)]
+    delete: bool,
+    /// Most entries (files, directories, links) one transfer may announce
+    #[arg(long, value_name = "N", default_value_t = sealink_proto::stream::TreeLimits::default().max_entries)]
+    max_entries: u64,
+    /// Most bytes of files one transfer may announce, with an optional unit (k/M/G/T powers of
+    /// 1000, Ki/Mi/Gi/Ti powers of 1024) [default: 64TiB]
+    #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
+    max_bytes: Option<u64>,
+    /// Most components in one path of a transfer (at most 128)
+    #[arg(long, value_name = "N", default_value_t = 128,
+          value_parser = clap::value_parser!(u16).range(1..=128))]
+    max_depth: u16,
     /// No progress bar, no summary lines
     #[arg(long, short)]
     quiet: bool,
@@ -699,6 +727,9 @@ fn run(cli: Cli) -> Result<()> {
             timeouts: a.timeouts.get(),
             quiet: a.quiet,
             json: a.json,
+            copy_links: a.copy_links,
+            dry_run: a.dry_run,
+            delete: a.delete,
         }),
         Command::Recv(a) => stream::recv(stream::RecvParams {
             listen: a.listen,
@@ -719,6 +750,12 @@ fn run(cli: Cli) -> Result<()> {
             resume_max_age: a.resume_max_age,
             quiet: a.quiet,
             json: a.json,
+            delete: a.delete,
+            tree_limits: sealink_proto::stream::TreeLimits {
+                max_entries: a.max_entries,
+                max_bytes: a.max_bytes.unwrap_or(sealink_proto::stream::TreeLimits::default().max_bytes),
+                max_depth: usize::from(a.max_depth),
+            },
         }),
         Command::Msg(MsgCommand::Listen(a)) => msg::listen(msg::ListenParams {
             listen: a.listen,
@@ -805,8 +842,15 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error::chain(&*e));
-            // A command's own argument checks after parsing are usage errors too.
-            ExitCode::from(if error::is_usage(&e) { EXIT_USAGE } else { 1 })
+            // A command's own argument checks after parsing are usage errors too; a transfer
+            // that left some things out says so by its own status.
+            ExitCode::from(if error::is_usage(&e) {
+                EXIT_USAGE
+            } else if e.downcast_ref::<stream::Partial>().is_some() {
+                stream::EXIT_PARTIAL
+            } else {
+                1
+            })
         }
     }
 }

@@ -13,8 +13,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use sealink_proto::stream::Hello;
-use sealink_proto::stream::body::EntryKind;
+use sealink_proto::stream::FileEntry;
+use sealink_proto::stream::body::{EntryKind, reserved_name};
 
 use crate::error::{ExistsHint, IoContext, TransferError};
 use crate::files::{PartFile, set_mtime_at};
@@ -55,14 +55,41 @@ pub(crate) enum Found {
     Dir,
 }
 
-/// The placement of a hello's entries in `dest`.
+/// A directory of the tree whose entries are still arriving: its mode and mtime are set, and
+/// (with `--delete`) what the sender lacks is deleted from it, once the manifest has left it.
+#[derive(Debug)]
+struct OpenDir {
+    name: String,
+    mode: u32,
+    mtime: u64,
+    found: Found,
+    /// The names the sender has in it: only for a directory that was there (merged into)
+    /// when the receiver deletes what the sender lacks.
+    names: Option<HashSet<String>>,
+}
+
+/// Where a transfer's entries go in `dest`, batch after batch. Holds the new top-level
+/// directories (assembled under the staging directory) and the directories still open in
+/// the manifest's depth-first order: bounded by the depth, not by the number of entries.
 #[derive(Debug)]
 pub(crate) struct Tree {
     dest: PathBuf,
-    /// Top-level directories that did not exist: built under `staging`, renamed in at the end.
-    new_tops: HashSet<String>,
+    /// Top-level directories that did not exist: built under `staging`, renamed in at the end
+    /// (with their modes and mtimes).
+    new_tops: Vec<(String, u32, u64)>,
+    new_top_names: HashSet<String>,
     staging: PathBuf,
-    found: Vec<Found>,
+    staging_made: bool,
+    open: Vec<OpenDir>,
+    overwrite: bool,
+    /// The sender asked for an update, and the receiver takes them.
+    updating: bool,
+    /// The sender asked for an update.
+    update: bool,
+    /// Delete, in directories merged into, what the sender does not have.
+    delete: bool,
+    /// Entries deleted so far.
+    pub deleted: u64,
 }
 
 fn top(name: &str) -> &str {
@@ -70,8 +97,36 @@ fn top(name: &str) -> &str {
 }
 
 impl Tree {
-    /// Looks at what `dest` holds at each entry's place and decides, or refuses with
-    /// [`TransferError::Exists`] (naming the entry relative to `dest`, and who can do what):
+    pub fn new(
+        dest: &Path,
+        overwrite: bool,
+        take_updates: bool,
+        update: bool,
+        delete: bool,
+    ) -> Result<Self, TransferError> {
+        let mut tag = [0u8; 16];
+        sealink_crypto::sign::random_bytes(&mut tag)
+            .map_err(std::io::Error::other)
+            .ctx(|| "cannot draw a random name".into())?;
+        let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(Tree {
+            dest: dest.to_owned(),
+            new_tops: Vec::new(),
+            new_top_names: HashSet::new(),
+            staging: dest.join(format!(".{tag}{STAGING_SUFFIX}")),
+            staging_made: false,
+            open: Vec::new(),
+            overwrite,
+            updating: update && take_updates,
+            update,
+            delete,
+            deleted: 0,
+        })
+    }
+
+    /// Looks at what `dest` holds at each entry's place of one batch and decides, or refuses
+    /// with [`TransferError::Exists`] (naming the entry relative to `dest`, and who can do
+    /// what):
     ///
     /// - an existing directory is merged into with `overwrite`, or when the sender asked for an
     ///   update and the receiver takes updates (`take_updates`);
@@ -82,39 +137,24 @@ impl Tree {
     /// - a directory is never replaced, and never replaces anything.
     ///
     /// Creates nothing.
-    pub fn plan(
-        dest: &Path,
-        hello: &Hello,
-        overwrite: bool,
-        take_updates: bool,
-    ) -> Result<Self, TransferError> {
-        let mut tag = [0u8; 16];
-        sealink_crypto::sign::random_bytes(&mut tag)
-            .map_err(std::io::Error::other)
-            .ctx(|| "cannot draw a random name".into())?;
-        let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-        let mut t = Tree {
-            dest: dest.to_owned(),
-            new_tops: HashSet::new(),
-            staging: dest.join(format!(".{tag}{STAGING_SUFFIX}")),
-            found: Vec::with_capacity(hello.files.len()),
-        };
-        let updating = hello.update && take_updates;
+    pub fn plan(&mut self, files: &[FileEntry]) -> Result<Vec<Found>, TransferError> {
+        let (overwrite, updating, update) = (self.overwrite, self.updating, self.update);
+        let mut found = Vec::with_capacity(files.len());
         // What to tell the sender when a change needs the receiver's consent.
         let consent = |plain: ExistsHint| {
-            if hello.update {
+            if update {
                 ExistsHint::NoConsent
             } else {
                 plain
             }
         };
-        for f in &hello.files {
+        for f in files {
             let top_level = !f.name.contains('/');
-            if !top_level && t.new_tops.contains(top(&f.name)) {
-                t.found.push(Found::Absent);
+            if !top_level && self.new_top_names.contains(top(&f.name)) {
+                found.push(Found::Absent);
                 continue;
             }
-            let path = dest.join(&f.name);
+            let path = self.dest.join(&f.name);
             let meta = match path.symlink_metadata() {
                 Ok(m) => Some(m),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -127,9 +167,9 @@ impl Tree {
             };
             let Some(m) = meta else {
                 if top_level && f.kind == EntryKind::Dir {
-                    t.new_tops.insert(f.name.clone());
+                    self.new_top_names.insert(f.name.clone());
                 }
-                t.found.push(Found::Absent);
+                found.push(Found::Absent);
                 continue;
             };
             let refuse = |hint| {
@@ -138,13 +178,13 @@ impl Tree {
                     hint,
                 })
             };
-            let found = match &f.kind {
+            let here = match &f.kind {
                 EntryKind::Dir if !m.is_dir() => return refuse(ExistsHint::NotDirectory),
                 EntryKind::Dir if overwrite || updating => Found::Dir,
                 EntryKind::Dir => return refuse(consent(ExistsHint::Merge)),
                 _ if m.is_dir() => return refuse(ExistsHint::Directory),
                 EntryKind::File
-                    if hello.update
+                    if update
                         && m.is_file()
                         && f.mtime != 0
                         && m.len() == f.size
@@ -164,100 +204,94 @@ impl Tree {
                 _ if updating => return refuse(ExistsHint::OtherKind),
                 _ => return refuse(consent(ExistsHint::Replace)),
             };
-            t.found.push(found);
+            found.push(here);
         }
-        Ok(t)
-    }
-
-    pub fn found(&self, i: usize) -> Found {
-        self.found.get(i).copied().unwrap_or(Found::Absent)
+        Ok(found)
     }
 
     /// Where entry `name` is assembled: in the staging directory if its tree is new.
     fn target(&self, name: &str) -> PathBuf {
-        if self.new_tops.contains(top(name)) {
+        if self.new_top_names.contains(top(name)) {
             self.staging.join(name)
         } else {
             self.dest.join(name)
         }
     }
 
-    /// Puts every entry in place, in the hello's order (a directory before what it holds):
-    /// files by [`PartFile::commit`], directories created, links made; then directories get
-    /// their modes and mtimes (deepest first, after what they hold), and each new top-level
-    /// directory is renamed into place, refused if its name was taken meanwhile. On failure
-    /// the staging directory and everything in it is deleted.
+    fn exists(&self, e: std::io::Error, p: &Path, what: &str) -> TransferError {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            // Taken since the plan: named as the sender named it.
+            let rel = p
+                .strip_prefix(&self.staging)
+                .or_else(|_| p.strip_prefix(&self.dest))
+                .unwrap_or(p);
+            TransferError::Exists {
+                name: rel.display().to_string(),
+                hint: ExistsHint::Replace,
+            }
+        } else {
+            TransferError::Io {
+                context: format!("cannot {what} {}", p.display()),
+                source: e,
+            }
+        }
+    }
+
+    /// Puts one batch's entries in place, in order (a directory before what it holds): files
+    /// by [`PartFile::commit`], directories created, links made. A directory gets its mode and
+    /// mtime once the manifest has left it (see [`Tree::finish`]).
     pub fn commit(
-        &self,
-        hello: &Hello,
+        &mut self,
+        files: &[FileEntry],
+        found: &[Found],
         slots: &[Slot],
         modes: &[u32],
-        overwrite: bool,
     ) -> Result<(), TransferError> {
-        let staged = !self.new_tops.is_empty();
-        if staged {
+        if !self.staging_made && !self.new_top_names.is_empty() {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(&self.staging)
                 .ctx(|| format!("cannot create {}", self.staging.display()))?;
+            self.staging_made = true;
         }
-        let r = self.put(hello, slots, modes, overwrite);
-        if staged {
-            if r.is_err() {
-                let _ = std::fs::remove_dir_all(&self.staging);
-            } else {
-                let _ = std::fs::remove_dir(&self.staging);
-            }
-        }
-        r
-    }
-
-    fn put(
-        &self,
-        hello: &Hello,
-        slots: &[Slot],
-        modes: &[u32],
-        overwrite: bool,
-    ) -> Result<(), TransferError> {
-        let exists = |e: std::io::Error, p: &Path, what: &str| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                // Taken since the plan: named as the sender named it.
-                let rel = p
-                    .strip_prefix(&self.staging)
-                    .or_else(|_| p.strip_prefix(&self.dest))
-                    .unwrap_or(p);
-                TransferError::Exists {
-                    name: rel.display().to_string(),
-                    hint: ExistsHint::Replace,
-                }
-            } else {
-                TransferError::Io {
-                    context: format!("cannot {what} {}", p.display()),
-                    source: e,
-                }
-            }
-        };
-        for (i, (f, slot)) in hello.files.iter().zip(slots).enumerate() {
+        for (i, (f, slot)) in files.iter().zip(slots).enumerate() {
+            self.close_until(&f.name)?;
+            let here = found.get(i).copied().unwrap_or(Found::Absent);
             let target = self.target(&f.name);
             let mode = modes.get(i).copied().unwrap_or(0o600);
+            if let Some(d) = self.open.last_mut()
+                && let Some(names) = &mut d.names
+            {
+                names.insert(f.name.rsplit('/').next().unwrap_or_default().to_owned());
+            }
             match slot {
                 // Only a planned replacement may replace: a name taken since is refused.
                 Slot::Part(p) => p
-                    .commit(&target, mode, f.mtime, self.found(i) == Found::Replace)
-                    .map_err(|e| exists(e, &target, "store"))?,
+                    .commit(&target, mode, f.mtime, here == Found::Replace)
+                    .map_err(|e| self.exists(e, &target, "store"))?,
                 Slot::Keep => {}
                 Slot::Dir => {
-                    if self.found(i) == Found::Absent {
+                    if here == Found::Absent {
                         use std::os::unix::fs::DirBuilderExt;
                         std::fs::DirBuilder::new()
                             .mode(0o700)
                             .create(&target)
-                            .map_err(|e| exists(e, &target, "create"))?;
+                            .map_err(|e| self.exists(e, &target, "create"))?;
                     }
+                    if !f.name.contains('/') && self.new_top_names.contains(&f.name) {
+                        self.new_tops.push((f.name.clone(), mode, f.mtime));
+                    }
+                    self.open.push(OpenDir {
+                        name: f.name.clone(),
+                        mode,
+                        mtime: f.mtime,
+                        found: here,
+                        names: (self.delete && here == Found::Dir).then(HashSet::new),
+                    });
                 }
                 Slot::Link(to) => {
-                    match self.found(i) {
+                    match here {
                         Found::Same => continue,
                         Found::Replace => {
                             // A new link beside it, renamed over it: never a moment without.
@@ -267,40 +301,89 @@ impl Tree {
                                 crate::files::PART_SUFFIX
                             ));
                             std::os::unix::fs::symlink(to, &tmp)
-                                .map_err(|e| exists(e, &tmp, "create the link"))?;
+                                .map_err(|e| self.exists(e, &tmp, "create the link"))?;
                             if let Err(e) = std::fs::rename(&tmp, &target) {
                                 let _ = std::fs::remove_file(&tmp);
-                                return Err(exists(e, &target, "replace"));
+                                return Err(self.exists(e, &target, "replace"));
                             }
                         }
                         _ => std::os::unix::fs::symlink(to, &target)
-                            .map_err(|e| exists(e, &target, "create the link"))?,
+                            .map_err(|e| self.exists(e, &target, "create the link"))?,
                     }
                     set_mtime_at(&target, f.mtime)
                         .ctx(|| format!("cannot set the time of {}", target.display()))?;
                 }
             }
         }
-        let set_dir = |path: &Path, i: usize, mtime: u64| -> Result<(), TransferError> {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = modes.get(i).copied().unwrap_or(0o700) & 0o777;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-                .ctx(|| format!("cannot set the mode of {}", path.display()))?;
-            set_mtime_at(path, mtime).ctx(|| format!("cannot set the time of {}", path.display()))
-        };
-        let is_new_top = |name: &str| self.new_tops.contains(name);
-        for (i, f) in hello.files.iter().enumerate().rev() {
-            // A directory that was there keeps its mode and mtime unless the receiver forces.
-            let kept = self.found(i) == Found::Dir && !overwrite;
-            if f.kind == EntryKind::Dir && !is_new_top(&f.name) && !kept {
-                set_dir(&self.target(&f.name), i, f.mtime)?;
+        Ok(())
+    }
+
+    /// Closes the open directories that `name` is not in (the manifest never comes back to
+    /// them).
+    fn close_until(&mut self, name: &str) -> Result<(), TransferError> {
+        while let Some(d) = self.open.last() {
+            if name.len() > d.name.len()
+                && name.starts_with(d.name.as_str())
+                && name.as_bytes()[d.name.len()] == b'/'
+            {
+                break;
             }
+            let d = self.open.pop().expect("just looked");
+            self.close(d)?;
         }
-        for (i, f) in hello.files.iter().enumerate() {
-            if f.kind != EntryKind::Dir || !is_new_top(&f.name) {
+        Ok(())
+    }
+
+    /// A directory the manifest has left: what the sender lacks is deleted (with `--delete`,
+    /// in a directory merged into), then it gets its mode and mtime (a directory that was
+    /// there keeps its own unless the receiver forces; a new top-level one gets them once
+    /// renamed into place).
+    fn close(&mut self, d: OpenDir) -> Result<(), TransferError> {
+        let path = self.target(&d.name);
+        if let Some(names) = &d.names {
+            self.delete_others(&path, names)?;
+        }
+        let kept = d.found == Found::Dir && !self.overwrite;
+        let new_top = !d.name.contains('/') && self.new_top_names.contains(&d.name);
+        if !kept && !new_top {
+            set_dir(&path, d.mode, d.mtime)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes, in `dir` (a real directory of the receiver's, merged into), each entry not in
+    /// `keep`; never the receiver's own files, never following a link.
+    fn delete_others(&mut self, dir: &Path, keep: &HashSet<String>) -> Result<(), TransferError> {
+        let listed = std::fs::read_dir(dir).ctx(|| format!("cannot list {}", dir.display()))?;
+        for e in listed {
+            let e = e.ctx(|| format!("cannot list {}", dir.display()))?;
+            let n = e.file_name();
+            let Some(n) = n.to_str() else { continue };
+            if keep.contains(n) || reserved_name(n) {
                 continue;
             }
-            let (from, to) = (self.staging.join(&f.name), self.dest.join(&f.name));
+            let p = dir.join(n);
+            let is_dir = p.symlink_metadata().is_ok_and(|m| m.is_dir());
+            let r = if is_dir {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            r.ctx(|| format!("cannot delete {}", p.display()))?;
+            tracing::info!("deleted {} (the sender no longer has it)", p.display());
+            self.deleted += 1;
+        }
+        Ok(())
+    }
+
+    /// After the last batch: closes every open directory, and renames each new top-level
+    /// directory into place (`RENAME_NOREPLACE`: refused if its name was taken meanwhile).
+    pub fn finish(&mut self) -> Result<(), TransferError> {
+        while let Some(d) = self.open.pop() {
+            self.close(d)?;
+        }
+        for (name, mode, mtime) in std::mem::take(&mut self.new_tops) {
+            let (from, to) = (self.staging.join(&name), self.dest.join(&name));
             rustix::fs::renameat_with(
                 rustix::fs::CWD,
                 &from,
@@ -308,10 +391,23 @@ impl Tree {
                 &to,
                 rustix::fs::RenameFlags::NOREPLACE,
             )
-            .map_err(|e| exists(e.into(), &to, "move into place"))?;
-            set_dir(&to, i, f.mtime)?;
+            .map_err(|e| self.exists(e.into(), &to, "move into place"))?;
+            set_dir(&to, mode, mtime)?;
+        }
+        if self.staging_made {
+            let _ = std::fs::remove_dir(&self.staging);
+            self.staging_made = false;
         }
         Ok(())
+    }
+
+    /// After a failure: deletes the staging directory and everything in it (no partial new
+    /// tree ever appears under its name).
+    pub fn abandon(&mut self) {
+        if self.staging_made {
+            let _ = std::fs::remove_dir_all(&self.staging);
+            self.staging_made = false;
+        }
     }
 
     fn staging_tag(&self) -> String {
@@ -323,4 +419,11 @@ impl Tree {
             .unwrap_or("link")
             .to_owned()
     }
+}
+
+fn set_dir(path: &Path, mode: u32, mtime: u64) -> Result<(), TransferError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o777))
+        .ctx(|| format!("cannot set the mode of {}", path.display()))?;
+    set_mtime_at(path, mtime).ctx(|| format!("cannot set the time of {}", path.display()))
 }
