@@ -1063,7 +1063,7 @@ impl<'a> Session<'a> {
                         socks = s;
                         guards = g;
                         let cap = (4 << 20).max(4 * b.record_cap);
-                        readers = (0..socks.len())
+                        readers = (0..=socks.len())
                             .map(|_| RecordReader::new(cap, cap / 2))
                             .collect();
                     }
