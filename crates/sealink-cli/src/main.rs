@@ -225,7 +225,15 @@ to or replacing in what the receiver has needs its consent (`sealink recv --upda
 and a refusal says which side can do what.
 An interrupted transfer resumes when the same command runs again: the receiver keeps what it
 holds of each file (bound to this owner key and the file's name, size and mtime), only the rest
-is sent, and the whole file's SHA-256 is checked before it is stored. --no-resume starts over.";
+is sent, and the whole file's SHA-256 is checked before it is stored. --no-resume starts over.
+A tree of any size goes as it is walked, its list of entries in batches; a new tree that was
+interrupted resumes from what the receiver already stored of it.
+What cannot be sent (a missing argument, an unreadable or vanished file) is reported and left
+out, and the rest is sent. Links that are absolute or lead out of their tree are skipped with a
+warning (--copy-links sends what they point to). --dry-run lists what would be sent.
+
+Exit status: 0 everything sent and confirmed; 23 partial: some things could not be sent (each
+named on standard error), the rest was; 1 the transfer failed; 2 bad usage.";
 
 const RECV_HELP: &str = "Examples:
   sealink recv --dir /srv/incoming
@@ -243,6 +251,11 @@ Existing files are kept unless --force: a transfer that would change one is refu
 changed; a directory's own mode and mtime change only with --force. Received names never take
 the receiver's own (.sealink-*, .*.sealink-part). With --stdout, data is written in order as it
 arrives.
+A new tree is assembled in a hidden staging directory and renamed into place once complete; an
+interrupted one keeps its staging directory for the same owner's next attempt. --max-entries,
+--max-bytes and --max-depth bound what one transfer may announce (refusals name the flag).
+--delete lets a sender's `send --delete` remove, inside the directories its tree merges into,
+what the sender no longer has; without it such a transfer is refused.
 A connection must authenticate within --setup-timeout; until it has, it holds no slot of --once
 and may be closed to make room (--max-pending, oldest first). A transfer that receives nothing for
 --idle-timeout seconds fails, and its temporary files are removed.
@@ -753,7 +766,9 @@ fn run(cli: Cli) -> Result<()> {
             delete: a.delete,
             tree_limits: sealink_proto::stream::TreeLimits {
                 max_entries: a.max_entries,
-                max_bytes: a.max_bytes.unwrap_or(sealink_proto::stream::TreeLimits::default().max_bytes),
+                max_bytes: a
+                    .max_bytes
+                    .unwrap_or(sealink_proto::stream::TreeLimits::default().max_bytes),
                 max_depth: usize::from(a.max_depth),
             },
         }),

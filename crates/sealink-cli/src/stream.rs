@@ -485,10 +485,26 @@ pub fn send(p: SendParams) -> Result<()> {
         eprintln!(
             "skipped {} link{} that {} absolute or {} out of {} tree (--copy-links sends what they point to)",
             rep.skipped_links.len(),
-            if rep.skipped_links.len() == 1 { "" } else { "s" },
-            if rep.skipped_links.len() == 1 { "is" } else { "are" },
-            if rep.skipped_links.len() == 1 { "leads" } else { "lead" },
-            if rep.skipped_links.len() == 1 { "its" } else { "their" },
+            if rep.skipped_links.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            if rep.skipped_links.len() == 1 {
+                "is"
+            } else {
+                "are"
+            },
+            if rep.skipped_links.len() == 1 {
+                "leads"
+            } else {
+                "lead"
+            },
+            if rep.skipped_links.len() == 1 {
+                "its"
+            } else {
+                "their"
+            },
         );
     }
     if !rep.problems.is_empty() {

@@ -139,9 +139,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = t.strip_suffix('B').unwrap_or(t);
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (a number, with k, M, G, T, Ki, Mi, Gi or Ti)"))?;
+    let n: u64 = num.parse().map_err(|_| {
+        format!("{s:?} is not a size (a number, with k, M, G, T, Ki, Mi, Gi or Ti)")
+    })?;
     let mul: u64 = match unit {
         "" => 1,
         "k" | "K" => 1_000,

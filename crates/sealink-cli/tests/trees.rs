@@ -393,7 +393,10 @@ fn a_link_leading_out_of_the_tree_is_refused_and_nothing_is_created() {
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("t/sub/evil") && e.contains("--copy-links"), "{e}");
+    assert!(
+        e.contains("t/sub/evil") && e.contains("--copy-links"),
+        "{e}"
+    );
     assert_eq!(listing(&h.inbox()), ["t/", "t/sub/"]);
     c.kill().unwrap();
     let _ = finish(c, err);

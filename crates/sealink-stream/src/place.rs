@@ -4,7 +4,11 @@
 //!
 //! A top-level directory that does not exist yet is assembled under a hidden staging
 //! directory (`.<32 hex digits>.sealink-part-dir`) and renamed into place at the very end
-//! (`RENAME_NOREPLACE`), so a failed transfer never leaves a partial tree under its name. An
+//! (`RENAME_NOREPLACE`), so a failed transfer never leaves a partial tree under its name. The
+//! staging directory's name is a hash of the owner's key and the tree's name: a transfer that
+//! fails keeps it, and the same owner's next transfer of the same tree finds what it holds
+//! (an entry there with the announced size and mtime is not sent again), so a tree of any
+//! size resumes batch by batch. What the sender no longer has is deleted from it. An
 //! existing directory is merged into only with the receiver's consent (`--force`, or the
 //! sender's update taken by a receiver run with `--update`): each file is replaced
 //! atomically, the tree as a whole is not, and the directory keeps its own mode and mtime
@@ -53,6 +57,9 @@ pub(crate) enum Found {
     Replace,
     /// A directory (not a link to one) that the tree merges into.
     Dir,
+    /// A directory already in the tree's staging directory, kept from an interrupted
+    /// transfer: merged into, and what the sender does not have is deleted from it.
+    Staged,
 }
 
 /// A directory of the tree whose entries are still arriving: its mode and mtime are set, and
@@ -68,18 +75,32 @@ struct OpenDir {
     names: Option<HashSet<String>>,
 }
 
+/// A top-level directory that did not exist in `dest`: assembled in its own staging
+/// directory, locked by this session, renamed into place at the end.
+#[derive(Debug)]
+struct NewTop {
+    name: String,
+    staging: PathBuf,
+    /// Holds the staging directory's lock (`flock`) for the session.
+    _lock: std::fs::File,
+    mode: u32,
+    mtime: u64,
+}
+
+/// How long a session waits for another session of the same owner to let go of a tree's
+/// staging directory (one whose sender has just died ends as soon as its connection does).
+const STAGING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Where a transfer's entries go in `dest`, batch after batch. Holds the new top-level
-/// directories (assembled under the staging directory) and the directories still open in
-/// the manifest's depth-first order: bounded by the depth, not by the number of entries.
+/// directories (each assembled under its staging directory) and the directories still open in
+/// the manifest's depth-first order: bounded by the depth and the top-level directories, not
+/// by the number of entries.
 #[derive(Debug)]
 pub(crate) struct Tree {
     dest: PathBuf,
-    /// Top-level directories that did not exist: built under `staging`, renamed in at the end
-    /// (with their modes and mtimes).
-    new_tops: Vec<(String, u32, u64)>,
-    new_top_names: HashSet<String>,
-    staging: PathBuf,
-    staging_made: bool,
+    owner: [u8; 32],
+    new_tops: Vec<NewTop>,
+    new_top_names: std::collections::HashMap<String, usize>,
     open: Vec<OpenDir>,
     overwrite: bool,
     /// The sender asked for an update, and the receiver takes them.
@@ -88,7 +109,7 @@ pub(crate) struct Tree {
     update: bool,
     /// Delete, in directories merged into, what the sender does not have.
     delete: bool,
-    /// Entries deleted so far.
+    /// Entries deleted so far (what the sender no longer has).
     pub deleted: u64,
 }
 
@@ -96,31 +117,135 @@ fn top(name: &str) -> &str {
     name.split('/').next().unwrap_or(name)
 }
 
+/// The staging directory of `owner`'s tree `top` in `dest`.
+pub(crate) fn staging_name(owner: &[u8; 32], top: &str) -> String {
+    let mut h = sealink_crypto::hash::Sha256::new();
+    h.update(b"sealink tree staging");
+    h.update(owner);
+    h.update(top.as_bytes());
+    let d = h.finish();
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!(".{hex}{STAGING_SUFFIX}")
+}
+
 impl Tree {
     pub fn new(
         dest: &Path,
+        owner: [u8; 32],
         overwrite: bool,
         take_updates: bool,
         update: bool,
         delete: bool,
-    ) -> Result<Self, TransferError> {
-        let mut tag = [0u8; 16];
-        sealink_crypto::sign::random_bytes(&mut tag)
-            .map_err(std::io::Error::other)
-            .ctx(|| "cannot draw a random name".into())?;
-        let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-        Ok(Tree {
+    ) -> Self {
+        Tree {
             dest: dest.to_owned(),
+            owner,
             new_tops: Vec::new(),
-            new_top_names: HashSet::new(),
-            staging: dest.join(format!(".{tag}{STAGING_SUFFIX}")),
-            staging_made: false,
+            new_top_names: std::collections::HashMap::new(),
             open: Vec::new(),
             overwrite,
             updating: update && take_updates,
             update,
             delete,
             deleted: 0,
+        }
+    }
+
+    /// Opens (creating it if need be) and locks the staging directory of new top-level
+    /// directory `name`; says whether it already holds `name` (kept from an interrupted
+    /// transfer).
+    fn stage(&mut self, name: &str, mode: u32, mtime: u64) -> Result<bool, TransferError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let staging = self.dest.join(staging_name(&self.owner, name));
+        match std::fs::DirBuilder::new().mode(0o700).create(&staging) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(TransferError::Io {
+                    context: format!("cannot create {}", staging.display()),
+                    source: e,
+                });
+            }
+        }
+        // Only a real directory of ours (never a link put there).
+        let meta = staging
+            .symlink_metadata()
+            .ctx(|| format!("cannot look at {}", staging.display()))?;
+        if !meta.is_dir() {
+            return Err(TransferError::Usage(format!(
+                "{} is not a directory",
+                staging.display()
+            )));
+        }
+        let lock =
+            std::fs::File::open(&staging).ctx(|| format!("cannot open {}", staging.display()))?;
+        let start = std::time::Instant::now();
+        loop {
+            match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::WOULDBLOCK) if start.elapsed() < STAGING_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => {
+                    return Err(TransferError::Io {
+                        context: format!(
+                            "another transfer of {name} from the same owner is in progress \
+                             (its staging directory is locked): try again once it has ended"
+                        ),
+                        source: e.into(),
+                    });
+                }
+            }
+        }
+        let kept = staging
+            .join(name)
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir());
+        self.new_top_names
+            .insert(name.to_owned(), self.new_tops.len());
+        self.new_tops.push(NewTop {
+            name: name.to_owned(),
+            staging,
+            _lock: lock,
+            mode,
+            mtime,
+        });
+        Ok(kept)
+    }
+
+    /// What the staging directory holds at `f`'s place, kept from an interrupted transfer:
+    /// the same file (size and mtime) or link is kept, another is replaced, a directory is
+    /// merged into. Something of another kind there is deleted (it is the receiver's own
+    /// staging area, no one else's).
+    fn staged(&self, f: &FileEntry, path: &Path) -> Result<Found, TransferError> {
+        let Ok(m) = path.symlink_metadata() else {
+            return Ok(Found::Absent);
+        };
+        let same_kind = match &f.kind {
+            EntryKind::Dir => m.is_dir(),
+            EntryKind::File => m.is_file(),
+            EntryKind::Symlink(_) => m.is_symlink(),
+        };
+        if !same_kind {
+            let r = if m.is_dir() {
+                std::fs::remove_dir_all(path)
+            } else {
+                std::fs::remove_file(path)
+            };
+            r.ctx(|| format!("cannot delete {}", path.display()))?;
+            return Ok(Found::Absent);
+        }
+        Ok(match &f.kind {
+            EntryKind::Dir => Found::Staged,
+            EntryKind::File if f.mtime != 0 && m.len() == f.size && mtime_ns(&m) == f.mtime => {
+                Found::Same
+            }
+            EntryKind::Symlink(t)
+                if std::fs::read_link(path).is_ok_and(|l| l.as_os_str() == &**t) =>
+            {
+                Found::Same
+            }
+            _ => Found::Replace,
         })
     }
 
@@ -142,16 +267,12 @@ impl Tree {
         let mut found = Vec::with_capacity(files.len());
         // What to tell the sender when a change needs the receiver's consent.
         let consent = |plain: ExistsHint| {
-            if update {
-                ExistsHint::NoConsent
-            } else {
-                plain
-            }
+            if update { ExistsHint::NoConsent } else { plain }
         };
         for f in files {
             let top_level = !f.name.contains('/');
-            if !top_level && self.new_top_names.contains(top(&f.name)) {
-                found.push(Found::Absent);
+            if !top_level && self.new_top_names.contains_key(top(&f.name)) {
+                found.push(self.staged(f, &self.target(&f.name))?);
                 continue;
             }
             let path = self.dest.join(&f.name);
@@ -166,10 +287,10 @@ impl Tree {
                 }
             };
             let Some(m) = meta else {
-                if top_level && f.kind == EntryKind::Dir {
-                    self.new_top_names.insert(f.name.clone());
-                }
-                found.push(Found::Absent);
+                let kept = top_level
+                    && f.kind == EntryKind::Dir
+                    && self.stage(&f.name, f.mode, f.mtime)?;
+                found.push(if kept { Found::Staged } else { Found::Absent });
                 continue;
             };
             let refuse = |hint| {
@@ -209,21 +330,22 @@ impl Tree {
         Ok(found)
     }
 
-    /// Where entry `name` is assembled: in the staging directory if its tree is new.
+    /// Where entry `name` is assembled: in its tree's staging directory if the tree is new.
     fn target(&self, name: &str) -> PathBuf {
-        if self.new_top_names.contains(top(name)) {
-            self.staging.join(name)
-        } else {
-            self.dest.join(name)
+        match self.new_top_names.get(top(name)) {
+            Some(&i) => self.new_tops[i].staging.join(name),
+            None => self.dest.join(name),
         }
     }
 
     fn exists(&self, e: std::io::Error, p: &Path, what: &str) -> TransferError {
         if e.kind() == std::io::ErrorKind::AlreadyExists {
             // Taken since the plan: named as the sender named it.
-            let rel = p
-                .strip_prefix(&self.staging)
-                .or_else(|_| p.strip_prefix(&self.dest))
+            let rel = self
+                .new_tops
+                .iter()
+                .find_map(|t| p.strip_prefix(&t.staging).ok())
+                .or_else(|| p.strip_prefix(&self.dest).ok())
                 .unwrap_or(p);
             TransferError::Exists {
                 name: rel.display().to_string(),
@@ -247,14 +369,6 @@ impl Tree {
         slots: &[Slot],
         modes: &[u32],
     ) -> Result<(), TransferError> {
-        if !self.staging_made && !self.new_top_names.is_empty() {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&self.staging)
-                .ctx(|| format!("cannot create {}", self.staging.display()))?;
-            self.staging_made = true;
-        }
         for (i, (f, slot)) in files.iter().zip(slots).enumerate() {
             self.close_until(&f.name)?;
             let here = found.get(i).copied().unwrap_or(Found::Absent);
@@ -279,15 +393,18 @@ impl Tree {
                             .create(&target)
                             .map_err(|e| self.exists(e, &target, "create"))?;
                     }
-                    if !f.name.contains('/') && self.new_top_names.contains(&f.name) {
-                        self.new_tops.push((f.name.clone(), mode, f.mtime));
+                    if let Some(&t) = self.new_top_names.get(&f.name) {
+                        self.new_tops[t].mode = mode;
                     }
+                    // A directory kept from an interrupted transfer loses what the sender no
+                    // longer has; one merged into, only when the receiver allows deleting.
+                    let track = here == Found::Staged || (self.delete && here == Found::Dir);
                     self.open.push(OpenDir {
                         name: f.name.clone(),
                         mode,
                         mtime: f.mtime,
                         found: here,
-                        names: (self.delete && here == Found::Dir).then(HashSet::new),
+                        names: track.then(HashSet::new),
                     });
                 }
                 Slot::Link(to) => {
@@ -295,11 +412,13 @@ impl Tree {
                         Found::Same => continue,
                         Found::Replace => {
                             // A new link beside it, renamed over it: never a moment without.
-                            let tmp = target.with_file_name(format!(
-                                ".{}{}",
-                                &self.staging_tag(),
-                                crate::files::PART_SUFFIX
-                            ));
+                            let mut tag = [0u8; 16];
+                            sealink_crypto::sign::random_bytes(&mut tag)
+                                .map_err(std::io::Error::other)
+                                .ctx(|| "cannot draw a random name".into())?;
+                            let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+                            let tmp = target
+                                .with_file_name(format!(".{tag}{}", crate::files::PART_SUFFIX));
                             std::os::unix::fs::symlink(to, &tmp)
                                 .map_err(|e| self.exists(e, &tmp, "create the link"))?;
                             if let Err(e) = std::fs::rename(&tmp, &target) {
@@ -344,7 +463,7 @@ impl Tree {
             self.delete_others(&path, names)?;
         }
         let kept = d.found == Found::Dir && !self.overwrite;
-        let new_top = !d.name.contains('/') && self.new_top_names.contains(&d.name);
+        let new_top = !d.name.contains('/') && self.new_top_names.contains_key(&d.name);
         if !kept && !new_top {
             set_dir(&path, d.mode, d.mtime)?;
         }
@@ -377,13 +496,14 @@ impl Tree {
     }
 
     /// After the last batch: closes every open directory, and renames each new top-level
-    /// directory into place (`RENAME_NOREPLACE`: refused if its name was taken meanwhile).
+    /// directory into place (`RENAME_NOREPLACE`: refused if its name was taken meanwhile),
+    /// then deletes its (now empty) staging directory.
     pub fn finish(&mut self) -> Result<(), TransferError> {
         while let Some(d) = self.open.pop() {
             self.close(d)?;
         }
-        for (name, mode, mtime) in std::mem::take(&mut self.new_tops) {
-            let (from, to) = (self.staging.join(&name), self.dest.join(&name));
+        for t in &self.new_tops {
+            let (from, to) = (t.staging.join(&t.name), self.dest.join(&t.name));
             rustix::fs::renameat_with(
                 rustix::fs::CWD,
                 &from,
@@ -392,32 +512,23 @@ impl Tree {
                 rustix::fs::RenameFlags::NOREPLACE,
             )
             .map_err(|e| self.exists(e.into(), &to, "move into place"))?;
-            set_dir(&to, mode, mtime)?;
+            set_dir(&to, t.mode, t.mtime)?;
+            let _ = std::fs::remove_dir(&t.staging);
         }
-        if self.staging_made {
-            let _ = std::fs::remove_dir(&self.staging);
-            self.staging_made = false;
-        }
+        self.new_tops.clear();
+        self.new_top_names.clear();
         Ok(())
     }
 
-    /// After a failure: deletes the staging directory and everything in it (no partial new
-    /// tree ever appears under its name).
+    /// After a failure: each new tree's staging directory is kept for the next transfer of
+    /// the same tree (the staging directories of the receiver are cleaned after
+    /// `--resume-max-age`); an empty one is deleted. No partial tree ever appears under its
+    /// name.
     pub fn abandon(&mut self) {
-        if self.staging_made {
-            let _ = std::fs::remove_dir_all(&self.staging);
-            self.staging_made = false;
+        for t in self.new_tops.drain(..) {
+            let _ = std::fs::remove_dir(&t.staging);
         }
-    }
-
-    fn staging_tag(&self) -> String {
-        self.staging
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix('.'))
-            .and_then(|n| n.strip_suffix(STAGING_SUFFIX))
-            .unwrap_or("link")
-            .to_owned()
+        self.new_top_names.clear();
     }
 }
 

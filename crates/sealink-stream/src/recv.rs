@@ -699,6 +699,8 @@ struct Session<'a> {
     /// The batch's entries, and what the receiver found at each one's place.
     files: Vec<FileEntry>,
     found: Vec<Found>,
+    /// The manifest's last batch: the control stripe must end right after its end record.
+    last: bool,
     end: Mutex<Option<End>>,
     failed: AtomicBool,
     progress: &'a Progress,
@@ -830,7 +832,7 @@ impl<'a> Session<'a> {
             Ok(rep) => tracing::info!(
                 "{peer}: received {} bytes in {} files from {}",
                 rep.bytes,
-                rep.files.len(),
+                rep.entries,
                 rep.owner
             ),
             Err(e) => tracing::warn!("{peer}: transfer failed: {e}"),
@@ -986,11 +988,12 @@ impl<'a> Session<'a> {
         let mut tree = match &cfg.dest {
             Dest::Dir(dir) => Some(Tree::new(
                 dir,
+                hello.owner_public,
                 cfg.overwrite,
                 cfg.take_updates,
                 hello.update,
                 hello.delete,
-            )?),
+            )),
             Dest::Stdout => None,
         };
         let mut rep = RecvReport {
@@ -1029,6 +1032,7 @@ impl<'a> Session<'a> {
                 &hello,
                 cfg,
                 &files,
+                !more,
                 first_seq,
                 tree.as_mut(),
                 &mut holding,
@@ -1097,7 +1101,9 @@ impl<'a> Session<'a> {
             let next = read_manifest(&control, &mut readers[0], &keys, end_seq + 1, cfg.timeouts)
                 .and_then(|m| {
                     check.admit(&m.files, m.more)?;
-                    if matches!(cfg.dest, Dest::Stdout) && m.files.iter().any(|f| f.kind != EntryKind::File) {
+                    if matches!(cfg.dest, Dest::Stdout)
+                        && m.files.iter().any(|f| f.kind != EntryKind::File)
+                    {
                         return Err(TransferError::Usage(
                             "a directory tree cannot be written to standard output".into(),
                         ));
@@ -1181,6 +1187,7 @@ impl<'a> Session<'a> {
         hello: &Hello,
         cfg: &RecvConfig,
         files: &[FileEntry],
+        last: bool,
         first_seq: u64,
         tree: Option<&mut Tree>,
         holding: &mut Holding<'_>,
@@ -1188,7 +1195,8 @@ impl<'a> Session<'a> {
         progress: &'a Progress,
     ) -> Result<Self, TransferError> {
         // Bound what the batch announces before anything is allocated or created for it.
-        let layout = Layout::starting_at(first_seq, hello.record_data, files.iter().map(|f| f.size));
+        let layout =
+            Layout::starting_at(first_seq, hello.record_data, files.iter().map(|f| f.size));
         let bound = cfg.session_limits.bound(keys.suite, hello.record_data);
         let mut assembly = Assembly::new(layout, bound)?;
         // Records of each file kept from an interrupted session (never for standard output).
@@ -1295,6 +1303,7 @@ impl<'a> Session<'a> {
             out,
             found,
             files: files.to_vec(),
+            last,
             end: Mutex::new(None),
             failed: AtomicBool::new(false),
             progress,
@@ -1454,10 +1463,19 @@ impl<'a> Session<'a> {
         let mut recs: Vec<(u64, usize, usize)> = Vec::new();
         loop {
             recs.clear();
-            // The control stripe reads no further than the batch's end: the next batch's
-            // manifest may follow it at once.
-            while !ended && let Some(r) = reader.next_record(&self.keys.recv)? {
+            // The control stripe reads no further than a batch's end (the next batch's
+            // manifest may follow it at once); after the last batch's, nothing may follow.
+            while !(ended && !self.last)
+                && let Some(r) = reader.next_record(&self.keys.recv)?
+            {
                 let hdr = r.header;
+                if ended {
+                    return Err(StreamError::OutOfRange {
+                        seq: hdr.seq,
+                        why: "after the end record of the manifest's last batch",
+                    }
+                    .into());
+                }
                 match hdr.kind {
                     RecordType::Data => recs.push((hdr.seq, r.start, r.len)),
                     RecordType::End if control => {
@@ -1484,7 +1502,10 @@ impl<'a> Session<'a> {
             if !recs.is_empty() {
                 self.deliver(reader.buffer(), &recs)?;
             }
-            if self.failed.load(Ordering::Relaxed) || ended || self.complete() {
+            if self.failed.load(Ordering::Relaxed)
+                || (ended && !self.last)
+                || (!control && self.complete())
+            {
                 return Ok(());
             }
             let n = loop {
@@ -1492,7 +1513,7 @@ impl<'a> Session<'a> {
                     Ok(n) => break n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) if is_timeout(&e) => {
-                        if self.failed.load(Ordering::Relaxed) || self.complete() {
+                        if self.failed.load(Ordering::Relaxed) || (!control && self.complete()) {
                             return Ok(());
                         }
                         // A stalled transfer still records what it holds, in case the

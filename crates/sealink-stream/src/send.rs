@@ -17,8 +17,8 @@ use sealink_proto::stream::body::{
 use sealink_proto::stream::handshake::{Initiator, RESPONSE_MESSAGE_LEN};
 use sealink_proto::stream::record::{MAX_RECORD_DATA, MIN_RECORD_DATA, RecordType};
 use sealink_proto::stream::{
-    Abort, AbortCode, Done, End, Hello, Layout, Manifest, READY_SEQ, REPLY_SEQ, Ready,
-    RecordBound, SENDER_ABORT_SEQ, SessionKeys, StreamError, ready_seq,
+    Abort, AbortCode, Done, End, Hello, Layout, Manifest, READY_SEQ, REPLY_SEQ, Ready, RecordBound,
+    SENDER_ABORT_SEQ, SessionKeys, StreamError, ready_seq,
 };
 
 use crate::Progress;
@@ -434,8 +434,11 @@ pub fn send(
     let mut first_seq = FIRST_DATA_SEQ;
     let mut batch = 0u64;
     loop {
-        let layout =
-            Layout::starting_at(first_seq, cfg.record_data as u32, inputs.iter().map(|i| i.entry.size));
+        let layout = Layout::starting_at(
+            first_seq,
+            cfg.record_data as u32,
+            inputs.iter().map(|i| i.entry.size),
+        );
         // Never seal past the key's usage limit (standard input is checked as it is read).
         let before_last = || {
             Layout::starting_at(
@@ -632,14 +635,9 @@ fn send_batch(
     };
     // What the receiver keeps from an interrupted session: a prefix of each file, not sent;
     // and, when asked, which files it already has (none of theirs is sent).
+    // (Up to date without `update` too: a file the receiver holds complete in the staging
+    // directory of an interrupted transfer of the same tree.)
     layout.check_held(&held)?;
-    if !cfg.update && held.contains(&UP_TO_DATE) {
-        return Err(StreamError::MalformedBody {
-            what: "ready",
-            why: "a file marked up to date, which was not asked for".into(),
-        }
-        .into());
-    }
     for (i, &h) in inputs.iter().zip(&held) {
         progress.add_held(match h {
             0 => 0,

@@ -121,7 +121,9 @@ impl Walk {
         copy_links: bool,
     ) -> Result<Self, TransferError> {
         if sources.is_empty() {
-            return Err(TransferError::Usage("give at least one file to send".into()));
+            return Err(TransferError::Usage(
+                "give at least one file to send".into(),
+            ));
         }
         let name_of = |s: &Source| match s {
             Source::File { name, .. } | Source::Stdin { name } => name.clone(),
@@ -147,7 +149,9 @@ impl Walk {
                 )));
             }
         }
-        if let Some(i) = sorted.iter().position(|s| matches!(s, Source::Stdin { .. }))
+        if let Some(i) = sorted
+            .iter()
+            .position(|s| matches!(s, Source::Stdin { .. }))
             && i + 1 != sorted.len()
         {
             return Err(TransferError::Usage(format!(
@@ -187,7 +191,8 @@ impl Walk {
         if self.problems.len() < MAX_PROBLEMS_KEPT {
             self.problems.push(line);
         } else if self.problems.len() == MAX_PROBLEMS_KEPT {
-            self.problems.push("(more problems: see the warnings above)".into());
+            self.problems
+                .push("(more problems: see the warnings above)".into());
         }
     }
 
@@ -208,7 +213,8 @@ impl Walk {
             let Some(i) = next else {
                 return Ok((out, false));
             };
-            let len = 23 + i.entry.name.len()
+            let len = 23
+                + i.entry.name.len()
                 + match &i.entry.kind {
                     EntryKind::Symlink(t) => 2 + t.len(),
                     _ => 0,

@@ -487,7 +487,13 @@ mod tests {
         // Batch 0's end was seq 4, batch 1's manifest seq 5: its data starts at 6.
         let mut a = new(Layout::starting_at(6, 10, [15, 0, 10]));
         assert!(a.accept(5, 10).is_err(), "the manifest's seq is no data");
-        assert_eq!(a.accept(7, 5).unwrap(), Placement { file: 0, offset: 10 });
+        assert_eq!(
+            a.accept(7, 5).unwrap(),
+            Placement {
+                file: 0,
+                offset: 10
+            }
+        );
         a.accept(6, 10).unwrap();
         a.accept(8, 10).unwrap();
         let end = End {

@@ -329,69 +329,70 @@ pub(crate) fn decode_entries(r: &mut Reader<'_>) -> Result<Vec<FileEntry>, Strea
     let what = r.what;
     let n = r.u32()? as usize;
     if n > MAX_BATCH_ENTRIES {
-        return Err(bad(what, format!("{n} entries in one batch (at most {MAX_BATCH_ENTRIES})")));
+        return Err(bad(
+            what,
+            format!("{n} entries in one batch (at most {MAX_BATCH_ENTRIES})"),
+        ));
     }
     let mut files: Vec<FileEntry> = Vec::with_capacity(n);
     for _ in 0..n {
-            let size = r.u64()?;
-            let mtime = r.u64()?;
-            let mode = r.u32()?;
-            let kind = r.array::<1>()?[0];
-            let len = r.u16()? as usize;
-            let name = std::str::from_utf8(r.take(len)?)
-                .map_err(|_| bad(what, "path is not UTF-8"))?
-                .to_owned();
-            if name.split('/').any(reserved_name) {
-                return Err(bad(
-                    what,
-                    format!(
-                        "path {name:?} takes a name reserved for the receiver's own files \
+        let size = r.u64()?;
+        let mtime = r.u64()?;
+        let mode = r.u32()?;
+        let kind = r.array::<1>()?[0];
+        let len = r.u16()? as usize;
+        let name = std::str::from_utf8(r.take(len)?)
+            .map_err(|_| bad(what, "path is not UTF-8"))?
+            .to_owned();
+        if name.split('/').any(reserved_name) {
+            return Err(bad(
+                what,
+                format!(
+                    "path {name:?} takes a name reserved for the receiver's own files \
                          ({RESERVED_PREFIX}*, .*.sealink-part, .*.sealink-part-dir)"
-                    ),
-                ));
-            }
-            if !valid_path(&name) {
-                return Err(bad(
-                    what,
-                    format!(
-                        "path {name:?} is not a relative path of plain names (at most \
+                ),
+            ));
+        }
+        if !valid_path(&name) {
+            return Err(bad(
+                what,
+                format!(
+                    "path {name:?} is not a relative path of plain names (at most \
                          {MAX_DEPTH} of them, {MAX_PATH_LEN} bytes)"
-                    ),
-                ));
-            }
-            let kind = match kind {
-                0 => EntryKind::File,
-                1 => EntryKind::Dir,
-                2 => {
-                    let len = r.u16()? as usize;
-                    let target = std::str::from_utf8(r.take(len)?)
-                        .map_err(|_| bad(what, "link target is not UTF-8"))?
-                        .to_owned();
-                    if !link_stays_inside(&name, &target) {
-                        return Err(bad(
-                            what,
-                            format!(
-                                "link {name:?} points to {target:?}, outside the tree it is in"
-                            ),
-                        ));
-                    }
-                    EntryKind::Symlink(target)
+                ),
+            ));
+        }
+        let kind = match kind {
+            0 => EntryKind::File,
+            1 => EntryKind::Dir,
+            2 => {
+                let len = r.u16()? as usize;
+                let target = std::str::from_utf8(r.take(len)?)
+                    .map_err(|_| bad(what, "link target is not UTF-8"))?
+                    .to_owned();
+                if !link_stays_inside(&name, &target) {
+                    return Err(bad(
+                        what,
+                        format!("link {name:?} points to {target:?}, outside the tree it is in"),
+                    ));
                 }
-                k => return Err(bad(what, format!("entry kind {k}"))),
-            };
-            if kind != EntryKind::File && size != 0 {
-                return Err(bad(
-                    what,
-                    format!("{name:?} is not a file but has {size} bytes"),
-                ));
+                EntryKind::Symlink(target)
             }
-            files.push(FileEntry {
-                name,
-                size,
-                mtime,
-                mode,
-                kind,
-            });
+            k => return Err(bad(what, format!("entry kind {k}"))),
+        };
+        if kind != EntryKind::File && size != 0 {
+            return Err(bad(
+                what,
+                format!("{name:?} is not a file but has {size} bytes"),
+            ));
+        }
+        files.push(FileEntry {
+            name,
+            size,
+            mtime,
+            mode,
+            kind,
+        });
     }
     Ok(files)
 }
@@ -617,7 +618,16 @@ mod tests {
         let h = Hello { update: true, ..h };
         assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
         // A file of unknown size only ends the whole manifest, not a batch with more after it.
-        assert!(Hello::decode(&Hello { more: true, ..h.clone() }.encode()).is_err());
+        assert!(
+            Hello::decode(
+                &Hello {
+                    more: true,
+                    ..h.clone()
+                }
+                .encode()
+            )
+            .is_err()
+        );
         let h = Hello {
             more: true,
             delete: true,
@@ -998,7 +1008,11 @@ mod props {
         // A hello without the version marker comes from a sender of stream protocol 1.
         b[32 + 64 + 4 + 2] = 0;
         let e = Hello::decode(&b).unwrap_err();
-        assert!(e.to_string().contains("upgrade sealink on the sending host"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("upgrade sealink on the sending host"),
+            "{e}"
+        );
         // A ready announcing more files than a session may have.
         let mut b = ((MAX_BATCH_ENTRIES + 1) as u32).to_le_bytes().to_vec();
         b.extend(std::iter::repeat_n(0u8, 8 * (MAX_BATCH_ENTRIES + 1)));

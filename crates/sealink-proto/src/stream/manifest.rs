@@ -291,11 +291,23 @@ mod tests {
         let mut c = TreeCheck::new(lim);
         let r = c.clone().admit(&[d("a"), f("a/x"), f("a/y")], true);
         assert!(
-            matches!(r, Err(StreamError::TreeLimit { flag: "--max-bytes", .. })),
+            matches!(
+                r,
+                Err(StreamError::TreeLimit {
+                    flag: "--max-bytes",
+                    ..
+                })
+            ),
             "{r:?}"
         );
         let r = c.clone().admit(&[d("a"), d("a/b"), d("a/b/c")], true);
-        assert!(matches!(r, Err(StreamError::TreeLimit { flag: "--max-depth", .. })));
+        assert!(matches!(
+            r,
+            Err(StreamError::TreeLimit {
+                flag: "--max-depth",
+                ..
+            })
+        ));
         c.admit(&[d("a"), d("a/b"), d("a/c")], true).unwrap();
         let r = c.admit(&[d("b")], true);
         let Err(e) = r else { panic!() };
@@ -330,7 +342,10 @@ mod props {
     /// A random tree, listed as a sorted depth-first walk lists it.
     fn tree() -> impl Strategy<Value = Vec<FileEntry>> {
         proptest::collection::btree_set(
-            proptest::collection::vec(prop_oneof![Just("a"), Just("b"), Just("a.b"), Just("c")], 1..5),
+            proptest::collection::vec(
+                prop_oneof![Just("a"), Just("b"), Just("a.b"), Just("c")],
+                1..5,
+            ),
             0..40,
         )
         .prop_map(|paths| {
