@@ -343,7 +343,9 @@ fn a_manifest_batch_that_lies_is_refused_and_changes_nothing() {
     let h = Hosts::new();
     let (mut c, addr, err) = h.recv_with(Some("022"), &[], Stdio::null());
     // Each lie after a first batch of `tN` (a directory and a file `a`), under its own name.
-    let lies: [(&str, &[(&str, EntryKind)], bool); 5] = [
+    // What the lie is, the second batch (names under `tN`), whether the first said more follow.
+    type Lie<'a> = (&'a str, &'a [(&'a str, EntryKind)], bool);
+    let lies: [Lie<'_>; 5] = [
         ("duplicate", &[("a", EntryKind::File)], true),
         ("out of order", &[("0", EntryKind::File)], true),
         ("traversal", &[("../../etc/x", EntryKind::File)], true),

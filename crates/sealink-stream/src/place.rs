@@ -369,6 +369,24 @@ impl Tree {
         slots: &[Slot],
         modes: &[u32],
     ) -> Result<(), TransferError> {
+        // A batch of several files is flushed with one `syncfs` of the receiving file system
+        // once every file has its mode and mtime, not one `fsync` per file: still, no file
+        // gets its name before its data and metadata are on disk.
+        let parts = slots.iter().filter(|s| s.part().is_some()).count();
+        let synced = parts > 1 && {
+            for (i, (f, slot)) in files.iter().zip(slots).enumerate() {
+                if let Some(p) = slot.part() {
+                    p.prepare(modes.get(i).copied().unwrap_or(0o600), f.mtime)
+                        .ctx(|| format!("cannot set the mode and time of {}", p.path.display()))?;
+                }
+            }
+            let dir = std::fs::File::open(&self.dest)
+                .ctx(|| format!("cannot open {}", self.dest.display()))?;
+            rustix::fs::syncfs(&dir)
+                .map_err(std::io::Error::from)
+                .ctx(|| format!("cannot flush the file system of {}", self.dest.display()))?;
+            true
+        };
         for (i, (f, slot)) in files.iter().zip(slots).enumerate() {
             self.close_until(&f.name)?;
             let here = found.get(i).copied().unwrap_or(Found::Absent);
@@ -382,7 +400,7 @@ impl Tree {
             match slot {
                 // Only a planned replacement may replace: a name taken since is refused.
                 Slot::Part(p) => p
-                    .commit(&target, mode, f.mtime, here == Found::Replace)
+                    .commit(&target, mode, f.mtime, here == Found::Replace, synced)
                     .map_err(|e| self.exists(e, &target, "store"))?,
                 Slot::Keep => {}
                 Slot::Dir => {

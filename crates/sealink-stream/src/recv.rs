@@ -1465,7 +1465,7 @@ impl<'a> Session<'a> {
             recs.clear();
             // The control stripe reads no further than a batch's end (the next batch's
             // manifest may follow it at once); after the last batch's, nothing may follow.
-            while !(ended && !self.last)
+            while (!ended || self.last)
                 && let Some(r) = reader.next_record(&self.keys.recv)?
             {
                 let hdr = r.header;

@@ -374,6 +374,8 @@ pub fn send(
         )));
     }
     let bound = RecordBound::key(cfg.suite, cfg.record_data as u32, cfg.key_data_records);
+    // The first batch is known before connecting: past the key's limit, refuse it now.
+    bound.check(batch_records(cfg, FIRST_DATA_SEQ, &inputs))?;
 
     let start = Instant::now();
     let t = &cfg.timeouts;
@@ -569,6 +571,20 @@ pub fn list(
         excluded: walk.excluded,
         special: walk.special,
     })
+}
+
+/// Data records of the session up to the end of the batch of `inputs` whose data starts at
+/// `first_seq` (standard input, last and of unknown size, not counted: it is checked as it is
+/// read).
+fn batch_records(cfg: &SendConfig, first_seq: u64, inputs: &[Input]) -> u64 {
+    let known = inputs
+        .iter()
+        .filter(|i| i.entry.size != UNKNOWN_SIZE)
+        .map(|i| i.entry.size);
+    first_seq - FIRST_DATA_SEQ
+        + Layout::starting_at(first_seq, cfg.record_data as u32, known)
+            .known_data_records()
+            .unwrap_or(0)
 }
 
 /// Tells the receiver (best effort) why the sender gives up, and returns that error.
