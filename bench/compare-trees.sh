@@ -57,7 +57,7 @@ command -v python3 >/dev/null || { echo "python3 is needed (tree generator, plai
 
 cd "$root"
 cargo build --release --locked -q -p sealink-cli
-sealink="$root/target/release/sealink"
+sealink="${CARGO_TARGET_DIR:-$root/target}/release/sealink"
 
 mkdir -p /var/tmp
 work="${WORK:-$(mktemp -d /var/tmp/sealink-trees.XXXXXX)}"
@@ -210,7 +210,7 @@ tcp_pipe='
 import socket, sys
 if sys.argv[1] == "recv":
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((sys.argv[2], int(sys.argv[3]))); s.listen(1); print("ready", flush=True)
+    s.bind((sys.argv[2], int(sys.argv[3]))); s.listen(1); print("ready", file=sys.stderr, flush=True)
     c, _ = s.accept(); out = sys.stdout.buffer
     while True:
         b = c.recv(1 << 20)
@@ -269,10 +269,11 @@ run_tar_ssh() {
 }
 
 run_tar_tcp() {
-  "${at_b[@]}" python3 -c "$tcp_pipe" recv "$host" "$plain_port" 2>/dev/null \
-    | /usr/bin/time -v -o "$work/rss.b" tar xf - -C "$dest" >"$work/tcp.ready" &
+  rm -f "$work/tcp.ready"
+  "${at_b[@]}" python3 -c "$tcp_pipe" recv "$host" "$plain_port" 2>"$work/tcp.ready" \
+    | /usr/bin/time -v -o "$work/rss.b" tar xf - -C "$dest" &
   local p=$!
-  sleep 0.3
+  for _ in $(seq 100); do grep -q ready "$work/tcp.ready" 2>/dev/null && break; sleep 0.05; done
   local t0 t1
   t0=$(now)
   (cd "$(dirname "$1")" && /usr/bin/time -v -o "$work/rss.a" tar cf - "$(basename "$1")") \

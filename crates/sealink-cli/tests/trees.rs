@@ -412,14 +412,16 @@ fn a_tree_cut_off_mid_transfer_leaves_no_partial_tree_and_resumes() {
             entry("t", 0, EntryKind::Dir),
             entry("t/b", 3, EntryKind::File),
             entry("t/d", 0, EntryKind::Dir),
-            entry("t/d/a", 3, EntryKind::File),
+            entry("t/d/a", 1024, EntryKind::File),
             entry("t/l", 0, EntryKind::Symlink("d/a".into())),
         ]
     };
     let mut raw = RawSender::connect(&h.path("a"), &h.path("b"), addr);
     assert_eq!(raw.offer(512, tree()), None);
-    // One file's data (t/d/a's, the second file), then the sender goes: no end record.
-    raw.write(RecordType::Data, 2, b"abc");
+    // Half of t/d/a (two records; a file of one record has no resume state), then the sender
+    // goes: no end record.
+    let a: Vec<u8> = (0..1024u32).map(|i| i as u8).collect();
+    raw.write(RecordType::Data, 2, &a[..512]);
     raw.sock.shutdown(Shutdown::Write).unwrap();
     assert!(raw.read().is_some_and(|r| r.0 == RecordType::Abort));
     {
@@ -457,25 +459,26 @@ fn a_tree_cut_off_mid_transfer_leaves_no_partial_tree_and_resumes() {
     assert_eq!(kind, RecordType::Ready);
     assert_eq!(Ready::decode(&body).unwrap().held, [0, 0, 0, 1, 0]);
     raw.write(RecordType::Data, 1, b"xyz");
+    raw.write(RecordType::Data, 3, &a[512..]);
     let end = End {
-        data_records: 2,
-        sizes: vec![0, 3, 0, 3, 0],
+        data_records: 3,
+        sizes: vec![0, 3, 0, 1024, 0],
         hashes: vec![
             None,
             None,
             None,
-            Some(sealink_crypto::hash::sha256(b"abc")),
+            Some(sealink_crypto::hash::sha256(&a)),
             None,
         ],
     };
-    raw.write(RecordType::End, 3, &end.encode());
+    raw.write(RecordType::End, 4, &end.encode());
     raw.sock.shutdown(Shutdown::Write).unwrap();
     let (kind, body) = raw.read().unwrap();
     assert_eq!(kind, RecordType::Done, "{}", String::from_utf8_lossy(&body));
-    assert_eq!(Done::decode(&body).unwrap().bytes, 6);
+    assert_eq!(Done::decode(&body).unwrap().bytes, 1027);
     assert_eq!(listing(&h.inbox()), ["t/", "t/b", "t/d/", "t/d/a", "t/l"]);
-    assert_eq!(fs::read(h.inbox().join("t/d/a")).unwrap(), b"abc");
-    assert_eq!(fs::read(h.inbox().join("t/l")).unwrap(), b"abc");
+    assert_eq!(fs::read(h.inbox().join("t/d/a")).unwrap(), a);
+    assert_eq!(fs::read(h.inbox().join("t/l")).unwrap(), a);
     assert_eq!(h.inbox_names(), ["t"]);
     c.kill().unwrap();
     let _ = finish(c, err);

@@ -167,6 +167,8 @@ pub(crate) fn read_map(path: &Path) -> Option<Vec<u8>> {
 
 impl PartFile {
     pub fn create(dir: &Path, name: &str, size: Option<u64>) -> std::io::Result<Self> {
+        /// Up to this size a file's room is not reserved up front.
+        const SMALL_FILE: u64 = 64 << 10;
         use std::os::unix::fs::OpenOptionsExt;
         let path = dir.join(name);
         let mut tag = [0u8; 16];
@@ -189,7 +191,9 @@ impl PartFile {
             id,
             resume: None,
         };
-        if let Some(n) = size.filter(|&n| n > 0)
+        // Small files are not worth a system call to reserve their room (a full disk still
+        // fails their write).
+        if let Some(n) = size.filter(|&n| n > SMALL_FILE)
             && let Err(e) = reserve(&part.file, n)
         {
             part.discard();

@@ -701,6 +701,8 @@ struct Session<'a> {
     found: Vec<Found>,
     /// The manifest's last batch: the control stripe must end right after its end record.
     last: bool,
+    /// How long verifying and storing the batch took (for the debug log).
+    stored_in: Mutex<Duration>,
     end: Mutex<Option<End>>,
     failed: AtomicBool,
     progress: &'a Progress,
@@ -1027,6 +1029,7 @@ impl<'a> Session<'a> {
         let (mut files, mut more, mut first_seq, mut batch) =
             (hello.files.clone(), hello.more, FIRST_DATA_SEQ, 0u64);
         let result = loop {
+            let opened = Instant::now();
             let b = Session::open(
                 &keys,
                 &hello,
@@ -1078,6 +1081,7 @@ impl<'a> Session<'a> {
                 }
             }
             let all: Vec<&TcpStream> = std::iter::once(&control).chain(socks.iter()).collect();
+            let ready = opened.elapsed();
             let r = b.transfer(&all, &mut readers, tree.as_mut()).map_err(|e| {
                 if stop.requested() {
                     stop.superseded()
@@ -1093,6 +1097,14 @@ impl<'a> Session<'a> {
                 }
             };
             rep.add(&b, &files, &sizes, cfg);
+            tracing::debug!(
+                "{peer}: batch {batch}: {} entries, planned and opened in {:.1} ms, received and \
+                 stored in {:.1} ms (of which storing {:.1} ms)",
+                files.len(),
+                ready.as_secs_f64() * 1e3,
+                (opened.elapsed() - ready).as_secs_f64() * 1e3,
+                lock(&b.stored_in).as_secs_f64() * 1e3,
+            );
             drop(b);
             if !more {
                 break Ok(());
@@ -1221,7 +1233,11 @@ impl<'a> Session<'a> {
                             held[i] = UP_TO_DATE;
                             Ok(Slot::Keep)
                         }
-                        EntryKind::File if resumable(f.size, f.mtime) => {
+                        // A file of one record arrives whole or not at all: no resume state.
+                        EntryKind::File
+                            if resumable(f.size, f.mtime)
+                                && f.size > u64::from(hello.record_data) =>
+                        {
                             open_taking_over(dir, &hello.owner_public, f, hello.fresh, holding)
                                 .map(|(p, bytes)| {
                                     held[i] = held_records(bytes, f.size, hello.record_data);
@@ -1304,6 +1320,7 @@ impl<'a> Session<'a> {
             found,
             files: files.to_vec(),
             last,
+            stored_in: Mutex::new(Duration::ZERO),
             end: Mutex::new(None),
             failed: AtomicBool::new(false),
             progress,
@@ -1418,8 +1435,10 @@ impl<'a> Session<'a> {
         };
         match (&self.out, tree) {
             (Out::Files(slots), Some(tree)) => {
+                let t = Instant::now();
                 self.verify_hashes(slots, &end)?;
                 tree.commit(&self.files, &self.found, slots, &self.modes)?;
+                *lock(&self.stored_in) = t.elapsed();
             }
             (Out::Stdout(r), _) => {
                 let mut r = lock(r);

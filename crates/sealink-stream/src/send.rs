@@ -189,6 +189,10 @@ struct Work<'a> {
     scope: Scope,
     inputs: &'a [Input],
     batches: Vec<Batch>,
+    /// The batches claimed together (see [`groups`]), by index range into `batches`.
+    groups: Vec<std::ops::Range<usize>>,
+    /// Record slots of a worker's buffer.
+    slots: usize,
     next: AtomicUsize,
     stdin: Option<Mutex<StdinState>>,
     per_batch: usize,
@@ -233,25 +237,31 @@ struct StdinState {
 }
 
 impl Work<'_> {
-    /// One stripe: claim a batch, read it into the record slots, seal in place, one write.
+    /// One stripe: claim a group of batches (one batch of a large file, or the batches of a
+    /// run of small files), read them into the record slots, seal in place, one write.
     fn run(&self, mut sock: &TcpStream, idle: Duration) -> Result<(), TransferError> {
-        let mut batch = RecordBatch::new(self.record_data, self.per_batch);
+        let mut batch = RecordBatch::new(self.record_data, self.slots);
         while !self.failed.load(Ordering::Relaxed) {
             let i = self.next.fetch_add(1, Ordering::Relaxed);
-            let (first_seq, lens) = if let Some(b) = self.batches.get(i) {
-                let file = self.inputs[b.file]
-                    .file
-                    .as_ref()
-                    .expect("batches cover files only");
-                let lens = self.file_lens(b);
-                let mut iov: Vec<IoSliceMut<'_>> = batch
-                    .payloads_mut()
-                    .zip(&lens)
-                    .map(|(p, &n)| IoSliceMut::new(&mut p[..n]))
-                    .collect();
-                read_exact_at(file, &mut iov, b.offset)
-                    .ctx(|| format!("cannot read {}", self.inputs[b.file].entry.name))?;
-                (b.first_seq, lens)
+            let (first_seq, lens) = if let Some(g) = self.groups.get(i) {
+                let group = &self.batches[g.clone()];
+                let mut lens = Vec::new();
+                let mut slots = batch.payloads_mut();
+                for b in group {
+                    let input = &self.inputs[b.file];
+                    let file = input.file.as_ref().expect("batches cover files only");
+                    let blens = self.file_lens(b);
+                    let mut iov: Vec<IoSliceMut<'_>> = blens
+                        .iter()
+                        .map(|&n| {
+                            IoSliceMut::new(&mut slots.next().expect("room in the group")[..n])
+                        })
+                        .collect();
+                    read_exact_at(file, &mut iov, b.offset)
+                        .ctx(|| format!("cannot read {}", input.entry.name))?;
+                    lens.extend(blens);
+                }
+                (group[0].first_seq, lens)
             } else if let Some(stdin) = &self.stdin {
                 match self.read_stdin(stdin, &mut batch)? {
                     Some(x) => x,
@@ -260,9 +270,8 @@ impl Work<'_> {
             } else {
                 break;
             };
-            // Only a file's last record is short, and it ends its batch: the records are
-            // contiguous, one write sends them all.
-            let wire = batch.seal(&self.keys.send, self.scope, first_seq, &lens)?;
+            // The group's records have consecutive seqs: one write sends them all.
+            let wire = batch.seal_packed(&self.keys.send, self.scope, first_seq, &lens)?;
             if let Some(p) = &self.pacer {
                 p.wait(wire.len());
             }
@@ -295,7 +304,7 @@ impl Work<'_> {
         }
         let mut lens = Vec::with_capacity(self.per_batch);
         let mut lock = st.input.lock();
-        for p in batch.payloads_mut() {
+        for p in batch.payloads_mut().take(self.per_batch) {
             let n = read_up_to(&mut lock, p).ctx(|| "cannot read standard input".into())?;
             if n > 0 {
                 lens.push(n);
@@ -573,6 +582,37 @@ pub fn list(
     })
 }
 
+/// Most records one worker sends in one write when they are small files' (each its own
+/// record): a run of small files goes in one write, not one write each.
+const SMALL_FILE_RECORDS: usize = 256;
+
+/// Cuts `batches` into the groups a worker claims at once: consecutive batches whose records
+/// follow each other (no held records between them), at most `slots` records and about
+/// `bytes` of data together. A large file's batch is a group of its own.
+fn groups(batches: &[Batch], slots: usize, bytes: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let (mut records, mut data) = (0u64, 0u64);
+    for (i, b) in batches.iter().enumerate() {
+        let follows = i > start && {
+            let p = &batches[i - 1];
+            p.first_seq + p.records == b.first_seq
+        };
+        let fits = records + b.records <= slots as u64 && data + b.bytes <= bytes as u64;
+        if i > start && !(follows && fits) {
+            out.push(start..i);
+            start = i;
+            (records, data) = (0, 0);
+        }
+        records += b.records;
+        data += b.bytes;
+    }
+    if start < batches.len() {
+        out.push(start..batches.len());
+    }
+    out
+}
+
 /// Data records of the session up to the end of the batch of `inputs` whose data starts at
 /// `first_seq` (standard input, last and of unknown size, not counted: it is checked as it is
 /// read).
@@ -681,11 +721,16 @@ fn send_batch(
         },
         |_| 0,
     );
+    let batches = layout.batches_after(per_batch as u64, &held);
+    let slots = per_batch.max(SMALL_FILE_RECORDS);
+    let groups = groups(&batches, slots, batch_data);
     let work = Work {
         keys,
         scope: cfg.scope,
         inputs,
-        batches: layout.batches_after(per_batch as u64, &held),
+        batches,
+        groups,
+        slots,
         next: AtomicUsize::new(0),
         stdin: inputs
             .last()
@@ -753,7 +798,7 @@ fn send_batch(
             None => {}
         }
         // A batch with no data to send needs no workers.
-        let stripes = if work.batches.is_empty() && work.stdin.is_none() {
+        let stripes = if work.groups.is_empty() && work.stdin.is_none() {
             &socks[..0]
         } else {
             socks
@@ -888,5 +933,37 @@ fn wait_for_done(
             Ok(())
         }
         _ => Err(StreamError::MalformedHeader("unexpected reply type").into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(first_seq: u64, records: u64, bytes: u64) -> Batch {
+        Batch {
+            file: 0,
+            first_seq,
+            records,
+            offset: 0,
+            bytes,
+        }
+    }
+
+    #[test]
+    fn small_files_are_grouped_large_ones_and_gaps_are_not() {
+        let batches = [
+            b(1, 1, 10),
+            b(2, 1, 10),
+            b(3, 64, 1 << 20), // a large file's batch
+            b(67, 1, 10),
+            b(69, 1, 10), // a gap: seq 68 is held by the receiver
+            b(70, 1, 10),
+            b(71, 1, 10),
+        ];
+        assert_eq!(groups(&batches, 256, 1 << 20), [0..2, 2..3, 3..4, 4..7]);
+        // The record bound holds too.
+        assert_eq!(groups(&batches[4..], 2, 1 << 20), [0..2, 2..3]);
+        assert!(groups(&[], 256, 1 << 20).is_empty());
     }
 }
