@@ -10,6 +10,8 @@
 #
 # and an incremental case: 1% of tree a changed, `sealink send --update` against `rsync -a`.
 #
+# `sealink` is the receiver's default (every file fsynced before it takes its name);
+# `sealink-nofsync` runs `recv --no-fsync`, which, like rsync and tar by default, does not sync.
 # Every tool copies into an empty directory (removed between runs, not timed), interleaved
 # RUNS times (default 5), over loopback or (NETNS=1) between two network namespaces joined by
 # a veth pair. Prints each run, then per tree and tool the median seconds, files/s, Gbit/s and
@@ -23,7 +25,7 @@
 # Environment: TREES ("a b c repo"), A_FILES, B_FILES, C_MIB, RUNS, NETNS (0), WORK (a new
 # directory under /var/tmp; the trees and copies go there: give tree c the room), STREAMS
 # (sealink's default when unset), SSH_PORT (22032), PLAIN_PORT (22033), SEALINK_PORT (22034),
-# TOOLS ("sealink rsync scp tar-ssh tar-tcp"), INCREMENTAL (1).
+# TOOLS ("sealink sealink-nofsync rsync scp tar-ssh tar-tcp"), INCREMENTAL (1).
 # Quick run: TREES="a b" A_FILES=5000 B_FILES=20000 RUNS=3 bash bench/compare-trees.sh
 # Usage: bash bench/compare-trees.sh
 set -euo pipefail
@@ -38,7 +40,7 @@ netns="${NETNS:-0}"
 ssh_port="${SSH_PORT:-22032}"
 plain_port="${PLAIN_PORT:-22033}"
 sl_port="${SEALINK_PORT:-22034}"
-tools="${TOOLS:-sealink rsync scp tar-ssh tar-tcp}"
+tools="${TOOLS:-sealink sealink-nofsync rsync scp tar-ssh tar-tcp}"
 incremental="${INCREMENTAL:-1}"
 streams=()
 [ -n "${STREAMS:-}" ] && streams=(--streams "$STREAMS")
@@ -225,10 +227,11 @@ else:
         c.sendall(b)
 '
 
-run_sealink() { # run_sealink SRC [send flags...]
+run_sealink() { # run_sealink SRC [send flags...]; RECV_EXTRA: flags of the receiver
   local src="$1"; shift
+  # shellcheck disable=SC2086
   SEALINK_HOME="$work/kb" "${at_b[@]}" /usr/bin/time -v -o "$work/rss.b" "$sealink" recv \
-    --listen "$host:$sl_port" --dir "$dest" --once --update --quiet 2>"$work/recv.log" &
+    --listen "$host:$sl_port" --dir "$dest" --once --update --quiet ${RECV_EXTRA:-} 2>"$work/recv.log" &
   local p=$!
   for _ in $(seq 100); do grep -q listening "$work/recv.log" && break; sleep 0.05; done
   local t0 t1
@@ -300,7 +303,7 @@ for t in $trees; do
   read -r files bytes < <(stats "$src")
   echo
   echo "## tree $t: $files files, $bytes bytes"
-  printf '%-4s %-8s %10s %12s %12s\n' run tool seconds "rss send KiB" "rss recv KiB"
+  printf '%-4s %-15s %10s %12s %12s\n' run tool seconds "rss send KiB" "rss recv KiB"
   declare -A all=()
   declare -A rss_a=() rss_b=()
   for i in $(seq "$runs"); do
@@ -308,6 +311,7 @@ for t in $trees; do
       fresh
       out="$(case "$tool" in
         sealink) run_sealink "$src" ;;
+        sealink-nofsync) RECV_EXTRA=--no-fsync run_sealink "$src" ;;
         rsync) run_rsync "$src" ;;
         scp) run_scp "$src" ;;
         tar-ssh) run_tar_ssh "$src" ;;
@@ -318,23 +322,27 @@ for t in $trees; do
       all[$tool]="${all[$tool]:-} $s"
       rss_a[$tool]="$ra"
       rss_b[$tool]="$rb"
-      printf '%-4s %-8s %10.3f %12s %12s\n' "$i" "$tool" "$s" "$ra" "$rb"
+      printf '%-4s %-15s %10.3f %12s %12s\n' "$i" "$tool" "$s" "$ra" "$rb"
     done
   done
   echo
-  printf '%-8s %9s %12s %9s %12s %12s\n' tool "median s" "files/s" "Gbit/s" "rss send" "rss recv"
+  printf '%-15s %9s %12s %9s %12s %12s\n' tool "median s" "files/s" "Gbit/s" "rss send" "rss recv"
   for tool in $tools; do
     # shellcheck disable=SC2086
     m=$(median ${all[$tool]})
     med_s["$t.$tool"]=$m
     awk -v t="$tool" -v m="$m" -v f="$files" -v b="$bytes" -v ra="${rss_a[$tool]}" -v rb="${rss_b[$tool]}" \
-      'BEGIN { printf "%-8s %9.3f %12.0f %9.3f %12s %12s\n", t, m, f / m, b * 8 / m / 1e9, ra, rb }'
+      'BEGIN { printf "%-15s %9.3f %12.0f %9.3f %12s %12s\n", t, m, f / m, b * 8 / m / 1e9, ra, rb }'
   done
   if [[ " $tools " == *" sealink "* ]]; then
-    s=${med_s["$t.sealink"]}
-    for tool in $tools; do
-      [ "$tool" = sealink ] && continue
-      awk -v o="${med_s["$t.$tool"]}" -v s="$s" -v n="$tool" 'BEGIN { printf "sealink against %-8s %.2fx faster\n", n, o / s }'
+    for sl in sealink sealink-nofsync; do
+      [[ " $tools " == *" $sl "* ]] || continue
+      s=${med_s["$t.$sl"]}
+      for tool in $tools; do
+        [[ "$tool" == sealink* ]] && continue
+        awk -v o="${med_s["$t.$tool"]}" -v s="$s" -v n="$tool" -v sl="$sl" \
+          'BEGIN { printf "%s against %-8s %.2fx (its time / ours)\n", sl, n, o / s }'
+      done
     done
   fi
   unset all rss_a rss_b

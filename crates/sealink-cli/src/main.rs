@@ -647,6 +647,11 @@ struct RecvArgs {
     /// transfer merges into, what they no longer have (never anything else)
     #[arg(long)]
     delete: bool,
+    /// Do not fsync received files before they take their names (as rsync by default):
+    /// faster for many small files, but a crash of this host can then leave a file under its
+    /// name without all of its data
+    #[arg(long)]
+    no_fsync: bool,
     /// Most entries (files, directories, links) one transfer may announce
     #[arg(long, value_name = "N", default_value_t = sealink_proto::stream::TreeLimits::default().max_entries)]
     max_entries: u64,
@@ -764,6 +769,7 @@ fn run(cli: Cli) -> Result<()> {
             quiet: a.quiet,
             json: a.json,
             delete: a.delete,
+            sync: !a.no_fsync,
             tree_limits: sealink_proto::stream::TreeLimits {
                 max_entries: a.max_entries,
                 max_bytes: a

@@ -97,6 +97,8 @@ pub struct RecvParams {
     pub json: bool,
     /// Let senders that ask (`send --delete`) delete what they do not have.
     pub delete: bool,
+    /// `fsync` received files before they take their names.
+    pub sync: bool,
     /// Bounds on one transfer's manifest.
     pub tree_limits: sealink_proto::stream::TreeLimits,
 }
@@ -596,6 +598,7 @@ pub fn recv(p: RecvParams) -> Result<()> {
             tree_limits: p.tree_limits,
             allow_delete: p.delete,
             list_entries: p.json,
+            sync: p.sync,
         },
     )?;
     let quiet = p.quiet;

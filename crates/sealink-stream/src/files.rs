@@ -373,10 +373,26 @@ impl PartFile {
             self.discard();
             return Err(replaced(&self.temp));
         }
+        // Without `overwrite`, a name taken meanwhile is refused: a rename that never replaces
+        // (one system call), or where the file system has none, a hard link.
+        let mut linked = false;
         if overwrite {
             std::fs::rename(&self.temp, target)?;
         } else {
-            std::fs::hard_link(&self.temp, target)?;
+            match rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &self.temp,
+                rustix::fs::CWD,
+                target,
+                rustix::fs::RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+                    std::fs::hard_link(&self.temp, target)?;
+                    linked = true;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         // Swapped between the check and the move: what was moved is not ours; take it away
         // again rather than leave it under the final name.
@@ -385,7 +401,7 @@ impl PartFile {
             self.discard();
             return Err(replaced(&self.temp));
         }
-        if !overwrite {
+        if linked {
             std::fs::remove_file(&self.temp)?;
         }
         if let Some(r) = &self.resume {

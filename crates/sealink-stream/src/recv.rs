@@ -78,6 +78,10 @@ pub struct RecvConfig {
     /// Keep one line per entry in the report (`files` ... `resumed`); off, the report holds
     /// only counts, whatever the number of entries.
     pub list_entries: bool,
+    /// `fsync` every file of a tree before it takes its name (off, `recv --no-fsync`, as
+    /// rsync's default: faster for many small files, but a crash of the receiving host can
+    /// leave a file under its name without all of its data).
+    pub sync: bool,
 }
 
 /// Default for [`RecvConfig::resume_max_age`]: 7 days.
@@ -107,6 +111,7 @@ impl RecvConfig {
             tree_limits: TreeLimits::default(),
             allow_delete: false,
             list_entries: true,
+            sync: true,
         }
     }
 }
@@ -995,6 +1000,7 @@ impl<'a> Session<'a> {
                 cfg.take_updates,
                 hello.update,
                 hello.delete,
+                cfg.sync,
             )),
             Dest::Stdout => None,
         };

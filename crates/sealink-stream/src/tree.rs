@@ -77,7 +77,9 @@ fn excluder(root: &Path, patterns: &[String]) -> Result<Gitignore, TransferError
 struct Level {
     dir: PathBuf,
     rel: String,
-    left: Vec<std::ffi::OsString>,
+    /// Each name with its type as the directory listing gave it (no `stat` needed to know a
+    /// regular file).
+    left: Vec<(std::ffi::OsString, Option<std::fs::FileType>)>,
     ex: std::rc::Rc<Gitignore>,
     /// Device and inode, to refuse a loop of followed links (`copy_links`).
     id: (u64, u64),
@@ -240,12 +242,12 @@ impl Walk {
                 }
                 continue;
             };
-            let Some(n) = level.left.pop() else {
+            let Some((n, listed)) = level.left.pop() else {
                 self.levels.pop();
                 continue;
             };
             let (dir, rel, ex) = (level.dir.join(&n), level.rel.clone(), level.ex.clone());
-            if let Some(i) = self.child(&dir, &rel, &n, &ex)? {
+            if let Some(i) = self.child(&dir, &rel, &n, listed, &ex)? {
                 return Ok(Some(i));
             }
         }
@@ -311,12 +313,12 @@ impl Walk {
     /// and is sent empty.
     fn descend(&mut self, dir: &Path, rel: &str, ex: std::rc::Rc<Gitignore>, id: (u64, u64)) {
         let listed = std::fs::read_dir(dir).and_then(|rd| {
-            rd.map(|e| e.map(|e| e.file_name()))
+            rd.map(|e| e.map(|e| (e.file_name(), e.file_type().ok())))
                 .collect::<Result<Vec<_>, _>>()
         });
         match listed {
             Ok(mut left) => {
-                left.sort_unstable_by(|a, b| b.cmp(a));
+                left.sort_unstable_by(|a, b| b.0.cmp(&a.0));
                 self.levels.push(Level {
                     dir: dir.to_owned(),
                     rel: rel.to_owned(),
@@ -332,15 +334,51 @@ impl Walk {
         }
     }
 
+    /// A regular file of a tree, opened: not following a link put there since it was listed
+    /// (unless following was asked for), so the open file is what is sent. `None` (a problem
+    /// reported) if it cannot be opened or is no longer a regular file.
+    fn open_file(&mut self, path: &Path, name: String) -> Option<Input> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true);
+        if !self.copy_links {
+            o.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
+        }
+        match o.open(path).and_then(|f| f.metadata().map(|m| (f, m))) {
+            Ok((f, m)) if m.is_file() => Some(Input {
+                entry: FileEntry {
+                    name,
+                    size: m.len(),
+                    mtime: mtime_ns(&m),
+                    mode: mode_of(&m),
+                    kind: EntryKind::File,
+                },
+                file: Some(f),
+                path: Some(path.to_owned()),
+            }),
+            Ok(_) => {
+                self.problem(format!(
+                    "cannot send {}: it changed while being listed",
+                    path.display()
+                ));
+                None
+            }
+            Err(e) => {
+                self.problem(format!("cannot open {}: {e}", path.display()));
+                None
+            }
+        }
+    }
+
     /// One entry of a directory being walked: its input, or `None` if it is left out.
     fn child(
         &mut self,
         path: &Path,
         rel: &str,
         n: &std::ffi::OsStr,
+        listed: Option<std::fs::FileType>,
         ex: &std::rc::Rc<Gitignore>,
     ) -> Result<Option<Input>, TransferError> {
-        use std::os::unix::fs::OpenOptionsExt;
         // A reserved name is refused only if it is not excluded (`--exclude` can leave it out).
         let Some(n) = n
             .to_str()
@@ -360,6 +398,20 @@ impl Walk {
             ));
             return Ok(None);
         }
+        let within = name.split_once('/').map_or("", |x| x.1);
+        // A regular file as listed is opened (not following a link) and checked with `fstat`:
+        // no `lstat` first.
+        if listed.is_some_and(|t| t.is_file()) {
+            if ex.matched(within, false).is_ignore() {
+                self.excluded += 1;
+                return Ok(None);
+            }
+            if reserved_name(n) {
+                self.problem(reserved(&path.display().to_string()).to_string());
+                return Ok(None);
+            }
+            return Ok(self.open_file(path, name));
+        }
         let meta = match std::fs::symlink_metadata(path) {
             Ok(m) => m,
             Err(e) => {
@@ -367,7 +419,6 @@ impl Walk {
                 return Ok(None);
             }
         };
-        let within = name.split_once('/').map_or("", |x| x.1);
         if ex.matched(within, meta.is_dir()).is_ignore() {
             self.excluded += 1;
             return Ok(None);
@@ -431,31 +482,7 @@ impl Walk {
             self.descend(path, &name, ex.clone(), id);
             (EntryKind::Dir, 0, None)
         } else if ft.is_file() {
-            // Not following a link put there since the stat (unless following was asked for):
-            // the open file is what is sent.
-            let mut o = std::fs::OpenOptions::new();
-            o.read(true);
-            if !self.copy_links {
-                o.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
-            }
-            let opened = o.open(path).and_then(|f| f.metadata().map(|m| (f, m)));
-            match opened {
-                Ok((f, m)) if m.is_file() => {
-                    meta = m;
-                    (EntryKind::File, meta.len(), Some(f))
-                }
-                Ok(_) => {
-                    self.problem(format!(
-                        "cannot send {}: it changed while being listed",
-                        path.display()
-                    ));
-                    return Ok(None);
-                }
-                Err(e) => {
-                    self.problem(format!("cannot open {}: {e}", path.display()));
-                    return Ok(None);
-                }
-            }
+            return Ok(self.open_file(path, name));
         } else {
             tracing::warn!(
                 "skipping {}: not a regular file, directory or link",
