@@ -73,7 +73,7 @@ cleanup() {
     ip netns del sltA 2>/dev/null || true
     ip netns del sltB 2>/dev/null || true
   fi
-  [ -z "${WORK:-}" ] && rm -rf "$work"
+  if [ -z "${WORK:-}" ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 

@@ -400,18 +400,25 @@ impl Tree {
             .collect();
         let t0 = std::time::Instant::now();
         let synced = parts.len() > 1 || !self.sync;
+        let workers = parts.len().div_ceil(64).clamp(1, SYNC_THREADS);
         if synced {
-            let workers = parts.len().div_ceil(64).clamp(1, SYNC_THREADS);
+            // Modes and times first, one after the other: done beside the fsyncs, each of these
+            // waits for the journal commits the fsyncs force.
+            for &(i, p) in &parts {
+                p.prepare(modes.get(i).copied().unwrap_or(0o600), files[i].mtime)
+                    .ctx(|| format!("cannot set the mode and time of {}", p.path.display()))?;
+            }
+        }
+        if synced && self.sync {
             let chunk = parts.len().div_ceil(workers).max(1);
-            let sync = self.sync;
             std::thread::scope(|sc| {
                 let handles: Vec<_> = parts
                     .chunks(chunk)
                     .map(|c| {
                         sc.spawn(move || {
-                            for &(i, p) in c {
-                                p.prepare(modes.get(i).copied().unwrap_or(0o600), files[i].mtime)
-                                    .and_then(|()| if sync { p.file.sync_all() } else { Ok(()) })
+                            for &(_, p) in c {
+                                p.file
+                                    .sync_all()
                                     .ctx(|| format!("cannot store {}", p.path.display()))?;
                             }
                             Ok::<(), TransferError>(())
@@ -422,10 +429,12 @@ impl Tree {
                     .into_iter()
                     .try_for_each(|h| crate::error::joined(h.join(), "sync"))
             })?;
+        }
+        if synced {
             tracing::debug!(
                 "{} files: modes, times{} in {:.1} ms ({workers} threads)",
                 parts.len(),
-                if sync { " and fsync" } else { "" },
+                if self.sync { " and fsync" } else { "" },
                 t0.elapsed().as_secs_f64() * 1e3,
             );
         }
