@@ -340,6 +340,19 @@ struct Holding<'a> {
     keys: Vec<PathBuf>,
 }
 
+impl Holding<'_> {
+    /// Forgets the entries made since `mark` (a stored batch's files, whose state is gone):
+    /// what a session holds stays bounded by a batch, whatever the number of files.
+    fn forget_from(&mut self, mark: usize) {
+        let mut h = lock(self.holders);
+        for k in self.keys.drain(mark.min(self.keys.len())..) {
+            if h.get(&k).is_some_and(|s| Arc::ptr_eq(s, &self.stop)) {
+                h.remove(&k);
+            }
+        }
+    }
+}
+
 impl Drop for Holding<'_> {
     fn drop(&mut self) {
         let mut h = lock(self.holders);
@@ -1034,8 +1047,10 @@ impl<'a> Session<'a> {
         let mut readers: Vec<RecordReader> = Vec::new();
         let (mut files, mut more, mut first_seq, mut batch) =
             (hello.files.clone(), hello.more, FIRST_DATA_SEQ, 0u64);
+        let mut refused = false;
         let result = loop {
             let opened = Instant::now();
+            let held_mark = holding.keys.len();
             let b = Session::open(
                 &keys,
                 &hello,
@@ -1050,7 +1065,12 @@ impl<'a> Session<'a> {
             );
             let b = match b {
                 Ok(b) => b,
-                Err(e) => break Err(refuse(e)),
+                // Refused before anything of the batch was created (its one abort is sent below:
+                // each seq is sealed once).
+                Err(e) => {
+                    refused = true;
+                    break Err(e);
+                }
             };
             if let Err(e) = conn::write_record(
                 &control,
@@ -1111,7 +1131,9 @@ impl<'a> Session<'a> {
                 (opened.elapsed() - ready).as_secs_f64() * 1e3,
                 lock(&b.stored_in).as_secs_f64() * 1e3,
             );
+            // The batch's files are closed: their holder entries go (the state is gone).
             drop(b);
+            holding.forget_from(held_mark);
             if !more {
                 break Ok(());
             }
@@ -1165,6 +1187,7 @@ impl<'a> Session<'a> {
                     t.abandon();
                 }
                 let code = match e {
+                    _ if refused => AbortCode::Refused,
                     TransferError::Io { .. } => AbortCode::LocalIo,
                     TransferError::Exists { .. } | TransferError::Usage(_) => AbortCode::Refused,
                     TransferError::Protocol(StreamError::TreeLimit { .. }) => AbortCode::Refused,
