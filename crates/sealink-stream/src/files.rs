@@ -493,13 +493,14 @@ pub(crate) fn received_mode(sent: u32, umask: u32, keep_group_other_write: bool)
 /// Raises this process's soft limit on open files to its hard limit: a session holds every
 /// file it sends or receives open at once (up to `MAX_FILES`), more than the usual soft
 /// limit of 1024. Failing leaves the limit as it was (opening then fails with its own error).
-pub(crate) fn raise_open_files_limit() {
+pub(crate) fn raise_open_files_limit() -> u64 {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut l = getrlimit(Resource::Nofile);
     if l.current < l.maximum {
         l.current = l.maximum;
         let _ = setrlimit(Resource::Nofile, l);
     }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
 /// `mtime` (ns since the epoch) as file times: access time left as it is.

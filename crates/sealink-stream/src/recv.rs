@@ -508,7 +508,7 @@ impl Receiver {
                 );
             }
         }
-        crate::files::raise_open_files_limit();
+        let _ = crate::files::raise_open_files_limit();
         let listener = TcpListener::bind(addr).ctx(|| format!("cannot listen on {addr}"))?;
         Ok(Self {
             listener,

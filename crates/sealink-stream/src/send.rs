@@ -372,10 +372,15 @@ pub fn send(
             "stream mode always authenticates".into(),
         ));
     }
-    crate::files::raise_open_files_limit();
+    // Two batches' files are open at once (one sent while the next is walked): batches are
+    // smaller where the open-files limit cannot take two of the largest.
+    let fds = crate::files::raise_open_files_limit();
+    let per_batch = usize::try_from(fds.saturating_sub(256) / 2)
+        .unwrap_or(usize::MAX)
+        .clamp(16, MAX_BATCH_ENTRIES);
     // Every argument is checked, and the first batch walked, before connecting.
     let mut walk = Walk::new(sources, &cfg.exclude, cfg.copy_links)?;
-    let (mut inputs, mut more) = walk.next_batch(MAX_BATCH_ENTRIES, MAX_BATCH_BYTES)?;
+    let (mut inputs, mut more) = walk.next_batch(per_batch, MAX_BATCH_BYTES)?;
     if inputs.is_empty() {
         return Err(TransferError::Usage(format!(
             "nothing to send: {}",
@@ -469,7 +474,16 @@ pub fn send(
         } else {
             inputs.iter().map(|i| i.entry.size).sum()
         });
-        let sent = send_batch(cfg, &keys, &socks, &inputs, &layout, batch, bound, progress)?;
+        let walk_next = || {
+            if more {
+                walk.next_batch(per_batch, MAX_BATCH_BYTES)
+            } else {
+                Ok((Vec::new(), false))
+            }
+        };
+        let (sent, walked) = send_batch(
+            cfg, &keys, &socks, &inputs, &layout, batch, bound, progress, walk_next,
+        )?;
         let end = End {
             data_records: sent.data_records,
             sizes: sent.sizes.clone(),
@@ -508,9 +522,13 @@ pub fn send(
         if !more {
             break;
         }
-        // The next batch, walked now (its files opened as it is announced).
+        // The next batch, walked while this one was sent (or now, if this one had nothing to
+        // send); its files are opened as it is announced.
         drop(inputs);
-        let next = walk.next_batch(MAX_BATCH_ENTRIES, MAX_BATCH_BYTES);
+        let next = match walked {
+            Some(w) => w,
+            None => walk.next_batch(per_batch, MAX_BATCH_BYTES),
+        };
         let (next, next_more) = match next {
             Ok(x) => x,
             Err(e) => return Err(abort_with(e, &socks[0], &keys, cfg)),
@@ -666,7 +684,10 @@ fn send_batch(
     batch: u64,
     bound: RecordBound,
     progress: &Progress,
-) -> Result<Sent, TransferError> {
+    meanwhile: impl FnOnce() -> Result<(Vec<Input>, bool), TransferError>,
+) -> Result<(Sent, Option<Result<(Vec<Input>, bool), TransferError>>), TransferError> {
+    let mut meanwhile = Some(meanwhile);
+    let mut walked = None;
     let t = &cfg.timeouts;
     // The first ready covers the stripes joining; a later one, the receiver storing the
     // batch before.
@@ -826,6 +847,13 @@ fn send_batch(
                 }
             }
         }
+        // While the stripes send this batch, the next one is walked (its files opened): the
+        // walk and the sending overlap.
+        if first_err.is_none()
+            && let Some(f) = meanwhile.take()
+        {
+            walked = Some(f());
+        }
         for h in handles {
             let r = crate::error::joined(h.join(), "send");
             if let Err(e) = r {
@@ -847,12 +875,15 @@ fn send_batch(
         }
         data_records = st.next_seq - layout.first_seq();
     }
-    Ok(Sent {
-        held,
-        hashes,
-        sizes,
-        data_records,
-    })
+    Ok((
+        Sent {
+            held,
+            hashes,
+            sizes,
+            data_records,
+        },
+        walked,
+    ))
 }
 
 /// After a write failed (`e`), the receiver's own reason if it sent one: a receiver that gives
