@@ -339,6 +339,9 @@ impl Work<'_> {
 /// Most bytes a manifest batch takes (a record holds 1 MiB; the hello's fixed part aside).
 const MAX_BATCH_BYTES: usize = MAX_RECORD_DATA - 4096;
 
+/// The walk's next batch and whether more follow (or why it could not be walked).
+type NextBatch = Result<(Vec<Input>, bool), TransferError>;
+
 /// What the sender knows of one batch once the receiver has answered it.
 struct Sent {
     held: Vec<u64>,
@@ -684,8 +687,8 @@ fn send_batch(
     batch: u64,
     bound: RecordBound,
     progress: &Progress,
-    meanwhile: impl FnOnce() -> Result<(Vec<Input>, bool), TransferError>,
-) -> Result<(Sent, Option<Result<(Vec<Input>, bool), TransferError>>), TransferError> {
+    meanwhile: impl FnOnce() -> NextBatch,
+) -> Result<(Sent, Option<NextBatch>), TransferError> {
     let mut meanwhile = Some(meanwhile);
     let mut walked = None;
     let t = &cfg.timeouts;
