@@ -379,37 +379,40 @@ impl Tree {
         }
     }
 
-    /// Puts one batch's entries in place, in order (a directory before what it holds): files
-    /// by [`PartFile::commit`], directories created, links made. A directory gets its mode and
-    /// mtime once the manifest has left it (see [`Tree::finish`]).
-    pub fn commit(
-        &mut self,
+    /// Whether received files are fsynced before they take their names.
+    pub fn sync(&self) -> bool {
+        self.sync
+    }
+
+    /// Makes a batch's files durable before any of them takes its name: modes and mtimes set,
+    /// then (with `sync`) an `fsync` each, by a few threads side by side (the file system
+    /// batches their journal commits). Needs no `Tree`: a batch is made durable while the
+    /// next one is planned. Returns whether the files are ready for [`Tree::commit`]'s
+    /// `synced` (a single file is left to its own `commit`).
+    pub fn durable(
+        sync: bool,
         files: &[FileEntry],
-        found: &[Found],
         slots: &[Slot],
         modes: &[u32],
-    ) -> Result<(), TransferError> {
-        // A batch of several files is made durable by a few threads side by side (each file
-        // its mode, mtime and `fsync`; the file system batches their journal commits), not one
-        // after the other; with `sync: false` (`recv --no-fsync`) not at all. No file gets its
-        // name before that.
+    ) -> Result<bool, TransferError> {
         let parts: Vec<(usize, &PartFile)> = slots
             .iter()
             .enumerate()
             .filter_map(|(i, s)| s.part().map(|p| (i, p)))
             .collect();
         let t0 = std::time::Instant::now();
-        let synced = parts.len() > 1 || !self.sync;
-        let workers = parts.len().div_ceil(64).clamp(1, SYNC_THREADS);
-        if synced {
-            // Modes and times first, one after the other: done beside the fsyncs, each of these
-            // waits for the journal commits the fsyncs force.
-            for &(i, p) in &parts {
-                p.prepare(modes.get(i).copied().unwrap_or(0o600), files[i].mtime)
-                    .ctx(|| format!("cannot set the mode and time of {}", p.path.display()))?;
-            }
+        let synced = parts.len() > 1 || !sync;
+        if !synced {
+            return Ok(false);
         }
-        if synced && self.sync {
+        // Modes and times first, one after the other: done beside the fsyncs, each of these
+        // waits for the journal commits the fsyncs force.
+        for &(i, p) in &parts {
+            p.prepare(modes.get(i).copied().unwrap_or(0o600), files[i].mtime)
+                .ctx(|| format!("cannot set the mode and time of {}", p.path.display()))?;
+        }
+        let workers = parts.len().div_ceil(64).clamp(1, SYNC_THREADS);
+        if sync {
             let chunk = parts.len().div_ceil(workers).max(1);
             std::thread::scope(|sc| {
                 let handles: Vec<_> = parts
@@ -430,14 +433,27 @@ impl Tree {
                     .try_for_each(|h| crate::error::joined(h.join(), "sync"))
             })?;
         }
-        if synced {
-            tracing::debug!(
-                "{} files: modes, times{} in {:.1} ms ({workers} threads)",
-                parts.len(),
-                if self.sync { " and fsync" } else { "" },
-                t0.elapsed().as_secs_f64() * 1e3,
-            );
-        }
+        tracing::debug!(
+            "{} files: modes, times{} in {:.1} ms ({workers} threads)",
+            parts.len(),
+            if sync { " and fsync" } else { "" },
+            t0.elapsed().as_secs_f64() * 1e3,
+        );
+        Ok(true)
+    }
+
+    /// Puts one batch's entries in place, in order (a directory before what it holds): files
+    /// by [`PartFile::commit`] (`synced`: made durable by [`Tree::durable`] already),
+    /// directories created, links made. A directory gets its mode and mtime once the manifest
+    /// has left it (see [`Tree::finish`]).
+    pub fn commit(
+        &mut self,
+        files: &[FileEntry],
+        found: &[Found],
+        slots: &[Slot],
+        modes: &[u32],
+        synced: bool,
+    ) -> Result<(), TransferError> {
         for (i, (f, slot)) in files.iter().zip(slots).enumerate() {
             self.close_until(&f.name)?;
             let here = found.get(i).copied().unwrap_or(Found::Absent);

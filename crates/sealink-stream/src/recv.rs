@@ -341,11 +341,11 @@ struct Holding<'a> {
 }
 
 impl Holding<'_> {
-    /// Forgets the entries made since `mark` (a stored batch's files, whose state is gone):
-    /// what a session holds stays bounded by a batch, whatever the number of files.
-    fn forget_from(&mut self, mark: usize) {
+    /// Forgets the oldest `n` entries (a stored batch's files, whose state is gone): what a
+    /// session holds stays bounded by the batches in flight, whatever the number of files.
+    fn forget_oldest(&mut self, n: usize) {
         let mut h = lock(self.holders);
-        for k in self.keys.drain(mark.min(self.keys.len())..) {
+        for k in self.keys.drain(..n.min(self.keys.len())) {
             if h.get(&k).is_some_and(|s| Arc::ptr_eq(s, &self.stop)) {
                 h.remove(&k);
             }
@@ -1005,7 +1005,7 @@ impl<'a> Session<'a> {
             stop: stop.clone(),
             keys: Vec::new(),
         };
-        let mut tree = match &cfg.dest {
+        let tree = match &cfg.dest {
             Dest::Dir(dir) => Some(Tree::new(
                 dir,
                 hello.owner_public,
@@ -1048,118 +1048,172 @@ impl<'a> Session<'a> {
         let (mut files, mut more, mut first_seq, mut batch) =
             (hello.files.clone(), hello.more, FIRST_DATA_SEQ, 0u64);
         let mut refused = false;
-        let result = loop {
-            let opened = Instant::now();
-            let held_mark = holding.keys.len();
-            let b = Session::open(
-                &keys,
-                &hello,
-                cfg,
-                &files,
-                !more,
-                first_seq,
-                tree.as_mut(),
-                &mut holding,
-                &stop,
-                progress,
-            );
-            let b = match b {
-                Ok(b) => b,
-                // Refused before anything of the batch was created (its one abort is sent below:
-                // each seq is sealed once).
-                Err(e) => {
-                    refused = true;
-                    break Err(e);
-                }
-            };
-            if let Err(e) = conn::write_record(
-                &control,
-                &keys.send,
-                RecordType::Ready,
-                scope,
-                ready_seq(batch),
-                &Ready {
-                    held: b.held.clone(),
-                }
-                .encode(),
-            ) {
-                b.release();
-                break Err(e);
-            }
-            abort_seq.set(REPLY_SEQ);
-            if batch == 0 {
-                let gathered = gather(hello.stripes as usize, joins, &stop, cfg);
-                // No more joins for this session: later ones are closed as unknown.
-                lock(registry).remove(&keys.join_token);
-                match gathered {
-                    Ok((s, g)) => {
-                        socks = s;
-                        guards = g;
-                        let cap = (4 << 20).max(4 * b.record_cap);
-                        readers = (0..=socks.len())
-                            .map(|_| RecordReader::new(cap, cap / 2))
-                            .collect();
+        let tree = tree.map(Mutex::new);
+        let sync = tree.as_ref().is_some_and(|t| lock(t).sync());
+        // Holder entries each batch added, oldest first (forgotten once the batch is stored).
+        let mut held_counts: std::collections::VecDeque<usize> = Default::default();
+        // A batch is stored (made durable, put in place) on a thread of its own while the next
+        // one is planned and received; batches are stored one at a time, in order.
+        let result = std::thread::scope(|sc| {
+            type Stored<'s> = (Session<'s>, Vec<u64>, Duration, Result<(), TransferError>);
+            let mut pending: Option<std::thread::ScopedJoinHandle<'_, Stored<'_>>> = None;
+            // Waits for the batch being stored and counts it.
+            let finish_pending =
+                |pending: &mut Option<std::thread::ScopedJoinHandle<'_, Stored<'_>>>,
+                 rep: &mut RecvReport,
+                 holding: &mut Holding<'_>,
+                 held_counts: &mut std::collections::VecDeque<usize>|
+                 -> Result<(), TransferError> {
+                    let Some(h) = pending.take() else {
+                        return Ok(());
+                    };
+                    let (b, sizes, ready, r) = h
+                        .join()
+                        .map_err(|_| TransferError::WorkerPanicked("store"))?;
+                    if let Err(e) = r {
+                        b.keep_or_release(peer);
+                        return Err(e);
                     }
+                    rep.add(&b, &b.files, &sizes, cfg);
+                    tracing::debug!(
+                        "{peer}: batch of {} entries: planned and opened in {:.1} ms, stored in \
+                     {:.1} ms",
+                        b.files.len(),
+                        ready.as_secs_f64() * 1e3,
+                        lock(&b.stored_in).as_secs_f64() * 1e3,
+                    );
+                    // The batch's files are closed: their holder entries go (the state is gone).
+                    drop(b);
+                    let n = held_counts.pop_front().unwrap_or(0);
+                    holding.forget_oldest(n);
+                    Ok(())
+                };
+            let r = loop {
+                let opened = Instant::now();
+                let held_mark = holding.keys.len();
+                let b = {
+                    let mut guard = tree.as_ref().map(lock);
+                    Session::open(
+                        &keys,
+                        &hello,
+                        cfg,
+                        &files,
+                        !more,
+                        first_seq,
+                        guard.as_deref_mut(),
+                        &mut holding,
+                        &stop,
+                        progress,
+                    )
+                };
+                held_counts.push_back(holding.keys.len() - held_mark);
+                let b = match b {
+                    Ok(b) => b,
+                    // Refused before anything of the batch was created (its one abort is sent
+                    // below: each seq is sealed once).
                     Err(e) => {
-                        b.release();
+                        refused = true;
                         break Err(e);
                     }
-                }
-            }
-            let all: Vec<&TcpStream> = std::iter::once(&control).chain(socks.iter()).collect();
-            let ready = opened.elapsed();
-            let r = b.transfer(&all, &mut readers, tree.as_mut()).map_err(|e| {
-                if stop.requested() {
-                    stop.superseded()
-                } else {
-                    e
-                }
-            });
-            let (sizes, end_seq) = match r {
-                Ok(x) => x,
-                Err(e) => {
-                    b.keep_or_release(peer);
+                };
+                if let Err(e) = conn::write_record(
+                    &control,
+                    &keys.send,
+                    RecordType::Ready,
+                    scope,
+                    ready_seq(batch),
+                    &Ready {
+                        held: b.held.clone(),
+                    }
+                    .encode(),
+                ) {
+                    b.release();
                     break Err(e);
                 }
-            };
-            rep.add(&b, &files, &sizes, cfg);
-            tracing::debug!(
-                "{peer}: batch {batch}: {} entries, planned and opened in {:.1} ms, received and \
-                 stored in {:.1} ms (of which storing {:.1} ms)",
-                files.len(),
-                ready.as_secs_f64() * 1e3,
-                (opened.elapsed() - ready).as_secs_f64() * 1e3,
-                lock(&b.stored_in).as_secs_f64() * 1e3,
-            );
-            // The batch's files are closed: their holder entries go (the state is gone).
-            drop(b);
-            holding.forget_from(held_mark);
-            if !more {
-                break Ok(());
-            }
-            // The next batch's manifest, right after this batch's end on the control stripe.
-            let next = read_manifest(&control, &mut readers[0], &keys, end_seq + 1, cfg.timeouts)
-                .and_then(|m| {
-                    check.admit(&m.files, m.more)?;
-                    if matches!(cfg.dest, Dest::Stdout)
-                        && m.files.iter().any(|f| f.kind != EntryKind::File)
-                    {
-                        return Err(TransferError::Usage(
-                            "a directory tree cannot be written to standard output".into(),
-                        ));
+                abort_seq.set(REPLY_SEQ);
+                if batch == 0 {
+                    let gathered = gather(hello.stripes as usize, joins, &stop, cfg);
+                    // No more joins for this session: later ones are closed as unknown.
+                    lock(registry).remove(&keys.join_token);
+                    match gathered {
+                        Ok((s, g)) => {
+                            socks = s;
+                            guards = g;
+                            let cap = (4 << 20).max(4 * b.record_cap);
+                            readers = (0..=socks.len())
+                                .map(|_| RecordReader::new(cap, cap / 2))
+                                .collect();
+                        }
+                        Err(e) => {
+                            b.release();
+                            break Err(e);
+                        }
                     }
-                    Ok(m)
-                });
-            match next {
-                Ok(m) => {
-                    files = m.files;
-                    more = m.more;
-                    first_seq = end_seq + 2;
-                    batch += 1;
                 }
-                Err(e) => break Err(e),
-            }
-        };
+                let all: Vec<&TcpStream> = std::iter::once(&control).chain(socks.iter()).collect();
+                let ready = opened.elapsed();
+                let r = b.transfer(&all, &mut readers).map_err(|e| {
+                    if stop.requested() {
+                        stop.superseded()
+                    } else {
+                        e
+                    }
+                });
+                // The batch before must be stored before this one is.
+                let before = finish_pending(&mut pending, &mut rep, &mut holding, &mut held_counts);
+                let (sizes, end_seq) = match (r, before) {
+                    (Ok(x), Ok(())) => x,
+                    (Err(e), _) | (Ok(_), Err(e)) => {
+                        b.keep_or_release(peer);
+                        break Err(e);
+                    }
+                };
+                match &tree {
+                    Some(t) => {
+                        pending = Some(sc.spawn(move || {
+                            let r = b.store(t, sync);
+                            (b, sizes, ready, r)
+                        }));
+                    }
+                    None => {
+                        rep.add(&b, &files, &sizes, cfg);
+                        drop(b);
+                        let n = held_counts.pop_front().unwrap_or(0);
+                        holding.forget_oldest(n);
+                    }
+                }
+                if !more {
+                    break Ok(());
+                }
+                // The next batch's manifest, right after this batch's end on the control stripe.
+                let next =
+                    read_manifest(&control, &mut readers[0], &keys, end_seq + 1, cfg.timeouts)
+                        .and_then(|m| {
+                            check.admit(&m.files, m.more)?;
+                            if matches!(cfg.dest, Dest::Stdout)
+                                && m.files.iter().any(|f| f.kind != EntryKind::File)
+                            {
+                                return Err(TransferError::Usage(
+                                    "a directory tree cannot be written to standard output".into(),
+                                ));
+                            }
+                            Ok(m)
+                        });
+                match next {
+                    Ok(m) => {
+                        files = m.files;
+                        more = m.more;
+                        first_seq = end_seq + 2;
+                        batch += 1;
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            // The last batch stored (or, after a failure, let go of).
+            let last = finish_pending(&mut pending, &mut rep, &mut holding, &mut held_counts);
+            r.and(last)
+        });
+        let mut tree = tree.map(|t| t.into_inner().unwrap_or_else(|p| p.into_inner()));
         let result = result.and_then(|()| match &mut tree {
             Some(t) => {
                 let r = t.finish();
@@ -1402,13 +1456,13 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Receives the batch on every stripe, then verifies and stores it; returns the files'
-    /// sizes (from the authenticated end) and the end record's seq.
+    /// Receives the batch on every stripe and verifies it (not stored yet: see
+    /// [`Session::store`]); returns the files' sizes (from the authenticated end) and the end
+    /// record's seq.
     fn transfer(
         &self,
         all: &[&TcpStream],
         readers: &mut [RecordReader],
-        tree: Option<&mut Tree>,
     ) -> Result<(Vec<u64>, u64), TransferError> {
         self.touch();
         let stop_all = || {
@@ -1462,14 +1516,9 @@ impl<'a> Session<'a> {
             a.finish(&end)?;
             a.end_seq(&end)
         };
-        match (&self.out, tree) {
-            (Out::Files(slots), Some(tree)) => {
-                let t = Instant::now();
-                self.verify_hashes(slots, &end)?;
-                tree.commit(&self.files, &self.found, slots, &self.modes)?;
-                *lock(&self.stored_in) = t.elapsed();
-            }
-            (Out::Stdout(r), _) => {
+        match &self.out {
+            Out::Files(slots) => self.verify_hashes(slots, &end)?,
+            Out::Stdout(r) => {
                 let mut r = lock(r);
                 if !r.pending.is_empty() {
                     return Err(StreamError::MalformedBody {
@@ -1482,9 +1531,21 @@ impl<'a> Session<'a> {
                     .flush()
                     .ctx(|| "cannot write standard output".into())?;
             }
-            (Out::Files(_), None) => unreachable!("files go to a directory"),
         }
         Ok((end.sizes, end_seq))
+    }
+
+    /// Stores a received and verified batch: its files made durable (without the tree: the
+    /// next batch is planned meanwhile), then everything put in place in order.
+    fn store(&self, tree: &Mutex<Tree>, sync: bool) -> Result<(), TransferError> {
+        let Out::Files(slots) = &self.out else {
+            return Ok(());
+        };
+        let t = Instant::now();
+        let synced = Tree::durable(sync, &self.files, slots, &self.modes)?;
+        lock(tree).commit(&self.files, &self.found, slots, &self.modes, synced)?;
+        *lock(&self.stored_in) = t.elapsed();
+        Ok(())
     }
 
     /// Whether every record of the batch has arrived (once its end is known).
