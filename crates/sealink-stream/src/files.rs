@@ -352,8 +352,8 @@ impl PartFile {
     /// Flushes to disk, sets `mode` and `mtime` ([`PartFile::prepare`]), and moves the file to
     /// `target`; refuses to replace an existing file unless `overwrite` (a hard link fails
     /// atomically if the name is taken). A resumable file's record map goes with it. With
-    /// `synced`, the caller has prepared the file and flushed its file system since (one
-    /// `syncfs` for a batch of small files instead of one `fsync` each).
+    /// `synced`, the caller has prepared the file and, when it syncs, fsynced it (a batch's
+    /// files side by side: `Tree::durable`).
     pub fn commit(
         &self,
         target: &Path,
@@ -490,9 +490,10 @@ pub(crate) fn received_mode(sent: u32, umask: u32, keep_group_other_write: bool)
     m
 }
 
-/// Raises this process's soft limit on open files to its hard limit: a session holds every
-/// file it sends or receives open at once (up to `MAX_FILES`), more than the usual soft
-/// limit of 1024. Failing leaves the limit as it was (opening then fails with its own error).
+/// Raises this process's soft limit on open files to its hard limit, and returns the limit
+/// now in force: a session holds the files of up to two manifest batches open at once (up to
+/// 2 × `MAX_BATCH_ENTRIES`), more than the usual soft limit of 1024. Failing leaves the limit
+/// as it was (the sender then makes its batches smaller).
 pub(crate) fn raise_open_files_limit() -> u64 {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut l = getrlimit(Resource::Nofile);
