@@ -67,6 +67,8 @@ fuzz_target!(|data: &[u8]| {
         stripes: 1,
         fresh: false,
         update: shape & 0x40 != 0,
+        more: false,
+        delete: false,
         files,
     };
     if let Ok(h) = Hello::decode(&hello.encode()) {

@@ -233,7 +233,15 @@ to or replacing in what the receiver has needs its consent (`sealink recv --upda
 and a refusal says which side can do what.
 An interrupted transfer resumes when the same command runs again: the receiver keeps what it
 holds of each file (bound to this owner key and the file's name, size and mtime), only the rest
-is sent, and the whole file's SHA-256 is checked before it is stored. --no-resume starts over.";
+is sent, and the whole file's SHA-256 is checked before it is stored. --no-resume starts over.
+A tree of any size goes as it is walked, its list of entries in batches; a new tree that was
+interrupted resumes from what the receiver already stored of it.
+What cannot be sent (a missing argument, an unreadable or vanished file) is reported and left
+out, and the rest is sent. Links that are absolute or lead out of their tree are skipped with a
+warning (--copy-links sends what they point to). --dry-run lists what would be sent.
+
+Exit status: 0 everything sent and confirmed; 23 partial: some things could not be sent (each
+named on standard error), the rest was; 1 the transfer failed; 2 bad usage.";
 
 const RECV_HELP: &str = "Examples:
   sealink recv --dir /srv/incoming
@@ -251,6 +259,11 @@ Existing files are kept unless --force: a transfer that would change one is refu
 changed; a directory's own mode and mtime change only with --force. Received names never take
 the receiver's own (.sealink-*, .*.sealink-part). With --stdout, data is written in order as it
 arrives.
+A new tree is assembled in a hidden staging directory and renamed into place once complete; an
+interrupted one keeps its staging directory for the same owner's next attempt. --max-entries,
+--max-bytes and --max-depth bound what one transfer may announce (refusals name the flag).
+--delete lets a sender's `send --delete` remove, inside the directories its tree merges into,
+what the sender no longer has; without it such a transfer is refused.
 A connection must authenticate within --setup-timeout; until it has, it holds no slot of --once
 and may be closed to make room (--max-pending, oldest first). A transfer that receives nothing for
 --idle-timeout seconds fails, and its temporary files are removed.
@@ -520,6 +533,19 @@ struct SendArgs {
     /// anything it has is refused, and an up-to-date file alone is only skipped
     #[arg(long)]
     update: bool,
+    /// Send what absolute links, and links leading out of their tree, point to (by default
+    /// such links are skipped with a warning; links inside the tree always go as links)
+    #[arg(long)]
+    copy_links: bool,
+    /// List what would be sent (path, kind, size) and what would be left out; connect to
+    /// nothing, change nothing
+    #[arg(long, short = 'n')]
+    dry_run: bool,
+    /// Delete at the receiver, in the directories this transfer merges into, what the sender
+    /// no longer has. The receiver must allow it (`sealink recv --delete`), else the transfer
+    /// is refused; nothing outside the directories sent is ever touched
+    #[arg(long)]
+    delete: bool,
     /// Most bytes per second to send, over all streams together: a number with an optional
     /// unit, k/M/G powers of 1000 (10M = 10 MB/s), Ki/Mi/Gi powers of 1024 (10MiB), or bits
     /// (80Mbit = 10 MB/s); at least 1KiB. Counts the sealed records written (file data plus
@@ -633,6 +659,26 @@ struct RecvArgs {
     /// with a unit: 90m, 12h, 7d, 7days)
     #[arg(long, value_name = "AGE", default_value = "7d", value_parser = stream::parse_age)]
     resume_max_age: Duration,
+    /// Let senders that ask for it (`sealink send --delete`) delete, in the directories their
+    /// transfer merges into, what they no longer have (never anything else)
+    #[arg(long)]
+    delete: bool,
+    /// Do not fsync received files before they take their names (as rsync by default):
+    /// faster for many small files, but a crash of this host can then leave a file under its
+    /// name without all of its data
+    #[arg(long)]
+    no_fsync: bool,
+    /// Most entries (files, directories, links) one transfer may announce
+    #[arg(long, value_name = "N", default_value_t = sealink_proto::stream::TreeLimits::default().max_entries)]
+    max_entries: u64,
+    /// Most bytes of files one transfer may announce, with an optional unit (k/M/G/T powers of
+    /// 1000, Ki/Mi/Gi/Ti powers of 1024) [default: 64TiB]
+    #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
+    max_bytes: Option<u64>,
+    /// Most components in one path of a transfer (at most 128)
+    #[arg(long, value_name = "N", default_value_t = 128,
+          value_parser = clap::value_parser!(u16).range(1..=128))]
+    max_depth: u16,
     /// No progress bar, no summary lines
     #[arg(long, short)]
     quiet: bool,
@@ -746,6 +792,9 @@ fn run(cli: Cli) -> Result<()> {
             timeouts: a.timeouts.get(),
             quiet: a.quiet,
             json: a.json,
+            copy_links: a.copy_links,
+            dry_run: a.dry_run,
+            delete: a.delete,
         }),
         Command::Recv(a) => stream::recv(stream::RecvParams {
             listen: a.listen,
@@ -766,6 +815,15 @@ fn run(cli: Cli) -> Result<()> {
             resume_max_age: a.resume_max_age,
             quiet: a.quiet,
             json: a.json,
+            delete: a.delete,
+            sync: !a.no_fsync,
+            tree_limits: sealink_proto::stream::TreeLimits {
+                max_entries: a.max_entries,
+                max_bytes: a
+                    .max_bytes
+                    .unwrap_or(sealink_proto::stream::TreeLimits::default().max_bytes),
+                max_depth: usize::from(a.max_depth),
+            },
         }),
         Command::Msg(MsgCommand::Listen(a)) => msg::listen(msg::ListenParams {
             listen: a.listen,
@@ -906,8 +964,15 @@ fn main() -> ExitCode {
             if sending && stream::resumable_cut(&e) {
                 eprintln!("{}", stream::RESUME_HINT);
             }
-            // A command's own argument checks after parsing are usage errors too.
-            ExitCode::from(if error::is_usage(&e) { EXIT_USAGE } else { 1 })
+            // A command's own argument checks after parsing are usage errors too; a transfer
+            // that left some things out says so by its own status.
+            ExitCode::from(if error::is_usage(&e) {
+                EXIT_USAGE
+            } else if e.downcast_ref::<stream::Partial>().is_some() {
+                stream::EXIT_PARTIAL
+            } else {
+                1
+            })
         }
     }
 }

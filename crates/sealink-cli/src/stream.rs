@@ -47,7 +47,35 @@ pub struct SendParams {
     pub quiet: bool,
     /// One JSON [`FileRecord`] a line on stdout instead of the summary.
     pub json: bool,
+    /// Send what absolute and escaping links point to (else they are skipped with a warning).
+    pub copy_links: bool,
+    /// List what would be sent; connect to nothing, change nothing.
+    pub dry_run: bool,
+    /// Ask the receiver to delete what the sender does not have (it must consent).
+    pub delete: bool,
 }
+
+/// What `send` returns when it sent what it could and left some out (unreadable, vanished,
+/// missing arguments): the command exits with [`EXIT_PARTIAL`].
+#[derive(Debug)]
+pub struct Partial(pub usize);
+
+impl std::fmt::Display for Partial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "partial transfer: {} thing{} could not be sent (see the warnings above); the rest was \
+             sent",
+            self.0,
+            if self.0 == 1 { "" } else { "s" }
+        )
+    }
+}
+
+impl std::error::Error for Partial {}
+
+/// Exit status of a partial transfer (as rsync's 23: some files were not transferred).
+pub const EXIT_PARTIAL: u8 = 23;
 
 pub struct RecvParams {
     pub listen: String,
@@ -67,6 +95,12 @@ pub struct RecvParams {
     pub quiet: bool,
     /// One JSON [`FileRecord`] a line on stdout for each file stored, instead of summaries.
     pub json: bool,
+    /// Let senders that ask (`send --delete`) delete what they do not have.
+    pub delete: bool,
+    /// `fsync` received files before they take their names.
+    pub sync: bool,
+    /// Bounds on one transfer's manifest.
+    pub tree_limits: sealink_proto::stream::TreeLimits,
 }
 
 /// What an interrupted send says (issue 46: a Ctrl-C exited silently, a cut connection said only
@@ -363,51 +397,37 @@ fn held_note(resumed: u64, up_to_date_files: usize, up_to_date_bytes: u64) -> St
     parts.iter().map(|p| format!("; {p}")).collect()
 }
 
-/// The summary line of a delivered transfer from its records (as `--json` prints them): what
-/// travelled, over how long and how fast; then what the receiver held, with `middle` between.
-fn summary_of(
+/// The summary line from a report's counts (the reports list entries only for `--json`).
+#[allow(clippy::too_many_arguments)]
+fn summary_counts(
     verb: &str,
-    records: &[FileRecord],
+    bytes: u64,
+    entries: u64,
+    dirs: u64,
+    links: u64,
+    resumed: u64,
+    up_to_date: (u64, u64),
     streams: usize,
     elapsed: Duration,
     middle: &str,
 ) -> String {
-    use sealink_stream::report::{Kind, Outcome};
-    let first = records.first();
-    let of = |f: fn(&FileRecord) -> u64| first.map_or(0, f);
-    let sent_files = records
-        .iter()
-        .filter(|r| r.kind == Kind::File && r.result == Outcome::Ok)
-        .count();
-    let up_to_date = records
-        .iter()
-        .filter(|r| r.result == Outcome::SkippedUpToDate)
-        .count();
-    summary(
-        verb,
-        of(|r| r.transfer_bytes_sent),
-        sent_files,
-        streams,
-        elapsed,
-    ) + middle
-        + &held_note(
-            of(|r| r.transfer_bytes_resumed),
-            up_to_date,
-            of(|r| r.transfer_bytes_skipped),
-        )
+    let sent = bytes.saturating_sub(resumed + up_to_date.1);
+    let files = entries.saturating_sub(dirs + links + up_to_date.0);
+    summary(verb, sent, files as usize, streams, elapsed)
+        + middle
+        + &held_note(resumed, up_to_date.0 as usize, up_to_date.1)
 }
 
 /// ` (2 directories, 1 link; ...)` for what is not a plain file.
-fn tree_note(kinds: &[EntryKind], special: u64, excluded: u64) -> String {
+fn tree_note(dirs: u64, links: u64, special: u64, excluded: u64) -> String {
     let count = |n: u64, one: &str, many: &str| match n {
         0 => None,
         1 => Some(format!("1 {one}")),
         n => Some(format!("{n} {many}")),
     };
-    let n = |k: fn(&EntryKind) -> bool| kinds.iter().filter(|x| k(x)).count() as u64;
     let parts: Vec<String> = [
-        count(n(|k| *k == EntryKind::Dir), "directory", "directories"),
-        count(n(|k| matches!(k, EntryKind::Symlink(_))), "link", "links"),
+        count(dirs, "directory", "directories"),
+        count(links, "link", "links"),
         count(special, "special file skipped", "special files skipped"),
         count(excluded, "entry excluded", "entries excluded"),
     ]
@@ -502,7 +522,13 @@ pub fn send(p: SendParams) -> Result<()> {
         exclude: p.exclude,
         update: p.update,
         rate_limit: p.rate_limit,
+        copy_links: p.copy_links,
+        delete: p.delete,
+        list_entries: p.json,
     };
+    if p.dry_run {
+        return dry_run(&cfg, &sources, p.json);
+    }
     if !p.quiet && !p.json {
         // Both ends print the owner's fingerprint: a trust file holding a mistyped key shows
         // as two different strings before any data is trusted.
@@ -565,15 +591,101 @@ pub fn send(p: SendParams) -> Result<()> {
             return Err(anyhow::Error::new(e).context(format!("sending to {addr} failed")));
         }
     };
-    let records = FileRecord::sent(&meta, &rep);
     if p.json {
-        print_records(&records)?;
+        print_records(&FileRecord::sent(&meta, &rep))?;
     } else if !p.quiet {
-        let tree = tree_note(&rep.kinds, rep.special.len() as u64, rep.excluded);
-        crate::output::print(&format!(
-            "{}\n",
-            summary_of("sent", &records, rep.streams, rep.elapsed, &tree)
-        ))?;
+        let tree = tree_note(rep.dirs, rep.links, rep.special.len() as u64, rep.excluded);
+        let line = summary_counts(
+            "sent",
+            rep.bytes,
+            rep.files as u64,
+            rep.dirs,
+            rep.links,
+            rep.resumed_bytes,
+            (rep.up_to_date_files, rep.up_to_date_bytes),
+            rep.streams,
+            rep.elapsed,
+            &tree,
+        );
+        crate::output::print(&format!("{line}\n"))?;
+    }
+    if !rep.skipped_links.is_empty() && !p.quiet {
+        eprintln!(
+            "skipped {} link{} that {} absolute or {} out of {} tree (--copy-links sends what they point to)",
+            rep.skipped_links.len(),
+            if rep.skipped_links.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            if rep.skipped_links.len() == 1 {
+                "is"
+            } else {
+                "are"
+            },
+            if rep.skipped_links.len() == 1 {
+                "leads"
+            } else {
+                "lead"
+            },
+            if rep.skipped_links.len() == 1 {
+                "its"
+            } else {
+                "their"
+            },
+        );
+    }
+    if !rep.problems.is_empty() {
+        for line in &rep.problems {
+            eprintln!("not sent: {line}");
+        }
+        return Err(Partial(rep.problems.len()).into());
+    }
+    Ok(())
+}
+
+/// `send --dry-run`: walks the sources as a transfer would, lists each entry that would be
+/// sent (path, kind, size) on stdout, and what would be left out; connects to nothing.
+fn dry_run(cfg: &SendConfig, sources: &[Source], json: bool) -> Result<()> {
+    let mut out = String::new();
+    let mut n = 0u64;
+    let mut bytes = 0u64;
+    let listed = sealink_stream::send::list(sources, &cfg.exclude, cfg.copy_links, |e| {
+        n += 1;
+        let (kind, size) = match &e.kind {
+            EntryKind::File => ("file", e.size),
+            EntryKind::Dir => ("dir", 0),
+            EntryKind::Symlink(_) => ("link", 0),
+        };
+        if e.size != u64::MAX {
+            bytes += size;
+        }
+        if json {
+            out.push_str(
+                &serde_json::json!({"dry_run": true, "name": e.name, "kind": kind, "bytes": size})
+                    .to_string(),
+            );
+            out.push('\n');
+        } else {
+            out.push_str(&format!("{kind:4} {size:>12} {}\n", e.name));
+        }
+        // Printed as it goes: a listing of millions of entries is never held whole.
+        if out.len() > 1 << 16 {
+            let _ = crate::output::print(&std::mem::take(&mut out));
+        }
+    })?;
+    if !json {
+        out.push_str(&format!(
+            "dry run: would send {n} entries ({}); nothing was sent\n",
+            HumanBytes(bytes)
+        ));
+    }
+    crate::output::print(&out)?;
+    for line in &listed.problems {
+        eprintln!("would not send: {line}");
+    }
+    if !listed.problems.is_empty() {
+        return Err(Partial(listed.problems.len()).into());
     }
     Ok(())
 }
@@ -618,6 +730,10 @@ pub fn recv(p: RecvParams) -> Result<()> {
             session_limits: Default::default(),
             resume_max_age: p.resume_max_age,
             resume_limits: Default::default(),
+            tree_limits: p.tree_limits,
+            allow_delete: p.delete,
+            list_entries: p.json,
+            sync: p.sync,
         },
     )?;
     let quiet = p.quiet;
@@ -641,7 +757,13 @@ pub fn recv(p: RecvParams) -> Result<()> {
             let _ = print_records(&FileRecord::received(rep));
         }
         Ok(rep) if !quiet => {
-            let middle = tree_note(&rep.kinds, 0, 0)
+            let deleted = if rep.deleted > 0 {
+                format!(", {} deleted", rep.deleted)
+            } else {
+                String::new()
+            };
+            let middle = tree_note(rep.dirs, rep.links, 0, 0)
+                + &deleted
                 + &format!(
                     " from {} (host {}, owner {}, owner key {})",
                     rep.peer,
@@ -649,8 +771,18 @@ pub fn recv(p: RecvParams) -> Result<()> {
                     rep.owner,
                     sealink_keys::fingerprint(&rep.owner_key)
                 );
-            let records = FileRecord::received(rep);
-            let line = summary_of("received", &records, rep.streams, rep.elapsed, &middle);
+            let line = summary_counts(
+                "received",
+                rep.bytes,
+                rep.entries,
+                rep.dirs,
+                rep.links,
+                rep.resumed_bytes,
+                (rep.up_to_date_files, rep.up_to_date_bytes),
+                rep.streams,
+                rep.elapsed,
+                &middle,
+            );
             if to_stdout {
                 eprintln!("{line}");
             } else {

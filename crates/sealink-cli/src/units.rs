@@ -131,3 +131,41 @@ mod tests {
         }
     }
 }
+
+/// A size in bytes: a number with an optional unit, k/M/G/T powers of 1000, Ki/Mi/Gi/Ti powers
+/// of 1024 (a trailing `B` is allowed: `64TiB`).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix('B').unwrap_or(t);
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| {
+        format!("{s:?} is not a size (a number, with k, M, G, T, Ki, Mi, Gi or Ti)")
+    })?;
+    let mul: u64 = match unit {
+        "" => 1,
+        "k" | "K" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?}")),
+    };
+    n.checked_mul(mul)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+#[cfg(test)]
+mod size_tests {
+    #[test]
+    fn sizes_parse() {
+        use super::parse_size;
+        assert_eq!(parse_size("64TiB"), Ok(64 << 40));
+        assert_eq!(parse_size("10M"), Ok(10_000_000));
+        assert_eq!(parse_size("7"), Ok(7));
+        assert!(parse_size("x").is_err() && parse_size("1Q").is_err());
+    }
+}

@@ -167,18 +167,21 @@ fn received_names_never_take_the_receivers_own() {
     assert!(fs::read(h.inbox().join("big.bin")).unwrap() == data);
     assert_eq!(h.inbox_names(), ["big.bin"]);
 
-    // `sealink send` says so before connecting, and --exclude leaves such a name out.
+    // `sealink send` leaves such a name out, says so, sends the rest and exits with the
+    // partial code (23); --exclude leaves it out quietly.
     let src = h.path("src");
     fs::create_dir_all(src.join("t")).unwrap();
     fs::write(src.join("t/.sealink-resume-x.part"), b"x").unwrap();
     fs::write(src.join("t/ok"), b"x").unwrap();
     let o = h.send(&[&src.join("t")], addr, &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(23), "{}", text(&o));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("receiver's own"),
         "{}",
         text(&o)
     );
+    assert_eq!(common::names_in(&h.inbox().join("t")), ["ok"]);
+    fs::remove_dir_all(h.inbox().join("t")).unwrap();
     let o = h.send(&[&src.join("t")], addr, &["--exclude", ".sealink-*"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(common::names_in(&h.inbox().join("t")), ["ok"]);

@@ -461,7 +461,13 @@ fn entry(name: &str, size: u64, mode: u32) -> sealink_proto::stream::FileEntry {
 fn huge_announcements_are_refused_with_the_reason_and_the_receiver_survives() {
     let h = Hosts::new();
     // Standard output has no file to reserve space for: the bitmap is the first allocation.
-    let (c, addr, err) = h.recv_with(None, &["--stdout"], Stdio::null());
+    // (The tree limit on bytes, 64 TiB by default, is lifted: the record bounds are tested.)
+    let unbounded = ["--max-bytes", "18446744073709551615"];
+    let (c, addr, err) = h.recv_with(
+        None,
+        &["--stdout", unbounded[0], unbounded[1]],
+        Stdio::null(),
+    );
     let mut raw = RawSender::connect(&h.a(), &h.path("b"), addr);
     let said = raw
         .offer(512, vec![entry("a", 1 << 62, 0o644)])
@@ -472,7 +478,7 @@ fn huge_announcements_are_refused_with_the_reason_and_the_receiver_survives() {
     assert!(e.contains("records"), "{e}");
 
     // Serving many transfers: one refused hello must not end the process.
-    let (mut c, addr, err) = h.recv_with(None, &[], Stdio::piped());
+    let (mut c, addr, err) = h.recv_with(None, &unbounded, Stdio::piped());
     let cases: [(u32, Vec<sealink_proto::stream::FileEntry>, &str); 4] = [
         (1, vec![entry("a", 1 << 40, 0o644)], "record size"),
         (512, vec![entry("a", 1 << 50, 0o644)], "records"),

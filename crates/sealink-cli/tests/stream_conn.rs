@@ -552,6 +552,8 @@ fn a_forged_owner_claim_does_not_take_over_or_end_a_once_receiver() {
         stripes: 1,
         fresh: false,
         update: false,
+        more: false,
+        delete: false,
         files: vec![FileEntry {
             name: "big.bin".into(),
             size: meta.len(),

@@ -167,6 +167,8 @@ pub(crate) fn read_map(path: &Path) -> Option<Vec<u8>> {
 
 impl PartFile {
     pub fn create(dir: &Path, name: &str, size: Option<u64>) -> std::io::Result<Self> {
+        /// Up to this size a file's room is not reserved up front.
+        const SMALL_FILE: u64 = 64 << 10;
         use std::os::unix::fs::OpenOptionsExt;
         let path = dir.join(name);
         let mut tag = [0u8; 16];
@@ -189,7 +191,9 @@ impl PartFile {
             id,
             resume: None,
         };
-        if let Some(n) = size.filter(|&n| n > 0)
+        // Small files are not worth a system call to reserve their room (a full disk still
+        // fails their write).
+        if let Some(n) = size.filter(|&n| n > SMALL_FILE)
             && let Err(e) = reserve(&part.file, n)
         {
             part.discard();
@@ -333,24 +337,35 @@ impl PartFile {
         }
     }
 
-    /// Flushes to disk, sets `mode` (already filtered by [`received_mode`]) and the sender's
-    /// `mtime` (0: unknown, left), and moves the file to `target`; refuses to replace an
-    /// existing file unless `overwrite` (a hard link fails atomically if the name is taken).
-    /// A resumable file's record map goes with it.
-    pub fn commit(
-        &self,
-        target: &Path,
-        mode: u32,
-        mtime: u64,
-        overwrite: bool,
-    ) -> std::io::Result<()> {
+    /// Sets `mode` (already filtered by [`received_mode`]) and the sender's `mtime` (0:
+    /// unknown, left).
+    pub fn prepare(&self, mode: u32, mtime: u64) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         self.file
             .set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
         if mtime != 0 {
             rustix::fs::futimens(&self.file, &mtime_stamps(mtime))?;
         }
-        self.file.sync_all()?;
+        Ok(())
+    }
+
+    /// Flushes to disk, sets `mode` and `mtime` ([`PartFile::prepare`]), and moves the file to
+    /// `target`; refuses to replace an existing file unless `overwrite` (a hard link fails
+    /// atomically if the name is taken). A resumable file's record map goes with it. With
+    /// `synced`, the caller has prepared the file and, when it syncs, fsynced it (a batch's
+    /// files side by side: `Tree::durable`).
+    pub fn commit(
+        &self,
+        target: &Path,
+        mode: u32,
+        mtime: u64,
+        overwrite: bool,
+        synced: bool,
+    ) -> std::io::Result<()> {
+        if !synced {
+            self.prepare(mode, mtime)?;
+            self.file.sync_all()?;
+        }
         // Renaming goes by name: whatever `temp` names at that instant moves. It must be the
         // file written and verified here, not one put in its place meanwhile (through the
         // directory by a local user, or by anything else that could reach the name).
@@ -358,10 +373,26 @@ impl PartFile {
             self.discard();
             return Err(replaced(&self.temp));
         }
+        // Without `overwrite`, a name taken meanwhile is refused: a rename that never replaces
+        // (one system call), or where the file system has none, a hard link.
+        let mut linked = false;
         if overwrite {
             std::fs::rename(&self.temp, target)?;
         } else {
-            std::fs::hard_link(&self.temp, target)?;
+            match rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &self.temp,
+                rustix::fs::CWD,
+                target,
+                rustix::fs::RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+                    std::fs::hard_link(&self.temp, target)?;
+                    linked = true;
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         // Swapped between the check and the move: what was moved is not ours; take it away
         // again rather than leave it under the final name.
@@ -370,7 +401,7 @@ impl PartFile {
             self.discard();
             return Err(replaced(&self.temp));
         }
-        if !overwrite {
+        if linked {
             std::fs::remove_file(&self.temp)?;
         }
         if let Some(r) = &self.resume {
@@ -459,16 +490,18 @@ pub(crate) fn received_mode(sent: u32, umask: u32, keep_group_other_write: bool)
     m
 }
 
-/// Raises this process's soft limit on open files to its hard limit: a session holds every
-/// file it sends or receives open at once (up to `MAX_FILES`), more than the usual soft
-/// limit of 1024. Failing leaves the limit as it was (opening then fails with its own error).
-pub(crate) fn raise_open_files_limit() {
+/// Raises this process's soft limit on open files to its hard limit, and returns the limit
+/// now in force: a session holds the files of up to two manifest batches open at once (up to
+/// 2 × `MAX_BATCH_ENTRIES`), more than the usual soft limit of 1024. Failing leaves the limit
+/// as it was (the sender then makes its batches smaller).
+pub(crate) fn raise_open_files_limit() -> u64 {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut l = getrlimit(Resource::Nofile);
     if l.current < l.maximum {
         l.current = l.maximum;
         let _ = setrlimit(Resource::Nofile, l);
     }
+    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
 /// `mtime` (ns since the epoch) as file times: access time left as it is.
@@ -555,7 +588,7 @@ mod tests {
             std::fs::write(&other, b"evil").unwrap();
             std::fs::rename(&other, &p.temp).unwrap();
             let target = dir.join("victim");
-            let e = p.commit(&target, 0o644, 0, overwrite).unwrap_err();
+            let e = p.commit(&target, 0o644, 0, overwrite, false).unwrap_err();
             assert!(e.to_string().contains("replaced"), "{e}");
             assert!(
                 !target.exists(),
@@ -566,7 +599,8 @@ mod tests {
         // Untouched, it commits.
         let p = PartFile::create(dir, "victim", Some(4)).unwrap();
         write_all_at(&p.file, &mut [IoSlice::new(b"mine")], 0).unwrap();
-        p.commit(&dir.join("victim"), 0o644, 0, false).unwrap();
+        p.commit(&dir.join("victim"), 0o644, 0, false, false)
+            .unwrap();
         assert_eq!(std::fs::read(dir.join("victim")).unwrap(), b"mine");
     }
 
@@ -586,7 +620,7 @@ mod tests {
             assert!(!n.contains('x'));
         }
         assert_ne!(a.temp, b.temp);
-        a.commit(&a.path, 0o644, 0, false).unwrap();
+        a.commit(&a.path, 0o644, 0, false, true).unwrap();
         b.discard();
         let names: Vec<_> = std::fs::read_dir(dir)
             .unwrap()

@@ -68,8 +68,17 @@ impl Progress {
     fn add_held(&self, v: u64) {
         self.held.fetch_add(v, Ordering::Relaxed);
     }
-    fn set_total(&self, v: u64) {
-        self.total.store(v, Ordering::Relaxed);
+    /// Adds a manifest batch's bytes to the total (`u64::MAX`: unknown from now on).
+    fn add_total(&self, v: u64) {
+        let _ = self
+            .total
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                Some(if v == u64::MAX || t == u64::MAX {
+                    u64::MAX
+                } else {
+                    t.saturating_add(v)
+                })
+            });
     }
     fn add(&self, v: u64) {
         self.done.fetch_add(v, Ordering::Relaxed);

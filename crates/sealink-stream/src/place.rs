@@ -4,7 +4,11 @@
 //!
 //! A top-level directory that does not exist yet is assembled under a hidden staging
 //! directory (`.<32 hex digits>.sealink-part-dir`) and renamed into place at the very end
-//! (`RENAME_NOREPLACE`), so a failed transfer never leaves a partial tree under its name. An
+//! (`RENAME_NOREPLACE`), so a failed transfer never leaves a partial tree under its name. The
+//! staging directory's name is a hash of the owner's key and the tree's name: a transfer that
+//! fails keeps it, and the same owner's next transfer of the same tree finds what it holds
+//! (an entry there with the announced size and mtime is not sent again), so a tree of any
+//! size resumes batch by batch. What the sender no longer has is deleted from it. An
 //! existing directory is merged into only with the receiver's consent (`--force`, or the
 //! sender's update taken by a receiver run with `--update`): each file is replaced
 //! atomically, the tree as a whole is not, and the directory keeps its own mode and mtime
@@ -13,8 +17,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use sealink_proto::stream::Hello;
-use sealink_proto::stream::body::EntryKind;
+use sealink_proto::stream::FileEntry;
+use sealink_proto::stream::body::{EntryKind, reserved_name};
 
 use crate::error::{ExistsHint, IoContext, TransferError};
 use crate::files::{PartFile, set_mtime_at};
@@ -53,25 +57,216 @@ pub(crate) enum Found {
     Replace,
     /// A directory (not a link to one) that the tree merges into.
     Dir,
+    /// A directory already in the tree's staging directory, kept from an interrupted
+    /// transfer: merged into, and what the sender does not have is deleted from it.
+    Staged,
 }
 
-/// The placement of a hello's entries in `dest`.
+/// A directory of the tree whose entries are still arriving: its mode and mtime are set, and
+/// (with `--delete`) what the sender lacks is deleted from it, once the manifest has left it.
+#[derive(Debug)]
+struct OpenDir {
+    name: String,
+    mode: u32,
+    mtime: u64,
+    found: Found,
+    /// The names the sender has in it: only for a directory that was there (merged into)
+    /// when the receiver deletes what the sender lacks.
+    names: Option<HashSet<String>>,
+}
+
+/// A top-level directory that did not exist in `dest`: assembled in its own staging
+/// directory, locked by this session, renamed into place at the end.
+#[derive(Debug)]
+struct NewTop {
+    name: String,
+    staging: PathBuf,
+    /// Holds the staging directory's lock (`flock`) for the session.
+    _lock: std::fs::File,
+    mode: u32,
+    mtime: u64,
+    /// Its staging directory held something from an interrupted transfer (else nothing in it
+    /// needs looking at: every entry is new).
+    kept: bool,
+}
+
+/// Threads that make a batch's files durable side by side.
+const SYNC_THREADS: usize = 8;
+
+/// How long a session waits for another session of the same owner to let go of a tree's
+/// staging directory (one whose sender has just died ends as soon as its connection does).
+const STAGING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Where a transfer's entries go in `dest`, batch after batch. Holds the new top-level
+/// directories (each assembled under its staging directory) and the directories still open in
+/// the manifest's depth-first order: bounded by the depth and the top-level directories, not
+/// by the number of entries.
 #[derive(Debug)]
 pub(crate) struct Tree {
     dest: PathBuf,
-    /// Top-level directories that did not exist: built under `staging`, renamed in at the end.
-    new_tops: HashSet<String>,
-    staging: PathBuf,
-    found: Vec<Found>,
+    owner: [u8; 32],
+    new_tops: Vec<NewTop>,
+    new_top_names: std::collections::HashMap<String, usize>,
+    open: Vec<OpenDir>,
+    overwrite: bool,
+    /// The sender asked for an update, and the receiver takes them.
+    updating: bool,
+    /// The sender asked for an update.
+    update: bool,
+    /// Delete, in directories merged into, what the sender does not have.
+    delete: bool,
+    /// `fsync` each file before it takes its name (off: `recv --no-fsync`).
+    sync: bool,
+    /// Entries deleted so far (what the sender no longer has).
+    pub deleted: u64,
 }
 
 fn top(name: &str) -> &str {
     name.split('/').next().unwrap_or(name)
 }
 
+/// The staging directory of `owner`'s tree `top` in `dest`.
+pub(crate) fn staging_name(owner: &[u8; 32], top: &str) -> String {
+    let mut h = sealink_crypto::hash::Sha256::new();
+    h.update(b"sealink tree staging");
+    h.update(owner);
+    h.update(top.as_bytes());
+    let d = h.finish();
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!(".{hex}{STAGING_SUFFIX}")
+}
+
 impl Tree {
-    /// Looks at what `dest` holds at each entry's place and decides, or refuses with
-    /// [`TransferError::Exists`] (naming the entry relative to `dest`, and who can do what):
+    pub fn new(
+        dest: &Path,
+        owner: [u8; 32],
+        overwrite: bool,
+        take_updates: bool,
+        update: bool,
+        delete: bool,
+        sync: bool,
+    ) -> Self {
+        Tree {
+            dest: dest.to_owned(),
+            owner,
+            new_tops: Vec::new(),
+            new_top_names: std::collections::HashMap::new(),
+            open: Vec::new(),
+            overwrite,
+            updating: update && take_updates,
+            update,
+            delete,
+            sync,
+            deleted: 0,
+        }
+    }
+
+    /// Opens (creating it if need be) and locks the staging directory of new top-level
+    /// directory `name`; says whether it already holds `name` (kept from an interrupted
+    /// transfer).
+    fn stage(&mut self, name: &str, mode: u32, mtime: u64) -> Result<bool, TransferError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let staging = self.dest.join(staging_name(&self.owner, name));
+        match std::fs::DirBuilder::new().mode(0o700).create(&staging) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(TransferError::Io {
+                    context: format!("cannot create {}", staging.display()),
+                    source: e,
+                });
+            }
+        }
+        // Only a real directory of ours (never a link put there).
+        let meta = staging
+            .symlink_metadata()
+            .ctx(|| format!("cannot look at {}", staging.display()))?;
+        if !meta.is_dir() {
+            return Err(TransferError::Usage(format!(
+                "{} is not a directory",
+                staging.display()
+            )));
+        }
+        let lock =
+            std::fs::File::open(&staging).ctx(|| format!("cannot open {}", staging.display()))?;
+        let start = std::time::Instant::now();
+        loop {
+            match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::WOULDBLOCK) if start.elapsed() < STAGING_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(e) => {
+                    return Err(TransferError::Io {
+                        context: format!(
+                            "another transfer of {name} from the same owner is in progress \
+                             (its staging directory is locked): try again once it has ended"
+                        ),
+                        source: e.into(),
+                    });
+                }
+            }
+        }
+        let kept = staging
+            .join(name)
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir());
+        if !kept {
+            // Whatever else an interrupted transfer left there is not this tree.
+            clear_dir(&staging).ctx(|| format!("cannot empty {}", staging.display()))?;
+        }
+        self.new_top_names
+            .insert(name.to_owned(), self.new_tops.len());
+        self.new_tops.push(NewTop {
+            name: name.to_owned(),
+            staging,
+            _lock: lock,
+            mode,
+            mtime,
+            kept,
+        });
+        Ok(kept)
+    }
+
+    /// What the staging directory holds at `f`'s place, kept from an interrupted transfer:
+    /// the same file (size and mtime) or link is kept, another is replaced, a directory is
+    /// merged into. Something of another kind there is deleted (it is the receiver's own
+    /// staging area, no one else's).
+    fn staged(&self, f: &FileEntry, path: &Path) -> Result<Found, TransferError> {
+        let Ok(m) = path.symlink_metadata() else {
+            return Ok(Found::Absent);
+        };
+        let same_kind = match &f.kind {
+            EntryKind::Dir => m.is_dir(),
+            EntryKind::File => m.is_file(),
+            EntryKind::Symlink(_) => m.is_symlink(),
+        };
+        if !same_kind {
+            let r = if m.is_dir() {
+                std::fs::remove_dir_all(path)
+            } else {
+                std::fs::remove_file(path)
+            };
+            r.ctx(|| format!("cannot delete {}", path.display()))?;
+            return Ok(Found::Absent);
+        }
+        Ok(match &f.kind {
+            EntryKind::Dir => Found::Staged,
+            EntryKind::File if f.mtime != 0 && m.len() == f.size && mtime_ns(&m) == f.mtime => {
+                Found::Same
+            }
+            EntryKind::Symlink(t)
+                if std::fs::read_link(path).is_ok_and(|l| l.as_os_str() == &**t) =>
+            {
+                Found::Same
+            }
+            _ => Found::Replace,
+        })
+    }
+
+    /// Looks at what `dest` holds at each entry's place of one batch and decides, or refuses
+    /// with [`TransferError::Exists`] (naming the entry relative to `dest`, and who can do
+    /// what):
     ///
     /// - an existing directory is merged into with `overwrite`, or when the sender asked for an
     ///   update and the receiver takes updates (`take_updates`);
@@ -82,39 +277,25 @@ impl Tree {
     /// - a directory is never replaced, and never replaces anything.
     ///
     /// Creates nothing.
-    pub fn plan(
-        dest: &Path,
-        hello: &Hello,
-        overwrite: bool,
-        take_updates: bool,
-    ) -> Result<Self, TransferError> {
-        let mut tag = [0u8; 16];
-        sealink_crypto::sign::random_bytes(&mut tag)
-            .map_err(std::io::Error::other)
-            .ctx(|| "cannot draw a random name".into())?;
-        let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-        let mut t = Tree {
-            dest: dest.to_owned(),
-            new_tops: HashSet::new(),
-            staging: dest.join(format!(".{tag}{STAGING_SUFFIX}")),
-            found: Vec::with_capacity(hello.files.len()),
-        };
-        let updating = hello.update && take_updates;
+    pub fn plan(&mut self, files: &[FileEntry]) -> Result<Vec<Found>, TransferError> {
+        let (overwrite, updating, update) = (self.overwrite, self.updating, self.update);
+        let mut found = Vec::with_capacity(files.len());
         // What to tell the sender when a change needs the receiver's consent.
         let consent = |plain: ExistsHint| {
-            if hello.update {
-                ExistsHint::NoConsent
-            } else {
-                plain
-            }
+            if update { ExistsHint::NoConsent } else { plain }
         };
-        for f in &hello.files {
+        for f in files {
             let top_level = !f.name.contains('/');
-            if !top_level && t.new_tops.contains(top(&f.name)) {
-                t.found.push(Found::Absent);
+            if !top_level && let Some(&t) = self.new_top_names.get(top(&f.name)) {
+                // In a tree just begun nothing is there yet: no need to look.
+                found.push(if self.new_tops[t].kept {
+                    self.staged(f, &self.target(&f.name))?
+                } else {
+                    Found::Absent
+                });
                 continue;
             }
-            let path = dest.join(&f.name);
+            let path = self.dest.join(&f.name);
             let meta = match path.symlink_metadata() {
                 Ok(m) => Some(m),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -126,10 +307,10 @@ impl Tree {
                 }
             };
             let Some(m) = meta else {
-                if top_level && f.kind == EntryKind::Dir {
-                    t.new_tops.insert(f.name.clone());
-                }
-                t.found.push(Found::Absent);
+                let kept = top_level
+                    && f.kind == EntryKind::Dir
+                    && self.stage(&f.name, f.mode, f.mtime)?;
+                found.push(if kept { Found::Staged } else { Found::Absent });
                 continue;
             };
             let refuse = |hint| {
@@ -138,13 +319,13 @@ impl Tree {
                     hint,
                 })
             };
-            let found = match &f.kind {
+            let here = match &f.kind {
                 EntryKind::Dir if !m.is_dir() => return refuse(ExistsHint::NotDirectory),
                 EntryKind::Dir if overwrite || updating => Found::Dir,
                 EntryKind::Dir => return refuse(consent(ExistsHint::Merge)),
                 _ if m.is_dir() => return refuse(ExistsHint::Directory),
                 EntryKind::File
-                    if hello.update
+                    if update
                         && m.is_file()
                         && f.mtime != 0
                         && m.len() == f.size
@@ -164,143 +345,250 @@ impl Tree {
                 _ if updating => return refuse(ExistsHint::OtherKind),
                 _ => return refuse(consent(ExistsHint::Replace)),
             };
-            t.found.push(found);
+            found.push(here);
         }
-        Ok(t)
+        Ok(found)
     }
 
-    pub fn found(&self, i: usize) -> Found {
-        self.found.get(i).copied().unwrap_or(Found::Absent)
-    }
-
-    /// Where entry `name` is assembled: in the staging directory if its tree is new.
+    /// Where entry `name` is assembled: in its tree's staging directory if the tree is new.
     fn target(&self, name: &str) -> PathBuf {
-        if self.new_tops.contains(top(name)) {
-            self.staging.join(name)
+        match self.new_top_names.get(top(name)) {
+            Some(&i) => self.new_tops[i].staging.join(name),
+            None => self.dest.join(name),
+        }
+    }
+
+    fn exists(&self, e: std::io::Error, p: &Path, what: &str) -> TransferError {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            // Taken since the plan: named as the sender named it.
+            let rel = self
+                .new_tops
+                .iter()
+                .find_map(|t| p.strip_prefix(&t.staging).ok())
+                .or_else(|| p.strip_prefix(&self.dest).ok())
+                .unwrap_or(p);
+            TransferError::Exists {
+                name: rel.display().to_string(),
+                hint: ExistsHint::Replace,
+            }
         } else {
-            self.dest.join(name)
+            TransferError::Io {
+                context: format!("cannot {what} {}", p.display()),
+                source: e,
+            }
         }
     }
 
-    /// Puts every entry in place, in the hello's order (a directory before what it holds):
-    /// files by [`PartFile::commit`], directories created, links made; then directories get
-    /// their modes and mtimes (deepest first, after what they hold), and each new top-level
-    /// directory is renamed into place, refused if its name was taken meanwhile. On failure
-    /// the staging directory and everything in it is deleted.
+    /// Whether received files are fsynced before they take their names.
+    pub fn sync(&self) -> bool {
+        self.sync
+    }
+
+    /// Makes a batch's files durable before any of them takes its name: modes and mtimes set,
+    /// then (with `sync`) an `fsync` each, by a few threads side by side (the file system
+    /// batches their journal commits). Needs no `Tree`: a batch is made durable while the
+    /// next one is planned. Returns whether the files are ready for [`Tree::commit`]'s
+    /// `synced` (a single file is left to its own `commit`).
+    pub fn durable(
+        sync: bool,
+        files: &[FileEntry],
+        slots: &[Slot],
+        modes: &[u32],
+    ) -> Result<bool, TransferError> {
+        let parts: Vec<(usize, &PartFile)> = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.part().map(|p| (i, p)))
+            .collect();
+        let t0 = std::time::Instant::now();
+        let synced = parts.len() > 1 || !sync;
+        if !synced {
+            return Ok(false);
+        }
+        // Modes and times first, one after the other: done beside the fsyncs, each of these
+        // waits for the journal commits the fsyncs force.
+        for &(i, p) in &parts {
+            p.prepare(modes.get(i).copied().unwrap_or(0o600), files[i].mtime)
+                .ctx(|| format!("cannot set the mode and time of {}", p.path.display()))?;
+        }
+        let workers = parts.len().div_ceil(64).clamp(1, SYNC_THREADS);
+        if sync {
+            let chunk = parts.len().div_ceil(workers).max(1);
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = parts
+                    .chunks(chunk)
+                    .map(|c| {
+                        sc.spawn(move || {
+                            for &(_, p) in c {
+                                p.file
+                                    .sync_all()
+                                    .ctx(|| format!("cannot store {}", p.path.display()))?;
+                            }
+                            Ok::<(), TransferError>(())
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .try_for_each(|h| crate::error::joined(h.join(), "sync"))
+            })?;
+        }
+        tracing::debug!(
+            "{} files: modes, times{} in {:.1} ms ({workers} threads)",
+            parts.len(),
+            if sync { " and fsync" } else { "" },
+            t0.elapsed().as_secs_f64() * 1e3,
+        );
+        Ok(true)
+    }
+
+    /// Puts one batch's entries in place, in order (a directory before what it holds): files
+    /// by [`PartFile::commit`] (`synced`: made durable by [`Tree::durable`] already),
+    /// directories created, links made. A directory gets its mode and mtime once the manifest
+    /// has left it (see [`Tree::finish`]).
     pub fn commit(
-        &self,
-        hello: &Hello,
+        &mut self,
+        files: &[FileEntry],
+        found: &[Found],
         slots: &[Slot],
         modes: &[u32],
-        overwrite: bool,
+        synced: bool,
     ) -> Result<(), TransferError> {
-        let staged = !self.new_tops.is_empty();
-        if staged {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&self.staging)
-                .ctx(|| format!("cannot create {}", self.staging.display()))?;
-        }
-        let r = self.put(hello, slots, modes, overwrite);
-        if staged {
-            if r.is_err() {
-                let _ = std::fs::remove_dir_all(&self.staging);
-            } else {
-                let _ = std::fs::remove_dir(&self.staging);
-            }
-        }
-        r
-    }
-
-    fn put(
-        &self,
-        hello: &Hello,
-        slots: &[Slot],
-        modes: &[u32],
-        overwrite: bool,
-    ) -> Result<(), TransferError> {
-        let exists = |e: std::io::Error, p: &Path, what: &str| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                // Taken since the plan: named as the sender named it.
-                let rel = p
-                    .strip_prefix(&self.staging)
-                    .or_else(|_| p.strip_prefix(&self.dest))
-                    .unwrap_or(p);
-                TransferError::Exists {
-                    name: rel.display().to_string(),
-                    hint: ExistsHint::Replace,
-                }
-            } else {
-                TransferError::Io {
-                    context: format!("cannot {what} {}", p.display()),
-                    source: e,
-                }
-            }
-        };
-        for (i, (f, slot)) in hello.files.iter().zip(slots).enumerate() {
+        for (i, (f, slot)) in files.iter().zip(slots).enumerate() {
+            self.close_until(&f.name)?;
+            let here = found.get(i).copied().unwrap_or(Found::Absent);
             let target = self.target(&f.name);
             let mode = modes.get(i).copied().unwrap_or(0o600);
+            if let Some(d) = self.open.last_mut()
+                && let Some(names) = &mut d.names
+            {
+                names.insert(f.name.rsplit('/').next().unwrap_or_default().to_owned());
+            }
             match slot {
                 // Only a planned replacement may replace: a name taken since is refused.
                 Slot::Part(p) => p
-                    .commit(&target, mode, f.mtime, self.found(i) == Found::Replace)
-                    .map_err(|e| exists(e, &target, "store"))?,
+                    .commit(&target, mode, f.mtime, here == Found::Replace, synced)
+                    .map_err(|e| self.exists(e, &target, "store"))?,
                 Slot::Keep => {}
                 Slot::Dir => {
-                    if self.found(i) == Found::Absent {
+                    if here == Found::Absent {
                         use std::os::unix::fs::DirBuilderExt;
                         std::fs::DirBuilder::new()
                             .mode(0o700)
                             .create(&target)
-                            .map_err(|e| exists(e, &target, "create"))?;
+                            .map_err(|e| self.exists(e, &target, "create"))?;
                     }
+                    if let Some(&t) = self.new_top_names.get(&f.name) {
+                        self.new_tops[t].mode = mode;
+                    }
+                    // A directory kept from an interrupted transfer loses what the sender no
+                    // longer has; one merged into, only when the receiver allows deleting.
+                    let track = here == Found::Staged || (self.delete && here == Found::Dir);
+                    self.open.push(OpenDir {
+                        name: f.name.clone(),
+                        mode,
+                        mtime: f.mtime,
+                        found: here,
+                        names: track.then(HashSet::new),
+                    });
                 }
                 Slot::Link(to) => {
-                    match self.found(i) {
+                    match here {
                         Found::Same => continue,
                         Found::Replace => {
                             // A new link beside it, renamed over it: never a moment without.
-                            let tmp = target.with_file_name(format!(
-                                ".{}{}",
-                                &self.staging_tag(),
-                                crate::files::PART_SUFFIX
-                            ));
+                            let mut tag = [0u8; 16];
+                            sealink_crypto::sign::random_bytes(&mut tag)
+                                .map_err(std::io::Error::other)
+                                .ctx(|| "cannot draw a random name".into())?;
+                            let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+                            let tmp = target
+                                .with_file_name(format!(".{tag}{}", crate::files::PART_SUFFIX));
                             std::os::unix::fs::symlink(to, &tmp)
-                                .map_err(|e| exists(e, &tmp, "create the link"))?;
+                                .map_err(|e| self.exists(e, &tmp, "create the link"))?;
                             if let Err(e) = std::fs::rename(&tmp, &target) {
                                 let _ = std::fs::remove_file(&tmp);
-                                return Err(exists(e, &target, "replace"));
+                                return Err(self.exists(e, &target, "replace"));
                             }
                         }
                         _ => std::os::unix::fs::symlink(to, &target)
-                            .map_err(|e| exists(e, &target, "create the link"))?,
+                            .map_err(|e| self.exists(e, &target, "create the link"))?,
                     }
                     set_mtime_at(&target, f.mtime)
                         .ctx(|| format!("cannot set the time of {}", target.display()))?;
                 }
             }
         }
-        let set_dir = |path: &Path, i: usize, mtime: u64| -> Result<(), TransferError> {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = modes.get(i).copied().unwrap_or(0o700) & 0o777;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-                .ctx(|| format!("cannot set the mode of {}", path.display()))?;
-            set_mtime_at(path, mtime).ctx(|| format!("cannot set the time of {}", path.display()))
-        };
-        let is_new_top = |name: &str| self.new_tops.contains(name);
-        for (i, f) in hello.files.iter().enumerate().rev() {
-            // A directory that was there keeps its mode and mtime unless the receiver forces.
-            let kept = self.found(i) == Found::Dir && !overwrite;
-            if f.kind == EntryKind::Dir && !is_new_top(&f.name) && !kept {
-                set_dir(&self.target(&f.name), i, f.mtime)?;
+        Ok(())
+    }
+
+    /// Closes the open directories that `name` is not in (the manifest never comes back to
+    /// them).
+    fn close_until(&mut self, name: &str) -> Result<(), TransferError> {
+        while let Some(d) = self.open.last() {
+            if name.len() > d.name.len()
+                && name.starts_with(d.name.as_str())
+                && name.as_bytes()[d.name.len()] == b'/'
+            {
+                break;
             }
+            let d = self.open.pop().expect("just looked");
+            self.close(d)?;
         }
-        for (i, f) in hello.files.iter().enumerate() {
-            if f.kind != EntryKind::Dir || !is_new_top(&f.name) {
+        Ok(())
+    }
+
+    /// A directory the manifest has left: what the sender lacks is deleted (with `--delete`,
+    /// in a directory merged into), then it gets its mode and mtime (a directory that was
+    /// there keeps its own unless the receiver forces; a new top-level one gets them once
+    /// renamed into place).
+    fn close(&mut self, d: OpenDir) -> Result<(), TransferError> {
+        let path = self.target(&d.name);
+        if let Some(names) = &d.names {
+            self.delete_others(&path, names)?;
+        }
+        let kept = d.found == Found::Dir && !self.overwrite;
+        let new_top = !d.name.contains('/') && self.new_top_names.contains_key(&d.name);
+        if !kept && !new_top {
+            set_dir(&path, d.mode, d.mtime)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes, in `dir` (a real directory of the receiver's, merged into), each entry not in
+    /// `keep`; never the receiver's own files, never following a link.
+    fn delete_others(&mut self, dir: &Path, keep: &HashSet<String>) -> Result<(), TransferError> {
+        let listed = std::fs::read_dir(dir).ctx(|| format!("cannot list {}", dir.display()))?;
+        for e in listed {
+            let e = e.ctx(|| format!("cannot list {}", dir.display()))?;
+            let n = e.file_name();
+            let Some(n) = n.to_str() else { continue };
+            if keep.contains(n) || reserved_name(n) {
                 continue;
             }
-            let (from, to) = (self.staging.join(&f.name), self.dest.join(&f.name));
+            let p = dir.join(n);
+            let is_dir = p.symlink_metadata().is_ok_and(|m| m.is_dir());
+            let r = if is_dir {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+            r.ctx(|| format!("cannot delete {}", p.display()))?;
+            tracing::info!("deleted {} (the sender no longer has it)", p.display());
+            self.deleted += 1;
+        }
+        Ok(())
+    }
+
+    /// After the last batch: closes every open directory, and renames each new top-level
+    /// directory into place (`RENAME_NOREPLACE`: refused if its name was taken meanwhile),
+    /// then deletes its (now empty) staging directory.
+    pub fn finish(&mut self) -> Result<(), TransferError> {
+        while let Some(d) = self.open.pop() {
+            self.close(d)?;
+        }
+        for t in &self.new_tops {
+            let (from, to) = (t.staging.join(&t.name), self.dest.join(&t.name));
             rustix::fs::renameat_with(
                 rustix::fs::CWD,
                 &from,
@@ -308,19 +596,43 @@ impl Tree {
                 &to,
                 rustix::fs::RenameFlags::NOREPLACE,
             )
-            .map_err(|e| exists(e.into(), &to, "move into place"))?;
-            set_dir(&to, i, f.mtime)?;
+            .map_err(|e| self.exists(e.into(), &to, "move into place"))?;
+            set_dir(&to, t.mode, t.mtime)?;
+            let _ = std::fs::remove_dir(&t.staging);
         }
+        self.new_tops.clear();
+        self.new_top_names.clear();
         Ok(())
     }
 
-    fn staging_tag(&self) -> String {
-        self.staging
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix('.'))
-            .and_then(|n| n.strip_suffix(STAGING_SUFFIX))
-            .unwrap_or("link")
-            .to_owned()
+    /// After a failure: each new tree's staging directory is kept for the next transfer of
+    /// the same tree (the staging directories of the receiver are cleaned after
+    /// `--resume-max-age`); an empty one is deleted. No partial tree ever appears under its
+    /// name.
+    pub fn abandon(&mut self) {
+        for t in self.new_tops.drain(..) {
+            let _ = std::fs::remove_dir(&t.staging);
+        }
+        self.new_top_names.clear();
     }
+}
+
+/// Deletes everything in `dir` (never following a link).
+fn clear_dir(dir: &Path) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.symlink_metadata()?.is_dir() {
+            std::fs::remove_dir_all(&p)?;
+        } else {
+            std::fs::remove_file(&p)?;
+        }
+    }
+    Ok(())
+}
+
+fn set_dir(path: &Path, mode: u32, mtime: u64) -> Result<(), TransferError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o777))
+        .ctx(|| format!("cannot set the mode of {}", path.display()))?;
+    set_mtime_at(path, mtime).ctx(|| format!("cannot set the time of {}", path.display()))
 }

@@ -75,6 +75,50 @@ impl RecordBatch {
     }
 }
 
+impl RecordBatch {
+    /// As [`RecordBatch::seal`], for records of several files (a run of small files): any
+    /// record may be short. Each is sealed in its slot, then moved down against the one before
+    /// if a short one left a gap, so they still go back to back in one write; only the records
+    /// after a short one are moved (small ones, of small files).
+    pub fn seal_packed(
+        &mut self,
+        key: &PacketKey,
+        scope: Scope,
+        first_seq: u64,
+        lens: &[usize],
+    ) -> Result<&[u8], StreamError> {
+        if lens.len() > self.capacity() || lens.iter().any(|&n| n > self.record_data) {
+            return Err(StreamError::MalformedBody {
+                what: "batch to seal",
+                why: format!(
+                    "{} records of {lens:?} bytes in a batch of {} records of {} bytes",
+                    lens.len(),
+                    self.capacity(),
+                    self.record_data
+                ),
+            });
+        }
+        let slot = record::wire_len(self.record_data);
+        let mut out = 0;
+        for (k, &n) in lens.iter().enumerate() {
+            let start = k * slot;
+            let len = record::seal_record(
+                key,
+                &mut self.buf[start..start + slot],
+                RecordType::Data,
+                scope,
+                first_seq + k as u64,
+                n,
+            )?;
+            if out != start {
+                self.buf.copy_within(start..start + len, out);
+            }
+            out += len;
+        }
+        Ok(&self.buf[..out])
+    }
+}
+
 /// One record opened in a [`RecordReader`]'s buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Opened {
@@ -184,6 +228,31 @@ mod tests {
             self.data = &self.data[n..];
             Ok(n)
         }
+    }
+
+    #[test]
+    fn packed_records_of_small_files_go_back_to_back_and_open() {
+        let lens = [3usize, 512, 0, 7, 512, 1];
+        let mut b = RecordBatch::new(512, 8);
+        for (i, p) in b.payloads_mut().enumerate() {
+            p.fill(i as u8);
+        }
+        let wire = b
+            .seal_packed(&key(), Scope::Encrypt, 40, &lens)
+            .unwrap()
+            .to_vec();
+        let want: usize = lens.iter().map(|&n| record::wire_len(n)).sum();
+        assert_eq!(wire.len(), want);
+        let mut r = RecordReader::new(1 << 16, 1 << 15);
+        let mut src = &wire[..];
+        r.fill(&mut src).unwrap();
+        for (i, &n) in lens.iter().enumerate() {
+            let o = r.next_record(&key()).unwrap().unwrap();
+            assert_eq!((o.header.seq, o.len), (40 + i as u64, n));
+            assert!(r.data(&o).iter().all(|&x| x == i as u8));
+        }
+        assert!(b.seal_packed(&key(), Scope::Encrypt, 1, &[513]).is_err());
+        assert!(b.seal_packed(&key(), Scope::Encrypt, 1, &[1; 9]).is_err());
     }
 
     /// A batch of `lens` records from `first_seq`, payload byte `k` of record `i` = `i + k`.

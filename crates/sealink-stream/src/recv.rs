@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 use sealink_crypto::{Scope, SuiteId};
 use sealink_proto::HostKey;
 use sealink_proto::cookie::UNTRUSTED_LOG_EVERY;
-use sealink_proto::stream::body::{EntryKind, UNKNOWN_SIZE, UP_TO_DATE};
+use sealink_proto::stream::assembly::FIRST_DATA_SEQ;
+use sealink_proto::stream::body::{EntryKind, FileEntry, UNKNOWN_SIZE, UP_TO_DATE};
 use sealink_proto::stream::handshake::{INIT_MESSAGE_LEN, JOIN_TOKEN_LEN, accept_fresh};
 use sealink_proto::stream::record::{self, RecordType};
 use sealink_proto::stream::resume::{held_records, resumable};
 use sealink_proto::stream::{
-    Abort, AbortCode, Assembly, Done, End, Hello, Layout, READY_SEQ, REPLY_SEQ, Ready,
-    SENDER_ABORT_SEQ, SessionKeys, StreamError, StreamLimits,
+    Abort, AbortCode, Assembly, Done, End, Hello, Layout, Manifest, READY_SEQ, REPLY_SEQ, Ready,
+    SENDER_ABORT_SEQ, SessionKeys, StreamError, StreamLimits, TreeCheck, TreeLimits, ready_seq,
 };
 
 use crate::Progress;
@@ -68,6 +69,19 @@ pub struct RecvConfig {
     pub resume_max_age: Duration,
     /// Bounds on the resume state kept, per owner and in total.
     pub resume_limits: ResumeLimits,
+    /// Bounds on one transfer's manifest: entries, bytes, depth (`recv --max-entries`,
+    /// `--max-bytes`, `--max-depth`).
+    pub tree_limits: TreeLimits,
+    /// Let a sender that asks (`send --delete`) delete, in directories it merges into, what it
+    /// does not have (`recv --delete`). Off: such a transfer is refused.
+    pub allow_delete: bool,
+    /// Keep one line per entry in the report (`files` ... `resumed`); off, the report holds
+    /// only counts, whatever the number of entries.
+    pub list_entries: bool,
+    /// `fsync` every file of a tree before it takes its name (off, `recv --no-fsync`, as
+    /// rsync's default: faster for many small files, but a crash of the receiving host can
+    /// leave a file under its name without all of its data).
+    pub sync: bool,
 }
 
 /// Default for [`RecvConfig::resume_max_age`]: 7 days.
@@ -94,6 +108,10 @@ impl RecvConfig {
             session_limits: StreamLimits::default(),
             resume_max_age: DEFAULT_RESUME_MAX_AGE,
             resume_limits: ResumeLimits::default(),
+            tree_limits: TreeLimits::default(),
+            allow_delete: false,
+            list_entries: true,
+            sync: true,
         }
     }
 }
@@ -124,6 +142,138 @@ pub struct RecvReport {
     pub resumed: Vec<u64>,
     pub streams: usize,
     pub elapsed: Duration,
+    /// Entries received (files, directories, links), and of them directories and links.
+    pub entries: u64,
+    pub dirs: u64,
+    pub links: u64,
+    /// Files already up to date (not sent), and their bytes.
+    pub up_to_date_files: u64,
+    pub up_to_date_bytes: u64,
+    /// Bytes held from an interrupted transfer (not sent again).
+    pub resumed_bytes: u64,
+    /// Entries deleted because the sender no longer has them (`--delete`).
+    pub deleted: u64,
+    /// Manifest batches the transfer took.
+    pub batches: u64,
+}
+
+impl RecvReport {
+    /// Counts a stored batch (and lists its entries when asked to).
+    fn add(&mut self, b: &Session<'_>, files: &[FileEntry], sizes: &[u64], cfg: &RecvConfig) {
+        self.batches += 1;
+        for (i, f) in files.iter().enumerate() {
+            let size = sizes.get(i).copied().unwrap_or(0);
+            let up = b.held.get(i) == Some(&UP_TO_DATE);
+            let resumed = b.resumed.get(i).copied().unwrap_or(0);
+            self.entries += 1;
+            self.bytes += size;
+            match f.kind {
+                EntryKind::Dir => self.dirs += 1,
+                EntryKind::Symlink(_) => self.links += 1,
+                EntryKind::File => {}
+            }
+            if up {
+                self.up_to_date_files += 1;
+                self.up_to_date_bytes += size;
+            }
+            self.resumed_bytes += resumed;
+            if cfg.list_entries {
+                self.files.push(f.name.clone());
+                self.kinds.push(f.kind.clone());
+                self.sizes.push(size);
+                self.up_to_date.push(up);
+                self.resumed.push(resumed);
+                self.paths.push(match &cfg.dest {
+                    Dest::Dir(dir) => Some(dir.join(&f.name)),
+                    Dest::Stdout => None,
+                });
+            }
+        }
+    }
+}
+
+/// Waits for the session's other stripes to join (bounded by the set-up timeout).
+fn gather(
+    stripes: usize,
+    joins: &mpsc::Receiver<Joiner>,
+    stop: &Stop,
+    cfg: &RecvConfig,
+) -> Result<(Vec<TcpStream>, Vec<ConnGuard>), TransferError> {
+    let mut others: Vec<Option<(TcpStream, ConnGuard)>> = (1..stripes).map(|_| None).collect();
+    let deadline = Instant::now() + cfg.timeouts.setup;
+    while others.iter().any(Option::is_none) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if stop.requested() {
+            return Err(stop.superseded());
+        }
+        // Woken often enough to stop when asked to.
+        let (i, s, g) = match joins.recv_timeout(left.min(Duration::from_millis(100))) {
+            Ok(x) => x,
+            Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => continue,
+            Err(_) => {
+                return Err(TransferError::TimedOut(format!(
+                    "not all {stripes} stripes joined within {}",
+                    secs(cfg.timeouts.setup)
+                )));
+            }
+        };
+        stop.watch(&s);
+        match others.get_mut((i as usize).wrapping_sub(1)) {
+            Some(slot @ None) => *slot = Some((s, g)),
+            _ => tracing::debug!("ignoring a duplicate or out-of-range stripe {i}"),
+        }
+    }
+    Ok(others.into_iter().flatten().unzip())
+}
+
+/// Reads the next batch's manifest from the control stripe: it must come at `seq`, right
+/// after the previous batch's end (or the sender's abort).
+fn read_manifest(
+    mut sock: &TcpStream,
+    reader: &mut RecordReader,
+    keys: &SessionKeys,
+    seq: u64,
+    t: Timeouts,
+) -> Result<Manifest, TransferError> {
+    let deadline = Instant::now() + t.idle;
+    loop {
+        if let Some(r) = reader.next_record(&keys.recv)? {
+            let hdr = r.header;
+            return match hdr.kind {
+                RecordType::Manifest if hdr.seq == seq => Ok(Manifest::decode(reader.data(&r))?),
+                RecordType::Abort if hdr.seq == SENDER_ABORT_SEQ => Err(
+                    TransferError::SenderAborted(Abort::decode(reader.data(&r))?.message),
+                ),
+                RecordType::Manifest => Err(StreamError::OutOfRange {
+                    seq: hdr.seq,
+                    why: "manifest out of place",
+                }
+                .into()),
+                _ => Err(StreamError::MalformedHeader(
+                    "expected the next manifest batch (a record after the batch's end)",
+                )
+                .into()),
+            };
+        }
+        match reader.fill(&mut sock) {
+            Ok(0) => {
+                return Err(TransferError::PeerClosed(
+                    "before the manifest's last batch".into(),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => {
+                if Instant::now() >= deadline {
+                    return Err(TransferError::TimedOut(format!(
+                        "no manifest batch from the sender for {}",
+                        secs(t.idle)
+                    )));
+                }
+            }
+            Err(e) => return Err(socket_error(e, "receiving", String::new)),
+        }
+    }
 }
 
 /// A stripe handed to its session: index, socket, and its place in the connection table.
@@ -188,6 +338,19 @@ struct Holding<'a> {
     holders: &'a Mutex<Holders>,
     stop: Arc<Stop>,
     keys: Vec<PathBuf>,
+}
+
+impl Holding<'_> {
+    /// Forgets the oldest `n` entries (a stored batch's files, whose state is gone): what a
+    /// session holds stays bounded by the batches in flight, whatever the number of files.
+    fn forget_oldest(&mut self, n: usize) {
+        let mut h = lock(self.holders);
+        for k in self.keys.drain(..n.min(self.keys.len())) {
+            if h.get(&k).is_some_and(|s| Arc::ptr_eq(s, &self.stop)) {
+                h.remove(&k);
+            }
+        }
+    }
 }
 
 impl Drop for Holding<'_> {
@@ -377,7 +540,7 @@ impl Receiver {
                 );
             }
         }
-        crate::files::raise_open_files_limit();
+        let _ = crate::files::raise_open_files_limit();
         let listener = TcpListener::bind(addr).ctx(|| format!("cannot listen on {addr}"))?;
         Ok(Self {
             listener,
@@ -561,8 +724,8 @@ fn handle_conn(
 
 /// Where opened data goes.
 enum Out {
-    /// One slot per entry, and where the entries go.
-    Files(Vec<Slot>, Tree),
+    /// One slot per entry of the batch.
+    Files(Vec<Slot>),
     Stdout(Mutex<Reorder>),
 }
 
@@ -579,18 +742,24 @@ const MAX_REORDER_BYTES: usize = 256 << 20;
 /// How long an abort may wait for room on a connection after a failure.
 const ABORT_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// One manifest batch being received (the session's state beyond it lives in
+/// `after_hello`: the stripes, their readers, the tree, the manifest check).
 struct Session<'a> {
-    keys: SessionKeys,
-    scope: Scope,
+    keys: &'a SessionKeys,
     assembly: Mutex<Assembly>,
     out: Out,
+    /// The batch's entries, and what the receiver found at each one's place.
+    files: Vec<FileEntry>,
+    found: Vec<Found>,
+    /// The manifest's last batch: the control stripe must end right after its end record.
+    last: bool,
+    /// How long verifying and storing the batch took (for the debug log).
+    stored_in: Mutex<Duration>,
     end: Mutex<Option<End>>,
     failed: AtomicBool,
     progress: &'a Progress,
     record_cap: usize,
     modes: Vec<u32>,
-    overwrite: bool,
-    hello: Hello,
     timeouts: Timeouts,
     /// When data last arrived or was stored, in nanoseconds since `t0`.
     last_progress: AtomicU64,
@@ -613,8 +782,6 @@ struct Session<'a> {
     /// The next checkpoint's time (ns since `t0`), and who takes it.
     next_checkpoint: AtomicU64,
     checkpointing: Mutex<()>,
-    /// Set when a newer session of the same owner takes over one of this session's files.
-    stop: Arc<Stop>,
 }
 
 /// What the handshake established, before the peer has proven it holds the keys.
@@ -624,7 +791,7 @@ struct Handshaken {
     host: String,
 }
 
-impl Session<'_> {
+impl<'a> Session<'a> {
     /// Runs the handshake and waits for the hello; only a peer whose hello opens under the new
     /// session's key is authenticated. Its session's outcome is returned; a connection that
     /// fails before is dropped and counted, and ends nothing.
@@ -719,7 +886,7 @@ impl Session<'_> {
             Ok(rep) => tracing::info!(
                 "{peer}: received {} bytes in {} files from {}",
                 rep.bytes,
-                rep.files.len(),
+                rep.entries,
                 rep.owner
             ),
             Err(e) => tracing::warn!("{peer}: transfer failed: {e}"),
@@ -832,13 +999,16 @@ impl Session<'_> {
         progress: &Progress,
     ) -> Result<RecvReport, TransferError> {
         let Handshaken { keys, host, .. } = hs;
+        // Aborts go at the ready's seq while the first batch is being answered, and at the
+        // reply's after (each seq is sealed once).
+        let abort_seq = std::cell::Cell::new(READY_SEQ);
         let answer = |code: AbortCode, e: TransferError| {
             let _ = conn::write_record(
                 &control,
                 &keys.send,
                 RecordType::Abort,
                 scope,
-                READY_SEQ,
+                abort_seq.get(),
                 &Abort {
                     code,
                     message: for_sender(&e, &cfg.dest),
@@ -849,18 +1019,18 @@ impl Session<'_> {
         };
         let refuse = |e: TransferError| answer(AbortCode::Refused, e);
         let Checked { hello, owner } = checked.map_err(|(code, e)| answer(code, e))?;
-        // Bound what the hello announces before anything is allocated or created for it.
-        let layout = Layout::new(hello.record_data, hello.files.iter().map(|f| f.size));
-        let bound = cfg.session_limits.bound(keys.suite, hello.record_data);
-        let mut assembly = Assembly::new(layout, bound).map_err(|e| refuse(e.into()))?;
-        // Records of each file kept from an interrupted session (never for standard output).
-        let mut held = vec![0u64; hello.files.len()];
-        if matches!(cfg.dest, Dest::Stdout) && hello.files.iter().any(|f| f.kind != EntryKind::File)
-        {
+        if hello.delete && !cfg.allow_delete {
             return Err(refuse(TransferError::Usage(
-                "a directory tree cannot be written to standard output".into(),
+                "the sender asked to delete what it does not have (send --delete), and this \
+                 receiver does not allow deleting: it must run `sealink recv --delete` to let it"
+                    .into(),
             )));
         }
+        // The manifest's limits over the whole transfer, batch after batch.
+        let mut check = TreeCheck::new(cfg.tree_limits);
+        check
+            .admit(&hello.files, hello.more)
+            .map_err(|e| refuse(e.into()))?;
         // Declared before the files: dropped after they are closed.
         let stop = Arc::new(Stop::default());
         stop.watch(&control);
@@ -869,29 +1039,323 @@ impl Session<'_> {
             stop: stop.clone(),
             keys: Vec::new(),
         };
-        let out = match &cfg.dest {
-            Dest::Stdout => Out::Stdout(Mutex::new(Reorder {
-                next: sealink_proto::stream::assembly::FIRST_DATA_SEQ,
-                pending: BTreeMap::new(),
-                pending_bytes: 0,
-                out: std::io::stdout(),
-            })),
-            Dest::Dir(dir) => {
+        let tree = match &cfg.dest {
+            Dest::Dir(dir) => Some(Tree::new(
+                dir,
+                hello.owner_public,
+                cfg.overwrite,
+                cfg.take_updates,
+                hello.update,
+                hello.delete,
+                cfg.sync,
+            )),
+            Dest::Stdout => None,
+        };
+        let mut rep = RecvReport {
+            peer,
+            host,
+            owner,
+            owner_key: hello.owner_public,
+            files: Vec::new(),
+            kinds: Vec::new(),
+            sizes: Vec::new(),
+            up_to_date: Vec::new(),
+            paths: Vec::new(),
+            suite: keys.suite,
+            scope,
+            bytes: 0,
+            resumed: Vec::new(),
+            streams: hello.stripes as usize,
+            elapsed: Duration::ZERO,
+            entries: 0,
+            dirs: 0,
+            links: 0,
+            up_to_date_files: 0,
+            up_to_date_bytes: 0,
+            resumed_bytes: 0,
+            deleted: 0,
+            batches: 0,
+        };
+        let mut socks: Vec<TcpStream> = Vec::new();
+        let mut guards: Vec<ConnGuard> = Vec::new();
+        let mut readers: Vec<RecordReader> = Vec::new();
+        let (mut files, mut more, mut first_seq, mut batch) =
+            (hello.files.clone(), hello.more, FIRST_DATA_SEQ, 0u64);
+        let mut refused = false;
+        let tree = tree.map(Mutex::new);
+        let sync = tree.as_ref().is_some_and(|t| lock(t).sync());
+        // Holder entries each batch added, oldest first (forgotten once the batch is stored).
+        let mut held_counts: std::collections::VecDeque<usize> = Default::default();
+        // A batch is stored (made durable, put in place) on a thread of its own while the next
+        // one is planned and received; batches are stored one at a time, in order.
+        let result = std::thread::scope(|sc| {
+            type Stored<'s> = (Session<'s>, Vec<u64>, Duration, Result<(), TransferError>);
+            let mut pending: Option<std::thread::ScopedJoinHandle<'_, Stored<'_>>> = None;
+            // Waits for the batch being stored and counts it.
+            let finish_pending =
+                |pending: &mut Option<std::thread::ScopedJoinHandle<'_, Stored<'_>>>,
+                 rep: &mut RecvReport,
+                 holding: &mut Holding<'_>,
+                 held_counts: &mut std::collections::VecDeque<usize>|
+                 -> Result<(), TransferError> {
+                    let Some(h) = pending.take() else {
+                        return Ok(());
+                    };
+                    let (b, sizes, ready, r) = h
+                        .join()
+                        .map_err(|_| TransferError::WorkerPanicked("store"))?;
+                    if let Err(e) = r {
+                        b.keep_or_release(peer);
+                        return Err(e);
+                    }
+                    rep.add(&b, &b.files, &sizes, cfg);
+                    tracing::debug!(
+                        "{peer}: batch of {} entries: planned and opened in {:.1} ms, stored in \
+                     {:.1} ms",
+                        b.files.len(),
+                        ready.as_secs_f64() * 1e3,
+                        lock(&b.stored_in).as_secs_f64() * 1e3,
+                    );
+                    // The batch's files are closed: their holder entries go (the state is gone).
+                    drop(b);
+                    let n = held_counts.pop_front().unwrap_or(0);
+                    holding.forget_oldest(n);
+                    Ok(())
+                };
+            let r = loop {
+                let opened = Instant::now();
+                let held_mark = holding.keys.len();
+                let b = {
+                    let mut guard = tree.as_ref().map(lock);
+                    Session::open(
+                        &keys,
+                        &hello,
+                        cfg,
+                        &files,
+                        !more,
+                        first_seq,
+                        guard.as_deref_mut(),
+                        &mut holding,
+                        &stop,
+                        progress,
+                    )
+                };
+                held_counts.push_back(holding.keys.len() - held_mark);
+                let b = match b {
+                    Ok(b) => b,
+                    // Refused before anything of the batch was created (its one abort is sent
+                    // below: each seq is sealed once).
+                    Err(e) => {
+                        refused = true;
+                        break Err(e);
+                    }
+                };
+                if let Err(e) = conn::write_record(
+                    &control,
+                    &keys.send,
+                    RecordType::Ready,
+                    scope,
+                    ready_seq(batch),
+                    &Ready {
+                        held: b.held.clone(),
+                    }
+                    .encode(),
+                ) {
+                    b.release();
+                    break Err(e);
+                }
+                abort_seq.set(REPLY_SEQ);
+                if batch == 0 {
+                    let gathered = gather(hello.stripes as usize, joins, &stop, cfg);
+                    // No more joins for this session: later ones are closed as unknown.
+                    lock(registry).remove(&keys.join_token);
+                    match gathered {
+                        Ok((s, g)) => {
+                            socks = s;
+                            guards = g;
+                            let cap = (4 << 20).max(4 * b.record_cap);
+                            readers = (0..=socks.len())
+                                .map(|_| RecordReader::new(cap, cap / 2))
+                                .collect();
+                        }
+                        Err(e) => {
+                            b.release();
+                            break Err(e);
+                        }
+                    }
+                }
+                let all: Vec<&TcpStream> = std::iter::once(&control).chain(socks.iter()).collect();
+                let ready = opened.elapsed();
+                let r = b.transfer(&all, &mut readers).map_err(|e| {
+                    if stop.requested() {
+                        stop.superseded()
+                    } else {
+                        e
+                    }
+                });
+                // The batch before must be stored before this one is.
+                let before = finish_pending(&mut pending, &mut rep, &mut holding, &mut held_counts);
+                let (sizes, end_seq) = match (r, before) {
+                    (Ok(x), Ok(())) => x,
+                    (Err(e), _) | (Ok(_), Err(e)) => {
+                        b.keep_or_release(peer);
+                        break Err(e);
+                    }
+                };
+                match &tree {
+                    Some(t) => {
+                        pending = Some(sc.spawn(move || {
+                            let r = b.store(t, sync);
+                            (b, sizes, ready, r)
+                        }));
+                    }
+                    None => {
+                        rep.add(&b, &files, &sizes, cfg);
+                        drop(b);
+                        let n = held_counts.pop_front().unwrap_or(0);
+                        holding.forget_oldest(n);
+                    }
+                }
+                if !more {
+                    break Ok(());
+                }
+                // The next batch's manifest, right after this batch's end on the control stripe.
+                let next =
+                    read_manifest(&control, &mut readers[0], &keys, end_seq + 1, cfg.timeouts)
+                        .and_then(|m| {
+                            check.admit(&m.files, m.more)?;
+                            if matches!(cfg.dest, Dest::Stdout)
+                                && m.files.iter().any(|f| f.kind != EntryKind::File)
+                            {
+                                return Err(TransferError::Usage(
+                                    "a directory tree cannot be written to standard output".into(),
+                                ));
+                            }
+                            Ok(m)
+                        });
+                match next {
+                    Ok(m) => {
+                        files = m.files;
+                        more = m.more;
+                        first_seq = end_seq + 2;
+                        batch += 1;
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            // The last batch stored (or, after a failure, let go of).
+            let last = finish_pending(&mut pending, &mut rep, &mut holding, &mut held_counts);
+            r.and(last)
+        });
+        let mut tree = tree.map(|t| t.into_inner().unwrap_or_else(|p| p.into_inner()));
+        let result = result.and_then(|()| match &mut tree {
+            Some(t) => {
+                let r = t.finish();
+                rep.deleted = t.deleted;
+                r
+            }
+            None => Ok(()),
+        });
+        drop(guards);
+        let reply = match &result {
+            Ok(()) => conn::write_record(
+                &control,
+                &keys.send,
+                RecordType::Done,
+                scope,
+                REPLY_SEQ,
+                &Done {
+                    bytes: rep.bytes,
+                    files: rep.entries.min(u64::from(u32::MAX)) as u32,
+                }
+                .encode(),
+            ),
+            Err(e) => {
+                if let Some(t) = &mut tree {
+                    t.abandon();
+                }
+                let code = match e {
+                    _ if refused => AbortCode::Refused,
+                    TransferError::Io { .. } => AbortCode::LocalIo,
+                    TransferError::Exists { .. } | TransferError::Usage(_) => AbortCode::Refused,
+                    TransferError::Protocol(StreamError::TreeLimit { .. }) => AbortCode::Refused,
+                    TransferError::TimedOut(_)
+                    | TransferError::ConnectionTimedOut(_)
+                    | TransferError::Superseded(_) => AbortCode::Other,
+                    _ => AbortCode::Protocol,
+                };
+                // Best effort: a stalled sender may not take even this.
+                let _ = control.set_write_timeout(Some(cfg.timeouts.idle.min(ABORT_WRITE_TIMEOUT)));
+                let _ = conn::write_record(
+                    &control,
+                    &keys.send,
+                    RecordType::Abort,
+                    scope,
+                    abort_seq.get(),
+                    &Abort {
+                        code,
+                        message: for_sender(e, &cfg.dest),
+                    }
+                    .encode(),
+                );
+                Ok(())
+            }
+        };
+        // The files are complete and in place; a lost confirmation does not undo that.
+        if let Err(e) = reply {
+            tracing::warn!("{peer}: could not confirm the transfer: {e}");
+        }
+        result.map(|()| rep)
+    }
+
+    /// Opens one batch: bounds it, decides where each entry goes (refusing before anything is
+    /// created), opens part files and resume state, counts what the receiver holds.
+    #[allow(clippy::too_many_arguments)]
+    fn open(
+        keys: &'a SessionKeys,
+        hello: &Hello,
+        cfg: &RecvConfig,
+        files: &[FileEntry],
+        last: bool,
+        first_seq: u64,
+        tree: Option<&mut Tree>,
+        holding: &mut Holding<'_>,
+        stop: &Arc<Stop>,
+        progress: &'a Progress,
+    ) -> Result<Self, TransferError> {
+        // Bound what the batch announces before anything is allocated or created for it.
+        let layout =
+            Layout::starting_at(first_seq, hello.record_data, files.iter().map(|f| f.size));
+        let bound = cfg.session_limits.bound(keys.suite, hello.record_data);
+        let mut assembly = Assembly::new(layout, bound)?;
+        // Records of each file kept from an interrupted session (never for standard output).
+        let mut held = vec![0u64; files.len()];
+        if matches!(cfg.dest, Dest::Stdout) && files.iter().any(|f| f.kind != EntryKind::File) {
+            return Err(TransferError::Usage(
+                "a directory tree cannot be written to standard output".into(),
+            ));
+        }
+        let mut found = Vec::new();
+        let out = match (&cfg.dest, tree) {
+            (Dest::Dir(dir), Some(tree)) => {
                 // Every path was validated by the decoder; what is there decides the rest.
-                let tree =
-                    Tree::plan(dir, &hello, cfg.overwrite, cfg.take_updates).map_err(refuse)?;
-                let mut slots: Vec<Slot> = Vec::with_capacity(hello.files.len());
-                for (i, f) in hello.files.iter().enumerate() {
+                found = tree.plan(files)?;
+                let mut slots: Vec<Slot> = Vec::with_capacity(files.len());
+                for (i, f) in files.iter().enumerate() {
                     let path = dir.join(&f.name);
                     let made = match &f.kind {
                         EntryKind::Dir => Ok(Slot::Dir),
                         EntryKind::Symlink(t) => Ok(Slot::Link(t.clone())),
-                        EntryKind::File if tree.found(i) == Found::Same => {
+                        EntryKind::File if found[i] == Found::Same => {
                             held[i] = UP_TO_DATE;
                             Ok(Slot::Keep)
                         }
-                        EntryKind::File if resumable(f.size, f.mtime) => {
-                            open_taking_over(dir, &hello.owner_public, f, hello.fresh, &mut holding)
+                        // A file of one record arrives whole or not at all: no resume state.
+                        EntryKind::File
+                            if resumable(f.size, f.mtime)
+                                && f.size > u64::from(hello.record_data) =>
+                        {
+                            open_taking_over(dir, &hello.owner_public, f, hello.fresh, holding)
                                 .map(|(p, bytes)| {
                                     held[i] = held_records(bytes, f.size, hello.record_data);
                                     Slot::Part(p)
@@ -921,14 +1385,20 @@ impl Session<'_> {
                             } else {
                                 e
                             };
-                            return Err(refuse(e));
+                            return Err(e);
                         }
                     }
                 }
-                Out::Files(slots, tree)
+                Out::Files(slots)
             }
+            _ => Out::Stdout(Mutex::new(Reorder {
+                next: first_seq,
+                pending: BTreeMap::new(),
+                pending_bytes: 0,
+                out: std::io::stdout(),
+            })),
         };
-        let mut resumed = vec![0u64; hello.files.len()];
+        let mut resumed = vec![0u64; files.len()];
         for (i, &h) in held.iter().enumerate().filter(|x| *x.1 > 0) {
             let up_to_date = h == UP_TO_DATE;
             let records = if up_to_date {
@@ -944,216 +1414,106 @@ impl Session<'_> {
                     }
                 }
                 Err(e) => {
-                    if let Out::Files(slots, _) = &out {
+                    if let Out::Files(slots) = &out {
                         slots
                             .iter()
                             .filter_map(Slot::part)
                             .for_each(PartFile::release);
                     }
-                    return Err(refuse(e.into()));
+                    return Err(e.into());
                 }
             }
         }
-        progress.set_total(if hello.files.iter().any(|f| f.size == UNKNOWN_SIZE) {
+        progress.add_total(if files.iter().any(|f| f.size == UNKNOWN_SIZE) {
             u64::MAX
         } else {
-            hello
-                .files
-                .iter()
-                .map(|f| f.size)
-                .fold(0, u64::saturating_add)
+            files.iter().map(|f| f.size).fold(0, u64::saturating_add)
         });
-        let out_files_resumable = matches!(&out, Out::Files(s, _)
+        let resumable = matches!(&out, Out::Files(s)
             if s.iter().filter_map(Slot::part).any(|p| p.resume.is_some()));
-        let session = Session {
-            scope,
+        Ok(Session {
             assembly: Mutex::new(assembly),
             out,
+            found,
+            files: files.to_vec(),
+            last,
+            stored_in: Mutex::new(Duration::ZERO),
             end: Mutex::new(None),
             failed: AtomicBool::new(false),
             progress,
             record_cap: record::wire_len(hello.record_data as usize).max(4096),
             modes: {
                 let umask = process_umask();
-                hello
-                    .files
+                files
                     .iter()
                     .map(|f| received_mode(f.mode, umask, cfg.keep_group_other_write))
                     .collect()
             },
-            overwrite: cfg.overwrite,
-            hello: hello.clone(),
             keys,
             timeouts: cfg.timeouts,
             last_progress: AtomicU64::new(0),
             t0: Instant::now(),
-            resumable: out_files_resumable,
+            resumable,
             held,
             resumed,
-            sizes: hello.files.iter().map(|f| f.size).collect(),
+            sizes: files.iter().map(|f| f.size).collect(),
             record_data: u64::from(hello.record_data),
             writes: RwLock::new(()),
-            unwritten: Mutex::new(vec![u64::MAX; hello.files.len()]),
+            unwritten: Mutex::new(vec![u64::MAX; files.len()]),
             next_checkpoint: AtomicU64::new(CHECKPOINT_INTERVAL.as_nanos() as u64),
             checkpointing: Mutex::new(()),
-            stop,
-        };
-        let r = session
-            .transfer(&control, hello.stripes as usize, joins, registry)
-            .map_err(|e| {
-                if session.stop.requested() {
-                    session.stop.superseded()
-                } else {
-                    e
-                }
-            });
-        let reply = match &r {
-            Ok(_) => conn::write_record(
-                &control,
-                &session.keys.send,
-                RecordType::Done,
-                scope,
-                REPLY_SEQ,
-                &Done {
-                    bytes: lock(&session.assembly).bytes(),
-                    files: hello.files.len() as u32,
-                }
-                .encode(),
-            ),
-            Err(e) => {
-                if let Out::Files(slots, _) = &session.out {
-                    let parts = || slots.iter().filter_map(Slot::part);
-                    // Keep what arrived of resumable files for the next attempt.
-                    if session.resumable
-                        && let Err(c) = session.checkpoint()
-                    {
-                        tracing::warn!("{peer}: cannot keep the resume state: {c}");
-                        parts().for_each(PartFile::discard);
-                    }
-                    parts().for_each(PartFile::release);
-                }
-                let code = match e {
-                    TransferError::Io { .. } => AbortCode::LocalIo,
-                    TransferError::Exists { .. } => AbortCode::Refused,
-                    TransferError::TimedOut(_)
-                    | TransferError::ConnectionTimedOut(_)
-                    | TransferError::Superseded(_) => AbortCode::Other,
-                    _ => AbortCode::Protocol,
-                };
-                // Best effort: a stalled sender may not take even this.
-                let _ = control.set_write_timeout(Some(cfg.timeouts.idle.min(ABORT_WRITE_TIMEOUT)));
-                let _ = conn::write_record(
-                    &control,
-                    &session.keys.send,
-                    RecordType::Abort,
-                    scope,
-                    REPLY_SEQ,
-                    &Abort {
-                        code,
-                        message: for_sender(e, &cfg.dest),
-                    }
-                    .encode(),
-                );
-                Ok(())
-            }
-        };
-        // The files are complete and in place; a lost confirmation does not undo that.
-        if let Err(e) = reply {
-            tracing::warn!("{peer}: could not confirm the transfer: {e}");
-        }
-        let sizes = r?;
-        Ok(RecvReport {
-            peer,
-            host,
-            owner,
-            owner_key: hello.owner_public,
-            files: hello.files.iter().map(|f| f.name.clone()).collect(),
-            kinds: hello.files.iter().map(|f| f.kind.clone()).collect(),
-            sizes,
-            up_to_date: session.held.iter().map(|&h| h == UP_TO_DATE).collect(),
-            paths: hello
-                .files
-                .iter()
-                .map(|f| match &cfg.dest {
-                    Dest::Dir(dir) => Some(dir.join(&f.name)),
-                    Dest::Stdout => None,
-                })
-                .collect(),
-            suite: session.keys.suite,
-            scope,
-            bytes: lock(&session.assembly).bytes(),
-            resumed: session.resumed.clone(),
-            streams: hello.stripes as usize,
-            elapsed: Duration::ZERO,
         })
     }
 
-    /// Answers the hello, gathers the stripes, receives on all of them, then verifies and
-    /// stores; returns the files' sizes (from the authenticated end).
+    /// Closes the batch's part files (they stay on disk only as resume state).
+    fn release(&self) {
+        if let Out::Files(slots) = &self.out {
+            slots
+                .iter()
+                .filter_map(Slot::part)
+                .for_each(PartFile::release);
+        }
+    }
+
+    /// After a failure: keeps what arrived of resumable files for the next attempt, and
+    /// closes the part files.
+    fn keep_or_release(&self, peer: SocketAddr) {
+        if let Out::Files(slots) = &self.out {
+            let parts = || slots.iter().filter_map(Slot::part);
+            if self.resumable
+                && let Err(c) = self.checkpoint()
+            {
+                tracing::warn!("{peer}: cannot keep the resume state: {c}");
+                parts().for_each(PartFile::discard);
+            }
+            parts().for_each(PartFile::release);
+        }
+    }
+
+    /// Receives the batch on every stripe and verifies it (not stored yet: see
+    /// [`Session::store`]); returns the files' sizes (from the authenticated end) and the end
+    /// record's seq.
     fn transfer(
         &self,
-        control: &TcpStream,
-        stripes: usize,
-        joins: &mpsc::Receiver<Joiner>,
-        registry: &Mutex<JoinMap>,
-    ) -> Result<Vec<u64>, TransferError> {
-        conn::write_record(
-            control,
-            &self.keys.send,
-            RecordType::Ready,
-            self.scope,
-            READY_SEQ,
-            &Ready {
-                held: self.held.clone(),
-            }
-            .encode(),
-        )?;
-        let mut others: Vec<Option<(TcpStream, ConnGuard)>> = (1..stripes).map(|_| None).collect();
-        let deadline = Instant::now() + self.timeouts.setup;
-        while others.iter().any(Option::is_none) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if self.stop.requested() {
-                return Err(self.stop.superseded());
-            }
-            // Woken often enough to stop when asked to.
-            let (i, s, g) = match joins.recv_timeout(left.min(Duration::from_millis(100))) {
-                Ok(x) => x,
-                Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => continue,
-                Err(_) => {
-                    return Err(TransferError::TimedOut(format!(
-                        "not all {stripes} stripes joined within {}",
-                        secs(self.timeouts.setup)
-                    )));
-                }
-            };
-            self.stop.watch(&s);
-            match others.get_mut((i as usize).wrapping_sub(1)) {
-                Some(slot @ None) => *slot = Some((s, g)),
-                _ => tracing::debug!("ignoring a duplicate or out-of-range stripe {i}"),
-            }
-        }
-        // No more joins for this session: later ones are closed as unknown.
-        lock(registry).remove(&self.keys.join_token);
+        all: &[&TcpStream],
+        readers: &mut [RecordReader],
+    ) -> Result<(Vec<u64>, u64), TransferError> {
         self.touch();
-        let others: Vec<(TcpStream, ConnGuard)> = others.into_iter().flatten().collect();
-        let all: Vec<&TcpStream> = std::iter::once(control)
-            .chain(others.iter().map(|(s, _)| s))
-            .collect();
         let stop_all = || {
             // Unblock the other stripes' reads.
-            for o in &all {
+            for o in all {
                 let _ = o.shutdown(Shutdown::Read);
             }
         };
         let result = std::thread::scope(|sc| {
             let mut hs = Vec::with_capacity(all.len());
             let mut first = None;
-            for (i, s) in all.iter().enumerate() {
+            for (i, (s, reader)) in all.iter().zip(readers.iter_mut()).enumerate() {
                 let stop_all = &stop_all;
                 let spawned = std::thread::Builder::new()
                     .name("sealink-stripe".into())
                     .spawn_scoped(sc, move || {
-                        let r = self.stripe(s, i == 0);
+                        let r = self.stripe(s, reader, i == 0);
                         if r.is_err() && !self.failed.swap(true, Ordering::SeqCst) {
                             stop_all();
                         }
@@ -1185,12 +1545,13 @@ impl Session<'_> {
         let end = lock(&self.end).take().ok_or_else(|| {
             TransferError::PeerClosed("before the authenticated end of the stream".into())
         })?;
-        lock(&self.assembly).finish(&end)?;
+        let end_seq = {
+            let a = lock(&self.assembly);
+            a.finish(&end)?;
+            a.end_seq(&end)
+        };
         match &self.out {
-            Out::Files(slots, tree) => {
-                self.verify_hashes(slots, &end)?;
-                tree.commit(&self.hello, slots, &self.modes, self.overwrite)?;
-            }
+            Out::Files(slots) => self.verify_hashes(slots, &end)?,
             Out::Stdout(r) => {
                 let mut r = lock(r);
                 if !r.pending.is_empty() {
@@ -1205,30 +1566,56 @@ impl Session<'_> {
                     .ctx(|| "cannot write standard output".into())?;
             }
         }
-        Ok(end.sizes)
+        Ok((end.sizes, end_seq))
+    }
+
+    /// Stores a received and verified batch: its files made durable (without the tree: the
+    /// next batch is planned meanwhile), then everything put in place in order.
+    fn store(&self, tree: &Mutex<Tree>, sync: bool) -> Result<(), TransferError> {
+        let Out::Files(slots) = &self.out else {
+            return Ok(());
+        };
+        let t = Instant::now();
+        let synced = Tree::durable(sync, &self.files, slots, &self.modes)?;
+        lock(tree).commit(&self.files, &self.found, slots, &self.modes, synced)?;
+        *lock(&self.stored_in) = t.elapsed();
+        Ok(())
+    }
+
+    /// Whether every record of the batch has arrived (once its end is known).
+    fn complete(&self) -> bool {
+        let expected = lock(&self.end).as_ref().map(|e| e.data_records);
+        expected.is_some_and(|n| lock(&self.assembly).received() == n)
     }
 
     /// Receives one stripe to its end: read big chunks, open records where they lie, write
     /// their data straight into place.
-    fn stripe(&self, mut sock: &TcpStream, control: bool) -> Result<(), TransferError> {
+    fn stripe(
+        &self,
+        mut sock: &TcpStream,
+        reader: &mut RecordReader,
+        control: bool,
+    ) -> Result<(), TransferError> {
         // Reads wake up every tick to check the whole session's progress: one stripe may
-        // idle while others carry the data.
+        // idle while others carry the data, and a batch may be complete.
         let tick =
-            (self.timeouts.idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+            (self.timeouts.idle / 4).clamp(Duration::from_millis(5), Duration::from_millis(50));
         sock.set_read_timeout(Some(tick))
             .ctx(|| "setting a receive timeout".into())?;
-        let cap = (4 << 20).max(4 * self.record_cap);
-        let mut reader = RecordReader::new(cap, cap / 2);
         let mut ended = false;
         let mut recs: Vec<(u64, usize, usize)> = Vec::new();
         loop {
             recs.clear();
-            while let Some(r) = reader.next_record(&self.keys.recv)? {
+            // The control stripe reads no further than a batch's end (the next batch's
+            // manifest may follow it at once); after the last batch's, nothing may follow.
+            while (!ended || self.last)
+                && let Some(r) = reader.next_record(&self.keys.recv)?
+            {
                 let hdr = r.header;
                 if ended {
                     return Err(StreamError::OutOfRange {
                         seq: hdr.seq,
-                        why: "after the end record",
+                        why: "after the end record of the manifest's last batch",
                     }
                     .into());
                 }
@@ -1236,7 +1623,7 @@ impl Session<'_> {
                     RecordType::Data => recs.push((hdr.seq, r.start, r.len)),
                     RecordType::End if control => {
                         let end = End::decode(reader.data(&r))?;
-                        if hdr.seq != Assembly::end_seq(&end) {
+                        if hdr.seq != lock(&self.assembly).end_seq(&end) {
                             return Err(StreamError::OutOfRange {
                                 seq: hdr.seq,
                                 why: "end record out of place",
@@ -1258,7 +1645,10 @@ impl Session<'_> {
             if !recs.is_empty() {
                 self.deliver(reader.buffer(), &recs)?;
             }
-            if self.failed.load(Ordering::Relaxed) {
+            if self.failed.load(Ordering::Relaxed)
+                || (ended && !self.last)
+                || (!control && self.complete())
+            {
                 return Ok(());
             }
             let n = loop {
@@ -1266,7 +1656,7 @@ impl Session<'_> {
                     Ok(n) => break n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) if is_timeout(&e) => {
-                        if self.failed.load(Ordering::Relaxed) {
+                        if self.failed.load(Ordering::Relaxed) || (!control && self.complete()) {
                             return Ok(());
                         }
                         // A stalled transfer still records what it holds, in case the
@@ -1356,7 +1746,7 @@ impl Session<'_> {
     /// Records durably, for each resumable file, the prefix of it that has arrived and been
     /// written (the part file's data is synced before its map claims it).
     fn checkpoint(&self) -> Result<(), TransferError> {
-        let Out::Files(slots, _) = &self.out else {
+        let Out::Files(slots) = &self.out else {
             return Ok(());
         };
         let (prefixes, unwritten): (Vec<u64>, Vec<u64>) = {
@@ -1413,7 +1803,7 @@ impl Session<'_> {
         }
         let recs = &recs[..places.len()];
         match &self.out {
-            Out::Files(slots, _) => {
+            Out::Files(slots) => {
                 // Whatever is accepted and not written by the end of this is noted, so no
                 // checkpoint claims it.
                 let mut i = 0;

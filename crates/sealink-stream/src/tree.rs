@@ -1,18 +1,25 @@
 //! The sender's list of what it sends: the files given, and each directory given walked into
-//! entries (directories, regular files, symbolic links as links), in an order where every
-//! directory comes before what it holds.
+//! entries (directories, regular files, symbolic links as links), lazily, in the order the
+//! manifest requires (stream protocol 2): depth first, every directory before what it holds,
+//! each directory's entries and the top-level ones in byte order of their names. The walk
+//! holds one sorted listing per open directory, never the whole tree.
+//!
+//! What cannot be sent is reported and left out, and the rest goes (as rsync does): a source
+//! that does not exist, an entry that cannot be read or that vanished, a name that cannot
+//! travel. A link that is absolute or leads out of its tree is skipped with a warning, or with
+//! `copy_links` sent as what it points to.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use sealink_proto::stream::FileEntry;
 use sealink_proto::stream::body::{
-    EntryKind, MAX_DEPTH, MAX_FILES, MAX_PATH_LEN, RESERVED_PREFIX, UNKNOWN_SIZE,
-    link_stays_inside, reserved_name, valid_file_name,
+    EntryKind, MAX_DEPTH, MAX_PATH_LEN, RESERVED_PREFIX, UNKNOWN_SIZE, link_stays_inside,
+    reserved_name, valid_file_name,
 };
-use sealink_proto::stream::{FileEntry, StreamError};
 
-use crate::error::{IoContext, TransferError};
+use crate::error::TransferError;
 
 /// One input of a transfer (here, with the walk that turns inputs into entries, so that `send`
 /// imports `tree` and not the reverse).
@@ -33,16 +40,6 @@ pub(crate) struct Input {
     pub path: Option<PathBuf>,
 }
 
-/// What walking the sources gave.
-pub(crate) struct Walked {
-    pub inputs: Vec<Input>,
-    /// Entries of the trees that are neither a regular file, a directory nor a link (fifos,
-    /// sockets, devices): not sent.
-    pub special: Vec<PathBuf>,
-    /// Entries left out by `--exclude` (an excluded directory counts once).
-    pub excluded: u64,
-}
-
 /// Modification time in nanoseconds since the epoch (0 if unknown or before it).
 pub(crate) fn mtime_ns(meta: &std::fs::Metadata) -> u64 {
     meta.modified()
@@ -54,13 +51,6 @@ pub(crate) fn mtime_ns(meta: &std::fs::Metadata) -> u64 {
 fn mode_of(meta: &std::fs::Metadata) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     meta.permissions().mode() & 0o777
-}
-
-fn too_many() -> TransferError {
-    TransferError::Usage(format!(
-        "more than {MAX_FILES} entries (files, directories and links) to send in one transfer: \
-         send the tree in parts, or leave some out with --exclude"
-    ))
 }
 
 /// A name no receiver takes: it is one of the receiver's own (resume state, part files).
@@ -82,69 +72,194 @@ fn excluder(root: &Path, patterns: &[String]) -> Result<Gitignore, TransferError
         .map_err(|e| TransferError::Usage(format!("bad --exclude patterns: {e}")))
 }
 
-/// Opens every source: a file as itself (a link given on the command line is followed), a
-/// directory as a tree (links inside it are sent as links, never followed). Fails, before
-/// anything is sent, on an unreadable entry (naming it), on a link whose target a receiver
-/// would refuse, on a name that cannot travel, and past [`MAX_FILES`] entries.
-pub(crate) fn open_sources(
-    sources: &[Source],
-    exclude: &[String],
-) -> Result<Walked, TransferError> {
-    if sources.is_empty() || sources.len() > MAX_FILES {
-        return Err(TransferError::Usage(format!(
-            "give 1 to {MAX_FILES} files to send"
-        )));
-    }
-    let mut w = Walked {
-        inputs: Vec::with_capacity(sources.len()),
-        special: Vec::new(),
-        excluded: 0,
-    };
-    for (i, s) in sources.iter().enumerate() {
-        let first = w.inputs.len();
-        match s {
-            Source::File { path, name } => {
-                let file = File::open(path).ctx(|| format!("cannot open {}", path.display()))?;
-                let meta = file
-                    .metadata()
-                    .ctx(|| format!("cannot stat {}", path.display()))?;
-                let kind = if meta.is_dir() {
-                    EntryKind::Dir
-                } else if meta.is_file() {
-                    EntryKind::File
-                } else {
-                    return Err(TransferError::Usage(format!(
-                        "{} is not a regular file or a directory",
-                        path.display()
-                    )));
-                };
-                let dir = kind == EntryKind::Dir;
-                w.inputs.push(Input {
-                    entry: FileEntry {
-                        name: name.clone(),
-                        size: if dir { 0 } else { meta.len() },
-                        // The version of the file a receiver's resume state is bound to.
-                        mtime: mtime_ns(&meta),
-                        mode: mode_of(&meta),
-                        kind,
-                    },
-                    file: (!dir).then_some(file),
-                    path: Some(path.clone()),
-                });
-                if dir {
-                    let ex = excluder(path, exclude)?;
-                    walk(&mut w, path, name, &ex)?;
-                }
+/// One directory being walked: where it is, its path as sent, what of it is left to list
+/// (sorted, reversed: the next name is last), and the exclude patterns of its tree.
+struct Level {
+    dir: PathBuf,
+    rel: String,
+    /// Each name with its type as the directory listing gave it (no `stat` needed to know a
+    /// regular file).
+    left: Vec<(std::ffi::OsString, Option<std::fs::FileType>)>,
+    ex: std::rc::Rc<Gitignore>,
+    /// Device and inode, to refuse a loop of followed links (`copy_links`).
+    id: (u64, u64),
+}
+
+/// The lazy walk over the sources (see the module's comment).
+pub(crate) struct Walk {
+    /// The sources still to start, sorted by name, reversed (the next is last).
+    sources: Vec<Source>,
+    levels: Vec<Level>,
+    exclude: Vec<String>,
+    copy_links: bool,
+    peeked: Option<Input>,
+    /// What could not be sent, one line each: the transfer is partial.
+    pub problems: Vec<String>,
+    /// Entries that are neither a regular file, a directory nor a link (fifos, sockets,
+    /// devices): not sent.
+    pub special: Vec<PathBuf>,
+    /// Entries left out by `--exclude` (an excluded directory counts once).
+    pub excluded: u64,
+    /// Links skipped because they are absolute or lead out of their tree.
+    pub skipped_links: Vec<String>,
+}
+
+/// Most problems kept word for word; more are only counted.
+const MAX_PROBLEMS_KEPT: usize = 1000;
+
+fn dev_ino(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+impl Walk {
+    /// Checks the sources before anything connects: names that cannot travel (two the same,
+    /// a reserved or invalid one) are usage errors; a source that cannot be opened is a
+    /// problem, reported, and left out. Sources go in name order (the manifest's order);
+    /// standard input, whose size is unknown, must be the last.
+    pub fn new(
+        sources: &[Source],
+        exclude: &[String],
+        copy_links: bool,
+    ) -> Result<Self, TransferError> {
+        if sources.is_empty() {
+            return Err(TransferError::Usage(
+                "give at least one file to send".into(),
+            ));
+        }
+        let name_of = |s: &Source| match s {
+            Source::File { name, .. } | Source::Stdin { name } => name.clone(),
+        };
+        let mut sorted = sources.to_vec();
+        sorted.sort_by_key(name_of);
+        for w in sorted.windows(2) {
+            if name_of(&w[0]) == name_of(&w[1]) {
+                return Err(TransferError::Usage(format!(
+                    "cannot send two things under the name {:?}: names must be distinct",
+                    name_of(&w[0])
+                )));
             }
-            Source::Stdin { name } => {
-                if i + 1 != sources.len() {
-                    return Err(TransferError::Usage(
-                        "standard input can only be the last thing sent".into(),
-                    ));
+        }
+        for s in &sorted {
+            let name = name_of(s);
+            if reserved_name(&name) {
+                return Err(reserved(&name));
+            }
+            if !valid_file_name(&name) {
+                return Err(TransferError::Usage(format!(
+                    "cannot send under the name {name:?}: names must be plain file names"
+                )));
+            }
+        }
+        if let Some(i) = sorted
+            .iter()
+            .position(|s| matches!(s, Source::Stdin { .. }))
+            && i + 1 != sorted.len()
+        {
+            return Err(TransferError::Usage(format!(
+                "standard input is sent last, so its name must sort after the other names \
+                 (it is {:?}; choose another with --name)",
+                name_of(&sorted[i])
+            )));
+        }
+        // Each exclude pattern is checked now, against any root.
+        excluder(Path::new("/"), exclude)?;
+        let mut w = Walk {
+            sources: Vec::with_capacity(sorted.len()),
+            levels: Vec::new(),
+            exclude: exclude.to_vec(),
+            copy_links,
+            peeked: None,
+            problems: Vec::new(),
+            special: Vec::new(),
+            excluded: 0,
+            skipped_links: Vec::new(),
+        };
+        for s in sorted {
+            if let Source::File { path, .. } = &s
+                && let Err(e) = std::fs::metadata(path)
+            {
+                w.problem(format!("cannot send {}: {e}", path.display()));
+                continue;
+            }
+            w.sources.push(s);
+        }
+        w.sources.reverse();
+        Ok(w)
+    }
+
+    fn problem(&mut self, line: String) {
+        tracing::warn!("{line}");
+        if self.problems.len() < MAX_PROBLEMS_KEPT {
+            self.problems.push(line);
+        } else if self.problems.len() == MAX_PROBLEMS_KEPT {
+            self.problems
+                .push("(more problems: see the warnings above)".into());
+        }
+    }
+
+    /// The next batch: up to `max_entries` entries taking up to `max_bytes` in a manifest,
+    /// and whether more follow. Files are opened here, as their batch is announced.
+    pub fn next_batch(
+        &mut self,
+        max_entries: usize,
+        max_bytes: usize,
+    ) -> Result<(Vec<Input>, bool), TransferError> {
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        loop {
+            let next = match self.peeked.take() {
+                Some(i) => Some(i),
+                None => self.next_input()?,
+            };
+            let Some(i) = next else {
+                return Ok((out, false));
+            };
+            let len = 23
+                + i.entry.name.len()
+                + match &i.entry.kind {
+                    EntryKind::Symlink(t) => 2 + t.len(),
+                    _ => 0,
+                };
+            if !out.is_empty() && (out.len() >= max_entries || bytes + len > max_bytes) {
+                self.peeked = Some(i);
+                return Ok((out, true));
+            }
+            bytes += len;
+            out.push(i);
+        }
+    }
+
+    /// The next entry of the walk, or `None` at its end.
+    fn next_input(&mut self) -> Result<Option<Input>, TransferError> {
+        loop {
+            let Some(level) = self.levels.last_mut() else {
+                let Some(s) = self.sources.pop() else {
+                    return Ok(None);
+                };
+                if let Some(i) = self.start(s)? {
+                    return Ok(Some(i));
                 }
-                w.inputs.push(Input {
+                continue;
+            };
+            let Some((n, listed)) = level.left.pop() else {
+                self.levels.pop();
+                continue;
+            };
+            let (dir, rel, ex) = (level.dir.join(&n), level.rel.clone(), level.ex.clone());
+            if let Some(i) = self.child(&dir, &rel, &n, listed, &ex)? {
+                return Ok(Some(i));
+            }
+        }
+    }
+
+    /// Starts a source: a file as itself, a directory as a tree (a link given is followed).
+    fn start(&mut self, s: Source) -> Result<Option<Input>, TransferError> {
+        let (path, name) = match s {
+            Source::Stdin { name } => {
+                return Ok(Some(Input {
                     entry: FileEntry {
-                        name: name.clone(),
+                        name,
                         size: UNKNOWN_SIZE,
                         mtime: 0,
                         mode: 0o644,
@@ -152,123 +267,240 @@ pub(crate) fn open_sources(
                     },
                     file: None,
                     path: None,
+                }));
+            }
+            Source::File { path, name } => (path, name),
+        };
+        let opened = File::open(&path).and_then(|f| f.metadata().map(|m| (f, m)));
+        let (file, meta) = match opened {
+            Ok(x) => x,
+            Err(e) => {
+                self.problem(format!("cannot send {}: {e}", path.display()));
+                return Ok(None);
+            }
+        };
+        let kind = if meta.is_dir() {
+            EntryKind::Dir
+        } else if meta.is_file() {
+            EntryKind::File
+        } else {
+            self.problem(format!(
+                "cannot send {}: not a regular file or a directory",
+                path.display()
+            ));
+            return Ok(None);
+        };
+        let dir = kind == EntryKind::Dir;
+        if dir {
+            let ex = std::rc::Rc::new(excluder(&path, &self.exclude)?);
+            self.descend(&path, &name, ex, dev_ino(&meta));
+        }
+        Ok(Some(Input {
+            entry: FileEntry {
+                name,
+                size: if dir { 0 } else { meta.len() },
+                // The version of the file a receiver's resume state is bound to.
+                mtime: mtime_ns(&meta),
+                mode: mode_of(&meta),
+                kind,
+            },
+            file: (!dir).then_some(file),
+            path: Some(path),
+        }))
+    }
+
+    /// Lists directory `dir` (sent as `rel`) to walk it next; an unreadable one is a problem,
+    /// and is sent empty.
+    fn descend(&mut self, dir: &Path, rel: &str, ex: std::rc::Rc<Gitignore>, id: (u64, u64)) {
+        let listed = std::fs::read_dir(dir).and_then(|rd| {
+            rd.map(|e| e.map(|e| (e.file_name(), e.file_type().ok())))
+                .collect::<Result<Vec<_>, _>>()
+        });
+        match listed {
+            Ok(mut left) => {
+                left.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+                self.levels.push(Level {
+                    dir: dir.to_owned(),
+                    rel: rel.to_owned(),
+                    left,
+                    ex,
+                    id,
                 });
             }
-        }
-        let name = &w.inputs[first].entry.name;
-        if reserved_name(name) {
-            return Err(reserved(name));
-        }
-        if !valid_file_name(name) || w.inputs[..first].iter().any(|o| &o.entry.name == name) {
-            return Err(TransferError::Usage(format!(
-                "cannot send under the name {name:?}: names must be distinct plain file names"
-            )));
-        }
-        if w.inputs.len() > MAX_FILES {
-            return Err(too_many());
+            Err(e) => self.problem(format!(
+                "cannot read the directory {} (sent empty): {e}",
+                dir.display()
+            )),
         }
     }
-    Ok(w)
-}
 
-/// Adds the contents of directory `dir` (sent as `rel`) to `w`, depth first, each directory's
-/// entries in name order. `ex` matches paths relative to the top directory.
-fn walk(w: &mut Walked, dir: &Path, rel: &str, ex: &Gitignore) -> Result<(), TransferError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut names: Vec<std::ffi::OsString> = std::fs::read_dir(dir)
-        .ctx(|| format!("cannot read the directory {}", dir.display()))?
-        .map(|e| e.map(|e| e.file_name()))
-        .collect::<Result<_, _>>()
-        .ctx(|| format!("cannot read the directory {}", dir.display()))?;
-    names.sort();
-    for n in names {
-        let path = dir.join(&n);
+    /// A regular file of a tree, opened: not following a link put there since it was listed
+    /// (unless following was asked for), so the open file is what is sent. `None` (a problem
+    /// reported) if it cannot be opened or is no longer a regular file.
+    fn open_file(&mut self, path: &Path, name: String) -> Option<Input> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true);
+        if !self.copy_links {
+            o.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
+        }
+        match o.open(path).and_then(|f| f.metadata().map(|m| (f, m))) {
+            Ok((f, m)) if m.is_file() => Some(Input {
+                entry: FileEntry {
+                    name,
+                    size: m.len(),
+                    mtime: mtime_ns(&m),
+                    mode: mode_of(&m),
+                    kind: EntryKind::File,
+                },
+                file: Some(f),
+                path: Some(path.to_owned()),
+            }),
+            Ok(_) => {
+                self.problem(format!(
+                    "cannot send {}: it changed while being listed",
+                    path.display()
+                ));
+                None
+            }
+            Err(e) => {
+                self.problem(format!("cannot open {}: {e}", path.display()));
+                None
+            }
+        }
+    }
+
+    /// One entry of a directory being walked: its input, or `None` if it is left out.
+    fn child(
+        &mut self,
+        path: &Path,
+        rel: &str,
+        n: &std::ffi::OsStr,
+        listed: Option<std::fs::FileType>,
+        ex: &std::rc::Rc<Gitignore>,
+    ) -> Result<Option<Input>, TransferError> {
         // A reserved name is refused only if it is not excluded (`--exclude` can leave it out).
         let Some(n) = n
             .to_str()
             .filter(|n| valid_file_name(n) || reserved_name(n))
         else {
-            return Err(TransferError::Usage(format!(
+            self.problem(format!(
                 "cannot send {}: its name is not UTF-8 without control characters or `\\`",
                 path.display()
-            )));
+            ));
+            return Ok(None);
         };
         let name = format!("{rel}/{n}");
         if name.len() > MAX_PATH_LEN || name.split('/').count() > MAX_DEPTH {
-            return Err(TransferError::Usage(format!(
+            self.problem(format!(
                 "cannot send {}: the path is too long or too deep",
                 path.display()
-            )));
+            ));
+            return Ok(None);
         }
-        let meta =
-            std::fs::symlink_metadata(&path).ctx(|| format!("cannot stat {}", path.display()))?;
         let within = name.split_once('/').map_or("", |x| x.1);
+        // A regular file as listed is opened (not following a link) and checked with `fstat`:
+        // no `lstat` first.
+        if listed.is_some_and(|t| t.is_file()) {
+            if ex.matched(within, false).is_ignore() {
+                self.excluded += 1;
+                return Ok(None);
+            }
+            if reserved_name(n) {
+                self.problem(reserved(&path.display().to_string()).to_string());
+                return Ok(None);
+            }
+            return Ok(self.open_file(path, name));
+        }
+        let meta = match std::fs::symlink_metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                self.problem(format!("cannot send {} (vanished?): {e}", path.display()));
+                return Ok(None);
+            }
+        };
         if ex.matched(within, meta.is_dir()).is_ignore() {
-            w.excluded += 1;
-            continue;
+            self.excluded += 1;
+            return Ok(None);
         }
         if reserved_name(n) {
-            return Err(reserved(&path.display().to_string()));
+            self.problem(reserved(&path.display().to_string()).to_string());
+            return Ok(None);
         }
-        if w.inputs.len() >= MAX_FILES {
-            return Err(too_many());
-        }
-        let ft = meta.file_type();
-        let (kind, size, file, meta) = if ft.is_dir() {
-            (EntryKind::Dir, 0, None, meta)
-        } else if ft.is_symlink() {
-            let target = std::fs::read_link(&path)
-                .ctx(|| format!("cannot read the link {}", path.display()))?;
-            let target = target.to_str().map(str::to_owned).unwrap_or_default();
-            if !link_stays_inside(&name, &target) {
-                return Err(TransferError::Usage(format!(
-                    "cannot send the link {} -> {target}: a receiver only accepts relative links \
-                     that stay inside the tree (leave it out with --exclude)",
-                    path.display()
-                )));
-            }
-            (EntryKind::Symlink(target), 0, None, meta)
-        } else if ft.is_file() {
-            // Not following a link put there since the stat; the open file is what is sent.
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&path)
-                .ctx(|| format!("cannot open {}", path.display()))?;
-            let meta = file
-                .metadata()
-                .ctx(|| format!("cannot stat {}", path.display()))?;
-            if !meta.is_file() {
-                return Err(StreamError::MalformedBody {
-                    what: "tree",
-                    why: format!("{} changed while being listed", path.display()),
+        let mut ft = meta.file_type();
+        let mut meta = meta;
+        let mut kind = None;
+        if ft.is_symlink() {
+            let target = match std::fs::read_link(path) {
+                Ok(t) => t.to_str().map(str::to_owned).unwrap_or_default(),
+                Err(e) => {
+                    self.problem(format!("cannot read the link {}: {e}", path.display()));
+                    return Ok(None);
                 }
-                .into());
+            };
+            if link_stays_inside(&name, &target) {
+                kind = Some(EntryKind::Symlink(target));
+            } else if self.copy_links {
+                // What the link points to, sent in its place.
+                match std::fs::metadata(path) {
+                    Ok(m) => {
+                        ft = m.file_type();
+                        meta = m;
+                    }
+                    Err(e) => {
+                        self.problem(format!(
+                            "cannot send what the link {} -> {target} points to: {e}",
+                            path.display()
+                        ));
+                        return Ok(None);
+                    }
+                }
+            } else {
+                let line = format!(
+                    "skipping the link {} -> {target}: it is absolute or leads out of the tree \
+                     (--copy-links sends what it points to)",
+                    path.display()
+                );
+                tracing::warn!("{line}");
+                if self.skipped_links.len() < MAX_PROBLEMS_KEPT {
+                    self.skipped_links.push(line);
+                }
+                return Ok(None);
             }
-            (EntryKind::File, meta.len(), Some(file), meta)
+        }
+        let (kind, size, file) = if let Some(k) = kind {
+            (k, 0, None)
+        } else if ft.is_dir() {
+            let id = dev_ino(&meta);
+            if self.levels.iter().any(|l| l.id == id) {
+                self.problem(format!(
+                    "cannot send {}: a link leads back to a directory above it",
+                    path.display()
+                ));
+                return Ok(None);
+            }
+            self.descend(path, &name, ex.clone(), id);
+            (EntryKind::Dir, 0, None)
+        } else if ft.is_file() {
+            return Ok(self.open_file(path, name));
         } else {
             tracing::warn!(
                 "skipping {}: not a regular file, directory or link",
                 path.display()
             );
-            w.special.push(path);
-            continue;
+            self.special.push(path.to_owned());
+            return Ok(None);
         };
-        let dir = kind == EntryKind::Dir;
-        w.inputs.push(Input {
+        Ok(Some(Input {
             entry: FileEntry {
-                name: name.clone(),
+                name,
                 size,
                 mtime: mtime_ns(&meta),
                 mode: mode_of(&meta),
                 kind,
             },
             file,
-            path: Some(path.clone()),
-        });
-        if dir {
-            walk(w, &path, &name, ex)?;
-        }
+            path: Some(path.to_owned()),
+        }))
     }
-    Ok(())
 }

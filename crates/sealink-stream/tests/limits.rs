@@ -116,6 +116,9 @@ fn send_cfg(keys: &Keys, key_data_records: Option<u64>) -> SendConfig {
         exclude: Vec::new(),
         update: false,
         rate_limit: None,
+        copy_links: false,
+        delete: false,
+        list_entries: true,
     }
 }
 

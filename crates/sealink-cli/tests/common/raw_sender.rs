@@ -72,6 +72,8 @@ impl RawSender {
             stripes: 1,
             fresh: false,
             update: false,
+            more: false,
+            delete: false,
             files,
         }
         .encode()

@@ -27,6 +27,9 @@ pub struct Placement {
 #[derive(Debug, Clone)]
 pub struct Layout {
     record_data: u64,
+    /// Sequence number of the first data record ([`FIRST_DATA_SEQ`] for the hello's batch;
+    /// a later manifest batch's data follows its manifest record).
+    first: u64,
     /// (first data seq, size) per file.
     files: Vec<(u64, u64)>,
 }
@@ -43,8 +46,13 @@ pub struct Batch {
 
 impl Layout {
     pub fn new(record_data: u32, sizes: impl IntoIterator<Item = u64>) -> Self {
+        Self::starting_at(FIRST_DATA_SEQ, record_data, sizes)
+    }
+
+    /// The layout of a batch whose first data record has sequence number `first`.
+    pub fn starting_at(first: u64, record_data: u32, sizes: impl IntoIterator<Item = u64>) -> Self {
         let r = u64::from(record_data.max(1));
-        let mut next = FIRST_DATA_SEQ;
+        let mut next = first;
         let files = sizes
             .into_iter()
             .map(|size| {
@@ -57,12 +65,23 @@ impl Layout {
             .collect();
         Self {
             record_data: r,
+            first,
             files,
         }
     }
 
     pub fn record_data(&self) -> u64 {
         self.record_data
+    }
+
+    /// Sequence number of the first data record.
+    pub fn first_seq(&self) -> u64 {
+        self.first
+    }
+
+    /// Sequence number of the end record, given the data records the end says were sent.
+    pub fn end_seq(&self, data_records: u64) -> u64 {
+        self.first.saturating_add(data_records)
     }
 
     pub fn file_count(&self) -> usize {
@@ -86,7 +105,7 @@ impl Layout {
     /// size any length from 1 to a full record).
     pub fn place(&self, seq: u64, data_len: usize) -> Result<Placement, StreamError> {
         let i = self.files.partition_point(|&(base, _)| base <= seq);
-        if seq < FIRST_DATA_SEQ || i == 0 {
+        if seq < self.first || i == 0 {
             return Err(StreamError::OutOfRange {
                 seq,
                 why: "not a data sequence number",
@@ -213,9 +232,10 @@ impl Assembly {
             None => layout
                 .files
                 .last()
-                .map_or(0, |&(base, _)| base - FIRST_DATA_SEQ),
+                .map_or(0, |&(base, _)| base - layout.first),
         };
-        bound.check(known)?;
+        // The bound counts every data record of the session, earlier batches' included.
+        bound.check(layout.first - FIRST_DATA_SEQ + known)?;
         let mut seen = Vec::new();
         reserve_words(&mut seen, bound, known)?;
         seen.resize(known.div_ceil(64) as usize, 0);
@@ -223,8 +243,8 @@ impl Assembly {
             bytes: vec![0; layout.file_count()],
             bound,
             seen,
+            low: layout.first,
             layout,
-            low: FIRST_DATA_SEQ,
             received: 0,
             short_end: None,
             highest: 0,
@@ -270,10 +290,10 @@ impl Assembly {
                 self.short_end = Some(seq);
             }
         }
-        let bit = (seq - FIRST_DATA_SEQ) as usize;
+        let bit = (seq - self.layout.first) as usize;
         let (w, m) = (bit / 64, 1u64 << (bit % 64));
         if w >= self.seen.len() {
-            reserve_words(&mut self.seen, self.bound, seq)?;
+            reserve_words(&mut self.seen, self.bound, seq - self.layout.first + 1)?;
             self.seen.resize(w + 1, 0);
         }
         if self.seen[w] & m != 0 {
@@ -305,7 +325,7 @@ impl Assembly {
             return Err(StreamError::Replayed { seq });
         }
         for seq in base..base + records {
-            let bit = (seq - FIRST_DATA_SEQ) as usize;
+            let bit = (seq - self.layout.first) as usize;
             self.seen[bit / 64] |= 1u64 << (bit % 64);
         }
         let bytes = (records * self.layout.record_data).min(size);
@@ -327,7 +347,7 @@ impl Assembly {
         // Everything below `low` has arrived; scan on from there a word at a time.
         let mut seq = self.low.max(base);
         while seq < base + total {
-            let bit = (seq - FIRST_DATA_SEQ) as usize;
+            let bit = (seq - self.layout.first) as usize;
             let word = self.seen.get(bit / 64).copied().unwrap_or(0) >> (bit % 64);
             let run = u64::from(word.trailing_ones()).min(64 - (bit % 64) as u64);
             seq += run;
@@ -339,15 +359,15 @@ impl Assembly {
     }
 
     fn is_seen(&self, seq: u64) -> bool {
-        let bit = (seq - FIRST_DATA_SEQ) as usize;
+        let bit = (seq - self.layout.first) as usize;
         self.seen
             .get(bit / 64)
             .is_some_and(|w| w & (1 << (bit % 64)) != 0)
     }
 
     /// The sequence number an end record must carry, given its body.
-    pub fn end_seq(end: &End) -> u64 {
-        FIRST_DATA_SEQ.saturating_add(end.data_records)
+    pub fn end_seq(&self, end: &End) -> u64 {
+        self.layout.end_seq(end.data_records)
     }
 
     /// Checks an authenticated end against what arrived: every record present, every file's
@@ -372,7 +392,7 @@ impl Assembly {
             Some(n) => n,
             None => {
                 let last = self.layout.file_count() - 1;
-                let base = self.layout.files[last].0 - FIRST_DATA_SEQ;
+                let base = self.layout.files[last].0 - self.layout.first;
                 base + end.sizes[last].div_ceil(self.layout.record_data)
             }
         };
@@ -382,7 +402,7 @@ impl Assembly {
                 end.data_records
             )));
         }
-        if self.received != expected || self.low != FIRST_DATA_SEQ + expected {
+        if self.received != expected || self.low != self.layout.first + expected {
             return Err(StreamError::Truncated {
                 received: self.received,
                 expected,
@@ -459,7 +479,31 @@ mod tests {
         assert!(matches!(a.finish(&end), Err(StreamError::Truncated { .. })));
         a.accept(2, 10).unwrap();
         a.finish(&end).unwrap();
-        assert_eq!(Assembly::end_seq(&end), 4);
+        assert_eq!(a.end_seq(&end), 4);
+    }
+
+    #[test]
+    fn a_later_batch_starts_where_the_previous_ended() {
+        // Batch 0's end was seq 4, batch 1's manifest seq 5: its data starts at 6.
+        let mut a = new(Layout::starting_at(6, 10, [15, 0, 10]));
+        assert!(a.accept(5, 10).is_err(), "the manifest's seq is no data");
+        assert_eq!(
+            a.accept(7, 5).unwrap(),
+            Placement {
+                file: 0,
+                offset: 10
+            }
+        );
+        a.accept(6, 10).unwrap();
+        a.accept(8, 10).unwrap();
+        let end = End {
+            data_records: 3,
+            sizes: vec![15, 0, 10],
+            hashes: vec![],
+        };
+        assert_eq!(a.end_seq(&end), 9);
+        a.finish(&end).unwrap();
+        assert_eq!(a.held_prefix(0), 2);
     }
 
     #[test]

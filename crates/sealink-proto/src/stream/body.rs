@@ -3,7 +3,11 @@
 //!
 //! ```text
 //! hello: owner public key (32) | owner signature (64) | record data size u32 | stripes u16
-//!        | flags u16 (bit 0: fresh, do not resume; bit 1: update) | entry count u32 | entries
+//!        | flags u16 (bit 0: fresh, do not resume; bit 1: update; bit 2: streamed manifest,
+//!        always set: stream protocol 2; bit 3: more manifest batches follow; bit 4: delete)
+//!        | entry count u32 | entries (the manifest's first batch)
+//! manifest (a later batch, see `super::manifest`): flags u8 (bit 0: more follow)
+//!        | entry count u32 | entries
 //!   entry: size u64 (u64::MAX: unknown, only for the last file) | mtime u64 (ns since the
 //!          epoch, 0: unknown) | mode u32 | kind u8 (0 file, 1 directory, 2 symbolic link)
 //!          | path length u16 | path | (links only) target length u16 | target
@@ -24,9 +28,10 @@ use super::record::{MAX_RECORD_DATA, MIN_RECORD_DATA};
 
 /// Size of a file whose length is not known when the transfer starts (standard input).
 pub const UNKNOWN_SIZE: u64 = u64::MAX;
-/// Most entries (files, directories and links together) one session carries (bounds the
-/// receiver's open files and bookkeeping, and keeps the hello within one record).
-pub const MAX_FILES: usize = 4096;
+/// Most entries (files, directories and links together) in one manifest batch (the hello's,
+/// or a later manifest record's): bounds the receiver's open files and bookkeeping per batch.
+/// A transfer carries any number of batches (within the receiver's `TreeLimits`).
+pub const MAX_BATCH_ENTRIES: usize = 4096;
 /// Longest relative path of an entry, in bytes (Linux PATH_MAX).
 pub const MAX_PATH_LEN: usize = 4096;
 /// Most components of an entry's path.
@@ -88,14 +93,32 @@ pub struct Hello {
     /// Ask the receiver which files it already has with the same size and mtime (its ready
     /// says [`UP_TO_DATE`] for them); those are not sent.
     pub update: bool,
+    /// More manifest batches follow this one (each in a manifest record after the previous
+    /// batch's end record).
+    pub more: bool,
+    /// Ask the receiver to delete, in the directories this transfer merges into, what the
+    /// sender no longer has (only a receiver run with `recv --delete` does).
+    pub delete: bool,
+    /// The manifest's first batch.
     pub files: Vec<FileEntry>,
 }
 
-/// Hello flags: do not resume; report up-to-date files.
+/// Hello flags: do not resume; report up-to-date files; the version marker of stream
+/// protocol 2 (streamed manifests); more batches follow; delete what the sender lacks.
 const FLAG_FRESH: u16 = 1;
 const FLAG_UPDATE: u16 = 2;
+const FLAG_STREAMED: u16 = 4;
+const FLAG_MORE: u16 = 8;
+const FLAG_DELETE: u16 = 16;
+const HELLO_FLAGS: u16 = FLAG_FRESH | FLAG_UPDATE | FLAG_STREAMED | FLAG_MORE | FLAG_DELETE;
 
-fn bad(what: &'static str, why: impl Into<String>) -> StreamError {
+/// Why a receiver refuses a hello from a sender of stream protocol 1 (the whole manifest in
+/// the hello, no version marker): said in its abort, so the sender's user knows what to do.
+pub const OLD_SENDER: &str = "the sender runs an older sealink (stream protocol 1: the whole \
+    manifest in one hello); this receiver speaks stream protocol 2 (manifests in batches): \
+    upgrade sealink on the sending host";
+
+pub(crate) fn bad(what: &'static str, why: impl Into<String>) -> StreamError {
     StreamError::MalformedBody {
         what,
         why: why.into(),
@@ -172,13 +195,13 @@ pub fn link_stays_inside(path: &str, target: &str) -> bool {
     depth > 0
 }
 
-struct Reader<'a> {
-    b: &'a [u8],
-    what: &'static str,
+pub(crate) struct Reader<'a> {
+    pub(crate) b: &'a [u8],
+    pub(crate) what: &'static str,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], StreamError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], StreamError> {
         if self.b.len() < n {
             return Err(bad(self.what, "truncated"));
         }
@@ -186,21 +209,21 @@ impl<'a> Reader<'a> {
         self.b = t;
         Ok(h)
     }
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], StreamError> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], StreamError> {
         let mut a = [0u8; N];
         a.copy_from_slice(self.take(N)?);
         Ok(a)
     }
-    fn u16(&mut self) -> Result<u16, StreamError> {
+    pub(crate) fn u16(&mut self) -> Result<u16, StreamError> {
         Ok(u16::from_le_bytes(self.array()?))
     }
-    fn u32(&mut self) -> Result<u32, StreamError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, StreamError> {
         Ok(u32::from_le_bytes(self.array()?))
     }
-    fn u64(&mut self) -> Result<u64, StreamError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, StreamError> {
         Ok(u64::from_le_bytes(self.array()?))
     }
-    fn finish(self) -> Result<(), StreamError> {
+    pub(crate) fn finish(self) -> Result<(), StreamError> {
         if self.b.is_empty() {
             Ok(())
         } else {
@@ -216,22 +239,13 @@ impl Hello {
         v.extend_from_slice(&self.owner_signature);
         v.extend_from_slice(&self.record_data.to_le_bytes());
         v.extend_from_slice(&self.stripes.to_le_bytes());
-        let flags =
-            if self.fresh { FLAG_FRESH } else { 0 } | if self.update { FLAG_UPDATE } else { 0 };
+        let flags = FLAG_STREAMED
+            | if self.fresh { FLAG_FRESH } else { 0 }
+            | if self.update { FLAG_UPDATE } else { 0 }
+            | if self.more { FLAG_MORE } else { 0 }
+            | if self.delete { FLAG_DELETE } else { 0 };
         v.extend_from_slice(&flags.to_le_bytes());
-        v.extend_from_slice(&(self.files.len() as u32).to_le_bytes());
-        for f in &self.files {
-            v.extend_from_slice(&f.size.to_le_bytes());
-            v.extend_from_slice(&f.mtime.to_le_bytes());
-            v.extend_from_slice(&f.mode.to_le_bytes());
-            v.push(f.kind.code());
-            v.extend_from_slice(&(f.name.len() as u16).to_le_bytes());
-            v.extend_from_slice(f.name.as_bytes());
-            if let EntryKind::Symlink(t) = &f.kind {
-                v.extend_from_slice(&(t.len() as u16).to_le_bytes());
-                v.extend_from_slice(t.as_bytes());
-            }
-        }
+        encode_entries(&mut v, &self.files);
         v
     }
 
@@ -258,93 +272,23 @@ impl Hello {
             return Err(bad(W, format!("{stripes} stripes")));
         }
         let flags = r.u16()?;
-        if flags & !(FLAG_FRESH | FLAG_UPDATE) != 0 {
+        if flags & FLAG_STREAMED == 0 {
+            return Err(bad(W, OLD_SENDER));
+        }
+        if flags & !HELLO_FLAGS != 0 {
             return Err(bad(W, format!("unknown flags {flags:#x}")));
         }
-        let n = r.u32()? as usize;
-        if n > MAX_FILES {
-            return Err(bad(W, format!("{n} entries (at most {MAX_FILES})")));
-        }
-        let mut files: Vec<FileEntry> = Vec::with_capacity(n);
-        // Every path so far, and whether it is a directory.
-        let mut seen: std::collections::HashMap<String, bool> =
-            std::collections::HashMap::with_capacity(n);
-        for i in 0..n {
-            let size = r.u64()?;
-            let mtime = r.u64()?;
-            let mode = r.u32()?;
-            let kind = r.array::<1>()?[0];
-            let len = r.u16()? as usize;
-            let name = std::str::from_utf8(r.take(len)?)
-                .map_err(|_| bad(W, "path is not UTF-8"))?
-                .to_owned();
-            if name.split('/').any(reserved_name) {
-                return Err(bad(
-                    W,
-                    format!(
-                        "path {name:?} takes a name reserved for the receiver's own files \
-                         ({RESERVED_PREFIX}*, .*.sealink-part, .*.sealink-part-dir)"
-                    ),
-                ));
-            }
-            if !valid_path(&name) {
-                return Err(bad(
-                    W,
-                    format!(
-                        "path {name:?} is not a relative path of plain names (at most \
-                         {MAX_DEPTH} of them, {MAX_PATH_LEN} bytes)"
-                    ),
-                ));
-            }
-            let kind = match kind {
-                0 => EntryKind::File,
-                1 => EntryKind::Dir,
-                2 => {
-                    let len = r.u16()? as usize;
-                    let target = std::str::from_utf8(r.take(len)?)
-                        .map_err(|_| bad(W, "link target is not UTF-8"))?
-                        .to_owned();
-                    if !link_stays_inside(&name, &target) {
-                        return Err(bad(
-                            W,
-                            format!(
-                                "link {name:?} points to {target:?}, outside the tree it is in"
-                            ),
-                        ));
-                    }
-                    EntryKind::Symlink(target)
-                }
-                k => return Err(bad(W, format!("entry kind {k}"))),
-            };
-            if kind != EntryKind::File && size != 0 {
-                return Err(bad(
-                    W,
-                    format!("{name:?} is not a file but has {size} bytes"),
-                ));
-            }
-            if size == UNKNOWN_SIZE && i + 1 != n {
-                return Err(bad(W, "only the last file may have an unknown size"));
-            }
-            if let Some((parent, _)) = name.rsplit_once('/')
-                && seen.get(parent) != Some(&true)
-            {
-                return Err(bad(
-                    W,
-                    format!("{name:?} comes without its directory {parent:?} before it"),
-                ));
-            }
-            if seen.insert(name.clone(), kind == EntryKind::Dir).is_some() {
-                return Err(bad(W, format!("path {name:?} appears twice")));
-            }
-            files.push(FileEntry {
-                name,
-                size,
-                mtime,
-                mode,
-                kind,
-            });
-        }
+        let more = flags & FLAG_MORE != 0;
+        let files = decode_entries(&mut r)?;
         r.finish()?;
+        // The first batch stands alone: its order, parents and names are checked here (a
+        // receiver checks every batch again, with its limits, in a `TreeCheck`).
+        super::manifest::TreeCheck::new(super::manifest::TreeLimits::NONE)
+            .admit(&files, more)
+            .map_err(|e| match e {
+                StreamError::MalformedBody { why, .. } => bad(W, why),
+                e => e,
+            })?;
         Ok(Self {
             owner_public,
             owner_signature,
@@ -352,9 +296,105 @@ impl Hello {
             stripes,
             fresh: flags & FLAG_FRESH != 0,
             update: flags & FLAG_UPDATE != 0,
+            more,
+            delete: flags & FLAG_DELETE != 0,
             files,
         })
     }
+}
+
+/// Writes an entry count and the entries (hello and manifest bodies).
+pub(crate) fn encode_entries(v: &mut Vec<u8>, files: &[FileEntry]) {
+    v.extend_from_slice(&(files.len() as u32).to_le_bytes());
+    for f in files {
+        v.extend_from_slice(&f.size.to_le_bytes());
+        v.extend_from_slice(&f.mtime.to_le_bytes());
+        v.extend_from_slice(&f.mode.to_le_bytes());
+        v.push(f.kind.code());
+        v.extend_from_slice(&(f.name.len() as u16).to_le_bytes());
+        v.extend_from_slice(f.name.as_bytes());
+        if let EntryKind::Symlink(t) = &f.kind {
+            v.extend_from_slice(&(t.len() as u16).to_le_bytes());
+            v.extend_from_slice(t.as_bytes());
+        }
+    }
+}
+
+/// Reads an entry count and the entries, each checked on its own: a valid path of names
+/// that are not the receiver's own, a link target that stays in its tree, no data for a
+/// directory or link. How entries relate (order, parents, limits) is [`TreeCheck`]'s.
+///
+/// [`TreeCheck`]: super::manifest::TreeCheck
+pub(crate) fn decode_entries(r: &mut Reader<'_>) -> Result<Vec<FileEntry>, StreamError> {
+    let what = r.what;
+    let n = r.u32()? as usize;
+    if n > MAX_BATCH_ENTRIES {
+        return Err(bad(
+            what,
+            format!("{n} entries in one batch (at most {MAX_BATCH_ENTRIES})"),
+        ));
+    }
+    let mut files: Vec<FileEntry> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let size = r.u64()?;
+        let mtime = r.u64()?;
+        let mode = r.u32()?;
+        let kind = r.array::<1>()?[0];
+        let len = r.u16()? as usize;
+        let name = std::str::from_utf8(r.take(len)?)
+            .map_err(|_| bad(what, "path is not UTF-8"))?
+            .to_owned();
+        if name.split('/').any(reserved_name) {
+            return Err(bad(
+                what,
+                format!(
+                    "path {name:?} takes a name reserved for the receiver's own files \
+                         ({RESERVED_PREFIX}*, .*.sealink-part, .*.sealink-part-dir)"
+                ),
+            ));
+        }
+        if !valid_path(&name) {
+            return Err(bad(
+                what,
+                format!(
+                    "path {name:?} is not a relative path of plain names (at most \
+                         {MAX_DEPTH} of them, {MAX_PATH_LEN} bytes)"
+                ),
+            ));
+        }
+        let kind = match kind {
+            0 => EntryKind::File,
+            1 => EntryKind::Dir,
+            2 => {
+                let len = r.u16()? as usize;
+                let target = std::str::from_utf8(r.take(len)?)
+                    .map_err(|_| bad(what, "link target is not UTF-8"))?
+                    .to_owned();
+                if !link_stays_inside(&name, &target) {
+                    return Err(bad(
+                        what,
+                        format!("link {name:?} points to {target:?}, outside the tree it is in"),
+                    ));
+                }
+                EntryKind::Symlink(target)
+            }
+            k => return Err(bad(what, format!("entry kind {k}"))),
+        };
+        if kind != EntryKind::File && size != 0 {
+            return Err(bad(
+                what,
+                format!("{name:?} is not a file but has {size} bytes"),
+            ));
+        }
+        files.push(FileEntry {
+            name,
+            size,
+            mtime,
+            mode,
+            kind,
+        });
+    }
+    Ok(files)
 }
 
 /// The receiver's answer to the hello: per file, how many of its first data records it already
@@ -377,7 +417,7 @@ impl Ready {
     pub fn decode(b: &[u8]) -> Result<Self, StreamError> {
         let mut r = Reader { b, what: "ready" };
         let n = r.u32()? as usize;
-        if n > MAX_FILES {
+        if n > MAX_BATCH_ENTRIES {
             return Err(bad("ready", format!("{n} files")));
         }
         let held = (0..n).map(|_| r.u64()).collect::<Result<Vec<_>, _>>()?;
@@ -416,7 +456,7 @@ impl End {
         let mut r = Reader { b, what: "end" };
         let data_records = r.u64()?;
         let n = r.u32()? as usize;
-        if n > MAX_FILES {
+        if n > MAX_BATCH_ENTRIES {
             return Err(bad("end", format!("{n} files")));
         }
         let mut sizes = Vec::with_capacity(n);
@@ -548,6 +588,8 @@ mod tests {
             stripes: 2,
             fresh: false,
             update: false,
+            more: false,
+            delete: false,
             files: vec![
                 FileEntry {
                     name: "a.bin".into(),
@@ -574,6 +616,24 @@ mod tests {
         let h = Hello { fresh: true, ..h };
         assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
         let h = Hello { update: true, ..h };
+        assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
+        // A file of unknown size only ends the whole manifest, not a batch with more after it.
+        assert!(
+            Hello::decode(
+                &Hello {
+                    more: true,
+                    ..h.clone()
+                }
+                .encode()
+            )
+            .is_err()
+        );
+        let h = Hello {
+            more: true,
+            delete: true,
+            files: h.files[..1].to_vec(),
+            ..h
+        };
         assert_eq!(Hello::decode(&h.encode()).unwrap(), h);
         let t = tree(&[("t", D), ("t/l", L("sub/x")), ("t/sub", D), ("t/sub/x", F)]);
         assert_eq!(Hello::decode(&t.encode()).unwrap(), t);
@@ -663,14 +723,18 @@ mod tests {
 
     #[test]
     fn trees_need_their_directories_first_and_distinct_paths() {
-        let ok = tree(&[("t", D), ("t/a", D), ("t/a/f", F), ("t/e", D), ("g", F)]);
+        let ok = tree(&[("g", F), ("t", D), ("t/a", D), ("t/a/f", F), ("t/e", D)]);
         assert!(Hello::decode(&ok.encode()).is_ok());
+        // Depth first, each directory's entries in name order (so a duplicate shows).
+        assert!(refused(&[("t", D), ("g", F)]).contains("comes after"));
+        assert!(refused(&[("t", D), ("t/b", F), ("t/a", F)]).contains("comes after"));
         assert!(refused(&[("t/a", F)]).contains("without its directory"));
         assert!(refused(&[("t/a", F), ("t", D)]).contains("without its directory"));
         // A file (or a link) is never a directory of another entry.
         assert!(refused(&[("t", F), ("t/a", F)]).contains("without its directory"));
         assert!(refused(&[("t", D), ("t/l", L(".")), ("t/l/a", F)]).contains("without"));
         assert!(refused(&[("t", D), ("t/a", F), ("t/a", D)]).contains("twice"));
+        assert!(refused(&[("t", D), ("t/a", D), ("t/b", F), ("t/a/c", F)]).contains("after"));
         assert!(refused(&[("t", D), ("t", D)]).contains("twice"));
         for p in [
             "t//a", "t/./a", "t/../a", "/t/a", "t/a/", "t/a\\b", "t/\u{0}",
@@ -853,6 +917,8 @@ mod props {
                 stripes: 1,
                 fresh: false,
                 update,
+                more: false,
+                delete: false,
                 files,
             };
             let b = h.encode();
@@ -932,14 +998,24 @@ mod props {
             stripes: 1,
             fresh: false,
             update: false,
+            more: false,
+            delete: false,
             files: vec![],
         };
         let mut b = h.encode();
-        b[32 + 64 + 4 + 2] = 4; // flags: an unknown bit
+        b[32 + 64 + 4 + 2] = 4 | 32; // flags: an unknown bit
         assert!(Hello::decode(&b).is_err());
+        // A hello without the version marker comes from a sender of stream protocol 1.
+        b[32 + 64 + 4 + 2] = 0;
+        let e = Hello::decode(&b).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("upgrade sealink on the sending host"),
+            "{e}"
+        );
         // A ready announcing more files than a session may have.
-        let mut b = ((MAX_FILES + 1) as u32).to_le_bytes().to_vec();
-        b.extend(std::iter::repeat_n(0u8, 8 * (MAX_FILES + 1)));
+        let mut b = ((MAX_BATCH_ENTRIES + 1) as u32).to_le_bytes().to_vec();
+        b.extend(std::iter::repeat_n(0u8, 8 * (MAX_BATCH_ENTRIES + 1)));
         assert!(Ready::decode(&b).is_err());
     }
 }

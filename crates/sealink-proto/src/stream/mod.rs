@@ -13,6 +13,7 @@ pub mod assembly;
 pub mod body;
 pub mod handshake;
 pub mod limits;
+pub mod manifest;
 pub mod record;
 pub mod resume;
 
@@ -20,6 +21,7 @@ pub use assembly::{Assembly, Layout, Placement};
 pub use body::{Abort, AbortCode, Done, End, FileEntry, Hello, Ready};
 pub use handshake::{Initiator, SessionKeys, accept};
 pub use limits::{RecordBound, StreamLimits};
+pub use manifest::{Manifest, TreeCheck, TreeLimits};
 pub use record::{RECORD_HEADER_LEN, RecordHeader, RecordType};
 
 /// Errors of stream mode's sans-IO core: what a peer sent that we refuse, or a local misuse.
@@ -68,6 +70,15 @@ pub enum StreamError {
         limit: u64,
         why: &'static str,
     },
+    /// A manifest went past one of the receiver's limits on a whole transfer.
+    #[error(
+        "the transfer has more {what} than this receiver's limit of {limit} (raised with `sealink recv {flag}`)"
+    )]
+    TreeLimit {
+        what: &'static str,
+        limit: u64,
+        flag: &'static str,
+    },
     #[error(
         "{name} as assembled does not match the sender's SHA-256 of the file (data kept from an earlier session was altered, or the file changed)"
     )]
@@ -82,6 +93,17 @@ pub const SENDER_ABORT_SEQ: u64 = u64::MAX;
 pub const READY_SEQ: u64 = 0;
 /// Sequence number of the receiver's final reply (done or abort).
 pub const REPLY_SEQ: u64 = 1;
+
+/// Sequence number of the receiver's ready for manifest batch `batch` (0: the hello's): the
+/// first uses [`READY_SEQ`], later ones follow [`REPLY_SEQ`], so no two records the receiver
+/// seals share a nonce.
+pub fn ready_seq(batch: u64) -> u64 {
+    if batch == 0 {
+        READY_SEQ
+    } else {
+        batch.saturating_add(1)
+    }
+}
 
 /// What the sending owner signs: the core's owner introduction, bound to this session's
 /// handshake and direction.

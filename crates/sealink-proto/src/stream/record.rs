@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! 0  u8   version (1)
-//! 1  u8   type (1 hello, 2 data, 3 end, 4 done, 5 abort, 6 ready)
+//! 1  u8   type (1 hello, 2 data, 3 end, 4 done, 5 abort, 6 ready, 7 manifest)
 //! 2  u8   scope (1 authenticate only, 2 encrypt)
 //! 3  u8   reserved, 0
 //! 4  u32  body length, little-endian (data + tag)
@@ -37,6 +37,8 @@ pub enum RecordType {
     Abort = 5,
     /// The receiver accepted the hello: data may flow.
     Ready = 6,
+    /// A later batch of the manifest (stream protocol 2).
+    Manifest = 7,
 }
 
 impl RecordType {
@@ -48,6 +50,7 @@ impl RecordType {
             4 => Self::Done,
             5 => Self::Abort,
             6 => Self::Ready,
+            7 => Self::Manifest,
             _ => return None,
         })
     }
