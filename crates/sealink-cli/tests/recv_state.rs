@@ -362,7 +362,7 @@ fn the_sender_never_sees_the_receivers_paths() {
     let o = h.send(&[&small], addr, &[]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
-        e.contains("the receiver can allow replacing with `sealink recv --force`"),
+        e.contains("the receiver can allow replacing it with `sealink recv --force`"),
         "{e}"
     );
     assert!(c.try_wait().unwrap().is_none());
