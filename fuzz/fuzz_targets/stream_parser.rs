@@ -158,7 +158,7 @@ fn assembly(d: &[u8]) {
         }
     }
     let end = End { data_records: a.received(), sizes: end_sizes, hashes: vec![] };
-    let _ = Assembly::end_seq(&end);
+    let _ = a.end_seq(&end);
     let _ = a.finish(&end);
 }
 
