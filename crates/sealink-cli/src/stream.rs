@@ -717,6 +717,8 @@ pub fn recv(p: RecvParams) -> Result<()> {
             host,
             trusted_hosts: trust.hosts,
             trusted_owners: trust.owners,
+            // Read again when it changes: `trust add` takes effect at the next connection.
+            trust_file: Some(trust_path.clone()),
             dest: if to_stdout {
                 Dest::Stdout
             } else {

@@ -106,8 +106,17 @@ fn untrusted_owner_is_refused() {
         "{}",
         text(&o)
     );
-    assert!(!finish(c, err).0.success());
+    let (status, log) = finish(c, err);
+    assert!(!status.success());
     assert!(h.inbox_names().is_empty());
+    // The receiver's log names the refused owner's key and fingerprint, and how to trust it
+    // (issue 46: an owner refusal showed neither).
+    let key = common::public(PathBuf::from(format!("{}.pub", other.display())));
+    assert!(
+        log.contains(&format!("owner key {key} (fingerprint "))
+            && log.contains(&format!("sealink trust add owner NAME {key}")),
+        "{log}"
+    );
 }
 
 #[test]
@@ -929,4 +938,38 @@ fn timeouts_take_humantime_units() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(finish(c, err).0.success());
     assert_eq!(fs::read(h.inbox().join("t.txt")).unwrap(), b"on time");
+}
+
+/// A running receiver reads its trust file again when it changes (issue 46; sshd reads
+/// authorized_keys at each connection): carol is refused, trusted with `trust add` while the
+/// receiver runs, and her next send is taken; removed again, she is refused again.
+#[test]
+fn a_running_receiver_follows_its_trust_file() {
+    let h = Hosts::new();
+    let carol = h.a().join("carol.key");
+    assert!(
+        run(&h.a(), &["keygen", "owner", carol.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let f = h.path("c.txt");
+    fs::write(&f, b"from carol\n").unwrap();
+    let (c, addr, err) = h.recv_with(None, &[], Stdio::null());
+    let o = h.send(&[&f], addr, &["--owner", carol.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("owner"), "{}", text(&o));
+    let key = common::public(PathBuf::from(format!("{}.pub", carol.display())));
+    let o = run(&h.path("b"), &["trust", "add", "owner", "carol", &key]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = h.send(&[&f], addr, &["--owner", carol.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(fs::read(h.inbox().join("c.txt")).unwrap(), b"from carol\n");
+    let o = run(&h.path("b"), &["trust", "remove", "carol"]);
+    assert!(o.status.success(), "{}", text(&o));
+    fs::remove_file(h.inbox().join("c.txt")).unwrap();
+    let o = h.send(&[&f], addr, &["--owner", carol.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let mut c = c;
+    c.kill().unwrap();
+    let _ = finish(c, err);
 }

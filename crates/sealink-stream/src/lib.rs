@@ -17,6 +17,7 @@ mod conn;
 pub mod error;
 mod files;
 pub mod limits;
+mod live_trust;
 mod place;
 pub mod records;
 pub mod recv;

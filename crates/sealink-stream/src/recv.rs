@@ -48,6 +48,9 @@ pub struct RecvConfig {
     pub trusted_hosts: Vec<(String, [u8; 32])>,
     /// Owners allowed to send: name, Ed25519 public key.
     pub trusted_owners: Vec<(String, [u8; 32])>,
+    /// The trust file the two lists were read from: read again before a connection's checks
+    /// whenever it changed (`None`: the lists stay as given).
+    pub trust_file: Option<std::path::PathBuf>,
     pub dest: Dest,
     /// Replace existing files and links, and merge into existing directories (setting their
     /// modes and mtimes).
@@ -99,6 +102,7 @@ impl RecvConfig {
             host,
             trusted_hosts: Vec::new(),
             trusted_owners: Vec::new(),
+            trust_file: None,
             dest,
             overwrite: false,
             take_updates: false,
@@ -483,19 +487,34 @@ type Refusal = (AbortCode, TransferError);
 /// Decodes the hello and checks its owner: the signature over this session's binding, then
 /// trust. Nothing about the session (the `--once` slot included) may depend on the owner a
 /// hello names before this has passed.
-fn check_hello(body: &[u8], hs: &Handshaken, cfg: &RecvConfig) -> Result<Checked, Refusal> {
+fn check_hello(
+    body: &[u8],
+    hs: &Handshaken,
+    cfg: &RecvConfig,
+    trust: &crate::live_trust::Lists,
+) -> Result<Checked, Refusal> {
     let hello = Hello::decode(body).map_err(|e| (AbortCode::Protocol, e.into()))?;
     let intro =
         sealink_proto::stream::owner_intro(&hs.keys.binding, &hs.initiator, cfg.host.public());
     if !sealink_crypto::sign::verify(&hello.owner_public, &intro, &hello.owner_signature) {
         return Err((AbortCode::Refused, StreamError::BadOwnerSignature.into()));
     }
-    let Some(owner) = cfg
-        .trusted_owners
+    let Some(owner) = trust
+        .owners
         .iter()
         .find(|(_, k)| *k == hello.owner_public)
         .map(|(n, _)| n.clone())
     else {
+        // The key and its fingerprint in the log, as for an untrusted host (issue 46): the
+        // receiver's user can check it with the sender and trust it from this line.
+        use base64::Engine as _;
+        let key = base64::engine::general_purpose::STANDARD.encode(hello.owner_public);
+        tracing::warn!(
+            "refused a transfer from host {}: owner key {key} (fingerprint {}) is not trusted; \
+             to trust it: sealink trust add owner NAME {key}",
+            hs.host,
+            sealink_keys::fingerprint(&hello.owner_public)
+        );
         return Err((AbortCode::Refused, StreamError::UntrustedOwner.into()));
     };
     Ok(Checked { hello, owner })
@@ -504,6 +523,8 @@ fn check_hello(body: &[u8], hs: &Handshaken, cfg: &RecvConfig) -> Result<Checked
 /// What every connection thread of a receiver shares.
 struct Ctx {
     cfg: Arc<RecvConfig>,
+    /// The trusted hosts and owners now ([`RecvConfig::trust_file`] followed).
+    trust: Arc<crate::live_trust::LiveTrust>,
     joins: Arc<Mutex<JoinMap>>,
     holders: Arc<Mutex<Holders>>,
     once: bool,
@@ -575,6 +596,13 @@ impl Receiver {
     ) -> Result<(), TransferError> {
         let (tx, rx) = mpsc::channel::<Result<RecvReport, TransferError>>();
         let slot = Arc::new(Mutex::new(None));
+        let trust = Arc::new(crate::live_trust::LiveTrust::new(
+            self.cfg.trust_file.clone(),
+            crate::live_trust::Lists {
+                hosts: self.cfg.trusted_hosts.clone(),
+                owners: self.cfg.trusted_owners.clone(),
+            },
+        ));
         // The loop wakes at least this often to report transfers that ended, so a report
         // never waits for the next connection.
         self.listener
@@ -627,6 +655,7 @@ impl Receiver {
             };
             let ctx = Ctx {
                 cfg: self.cfg.clone(),
+                trust: trust.clone(),
                 joins: self.joins.clone(),
                 holders: self.holders.clone(),
                 once,
@@ -808,11 +837,12 @@ impl<'a> Session<'a> {
         let mut host = String::new();
         let mut replayed = false;
         let mut untrusted = None;
+        let trust = ctx.trust.current();
         let accepted = accept_fresh(
             &cfg.host,
             init,
             |k| {
-                let found = cfg.trusted_hosts.iter().find(|(_, h)| h == k);
+                let found = trust.hosts.iter().find(|(_, h)| h == k);
                 match found {
                     Some((n, _)) => host = n.clone(),
                     None => untrusted = Some(*k),
@@ -932,7 +962,7 @@ impl<'a> Session<'a> {
         let (scope, body) = hello;
         // The owner is checked before the slot is looked at: a hello that merely names the
         // holder's owner key takes nothing over, and its refusal is not the receiver's outcome.
-        let checked = check_hello(&body, hs, &ctx.cfg);
+        let checked = check_hello(&body, hs, &ctx.cfg, &ctx.trust.current());
         let turned_away = ctx.once && {
             let mut slot = lock(&ctx.slot);
             match &*slot {
