@@ -983,6 +983,11 @@ mod tests {
     use clap::CommandFactory;
 
     #[test]
+    fn one_target_for_every_crates_plain_lines() {
+        assert_eq!(sealink_tunnel::SAY_TARGET, sealink_stream::SAY_TARGET);
+    }
+
+    #[test]
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
     }

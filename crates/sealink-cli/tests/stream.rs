@@ -973,3 +973,32 @@ fn a_running_receiver_follows_its_trust_file() {
     c.kill().unwrap();
     let _ = finish(c, err);
 }
+
+/// A serving receiver says a refused transfer once, as plain lines: the refused owner's key
+/// and how to trust it, then one `error:` line; no log-format warning beside them (issue 46).
+#[test]
+fn a_refusal_is_said_once_in_plain_lines() {
+    let h = Hosts::new();
+    let other = h.a().join("o2.key");
+    assert!(
+        run(&h.a(), &["keygen", "owner", other.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let f = h.path("f");
+    fs::write(&f, b"data").unwrap();
+    let (mut c, addr, err) = h.recv_with(None, &[], Stdio::null());
+    let o = h.send(&[&f], addr, &["--owner", other.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // The report reaches the serving loop within its poll; then stop the receiver.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    c.kill().unwrap();
+    let (_, log) = finish(c, err);
+    assert!(!log.contains("WARN"), "{log}");
+    assert_eq!(log.matches("transfer failed").count(), 1, "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.starts_with("refused a transfer from host alice: owner key ")),
+        "{log}"
+    );
+}

@@ -39,6 +39,11 @@ pub use state::{ResumeLimits, clean_at_start};
 
 /// Default TCP port of `sealink recv`.
 pub const DEFAULT_PORT: u16 = 7878;
+
+/// The `tracing` target of lines meant for the person running the receiver, as they are (an
+/// untrusted owner's key and how to trust it): the `sealink` binary prints them as plain lines
+/// unless -q. The same value as `sealink_tunnel::SAY_TARGET`.
+pub const SAY_TARGET: &str = "sealink::say";
 /// Default data bytes per record (TLS's largest record).
 pub const DEFAULT_RECORD_DATA: usize = 16 * 1024;
 

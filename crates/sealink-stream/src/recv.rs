@@ -509,7 +509,8 @@ fn check_hello(
         // receiver's user can check it with the sender and trust it from this line.
         use base64::Engine as _;
         let key = base64::engine::general_purpose::STANDARD.encode(hello.owner_public);
-        tracing::warn!(
+        tracing::info!(
+            target: crate::SAY_TARGET,
             "refused a transfer from host {}: owner key {key} (fingerprint {}) is not trusted; \
              to trust it: sealink trust add owner NAME {key}",
             hs.host,
@@ -919,7 +920,9 @@ impl<'a> Session<'a> {
                 rep.entries,
                 rep.owner
             ),
-            Err(e) => tracing::warn!("{peer}: transfer failed: {e}"),
+            // The caller gets the error in the report and says it (the `sealink` binary as one
+            // `error:` line); a warning here printed every failure twice (issue 46).
+            Err(e) => tracing::info!("{peer}: transfer failed: {e}"),
         }
         Some(r)
     }
@@ -987,7 +990,7 @@ impl<'a> Session<'a> {
             let message = match &checked {
                 // Refused on its own merits; only the sender is told why.
                 Err((_, e)) => {
-                    tracing::warn!(
+                    tracing::info!(
                         "{peer}: refused ({e}); serving one transfer, held by another session"
                     );
                     for_sender(e, &ctx.cfg.dest)
