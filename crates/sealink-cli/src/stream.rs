@@ -792,6 +792,8 @@ pub fn recv(p: RecvParams) -> Result<()> {
             }
         }
         Ok(_) => {}
+        // Expected, and not the outcome: the receiver said it as a plain line already.
+        Err(sealink_stream::TransferError::Superseded(_)) => {}
         Err(e) if !(p.once || to_stdout) => {
             eprintln!("error: transfer failed: {}", crate::error::chain(e));
         }

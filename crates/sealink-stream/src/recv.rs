@@ -922,6 +922,11 @@ impl<'a> Session<'a> {
             ),
             // The caller gets the error in the report and says it (the `sealink` binary as one
             // `error:` line); a warning here printed every failure twice (issue 46).
+            // A takeover is expected: a plain line, at once (not an error).
+            Err(e @ TransferError::Superseded(_)) => tracing::info!(
+                target: crate::SAY_TARGET,
+                "{e} (the earlier transfer had stalled)"
+            ),
             Err(e) => tracing::info!("{peer}: transfer failed: {e}"),
         }
         Some(r)
