@@ -136,8 +136,23 @@ fn load(me: Identity) -> Result<(Payload, PathBuf)> {
     }
     let trust_path = home::or_home(me.trust, home::TRUST);
     // Refuse an unreadable or insecure trust file now, not after the exchange.
-    read_trust_or_empty(&trust_path)?;
-    Ok((Payload { name, host, owner }, trust_path))
+    let own = read_trust_or_empty(&trust_path)?;
+    // The owner's name: the one this home's trust file gives its own owner key (`init
+    // --owner-name` wrote it there), else the host's.
+    let owner_name = own
+        .owners
+        .iter()
+        .find(|(_, k)| *k == owner)
+        .map_or_else(|| name.clone(), |(n, _)| n.clone());
+    Ok((
+        Payload {
+            name,
+            owner_name,
+            host,
+            owner,
+        },
+        trust_path,
+    ))
 }
 
 fn read_trust_or_empty(path: &Path) -> Result<trust::TrustFile> {
@@ -265,11 +280,15 @@ enum Plan {
 /// name taken by another key refuses the pairing on both hosts (the verdicts, PROTOCOL §14).
 fn plan(theirs: &Payload, trust_path: &Path) -> Result<Vec<(KeyKind, [u8; 32], Plan)>> {
     let current = read_trust_or_empty(trust_path)?;
-    let name = &theirs.name;
     let mut plans = Vec::new();
-    for (kind, key, list) in [
-        (KeyKind::Host, &theirs.host, &current.hosts),
-        (KeyKind::Owner, &theirs.owner, &current.owners),
+    for (kind, key, list, name) in [
+        (KeyKind::Host, &theirs.host, &current.hosts, &theirs.name),
+        (
+            KeyKind::Owner,
+            &theirs.owner,
+            &current.owners,
+            &theirs.owner_name,
+        ),
     ] {
         let word = kind.trust_keyword();
         let plan = if list.iter().any(|(n, k)| n == name && k == key) {
@@ -308,9 +327,12 @@ fn finish(
         fingerprint(&mine.host),
         fingerprint(&mine.owner),
     );
-    let name = &theirs.name;
     for (kind, key, plan) in plans {
         let word = kind.trust_keyword();
+        let name = match kind {
+            KeyKind::Host => &theirs.name,
+            KeyKind::Owner => &theirs.owner_name,
+        };
         let path = trust_path.display();
         match plan {
             Plan::Already => eprintln!("{path}: already trusts {word} {name} with this key"),

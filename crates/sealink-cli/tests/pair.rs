@@ -176,20 +176,27 @@ fn pair_and_check(prefix: [&[&str]; 2], a: &Path, b: &Path, listen: &str, connec
             );
         }
     }
+    // The host under the peer's --name, the owner under the name its `init` gave it.
     assert!(
-        a_err.contains("now trusts host b") && a_err.contains("now trusts owner b"),
+        a_err.contains("now trusts host b") && a_err.contains("now trusts owner bob"),
         "{a_err}"
     );
     assert!(
-        b_err.contains("now trusts host a") && b_err.contains("now trusts owner a"),
+        b_err.contains("now trusts host a") && b_err.contains("now trusts owner alice"),
         "{b_err}"
     );
     let key = |home: &Path, kind: &str| common::public(home.join(format!("{kind}.key.pub")));
     let (ta, tb) = (trust_text(a), trust_text(b));
     assert!(ta.contains(&format!("host b {}", key(b, "host"))), "{ta}");
-    assert!(ta.contains(&format!("owner b {}", key(b, "owner"))), "{ta}");
+    assert!(
+        ta.contains(&format!("owner bob {}", key(b, "owner"))),
+        "{ta}"
+    );
     assert!(tb.contains(&format!("host a {}", key(a, "host"))), "{tb}");
-    assert!(tb.contains(&format!("owner a {}", key(a, "owner"))), "{tb}");
+    assert!(
+        tb.contains(&format!("owner alice {}", key(a, "owner"))),
+        "{tb}"
+    );
     for t in [&ta, &tb] {
         sealink_keys::trust::parse_trust(t).unwrap();
     }
@@ -467,5 +474,14 @@ fn pairing_without_name_uses_the_names_given_to_init() {
     let (ta, tb) = (trust_text(&a), trust_text(&b));
     assert!(ta.contains(&format!("host b {}", key(&b, "host"))), "{ta}");
     assert!(tb.contains(&format!("host a {}", key(&a, "host"))), "{tb}");
+    // And each owner under the name its `init --owner-name` gave it.
+    assert!(
+        ta.contains(&format!("owner bob {}", key(&b, "owner"))),
+        "{ta}"
+    );
+    assert!(
+        tb.contains(&format!("owner alice {}", key(&a, "owner"))),
+        "{tb}"
+    );
     send_works([&[], &[]], &a, &b, "127.0.0.1:0");
 }

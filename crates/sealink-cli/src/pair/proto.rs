@@ -7,8 +7,8 @@
 //! with an error, never a panic. The order (I = `sealink pair CODE HOST`, L = the listener):
 //!
 //! ```text
-//! I -> L  PAKE     version (1) | SPAKE2 message of side A (33)
-//! L -> I  PAKE     version (1) | SPAKE2 message of side B (33)
+//! I -> L  PAKE     version (2) | SPAKE2 message of side A (33)
+//! L -> I  PAKE     version (2) | SPAKE2 message of side B (33)
 //! L -> I  CONFIRM  HMAC-SHA-256(confirm key of L, transcript hash)       (32)
 //! I -> L  CONFIRM  HMAC-SHA-256(confirm key of I, transcript hash)       (32)
 //! I -> L  SEALED   ChaCha20-Poly1305(seal key of I, nonce 0, aad = transcript hash, payload)
@@ -30,7 +30,7 @@ use super::PairError;
 use super::code::Code;
 
 /// The protocol version both PAKE messages carry.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// The largest frame body either side accepts (the largest real one is a sealed payload).
 pub const MAX_BODY: usize = 256;
 /// SPAKE2 identities: fixed per role, so a message of one role cannot be reflected as the other.
@@ -43,9 +43,10 @@ const TRANSCRIPT: &[u8] = b"sealink pair v1 transcript";
 const PAKE_MSG_LEN: usize = 33;
 const MAC_LEN: usize = 32;
 const TAG_LEN: usize = 16;
-/// Payload: host key, owner key, name length, name (1 to 64 bytes).
-const PAYLOAD_MIN: usize = 32 + 32 + 1 + 1;
-const PAYLOAD_MAX: usize = 32 + 32 + 1 + sealink_keys::trust::MAX_NAME_LEN;
+/// Payload: host key, owner key, then the host's name and the owner's, each a length and 1 to
+/// 64 bytes (version 2; version 1 had one name for both).
+const PAYLOAD_MIN: usize = 32 + 32 + 2 * (1 + 1);
+const PAYLOAD_MAX: usize = 32 + 32 + 2 * (1 + sealink_keys::trust::MAX_NAME_LEN);
 
 /// Frame types.
 const T_PAKE: u8 = 1;
@@ -68,7 +69,10 @@ pub enum Role {
 /// What each side gives the other: the name to file it under and its two public keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payload {
+    /// The name the peer files this host's key under.
     pub name: String,
+    /// The name the peer files this owner's key under.
+    pub owner_name: String,
     pub host: [u8; 32],
     pub owner: [u8; 32],
 }
@@ -78,9 +82,11 @@ impl Payload {
         let mut v = Vec::with_capacity(PAYLOAD_MAX + TAG_LEN);
         v.extend_from_slice(&self.host);
         v.extend_from_slice(&self.owner);
-        // A name is checked to be at most 64 bytes before it gets here.
-        v.push(u8::try_from(self.name.len()).unwrap_or(u8::MAX));
-        v.extend_from_slice(self.name.as_bytes());
+        // Names are checked to be at most 64 bytes before they get here.
+        for name in [&self.name, &self.owner_name] {
+            v.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+            v.extend_from_slice(name.as_bytes());
+        }
         v
     }
 
@@ -96,16 +102,29 @@ impl Payload {
         }
         let (host, rest) = b.split_at(32);
         let (owner, rest) = rest.split_at(32);
-        let (len, name) = rest.split_at(1);
-        if usize::from(len[0]) != name.len() {
+        // Two length-prefixed names, the second ending the payload.
+        let take = |rest: &'_ [u8]| -> Result<(String, usize), PairError> {
+            let len = usize::from(*rest.first().ok_or_else(|| bad("a name is missing"))?);
+            let name = rest
+                .get(1..1 + len)
+                .ok_or_else(|| bad("the name's length is wrong"))?;
+            let name = std::str::from_utf8(name)
+                .ok()
+                .filter(|n| sealink_keys::trust::valid_name(n))
+                .ok_or_else(|| {
+                    bad("the name is not 1 to 64 characters from A-Z a-z 0-9 . _ @ + -")
+                })?;
+            Ok((name.to_owned(), 1 + len))
+        };
+        let (name, used) = take(rest)?;
+        let rest = &rest[used..];
+        let (owner_name, used) = take(rest)?;
+        if used != rest.len() {
             return Err(bad("the name's length is wrong"));
         }
-        let name = std::str::from_utf8(name)
-            .ok()
-            .filter(|n| sealink_keys::trust::valid_name(n))
-            .ok_or_else(|| bad("the name is not 1 to 64 characters from A-Z a-z 0-9 . _ @ + -"))?;
         let mut p = Payload {
-            name: name.to_owned(),
+            name,
+            owner_name,
             host: [0; 32],
             owner: [0; 32],
         };
@@ -447,6 +466,7 @@ mod tests {
             .public_key();
         Payload {
             name: name.into(),
+            owner_name: format!("{name}-owner"),
             host,
             owner,
         }
@@ -540,6 +560,22 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             self.inner.flush()
         }
+    }
+
+    /// Version 2's payload carries the host's and the owner's names; one name only (version
+    /// 1's shape), a name cut short or bytes after the second are refused.
+    #[test]
+    fn payloads_carry_both_names() {
+        let p = payload("b", 3);
+        let enc = p.encode();
+        assert_eq!(Payload::decode(&enc).unwrap(), p);
+        assert_eq!(Payload::decode(&enc).unwrap().owner_name, "b-owner");
+        let v1 = &enc[..32 + 32 + 1 + 1];
+        assert!(Payload::decode(v1).is_err());
+        assert!(Payload::decode(&enc[..enc.len() - 1]).is_err());
+        let mut long = enc.clone();
+        long.push(b'x');
+        assert!(Payload::decode(&long).is_err());
     }
 
     #[test]
