@@ -51,7 +51,7 @@ pub fn render(cmd: &clap::Command, path: &[&str]) -> Result<Vec<u8>> {
     }
     let mut roff = Roff::new();
     epilogue_sections(&mut roff, &epilogue);
-    common_sections(&mut roff, cmd, path);
+    common_sections(&mut roff, cmd, path, &epilogue);
     out.write_all(strip(roff.render().as_bytes(), &preamble))?;
     Ok(out)
 }
@@ -139,12 +139,7 @@ fn paragraph(roff: &mut Roff, text: &str) {
 }
 
 /// EXIT STATUS, ENVIRONMENT, FILES and SEE ALSO.
-fn common_sections(roff: &mut Roff, cmd: &clap::Command, path: &[&str]) {
-    let epilogue = cmd
-        .get_after_long_help()
-        .or_else(|| cmd.get_after_help())
-        .map(|h| h.to_string())
-        .unwrap_or_default();
+fn common_sections(roff: &mut Roff, cmd: &clap::Command, path: &[&str], epilogue: &str) {
     roff.control("SH", ["EXIT STATUS"]);
     let own = epilogue
         .split("\n\n")

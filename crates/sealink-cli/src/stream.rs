@@ -121,15 +121,13 @@ pub(crate) fn resumable_cut(e: &anyhow::Error) -> bool {
         }) || c
             .downcast_ref::<sealink_stream::TransferError>()
             .is_some_and(|t| {
-                let text = t.to_string();
-                [
-                    "Connection reset",
-                    "Broken pipe",
-                    "closed the connection",
-                    "timed out",
-                ]
-                .iter()
-                .any(|w| text.contains(w))
+                use sealink_stream::TransferError as T;
+                // The receiver went away or stopped answering; an `Io` error's kind is
+                // matched above through the chain.
+                matches!(
+                    t,
+                    T::PeerClosed(_) | T::TimedOut(_) | T::ConnectionTimedOut(_)
+                )
             })
     })
 }
