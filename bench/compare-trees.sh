@@ -25,7 +25,9 @@
 # Environment: TREES ("a b c repo"), A_FILES, B_FILES, C_MIB, RUNS, NETNS (0), WORK (a new
 # directory under /var/tmp; the trees and copies go there: give tree c the room), STREAMS
 # (sealink's default when unset), SSH_PORT (22032), PLAIN_PORT (22033), SEALINK_PORT (22034),
-# TOOLS ("sealink sealink-nofsync rsync scp tar-ssh tar-tcp"), INCREMENTAL (1).
+# TOOLS ("sealink sealink-nofsync rsync scp tar-ssh tar-tcp"), INCREMENTAL (1), SEALINK_B (another
+# sealink binary, for an A/B of two builds in one run: tools `sealink-b` and `sealink-b-nofsync`
+# run it at both ends).
 # Quick run: TREES="a b" A_FILES=5000 B_FILES=20000 RUNS=3 bash bench/compare-trees.sh
 # Usage: bash bench/compare-trees.sh
 set -euo pipefail
@@ -227,8 +229,9 @@ else:
         c.sendall(b)
 '
 
-run_sealink() { # run_sealink SRC [send flags...]; RECV_EXTRA: flags of the receiver
+run_sealink() { # run_sealink SRC [send flags...]; RECV_EXTRA: flags of the receiver; SL: binary
   local src="$1"; shift
+  local sealink="${SL:-$sealink}"
   # shellcheck disable=SC2086
   SEALINK_HOME="$work/kb" "${at_b[@]}" /usr/bin/time -v -o "$work/rss.b" "$sealink" recv \
     --listen "$host:$sl_port" --dir "$dest" --once --update --quiet ${RECV_EXTRA:-} 2>"$work/recv.log" &
@@ -312,6 +315,8 @@ for t in $trees; do
       out="$(case "$tool" in
         sealink) run_sealink "$src" ;;
         sealink-nofsync) RECV_EXTRA=--no-fsync run_sealink "$src" ;;
+        sealink-b) SL="$SEALINK_B" run_sealink "$src" ;;
+        sealink-b-nofsync) SL="$SEALINK_B" RECV_EXTRA=--no-fsync run_sealink "$src" ;;
         rsync) run_rsync "$src" ;;
         scp) run_scp "$src" ;;
         tar-ssh) run_tar_ssh "$src" ;;

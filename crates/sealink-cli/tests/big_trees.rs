@@ -401,3 +401,80 @@ fn a_manifest_batch_that_lies_is_refused_and_changes_nothing() {
     c.kill().unwrap();
     let _ = finish(c, err);
 }
+
+/// Files of `root` (recursively) whose name ends in `suffix`.
+fn named(root: &Path, suffix: &str) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(root).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(named(&p, suffix));
+        } else if p.to_string_lossy().ends_with(suffix) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_receiver_killed_mid_tree_leaves_no_part_file_in_the_finished_tree() {
+    let h = Hosts::new();
+    let src = h.path("src/big");
+    // 12,000 one-byte files: three manifest batches, their part files made beside their
+    // final names in the tree's staging directory.
+    tree(&src, 24, 500);
+    let (mut c, addr, err) = h.recv_with(Some("022"), &[], Stdio::null());
+    let mut first = send(&h, &[&src], addr, &["--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The receiver dies (no clean-up of its own) while part files are open in the tree.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let staged = loop {
+        let staging = fs::read_dir(h.inbox())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".sealink-part-dir"));
+        if let Some(s) = staging
+            && s.join("big").is_dir()
+            && !named(&s.join("big"), ".sealink-part").is_empty()
+        {
+            break s;
+        }
+        assert!(
+            c.try_wait().unwrap().is_none() && first.try_wait().unwrap().is_none(),
+            "the transfer ended before the receiver could be killed"
+        );
+        assert!(Instant::now() < deadline, "no part file appeared in time");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    c.kill().unwrap();
+    c.wait().unwrap();
+    let _ = first.wait();
+    drop(err);
+    let left = named(&staged, ".sealink-part").len();
+    assert!(
+        left > 0,
+        "the killed receiver left no part file to test with"
+    );
+
+    // A new receiver takes the kept staging directory; the rerun completes the tree, and what
+    // the dead receiver left there does not come with it.
+    let (mut c, addr, err) = h.recv_with(Some("022"), &[], Stdio::null());
+    let o = run(send(&h, &[&src], addr, &[]));
+    assert!(o.status.success(), "{}", text(&o));
+    let done = h.inbox().join("big");
+    assert_eq!(count(&done), 24 + 24 * 500);
+    assert_eq!(
+        named(&done, ".sealink-part"),
+        Vec::<std::path::PathBuf>::new()
+    );
+    assert!(!staged.exists());
+    assert_eq!(
+        fs::read(done.join("d023/f499")).unwrap(),
+        [(23 * 500 + 499) as u8]
+    );
+    c.kill().unwrap();
+    let _ = finish(c, err);
+}

@@ -166,11 +166,18 @@ pub(crate) fn read_map(path: &Path) -> Option<Vec<u8>> {
 }
 
 impl PartFile {
+    #[cfg(test)]
     pub fn create(dir: &Path, name: &str, size: Option<u64>) -> std::io::Result<Self> {
+        Self::create_in(dir, dir.join(name), size)
+    }
+
+    /// A part file in `dir` for the file that will be `path` (named in messages). `dir` is
+    /// best the directory `path` will be in: the commit is then a rename within one directory,
+    /// and the file system allocates the inode near its directory.
+    pub fn create_in(dir: &Path, path: PathBuf, size: Option<u64>) -> std::io::Result<Self> {
         /// Up to this size a file's room is not reserved up front.
         const SMALL_FILE: u64 = 64 << 10;
         use std::os::unix::fs::OpenOptionsExt;
-        let path = dir.join(name);
         let mut tag = [0u8; 16];
         sealink_crypto::sign::random_bytes(&mut tag).map_err(std::io::Error::other)?;
         let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
@@ -409,6 +416,11 @@ impl PartFile {
             remove_if_present(&Some(&r.map_path))?;
         }
         Ok(())
+    }
+
+    /// The file system (device) the part file is on.
+    pub fn device(&self) -> u64 {
+        self.id.0
     }
 
     /// Deletes the part file, and a resumable file's record map.

@@ -21,7 +21,8 @@ use sealink_proto::stream::FileEntry;
 use sealink_proto::stream::body::{EntryKind, reserved_name};
 
 use crate::error::{ExistsHint, IoContext, TransferError};
-use crate::files::{PartFile, set_mtime_at};
+use crate::files::{PART_SUFFIX, PartFile, set_mtime_at};
+use crate::state::{is_temp_name, lock_unused};
 use crate::tree::mtime_ns;
 
 /// Suffix of the receiver's staging directory.
@@ -60,6 +61,9 @@ pub(crate) enum Found {
     /// A directory already in the tree's staging directory, kept from an interrupted
     /// transfer: merged into, and what the sender does not have is deleted from it.
     Staged,
+    /// A directory of a new tree, created in its staging directory when its batch was opened
+    /// ([`Tree::make_staged_dirs`]).
+    Made,
 }
 
 /// A directory of the tree whose entries are still arriving: its mode and mtime are set, and
@@ -88,10 +92,10 @@ struct NewTop {
     /// Its staging directory held something from an interrupted transfer (else nothing in it
     /// needs looking at: every entry is new).
     kept: bool,
+    /// A file or link of this session is in place in it (else it holds only the directories
+    /// made for part files: nothing worth keeping for a rerun).
+    stored: bool,
 }
-
-/// Threads that make a batch's files durable side by side.
-const SYNC_THREADS: usize = 8;
 
 /// How long a session waits for another session of the same owner to let go of a tree's
 /// staging directory (one whose sender has just died ends as soon as its connection does).
@@ -224,6 +228,7 @@ impl Tree {
             mode,
             mtime,
             kept,
+            stored: false,
         });
         Ok(kept)
     }
@@ -350,6 +355,54 @@ impl Tree {
         Ok(found)
     }
 
+    /// Whether entry `name` is assembled in a new tree's staging directory.
+    fn staged_entry(&self, name: &str) -> bool {
+        name.contains('/') && self.new_top_names.contains_key(top(name))
+    }
+
+    /// Creates the batch's directories that go in a new tree's staging directory and are not
+    /// there yet (their `found` becomes [`Found::Made`]), so that each file of the tree gets
+    /// its part file beside its final name ([`Tree::part_dir`]). Nothing in a staging directory
+    /// is seen under the tree's name before [`Tree::finish`], so making them early shows
+    /// nothing unfinished; directories merged into are still made at commit, in order.
+    pub fn make_staged_dirs(
+        &self,
+        files: &[FileEntry],
+        found: &mut [Found],
+    ) -> Result<(), TransferError> {
+        use std::os::unix::fs::DirBuilderExt;
+        for (f, here) in files.iter().zip(found.iter_mut()) {
+            let top_dir = !f.name.contains('/') && self.new_top_names.contains_key(&f.name);
+            if f.kind == EntryKind::Dir
+                && *here == Found::Absent
+                && (top_dir || self.staged_entry(&f.name))
+            {
+                let target = self.target(&f.name);
+                std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&target)
+                    .map_err(|e| self.exists(e, &target, "create"))?;
+                *here = Found::Made;
+            }
+        }
+        Ok(())
+    }
+
+    /// The directory where file `name`'s part file is created, and the path it is named by
+    /// until then: beside its final name in a new tree's staging directory (made by
+    /// [`Tree::make_staged_dirs`], or kept from an interrupted transfer), where a crash
+    /// leaves nothing in sight; otherwise in `dest`, whose leftovers the receiver cleans at
+    /// start-up.
+    pub fn part_dir(&self, name: &str) -> PathBuf {
+        if self.staged_entry(name) {
+            let target = self.target(name);
+            if let Some(parent) = target.parent() {
+                return parent.to_owned();
+            }
+        }
+        self.dest.clone()
+    }
+
     /// Where entry `name` is assembled: in its tree's staging directory if the tree is new.
     fn target(&self, name: &str) -> PathBuf {
         match self.new_top_names.get(top(name)) {
@@ -385,10 +438,13 @@ impl Tree {
     }
 
     /// Makes a batch's files durable before any of them takes its name: modes and mtimes set,
-    /// then (with `sync`) an `fsync` each, by a few threads side by side (the file system
-    /// batches their journal commits). Needs no `Tree`: a batch is made durable while the
+    /// then (with `sync`) one `syncfs` for each file system the batch's files are on. One
+    /// flush of the file system (one journal commit) costs about what one file's `fsync`
+    /// does, where a batch of small files took one commit per file (fsyncs side by side
+    /// share some, not most). It also writes whatever else is dirty on that file system:
+    /// mostly this transfer's own data. Needs no `Tree`: a batch is made durable while the
     /// next one is planned. Returns whether the files are ready for [`Tree::commit`]'s
-    /// `synced` (a single file is left to its own `commit`).
+    /// `synced` (a single file is left to its own `commit`, which fsyncs just it).
     pub fn durable(
         sync: bool,
         files: &[FileEntry],
@@ -405,38 +461,32 @@ impl Tree {
         if !synced {
             return Ok(false);
         }
-        // Modes and times first, one after the other: done beside the fsyncs, each of these
-        // waits for the journal commits the fsyncs force.
         for &(i, p) in &parts {
             p.prepare(modes.get(i).copied().unwrap_or(0o600), files[i].mtime)
                 .ctx(|| format!("cannot set the mode and time of {}", p.path.display()))?;
         }
-        let workers = parts.len().div_ceil(64).clamp(1, SYNC_THREADS);
+        let mut flushed = 0;
         if sync {
-            let chunk = parts.len().div_ceil(workers).max(1);
-            std::thread::scope(|sc| {
-                let handles: Vec<_> = parts
-                    .chunks(chunk)
-                    .map(|c| {
-                        sc.spawn(move || {
-                            for &(_, p) in c {
-                                p.file
-                                    .sync_all()
-                                    .ctx(|| format!("cannot store {}", p.path.display()))?;
-                            }
-                            Ok::<(), TransferError>(())
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .try_for_each(|h| crate::error::joined(h.join(), "sync"))
-            })?;
+            let mut devices: Vec<u64> = Vec::new();
+            for &(_, p) in &parts {
+                if devices.contains(&p.device()) {
+                    continue;
+                }
+                devices.push(p.device());
+                rustix::fs::syncfs(&p.file)
+                    .map_err(std::io::Error::from)
+                    .ctx(|| format!("cannot store {}", p.path.display()))?;
+                flushed += 1;
+            }
         }
         tracing::debug!(
-            "{} files: modes, times{} in {:.1} ms ({workers} threads)",
+            "{} files: modes, times{} in {:.1} ms",
             parts.len(),
-            if sync { " and fsync" } else { "" },
+            if sync {
+                format!(" and {flushed} file system flush(es)")
+            } else {
+                String::new()
+            },
             t0.elapsed().as_secs_f64() * 1e3,
         );
         Ok(true)
@@ -463,6 +513,12 @@ impl Tree {
                 && let Some(names) = &mut d.names
             {
                 names.insert(f.name.rsplit('/').next().unwrap_or_default().to_owned());
+            }
+            if !matches!(slot, Slot::Dir)
+                && f.name.contains('/')
+                && let Some(&t) = self.new_top_names.get(top(&f.name))
+            {
+                self.new_tops[t].stored = true;
             }
             match slot {
                 // Only a planned replacement may replace: a name taken since is refused.
@@ -545,7 +601,7 @@ impl Tree {
     fn close(&mut self, d: OpenDir) -> Result<(), TransferError> {
         let path = self.target(&d.name);
         if let Some(names) = &d.names {
-            self.delete_others(&path, names)?;
+            self.delete_others(&path, names, d.found == Found::Staged)?;
         }
         let kept = d.found == Found::Dir && !self.overwrite;
         let new_top = !d.name.contains('/') && self.new_top_names.contains_key(&d.name);
@@ -556,13 +612,29 @@ impl Tree {
     }
 
     /// Deletes, in `dir` (a real directory of the receiver's, merged into), each entry not in
-    /// `keep`; never the receiver's own files, never following a link.
-    fn delete_others(&mut self, dir: &Path, keep: &HashSet<String>) -> Result<(), TransferError> {
+    /// `keep`; never the receiver's own files, never following a link. In a directory of a
+    /// staging directory (`staged`), the part files a crashed receiver left go too (none in use
+    /// by a live session: those are locked), or they would end up in the finished tree.
+    fn delete_others(
+        &mut self,
+        dir: &Path,
+        keep: &HashSet<String>,
+        staged: bool,
+    ) -> Result<(), TransferError> {
         let listed = std::fs::read_dir(dir).ctx(|| format!("cannot list {}", dir.display()))?;
         for e in listed {
             let e = e.ctx(|| format!("cannot list {}", dir.display()))?;
             let n = e.file_name();
             let Some(n) = n.to_str() else { continue };
+            if staged && is_temp_name(n, PART_SUFFIX) {
+                let p = dir.join(n);
+                // The lock is held while it goes.
+                let lock = lock_unused(&p);
+                if lock.is_some() || p.symlink_metadata().is_ok_and(|m| m.is_symlink()) {
+                    std::fs::remove_file(&p).ctx(|| format!("cannot delete {}", p.display()))?;
+                }
+                continue;
+            }
             if keep.contains(n) || reserved_name(n) {
                 continue;
             }
@@ -607,11 +679,16 @@ impl Tree {
 
     /// After a failure: each new tree's staging directory is kept for the next transfer of
     /// the same tree (the staging directories of the receiver are cleaned after
-    /// `--resume-max-age`); an empty one is deleted. No partial tree ever appears under its
-    /// name.
+    /// `--resume-max-age`); one that holds nothing of this session's but the directories made
+    /// for part files is deleted. No partial tree ever appears under its name.
     pub fn abandon(&mut self) {
         for t in self.new_tops.drain(..) {
-            let _ = std::fs::remove_dir(&t.staging);
+            if t.kept || t.stored {
+                let _ = std::fs::remove_dir(&t.staging);
+            } else {
+                // Only directories made for part files (the part files are gone).
+                let _ = std::fs::remove_dir_all(&t.staging);
+            }
         }
         self.new_top_names.clear();
     }

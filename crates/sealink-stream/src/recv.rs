@@ -1378,6 +1378,7 @@ impl<'a> Session<'a> {
             (Dest::Dir(dir), Some(tree)) => {
                 // Every path was validated by the decoder; what is there decides the rest.
                 found = tree.plan(files)?;
+                tree.make_staged_dirs(files, &mut found)?;
                 let mut slots: Vec<Slot> = Vec::with_capacity(files.len());
                 for (i, f) in files.iter().enumerate() {
                     let path = dir.join(&f.name);
@@ -1402,9 +1403,9 @@ impl<'a> Session<'a> {
                                     format!("cannot open the resume state of {}", path.display())
                                 })
                         }
-                        EntryKind::File => PartFile::create(
-                            dir,
-                            &f.name,
+                        EntryKind::File => PartFile::create_in(
+                            &tree.part_dir(&f.name),
+                            path.clone(),
                             (f.size != UNKNOWN_SIZE).then_some(f.size),
                         )
                         .map(Slot::Part)

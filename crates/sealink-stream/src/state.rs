@@ -72,7 +72,7 @@ impl Cleaned {
 /// Opens (for reading and writing, not following a link) and locks the file at `path` if no
 /// live session holds it: the handle keeps the lock. `None` if it is in use or cannot be
 /// opened.
-fn lock_unused(path: &Path) -> Option<File> {
+pub(crate) fn lock_unused(path: &Path) -> Option<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -86,7 +86,7 @@ fn lock_unused(path: &Path) -> Option<File> {
 
 /// Whether `name` is a receiver's random temporary name with this suffix:
 /// `.<32 hex digits><suffix>`.
-fn is_temp_name(name: &str, suffix: &str) -> bool {
+pub(crate) fn is_temp_name(name: &str, suffix: &str) -> bool {
     name.strip_prefix('.')
         .and_then(|n| n.strip_suffix(suffix))
         .is_some_and(|tag| tag.len() == 32 && tag.bytes().all(|b| b.is_ascii_hexdigit()))
