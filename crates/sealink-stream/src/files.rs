@@ -88,6 +88,9 @@ pub(crate) struct PartFile {
     /// Set for a file that may be resumed: its part file keeps a deterministic hidden name and
     /// survives a failed transfer together with its record map.
     pub resume: Option<Resume>,
+    /// Written under its final name (`temp == path`), in a new tree's private staging
+    /// directory: nothing to move at the commit ([`PartFile::create_direct`]).
+    direct: bool,
 }
 
 /// The resume state of one part file.
@@ -197,9 +200,43 @@ impl PartFile {
             path,
             id,
             resume: None,
+            direct: false,
         };
         // Small files are not worth a system call to reserve their room (a full disk still
         // fails their write).
+        if let Some(n) = size.filter(|&n| n > SMALL_FILE)
+            && let Err(e) = reserve(&part.file, n)
+        {
+            part.discard();
+            return Err(e);
+        }
+        Ok(part)
+    }
+
+    /// A file written straight under its final name `path`, which must lie in a new tree's
+    /// staging directory: private to this receiver (its own, mode 0700, checked when it was
+    /// taken), locked by this session, and seen under the tree's name only once every file in
+    /// it is complete. A part file and a rename per file would buy nothing there. A failure
+    /// deletes it ([`PartFile::discard`]); a crash can leave it short, or with data the disk
+    /// does not hold yet, but never with the sender's mtime and size both set on a short file,
+    /// which is what a rerun checks before it keeps a file of the tree.
+    pub fn create_direct(path: PathBuf, size: Option<u64>) -> std::io::Result<Self> {
+        const SMALL_FILE: u64 = 64 << 10;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        let id = inode_of(&file)?;
+        let part = Self {
+            file,
+            temp: path.clone(),
+            path,
+            id,
+            resume: None,
+            direct: true,
+        };
         if let Some(n) = size.filter(|&n| n > SMALL_FILE)
             && let Err(e) = reserve(&part.file, n)
         {
@@ -257,6 +294,7 @@ impl PartFile {
             temp,
             path: dir.join(name),
             id,
+            direct: false,
             resume: Some(Resume {
                 map_path,
                 map: Mutex::new(RecordMap {
@@ -372,6 +410,11 @@ impl PartFile {
         if !synced {
             self.prepare(mode, mtime)?;
             self.file.sync_all()?;
+        }
+        if self.direct {
+            // Already under its name, in a directory no one else can reach.
+            debug_assert_eq!(self.temp, target);
+            return Ok(());
         }
         // Renaming goes by name: whatever `temp` names at that instant moves. It must be the
         // file written and verified here, not one put in its place meanwhile (through the

@@ -191,6 +191,19 @@ impl Tree {
                 staging.display()
             )));
         }
+        // Its name can be worked out by anyone who knows the owner's public key: in a
+        // directory others may write to (a sticky /tmp), someone could make it first and swap
+        // what is in it. Only a directory of this user's that no one else may write to is used.
+        {
+            use std::os::unix::fs::MetadataExt;
+            if meta.uid() != rustix::process::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
+                return Err(TransferError::Usage(format!(
+                    "{} belongs to another user or others may write to it: not used as a \
+                     staging directory (delete it if it is not yours)",
+                    staging.display()
+                )));
+            }
+        }
         let lock =
             std::fs::File::open(&staging).ctx(|| format!("cannot open {}", staging.display()))?;
         let start = std::time::Instant::now();
@@ -401,6 +414,14 @@ impl Tree {
             }
         }
         self.dest.clone()
+    }
+
+    /// Where file `name` is written straight under its final name: in a new tree's staging
+    /// directory that held nothing when this session took it (every name in it is this
+    /// session's; see [`PartFile::create_direct`]). `None`: it gets a part file.
+    pub fn direct_path(&self, name: &str) -> Option<PathBuf> {
+        let &t = self.new_top_names.get(top(name))?;
+        (name.contains('/') && !self.new_tops[t].kept).then(|| self.target(name))
     }
 
     /// Where entry `name` is assembled: in its tree's staging directory if the tree is new.
@@ -712,4 +733,53 @@ fn set_dir(path: &Path, mode: u32, mtime: u64) -> Result<(), TransferError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o777))
         .ctx(|| format!("cannot set the mode of {}", path.display()))?;
     set_mtime_at(path, mtime).ctx(|| format!("cannot set the time of {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, kind: EntryKind) -> FileEntry {
+        FileEntry {
+            name: name.into(),
+            size: 0,
+            mtime: 1_600_000_000_000_000_000,
+            mode: 0o755,
+            kind,
+        }
+    }
+
+    #[test]
+    fn a_staging_directory_others_may_write_to_is_not_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let dest = tempfile::tempdir().unwrap();
+        let owner = [7u8; 32];
+        let staging = dest.path().join(staging_name(&owner, "t"));
+        std::fs::create_dir(&staging).unwrap();
+        std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let mut tree = Tree::new(dest.path(), owner, false, false, false, false, true);
+        let e = tree.plan(&[entry("t", EntryKind::Dir)]).unwrap_err();
+        assert!(e.to_string().contains("others may write to it"), "{e}");
+
+        // Its own, private: used, and the tree's directories are made in it as a batch opens.
+        std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let files = [
+            entry("t", EntryKind::Dir),
+            entry("t/d", EntryKind::Dir),
+            entry("t/d/f", EntryKind::File),
+        ];
+        let mut found = tree.plan(&files).unwrap();
+        assert_eq!(found, [Found::Absent; 3]);
+        tree.make_staged_dirs(&files, &mut found).unwrap();
+        assert_eq!(found, [Found::Made, Found::Made, Found::Absent]);
+        assert!(staging.join("t/d").is_dir());
+        assert_eq!(tree.direct_path("t/d/f"), Some(staging.join("t/d/f")));
+        assert_eq!(tree.part_dir("t/d/f"), staging.join("t/d"));
+        // A file given alone is not in a tree: its part file goes in the directory itself.
+        assert_eq!(tree.direct_path("g"), None);
+        assert_eq!(tree.part_dir("g"), dest.path());
+        // Nothing of this session's is stored in it: abandoning deletes it whole.
+        tree.abandon();
+        assert!(!staging.exists());
+    }
 }

@@ -1224,6 +1224,7 @@ impl<'a> Session<'a> {
                 }
                 let all: Vec<&TcpStream> = std::iter::once(&control).chain(socks.iter()).collect();
                 let ready = opened.elapsed();
+                let t_transfer = Instant::now();
                 let r = b.transfer(&all, &mut readers).map_err(|e| {
                     if stop.requested() {
                         stop.superseded()
@@ -1231,8 +1232,17 @@ impl<'a> Session<'a> {
                         e
                     }
                 });
+                let transferred = t_transfer.elapsed();
                 // The batch before must be stored before this one is.
+                let t_wait = Instant::now();
                 let before = finish_pending(&mut pending, &mut rep, &mut holding, &mut held_counts);
+                tracing::debug!(
+                    "{peer}: batch {batch}: ready after {:.1} ms, received in {:.1} ms, then \
+                     waited {:.1} ms for the batch before to be stored",
+                    ready.as_secs_f64() * 1e3,
+                    transferred.as_secs_f64() * 1e3,
+                    t_wait.elapsed().as_secs_f64() * 1e3,
+                );
                 let (sizes, end_seq) = match (r, before) {
                     (Ok(x), Ok(())) => x,
                     (Err(e), _) | (Ok(_), Err(e)) => {
@@ -1258,6 +1268,7 @@ impl<'a> Session<'a> {
                     break Ok(());
                 }
                 // The next batch's manifest, right after this batch's end on the control stripe.
+                let t_manifest = Instant::now();
                 let next =
                     read_manifest(&control, &mut readers[0], &keys, end_seq + 1, cfg.timeouts)
                         .and_then(|m| {
@@ -1271,6 +1282,11 @@ impl<'a> Session<'a> {
                             }
                             Ok(m)
                         });
+                tracing::debug!(
+                    "{peer}: manifest {} read in {:.1} ms",
+                    batch + 1,
+                    t_manifest.elapsed().as_secs_f64() * 1e3
+                );
                 match next {
                     Ok(m) => {
                         files = m.files;
@@ -1403,11 +1419,17 @@ impl<'a> Session<'a> {
                                     format!("cannot open the resume state of {}", path.display())
                                 })
                         }
-                        EntryKind::File => PartFile::create_in(
-                            &tree.part_dir(&f.name),
-                            path.clone(),
-                            (f.size != UNKNOWN_SIZE).then_some(f.size),
-                        )
+                        EntryKind::File => match tree.direct_path(&f.name) {
+                            Some(at) => PartFile::create_direct(
+                                at,
+                                (f.size != UNKNOWN_SIZE).then_some(f.size),
+                            ),
+                            None => PartFile::create_in(
+                                &tree.part_dir(&f.name),
+                                path.clone(),
+                                (f.size != UNKNOWN_SIZE).then_some(f.size),
+                            ),
+                        }
                         .map(Slot::Part)
                         .ctx(|| format!("cannot create a file for {}", path.display())),
                     };
