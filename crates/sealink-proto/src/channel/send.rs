@@ -299,260 +299,333 @@ impl Channel {
         let max_len = sh.cfg.max_datagram.min(out.len());
         let overhead = self.send_session(sh, now)?.suite.max_overhead();
         let body_cap = max_len.checked_sub(HEADER_LEN + overhead)?;
-        let mut scope: Option<Scope> = None;
-        let mut messages = 0u64;
-        let mut wrote = false;
+        let mut body = DataBody::default();
         let body_len;
         {
             let mut w = Writer::new(&mut out[HEADER_LEN..HEADER_LEN + body_cap]);
-            if self.ack_pending {
-                self.recv
-                    .newest_ranges(MAX_ACK_RANGES, &mut self.ack_scratch);
-                let cum = self.recv.cumulative();
-                let ack_len = wire::ack_len(cum, &self.ack_scratch);
-                // Refusal notices go before the acknowledgement that settles their messages,
-                // so the sender reads them first. Best effort: one that does not fit, or whose
-                // datagram is lost, leaves the sender counting the message as delivered (a
-                // duplicate of it is refused and announced again).
-                for (seq, reason) in self.refused_out.drain(..) {
-                    if wire::refused_len(seq) + ack_len <= w.remaining() {
-                        wire::write_refused(&mut w, seq, reason)?;
-                    }
-                }
-                if ack_len <= w.remaining() {
-                    wire::write_ack(&mut w, cum, &self.ack_scratch)?;
-                    self.ack_pending = false;
-                    self.ack_now = false;
-                    self.ack_deadline = None;
-                    self.eliciting_since_ack = 0;
-                    self.messages_since_ack = 0;
-                    wrote = true;
-                }
-            }
-            // Before any message, so the receiver moves its window first. Carried by every
-            // datagram until acknowledged, and alone on its own timer.
-            if self.abandon_needed() {
-                let below = self.window_base();
-                if wire::abandon_len(below) <= w.remaining() {
-                    wire::write_abandon(&mut w, below)?;
-                    self.abandon_now = false;
-                    self.abandon_due = Some(now + self.rto(sh));
-                    wrote = true;
-                }
-            }
+            body.wrote |= self.write_ack(&mut w)?;
+            body.wrote |= self.write_abandon(sh, now, &mut w)?;
             if self.flush {
-                let mut intros: Vec<u64> = Vec::new();
-                let mut dests: Vec<u64> = Vec::new();
-                // Each pass writes as much of a run as fits (the rest stays, split off),
-                // retransmissions first. A run's messages are already encoded as MSG_RUN items,
-                // so its bytes go in with one copy; a run that continues the MSG_RUN just
-                // written (same owner and destination, next seq) extends it, so that a
-                // datagram of one owner's traffic has one header, and equal-sized datagrams
-                // (one GSO call) whatever batches their messages were queued in.
-                // The open MSG_RUN: where its count lies, owner, destination, next seq, count.
-                let mut open: Option<(usize, usize, u64, u64, u16)> = None;
-                // The last MSG_RUN begun: where it starts, its first seq, owner and destination
-                // wire ids, and its items in the arena (a datagram with one message is
-                // rewritten as MSG_FIXED below).
-                let mut last_run: Option<(usize, u64, u64, u64, Slot, usize)> = None;
-                loop {
-                    // Retransmissions first: the first run still lost in the oldest range.
-                    let mut lost = None;
-                    while let Some(&(s, e)) = self.retx.front() {
-                        match self.inflight.first_lost_in(s, e) {
-                            Some(i) => {
-                                lost = Some(i);
-                                break;
-                            }
-                            None => {
-                                self.retx.pop_front();
-                            }
-                        }
-                    }
-                    let room = match lost {
-                        Some(_) => u64::MAX,
-                        None => self.window_room(sh),
-                    };
-                    let r = match lost {
-                        Some(i) => self.inflight.run(i),
-                        None if room > 0 => match self.queue.front() {
-                            Some(r) => r,
-                            None => break,
-                        },
-                        None => break,
-                    };
-                    let (seq, count, from, dest_wire, rscope, slot, item) =
-                        (r.seq, r.count, r.from, r.dest, r.scope, r.data, r.item);
-                    let owner = self.tx_owners.get(from)?.as_ref()?;
-                    let owner_wire = owner.wire_id;
-                    let need_intro = !owner.confirmed && !intros.contains(&owner_wire);
-                    let to = match dest_wire {
-                        0 => None,
-                        d => Some(
-                            self.tx_dests
-                                .get(usize::try_from(d).ok()?.checked_sub(1)?)?,
-                        ),
-                    };
-                    let need_dest = to.is_some_and(|t| !t.confirmed && !dests.contains(&dest_wire));
-                    // The name only when this datagram declares it.
-                    let to = if need_dest {
-                        to.map(|t| t.name.clone())
-                    } else {
-                        None
-                    };
-                    // (Never with an introduction or declaration to write first: those
-                    // were written before the open run's first message, which shares them.)
-                    let continues = !need_intro
-                        && to.is_none()
-                        && open.is_some_and(|(_, f, d, next, n)| {
-                            (f, d, next) == (from, dest_wire, seq) && n < u16::MAX
-                        });
-                    let mut fixed = if continues {
-                        0
-                    } else {
-                        wire::msg_run_header_len(seq, owner_wire, dest_wire)
-                    };
-                    if need_intro {
-                        fixed += wire::owner_intro_len(owner_wire, &sh.owners.get(from)?.name);
-                    }
-                    if let Some(d) = &to {
-                        fixed += wire::dest_len(dest_wire, d);
-                    }
-                    // Without piggybacking each message has a datagram of its own.
-                    let in_frame = open.filter(|_| continues).map_or(0, |(.., n)| n);
-                    let most = if sh.cfg.piggyback {
-                        u64::from(count)
-                            .min(room)
-                            .min(u64::from(u16::MAX - in_frame))
-                    } else {
-                        1
-                    };
-                    let (k, nbytes) = match w.remaining().checked_sub(fixed) {
-                        // The whole run fits: no need to walk its messages.
-                        Some(cap) if slot.len() <= cap && most == u64::from(count) => {
-                            (count as usize, slot.len())
-                        }
-                        Some(cap) => crate::inflight::items_fitting(
-                            &self.arena,
-                            slot,
-                            item,
-                            count,
-                            most as usize,
-                            cap,
-                        ),
-                        None => (0, 0),
-                    };
-                    if k == 0 {
-                        break;
-                    }
-                    let k32 = k as u32;
-                    if !continues {
-                        if let Some((at, .., n)) = open.take() {
-                            wire::set_run_count(&mut w, at, n)?;
-                        }
-                    }
-                    if need_intro {
-                        let sig = self.owner_signature(sh, from)?;
-                        let owner_name = &sh.owners.get(from)?.name;
-                        wire::write_owner_intro(&mut w, owner_wire, owner_name, &sig)?;
-                        intros.push(owner_wire);
-                    }
-                    if let Some(d) = &to {
-                        wire::write_dest(&mut w, dest_wire, d)?;
-                        dests.push(dest_wire);
-                    }
-                    if !continues {
-                        last_run = Some((w.pos(), seq, owner_wire, dest_wire, slot, nbytes));
-                        let at = wire::write_msg_run_header(&mut w, seq, owner_wire, dest_wire)?;
-                        open = Some((at, from, dest_wire, seq, 0));
-                    }
-                    w.bytes(&self.arena.get(slot)[..nbytes])?;
-                    if let Some((_, _, _, next, n)) = &mut open {
-                        *next += k as u64;
-                        *n += k as u16;
-                    }
-                    match lost {
-                        Some(i) => {
-                            if k32 < count {
-                                self.inflight.split_at(&mut self.arena, i, k32, nbytes);
-                            }
-                            self.inflight.sent(i, now);
-                            sh.stats.messages_retransmitted += k as u64;
-                            self.stats.messages_retransmitted += k as u64;
-                        }
-                        None => {
-                            self.queued_bytes = self.queued_bytes.saturating_sub(
-                                wire::msg_run_header_len(seq, owner_wire, dest_wire) + slot.len(),
-                            );
-                            let mut r = if k32 < count {
-                                // The rest stays in place, at the queue's front.
-                                let front = self.queue.front_mut()?;
-                                let head = front.split_head(&mut self.arena, k32, nbytes);
-                                self.queued_bytes +=
-                                    wire::msg_run_header_len(front.seq, owner_wire, dest_wire)
-                                        + front.data.len();
-                                head
-                            } else {
-                                self.queue.pop_front()?
-                            };
-                            self.queued_msgs -= k;
-                            r.last_sent = now;
-                            r.transmissions = 1;
-                            self.inflight.push(r);
-                            sh.stats.messages_sent += k as u64;
-                            self.stats.messages_sent += k as u64;
-                        }
-                    }
-                    match self.sent_log.back_mut() {
-                        Some((t, first, n)) if *t == now && *first + u64::from(*n) == seq => {
-                            *n += k32;
-                        }
-                        _ => self.sent_log.push_back((now, seq, k32)),
-                    }
-                    scope = Some(scope.map_or(rscope, |s| s.max(rscope)));
-                    messages += k as u64;
-                    wrote = true;
-                    if !sh.cfg.piggyback {
-                        break;
-                    }
-                }
-                if let Some((at, .., n)) = open {
-                    wire::set_run_count(&mut w, at, n)?;
-                }
-                // A datagram's only message leaves as MSG_FIXED when its fields fit (and the
-                // datagram has room for its header): the receiver reads it with no varint and
-                // without a PADDING frame after it (RESULTS §34). Any other datagram keeps its
-                // MSG_RUNs. Its run, the last thing written, is rewritten in place, the
-                // message copied again from the arena, which still holds it.
-                if messages == 1 {
-                    if let Some((start, seq, from, to, slot, nbytes)) = last_run {
-                        let item = &self.arena.get(slot)[..nbytes];
-                        if let Some(data) = wire::run_item_message(item) {
-                            wire::one_run_as_fixed(&mut w, start, seq, from, to, data);
-                        }
-                    }
-                }
-                if self.queue.is_empty() && self.retx.is_empty() {
-                    self.flush = false;
-                    self.earliest_deadline = None;
-                }
+                self.write_messages(sh, now, &mut w, &mut body)?;
             }
-            if self.confirm_pending && !wrote {
+            if self.confirm_pending && !body.wrote {
                 w.u8(wire::FRAME_PING)?;
-                wrote = true;
+                body.wrote = true;
             }
             self.confirm_pending = false;
-            if !wrote {
+            if !body.wrote {
                 return None;
             }
-            if scope == Some(Scope::Encrypt) {
+            if body.scope == Some(Scope::Encrypt) {
                 wire::pad_to_block(&mut w);
             }
             body_len = w.pos();
         }
+        self.seal_data(sh, now, &mut out[..max_len], body_len, &body, defer)
+    }
+
+    /// Writes the pending acknowledgement, with the refusal notices it carries; true if it
+    /// fitted (nothing pending: false).
+    fn write_ack(&mut self, w: &mut Writer<'_>) -> Option<bool> {
+        if !self.ack_pending {
+            return Some(false);
+        }
+        self.recv
+            .newest_ranges(MAX_ACK_RANGES, &mut self.ack_scratch);
+        let cum = self.recv.cumulative();
+        let ack_len = wire::ack_len(cum, &self.ack_scratch);
+        // Refusal notices go before the acknowledgement that settles their messages, so the
+        // sender reads them first. Best effort: one that does not fit, or whose datagram is
+        // lost, leaves the sender counting the message as delivered (a duplicate of it is
+        // refused and announced again).
+        for (seq, reason) in self.refused_out.drain(..) {
+            if wire::refused_len(seq) + ack_len <= w.remaining() {
+                wire::write_refused(w, seq, reason)?;
+            }
+        }
+        if ack_len > w.remaining() {
+            return Some(false);
+        }
+        wire::write_ack(w, cum, &self.ack_scratch)?;
+        self.ack_pending = false;
+        self.ack_now = false;
+        self.ack_deadline = None;
+        self.eliciting_since_ack = 0;
+        self.messages_since_ack = 0;
+        Some(true)
+    }
+
+    /// Writes an ABANDON frame if one is owed; true if it did. Before any message, so the
+    /// receiver moves its window first. Carried by every datagram until acknowledged, and alone
+    /// on its own timer.
+    fn write_abandon(&mut self, sh: &Shared, now: Time, w: &mut Writer<'_>) -> Option<bool> {
+        if !self.abandon_needed() {
+            return Some(false);
+        }
+        let below = self.window_base();
+        if wire::abandon_len(below) > w.remaining() {
+            return Some(false);
+        }
+        wire::write_abandon(w, below)?;
+        self.abandon_now = false;
+        self.abandon_due = Some(now + self.rto(sh));
+        Some(true)
+    }
+
+    /// Writes as many runs as fit, retransmissions first; each pass writes as much of a run as
+    /// fits (the rest stays, split off). A run's messages are already encoded as MSG_RUN
+    /// items, so its bytes go in with one copy; a run that continues the MSG_RUN just written
+    /// (same owner and destination, next seq) extends it, so that a datagram of one owner's
+    /// traffic has one header, and equal-sized datagrams (one GSO call) whatever batches their
+    /// messages were queued in.
+    fn write_messages(
+        &mut self,
+        sh: &mut Shared,
+        now: Time,
+        w: &mut Writer<'_>,
+        body: &mut DataBody,
+    ) -> Option<()> {
+        let mut runs = RunFrames::default();
+        while let Some(next) = self.next_run(sh) {
+            let (k, nbytes) = self.write_run(sh, w, &mut runs, &next)?;
+            if k == 0 {
+                break;
+            }
+            self.mark_sent(sh, now, &next, k, nbytes)?;
+            body.scope = Some(body.scope.map_or(next.scope, |s| s.max(next.scope)));
+            body.messages += k as u64;
+            body.wrote = true;
+            if !sh.cfg.piggyback {
+                break;
+            }
+        }
+        if let Some((at, .., n)) = runs.open {
+            wire::set_run_count(w, at, n)?;
+        }
+        // A datagram's only message leaves as MSG_FIXED when its fields fit (and the datagram
+        // has room for its header): the receiver reads it with no varint and without a PADDING
+        // frame after it (RESULTS §34). Any other datagram keeps its MSG_RUNs. Its run, the
+        // last thing written, is rewritten in place, the message copied again from the arena,
+        // which still holds it.
+        if body.messages == 1 {
+            if let Some((start, seq, from, to, slot, nbytes)) = runs.last_run {
+                let item = &self.arena.get(slot)[..nbytes];
+                if let Some(data) = wire::run_item_message(item) {
+                    wire::one_run_as_fixed(w, start, seq, from, to, data);
+                }
+            }
+        }
+        if self.queue.is_empty() && self.retx.is_empty() {
+            self.flush = false;
+            self.earliest_deadline = None;
+        }
+        Some(())
+    }
+
+    /// The run to send next: the first run still lost in the oldest retransmission range, else
+    /// the queue's front if the window has room for it. None: nothing to send.
+    fn next_run(&mut self, sh: &Shared) -> Option<NextRun> {
+        let mut lost = None;
+        while let Some(&(s, e)) = self.retx.front() {
+            match self.inflight.first_lost_in(s, e) {
+                Some(i) => {
+                    lost = Some(i);
+                    break;
+                }
+                None => {
+                    self.retx.pop_front();
+                }
+            }
+        }
+        let room = match lost {
+            Some(_) => u64::MAX,
+            None => self.window_room(sh),
+        };
+        let r = match lost {
+            Some(i) => self.inflight.run(i),
+            None if room > 0 => self.queue.front()?,
+            None => return None,
+        };
+        Some(NextRun {
+            lost,
+            room,
+            seq: r.seq,
+            count: r.count,
+            from: r.from,
+            dest: r.dest,
+            scope: r.scope,
+            slot: r.data,
+            item: r.item,
+        })
+    }
+
+    /// Writes as many of run `r`'s messages as fit, after the owner introduction and
+    /// destination declaration they need; returns how many and their bytes ((0, 0): none fit).
+    fn write_run(
+        &mut self,
+        sh: &mut Shared,
+        w: &mut Writer<'_>,
+        runs: &mut RunFrames,
+        r: &NextRun,
+    ) -> Option<(usize, usize)> {
+        let (seq, count, from, dest_wire) = (r.seq, r.count, r.from, r.dest);
+        let owner = self.tx_owners.get(from)?.as_ref()?;
+        let owner_wire = owner.wire_id;
+        let need_intro = !owner.confirmed && !runs.intros.contains(&owner_wire);
+        let to = match dest_wire {
+            0 => None,
+            d => Some(
+                self.tx_dests
+                    .get(usize::try_from(d).ok()?.checked_sub(1)?)?,
+            ),
+        };
+        let need_dest = to.is_some_and(|t| !t.confirmed && !runs.dests.contains(&dest_wire));
+        // The name only when this datagram declares it.
+        let to = if need_dest {
+            to.map(|t| t.name.clone())
+        } else {
+            None
+        };
+        // (Never with an introduction or declaration to write first: those were written before
+        // the open run's first message, which shares them.)
+        let continues = !need_intro
+            && to.is_none()
+            && runs.open.is_some_and(|(_, f, d, next, n)| {
+                (f, d, next) == (from, dest_wire, seq) && n < u16::MAX
+            });
+        let mut fixed = if continues {
+            0
+        } else {
+            wire::msg_run_header_len(seq, owner_wire, dest_wire)
+        };
+        if need_intro {
+            fixed += wire::owner_intro_len(owner_wire, &sh.owners.get(from)?.name);
+        }
+        if let Some(d) = &to {
+            fixed += wire::dest_len(dest_wire, d);
+        }
+        // Without piggybacking each message has a datagram of its own.
+        let in_frame = runs.open.filter(|_| continues).map_or(0, |(.., n)| n);
+        let most = if sh.cfg.piggyback {
+            u64::from(count)
+                .min(r.room)
+                .min(u64::from(u16::MAX - in_frame))
+        } else {
+            1
+        };
+        let (k, nbytes) = match w.remaining().checked_sub(fixed) {
+            // The whole run fits: no need to walk its messages.
+            Some(cap) if r.slot.len() <= cap && most == u64::from(count) => {
+                (count as usize, r.slot.len())
+            }
+            Some(cap) => crate::inflight::items_fitting(
+                &self.arena,
+                r.slot,
+                r.item,
+                count,
+                most as usize,
+                cap,
+            ),
+            None => (0, 0),
+        };
+        if k == 0 {
+            return Some((0, 0));
+        }
+        if !continues {
+            if let Some((at, .., n)) = runs.open.take() {
+                wire::set_run_count(w, at, n)?;
+            }
+        }
+        if need_intro {
+            let sig = self.owner_signature(sh, from)?;
+            let owner_name = &sh.owners.get(from)?.name;
+            wire::write_owner_intro(w, owner_wire, owner_name, &sig)?;
+            runs.intros.push(owner_wire);
+        }
+        if let Some(d) = &to {
+            wire::write_dest(w, dest_wire, d)?;
+            runs.dests.push(dest_wire);
+        }
+        if !continues {
+            runs.last_run = Some((w.pos(), seq, owner_wire, dest_wire, r.slot, nbytes));
+            let at = wire::write_msg_run_header(w, seq, owner_wire, dest_wire)?;
+            runs.open = Some((at, from, dest_wire, seq, 0));
+        }
+        w.bytes(&self.arena.get(r.slot)[..nbytes])?;
+        if let Some((_, _, _, next, n)) = &mut runs.open {
+            *next += k as u64;
+            *n += k as u16;
+        }
+        Some((k, nbytes))
+    }
+
+    /// Accounts the first `k` messages of run `r` (`nbytes` of it) as sent at `now`: a lost
+    /// run's are retransmitted, a queued run's move to the in-flight set (the rest of either
+    /// is split off and stays).
+    fn mark_sent(
+        &mut self,
+        sh: &mut Shared,
+        now: Time,
+        r: &NextRun,
+        k: usize,
+        nbytes: usize,
+    ) -> Option<()> {
+        let (seq, count, k32) = (r.seq, r.count, k as u32);
+        match r.lost {
+            Some(i) => {
+                if k32 < count {
+                    self.inflight.split_at(&mut self.arena, i, k32, nbytes);
+                }
+                self.inflight.sent(i, now);
+                sh.stats.messages_retransmitted += k as u64;
+                self.stats.messages_retransmitted += k as u64;
+            }
+            None => {
+                let owner_wire = self.tx_owners.get(r.from)?.as_ref()?.wire_id;
+                self.queued_bytes = self.queued_bytes.saturating_sub(
+                    wire::msg_run_header_len(seq, owner_wire, r.dest) + r.slot.len(),
+                );
+                let mut run = if k32 < count {
+                    // The rest stays in place, at the queue's front.
+                    let front = self.queue.front_mut()?;
+                    let head = front.split_head(&mut self.arena, k32, nbytes);
+                    self.queued_bytes +=
+                        wire::msg_run_header_len(front.seq, owner_wire, r.dest) + front.data.len();
+                    head
+                } else {
+                    self.queue.pop_front()?
+                };
+                self.queued_msgs -= k;
+                run.last_sent = now;
+                run.transmissions = 1;
+                self.inflight.push(run);
+                sh.stats.messages_sent += k as u64;
+                self.stats.messages_sent += k as u64;
+            }
+        }
+        match self.sent_log.back_mut() {
+            Some((t, first, n)) if *t == now && *first + u64::from(*n) == seq => {
+                *n += k32;
+            }
+            _ => self.sent_log.push_back((now, seq, k32)),
+        }
+        Some(())
+    }
+
+    /// Seals the datagram whose body (`body_len` bytes) `build_data` wrote into `out`, or with
+    /// `defer` takes its counter and returns the [`SealJob`] with the sealed length.
+    fn seal_data(
+        &mut self,
+        sh: &mut Shared,
+        now: Time,
+        out: &mut [u8],
+        body_len: usize,
+        body: &DataBody,
+        defer: bool,
+    ) -> Option<(usize, Option<SealJob>)> {
         // Datagrams with only acknowledgements are authenticated, not encrypted: they carry
         // sequence numbers only.
-        let scope = scope.unwrap_or(Scope::AuthOnly);
+        let scope = body.scope.unwrap_or(Scope::AuthOnly);
         let s = self.send_session(sh, now)?;
         let job = s.reserve_seal(scope, body_len);
         let deferred = (defer && !s.suite.is_legacy()).then(|| {
@@ -561,7 +634,7 @@ impl Channel {
         });
         let (len, job) = match deferred {
             Some(len) => (len, Some(job)),
-            None => match job.seal(&mut out[..max_len]) {
+            None => match job.seal(out) {
                 Ok(n) => (n, None),
                 Err(e) => {
                     tracing::error!(reason = %e, "seal failed");
@@ -569,7 +642,7 @@ impl Channel {
                 }
             },
         };
-        if messages > 0 {
+        if body.messages > 0 {
             sh.stats.data_datagrams_sent += 1;
         } else {
             sh.stats.ack_only_datagrams_sent += 1;
@@ -609,4 +682,42 @@ impl Channel {
     pub fn flush_pending(&self) -> bool {
         self.flush || self.abandon_wanted()
     }
+}
+
+/// What a data datagram's body holds so far.
+#[derive(Default)]
+struct DataBody {
+    /// The widest scope of the messages written (none: acknowledgements only).
+    scope: Option<Scope>,
+    messages: u64,
+    /// Any frame was written.
+    wrote: bool,
+}
+
+/// The MSG_RUN frames written into one datagram so far.
+#[derive(Default)]
+struct RunFrames {
+    /// Owners introduced and destinations declared in this datagram (wire ids).
+    intros: Vec<u64>,
+    dests: Vec<u64>,
+    /// The open MSG_RUN: where its count lies, owner, destination, next seq, count.
+    open: Option<(usize, usize, u64, u64, u16)>,
+    /// The last MSG_RUN begun: where it starts, its first seq, owner and destination wire ids,
+    /// and its items in the arena (a datagram with one message is rewritten as MSG_FIXED).
+    last_run: Option<(usize, u64, u64, u64, Slot, usize)>,
+}
+
+/// The run `build_data` sends from next, its fields copied out of the queue or in-flight set.
+struct NextRun {
+    /// Its index in the in-flight set if it is a retransmission, else it is the queue's front.
+    lost: Option<usize>,
+    /// Messages the window has room for.
+    room: u64,
+    seq: u64,
+    count: u32,
+    from: usize,
+    dest: u64,
+    scope: Scope,
+    slot: Slot,
+    item: u32,
 }
