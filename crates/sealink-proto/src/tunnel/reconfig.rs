@@ -9,7 +9,8 @@
 
 use std::net::SocketAddr;
 
-use super::{AllowedIps, Peer, PeerConfig, Tunnel, handshake};
+use super::{AllowedIps, Peer, PeerConfig, Tunnel};
+use crate::handshake;
 use crate::handshake::HostKey;
 use crate::time::Time;
 

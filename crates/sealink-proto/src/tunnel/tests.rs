@@ -5,6 +5,11 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::cookie::{COOKIE_REPLY_LEN, CookieGenerator};
+use crate::error::DropReason;
+use crate::handshake;
+use crate::ratelimit::LimiterConfig;
+use crate::wire::Header;
+use sealink_crypto::SuiteId;
 
 const A_ADDR: &str = "192.0.2.1:51820";
 const B_ADDR: &str = "192.0.2.2:51820";

@@ -2,6 +2,7 @@
 //! sans-IO [`crate::wg::WgPeer`] (itself checked against wireguard-go in `tests/wg_interop.rs`).
 
 use super::*;
+use crate::error::DropReason;
 use crate::wg::message::{self, Message, TRANSPORT_HEADER_LEN};
 use crate::wg::{self as proto, WgEvent, WgPeer};
 
