@@ -106,7 +106,7 @@ pub(crate) fn bind(name: &str) -> Result<Socket, TunnelError> {
         });
     }
     let _ = std::fs::remove_file(&path);
-    let l = crate::bind_private(&path, "WireGuard UAPI socket")?;
+    let l = crate::control::bind_private(&path, "WireGuard UAPI socket")?;
     l.set_nonblocking(true)
         .map_err(crate::error::io("UAPI socket"))?;
     let id = file_id(&path);
@@ -233,7 +233,7 @@ pub(crate) fn serve_loop(sh: &Shared, sock: &Socket) {
         }
         match listener.accept() {
             Ok((stream, _)) => {
-                if let Err(refusal) = crate::authorize(sh, &stream) {
+                if let Err(refusal) = crate::control::authorize(sh, &stream) {
                     sh.uapi_refused.count("permission-denied");
                     tracing::warn!("UAPI socket: {refusal}");
                     continue;
