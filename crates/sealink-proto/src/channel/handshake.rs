@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use crate::error::DropReason;
+use crate::handshake::state::{Handshake, InitiateError};
 use crate::handshake::{self, InitPayload};
 use crate::inflight::OutRun;
-use crate::lifecycle::{Handshake, InitiateError};
 use crate::recv_window::RecvWindow;
 use crate::session::{IndexTable, Session};
 use crate::shared::{Event, Shared};

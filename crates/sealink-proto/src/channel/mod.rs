@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use sealink_crypto::sign::SIGNATURE_LEN;
 
+use crate::handshake::state::{Handshake, Initiation, Keys};
 use crate::inflight::{Inflight, OutRun};
-use crate::lifecycle::{Handshake, Initiation, Keys};
 use crate::owner::RemoteOwner;
 use crate::recv_window::RecvWindow;
 use crate::send_arena::SendArena;

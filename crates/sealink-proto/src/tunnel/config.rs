@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sealink_crypto::SuiteId;
 
-use crate::ratelimit::LimiterConfig;
+use crate::handshake::ratelimit::LimiterConfig;
 use crate::session::Limits;
 use crate::wire::HEADER_LEN;
 

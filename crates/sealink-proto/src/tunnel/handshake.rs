@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use sealink_crypto::SuiteId;
 
-use crate::cookie::Admission;
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
+use crate::handshake::cookie::Admission;
+use crate::handshake::state::{Handshake, InitiateError};
 use crate::handshake::{self, INIT_FLAG_LANES, InitPayload, TUNNEL_PROLOGUE};
-use crate::lifecycle::{Handshake, InitiateError};
 use crate::session::Session;
 use crate::time::Time;
 use crate::wire::{Header, parse_header};
@@ -56,11 +56,11 @@ impl Tunnel {
             Wire::WireGuard => p.handshake.initiate_wg(
                 &self.host,
                 &p.cfg.public_key,
-                &p.cfg.preshared_key.unwrap_or(crate::wg::NO_PSK),
+                &p.cfg.preshared_key.unwrap_or(crate::handshake::wg::NO_PSK),
                 &mut self.indexes,
                 pi,
                 now,
-                crate::wg::whitened_nanos(unix),
+                crate::handshake::wg::whitened_nanos(unix),
                 attempt,
             ),
         };

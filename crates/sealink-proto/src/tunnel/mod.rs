@@ -58,7 +58,7 @@
 //! `rekey_after_time` or has sealed `rekey_after_messages` ([`TunnelConfig::limits`]).
 //! Handshake initiations pass the [`HandshakeGuard`] (mac1, flood limits, and under load a
 //! cookie reply unless mac2 proves the source address) before any public-key work; see
-//! [`crate::cookie`].
+//! [`crate::handshake::cookie`].
 //!
 //! # Persistent keepalive
 //! A peer with [`PeerConfig::persistent_keepalive`] (WireGuard's `PersistentKeepalive`, for NAT
@@ -94,9 +94,9 @@ use reconfig::check_peers;
 use recv::handshake_done;
 use stats::N_DROPS;
 
-use crate::cookie::HandshakeGuard;
 use crate::handshake::HostKey;
-use crate::lifecycle::{Handshake, Keys};
+use crate::handshake::cookie::HandshakeGuard;
+use crate::handshake::state::{Handshake, Keys};
 use crate::session::{IndexTable, Limits, Session};
 use crate::time::Time;
 use crate::wire::HEADER_LEN;

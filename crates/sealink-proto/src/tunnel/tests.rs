@@ -4,10 +4,10 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
-use crate::cookie::{COOKIE_REPLY_LEN, CookieGenerator};
 use crate::error::DropReason;
 use crate::handshake;
-use crate::ratelimit::LimiterConfig;
+use crate::handshake::cookie::{COOKIE_REPLY_LEN, CookieGenerator};
+use crate::handshake::ratelimit::LimiterConfig;
 use crate::wire::Header;
 use sealink_crypto::SuiteId;
 
@@ -1247,7 +1247,7 @@ fn an_address_endpoint_is_never_resolved() {
     }
 }
 
-// The handshake lifecycle shared with the datagram channel (crate::lifecycle): one test per
+// The handshake lifecycle shared with the datagram channel (crate::handshake::state): one test per
 // case where the two former copies differed; endpoint_tests.rs has the same two.
 
 /// A small-order peer key (the configuration refuses one; this is the core's own guard): the
@@ -1280,7 +1280,7 @@ fn lifecycle_a_failed_key_derivation_frees_the_responder_index() {
     p.send(true, &v4(IP_A, IP_B, 100, 1));
     let (f, t, init) = p.wire.pop().expect("an initiation");
     assert!(p.wire.is_empty());
-    crate::lifecycle::fail_next_derivation();
+    crate::handshake::state::fail_next_derivation();
     assert_eq!(
         p.deliver(f, t, init),
         Err(TunnelDrop::Proto(DropReason::SuiteRefused))

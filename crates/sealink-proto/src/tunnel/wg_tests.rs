@@ -175,7 +175,7 @@ fn mixed(psk: Option<[u8; 32]>) -> Mixed {
     .unwrap();
     let w = WgPeer::new(
         kw,
-        proto::PeerConfig {
+        proto::WgPeerConfig {
             public_key: *kt.public(),
             preshared_key: psk,
         },

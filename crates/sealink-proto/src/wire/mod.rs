@@ -38,7 +38,7 @@ pub const VARINT_MAX: u64 = (1 << 62) - 1;
 pub const TYPE_INIT: u8 = 1;
 pub const TYPE_RESPONSE: u8 = 2;
 pub const TYPE_DATA: u8 = 3;
-/// A responder under load answers an initiation with a cookie (see [`crate::cookie`]).
+/// A responder under load answers an initiation with a cookie (see [`crate::handshake::cookie`]).
 pub const TYPE_COOKIE: u8 = 4;
 
 pub const FRAME_PADDING: u8 = 0x00;
