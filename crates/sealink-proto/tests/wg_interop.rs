@@ -1,5 +1,5 @@
 //! Interop of the sans-IO WireGuard core ([`sealink_proto::wg`]) with wireguard-go, between two
-//! fresh network namespaces joined by a veth pair (issue 33).
+//! fresh network namespaces joined by a veth pair.
 //!
 //! ```text
 //! ns A (this test, re-run inside it)                 ns W

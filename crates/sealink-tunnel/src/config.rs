@@ -19,7 +19,7 @@
 //! handoff = "auto"                # when batches go to the crypto workers: "auto" (default)
 //!                                 # keeps them on the thread that read them until it saturates
 //!                                 # its core and a core is idle; "always" hands every batch
-//!                                 # over (the engine before issue 43, for comparison)
+//!                                 # over (for comparison)
 //! lanes = true                    # number data datagrams by flow, for peers that agree, and
 //!                                 # steer received ones over the UDP sockets by that number,
 //!                                 # so one peer's flows spread over them (default true;
@@ -69,7 +69,7 @@ use serde::Deserialize;
 pub use sealink_engine::Handoff;
 
 use sealink_proto::HostKey;
-use sealink_proto::tunnel::{IpNet, PeerConfig, TunnelConfig};
+use sealink_proto::tunnel::{IpNet, TunnelConfig, TunnelPeerConfig};
 
 use crate::error::TunnelError;
 use crate::hooks::Hooks;
@@ -274,7 +274,7 @@ pub struct Config {
     /// When the readers hand batches to the crypto workers (`handoff`, default auto).
     pub handoff: Handoff,
     pub core: TunnelConfig,
-    pub peers: Vec<PeerConfig>,
+    pub peers: Vec<TunnelPeerConfig>,
     /// For each peer (same order): the `HOST:PORT` its endpoint was resolved from when it is a
     /// name rather than an address; the running tunnel resolves it again when handshakes to
     /// the peer go unanswered.
@@ -373,7 +373,7 @@ pub const DEFAULT_FWMARK: u32 = 51820;
 
 /// The user a tunnel runs as when the config names none: a dedicated system account (the
 /// Debian package's sysusers entry creates it), not the shared `nobody`, whose other
-/// processes could signal, stop, renice or limit the tunnel (issue 47).
+/// processes could signal, stop, renice or limit the tunnel.
 pub const DEFAULT_USER: &str = "sealink-tunnel";
 /// `user = "root"`: stay uid 0 after set-up (capabilities still go).
 pub const ROOT_USER: &str = "root";
@@ -610,7 +610,7 @@ impl Config {
             return Ok(());
         }
         // Every route in a set, looked up from each endpoint at each prefix length: linear in
-        // peers (a hub has tens of thousands; each against each was quadratic, issue 50).
+        // peers (a hub has tens of thousands; each against each was quadratic).
         let routes: std::collections::HashSet<IpNet> = self.routes().into_iter().collect();
         let owner: std::collections::HashMap<IpNet, usize> = self
             .peers

@@ -274,77 +274,90 @@ pub fn format_status(st: &Status) -> String {
             st.control_refused
         );
     }
-    if !st.threads.is_empty() {
-        let _ = writeln!(s, "  threads (cpu seconds; system calls/items carried):");
-        for t in &st.threads {
-            let mut parts = vec![format!("    {} busy={:.3}s", t.name, t.busy_s)];
-            for (what, calls, items) in [
-                ("tun_read", t.tun_reads, t.tun_read_packets),
-                ("udp_send", t.udp_sends, t.udp_send_datagrams),
-                ("udp_recv", t.udp_receives, t.udp_receive_datagrams),
-                ("tun_write", t.tun_writes, t.tun_write_packets),
-            ] {
-                if calls > 0 {
-                    parts.push(format!("{what}={calls}/{items}"));
-                }
-            }
-            if t.batches_submitted > 0 {
-                parts.push(format!("batches={}", t.batches_submitted));
-            }
-            if t.handoffs > 0 {
-                parts.push(format!("handed_off={}", t.handoffs));
-            }
-            if t.lane_strays > 0 {
-                parts.push(format!("lane_strays={}", t.lane_strays));
-            }
-            let _ = writeln!(s, "{}", parts.join(" "));
-        }
-    }
+    format_threads(&mut s, &st.threads);
     for p in &st.peers {
-        let _ = writeln!(s, "\npeer: {}", p.name);
-        let _ = writeln!(s, "  public key: {}", p.public_key);
-        let _ = writeln!(
-            s,
-            "  endpoint: {}",
-            p.endpoint.as_deref().unwrap_or("(unknown)")
-        );
-        let _ = writeln!(s, "  allowed ips: {}", p.allowed_ips.join(", "));
-        let hs = match p.latest_handshake_secs {
-            None => "never".to_string(),
-            Some(secs) => format!("{secs:.1} s ago"),
-        };
-        let _ = writeln!(
-            s,
-            "  latest handshake: {hs} (session {}{})",
-            if p.session_up { "up" } else { "down" },
-            if p.lanes { ", lanes" } else { "" }
-        );
-        let _ = writeln!(
-            s,
-            "  transfer: {} received, {} sent, rx_packets={} tx_packets={}",
-            human_bytes(p.rx_bytes),
-            human_bytes(p.tx_bytes),
-            p.rx_packets,
-            p.tx_packets
-        );
-        let _ = writeln!(
-            s,
-            "  datagrams: rx={} tx={} piggybacked_packets={} handshakes={}/{}",
-            p.rx_datagrams,
-            p.tx_datagrams,
-            p.piggybacked_packets,
-            p.handshakes_completed,
-            p.handshakes_initiated
-        );
-        if let Some(every) = p.persistent_keepalive_secs {
-            let _ = writeln!(
-                s,
-                "  persistent keepalive: every {every} s keepalives={}",
-                p.keepalives
-            );
-        }
+        format_peer(&mut s, p);
     }
     s
+}
+
+/// `show`'s per-thread lines (none without threads).
+fn format_threads(s: &mut String, threads: &[ThreadStatus]) {
+    use std::fmt::Write as _;
+    if threads.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "  threads (cpu seconds; system calls/items carried):");
+    for t in threads {
+        let mut parts = vec![format!("    {} busy={:.3}s", t.name, t.busy_s)];
+        for (what, calls, items) in [
+            ("tun_read", t.tun_reads, t.tun_read_packets),
+            ("udp_send", t.udp_sends, t.udp_send_datagrams),
+            ("udp_recv", t.udp_receives, t.udp_receive_datagrams),
+            ("tun_write", t.tun_writes, t.tun_write_packets),
+        ] {
+            if calls > 0 {
+                parts.push(format!("{what}={calls}/{items}"));
+            }
+        }
+        if t.batches_submitted > 0 {
+            parts.push(format!("batches={}", t.batches_submitted));
+        }
+        if t.handoffs > 0 {
+            parts.push(format!("handed_off={}", t.handoffs));
+        }
+        if t.lane_strays > 0 {
+            parts.push(format!("lane_strays={}", t.lane_strays));
+        }
+        let _ = writeln!(s, "{}", parts.join(" "));
+    }
+}
+
+/// `show`'s lines for one peer.
+fn format_peer(s: &mut String, p: &PeerJson) {
+    use std::fmt::Write as _;
+    let _ = writeln!(s, "\npeer: {}", p.name);
+    let _ = writeln!(s, "  public key: {}", p.public_key);
+    let _ = writeln!(
+        s,
+        "  endpoint: {}",
+        p.endpoint.as_deref().unwrap_or("(unknown)")
+    );
+    let _ = writeln!(s, "  allowed ips: {}", p.allowed_ips.join(", "));
+    let hs = match p.latest_handshake_secs {
+        None => "never".to_string(),
+        Some(secs) => format!("{secs:.1} s ago"),
+    };
+    let _ = writeln!(
+        s,
+        "  latest handshake: {hs} (session {}{})",
+        if p.session_up { "up" } else { "down" },
+        if p.lanes { ", lanes" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "  transfer: {} received, {} sent, rx_packets={} tx_packets={}",
+        human_bytes(p.rx_bytes),
+        human_bytes(p.tx_bytes),
+        p.rx_packets,
+        p.tx_packets
+    );
+    let _ = writeln!(
+        s,
+        "  datagrams: rx={} tx={} piggybacked_packets={} handshakes={}/{}",
+        p.rx_datagrams,
+        p.tx_datagrams,
+        p.piggybacked_packets,
+        p.handshakes_completed,
+        p.handshakes_initiated
+    );
+    if let Some(every) = p.persistent_keepalive_secs {
+        let _ = writeln!(
+            s,
+            "  persistent keepalive: every {every} s keepalives={}",
+            p.keepalives
+        );
+    }
 }
 
 /// A byte count for people, in binary units as `sealink send` prints them (`1000 B`,

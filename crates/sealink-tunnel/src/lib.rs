@@ -19,9 +19,9 @@
 //!   The thread does all of it itself (run to completion: the batch stays in its core's
 //!   cache, and nobody is woken), except the share of its batches that its [`Gauge`] hands to
 //!   the engine's workers while the thread saturates its core and a core is idle (`handoff =
-//!   "auto"`, issue 43). A handed-off batch is sealed or opened and released (sent, or written)
+//!   "auto"`). A handed-off batch is sealed or opened and released (sent, or written)
 //!   on a worker, in order per lane with the ones kept.
-//! - With `handoff = "always"` (every batch to the workers, the engine before issue 43) the
+//! - With `handoff = "always"` (every batch to the workers) the
 //!   shape is a TUN reader and a UDP reader per queue, and TUN writer threads (`tun_writers`,
 //!   by default one per queue there): the release only plans the writes and hands each flow's
 //!   to writer `hash(flow) % N`.
@@ -200,18 +200,18 @@ impl Shared {
 }
 
 /// Pooled copies of datagrams the core queued (handshakes, piggyback flushes, staged packets),
-/// taken under the core's lock ([`Outbox::drain`]) and sealed outside it ([`Outbox::seal`]): the
+/// taken under the core's lock ([`QueuedTransmits::drain`]) and sealed outside it ([`QueuedTransmits::seal`]): the
 /// lock is held for the copy only, as for the packets read from the TUN device.
-pub(crate) struct Outbox {
+pub(crate) struct QueuedTransmits {
     bufs: Vec<Vec<u8>>,
     /// Destination, length (final once sealed; 0 after a failed seal) and the seal still to run.
     items: Vec<(SocketAddr, usize, Option<SealJob>)>,
     size: usize,
 }
 
-impl Outbox {
+impl QueuedTransmits {
     fn new(size: usize) -> Self {
-        Outbox {
+        QueuedTransmits {
             bufs: Vec::new(),
             items: Vec::new(),
             size,
@@ -259,7 +259,10 @@ impl Outbox {
     /// Datagram `k`, once sealed; `None` after a failed seal.
     fn get(&self, k: usize) -> Option<(SocketAddr, &[u8])> {
         let (d, len, ref job) = self.items[k];
-        debug_assert!(job.is_none(), "an Outbox datagram sent before its seal");
+        debug_assert!(
+            job.is_none(),
+            "a QueuedTransmits datagram sent before its seal"
+        );
         (len > 0 && job.is_none()).then(|| (d, &self.bufs[k][..len]))
     }
     /// Seals everything drained (on `lane`), then sends it on socket `sock` (the lock not
@@ -314,7 +317,7 @@ pub fn run_with(
 pub(crate) static UMASK: Mutex<()> = Mutex::new(());
 
 fn timer_loop(sh: &Shared) {
-    let mut out = Outbox::new(sh.stride);
+    let mut out = QueuedTransmits::new(sh.stride);
     let mut core = sh.lock();
     while !sh.stopping() {
         let now = sh.clock.now();

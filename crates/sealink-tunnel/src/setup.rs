@@ -67,7 +67,7 @@ fn create_device(cfg: &Config, queues: usize) -> Result<(Vec<SyncDevice>, bool),
 }
 
 /// Brings the interface up. Without an IPv6 address of its own, it first gets no IPv6
-/// link-local address either (issue 30: the kernel's router solicitations and MLD reports were
+/// link-local address either (else the kernel's router solicitations and MLD reports are
 /// counted as no-route drops of an idle tunnel). Where that fails (a kernel without IPv6), the
 /// tunnel still comes up: what the kernel sends is then counted as `link-local` drops.
 fn bring_up(cfg: &Config, dev: &SyncDevice) -> Result<(), TunnelError> {
@@ -114,8 +114,8 @@ fn tun_writers(cfg: &Config, queues: usize, workers: usize) -> usize {
 
 /// Whether one thread per queue pair serves both its TUN queue and its UDP socket (`io_loop`):
 /// inline, and with `handoff = "auto"` (the default), where the thread keeps a flow's work
-/// until it saturates. `handoff = "always"` keeps the reader-per-direction shape of the engine
-/// before issue 43.
+/// until it saturates. `handoff = "always"` keeps a reader per direction, every batch
+/// sealed or opened on the workers.
 fn io_threads(cfg: &Config, queues: usize, sockets: usize, workers: usize) -> bool {
     queues == sockets && (workers == 0 || cfg.handoff == Handoff::Auto)
 }

@@ -194,7 +194,7 @@ impl TunnelConfig {
 
 /// One peer as configured. Its `Debug` leaves the preshared key out (configs get logged).
 #[derive(Clone)]
-pub struct PeerConfig {
+pub struct TunnelPeerConfig {
     pub name: String,
     pub public_key: [u8; 32],
     /// Where to send until an authenticated datagram tells otherwise.
@@ -208,9 +208,9 @@ pub struct PeerConfig {
     pub preshared_key: Option<[u8; 32]>,
 }
 
-impl std::fmt::Debug for PeerConfig {
+impl std::fmt::Debug for TunnelPeerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PeerConfig")
+        f.debug_struct("TunnelPeerConfig")
             .field("name", &self.name)
             .field("public_key", &self.public_key)
             .field("endpoint", &self.endpoint)

@@ -36,8 +36,8 @@
 //! Each per-packet step is split so that the cryptography can run on any core with no lock
 //! held: [`Tunnel::encapsulate_reserve`] (serial: route, session, counter, piggyback queue)
 //! returns a [`SealJob`] whose [`SealJob::seal`] runs anywhere; [`Tunnel::decapsulate_reserve`]
-//! (serial: header, index, session, replay check) returns an [`OpenJob`] whose
-//! [`OpenJob::open`] runs anywhere, and [`Tunnel::decapsulate_finish`] (serial, in order: replay
+//! (serial: header, index, session, replay check) returns an [`DecapJob`] whose
+//! [`DecapJob::open`] runs anywhere, and [`Tunnel::decapsulate_finish`] (serial, in order: replay
 //! accept, session confirmation, framing, source check) completes it. [`Tunnel::encapsulate`]
 //! and [`Tunnel::decapsulate`] are the two halves run back to back: the serial reference.
 //!
@@ -61,7 +61,7 @@
 //! [`crate::handshake::cookie`].
 //!
 //! # Persistent keepalive
-//! A peer with [`PeerConfig::persistent_keepalive`] (WireGuard's `PersistentKeepalive`, for NAT
+//! A peer with [`TunnelPeerConfig::persistent_keepalive`] (WireGuard's `PersistentKeepalive`, for NAT
 //! mappings and stateful firewalls) gets a keepalive (a data datagram with an empty body) once
 //! nothing has been sent to it for that long: data, keepalives and handshake messages all
 //! count as sent; what is received does not, so a mapping that only outgoing traffic refreshes
@@ -71,14 +71,18 @@
 
 mod config;
 mod handshake;
+pub mod ip;
+mod reconfig;
 mod recv;
 mod send;
 mod stats;
+pub mod uapi;
+mod wg;
 
-pub use config::{PeerConfig, PiggybackMode, PiggybackPolicy, TunnelConfig, Wire};
+pub use config::{PiggybackMode, PiggybackPolicy, TunnelConfig, TunnelPeerConfig, Wire};
 pub use ip::{AllowedIps, IpNet, IpNetError, packet_addrs};
 pub use reconfig::{PeerChanges, RERESOLVE_AFTER_ATTEMPTS};
-pub use recv::{Decap, DecapReserve, OpenJob};
+pub use recv::{Decap, DecapJob, DecapReserve};
 pub use send::{Encap, Reserve};
 pub use stats::{PeerStats, PeerStatus, TunnelDrop};
 pub use wg::padded_len as wg_padded_len;
@@ -101,11 +105,6 @@ use crate::session::{IndexTable, Limits, Session};
 use crate::time::Time;
 use crate::wire::HEADER_LEN;
 
-pub mod ip;
-mod reconfig;
-pub mod uapi;
-mod wg;
-
 /// Bytes a driver leaves in front of a packet handed to [`Tunnel::encapsulate`]: the data
 /// header and the packet's length field.
 pub const HEADROOM: usize = HEADER_LEN + LEN_FIELD;
@@ -125,7 +124,7 @@ pub const MAX_PACKET: usize = u16::MAX as usize;
 pub struct PeerIndex(pub usize);
 
 struct Peer {
-    cfg: PeerConfig,
+    cfg: TunnelPeerConfig,
     endpoint: Option<SocketAddr>,
     current: Option<Session>,
     previous: Option<Session>,
@@ -210,7 +209,7 @@ impl std::fmt::Debug for Tunnel {
 }
 
 impl Peer {
-    fn new(cfg: PeerConfig) -> Self {
+    fn new(cfg: TunnelPeerConfig) -> Self {
         Peer {
             handshake: Handshake::new(&cfg.public_key),
             endpoint: cfg.endpoint,
@@ -270,7 +269,7 @@ impl Tunnel {
     pub fn new(
         host: HostKey,
         cfg: TunnelConfig,
-        peers: Vec<PeerConfig>,
+        peers: Vec<TunnelPeerConfig>,
     ) -> Result<Self, crate::Error> {
         cfg.validate()?;
         if cfg.wire == Wire::Sealink && peers.iter().any(|p| p.preshared_key.is_some()) {

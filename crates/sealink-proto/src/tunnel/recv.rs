@@ -23,17 +23,17 @@ pub enum DecapReserve {
     Handshake(PeerIndex),
     /// A data datagram that passed the cheap checks: open it with the job (on any thread, no
     /// lock held), then hand the result to [`Tunnel::decapsulate_finish`].
-    Open(OpenJob),
+    Open(DecapJob),
 }
 
 /// The parallel half of receiving one data datagram, with the peer it belongs to.
 #[derive(Debug, Clone)]
-pub struct OpenJob {
+pub struct DecapJob {
     peer: usize,
     job: session::OpenJob,
 }
 
-impl OpenJob {
+impl DecapJob {
     /// Authenticates and decrypts `buf` (the whole datagram) in place; returns the body's range.
     /// Touches no replay window: [`Tunnel::decapsulate_finish`] records the counter.
     pub fn open(&self, buf: &mut [u8]) -> Result<Range<usize>, DropReason> {
@@ -60,7 +60,7 @@ impl Tunnel {
     /// Authenticates and opens a datagram from `source` in place. For data, the ranges (in
     /// `buf`) of the IP packets to deliver are pushed to `packets` (cleared first). Every
     /// refusal is counted and returned; nothing from the network can make this panic. The serial
-    /// reference: [`Tunnel::decapsulate_reserve`], [`OpenJob::open`] and
+    /// reference: [`Tunnel::decapsulate_reserve`], [`DecapJob::open`] and
     /// [`Tunnel::decapsulate_finish`] back to back.
     pub fn decapsulate(
         &mut self,
@@ -81,7 +81,7 @@ impl Tunnel {
 
     /// The serial first half of receiving: parses the header and handles handshakes whole; for
     /// data, finds the session and checks scope, age and the replay window (without recording
-    /// the counter), and returns the [`OpenJob`]. Every refusal is counted.
+    /// the counter), and returns the [`DecapJob`]. Every refusal is counted.
     pub fn decapsulate_reserve(
         &mut self,
         now: Time,
@@ -132,11 +132,11 @@ impl Tunnel {
             return Err(DropReason::SessionExpired.into());
         }
         let job = session.reserve_open(Scope::Encrypt, counter, false)?;
-        Ok(DecapReserve::Open(OpenJob { peer: pi, job }))
+        Ok(DecapReserve::Open(DecapJob { peer: pi, job }))
     }
 
     /// The serial second half of receiving a data datagram, in the order the datagrams arrived
-    /// for that session: takes the result of [`OpenJob::open`] on `buf`, records the counter in
+    /// for that session: takes the result of [`DecapJob::open`] on `buf`, records the counter in
     /// the replay window (refusing a duplicate that was opened in parallel), confirms a new
     /// session, learns the endpoint, and pushes the ranges of the IP packets to deliver onto
     /// `packets` (appended, not cleared). Every refusal is counted.
@@ -144,7 +144,7 @@ impl Tunnel {
         &mut self,
         now: Time,
         source: SocketAddr,
-        job: &OpenJob,
+        job: &DecapJob,
         opened: Result<Range<usize>, DropReason>,
         buf: &[u8],
         packets: &mut Vec<Range<usize>>,
@@ -169,7 +169,7 @@ impl Tunnel {
         &mut self,
         now: Time,
         source: SocketAddr,
-        job: &OpenJob,
+        job: &DecapJob,
     ) -> Result<(), TunnelDrop> {
         let pi = job.peer;
         let p = self.peers.get_mut(pi).ok_or(DropReason::UnknownIndex)?;

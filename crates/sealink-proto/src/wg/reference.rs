@@ -123,7 +123,7 @@ pub enum WgEvent {
 }
 
 /// One direction-pair of transport keys.
-pub(super) struct Session {
+pub(super) struct WgSession {
     local_index: u32,
     remote_index: u32,
     send: ChaCha20Poly1305,
@@ -134,7 +134,7 @@ pub(super) struct Session {
     initiator: bool,
 }
 
-impl Session {
+impl WgSession {
     fn new(
         local_index: u32,
         remote_index: u32,
@@ -143,7 +143,7 @@ impl Session {
         now: Time,
     ) -> Self {
         let TransportKeys { send, recv } = keys;
-        Session {
+        WgSession {
             local_index,
             remote_index,
             send: ChaCha20Poly1305::new(&send.into()),
@@ -198,9 +198,9 @@ pub struct WgPeer {
     from_peer: CookieChecker,
     pending: Option<Pending>,
     /// The responder's session, until the first transport message under it confirms it.
-    next: Option<Session>,
-    current: Option<Session>,
-    previous: Option<Session>,
+    next: Option<WgSession>,
+    current: Option<WgSession>,
+    previous: Option<WgSession>,
     last_timestamp: Option<[u8; 12]>,
     under_load: bool,
     stats: WgStats,
@@ -379,7 +379,7 @@ impl WgPeer {
                 Err(d) => return self.drop(d.into()),
             };
         self.last_timestamp = Some(ts);
-        self.next = Some(Session::new(local_index, sender, keys, false, now));
+        self.next = Some(WgSession::new(local_index, sender, keys, false, now));
         self.stats.responses_sent += 1;
         WgEvent::Send(resp.to_vec())
     }
@@ -403,7 +403,7 @@ impl WgPeer {
             Err(d) => return self.drop(d.into()),
         };
         let sender = u32::from_le_bytes([msg[4], msg[5], msg[6], msg[7]]);
-        let s = Session::new(p.local_index, sender, keys, true, now);
+        let s = WgSession::new(p.local_index, sender, keys, true, now);
         self.previous = self.current.replace(s);
         self.stats.handshakes_completed += 1;
         WgEvent::HandshakeComplete

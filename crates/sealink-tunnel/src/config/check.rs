@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use sealink_engine::Handoff;
 use sealink_keys::{KeyFileError, KeyKind};
-use sealink_proto::tunnel::{IpNet, PeerConfig, PiggybackMode, PiggybackPolicy, TunnelConfig};
+use sealink_proto::tunnel::{
+    IpNet, PiggybackMode, PiggybackPolicy, TunnelConfig, TunnelPeerConfig,
+};
 
 use super::{
     Config, DEFAULT_FWMARK, DEFAULT_USER, Dns, IfAddr, KeyFormat, MAX_IFNAME, OneOrMany, RawConfig,
@@ -273,7 +275,7 @@ fn peer_config(
     n: usize,
     p: RawPeer,
     wireguard: bool,
-) -> Result<(PeerConfig, Option<String>), TunnelError> {
+) -> Result<(TunnelPeerConfig, Option<String>), TunnelError> {
     let key = |k: &str| format!("peer[{n}].{k}");
     if p.name.is_empty() || p.name.len() > 64 {
         return Err(bad(key("name"), "1 to 64 characters"));
@@ -332,7 +334,7 @@ fn peer_config(
             .map_err(|e| bad(key("allowed_ips"), format!("{a:?}: {e}")))?;
         allowed_ips.push(net);
     }
-    let peer = PeerConfig {
+    let peer = TunnelPeerConfig {
         name: p.name,
         public_key,
         endpoint,

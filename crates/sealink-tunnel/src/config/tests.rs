@@ -377,7 +377,7 @@ fn only_peer_changes_reload_without_a_restart() {
 #[test]
 fn piggyback_defaults_fit_a_small_mtu() {
     let with_mtu = |m: u32| sample().replace("listen_port", &format!("mtu = {m}\nlisten_port"));
-    // Issue 30: mtu = 1280 (IPv6's minimum) and the documented minimum 576 were refused,
+    // mtu = 1280 (IPv6's minimum) and the documented minimum 576 were refused,
     // blaming a queue_limit default the user never wrote.
     for m in [1280, 576, 1397] {
         let c = Config::parse(&with_mtu(m)).unwrap_or_else(|e| panic!("mtu {m}: {e}"));
