@@ -1,5 +1,5 @@
 //! The control socket: its text protocol (one request line: `show`, `show-json`, `reload` or
-//! `down`), the server the tunnel's calling thread runs ([`control_loop`]), and the client
+//! `down`), the server the tunnel's calling thread runs (`control_loop`), and the client
 //! side. `show` output is line-oriented with `key=value` counters so scripts can grep
 //! it, byte counts in binary units for people (exact ones in `show-json`); `show-json` answers the same facts as one JSON object ([`Status`], the schema of
 //! `sealink show --json`).

@@ -1,6 +1,6 @@
 //! WireGuard's handshake (Noise_IKpsk2 with WireGuard's identifier and TAI64N timestamps),
 //! used by the tunnel's WireGuard wire ([`crate::tunnel`]) and the handshake state
-//! ([`super::state`]); mac1/mac2 and cookie replies are [`super::cookie`]'s, the messages'
+//! (`super::state`); mac1/mac2 and cookie replies are [`super::cookie`]'s, the messages'
 //! layout [`crate::wg::message`]'s.
 
 use std::time::Duration;

@@ -51,7 +51,7 @@ impl Default for PiggybackPolicy {
 pub struct TunnelConfig {
     /// Suite proposed when initiating; any modern suite is accepted from an initiator.
     pub suite: SuiteId,
-    /// MTU of the tunnel interface: the largest packet [`Tunnel::encapsulate`] accepts.
+    /// MTU of the tunnel interface: the largest packet [`Tunnel::encapsulate`](super::Tunnel::encapsulate) accepts.
     pub mtu: usize,
     pub piggyback: PiggybackPolicy,
     /// Interval between retransmissions of a handshake initiation.
@@ -72,12 +72,12 @@ pub struct TunnelConfig {
     pub index_seed: u32,
     /// The protocol on the wire: sealink's own, or WireGuard's (see the module documentation).
     pub wire: Wire,
-    /// Wall-clock time since the Unix epoch at [`Time::ZERO`]: a WireGuard initiation carries
+    /// Wall-clock time since the Unix epoch at [`Time::ZERO`](crate::Time::ZERO): a WireGuard initiation carries
     /// the wall-clock time (TAI64N) of `unix_at_zero + now`. Zero for drivers on
     /// [`crate::Clock`], whose times already count from the Unix epoch.
     pub unix_at_zero: Duration,
     /// Offer and accept lanes in handshakes (sealink's wire only): a peer that agrees is sent
-    /// data datagrams numbered by the driver's lane ([`SealJob::seal_on_lane`]), which its
+    /// data datagrams numbered by the driver's lane ([`SealJob::seal_on_lane`](crate::session::SealJob::seal_on_lane)), which its
     /// receive steering uses to spread one peer over several sockets. Initiations alternate
     /// with and without the offer until one is answered, so that a peer too old to know lanes
     /// (it refuses the offer) still answers the retry.

@@ -323,7 +323,7 @@ impl Tunnel {
     }
 
     /// Next datagram to send (handshakes, flushed piggyback queues, staged packets): copied into
-    /// `out`, which should hold [`TunnelConfig::mtu`] + [`HEADROOM`] + [`TAILROOM`] bytes; one
+    /// `out`, which should hold [`TunnelConfig::mtu`](super::TunnelConfig::mtu) + [`HEADROOM`] + [`TAILROOM`] bytes; one
     /// that does not fit is dropped.
     pub fn poll_transmit(&mut self, out: &mut [u8]) -> Option<(SocketAddr, usize)> {
         loop {

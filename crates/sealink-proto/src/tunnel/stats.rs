@@ -18,7 +18,7 @@ pub enum TunnelDrop {
     /// An outgoing packet to an address outside every peer's allowed IPs.
     NoRoute,
     /// An outgoing link-local, multicast or broadcast packet outside every peer's allowed IPs
-    /// ([`ip::is_link_scoped`]): the kernel's own traffic on the interface (router
+    /// ([`ip::is_link_scoped`](super::ip::is_link_scoped)): the kernel's own traffic on the interface (router
     /// solicitations, MLD reports), not a packet misrouted into the tunnel.
     LinkLocal,
     /// A packet from a peer with a source outside that peer's allowed IPs.
@@ -120,7 +120,7 @@ pub struct PeerStatus {
     pub session_up: bool,
     pub persistent_keepalive: Option<Duration>,
     pub preshared_key: Option<[u8; 32]>,
-    /// The current session agreed on lanes ([`TunnelConfig::lanes`]).
+    /// The current session agreed on lanes ([`TunnelConfig::lanes`](super::TunnelConfig::lanes)).
     pub lanes: bool,
     pub stats: PeerStats,
 }
@@ -144,7 +144,7 @@ impl Tunnel {
         d
     }
 
-    /// Counts `n` datagrams the driver could not seal (a [`SealJob::seal`] error: a local
+    /// Counts `n` datagrams the driver could not seal (a [`SealJob::seal`](crate::session::SealJob::seal) error: a local
     /// fault, counted as `seal-failed`, never as a network drop reason).
     pub fn seal_failed(&mut self, n: u64) {
         self.drops[TunnelDrop::SealFailed.index()] += n;

@@ -4,7 +4,7 @@
 //! [`crate::handshake::cookie`]), run by the tunnel core on its WireGuard wire
 //! ([`crate::tunnel::Wire::WireGuard`]).
 //!
-//! With the `reference-peer` feature (and in this crate's tests), [`WgPeer`] is a second,
+//! With the `reference-peer` feature (and in this crate's tests), `WgPeer` is a second,
 //! independent WireGuard peer built for tests as an oracle: its own sessions and AEAD. No
 //! product crate enables it.
 

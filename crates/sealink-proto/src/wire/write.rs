@@ -260,7 +260,7 @@ pub fn write_dest(w: &mut Writer<'_>, id: u64, name: &str) -> Option<()> {
 }
 
 /// Writes an ACK frame for `cumulative` and ascending, disjoint, non-adjacent `ranges` above
-/// it (at most [`MAX_ACK_RANGES`]; the caller passes the newest ones).
+/// it (at most [`MAX_ACK_RANGES`](super::MAX_ACK_RANGES); the caller passes the newest ones).
 pub fn write_ack(w: &mut Writer<'_>, cumulative: u64, ranges: &[(u64, u64)]) -> Option<()> {
     w.u8(FRAME_ACK)?;
     w.varint(cumulative)?;
