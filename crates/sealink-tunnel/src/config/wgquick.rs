@@ -193,6 +193,25 @@ fn once(line: usize, key: &str, seen: bool) -> Result<(), TunnelError> {
     }
 }
 
+/// A key given once in its section as 32 bytes of base64 (`name`: the key as wg spells it,
+/// `tool`: what makes one).
+fn key_once(
+    line: usize,
+    key: &str,
+    seen: bool,
+    value: &str,
+    name: &str,
+    tool: &str,
+) -> Result<[u8; 32], TunnelError> {
+    once(line, key, seen)?;
+    parse_key(value).ok_or_else(|| {
+        err(
+            line,
+            format!("{name}: expected a 32-byte base64 key (`{tool}`)"),
+        )
+    })
+}
+
 impl Section {
     /// One `key = value` line of [Interface] (`lower`: the key in lower case).
     fn set_interface_key(
@@ -204,13 +223,9 @@ impl Section {
     ) -> Result<(), TunnelError> {
         match lower {
             "privatekey" => {
-                once(line, key, self.private_key.is_some())?;
-                self.private_key = Some(parse_key(value).ok_or_else(|| {
-                    err(
-                        line,
-                        "PrivateKey: expected a 32-byte base64 key (`wg genkey`)",
-                    )
-                })?);
+                let seen = self.private_key.is_some();
+                self.private_key =
+                    Some(key_once(line, key, seen, value, "PrivateKey", "wg genkey")?);
             }
             "address" => self.addresses.extend(list(line, key, value)?),
             "listenport" => {
@@ -274,23 +289,19 @@ impl Section {
     ) -> Result<(), TunnelError> {
         match lower {
             "publickey" => {
-                once(line, key, self.public_key.is_some())?;
-                parse_key(value).ok_or_else(|| {
-                    err(
-                        line,
-                        "PublicKey: expected a 32-byte base64 key (`wg pubkey`)",
-                    )
-                })?;
+                key_once(
+                    line,
+                    key,
+                    self.public_key.is_some(),
+                    value,
+                    "PublicKey",
+                    "wg pubkey",
+                )?;
                 self.public_key = Some(value.to_owned());
             }
             "presharedkey" => {
-                once(line, key, self.preshared_key.is_some())?;
-                parse_key(value).ok_or_else(|| {
-                    err(
-                        line,
-                        "PresharedKey: expected a 32-byte base64 key (`wg genpsk`)",
-                    )
-                })?;
+                let seen = self.preshared_key.is_some();
+                key_once(line, key, seen, value, "PresharedKey", "wg genpsk")?;
                 self.preshared_key = Some(value.to_owned());
             }
             "allowedips" => self.allowed_ips.extend(list(line, key, value)?),
