@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 
 use libfuzzer_sys::fuzz_target;
-use sealink_proto::tunnel::{PeerConfig, TAILROOM, Tunnel, TunnelConfig, packet_addrs};
+use sealink_proto::tunnel::{TunnelPeerConfig, TAILROOM, Tunnel, TunnelConfig, packet_addrs};
 use sealink_proto::{HostKey, Time};
 
 fuzz_target!(|data: &[u8]| {
@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     let mut t = Tunnel::new(
         me,
         cfg,
-        vec![PeerConfig {
+        vec![TunnelPeerConfig {
             name: "b".into(),
             public_key: *peer.public(),
             endpoint: Some(src),

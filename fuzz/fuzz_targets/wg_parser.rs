@@ -8,12 +8,12 @@ use std::sync::Mutex;
 
 use libfuzzer_sys::fuzz_target;
 use sealink_proto::wg::message;
-use sealink_proto::wg::{PeerConfig, WgEvent, WgPeer};
+use sealink_proto::wg::{WgPeerConfig, WgEvent, WgPeer};
 use sealink_proto::{HostKey, Time};
 
 fn peers() -> (WgPeer, WgPeer) {
     let (a, b) = (HostKey::generate().unwrap(), HostKey::generate().unwrap());
-    let cfg = |k: &HostKey| PeerConfig {
+    let cfg = |k: &HostKey| WgPeerConfig {
         public_key: *k.public(),
         preshared_key: None,
     };

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use proptest::prelude::*;
 use sealink_engine::{Pipeline, Work};
 use sealink_proto::tunnel::{
-    DecapReserve, HEADROOM, OpenJob, PeerConfig, Reserve, SealJob, TAILROOM, Tunnel, TunnelConfig,
+    DecapJob, DecapReserve, HEADROOM, Reserve, SealJob, TAILROOM, Tunnel, TunnelConfig,
+    TunnelPeerConfig,
 };
 use sealink_proto::{DropReason, HostKey, Time};
 
@@ -53,7 +54,7 @@ fn net() -> Net {
         keys[0].clone(),
         cfg.clone(),
         (1..=PEERS)
-            .map(|i| PeerConfig {
+            .map(|i| TunnelPeerConfig {
                 name: format!("p{i}"),
                 public_key: *keys[i].public(),
                 endpoint: Some(sa(i)),
@@ -69,7 +70,7 @@ fn net() -> Net {
             Tunnel::new(
                 keys[i].clone(),
                 cfg.clone(),
-                vec![PeerConfig {
+                vec![TunnelPeerConfig {
                     name: "hub".into(),
                     public_key: *keys[0].public(),
                     endpoint: Some(sa(0)),
@@ -147,7 +148,7 @@ impl Work for SealBatch {
 // ---------------------------------------------------------------- open side
 
 /// A received datagram, its job, and what opening it gave.
-type Received = (Vec<u8>, OpenJob, Result<Range<usize>, DropReason>);
+type Received = (Vec<u8>, DecapJob, Result<Range<usize>, DropReason>);
 
 struct OpenBatch {
     peer: usize,

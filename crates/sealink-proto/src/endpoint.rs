@@ -11,11 +11,11 @@ use sealink_crypto::Scope;
 
 use crate::channel::{Channel, ChannelStats};
 use crate::config::{Config, Urgency};
-use crate::cookie::{Admission, COOKIE_REPLY_LEN, HandshakeGuard};
 use crate::error::{DropReason, Error};
+use crate::handshake::cookie::{Admission, COOKIE_REPLY_LEN, HandshakeGuard};
+use crate::handshake::ratelimit::LimiterConfig;
 use crate::handshake::{self, HostKey};
 use crate::owner::{Directory, LocalOwner, OwnerId};
-use crate::ratelimit::LimiterConfig;
 use crate::session::IndexTable;
 use crate::stats::Stats;
 use crate::time::Time;
@@ -110,7 +110,7 @@ impl Endpoint {
     }
 
     /// The next cookie reply to send (to the returned address, `buf[..len]`): the answer to an
-    /// initiation refused under load ([`crate::cookie`]). Drivers that feed datagrams with
+    /// initiation refused under load ([`crate::handshake::cookie`]). Drivers that feed datagrams with
     /// [`Endpoint::handle_from`] send these after each batch.
     pub fn poll_cookie_reply(&mut self, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
         loop {

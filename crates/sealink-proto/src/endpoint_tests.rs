@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use sealink_crypto::sign::OwnerSigningKey;
 
 use super::*;
-use crate::cookie::{COOKIE_REPLY_LEN, CookieGenerator};
+use crate::handshake::cookie::{COOKIE_REPLY_LEN, CookieGenerator};
 use crate::wire::write_header;
 
 const A: &str = "192.0.2.1:7000";
@@ -373,7 +373,7 @@ fn a_cut_msg_fixed_frame_is_dropped_and_counted_as_malformed() {
     assert_eq!(got, [msg.to_vec()]);
 }
 
-// The handshake lifecycle shared with the tunnel (crate::lifecycle): one test per case where
+// The handshake lifecycle shared with the tunnel (crate::handshake::state): one test per case where
 // the channel's and the tunnel's former copies differed; tunnel/tests.rs has the same two.
 
 /// A small-order peer key: the channel gives up at once (HandshakeFailed, nothing sent) and
@@ -410,7 +410,7 @@ fn lifecycle_a_failed_key_derivation_frees_the_responder_index() {
     n.send(b"hello");
     let init = n.sent_by_a();
     assert_eq!(init.len(), 1, "one initiation");
-    crate::lifecycle::fail_next_derivation();
+    crate::handshake::state::fail_next_derivation();
     assert_eq!(
         n.b.handle_from(n.now, sa(A), &mut init[0].clone()),
         Err(DropReason::SuiteRefused)

@@ -59,9 +59,9 @@ pub enum ReplayVerdict {
 pub type ReplayWindow = RingWindow<RING_BLOCKS>;
 
 /// RFC 6479 anti-replay window of `BLOCKS` 64-bit blocks: it remembers
-/// [`RingWindow::SIZE`]` = (BLOCKS - 1) * 64` counters. [`ReplayWindow`] is sealink's
-/// (128 blocks, a power of two, so the ring index is a mask); WireGuard's 2,048-counter window
-/// is `RingWindow<33>` ([`crate::wg`]). Each size is its own monomorphised type, so the
+/// [`RingWindow::SIZE`]` = (BLOCKS - 1) * 64` counters. [`ReplayWindow`] is the product's, on
+/// both wires (128 blocks, a power of two, so the ring index is a mask); WireGuard's own
+/// 2,048-counter size is `RingWindow<33>`. Each size is its own monomorphised type, so the
 /// parameter costs the existing path nothing.
 #[derive(Debug, Clone)]
 pub struct RingWindow<const BLOCKS: usize> {

@@ -1,5 +1,5 @@
 //! Interop of the sans-IO WireGuard core ([`sealink_proto::wg`]) with wireguard-go, between two
-//! fresh network namespaces joined by a veth pair (issue 33).
+//! fresh network namespaces joined by a veth pair.
 //!
 //! ```text
 //! ns A (this test, re-run inside it)                 ns W
@@ -28,7 +28,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use sealink_proto::HostKey;
 use sealink_proto::time::Clock;
-use sealink_proto::wg::{PeerConfig, WgEvent, WgPeer};
+use sealink_proto::wg::{WgEvent, WgPeer, WgPeerConfig};
 
 const INNER: &str = "SEALINK_WG_INTEROP_INNER";
 const WG_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
@@ -368,7 +368,7 @@ fn inner(spec: &str) {
     // 1. We initiate.
     let mut peer = WgPeer::new(
         HostKey::from_private(key32(k1)).expect("key"),
-        PeerConfig {
+        WgPeerConfig {
             public_key: wg_pub,
             preshared_key: None,
         },
@@ -434,7 +434,7 @@ fn inner(spec: &str) {
     // 2. wireguard-go initiates, made to by a ping from its namespace.
     let mut peer2 = WgPeer::new(
         HostKey::from_private(key32(k2)).expect("key"),
-        PeerConfig {
+        WgPeerConfig {
             public_key: wg_pub,
             preshared_key: Some(key32(psk2)),
         },

@@ -1,10 +1,13 @@
-//! The control socket's text protocol (one request line: `show`, `show-json` or `down`) and its
-//! client side. `show` output is line-oriented with `key=value` counters so scripts can grep
+//! The control socket: its text protocol (one request line: `show`, `show-json`, `reload` or
+//! `down`), the server the tunnel's calling thread runs (`control_loop`), and the client
+//! side. `show` output is line-oriented with `key=value` counters so scripts can grep
 //! it, byte counts in binary units for people (exact ones in `show-json`); `show-json` answers the same facts as one JSON object ([`Status`], the schema of
 //! `sealink show --json`).
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use base64::Engine;
@@ -14,7 +17,7 @@ use sealink_proto::tunnel::{PeerStatus, Wire};
 
 use crate::error::{TunnelError, io};
 pub use crate::threads::ThreadStatus;
-use crate::{RunDir, UpInfo};
+use crate::{RunDir, Shared, UMASK, UpInfo, reload};
 
 fn b64(k: &[u8; 32]) -> String {
     base64::engine::general_purpose::STANDARD.encode(k)
@@ -271,77 +274,90 @@ pub fn format_status(st: &Status) -> String {
             st.control_refused
         );
     }
-    if !st.threads.is_empty() {
-        let _ = writeln!(s, "  threads (cpu seconds; system calls/items carried):");
-        for t in &st.threads {
-            let mut parts = vec![format!("    {} busy={:.3}s", t.name, t.busy_s)];
-            for (what, calls, items) in [
-                ("tun_read", t.tun_reads, t.tun_read_packets),
-                ("udp_send", t.udp_sends, t.udp_send_datagrams),
-                ("udp_recv", t.udp_receives, t.udp_receive_datagrams),
-                ("tun_write", t.tun_writes, t.tun_write_packets),
-            ] {
-                if calls > 0 {
-                    parts.push(format!("{what}={calls}/{items}"));
-                }
-            }
-            if t.batches_submitted > 0 {
-                parts.push(format!("batches={}", t.batches_submitted));
-            }
-            if t.handoffs > 0 {
-                parts.push(format!("handed_off={}", t.handoffs));
-            }
-            if t.lane_strays > 0 {
-                parts.push(format!("lane_strays={}", t.lane_strays));
-            }
-            let _ = writeln!(s, "{}", parts.join(" "));
-        }
-    }
+    format_threads(&mut s, &st.threads);
     for p in &st.peers {
-        let _ = writeln!(s, "\npeer: {}", p.name);
-        let _ = writeln!(s, "  public key: {}", p.public_key);
-        let _ = writeln!(
-            s,
-            "  endpoint: {}",
-            p.endpoint.as_deref().unwrap_or("(unknown)")
-        );
-        let _ = writeln!(s, "  allowed ips: {}", p.allowed_ips.join(", "));
-        let hs = match p.latest_handshake_secs {
-            None => "never".to_string(),
-            Some(secs) => format!("{secs:.1} s ago"),
-        };
-        let _ = writeln!(
-            s,
-            "  latest handshake: {hs} (session {}{})",
-            if p.session_up { "up" } else { "down" },
-            if p.lanes { ", lanes" } else { "" }
-        );
-        let _ = writeln!(
-            s,
-            "  transfer: {} received, {} sent, rx_packets={} tx_packets={}",
-            human_bytes(p.rx_bytes),
-            human_bytes(p.tx_bytes),
-            p.rx_packets,
-            p.tx_packets
-        );
-        let _ = writeln!(
-            s,
-            "  datagrams: rx={} tx={} piggybacked_packets={} handshakes={}/{}",
-            p.rx_datagrams,
-            p.tx_datagrams,
-            p.piggybacked_packets,
-            p.handshakes_completed,
-            p.handshakes_initiated
-        );
-        if let Some(every) = p.persistent_keepalive_secs {
-            let _ = writeln!(
-                s,
-                "  persistent keepalive: every {every} s keepalives={}",
-                p.keepalives
-            );
-        }
+        format_peer(&mut s, p);
     }
     s
+}
+
+/// `show`'s per-thread lines (none without threads).
+fn format_threads(s: &mut String, threads: &[ThreadStatus]) {
+    use std::fmt::Write as _;
+    if threads.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "  threads (cpu seconds; system calls/items carried):");
+    for t in threads {
+        let mut parts = vec![format!("    {} busy={:.3}s", t.name, t.busy_s)];
+        for (what, calls, items) in [
+            ("tun_read", t.tun_reads, t.tun_read_packets),
+            ("udp_send", t.udp_sends, t.udp_send_datagrams),
+            ("udp_recv", t.udp_receives, t.udp_receive_datagrams),
+            ("tun_write", t.tun_writes, t.tun_write_packets),
+        ] {
+            if calls > 0 {
+                parts.push(format!("{what}={calls}/{items}"));
+            }
+        }
+        if t.batches_submitted > 0 {
+            parts.push(format!("batches={}", t.batches_submitted));
+        }
+        if t.handoffs > 0 {
+            parts.push(format!("handed_off={}", t.handoffs));
+        }
+        if t.lane_strays > 0 {
+            parts.push(format!("lane_strays={}", t.lane_strays));
+        }
+        let _ = writeln!(s, "{}", parts.join(" "));
+    }
+}
+
+/// `show`'s lines for one peer.
+fn format_peer(s: &mut String, p: &PeerJson) {
+    use std::fmt::Write as _;
+    let _ = writeln!(s, "\npeer: {}", p.name);
+    let _ = writeln!(s, "  public key: {}", p.public_key);
+    let _ = writeln!(
+        s,
+        "  endpoint: {}",
+        p.endpoint.as_deref().unwrap_or("(unknown)")
+    );
+    let _ = writeln!(s, "  allowed ips: {}", p.allowed_ips.join(", "));
+    let hs = match p.latest_handshake_secs {
+        None => "never".to_string(),
+        Some(secs) => format!("{secs:.1} s ago"),
+    };
+    let _ = writeln!(
+        s,
+        "  latest handshake: {hs} (session {}{})",
+        if p.session_up { "up" } else { "down" },
+        if p.lanes { ", lanes" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "  transfer: {} received, {} sent, rx_packets={} tx_packets={}",
+        human_bytes(p.rx_bytes),
+        human_bytes(p.tx_bytes),
+        p.rx_packets,
+        p.tx_packets
+    );
+    let _ = writeln!(
+        s,
+        "  datagrams: rx={} tx={} piggybacked_packets={} handshakes={}/{}",
+        p.rx_datagrams,
+        p.tx_datagrams,
+        p.piggybacked_packets,
+        p.handshakes_completed,
+        p.handshakes_initiated
+    );
+    if let Some(every) = p.persistent_keepalive_secs {
+        let _ = writeln!(
+            s,
+            "  persistent keepalive: every {every} s keepalives={}",
+            p.keepalives
+        );
+    }
 }
 
 /// A byte count for people, in binary units as `sealink send` prints them (`1000 B`,
@@ -412,4 +428,134 @@ pub fn running(run_dir: &RunDir) -> Result<Vec<String>, TunnelError> {
         .collect();
     names.sort();
     Ok(names)
+}
+
+/// Binds the control socket with umask 0177, so that it is created 0600 and never briefly
+/// wider; it also lies in a 0700 directory ([`RunDir`]). The umask is process-wide: this runs
+/// during set-up, before the data path threads exist.
+pub(crate) fn bind_private(path: &Path, what: &str) -> Result<UnixListener, TunnelError> {
+    use rustix::fs::Mode;
+    let _umask = UMASK.lock().unwrap_or_else(|e| e.into_inner());
+    let old = rustix::process::umask(Mode::from_raw_mode(0o177));
+    let r = UnixListener::bind(path);
+    rustix::process::umask(old);
+    r.map_err(io(format!("bind {what} {}", path.display())))
+}
+
+/// Whether the connected peer may use the control socket (its `SO_PEERCRED` uid is root or
+/// the tunnel's own); if not, the refusal line to send it. The 0700 directory already keeps
+/// other users out; this holds even if that directory's mode is widened by hand.
+pub(crate) fn authorize(sh: &Shared, stream: &UnixStream) -> Result<(), String> {
+    match rustix::net::sockopt::socket_peercred(stream) {
+        Ok(cred) => {
+            let uid = cred.uid.as_raw();
+            if uid == 0 || uid == sh.owner_uid {
+                Ok(())
+            } else {
+                Err(format!(
+                    "error: permission denied: uid {uid} is neither root nor the tunnel's owner (uid {})",
+                    sh.owner_uid
+                ))
+            }
+        }
+        Err(e) => Err(format!(
+            "error: permission denied: cannot read peer credentials ({e})"
+        )),
+    }
+}
+
+pub(crate) fn control_loop(
+    sh: &Shared,
+    listener: &UnixListener,
+    waiters: &mut Vec<UnixStream>,
+    ctl: &mut reload::Ctl,
+    reload_flag: Option<&AtomicBool>,
+) {
+    while !sh.stopping() {
+        if reload_flag.is_some_and(|f| f.swap(false, Ordering::SeqCst)) {
+            match reload::reload(sh, ctl, None) {
+                Ok(msg) => tracing::info!("SIGHUP: {msg}"),
+                Err(e) => tracing::error!("SIGHUP: reload refused: {e}"),
+            }
+        }
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Err(refusal) = authorize(sh, &stream) {
+                    sh.control_refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!("control socket: {refusal}");
+                    let _ = stream.set_nonblocking(false);
+                    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+                    let _ = writeln!(&stream, "{refusal}");
+                    continue;
+                }
+                if let Some(w) = serve(sh, stream, ctl) {
+                    waiters.push(w);
+                    sh.stop.store(true, Ordering::SeqCst);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "control socket accept failed");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Answers one control request; returns the stream of a `down` request, answered after teardown.
+fn serve(sh: &Shared, stream: UnixStream, ctl: &mut reload::Ctl) -> Option<UnixStream> {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut line = String::new();
+    let mut r = BufReader::new(&stream);
+    if r.read_line(&mut line).is_err() {
+        return None;
+    }
+    let mut w = &stream;
+    match line.trim() {
+        req @ ("show" | "show-json") => {
+            let text = {
+                let core = sh.lock();
+                let now = sh.clock.now();
+                let mut st = status(
+                    &sh.info,
+                    &sh.public_key,
+                    now,
+                    &core.peer_status(now),
+                    &core.drops(),
+                    sh.control_refused.load(Ordering::Relaxed),
+                    sh.threads.snapshot(),
+                );
+                st.uapi_refused = sh.uapi_refused.snapshot();
+                if req == "show" {
+                    format_status(&st)
+                } else {
+                    format_status_json(&st)
+                }
+            };
+            let _ = w.write_all(text.as_bytes());
+            None
+        }
+        "down" => Some(stream),
+        req if req == "reload" || req.starts_with("reload ") => {
+            let asked = req.strip_prefix("reload ").map(|p| Path::new(p.trim()));
+            match reload::reload(sh, ctl, asked) {
+                Ok(msg) => {
+                    tracing::info!("{msg}");
+                    let _ = writeln!(w, "ok: {msg}");
+                }
+                Err(e) => {
+                    tracing::warn!("reload refused: {e}");
+                    let _ = writeln!(w, "error: {e}");
+                }
+            }
+            None
+        }
+        other => {
+            let _ = writeln!(w, "error: unknown request {other:?}");
+            None
+        }
+    }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sealink_engine::{Duplex, Gauge, Half, Pipeline, Pool};
 use sealink_proto::DropReason;
-use sealink_proto::tunnel::{DecapReserve, OpenJob, PeerIndex, Reserve, SealJob, TAILROOM};
+use sealink_proto::tunnel::{DecapJob, DecapReserve, PeerIndex, Reserve, SealJob, TAILROOM};
 use sealink_proto::wire::LANE_OFFSET;
 use sealink_udp::{GsoRuns, Received};
 use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN, VirtioNetHdr};
@@ -17,7 +17,7 @@ use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN, VirtioNetHdr};
 use crate::threads::Count;
 use crate::tunread::{self, Unfinished};
 use crate::tunwrite;
-use crate::{Outbox, Shared};
+use crate::{QueuedTransmits, Shared};
 
 /// Batches each reader may have in flight (its buffers): enough to keep the workers busy while
 /// it reads the next one.
@@ -67,7 +67,7 @@ pub(crate) struct TxBatch {
     /// stay here until a worker finishes them.
     original: Vec<u8>,
     items: Vec<TxItem>,
-    out: Outbox,
+    out: QueuedTransmits,
     /// Seals of `out` that failed on the worker, reported at release.
     out_failed: u64,
     /// The GSO runs of the slots being sent (no limit: `UdpIo::send` splits long runs).
@@ -203,7 +203,7 @@ impl TunReader {
                 unfinished: vec![Unfinished::default(); batch],
                 original: vec![0u8; VIRTIO_NET_HDR_LEN + 65_535],
                 items: Vec::with_capacity(batch * 2),
-                out: Outbox::new(stride),
+                out: QueuedTransmits::new(stride),
                 out_failed: 0,
                 runs: GsoRuns::new(usize::MAX),
                 pool: Arc::clone(&pool),
@@ -411,8 +411,8 @@ pub(crate) fn io_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize, lane: usize
 
 pub(crate) struct RxBatch {
     sock: usize,
-    rx: Received<OpenJob, DropReason>,
-    out: Outbox,
+    rx: Received<DecapJob, DropReason>,
+    out: QueuedTransmits,
     ranges: Vec<Range<usize>>,
     /// Packets to write: (receive buffer, range in it).
     pkts: Vec<(usize, Range<usize>)>,
@@ -430,7 +430,7 @@ pub(crate) struct RxBatch {
 impl Half for RxBatch {
     type Ctx = Shared;
     fn run(&mut self) {
-        self.rx.open_all(OpenJob::open);
+        self.rx.open_all(DecapJob::open);
     }
 
     fn release(mut self: Box<Self>, sh: &Shared) {
@@ -635,7 +635,7 @@ impl UdpReader {
             pool.put(Box::new(RxBatch {
                 sock: s,
                 rx: Received::new(RECV_BATCH),
-                out: Outbox::new(sh.stride),
+                out: QueuedTransmits::new(sh.stride),
                 ranges: Vec::new(),
                 pkts: Vec::new(),
                 runs: Vec::new(),

@@ -20,7 +20,7 @@ use std::sync::{Arc, Weak};
 
 use crate::helper::RouteHelper;
 use crate::hooks::PrivHelper;
-use crate::{Config, Outbox, Shared};
+use crate::{Config, QueuedTransmits, Shared};
 
 /// Resolves `HOST:PORT` to addresses (the tunnel's default: the system resolver, as
 /// `ToSocketAddrs` does). Injectable so tests can stand in for DNS.
@@ -153,7 +153,7 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
         }
     }
     let (old_routes, new_routes) = (ctl.cfg.routes(), new.routes());
-    // Sets, not scans: a hub's lists have tens of thousands of routes (issue 50).
+    // Sets, not scans: a hub's lists have tens of thousands of routes.
     let (old_set, new_set): (std::collections::HashSet<_>, std::collections::HashSet<_>) = (
         old_routes.iter().copied().collect(),
         new_routes.iter().copied().collect(),
@@ -236,7 +236,7 @@ pub(crate) fn resolver_loop(sh: Weak<Shared>, rx: Receiver<([u8; 32], String)>, 
             }
         };
         let Some(sh) = sh.upgrade() else { break };
-        let mut out = Outbox::new(sh.stride);
+        let mut out = QueuedTransmits::new(sh.stride);
         let moved = {
             let mut core = sh.lock();
             let m = core.resolved(sh.clock.now(), &key, &name, &addrs);

@@ -1,7 +1,7 @@
 //! What the root route helper (`helper.rs`, `helper_main.rs`) will do for the tunnel. It runs
 //! with the privileges of `up` while the tunnel runs without any, so it must not trust the
 //! tunnel's requests: a compromised tunnel that could add `0.0.0.0/1` and `128.0.0.0/1`
-//! through itself would capture the host's cleartext traffic (issue 47). So it takes only the
+//! through itself would capture the host's cleartext traffic. So it takes only the
 //! routes of the config as root read it: the routes `up` computed from the config it read at
 //! start (on the helper's command line), then those of the config file the helper reads again
 //! itself, as root, when asked to `reload`. Anything else is refused (the helper logs it).

@@ -1,6 +1,6 @@
 //! The interface's addresses, routes and policy rules, set through rtnetlink: one request
 //! on a blocking `NETLINK_ROUTE` socket, then its acknowledgement, as `ip` itself does. No
-//! `ip` binary is run, so the package depends on nothing it does not declare (issue 30).
+//! `ip` binary is run, so the package depends on nothing it does not declare.
 //!
 //! Each request names its operation ([`Op`]); an error acknowledgement becomes
 //! [`TunnelError::Rtnl`] with that name, the errno's text and the kernel's extended message

@@ -29,9 +29,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use sealink_proto::tunnel::PeerConfig;
+use sealink_proto::tunnel::TunnelPeerConfig;
 use sealink_proto::tunnel::uapi::{
-    self, AllowedIp, Device, Endpoint, Peer, Request, Set, UapiError,
+    self, AllowedIp, Device, Peer, PeerEndpoint, Request, Set, UapiError,
 };
 
 use crate::Shared;
@@ -106,7 +106,7 @@ pub(crate) fn bind(name: &str) -> Result<Socket, TunnelError> {
         });
     }
     let _ = std::fs::remove_file(&path);
-    let l = crate::bind_private(&path, "WireGuard UAPI socket")?;
+    let l = crate::control::bind_private(&path, "WireGuard UAPI socket")?;
     l.set_nonblocking(true)
         .map_err(crate::error::io("UAPI socket"))?;
     let id = file_id(&path);
@@ -167,12 +167,12 @@ fn interface_name(index: u32) -> Option<String> {
 /// How `get` prints a peer's endpoint: an IPv6 zone as the last `set` gave it while the
 /// endpoint is that one, else the interface's name (as wireguard-go prints an endpoint it
 /// learned), else the scope id.
-fn endpoint_for_get(zones: &Zones, key: &[u8; 32], e: SocketAddr) -> Endpoint {
+fn endpoint_for_get(zones: &Zones, key: &[u8; 32], e: SocketAddr) -> PeerEndpoint {
     let SocketAddr::V6(v6) = e else {
-        return Endpoint::Addr(e);
+        return PeerEndpoint::Addr(e);
     };
     if v6.scope_id() == 0 {
-        return Endpoint::Addr(e);
+        return PeerEndpoint::Addr(e);
     }
     let given = zones
         .lock()
@@ -181,11 +181,11 @@ fn endpoint_for_get(zones: &Zones, key: &[u8; 32], e: SocketAddr) -> Endpoint {
         .map(|(_, z)| z.clone());
     let zone = given.or_else(|| interface_name(v6.scope_id()));
     match zone {
-        Some(z) if !z.bytes().all(|c| c.is_ascii_digit()) => Endpoint::Scoped {
+        Some(z) if !z.bytes().all(|c| c.is_ascii_digit()) => PeerEndpoint::Scoped {
             addr: v6,
             interface: z,
         },
-        _ => Endpoint::Addr(e),
+        _ => PeerEndpoint::Addr(e),
     }
 }
 
@@ -233,7 +233,7 @@ pub(crate) fn serve_loop(sh: &Shared, sock: &Socket) {
         }
         match listener.accept() {
             Ok((stream, _)) => {
-                if let Err(refusal) = crate::authorize(sh, &stream) {
+                if let Err(refusal) = crate::control::authorize(sh, &stream) {
                     sh.uapi_refused.count("permission-denied");
                     tracing::warn!("UAPI socket: {refusal}");
                     continue;
@@ -351,15 +351,15 @@ fn resolve_zones(set: &mut Set) -> Result<Vec<([u8; 32], SocketAddrV6, String)>,
     let mut given = Vec::new();
     for ps in &mut set.peers {
         match &ps.endpoint {
-            Some(e @ Endpoint::Scoped { addr, interface }) => {
+            Some(e @ PeerEndpoint::Scoped { addr, interface }) => {
                 let index = interface_index(interface)
                     .map_err(|err| format!("endpoint {e}: interface {interface:?}: {err}"))?;
                 let mut a = *addr;
                 a.set_scope_id(index);
                 given.push((ps.public_key, a, interface.clone()));
-                ps.endpoint = Some(Endpoint::Addr(SocketAddr::V6(a)));
+                ps.endpoint = Some(PeerEndpoint::Addr(SocketAddr::V6(a)));
             }
-            Some(Endpoint::Addr(SocketAddr::V6(a))) if a.scope_id() != 0 => {
+            Some(PeerEndpoint::Addr(SocketAddr::V6(a))) if a.scope_id() != 0 => {
                 given.push((ps.public_key, *a, a.scope_id().to_string()));
             }
             _ => {}
@@ -427,7 +427,7 @@ fn apply(sh: &Shared, mut set: Set) -> Result<(), (i32, &'static str)> {
 
 /// The peer list after `set` (its scoped endpoints resolved by [`resolve_zones`]), from the
 /// core's `current` one.
-fn updated_peers(current: Vec<PeerConfig>, set: Set) -> Vec<PeerConfig> {
+fn updated_peers(current: Vec<TunnelPeerConfig>, set: Set) -> Vec<TunnelPeerConfig> {
     let mut peers = if set.replace_peers {
         Vec::new()
     } else {
@@ -446,7 +446,7 @@ fn updated_peers(current: Vec<PeerConfig>, set: Set) -> Vec<PeerConfig> {
             None if ps.update_only => continue,
             None => {
                 let b64 = base64::engine::general_purpose::STANDARD.encode(ps.public_key);
-                peers.push(PeerConfig {
+                peers.push(TunnelPeerConfig {
                     // wg has no peer names: the start of its key, as wg-quick configs get.
                     name: b64.chars().take(8).collect(),
                     public_key: ps.public_key,
@@ -463,9 +463,9 @@ fn updated_peers(current: Vec<PeerConfig>, set: Set) -> Vec<PeerConfig> {
             p.preshared_key = (k != [0; 32]).then_some(k);
         }
         match ps.endpoint {
-            Some(Endpoint::Addr(e)) => p.endpoint = Some(e),
+            Some(PeerEndpoint::Addr(e)) => p.endpoint = Some(e),
             // Resolved into an address by `resolve_zones` before.
-            Some(Endpoint::Scoped { .. }) | None => {}
+            Some(PeerEndpoint::Scoped { .. }) | None => {}
         }
         if let Some(s) = ps.persistent_keepalive {
             p.persistent_keepalive = (s > 0).then(|| Duration::from_secs(u64::from(s)));
@@ -501,8 +501,8 @@ mod tests {
     const K1: [u8; 32] = [1; 32];
     const K2: [u8; 32] = [2; 32];
 
-    fn peer(key: [u8; 32], nets: &[&str]) -> PeerConfig {
-        PeerConfig {
+    fn peer(key: [u8; 32], nets: &[&str]) -> TunnelPeerConfig {
+        TunnelPeerConfig {
             name: "p".into(),
             public_key: key,
             endpoint: None,
@@ -523,7 +523,7 @@ mod tests {
         k.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    fn nets(p: &PeerConfig) -> Vec<String> {
+    fn nets(p: &TunnelPeerConfig) -> Vec<String> {
         p.allowed_ips.iter().map(ToString::to_string).collect()
     }
 

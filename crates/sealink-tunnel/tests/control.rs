@@ -329,7 +329,7 @@ fn status_json_has_the_same_facts_and_round_trips() {
     assert_eq!(back.threads[0].lane_strays, 0);
 }
 
-/// Issue 30: `show` printed byte counters as bare numbers (`tx_bytes=8589934592`). The text
+/// `show` once printed byte counters as bare numbers (`tx_bytes=8589934592`). The text
 /// gives them in binary units; `--json` keeps the exact counts.
 #[test]
 fn status_text_gives_bytes_in_human_units_and_json_the_exact_counts() {

@@ -1,5 +1,5 @@
 //! sealink's tunnel on WireGuard's wire against the real peers, between two network
-//! namespaces (issue 33, item 4):
+//! namespaces:
 //!
 //! ```text
 //! ns S (a thread of this test, setns)            ns W
@@ -260,7 +260,7 @@ fn uapi_checks(name: &str, peer_pub: &[u8; 32], psk: &[u8; 32], run_dir: &RunDir
         .unwrap();
     assert!(!o.status.success(), "a new private key was taken");
     // `wg` reads the negated errno as wireguard-go sends it: EOPNOTSUPP's message, not "-95"
-    // or "Invalid argument" (issue 46), for the key and for the listen port.
+    // or "Invalid argument", for the key and for the listen port.
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("Operation not supported"), "wg said: {err}");
     let port_before = wg(&["show", name, "listen-port"]);

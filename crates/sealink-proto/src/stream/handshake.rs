@@ -4,22 +4,22 @@
 //! the channel binding owners sign, and the token with which further stripes join.
 //!
 //! The initiation ends with a mac1 keyed by the responder's public key (the datagram modes'
-//! mac1, [`crate::cookie::Mac1`]): the receiver checks it before its initiation limiter, so
+//! mac1, [`crate::handshake::cookie::Mac1`]): the receiver checks it before its initiation limiter, so
 //! junk from someone who does not know the receiver's key is dropped without spending a token
-//! of the sender's address (issue 29 item 5). There is no mac2: TCP already proves the source.
+//! of the sender's address. There is no mac2: TCP already proves the source.
 
 use sealink_crypto::kdf::{derive_key_material, derive_packet_key};
 use sealink_crypto::{PacketKey, SuiteId};
 
 use super::StreamError;
-use crate::cookie::{MAC_LEN, Mac1};
+use crate::handshake::cookie::{MAC_LEN, Mac1};
 use crate::handshake::{
     HostKey, InitPayload, NOISE_INIT_LEN, RESP_LEN, STREAM_PROLOGUE, Split, read_init,
     read_response, write_init, write_response,
 };
 
 /// What a connection that starts a session sends before its initiation: the magic `SLS1` and
-/// kind 3. Kind 1 was the initiation without mac1 (before issue 29); receivers now refuse it as
+/// kind 3. Kind 1 was the initiation without mac1 (before mac1 was added); receivers now refuse it as
 /// not sealink, so an old sender is closed at once instead of waiting for bytes it never sends.
 pub const INIT_PREAMBLE: [u8; 5] = *b"SLS1\x03";
 /// Bytes of the initiator's first message after the preamble (the Noise message, then mac1)

@@ -174,7 +174,7 @@ pub fn is_urgent(pkt: &[u8]) -> bool {
 
 /// Cryptokey routing: prefixes to peers, the longest matching prefix wins.
 ///
-/// A hub has tens of thousands of prefixes (issue 50), a laptop two. Every route lives in a
+/// A hub has tens of thousands of prefixes a laptop two. Every route lives in a
 /// hash table per family and prefix length (network bits to peer), so adding one and finding
 /// one's owner cost O(1) and a lookup costs one probe per prefix length in use (a handful in
 /// practice, longest first). While there are at most [`FEW`] routes, lookups scan a vector kept

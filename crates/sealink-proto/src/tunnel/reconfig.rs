@@ -9,7 +9,8 @@
 
 use std::net::SocketAddr;
 
-use super::{AllowedIps, Peer, PeerConfig, Tunnel, handshake};
+use super::{AllowedIps, Peer, Tunnel, TunnelPeerConfig};
+use crate::handshake;
 use crate::handshake::HostKey;
 use crate::time::Time;
 
@@ -60,7 +61,7 @@ impl std::fmt::Display for PeerChanges {
 /// each) and returns its routing table, peer `i` at index `i`.
 pub(super) fn check_peers(
     own: &[u8; 32],
-    peers: &[PeerConfig],
+    peers: &[TunnelPeerConfig],
 ) -> Result<AllowedIps, crate::Error> {
     let mut keys = std::collections::HashSet::new();
     let mut routes = AllowedIps::default();
@@ -99,7 +100,10 @@ pub(super) fn check_peers(
 impl Tunnel {
     /// Replaces the peer list with `peers` (see the module documentation). The new list is
     /// checked whole first: on an error nothing changes.
-    pub fn reconfigure(&mut self, peers: Vec<PeerConfig>) -> Result<PeerChanges, crate::Error> {
+    pub fn reconfigure(
+        &mut self,
+        peers: Vec<TunnelPeerConfig>,
+    ) -> Result<PeerChanges, crate::Error> {
         check_peers(self.host.public(), &peers)?;
         let mut changes = PeerChanges::default();
         let keep: std::collections::HashSet<[u8; 32]> =
@@ -156,7 +160,7 @@ impl Tunnel {
 
     /// The peers as configured now (removed ones left out), in their order: what a change made
     /// through WireGuard's UAPI starts from.
-    pub fn peer_configs(&self) -> Vec<PeerConfig> {
+    pub fn peer_configs(&self) -> Vec<TunnelPeerConfig> {
         self.peers
             .iter()
             .filter(|p| !p.removed)

@@ -4,7 +4,12 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
-use crate::cookie::{COOKIE_REPLY_LEN, CookieGenerator};
+use crate::error::DropReason;
+use crate::handshake;
+use crate::handshake::cookie::{COOKIE_REPLY_LEN, CookieGenerator};
+use crate::handshake::ratelimit::LimiterConfig;
+use crate::wire::Header;
+use sealink_crypto::SuiteId;
 
 const A_ADDR: &str = "192.0.2.1:51820";
 const B_ADDR: &str = "192.0.2.2:51820";
@@ -50,7 +55,7 @@ fn pair_keepalive(cfg: TunnelConfig, keepalive: Option<Duration>) -> Pair {
     let a = Tunnel::new(
         ka.clone(),
         cfg.clone(),
-        vec![PeerConfig {
+        vec![TunnelPeerConfig {
             name: "b".into(),
             public_key: *kb.public(),
             endpoint: Some(sa(B_ADDR)),
@@ -63,7 +68,7 @@ fn pair_keepalive(cfg: TunnelConfig, keepalive: Option<Duration>) -> Pair {
     let b = Tunnel::new(
         kb,
         cfg,
-        vec![PeerConfig {
+        vec![TunnelPeerConfig {
             name: "a".into(),
             public_key: *ka.public(),
             endpoint: None,
@@ -236,7 +241,7 @@ fn tampered_replayed_and_unknown_are_dropped_and_counted() {
     );
 }
 
-/// Issue 30 item 8: the kernel's own traffic on the TUN (router solicitations, MLD and IGMP
+/// The kernel's own traffic on the TUN (router solicitations, MLD and IGMP
 /// reports) is counted as `link-local`, apart from packets misrouted into the tunnel.
 #[test]
 fn link_scoped_packets_are_counted_apart_from_no_route() {
@@ -912,7 +917,7 @@ fn degenerate_peer_keys_are_refused() {
         let r = Tunnel::new(
             host.clone(),
             TunnelConfig::default(),
-            vec![PeerConfig {
+            vec![TunnelPeerConfig {
                 name: "zero".into(),
                 public_key: key,
                 endpoint: Some(sa(B_ADDR)),
@@ -1053,8 +1058,8 @@ fn persistent_keepalive_without_a_session_starts_a_handshake_and_never_spins() {
     assert_eq!(p.b.peer_status(p.now)[0].endpoint, Some(sa(A_ADDR)));
 }
 
-fn peer_b_of(p: &Pair, endpoint: Option<&str>) -> PeerConfig {
-    PeerConfig {
+fn peer_b_of(p: &Pair, endpoint: Option<&str>) -> TunnelPeerConfig {
+    TunnelPeerConfig {
         name: "b".into(),
         public_key: p.a.peers[0].cfg.public_key,
         endpoint: endpoint.map(sa),
@@ -1070,7 +1075,7 @@ fn reconfigure_keeps_live_sessions_and_adds_and_removes_peers() {
     let before = p.a.peer_status(p.now)[0].clone();
     assert!(before.session_up);
     let kc = HostKey::generate().unwrap();
-    let c = PeerConfig {
+    let c = TunnelPeerConfig {
         name: "c".into(),
         public_key: *kc.public(),
         endpoint: Some(sa("192.0.2.3:51820")),
@@ -1127,7 +1132,7 @@ fn reconfigure_keeps_live_sessions_and_adds_and_removes_peers() {
     // B added back: a fresh handshake, and traffic flows again.
     p.a.reconfigure(vec![peer_b_of_key(&p), c_again(&kc)])
         .unwrap();
-    p.b.reconfigure(vec![PeerConfig {
+    p.b.reconfigure(vec![TunnelPeerConfig {
         name: "a".into(),
         public_key: *p.a.host.public(),
         endpoint: None,
@@ -1141,8 +1146,8 @@ fn reconfigure_keeps_live_sessions_and_adds_and_removes_peers() {
     assert!(p.got_b.iter().any(|pkt| pkt[20] == 5));
 }
 
-fn peer_b_of_key(p: &Pair) -> PeerConfig {
-    PeerConfig {
+fn peer_b_of_key(p: &Pair) -> TunnelPeerConfig {
+    TunnelPeerConfig {
         name: "b".into(),
         public_key: *p.b.host.public(),
         endpoint: Some(sa(B_ADDR)),
@@ -1152,8 +1157,8 @@ fn peer_b_of_key(p: &Pair) -> PeerConfig {
     }
 }
 
-fn c_again(kc: &HostKey) -> PeerConfig {
-    PeerConfig {
+fn c_again(kc: &HostKey) -> TunnelPeerConfig {
+    TunnelPeerConfig {
         name: "c".into(),
         public_key: *kc.public(),
         endpoint: Some(sa("192.0.2.3:51820")),
@@ -1242,7 +1247,7 @@ fn an_address_endpoint_is_never_resolved() {
     }
 }
 
-// The handshake lifecycle shared with the datagram channel (crate::lifecycle): one test per
+// The handshake lifecycle shared with the datagram channel (crate::handshake::state): one test per
 // case where the two former copies differed; endpoint_tests.rs has the same two.
 
 /// A small-order peer key (the configuration refuses one; this is the core's own guard): the
@@ -1275,7 +1280,7 @@ fn lifecycle_a_failed_key_derivation_frees_the_responder_index() {
     p.send(true, &v4(IP_A, IP_B, 100, 1));
     let (f, t, init) = p.wire.pop().expect("an initiation");
     assert!(p.wire.is_empty());
-    crate::lifecycle::fail_next_derivation();
+    crate::handshake::state::fail_next_derivation();
     assert_eq!(
         p.deliver(f, t, init),
         Err(TunnelDrop::Proto(DropReason::SuiteRefused))

@@ -9,7 +9,7 @@
 //! wireguard-go v0.0.20250522, `allowed_ip=-ADDR/BITS` removes a prefix from the peer (what
 //! `wg set ... allowed-ips -NET` of wireguard-tools >= 1.0.20250521 sends), and an IPv6
 //! endpoint may carry a zone, a number (its scope id) or an interface name
-//! (`[fe80::1%eth0]:51820`, [`Endpoint::Scoped`], resolved by the driver);
+//! (`[fe80::1%eth0]:51820`, [`PeerEndpoint::Scoped`], resolved by the driver);
 //! [`format_get`] writes a [`Device`] snapshot. Nothing here panics on any input (proptests and
 //! the `wg_uapi` fuzz target).
 
@@ -88,7 +88,7 @@ pub enum AllowedIp {
 
 /// A peer's endpoint, as `set` gives it and `get` reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Endpoint {
+pub enum PeerEndpoint {
     /// `IPv4:PORT`, `[IPv6]:PORT`, or `[IPv6%N]:PORT` with the zone as a number (its scope id).
     Addr(SocketAddr),
     /// `[IPv6%NAME]:PORT`: a zone that is an interface name. In a `set`, `addr`'s scope id is
@@ -99,11 +99,11 @@ pub enum Endpoint {
     },
 }
 
-impl fmt::Display for Endpoint {
+impl fmt::Display for PeerEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Endpoint::Addr(a) => write!(f, "{a}"),
-            Endpoint::Scoped { addr, interface } => {
+            PeerEndpoint::Addr(a) => write!(f, "{a}"),
+            PeerEndpoint::Scoped { addr, interface } => {
                 write!(f, "[{}%{interface}]:{}", addr.ip(), addr.port())
             }
         }
@@ -122,13 +122,13 @@ fn is_interface_name(z: &str) -> bool {
 
 /// `IPv4:PORT`, `[IPv6]:PORT` or `[IPv6%ZONE]:PORT` (the forms wireguard-go's
 /// `netip.ParseAddrPort` takes; a zone only on IPv6): a decimal zone is the scope id, another
-/// must be an interface name ([`Endpoint::Scoped`]).
-pub fn parse_endpoint(v: &str) -> Option<Endpoint> {
+/// must be an interface name ([`PeerEndpoint::Scoped`]).
+pub fn parse_endpoint(v: &str) -> Option<PeerEndpoint> {
     let Some(rest) = v.strip_prefix('[') else {
         return v
             .parse::<SocketAddrV4>()
             .ok()
-            .map(|a| Endpoint::Addr(a.into()));
+            .map(|a| PeerEndpoint::Addr(a.into()));
     };
     let (host, port) = rest.rsplit_once("]:")?;
     if port.is_empty() || port.len() > 5 || !port.bytes().all(|c| c.is_ascii_digit()) {
@@ -141,12 +141,14 @@ pub fn parse_endpoint(v: &str) -> Option<Endpoint> {
     };
     let ip: Ipv6Addr = ip.parse().ok()?;
     match zone {
-        None => Some(Endpoint::Addr(SocketAddrV6::new(ip, port, 0, 0).into())),
+        None => Some(PeerEndpoint::Addr(SocketAddrV6::new(ip, port, 0, 0).into())),
         Some(z) if !z.is_empty() && z.bytes().all(|c| c.is_ascii_digit()) => {
             let scope = z.parse().ok()?;
-            Some(Endpoint::Addr(SocketAddrV6::new(ip, port, 0, scope).into()))
+            Some(PeerEndpoint::Addr(
+                SocketAddrV6::new(ip, port, 0, scope).into(),
+            ))
         }
-        Some(z) if is_interface_name(z) => Some(Endpoint::Scoped {
+        Some(z) if is_interface_name(z) => Some(PeerEndpoint::Scoped {
             addr: SocketAddrV6::new(ip, port, 0, 0),
             interface: z.to_owned(),
         }),
@@ -180,7 +182,7 @@ pub struct PeerSet {
     pub update_only: bool,
     /// `Some([0; 32])` clears it.
     pub preshared_key: Option<[u8; 32]>,
-    pub endpoint: Option<Endpoint>,
+    pub endpoint: Option<PeerEndpoint>,
     /// Seconds; `Some(0)` turns it off.
     pub persistent_keepalive: Option<u16>,
     pub replace_allowed_ips: bool,
@@ -220,7 +222,7 @@ pub struct Device {
 pub struct Peer {
     pub public_key: [u8; 32],
     pub preshared_key: Option<[u8; 32]>,
-    pub endpoint: Option<Endpoint>,
+    pub endpoint: Option<PeerEndpoint>,
     /// Wall-clock time of the latest handshake since the Unix epoch; `None`: never.
     pub last_handshake: Option<Duration>,
     pub tx_bytes: u64,
@@ -425,7 +427,7 @@ mod tests {
             peers: vec![Peer {
                 public_key: hex32(K2).unwrap(),
                 preshared_key: None,
-                endpoint: Some(Endpoint::Addr("[abcd:23::33%2]:51820".parse().unwrap())),
+                endpoint: Some(PeerEndpoint::Addr("[abcd:23::33%2]:51820".parse().unwrap())),
                 last_handshake: Some(Duration::new(1_700_000_000, 5)),
                 tx_bytes: 38333,
                 rx_bytes: 2224,
@@ -551,14 +553,14 @@ mod tests {
         let ep = |s: &str| parse_endpoint(s);
         assert_eq!(
             ep("[fe80::1%eth0]:51820"),
-            Some(Endpoint::Scoped {
+            Some(PeerEndpoint::Scoped {
                 addr: SocketAddrV6::new("fe80::1".parse().unwrap(), 51820, 0, 0),
                 interface: "eth0".into(),
             })
         );
         assert_eq!(
             ep("[fe80::1%7]:51820"),
-            Some(Endpoint::Addr(SocketAddr::V6(SocketAddrV6::new(
+            Some(PeerEndpoint::Addr(SocketAddr::V6(SocketAddrV6::new(
                 "fe80::1".parse().unwrap(),
                 51820,
                 0,
@@ -602,7 +604,7 @@ mod tests {
         }
         let p = one_peer_set("endpoint=[fe80::1%lo]:51820\n").unwrap();
         assert!(
-            matches!(p.endpoint, Some(Endpoint::Scoped { ref interface, .. }) if interface == "lo")
+            matches!(p.endpoint, Some(PeerEndpoint::Scoped { ref interface, .. }) if interface == "lo")
         );
         assert_eq!(
             one_peer_set("endpoint=[fe80::1%a/b]:51820\n"),

@@ -12,10 +12,11 @@ use sealink_crypto::Scope;
 use super::{Decap, DecapReserve, Peer, PeerIndex, Tunnel, TunnelDrop, Wire, handshake_done};
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
+use crate::handshake::wg::{NO_PSK, read_initiation, read_response, tai64n_nanos, write_response};
 use crate::session::Session;
 use crate::time::Time;
+use crate::wg as proto;
 use crate::wg::message::{self, CookieReply, Message};
-use crate::wg::{self as proto, NO_PSK};
 
 /// WireGuard's padded plaintext length for a packet of `len` bytes: the next multiple of 16,
 /// but never past the MTU (a packet of the MTU's size is sent as it is).
@@ -169,25 +170,24 @@ impl Tunnel {
                 });
         self.admitted(source, admitted, |r| r.to_vec())?;
         let (hs, remote, ts) =
-            proto::read_initiation(&self.host, buf).map_err(|_| DropReason::HandshakeFailed)?;
+            read_initiation(&self.host, buf).map_err(|_| DropReason::HandshakeFailed)?;
         let Some(&pi) = self.by_key.get(&remote) else {
             self.guard.untrusted(now, Some(source), &remote);
             return Err(DropReason::UnknownHost.into());
         };
-        let ts = proto::tai64n_nanos(&ts);
+        let ts = tai64n_nanos(&ts);
         if ts <= self.peers[pi].handshake.last_ts_accepted {
             return Err(DropReason::StaleHandshake.into());
         }
         let local = self.indexes.alloc(pi);
         let p = &mut self.peers[pi];
         let psk = p.cfg.preshared_key.unwrap_or(NO_PSK);
-        let answered =
-            proto::write_response(hs, &psk, local, sender, &mut p.handshake.cookies, now)
-                .map_err(|_| DropReason::HandshakeFailed)
-                .and_then(|(resp, keys)| {
-                    Session::wireguard(&keys.send, &keys.recv, local, sender, now, false)
-                        .map(|s| (resp, s))
-                });
+        let answered = write_response(hs, &psk, local, sender, &mut p.handshake.cookies, now)
+            .map_err(|_| DropReason::HandshakeFailed)
+            .and_then(|(resp, keys)| {
+                Session::wireguard(&keys.send, &keys.recv, local, sender, now, false)
+                    .map(|s| (resp, s))
+            });
         let (resp, session) = match answered {
             Ok(a) => a,
             Err(d) => {
@@ -233,8 +233,7 @@ impl Tunnel {
             Some(i) if i.local_index == receiver => i,
             _ => return Err(DropReason::UnexpectedResponse.into()),
         };
-        let keys =
-            proto::read_response(&mut init.hs, buf).map_err(|_| DropReason::HandshakeFailed)?;
+        let keys = read_response(&mut init.hs, buf).map_err(|_| DropReason::HandshakeFailed)?;
         let session = Session::wireguard(&keys.send, &keys.recv, receiver, sender, now, true)?;
         self.install_initiated(now, source, pi, session);
         Ok(Decap::Handshake(PeerIndex(pi)))

@@ -2,6 +2,7 @@
 //! sans-IO [`crate::wg::WgPeer`] (itself checked against wireguard-go in `tests/wg_interop.rs`).
 
 use super::*;
+use crate::error::DropReason;
 use crate::wg::message::{self, Message, TRANSPORT_HEADER_LEN};
 use crate::wg::{self as proto, WgEvent, WgPeer};
 
@@ -54,7 +55,7 @@ fn a_preshared_key_must_match() {
         let mut p = wg_pair();
         let ka = p.a.host.clone();
         let kb = p.b.host.clone();
-        let peer = |name: &str, k: &HostKey, ep: Option<&str>, ip: &str, psk| PeerConfig {
+        let peer = |name: &str, k: &HostKey, ep: Option<&str>, ip: &str, psk| TunnelPeerConfig {
             name: name.into(),
             public_key: *k.public(),
             endpoint: ep.map(sa),
@@ -97,7 +98,7 @@ fn sealinks_wire_refuses_a_preshared_key() {
     let e = Tunnel::new(
         k,
         TunnelConfig::default(),
-        vec![PeerConfig {
+        vec![TunnelPeerConfig {
             name: "b".into(),
             public_key: *other.public(),
             endpoint: None,
@@ -162,7 +163,7 @@ fn mixed(psk: Option<[u8; 32]>) -> Mixed {
     let t = Tunnel::new(
         kt.clone(),
         TunnelConfig::wireguard(),
-        vec![PeerConfig {
+        vec![TunnelPeerConfig {
             name: "w".into(),
             public_key: *kw.public(),
             endpoint: Some(sa(W_ADDR)),
@@ -174,7 +175,7 @@ fn mixed(psk: Option<[u8; 32]>) -> Mixed {
     .unwrap();
     let w = WgPeer::new(
         kw,
-        proto::PeerConfig {
+        proto::WgPeerConfig {
             public_key: *kt.public(),
             preshared_key: psk,
         },
@@ -544,7 +545,7 @@ proptest! {
 
 #[test]
 fn debug_output_never_shows_the_preshared_key() {
-    let c = PeerConfig {
+    let c = TunnelPeerConfig {
         name: "b".into(),
         public_key: [1; 32],
         endpoint: None,

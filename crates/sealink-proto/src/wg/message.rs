@@ -1,7 +1,7 @@
 //! WireGuard's four messages (whitepaper §5.4), parsed strictly: the exact length for the three
 //! handshake messages, at least header and tag for transport data, the three reserved bytes
 //! zero. Indexes and the counter are little-endian. A parse never panics; each refusal has its
-//! own [`ParseError`], which the peer counts ([`super::WgDrop::Malformed`]).
+//! own [`ParseError`], which the peer counts (`WgDrop::Malformed` in the test-only reference peer).
 //!
 //! ```text
 //! 1 initiation (148): type 1 | reserved 3 | sender 4 | ephemeral 32 | static 32+16

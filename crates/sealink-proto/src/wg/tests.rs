@@ -8,7 +8,10 @@ use proptest::prelude::*;
 
 use super::message::{self, INITIATION_LEN, MSG_TRANSPORT, TRANSPORT_HEADER_LEN};
 use super::*;
-use crate::cookie::Mac1;
+use crate::handshake::HostKey;
+use crate::handshake::cookie::Mac1;
+use crate::handshake::wg::*;
+use crate::time::Time;
 
 const UNIX: Duration = Duration::from_secs(1_700_000_000);
 
@@ -21,7 +24,7 @@ fn pair(psk: Option<[u8; 32]>) -> (WgPeer, WgPeer) {
     let (pa, pb) = (*a.public(), *b.public());
     let ia = WgPeer::new(
         a,
-        PeerConfig {
+        WgPeerConfig {
             public_key: pb,
             preshared_key: psk,
         },
@@ -29,7 +32,7 @@ fn pair(psk: Option<[u8; 32]>) -> (WgPeer, WgPeer) {
     .expect("peer");
     let ib = WgPeer::new(
         b,
-        PeerConfig {
+        WgPeerConfig {
             public_key: pa,
             preshared_key: psk,
         },
@@ -97,7 +100,7 @@ fn psk_mismatch_fails() {
     let (mut a, b) = pair(Some([1; 32]));
     let mut b2 = WgPeer::new(
         b.local.clone(),
-        PeerConfig {
+        WgPeerConfig {
             public_key: *a.local.public(),
             preshared_key: None,
         },
@@ -138,20 +141,22 @@ fn replays_and_tampering_refused() {
             "byte {i}: {e:?}"
         );
     }
-    // Out of order within the window is fine; 2,048 behind the highest is too old (later[k]
-    // carries counter k + 6: one packet and five tampered ones went before).
+    // Out of order within the window is fine; a window's size behind the highest is too old
+    // (the product's window, as the tunnel's WireGuard wire has it).
+    let w = crate::replay::WINDOW_SIZE as usize;
     let mut later = Vec::new();
-    for _ in 0..2100 {
+    for _ in 0..w + 52 {
         later.push(a.encapsulate(now, &ipv4(1, 0)).expect("seal"));
     }
     let last = later.pop().expect("some");
+    let top = later.len();
     assert!(matches!(b.receive(now, src(), &last), WgEvent::Packet(_)));
     assert!(matches!(
-        b.receive(now, src(), &later[2099 - 2047]),
+        b.receive(now, src(), &later[top - (w - 1)]),
         WgEvent::Packet(_)
     ));
     assert_eq!(
-        b.receive(now, src(), &later[2099 - 2048]),
+        b.receive(now, src(), &later[top - w]),
         WgEvent::Dropped(WgDrop::TooOld)
     );
     // Expired session.
@@ -199,7 +204,7 @@ fn unknown_peer_and_bad_mac1() {
     let stranger = key();
     let mut s = WgPeer::new(
         stranger,
-        PeerConfig {
+        WgPeerConfig {
             public_key: *c.local.public(),
             preshared_key: None,
         },

@@ -176,61 +176,95 @@ pub(crate) fn parse(text: &str, name: &str) -> Result<Parsed, TunnelError> {
             _ => None,
         }
         .ok_or_else(|| err(line, format!("{key} outside [Interface] or [Peer]")))?;
-        let once = |seen: bool| {
-            if seen {
-                Err(err(line, format!("{key} given twice in one section")))
-            } else {
-                Ok(())
+        match in_section {
+            1 => sec.set_interface_key(line, key, &lower, value)?,
+            _ => sec.set_peer_key(line, key, &lower, value)?,
+        }
+    }
+    assemble(interface, peers, name)
+}
+
+/// Refuses a key given twice in one section.
+fn once(line: usize, key: &str, seen: bool) -> Result<(), TunnelError> {
+    if seen {
+        Err(err(line, format!("{key} given twice in one section")))
+    } else {
+        Ok(())
+    }
+}
+
+/// A key given once in its section as 32 bytes of base64 (`name`: the key as wg spells it,
+/// `tool`: what makes one).
+fn key_once(
+    line: usize,
+    key: &str,
+    seen: bool,
+    value: &str,
+    name: &str,
+    tool: &str,
+) -> Result<[u8; 32], TunnelError> {
+    once(line, key, seen)?;
+    parse_key(value).ok_or_else(|| {
+        err(
+            line,
+            format!("{name}: expected a 32-byte base64 key (`{tool}`)"),
+        )
+    })
+}
+
+impl Section {
+    /// One `key = value` line of [Interface] (`lower`: the key in lower case).
+    fn set_interface_key(
+        &mut self,
+        line: usize,
+        key: &str,
+        lower: &str,
+        value: &str,
+    ) -> Result<(), TunnelError> {
+        match lower {
+            "privatekey" => {
+                let seen = self.private_key.is_some();
+                self.private_key =
+                    Some(key_once(line, key, seen, value, "PrivateKey", "wg genkey")?);
             }
-        };
-        match (in_section, lower.as_str()) {
-            (1, "privatekey") => {
-                once(sec.private_key.is_some())?;
-                sec.private_key = Some(parse_key(value).ok_or_else(|| {
-                    err(
-                        line,
-                        "PrivateKey: expected a 32-byte base64 key (`wg genkey`)",
-                    )
-                })?);
-            }
-            (1, "address") => sec.addresses.extend(list(line, key, value)?),
-            (1, "listenport") => {
-                once(sec.listen_port.is_some())?;
+            "address" => self.addresses.extend(list(line, key, value)?),
+            "listenport" => {
+                once(line, key, self.listen_port.is_some())?;
                 let p = value
                     .parse::<u16>()
                     .ok()
                     .filter(|p| *p > 0)
                     .ok_or_else(|| err(line, format!("ListenPort: {value:?} is not 1..=65535")))?;
-                sec.listen_port = Some(p);
+                self.listen_port = Some(p);
             }
-            (1, "mtu") => {
-                once(sec.mtu.is_some())?;
+            "mtu" => {
+                once(line, key, self.mtu.is_some())?;
                 let m = value
                     .parse::<u32>()
                     .map_err(|_| err(line, format!("MTU: {value:?} is not a number")))?;
-                sec.mtu = Some(m);
+                self.mtu = Some(m);
             }
-            (1, "dns") => sec.dns.extend(list(line, key, value)?),
-            (1, "fwmark") => {
-                once(sec.fwmark.is_some())?;
-                sec.fwmark = number(line, key, value, u64::from(u32::MAX))?.map(|n| n as u32);
+            "dns" => self.dns.extend(list(line, key, value)?),
+            "fwmark" => {
+                once(line, key, self.fwmark.is_some())?;
+                self.fwmark = number(line, key, value, u64::from(u32::MAX))?.map(|n| n as u32);
             }
-            (1, "table") => {
+            "table" => {
                 // auto (wg-quick's default), off (no routes) or a table: checked with the
                 // rest of the interface (`interface.table`).
-                once(sec.table.is_some())?;
-                sec.table = Some(value.to_owned());
+                once(line, key, self.table.is_some())?;
+                self.table = Some(value.to_owned());
             }
-            (1, "saveconfig") => {
+            "saveconfig" => {
                 if !value.eq_ignore_ascii_case("false") {
                     return Err(err(
                         line,
                         "SaveConfig = true: sealink never writes its config back; \
-                         use `wg showconf` and edit the file",
+                     use `wg showconf` and edit the file",
                     ));
                 }
             }
-            (1, h @ ("preup" | "postup" | "predown" | "postdown")) => {
+            h @ ("preup" | "postup" | "predown" | "postdown") => {
                 let i = ["preup", "postup", "predown", "postdown"]
                     .iter()
                     .position(|x| x == &h)
@@ -238,44 +272,60 @@ pub(crate) fn parse(text: &str, name: &str) -> Result<Parsed, TunnelError> {
                 if value.is_empty() {
                     return Err(err(line, format!("{key}: an empty command")));
                 }
-                sec.hooks[i].push(value.to_owned());
+                self.hooks[i].push(value.to_owned());
             }
-            (2, "publickey") => {
-                once(sec.public_key.is_some())?;
-                parse_key(value).ok_or_else(|| {
-                    err(
-                        line,
-                        "PublicKey: expected a 32-byte base64 key (`wg pubkey`)",
-                    )
-                })?;
-                sec.public_key = Some(value.to_owned());
+            _ => return Err(err(line, format!("unknown key {key:?} in [Interface]"))),
+        }
+        Ok(())
+    }
+
+    /// One `key = value` line of [Peer] (`lower`: the key in lower case).
+    fn set_peer_key(
+        &mut self,
+        line: usize,
+        key: &str,
+        lower: &str,
+        value: &str,
+    ) -> Result<(), TunnelError> {
+        match lower {
+            "publickey" => {
+                key_once(
+                    line,
+                    key,
+                    self.public_key.is_some(),
+                    value,
+                    "PublicKey",
+                    "wg pubkey",
+                )?;
+                self.public_key = Some(value.to_owned());
             }
-            (2, "presharedkey") => {
-                once(sec.preshared_key.is_some())?;
-                parse_key(value).ok_or_else(|| {
-                    err(
-                        line,
-                        "PresharedKey: expected a 32-byte base64 key (`wg genpsk`)",
-                    )
-                })?;
-                sec.preshared_key = Some(value.to_owned());
+            "presharedkey" => {
+                let seen = self.preshared_key.is_some();
+                key_once(line, key, seen, value, "PresharedKey", "wg genpsk")?;
+                self.preshared_key = Some(value.to_owned());
             }
-            (2, "allowedips") => sec.allowed_ips.extend(list(line, key, value)?),
-            (2, "endpoint") => {
-                once(sec.endpoint.is_some())?;
-                sec.endpoint = Some(value.to_owned());
+            "allowedips" => self.allowed_ips.extend(list(line, key, value)?),
+            "endpoint" => {
+                once(line, key, self.endpoint.is_some())?;
+                self.endpoint = Some(value.to_owned());
             }
-            (2, "persistentkeepalive") => {
-                once(sec.persistent_keepalive.is_some())?;
-                sec.persistent_keepalive =
+            "persistentkeepalive" => {
+                once(line, key, self.persistent_keepalive.is_some())?;
+                self.persistent_keepalive =
                     Some(number(line, key, value, u64::from(u16::MAX))?.unwrap_or(0) as u16);
             }
-            (s, _) => {
-                let section = if s == 1 { "[Interface]" } else { "[Peer]" };
-                return Err(err(line, format!("unknown key {key:?} in {section}")));
-            }
+            _ => return Err(err(line, format!("unknown key {key:?} in [Peer]"))),
         }
+        Ok(())
     }
+}
+
+/// The raw config from the sections read.
+fn assemble(
+    interface: Option<Section>,
+    peers: Vec<Section>,
+    name: &str,
+) -> Result<Parsed, TunnelError> {
     let i = interface.ok_or_else(|| err(1, "no [Interface] section"))?;
     let private_key = i
         .private_key

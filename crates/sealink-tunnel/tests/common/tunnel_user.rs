@@ -1,4 +1,4 @@
-//! The account a tunnel started as root switches to by default (issue 47): a dedicated system
+//! The account a tunnel started as root switches to by default: a dedicated system
 //! account, which the Debian package (sysusers) and `.ci/run` create. The namespace tests make
 //! it when it is missing, so that they run on a fresh machine too.
 #![allow(dead_code)]

@@ -288,7 +288,7 @@ proptest! {
     }
 }
 
-/// `Table` (issue 46): auto as before; off routes nothing and makes no full tunnel; a number
+/// `Table`: auto as before; off routes nothing and makes no full tunnel; a number
 /// (or main) puts every allowed IP, default routes too, in that table without policy rules.
 #[test]
 fn table_off_and_a_number_as_wg_quick_has_them() {

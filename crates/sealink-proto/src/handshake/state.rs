@@ -14,8 +14,8 @@
 
 use sealink_crypto::SuiteId;
 
-use crate::cookie::CookieGenerator;
 use crate::error::DropReason;
+use crate::handshake::cookie::CookieGenerator;
 use crate::handshake::{self, HostKey, InitPayload};
 use crate::session::{IndexTable, Session};
 use crate::time::Time;
@@ -157,19 +157,21 @@ impl Handshake {
         }
         let local = idx.alloc(owner);
         let ts = unix_nanos.max(self.last_ts_sent + 1);
-        match crate::wg::write_initiation(
+        match crate::handshake::wg::write_initiation(
             host,
             remote,
             psk,
             local,
-            &crate::wg::tai64n_of_nanos(ts),
+            &crate::handshake::wg::tai64n_of_nanos(ts),
             &mut self.cookies,
             now,
         ) {
             Ok((hs, packet)) => Ok(self.record(hs, local, ts, now, attempt, packet.to_vec())),
             Err(e) => {
                 idx.free(local);
-                Err(InitiateError::Other(crate::Error::Handshake(e.to_string())))
+                Err(InitiateError::Other(crate::Error::Handshake(format!(
+                    "handshake: {e}"
+                ))))
             }
         }
     }

@@ -39,7 +39,7 @@ use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
 
 use crate::error::DropReason;
-use crate::ratelimit::{HandshakeLimiter, LimiterConfig};
+use crate::handshake::ratelimit::{HandshakeLimiter, LimiterConfig};
 use crate::time::Time;
 use crate::wire::{HEADER_LEN, Header, write_header};
 

@@ -4,11 +4,16 @@
 //! existing channel (a rekey) or starts a new one.
 //!
 //! Datagram initiations (ADP channels and tunnels) end with mac1 and mac2
-//! ([`crate::cookie`]); stream mode sends the bare Noise message over its TCP connection.
+//! ([`crate::handshake::cookie`]); stream mode sends the bare Noise message over its TCP connection.
 //!
 //! Every Diffie-Hellman result is checked for all zeros ([`ZeroCheckingResolver`]): a peer
 //! that offers a small-order point as its static or ephemeral key is refused
 //! ([`DropReason::DegenerateKey`]) instead of deriving keys from a known secret.
+
+pub mod cookie;
+pub mod ratelimit;
+pub(crate) mod state;
+pub mod wg;
 
 use sealink_crypto::SuiteId;
 pub use sealink_crypto::weak_keys::{ed25519_public_is_weak, x25519_public_is_degenerate};
@@ -16,8 +21,8 @@ use snow::params::{CipherChoice, DHChoice, HashChoice};
 use snow::resolvers::{BoxedCryptoResolver, CryptoResolver, DefaultResolver};
 use snow::types::{Cipher, Dh, Hash, Random};
 
-use crate::cookie::{CookieGenerator, MAC_LEN};
 use crate::error::DropReason;
+use crate::handshake::cookie::{CookieGenerator, MAC_LEN};
 use crate::time::Time;
 use crate::wire::{HEADER_LEN, Header, write_header};
 
@@ -317,7 +322,7 @@ fn write_init_with(
 }
 
 /// Reads the Noise message of an initiation addressed to `host` ([`NOISE_INIT_LEN`] bytes: a
-/// datagram's MACs are checked and cut off first, by [`crate::cookie::HandshakeGuard`]);
+/// datagram's MACs are checked and cut off first, by [`crate::handshake::cookie::HandshakeGuard`]);
 /// returns the state, the initiator's static key and its payload.
 pub(crate) fn read_init(
     host: &HostKey,

@@ -10,7 +10,7 @@
 //! Memory: at most `max_sources` per-source buckets. When the table is full, buckets that have
 //! refilled completely carry no information and are evicted first; if none has, the source is
 //! judged by the global bucket alone (so the table cannot be grown by spoofing new addresses).
-//! Drivers do not call it directly: [`crate::cookie::HandshakeGuard`] checks mac1 first and
+//! Drivers do not call it directly: [`crate::handshake::cookie::HandshakeGuard`] checks mac1 first and
 //! keeps two of these, one for initiations whose mac2 proves their source address (a cookie,
 //! as in WireGuard) and one for the others, whose exhaustion puts a source under load.
 

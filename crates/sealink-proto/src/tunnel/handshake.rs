@@ -1,0 +1,313 @@
+//! The tunnel's handshakes: starting, retrying, answering, and cookie replies.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use sealink_crypto::SuiteId;
+
+use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
+use crate::error::DropReason;
+use crate::handshake::cookie::Admission;
+use crate::handshake::state::{Handshake, InitiateError};
+use crate::handshake::{self, INIT_FLAG_LANES, InitPayload, TUNNEL_PROLOGUE};
+use crate::session::Session;
+use crate::time::Time;
+use crate::wire::{Header, parse_header};
+
+use super::config::Wire;
+use super::recv::Decap;
+use super::stats::TunnelDrop;
+use super::{PeerIndex, TUNNEL_KEYS, Tunnel};
+
+impl Tunnel {
+    pub(super) fn start_handshake(&mut self, pi: usize, now: Time, attempt: u32) {
+        self.hint_handshake = true;
+        let Some(dest) = self.peers[pi].endpoint else {
+            // Nowhere to send it; the packets that wait are dropped at the timeout.
+            self.count(TunnelDrop::NoEndpoint);
+            return;
+        };
+        // Odd attempts offer lanes, even ones do not: an older peer refuses the offer
+        // silently, and answers the retry.
+        let offer = self.cfg.wire == Wire::Sealink
+            && self.cfg.lanes
+            && !self.peers[pi].no_lanes
+            && attempt % 2 == 1;
+        let payload = InitPayload {
+            suite: self.cfg.suite as u8,
+            flags: if offer { INIT_FLAG_LANES } else { 0 },
+            timestamp: 0,
+            binding: [0; 32],
+        };
+        let unix = self.cfg.unix_at_zero + Duration::from_nanos(now.as_nanos());
+        let jitter = self.next_jitter();
+        let p = &mut self.peers[pi];
+        let built = match self.cfg.wire {
+            Wire::Sealink => p.handshake.initiate(
+                &self.host,
+                TUNNEL_PROLOGUE,
+                &p.cfg.public_key,
+                payload,
+                &mut self.indexes,
+                pi,
+                now,
+                attempt,
+            ),
+            Wire::WireGuard => p.handshake.initiate_wg(
+                &self.host,
+                &p.cfg.public_key,
+                &p.cfg.preshared_key.unwrap_or(crate::handshake::wg::NO_PSK),
+                &mut self.indexes,
+                pi,
+                now,
+                crate::handshake::wg::whitened_nanos(unix),
+                attempt,
+            ),
+        };
+        match built {
+            Ok(pkt) => {
+                let pkt = pkt.to_vec();
+                p.offered_lanes = offer;
+                p.retry_jitter = jitter;
+                p.stats.handshakes_initiated += 1;
+                p.note_sent(now);
+                self.transmits.push_back((dest, pkt, None));
+            }
+            Err(InitiateError::DegenerateKey) => {
+                // A configuration fault no retry can fix (the configuration refuses such keys;
+                // this is the core's own guard): give up at once, as the channel does.
+                tracing::warn!(peer = %p.cfg.name, "peer's public key is a small-order point");
+                self.give_up(pi);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot build tunnel handshake initiation");
+            }
+        }
+    }
+
+    /// A uniform draw from `0..=handshake_jitter` (SplitMix64), in whole milliseconds as
+    /// WireGuard's implementations draw it; zero when the jitter is off.
+    pub(super) fn next_jitter(&mut self) -> Duration {
+        let max = self.cfg.handshake_jitter.as_millis() as u64;
+        if max == 0 {
+            return Duration::ZERO;
+        }
+        self.jitter_state = self.jitter_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.jitter_state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        Duration::from_millis(z % (max + 1))
+    }
+
+    /// The handshake with peer `pi` failed for good: the packets that waited are dropped.
+    pub(super) fn give_up(&mut self, pi: usize) {
+        self.peers[pi].handshake.abandon(&mut self.indexes);
+        let n = self.peers[pi].staged.len() as u64;
+        self.peers[pi].staged.clear();
+        self.drops[TunnelDrop::HandshakeTimeout.index()] += n;
+    }
+
+    /// Retries or abandons peer `pi`'s handshake if its retransmission is due.
+    pub(super) fn retry_handshake(&mut self, pi: usize, now: Time) {
+        let due = self.peers[pi]
+            .handshake
+            .initiation
+            .as_ref()
+            .filter(|i| i.sent_at + self.cfg.handshake_timeout + self.peers[pi].retry_jitter <= now)
+            .map(|i| i.attempts);
+        let Some(attempts) = due else { return };
+        let fresh = self.peers[pi]
+            .current
+            .as_ref()
+            .is_some_and(|s| self.sendable(s, now) && !self.wants_rekey(s, now));
+        if fresh && self.peers[pi].staged.is_empty() {
+            // The peer's own handshake gave us a session meanwhile: stop asking.
+            self.peers[pi].handshake.abandon(&mut self.indexes);
+        } else if attempts >= self.cfg.handshake_attempts {
+            self.give_up(pi);
+        } else {
+            self.start_handshake(pi, now, attempts + 1);
+            self.want_resolve(pi, attempts + 1);
+        }
+    }
+
+    pub(super) fn on_init(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        buf: &[u8],
+    ) -> Result<Decap, TunnelDrop> {
+        if buf.len() != handshake::INIT_LEN {
+            return Err(DropReason::MalformedHeader.into());
+        }
+        // Before any public-key work: mac1, then the limits (and mac2 under load).
+        let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
+        let admitted = self.guard.admit(now, Some(source), buf, room);
+        self.admitted(source, admitted, |r| r.to_vec())?;
+        let (hs, remote, payload) = handshake::read_init(
+            &self.host,
+            TUNNEL_PROLOGUE,
+            &buf[..handshake::NOISE_INIT_LEN],
+        )?;
+        let sender = match parse_header(buf)? {
+            Header::Init { sender } => sender,
+            _ => return Err(DropReason::MalformedHeader.into()),
+        };
+        let Some(&pi) = self.by_key.get(&remote) else {
+            self.guard.untrusted(now, Some(source), &remote);
+            return Err(DropReason::UnknownHost.into());
+        };
+        // Authentic; a fresh one's timestamp is recorded so a replay is refused whatever
+        // happens next.
+        let p = &mut self.peers[pi];
+        let suite = p
+            .handshake
+            .check_init(&payload, |s| SuiteId::MODERN.contains(&s))?;
+        let offered = payload.flags & INIT_FLAG_LANES != 0;
+        if offered {
+            // It knows lanes after all (upgraded, or our offer was merely lost).
+            p.no_lanes = false;
+        }
+        let answered = p.handshake.respond(
+            hs,
+            &mut self.indexes,
+            pi,
+            sender,
+            suite,
+            false,
+            offered && self.cfg.lanes,
+            TUNNEL_KEYS,
+            now,
+        )?;
+        let pkt = answered.packet;
+        let old = self.peers[pi].next.replace(answered.session);
+        self.free_session(old);
+        let p = &mut self.peers[pi];
+        p.endpoint = Some(source);
+        p.last_handshake = Some(now);
+        p.stats.handshakes_completed += 1;
+        p.stats.rx_datagrams += 1;
+        p.note_sent(now);
+        self.transmits.push_back((source, pkt, None));
+        Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    pub(super) fn on_response(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        receiver: u32,
+        sender: u32,
+        buf: &[u8],
+    ) -> Result<Decap, TunnelDrop> {
+        let pi = self
+            .indexes
+            .owner(receiver)
+            .ok_or(DropReason::UnexpectedResponse)?;
+        let hsk = &mut self.peers[pi].handshake;
+        let init = match &mut hsk.initiation {
+            Some(i) if i.local_index == receiver => i,
+            _ => return Err(DropReason::UnexpectedResponse.into()),
+        };
+        let attempts = init.attempts;
+        let done = Handshake::complete(
+            &mut hsk.last_ts_accepted,
+            init,
+            buf,
+            self.cfg.suite,
+            TUNNEL_KEYS,
+            sender,
+            now,
+        )?;
+        let p = &mut self.peers[pi];
+        let mut session = done.session;
+        session.set_lanes(p.offered_lanes && done.lanes);
+        if !p.offered_lanes && attempts > 1 && self.cfg.lanes && self.cfg.wire == Wire::Sealink {
+            // The attempt before this one offered lanes and was not answered.
+            p.no_lanes = true;
+        }
+        self.install_initiated(now, source, pi, session);
+        Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    /// Our initiation to peer `pi` was answered with `session`: it becomes current (the old
+    /// one previous), and what waited leaves on it (else a keepalive confirms it).
+    pub(super) fn install_initiated(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        pi: usize,
+        session: Session,
+    ) {
+        let p = &mut self.peers[pi];
+        // Its index is now the session's.
+        p.handshake.initiation = None;
+        p.unanswered_since = None;
+        p.last_minute_handshake = false;
+        let old_prev = p.previous.take();
+        p.previous = p.current.replace(session);
+        p.endpoint = Some(source);
+        p.last_handshake = Some(now);
+        p.stats.handshakes_completed += 1;
+        p.stats.rx_datagrams += 1;
+        self.free_session(old_prev);
+        if self.peers[pi].staged.is_empty() {
+            // Nothing to send: a keepalive confirms the session to the responder now.
+            self.send_body(pi, now, &[], 0);
+        } else {
+            self.release_staged(pi, now);
+        }
+    }
+}
+
+impl Tunnel {
+    /// A cookie reply to our initiation `receiver`: keep the cookie and, once per initiation,
+    /// send the same initiation again with mac2. It proves nothing about the peer's endpoint,
+    /// which stays as it was.
+    pub(super) fn on_cookie(
+        &mut self,
+        now: Time,
+        receiver: u32,
+        buf: &[u8],
+    ) -> Result<Decap, TunnelDrop> {
+        let pi = self
+            .indexes
+            .owner(receiver)
+            .ok_or(DropReason::BadCookieReply)?;
+        let resend = self.peers[pi]
+            .handshake
+            .accept_cookie(now, receiver, buf)?
+            .map(<[u8]>::to_vec);
+        self.resend_initiation(pi, now, resend);
+        Ok(Decap::Handshake(PeerIndex(pi)))
+    }
+
+    /// Acts on the guard's decision about a handshake message from `source` (either wire): a
+    /// cookie reply (its bytes from `bytes`) is queued and the message refused as
+    /// `cookie-required`.
+    pub(super) fn admitted<R>(
+        &mut self,
+        source: SocketAddr,
+        a: Admission<R>,
+        bytes: impl FnOnce(R) -> Vec<u8>,
+    ) -> Result<(), TunnelDrop> {
+        match a {
+            Admission::Process => Ok(()),
+            Admission::Drop(r) => Err(r.into()),
+            Admission::Cookie(reply) => {
+                self.cookie_replies.push_back((source, bytes(reply)));
+                Err(DropReason::CookieRequired.into())
+            }
+        }
+    }
+
+    /// Sends our initiation again (with mac2 now) after a cookie reply, if there is one to send.
+    pub(super) fn resend_initiation(&mut self, pi: usize, now: Time, resend: Option<Vec<u8>>) {
+        let p = &mut self.peers[pi];
+        if let (Some(resend), Some(dest)) = (resend, p.endpoint) {
+            p.note_sent(now);
+            self.transmits.push_back((dest, resend, None));
+        }
+    }
+}
