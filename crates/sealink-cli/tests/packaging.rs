@@ -294,7 +294,7 @@ fn every_command_has_a_man_page_with_its_options_and_the_deb_ships_them() {
 }
 
 /// Issue 30's packaging items: a maintainer with an address, no iproute2 dependency now that the
-/// tunnel runs no `ip` (rtnetlink), a prerm that stops the units, the repository URL, the tunnel unit's
+/// tunnel runs no `ip` (rtnetlink), a prerm that stops the units, the tunnel unit's
 /// documentation, resolver ordering and capability bounding set, and an IPv6 listener.
 #[test]
 fn the_package_declares_what_it_needs_and_stops_its_units() {
@@ -319,14 +319,8 @@ fn the_package_declares_what_it_needs_and_stops_its_units() {
         "no address in {maintainer}"
     );
     assert!(!field("depends").contains("iproute2"), "{manifest}");
-    assert_eq!(field("repository.workspace"), "true");
-    let workspace = fs::read_to_string(root.join("Cargo.toml")).unwrap();
-    assert!(
-        workspace
-            .lines()
-            .any(|l| l.starts_with("repository = \"https://")),
-        "no repository URL in the workspace"
-    );
+    // No repository URL until the project has a public home (a placeholder is worse than
+    // none): `the_package_metadata_links_nowhere_it_does_not_have`.
 
     // Issue 47: the tunnels' default user, a dedicated system account, made by the package.
     let sysusers = fs::read_to_string(contrib().join("sealink.sysusers")).unwrap();
@@ -420,4 +414,24 @@ fn the_package_declares_what_it_needs_and_stops_its_units() {
     let args = recv_exec_start();
     let at = args.iter().position(|a| a == "--listen").expect("--listen");
     assert_eq!(args[at + 1], "[::]:7878", "{args:?}");
+}
+
+#[test]
+fn the_package_metadata_links_nowhere_it_does_not_have() {
+    // A placeholder repository or home page sends users (and `cargo metadata`, and the
+    // .deb's Homepage) nowhere.
+    for toml in ["../../Cargo.toml", "Cargo.toml"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(toml);
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.lines() {
+            let key = line.split('=').next().unwrap_or_default().trim();
+            if key == "repository" || key == "homepage" || key == "documentation" {
+                assert!(
+                    !line.contains("example.invalid") && !line.contains("example.com"),
+                    "{}: {line}",
+                    path.display()
+                );
+            }
+        }
+    }
 }
