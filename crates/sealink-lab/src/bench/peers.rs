@@ -26,6 +26,7 @@
 pub mod lab;
 pub mod loadgen;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -84,6 +85,10 @@ pub struct EchoResult {
     pub hub_rcvbuf_errors: u64,
     /// ...and in the generator's (its own sockets).
     pub gen_rcvbuf_errors: u64,
+    /// CPU seconds the hub used during the window.
+    pub hub_cpu_seconds: f64,
+    /// The hub's drop counters that grew during the window (sealink only).
+    pub hub_drops: BTreeMap<String, u64>,
 }
 
 /// Peers that started their handshakes at once.
@@ -120,6 +125,8 @@ pub struct HubResult {
     /// again during it (a dropped session shows here or as loss).
     pub reload: Option<(f64, EchoResult, usize)>,
     pub rss_after_bytes: u64,
+    /// Active peers that got at least one echo reply over the whole run.
+    pub active_with_replies: usize,
     pub hub_cpu_seconds: f64,
     pub gen_send_errors: u64,
     pub gen_refused: u64,
@@ -325,29 +332,81 @@ impl NsRef {
 fn echo_window(
     d: &mut Driver,
     nsr: &NsRef,
+    hub: &lab::Hub,
     active: &[usize],
     rate: f64,
     window: Duration,
-) -> Result<(usize, (u64, u64))> {
+) -> Result<(usize, Probe)> {
     let phase = d.phase();
-    let before = nsr.rcvbuf();
+    let before = probe(nsr, &hub);
     let plan = EchoPlan {
         peers: active.to_vec(),
         rate,
         phase,
     };
     d.run(Instant::now() + window, Some(&plan), |_| false)?;
-    let after = nsr.rcvbuf();
-    Ok((
-        phase,
-        (
-            after.0.saturating_sub(before.0),
-            after.1.saturating_sub(before.1),
-        ),
-    ))
+    let after = probe(nsr, &hub);
+    Ok((phase, after.since(&before)))
 }
 
-fn echo_result(e: &PhaseEcho, rcv: (u64, u64)) -> EchoResult {
+/// What is read of both namespaces and the hub around a window.
+#[derive(Debug, Clone, Default)]
+struct Probe {
+    hub_rcvbuf: u64,
+    gen_rcvbuf: u64,
+    hub_cpu: f64,
+    /// The hub's drop counters by reason (sealink's `show --json`; none for wireguard-go).
+    drops: BTreeMap<String, u64>,
+}
+
+impl Probe {
+    fn since(&self, before: &Probe) -> Probe {
+        Probe {
+            hub_rcvbuf: self.hub_rcvbuf.saturating_sub(before.hub_rcvbuf),
+            gen_rcvbuf: self.gen_rcvbuf.saturating_sub(before.gen_rcvbuf),
+            hub_cpu: self.hub_cpu - before.hub_cpu,
+            drops: self
+                .drops
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.saturating_sub(before.drops.get(k).copied().unwrap_or(0)),
+                    )
+                })
+                .filter(|(_, v)| *v > 0)
+                .collect(),
+        }
+    }
+}
+
+fn probe(nsr: &NsRef, hub: &lab::Hub) -> Probe {
+    let (hub_rcvbuf, gen_rcvbuf) = nsr.rcvbuf();
+    let drops = match hub.kind {
+        HubKind::WireGuardGo => BTreeMap::new(),
+        _ => hub
+            .show()
+            .ok()
+            .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+            .and_then(|v| {
+                let d = v.get(0)?.get("drops")?.as_object()?.clone();
+                Some(
+                    d.into_iter()
+                        .filter_map(|(k, v)| Some((k, v.as_u64()?)))
+                        .collect(),
+                )
+            })
+            .unwrap_or_default(),
+    };
+    Probe {
+        hub_rcvbuf,
+        gen_rcvbuf,
+        hub_cpu: hub.cpu_seconds().unwrap_or(f64::NAN),
+        drops,
+    }
+}
+
+fn echo_result(e: &PhaseEcho, rcv: Probe) -> EchoResult {
     EchoResult {
         sent: e.sent,
         received: e.received,
@@ -355,8 +414,10 @@ fn echo_result(e: &PhaseEcho, rcv: (u64, u64)) -> EchoResult {
         loss_percent: e.loss() * 100.0,
         rtt_p50_ms: e.rtt_ms(0.5),
         rtt_p99_ms: e.rtt_ms(0.99),
-        hub_rcvbuf_errors: rcv.0,
-        gen_rcvbuf_errors: rcv.1,
+        hub_rcvbuf_errors: rcv.hub_rcvbuf,
+        gen_rcvbuf_errors: rcv.gen_rcvbuf,
+        hub_cpu_seconds: rcv.hub_cpu,
+        hub_drops: rcv.drops,
     }
 }
 
@@ -452,12 +513,16 @@ fn measure_hub(
     };
     let seed = super::random_seed()? as u32;
     let mut d = Driver::new(wire, hub_addr, hub_public, lab::HUB_INNER, seed)?;
+    // The storm's peers have a driver and a thread of their own, so that their handshakes
+    // (public-key work in the generator too) do not hold up the loop that times the echoes.
+    let mut ds = Driver::new(wire, hub_addr, hub_public, lab::HUB_INNER, seed ^ 0x5707)?;
     for (i, k) in keys.driven.iter().enumerate() {
-        d.add_peer(
-            k.clone(),
-            lab::inner_addr(i),
-            lab::source_addr(i, p.shared_source),
-        )?;
+        let at = (lab::inner_addr(i), lab::source_addr(i, p.shared_source));
+        if i < p.active {
+            d.add_peer(k.clone(), at.0, at.1)?;
+        } else {
+            ds.add_peer(k.clone(), at.0, at.1)?;
+        }
     }
     let active: Vec<usize> = (0..p.active).collect();
     let window = Duration::from_secs_f64(p.duration);
@@ -480,26 +545,33 @@ fn measure_hub(
     pb.inc(1);
 
     pb.set_message(format!("{name}: quiet"));
-    let (q_phase, q_rcv) = echo_window(&mut d, nsr, &active, p.rate, window)?;
+    let (q_phase, q_rcv) = echo_window(&mut d, nsr, &hub, &active, p.rate, window)?;
     pb.inc(1);
 
     pb.set_message(format!("{name}: storm of {}", p.storm));
     let storm = if p.storm > 0 {
-        let storm_peers: Vec<usize> = (p.active..p.active + p.storm).collect();
+        let storm_peers: Vec<usize> = (0..p.storm).collect();
         let phase = d.phase();
-        let setup = d.phase();
-        let before = nsr.rcvbuf();
+        let setup = ds.phase();
+        let before = probe(nsr, &hub);
         let plan = EchoPlan {
             peers: active.clone(),
             rate: p.rate,
             phase,
         };
-        let hs = handshake_all(&mut d, &storm_peers, setup, Some(&plan), window, hs_timeout)?;
-        let after = nsr.rcvbuf();
-        let rcv = (
-            after.0.saturating_sub(before.0),
-            after.1.saturating_sub(before.1),
-        );
+        let t0 = Instant::now();
+        let hs = std::thread::scope(|s| -> Result<HandshakeResult> {
+            let ds = &mut ds;
+            let storm = s.spawn(move || {
+                handshake_all(ds, &storm_peers, setup, None, Duration::ZERO, hs_timeout)
+            });
+            d.run(t0 + window, Some(&plan), |_| false)?;
+            storm
+                .join()
+                .map_err(|_| Error::bench("the storm's thread panicked"))?
+        })?;
+        let after = probe(nsr, &hub);
+        let rcv = after.since(&before);
         Some((hs, phase, rcv))
     } else {
         None
@@ -511,7 +583,7 @@ fn measure_hub(
         let msgs = d.foreign_initiations(64)?;
         let sources = 1024.min(p.flood as usize).max(16);
         let f = Flood::start(hub_addr, lab::FLOOD_NET, sources, p.flood, msgs)?;
-        let r = echo_window(&mut d, nsr, &active, p.rate, window);
+        let r = echo_window(&mut d, nsr, &hub, &active, p.rate, window);
         let sent = f.stop();
         let (phase, rcv) = r?;
         Some((sent, phase, rcv))
@@ -532,7 +604,7 @@ fn measure_hub(
         files.write_config(kind, &conf2, &listed)?;
         let before_hs: Vec<u64> = active.iter().map(|&i| d.handshakes(i)).collect();
         let phase = d.phase();
-        let before = nsr.rcvbuf();
+        let before = probe(nsr, &hub);
         let plan = EchoPlan {
             peers: active.clone(),
             rate: p.rate,
@@ -540,7 +612,7 @@ fn measure_hub(
         };
         // The reload runs on a thread of its own while the echoes flow.
         let (tx, rx) = std::sync::mpsc::channel();
-        let r = std::thread::scope(|s| -> Result<(f64, usize, (u64, u64), usize)> {
+        let r = std::thread::scope(|s| -> Result<(f64, usize, Probe, usize)> {
             let hub = &hub;
             let conf2 = conf2.clone();
             s.spawn(move || {
@@ -563,21 +635,13 @@ fn measure_hub(
                 got = rx.recv().ok();
             }
             let took = got.ok_or_else(|| Error::bench("the reload thread went away"))??;
-            let after = nsr.rcvbuf();
+            let after = probe(nsr, &hub);
             let redone = active
                 .iter()
                 .zip(&before_hs)
                 .filter(|(i, b)| d.handshakes(**i) > **b)
                 .count();
-            Ok((
-                took.as_secs_f64(),
-                phase,
-                (
-                    after.0.saturating_sub(before.0),
-                    after.1.saturating_sub(before.1),
-                ),
-                redone,
-            ))
+            Ok((took.as_secs_f64(), phase, after.since(&before), redone))
         })?;
         Some(r)
     } else {
@@ -606,6 +670,7 @@ fn measure_hub(
         flood: flood.map(|(sent, ph, rcv)| (sent, echo_result(&phases[ph], rcv))),
         reload: reload.map(|(took, ph, rcv, redone)| (took, echo_result(&phases[ph], rcv), redone)),
         rss_after_bytes: rss_after,
+        active_with_replies: active.iter().filter(|&&i| d.replies(i) > 0).count(),
         hub_cpu_seconds: cpu,
         gen_send_errors: d.counters.send_errors,
         gen_refused: d.counters.refused,
@@ -642,6 +707,12 @@ fn echo_row(t: &mut Table, hub: &str, what: &str, e: &EchoResult) {
         f3(e.rtt_p50_ms),
         f3(e.rtt_p99_ms),
         format!("{}/{}", e.hub_rcvbuf_errors, e.gen_rcvbuf_errors),
+        f2(e.hub_cpu_seconds),
+        e.hub_drops
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
     ]);
 }
 
@@ -673,8 +744,10 @@ fn report(p: &Params, r: &PeersResult) -> Result<()> {
         "p50 ms",
         "p99 ms",
         "rcvbuf drops hub/gen",
+        "hub CPU s",
+        "hub drops",
     ])
-    .left(&[0, 1]);
+    .left(&[0, 1, 9]);
     let mut rec = RunRecord::new("peers");
     for h in &r.hubs {
         hubs.row([

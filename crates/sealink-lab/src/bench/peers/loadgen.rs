@@ -93,6 +93,8 @@ struct SimPeer {
     seq: u32,
     kicked: Option<Instant>,
     established: Option<Instant>,
+    /// Echo replies received.
+    replies: u64,
 }
 
 /// Counters of the generator itself.
@@ -214,6 +216,7 @@ impl Driver {
             seq: 0,
             kicked: None,
             established: None,
+            replies: 0,
         });
         Ok(i)
     }
@@ -303,6 +306,11 @@ impl Driver {
     /// When peer `i` first sent, and when its first session came up.
     pub fn handshake_times(&self, i: usize) -> (Option<Instant>, Option<Instant>) {
         (self.peers[i].kicked, self.peers[i].established)
+    }
+
+    /// Echo replies peer `i` received.
+    pub fn replies(&self, i: usize) -> u64 {
+        self.peers[i].replies
     }
 
     /// Initiations peer `i` sent (retries included).
@@ -415,6 +423,7 @@ impl Driver {
                     for k in 0..self.packets.len() {
                         let range = self.packets[k].clone();
                         if let Some((phase, t_sent)) = echo_reply(&self.buf[range]) {
+                            self.peers[i].replies += 1;
                             if let Some(ph) = self.phases.get_mut(phase) {
                                 ph.received += 1;
                                 let us = t_now.saturating_sub(t_sent) / 1000;
