@@ -338,14 +338,14 @@ fn echo_window(
     window: Duration,
 ) -> Result<(usize, Probe)> {
     let phase = d.phase();
-    let before = probe(nsr, &hub);
+    let before = probe(nsr, hub);
     let plan = EchoPlan {
         peers: active.to_vec(),
         rate,
         phase,
     };
     d.run(Instant::now() + window, Some(&plan), |_| false)?;
-    let after = probe(nsr, &hub);
+    let after = probe(nsr, hub);
     Ok((phase, after.since(&before)))
 }
 
@@ -635,7 +635,7 @@ fn measure_hub(
                 got = rx.recv().ok();
             }
             let took = got.ok_or_else(|| Error::bench("the reload thread went away"))??;
-            let after = probe(nsr, &hub);
+            let after = probe(nsr, hub);
             let redone = active
                 .iter()
                 .zip(&before_hs)

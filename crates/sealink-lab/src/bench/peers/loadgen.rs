@@ -167,10 +167,6 @@ impl Driver {
         })
     }
 
-    pub fn len(&self) -> usize {
-        self.peers.len()
-    }
-
     /// A new phase's counters; its number.
     pub fn phase(&mut self) -> usize {
         self.phases.push(PhaseEcho::default());
@@ -406,11 +402,7 @@ impl Driver {
 
     /// Reads everything waiting on peer `i`'s socket.
     fn receive(&mut self, i: usize) {
-        loop {
-            let (n, from) = match self.peers[i].sock.recv_from(&mut self.buf) {
-                Ok(r) => r,
-                Err(_) => break,
-            };
+        while let Ok((n, from)) = self.peers[i].sock.recv_from(&mut self.buf) {
             self.counters.datagrams_in += 1;
             let now = self.clock.now();
             let p = &mut self.peers[i];
