@@ -87,6 +87,11 @@ pub struct EchoResult {
     pub gen_rcvbuf_errors: u64,
     /// CPU seconds the hub used during the window.
     pub hub_cpu_seconds: f64,
+    /// Packets the kernel dropped on the hub's tunnel interface during the window: received
+    /// from the hub (written to it), and to be sent (its transmit queue, which the hub reads,
+    /// full).
+    pub tun_rx_dropped: u64,
+    pub tun_tx_dropped: u64,
     /// The hub's drop counters that grew during the window (sealink only).
     pub hub_drops: BTreeMap<String, u64>,
 }
@@ -254,6 +259,7 @@ pub fn run(p: &Params) -> Result<()> {
             let nsr = NsRef {
                 hub: hub_ns,
                 gen_ns,
+                dev: files2.name.clone(),
             };
             measure_hub(&p2, kind, &nsr, &files2, &keys2, hub_public)
         })?;
@@ -300,6 +306,8 @@ impl Drop for TempDir {
 struct NsRef {
     hub: String,
     gen_ns: String,
+    /// The hub's tunnel interface.
+    dev: String,
 }
 
 impl NsRef {
@@ -322,6 +330,25 @@ impl NsRef {
             .and_then(|(_, v)| v.parse().ok())
             .unwrap_or(0)
     }
+    /// Packets the kernel dropped on the hub's tunnel interface, received and sent (`ip -s
+    /// link`: a TUN device's transmit queue overflows when the hub does not read it in time).
+    fn tun_drops(&self) -> (u64, u64) {
+        let o = std::process::Command::new("ip")
+            .args([
+                "-n", &self.hub, "-s", "-j", "link", "show", "dev", &self.dev,
+            ])
+            .output();
+        let v = o
+            .ok()
+            .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok());
+        let get = |dir: &str| {
+            v.as_ref()
+                .and_then(|v| v.get(0)?.get("stats64")?.get(dir)?.get("dropped")?.as_u64())
+                .unwrap_or(0)
+        };
+        (get("rx"), get("tx"))
+    }
+
     fn rcvbuf(&self) -> (u64, u64) {
         (self.udp(&self.hub), self.udp(&self.gen_ns))
     }
@@ -355,6 +382,8 @@ struct Probe {
     hub_rcvbuf: u64,
     gen_rcvbuf: u64,
     hub_cpu: f64,
+    /// The kernel's drops on the hub's tunnel interface, received and sent.
+    tun_drops: (u64, u64),
     /// The hub's drop counters by reason (sealink's `show --json`; none for wireguard-go).
     drops: BTreeMap<String, u64>,
 }
@@ -365,6 +394,10 @@ impl Probe {
             hub_rcvbuf: self.hub_rcvbuf.saturating_sub(before.hub_rcvbuf),
             gen_rcvbuf: self.gen_rcvbuf.saturating_sub(before.gen_rcvbuf),
             hub_cpu: self.hub_cpu - before.hub_cpu,
+            tun_drops: (
+                self.tun_drops.0.saturating_sub(before.tun_drops.0),
+                self.tun_drops.1.saturating_sub(before.tun_drops.1),
+            ),
             drops: self
                 .drops
                 .iter()
@@ -402,6 +435,7 @@ fn probe(nsr: &NsRef, hub: &lab::Hub) -> Probe {
         hub_rcvbuf,
         gen_rcvbuf,
         hub_cpu: hub.cpu_seconds().unwrap_or(f64::NAN),
+        tun_drops: nsr.tun_drops(),
         drops,
     }
 }
@@ -417,6 +451,8 @@ fn echo_result(e: &PhaseEcho, rcv: Probe) -> EchoResult {
         hub_rcvbuf_errors: rcv.hub_rcvbuf,
         gen_rcvbuf_errors: rcv.gen_rcvbuf,
         hub_cpu_seconds: rcv.hub_cpu,
+        tun_rx_dropped: rcv.tun_drops.0,
+        tun_tx_dropped: rcv.tun_drops.1,
         hub_drops: rcv.drops,
     }
 }
@@ -707,6 +743,7 @@ fn echo_row(t: &mut Table, hub: &str, what: &str, e: &EchoResult) {
         f3(e.rtt_p50_ms),
         f3(e.rtt_p99_ms),
         format!("{}/{}", e.hub_rcvbuf_errors, e.gen_rcvbuf_errors),
+        format!("{}/{}", e.tun_rx_dropped, e.tun_tx_dropped),
         f2(e.hub_cpu_seconds),
         e.hub_drops
             .iter()
@@ -744,10 +781,11 @@ fn report(p: &Params, r: &PeersResult) -> Result<()> {
         "p50 ms",
         "p99 ms",
         "rcvbuf drops hub/gen",
+        "TUN drops rx/tx",
         "hub CPU s",
         "hub drops",
     ])
-    .left(&[0, 1, 9]);
+    .left(&[0, 1, 10]);
     let mut rec = RunRecord::new("peers");
     for h in &r.hubs {
         hubs.row([
