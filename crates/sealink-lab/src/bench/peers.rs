@@ -311,25 +311,6 @@ struct NsRef {
 }
 
 impl NsRef {
-    fn udp(&self, ns: &str) -> u64 {
-        // The same reading as `Namespaces::udp_counter`, without owning the namespaces.
-        let Ok(o) = std::process::Command::new("ip")
-            .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
-            .output()
-        else {
-            return 0;
-        };
-        let text = String::from_utf8_lossy(&o.stdout);
-        let mut udp = text.lines().filter(|l| l.starts_with("Udp: "));
-        let (Some(head), Some(vals)) = (udp.next(), udp.next()) else {
-            return 0;
-        };
-        head.split_whitespace()
-            .zip(vals.split_whitespace())
-            .find(|(k, _)| *k == "RcvbufErrors")
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0)
-    }
     /// Packets the kernel dropped on the hub's tunnel interface, received and sent (`ip -s
     /// link`: a TUN device's transmit queue overflows when the hub does not read it in time).
     fn tun_drops(&self) -> (u64, u64) {
@@ -350,7 +331,10 @@ impl NsRef {
     }
 
     fn rcvbuf(&self) -> (u64, u64) {
-        (self.udp(&self.hub), self.udp(&self.gen_ns))
+        (
+            lab::udp_counter(&self.hub, "RcvbufErrors"),
+            lab::udp_counter(&self.gen_ns, "RcvbufErrors"),
+        )
     }
 }
 

@@ -129,23 +129,6 @@ impl Namespaces {
         a.extend_from_slice(args);
         ok("ip", &a)
     }
-
-    /// A UDP counter of `ns`'s /proc/net/snmp (`RcvbufErrors`, `InErrors`...).
-    pub fn udp_counter(&self, ns: &str, name: &str) -> u64 {
-        let Ok(o) = self.exec(ns, &["cat", "/proc/net/snmp"]) else {
-            return 0;
-        };
-        let text = String::from_utf8_lossy(&o.stdout);
-        let mut udp = text.lines().filter(|l| l.starts_with("Udp: "));
-        let (Some(head), Some(vals)) = (udp.next(), udp.next()) else {
-            return 0;
-        };
-        head.split_whitespace()
-            .zip(vals.split_whitespace())
-            .find(|(k, _)| *k == name)
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0)
-    }
 }
 
 impl Drop for Namespaces {
@@ -154,6 +137,24 @@ impl Drop for Namespaces {
             let _ = run("ip", &["netns", "del", n]);
         }
     }
+}
+
+/// A UDP counter of namespace `ns`'s /proc/net/snmp (`RcvbufErrors`, `InErrors`...); 0 when
+/// it cannot be read.
+pub fn udp_counter(ns: &str, name: &str) -> u64 {
+    let Ok(o) = run("ip", &["netns", "exec", ns, "cat", "/proc/net/snmp"]) else {
+        return 0;
+    };
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp: "));
+    let (Some(head), Some(vals)) = (udp.next(), udp.next()) else {
+        return 0;
+    };
+    head.split_whitespace()
+        .zip(vals.split_whitespace())
+        .find(|(k, _)| *k == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Runs `f` on a thread that entered network namespace `ns` (what it opens stays there).
