@@ -72,8 +72,9 @@ fn ok(prog: &str, args: &[&str]) -> Result<Output> {
     let o = run(prog, args)?;
     if !o.status.success() {
         return Err(Error::bench(format!(
-            "{prog} {}: {}",
+            "{prog} {}: {}: {}",
             args.join(" "),
+            o.status,
             String::from_utf8_lossy(&o.stderr).trim()
         )));
     }
