@@ -121,6 +121,114 @@ pub enum BenchCommand {
         after_help = "Examples:\n  sealink-lab bench thread-times\n  sealink-lab bench thread-times --threads 1,2,3,4,5 --volume 268435456\n  sealink-lab bench thread-times --quick"
     )]
     ThreadTimes(ThreadTimesArgs),
+    /// Issue 50: a hub with many configured peers against a load generator of simulated peers
+    /// over real UDP (network namespaces; needs root): memory per idle peer, up and show times,
+    /// handshakes a second, established peers' loss and p99 through handshake storms, a flood
+    /// and a reload; with --wire wg, wireguard-go beside sealink
+    #[command(
+        after_help = "Examples:\n  sealink-lab bench peers --peers 1000 --active 100\n  sealink-lab bench peers --peers 10000 --active 1000 --storm 1000 --flood 10000 --reload 1000 --wire wg\n  sealink-lab bench peers --peers 1000 --active 100 --duration 1 --json\n\nThe hub is the `sealink` binary beside sealink-lab (or --sealink); with --wire wg, wireguard-go and wg from the PATH (or --wireguard-go, --wg) run too, unless --no-wireguard-go."
+    )]
+    Peers(PeersArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PeersArgs {
+    /// Peers in the hub's config
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    peers: u32,
+    /// Peers the generator drives (handshake, echo at --rate)
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    active: u32,
+    /// Echo requests a second per active peer
+    #[arg(long, default_value_t = 10.0)]
+    rate: f64,
+    /// Seconds of each measured window (quiet, storm, flood, reload)
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// The wire: sealink, or wg (WireGuard's; wireguard-go runs too)
+    #[arg(long, default_value = "sealink", value_parser = parse_wire)]
+    wire: bench::peers::loadgen::WireKind,
+    /// Idle peers that start their handshakes at once while the active ones send (0: no storm)
+    #[arg(long, default_value_t = 0)]
+    storm: u32,
+    /// Handshake initiations a second from spoofed sources while the active peers send (0: no
+    /// flood)
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    flood: u64,
+    /// Idle peers a reload removes, and new ones it adds, while the active peers send (0: no
+    /// reload)
+    #[arg(long, default_value_t = 0)]
+    reload: u32,
+    /// Seconds the handshakes of all active (or storm) peers may take
+    #[arg(long, default_value_t = 60.0)]
+    handshake_timeout: f64,
+    /// With --wire wg: measure sealink only
+    #[arg(long)]
+    no_wireguard_go: bool,
+    /// All driven peers send from one address, each from a port of its own (default: each
+    /// from an address of its own; a handshake limiter keys on the address)
+    #[arg(long)]
+    shared_source: bool,
+    /// The hub's binary (default: `sealink` beside this program, else on the PATH)
+    #[arg(long)]
+    sealink: Option<PathBuf>,
+    /// wireguard-go (default: on the PATH)
+    #[arg(long)]
+    wireguard_go: Option<PathBuf>,
+    /// wg (default: on the PATH)
+    #[arg(long)]
+    wg: Option<PathBuf>,
+    /// Print the result as JSON on stdout (the tables otherwise)
+    #[arg(long)]
+    json: bool,
+    /// Directory for peers.csv, peers-echo.csv, peers-result.json and the run record
+    #[arg(long, default_value = "bench-out/peers")]
+    out: PathBuf,
+}
+
+fn parse_wire(s: &str) -> Result<bench::peers::loadgen::WireKind, String> {
+    match s {
+        "sealink" => Ok(bench::peers::loadgen::WireKind::Sealink),
+        "wg" | "wireguard" => Ok(bench::peers::loadgen::WireKind::WireGuard),
+        _ => Err(format!("unknown wire {s:?}: sealink or wg")),
+    }
+}
+
+impl PeersArgs {
+    fn params(self) -> bench::peers::Params {
+        use bench::peers::lab::which;
+        let sealink = self.sealink.unwrap_or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .map(|e| e.with_file_name("sealink"))
+                .filter(|p| p.is_file())
+                .or_else(|| which("sealink"))
+                .unwrap_or_else(|| "sealink".into())
+        });
+        let wireguard_go = self.wireguard_go.or_else(|| which("wireguard-go"));
+        let wg = self.wg.or_else(|| which("wg"));
+        bench::peers::Params {
+            peers: self.peers as usize,
+            active: self.active as usize,
+            rate: self.rate,
+            duration: self.duration,
+            wire: self.wire,
+            storm: self.storm as usize,
+            flood: self.flood,
+            reload: self.reload as usize,
+            handshake_timeout: self.handshake_timeout,
+            wireguard_go: self.wire == bench::peers::loadgen::WireKind::WireGuard
+                && !self.no_wireguard_go,
+            shared_source: self.shared_source,
+            programs: bench::peers::lab::Programs {
+                sealink,
+                wireguard_go,
+                wg,
+            },
+            json: self.json,
+            out: self.out,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -563,6 +671,7 @@ pub fn run_bench(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Gpu(a) => bench::gpu::run(&a.params()),
         BenchCommand::ThreadTimes(a) => bench::thread_times::run(&a.params()),
         BenchCommand::Socket(a) => bench::socket::run(&a.params()),
+        BenchCommand::Peers(a) => bench::peers::run(&a.params()),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The papers' lab: the benches (`sealink-lab bench
-//! seal|crypto|stacks|socket|datagram|adp|tunnel-cores|gpu`) and the fault relay
+//! seal|crypto|stacks|socket|datagram|adp|tunnel-cores|gpu|peers`) and the fault relay
 //! (`sealink-lab relay`), with the report module (tables, CSV, plots, run records) and the
 //! progress output they print through. Each entry point takes a plain `Params` struct. The lab
 //! owns its command line too: `cli` holds the clap arguments of these commands and fills the

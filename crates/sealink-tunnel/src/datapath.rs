@@ -435,7 +435,10 @@ impl Half for RxBatch {
 
     fn release(mut self: Box<Self>, sh: &Shared) {
         self.pkts.clear();
-        self.out.clear();
+        // `out` already holds what the core queued while the batch was reserved (the answers
+        // to handshakes that arrived in it beside data, in `UdpReader::step`): kept, and sent
+        // below with what the finish queues. Clearing it here lost those answers, and their
+        // initiators waited for a retry (issue 50).
         {
             let mut core = sh.lock();
             let now = sh.clock.now();

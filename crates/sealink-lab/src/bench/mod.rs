@@ -5,6 +5,7 @@ pub mod adp;
 pub mod crypto;
 pub mod datagram;
 pub mod gpu;
+pub mod peers;
 pub mod placement;
 pub mod quic;
 pub mod seal;
