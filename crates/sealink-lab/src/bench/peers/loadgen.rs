@@ -17,7 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use rustix::event::epoll;
-use sealink_proto::tunnel::{Decap, Encap, IpNet, PeerConfig, Tunnel, TunnelConfig};
+use sealink_proto::tunnel::{Decap, Encap, IpNet, Tunnel, TunnelConfig, TunnelPeerConfig};
 use sealink_proto::{Clock, HostKey, Time};
 
 use crate::error::{Error, Result};
@@ -173,11 +173,11 @@ impl Driver {
         self.phases.len() - 1
     }
 
-    fn peer_config(&self) -> Result<PeerConfig> {
+    fn peer_config(&self) -> Result<TunnelPeerConfig> {
         let hub_net: IpNet = format!("{}/32", self.hub_inner)
             .parse()
             .map_err(|e| Error::bench_by("the hub's tunnel address", e))?;
-        Ok(PeerConfig {
+        Ok(TunnelPeerConfig {
             name: "hub".into(),
             public_key: self.hub_public,
             endpoint: Some(self.hub),
