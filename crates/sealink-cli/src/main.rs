@@ -1,5 +1,5 @@
-//! `sealink`: keys and trust, stream, datagram and tunnel modes, and a simulated two-host demo.
-//! The papers' benchmarks and the fault relay are not here: they are the `sealink-lab` binary
+//! `sealink`: keys and trust, stream, datagram and tunnel modes, and a loopback demo.
+//! The papers' benchmarks, the simulated demo and the fault relay are not here: they are the `sealink-lab` binary
 //! (crates/sealink-lab), which this crate does not depend on.
 #![forbid(unsafe_code)]
 
@@ -31,7 +31,7 @@ use sealink_keys::KeyKind;
     name = "sealink",
     version,
     about = "Encrypted file transfer, VPN tunnels (also on WireGuard's wire) and messages between hosts and their owners",
-    after_help = "Examples:\n  sealink keygen host /etc/sealink/host.key\n  sealink demo --seed 7\n  sealink send big.iso 10.0.0.2\n\nLogs go to stderr (colour only on a terminal, never with NO_COLOR set); -v, -vv, -vvv or RUST_LOG (e.g. RUST_LOG=debug) show more.\n\nExit status: 0 success; 1 the command failed (network, files, keys, a transfer); 2 usage error (bad arguments or options)."
+    after_help = "Examples:\n  sealink keygen host /etc/sealink/host.key\n  sealink demo\n  sealink send big.iso 10.0.0.2\n\nLogs go to stderr (colour only on a terminal, never with NO_COLOR set); -v, -vv, -vvv or RUST_LOG (e.g. RUST_LOG=debug) show more.\n\nExit status: 0 success; 1 the command failed (network, files, keys, a transfer); 2 usage error (bad arguments or options)."
 )]
 struct Cli {
     /// More log output: -v info, -vv debug, -vvv trace (RUST_LOG, when set, decides instead)
@@ -76,8 +76,10 @@ enum Command {
         after_help = "Examples:\n  sealink trust check /etc/sealink/trust\n  sealink trust check --json /etc/sealink/trust | jq .ok"
     )]
     Trust(TrustCommand),
-    /// Run two hosts over a simulated lossy link and check every message arrives exactly once
-    #[command(after_help = "Example:\n  sealink demo --seed 7 --messages 500 --loss 0.05")]
+    /// Two hosts with throwaway keys exchange messages over UDP on 127.0.0.1; checks each arrives once
+    #[command(
+        after_help = "Example:\n  sealink demo --messages 500\n\nReal sockets and the product's own code, no simulator. Two hosts over a simulated lossy\nlink, with piggybacking on and off: `sealink-lab demo` (cargo run --release -p sealink-lab -- demo)."
+    )]
     Demo(demo::DemoArgs),
     /// Send files (or standard input) to a `sealink recv`, sealed and striped over TCP
     #[command(after_help = SEND_HELP)]
@@ -862,7 +864,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Man(a) => man(&a.command, a.dir.as_deref()),
         Command::TunnelHelper(a) => std::process::exit(sealink_tunnel::helper_main::main(&a.args)),
         Command::Show(a) => tunnel::show(a.name.as_deref(), a.run_dir.run_dir, a.json),
-        Command::Demo(a) => demo::run(&a.params()),
+        Command::Demo(a) => demo::run(&a),
     }
 }
 
