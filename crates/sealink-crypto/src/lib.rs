@@ -6,7 +6,8 @@
 //! * [`suite`]: per-direction packet keys that seal and open datagram bodies in place, in one
 //!   of three [`Scope`]s (none, authenticate-only, full encryption), singly or in batches.
 //! * [`hash`]: SHA-256, stream mode's content identity of a file.
-//! * [`kdf`]: HKDF-SHA-256 expansion of handshake output into suite keys.
+//! * [`kdf`]: HKDF-SHA-256 expansion of handshake output into suite keys, and plain HKDF.
+//! * [`mac`]: HMAC-SHA-256 with a constant-time check.
 //! * [`sign`]: Ed25519 owner keys and verification.
 //! * [`legacy`] (feature `legacy`): DES-CBC, 3DES-CBC, MD5, HMAC-MD5, for the lab only.
 //! * [`weak_keys`]: small-order X25519 and Ed25519 public keys, refused wherever keys are loaded.
@@ -26,6 +27,7 @@ pub mod kx;
 #[cfg(feature = "legacy")]
 pub mod legacy;
 mod legacy_len;
+pub mod mac;
 pub mod ossl;
 #[cfg(feature = "legacy")]
 pub mod raw;
