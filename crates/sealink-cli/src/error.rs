@@ -59,7 +59,7 @@ mod tests {
     fn usage_errors_are_found_through_context() {
         let e: anyhow::Error = UsageError("--loss must be within [0, 1)".into()).into();
         assert!(is_usage(&e));
-        assert!(is_usage(&e.context("demo")));
+        assert!(is_usage(&e.context("send")));
         assert!(!is_usage(&anyhow::anyhow!("network down")));
     }
 }

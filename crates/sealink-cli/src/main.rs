@@ -1,5 +1,5 @@
-//! `sealink`: keys and trust, stream, datagram and tunnel modes, and a simulated two-host demo.
-//! The papers' benchmarks and the fault relay are not here: they are the `sealink-lab` binary
+//! `sealink`: keys and trust, stream, datagram and tunnel modes, and a loopback demo.
+//! The papers' benchmarks, the simulated demo and the fault relay are not here: they are the `sealink-lab` binary
 //! (crates/sealink-lab), which this crate does not depend on.
 #![forbid(unsafe_code)]
 
@@ -31,7 +31,7 @@ use sealink_keys::KeyKind;
     name = "sealink",
     version,
     about = "Encrypted file transfer, VPN tunnels (also on WireGuard's wire) and messages between hosts and their owners",
-    after_help = "Examples:\n  sealink keygen host /etc/sealink/host.key\n  sealink demo --seed 7\n  sealink send big.iso 10.0.0.2\n\nLogs go to stderr (colour only on a terminal, never with NO_COLOR set); -v, -vv, -vvv or RUST_LOG (e.g. RUST_LOG=debug) show more.\n\nExit status: 0 success; 1 the command failed (network, files, keys, a transfer); 2 usage error (bad arguments or options)."
+    after_help = "Examples:\n  sealink keygen host /etc/sealink/host.key\n  sealink demo\n  sealink send big.iso 10.0.0.2\n\nLogs go to stderr (colour only on a terminal, never with NO_COLOR set); -v, -vv, -vvv or RUST_LOG (e.g. RUST_LOG=debug) show more.\n\nExit status: 0 success; 1 the command failed (network, files, keys, a transfer); 2 usage error (bad arguments or options)."
 )]
 struct Cli {
     /// More log output: -v info, -vv debug, -vvv trace (RUST_LOG, when set, decides instead)
@@ -76,15 +76,17 @@ enum Command {
         after_help = "Examples:\n  sealink trust check /etc/sealink/trust\n  sealink trust check --json /etc/sealink/trust | jq .ok"
     )]
     Trust(TrustCommand),
-    /// Run two hosts over a simulated lossy link and check every message arrives exactly once
-    #[command(after_help = "Example:\n  sealink demo --seed 7 --messages 500 --loss 0.05")]
+    /// Two hosts with throwaway keys exchange messages over UDP on 127.0.0.1; checks each arrives once
+    #[command(
+        after_help = "Example:\n  sealink demo --messages 500\n\nReal sockets and the product's own code, no simulator. Two hosts over a simulated lossy\nlink, with piggybacking on and off: `sealink-lab demo` (cargo run --release -p sealink-lab -- demo)."
+    )]
     Demo(demo::DemoArgs),
     /// Send files (or standard input) to a `sealink recv`, sealed and striped over TCP
-    #[command(after_help = SEND_HELP)]
-    Send(SendArgs),
+    #[command(after_help = stream::SEND_HELP)]
+    Send(stream::SendArgs),
     /// Receive files from `sealink send` into a directory (or standard output)
-    #[command(after_help = RECV_HELP)]
-    Recv(RecvArgs),
+    #[command(after_help = stream::RECV_HELP)]
+    Recv(stream::RecvArgs),
     /// Datagram mode: owner-authenticated messages over UDP (`listen` prints, `send` delivers)
     #[command(subcommand, after_help = MSG_HELP)]
     Msg(MsgCommand),
@@ -152,15 +154,49 @@ struct PairArgs {
     /// This side's name in the peer's trust file [default: the system host name]
     #[arg(long)]
     name: Option<String>,
+    #[command(flatten)]
+    me: IdentityArgs,
+}
+
+/// This host's key and trust file (send, recv, msg, pair).
+#[derive(Debug, Args)]
+struct HostArgs {
     /// This host's private key [default: $SEALINK_HOME/host.key]
     #[arg(long)]
     key: Option<PathBuf>,
+    /// Trust file: the hosts and owners this side believes (a receiver's senders, a sender's
+    /// receivers; pair adds the peer to it) [default: $SEALINK_HOME/trust]
+    #[arg(long)]
+    trust: Option<PathBuf>,
+}
+
+/// [`HostArgs`] and the owner key of a side that sends or pairs.
+#[derive(Debug, Args)]
+struct IdentityArgs {
+    #[command(flatten)]
+    host: HostArgs,
     /// This owner's private key [default: $SEALINK_HOME/owner.key]
     #[arg(long)]
     owner: Option<PathBuf>,
-    /// Trust file to add the peer to [default: $SEALINK_HOME/trust]
-    #[arg(long)]
-    trust: Option<PathBuf>,
+}
+
+impl HostArgs {
+    fn identity(self) -> sealink_keys::Identity {
+        sealink_keys::Identity {
+            host_key: self.key,
+            owner_key: None,
+            trust: self.trust,
+        }
+    }
+}
+
+impl IdentityArgs {
+    fn identity(self) -> sealink_keys::Identity {
+        sealink_keys::Identity {
+            owner_key: self.owner,
+            ..self.host.identity()
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -216,60 +252,6 @@ struct RunDirArg {
     run_dir: Option<PathBuf>,
 }
 
-const SEND_HELP: &str = "Examples:
-  sealink send big.iso 10.0.0.2
-  sealink send a.bin b.bin bob@10.0.0.2:7878 --streams 4
-  tar c dir | sealink send - 10.0.0.2 --as dir.tar
-
-Keys and trust default to $SEALINK_HOME (else ~/.sealink if it exists, else ~/.config/sealink): host.key, owner.key, trust. The receiver
-must trust this host's and this owner's public keys; this side must trust the receiver's host key
-(`host NAME KEY` in the trust file; NAME@ picks one when several are trusted).
-`sealink send` exits 0 only after the receiver confirms it holds every file complete. A receiver
-that takes no data for --idle-timeout seconds (stalled, or a dead route) fails the transfer.
-With --json, stdout gets one JSON object a line per file (result ok, or failed with error) and
-no summary line.
---update skips files the receiver has with the same size and mtime and sends the rest; adding
-to or replacing in what the receiver has needs its consent (`sealink recv --update` or --force),
-and a refusal says which side can do what.
-An interrupted transfer resumes when the same command runs again: the receiver keeps what it
-holds of each file (bound to this owner key and the file's name, size and mtime), only the rest
-is sent, and the whole file's SHA-256 is checked before it is stored. --no-resume starts over.
-A tree of any size goes as it is walked, its list of entries in batches; a new tree that was
-interrupted resumes from what the receiver already stored of it.
-What cannot be sent (a missing argument, an unreadable or vanished file) is reported and left
-out, and the rest is sent. Links that are absolute or lead out of their tree are skipped with a
-warning (--copy-links sends what they point to). --dry-run lists what would be sent.
-
-Exit status: 0 everything sent and confirmed; 23 partial: some things could not be sent (each
-named on standard error), the rest was; 1 the transfer failed; 2 bad usage.";
-
-const RECV_HELP: &str = "Examples:
-  sealink recv --dir /srv/incoming
-  sealink recv --listen 127.0.0.1:9000 --dir . --once
-  sealink recv --once --stdout > dir.tar
-
-Each file is written under a hidden temporary name and renamed only after its last record has
-been verified and the stream's authenticated end has arrived; a failed transfer leaves no file
-under its name. What arrived of a file (not of standard input) is kept, private, as hidden
-.sealink-resume-* state for the same owner's next attempt, cut down to what it holds. At start-up,
-state older than --resume-max-age is deleted, as are part files and staging directories of a
-receiver that crashed; kept state is bounded per owner and in total (the newest kept first).
-Existing files are kept unless --force: a transfer that would change one is refused. With
---update, a sender's `send --update` may add to existing directories and replace files that
-changed; a directory's own mode and mtime change only with --force. Received names never take
-the receiver's own (.sealink-*, .*.sealink-part). With --stdout, data is written in order as it
-arrives.
-A new tree is assembled in a hidden staging directory and renamed into place once complete; an
-interrupted one keeps its staging directory for the same owner's next attempt. --max-entries,
---max-bytes and --max-depth bound what one transfer may announce (refusals name the flag).
---delete lets a sender's `send --delete` remove, inside the directories its tree merges into,
-what the sender no longer has; without it such a transfer is refused.
-A connection must authenticate within --setup-timeout; until it has, it holds no slot of --once
-and may be closed to make room (--max-pending, oldest first). A transfer that receives nothing for
---idle-timeout seconds fails, and its temporary files are removed.
-With --json, stdout gets one JSON object a line for each file stored (name, path, bytes, seconds,
-peer, host, owner, suite, ...) instead of the summary lines; failures go to stderr.";
-
 const MSG_HELP: &str = "Examples:
   sealink msg listen --listen 0.0.0.0:7878
   sealink msg send 10.0.0.2 'hello' 'second message' --to inbox --urgent
@@ -282,95 +264,11 @@ must trust the listener's host key and names itself after the `owner` line match
 #[derive(Debug, Subcommand)]
 enum MsgCommand {
     /// Receive messages and print each: sender owner@host, scope, size, text (or hex)
-    #[command(after_help = MSG_LISTEN_HELP)]
-    Listen(MsgListenArgs),
+    #[command(after_help = msg::LISTEN_HELP)]
+    Listen(msg::ListenArgs),
     /// Send messages to a `sealink msg listen`; exits 0 once every one is acknowledged
-    #[command(after_help = MSG_SEND_HELP)]
-    Send(MsgSendArgs),
-}
-
-const MSG_LISTEN_HELP: &str = "Examples:
-  sealink msg listen
-  sealink msg listen --listen 127.0.0.1:9000 --count 3
-  sealink msg listen --json | jq .text
-
-Each message prints as one line: `OWNER@HOST [to DEST] [SCOPE, N bytes]: TEXT`, where OWNER is
-verified against its signature and the trust file and HOST is the trusted host whose channel
-carried it; bytes that are not printable UTF-8 print as hex:... With --json, one object a line
-with from, peer, to, scope, bytes and text or hex. Runs until a signal, or --count messages.";
-
-const MSG_SEND_HELP: &str = "Examples:
-  sealink msg send 10.0.0.2 hello
-  sealink msg send bob@10.0.0.2:9000 'disk full' --to ops --urgent
-  sealink msg send 10.0.0.2 a b c --deadline 50 --auth-only
-
-Each MESSAGE argument is one message. Non-urgent messages may wait (up to the default 10 ms, or
---deadline) to ride together in one datagram; --urgent sends at once. The command exits 0 only
-after the receiver has acknowledged every message, and fails after --timeout otherwise.";
-
-#[derive(Debug, Args)]
-struct MsgListenArgs {
-    /// UDP address to listen on (ADDR:PORT, or ADDR for port 7878)
-    #[arg(long, default_value = "0.0.0.0:7878")]
-    listen: String,
-    /// This host's private key [default: $SEALINK_HOME/host.key]
-    #[arg(long)]
-    key: Option<PathBuf>,
-    /// Trust file: hosts that may open channels, owners that may send [default: $SEALINK_HOME/trust]
-    #[arg(long)]
-    trust: Option<PathBuf>,
-    /// Print one JSON object per message
-    #[arg(long)]
-    json: bool,
-    /// Exit after this many messages
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    count: Option<u64>,
-}
-
-#[derive(Debug, Args)]
-struct MsgSendArgs {
-    /// The receiver: [NAME@]HOST[:PORT] (UDP port 7878 by default; NAME picks its trusted host key)
-    dest: String,
-    /// Messages, one per argument
-    #[arg(required = true)]
-    messages: Vec<String>,
-    /// Trusted host name of the receiver (instead of NAME@)
-    #[arg(long)]
-    peer: Option<String>,
-    /// This host's private key [default: $SEALINK_HOME/host.key]
-    #[arg(long)]
-    key: Option<PathBuf>,
-    /// The sending owner's private key [default: $SEALINK_HOME/owner.key]
-    #[arg(long)]
-    owner: Option<PathBuf>,
-    /// The sending owner's name [default: the trust file's `owner` line with this key]
-    #[arg(long)]
-    from: Option<String>,
-    /// Destination owner at the receiver [default: the receiving host itself]
-    #[arg(long)]
-    to: Option<String>,
-    /// Trust file [default: $SEALINK_HOME/trust]
-    #[arg(long)]
-    trust: Option<PathBuf>,
-    /// Send at once, taking any queued messages along
-    #[arg(long, conflicts_with = "deadline")]
-    urgent: bool,
-    /// Longest a message may wait to ride with others, in milliseconds
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=60_000))]
-    deadline: Option<u64>,
-    /// Authenticate only: the message travels in clear, with a tag
-    #[arg(long)]
-    auth_only: bool,
-    /// Local UDP address [default: any address, a free port]
-    #[arg(long)]
-    listen: Option<String>,
-    /// Give up if not every message is acknowledged within this long (seconds, or with a unit:
-    /// 30s, 5m)
-    #[arg(long, value_name = "DURATION", default_value_t = 30.0, value_parser = parse_timeout)]
-    timeout: f64,
-    /// No summary line
-    #[arg(long, short)]
-    quiet: bool,
+    #[command(after_help = msg::SEND_HELP)]
+    Send(msg::SendArgs),
 }
 
 fn parse_timeout(s: &str) -> Result<f64, String> {
@@ -484,210 +382,6 @@ enum TrustCommand {
     },
 }
 
-#[derive(Debug, Args)]
-struct SendArgs {
-    /// Files and directories to send (a directory goes as a tree: its files, directories and
-    /// links, with modes and mtimes); "-" reads standard input and must come last
-    #[arg(required = true)]
-    files: Vec<PathBuf>,
-    /// The receiver: [NAME@]HOST[:PORT] (port 7878 by default; NAME picks its trusted host key)
-    dest: String,
-    /// Trusted host name of the receiver (instead of NAME@)
-    #[arg(long)]
-    peer: Option<String>,
-    /// This host's private key [default: $SEALINK_HOME/host.key]
-    #[arg(long)]
-    key: Option<PathBuf>,
-    /// The sending owner's private key [default: $SEALINK_HOME/owner.key]
-    #[arg(long)]
-    owner: Option<PathBuf>,
-    /// Trust file [default: $SEALINK_HOME/trust]
-    #[arg(long)]
-    trust: Option<PathBuf>,
-    /// TCP connections to stripe over [default: one per core, at most 8]
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
-    streams: Option<u16>,
-    /// AEAD suite of the records
-    #[arg(long, default_value = "aes128-gcm", value_parser = suite_parser(), ignore_case = true)]
-    suite: SuiteId,
-    /// Authenticate only: data travels in clear, every record still carries a tag
-    #[arg(long)]
-    auth_only: bool,
-    /// Data bytes per record
-    #[arg(long, default_value_t = sealink_stream::DEFAULT_RECORD_DATA, value_parser = parse_record_size)]
-    record_size: usize,
-    /// Name under which standard input ("-") is stored [default: stdin]
-    #[arg(long = "as", value_name = "NAME")]
-    stdin_name: Option<String>,
-    /// Start every file over: the receiver discards what it kept of an interrupted transfer
-    #[arg(long)]
-    no_resume: bool,
-    /// Leave out of directory trees what matches this gitignore-style pattern, matched against
-    /// paths relative to each directory given (`*.log`, `build/`, `/only-at-the-top`);
-    /// repeatable
-    #[arg(long, value_name = "PATTERN")]
-    exclude: Vec<String>,
-    /// Update what the receiver has: send no data for files it already has with the same size
-    /// and mtime, and add to and replace in existing directories. The receiver must agree
-    /// (`sealink recv --update` or `--force`); without that, a transfer that would change
-    /// anything it has is refused, and an up-to-date file alone is only skipped
-    #[arg(long)]
-    update: bool,
-    /// Send what absolute links, and links leading out of their tree, point to (by default
-    /// such links are skipped with a warning; links inside the tree always go as links)
-    #[arg(long)]
-    copy_links: bool,
-    /// List what would be sent (path, kind, size) and what would be left out; connect to
-    /// nothing, change nothing
-    #[arg(long, short = 'n')]
-    dry_run: bool,
-    /// Delete at the receiver, in the directories this transfer merges into, what the sender
-    /// no longer has. The receiver must allow it (`sealink recv --delete`), else the transfer
-    /// is refused; nothing outside the directories sent is ever touched
-    #[arg(long)]
-    delete: bool,
-    /// Most bytes per second to send, over all streams together: a number with an optional
-    /// unit, k/M/G powers of 1000 (10M = 10 MB/s), Ki/Mi/Gi powers of 1024 (10MiB), or bits
-    /// (80Mbit = 10 MB/s); at least 1KiB. Counts the sealed records written (file data plus
-    /// 32 bytes a record), not TCP/IP headers
-    #[arg(long, value_name = "RATE", value_parser = units::parse_rate)]
-    limit: Option<u64>,
-    #[command(flatten)]
-    timeouts: TimeoutArgs,
-    /// No progress bar, no summary line
-    #[arg(long, short)]
-    quiet: bool,
-    /// Print one JSON object a line on stdout for each file (delivered or failed) instead of
-    /// the summary line (schema: sealink_stream::report::FileRecord)
-    #[arg(long)]
-    json: bool,
-}
-
-/// Timeouts of stream mode (both sides).
-#[derive(Debug, Args)]
-struct TimeoutArgs {
-    /// How long to connect, shake hands and gather the stripes (on the receiver: from a
-    /// connection's arrival until its peer has authenticated); seconds, or with a unit (30s, 2m)
-    #[arg(long, value_name = "DURATION", default_value_t = 10.0, value_parser = parse_stream_timeout)]
-    setup_timeout: f64,
-    /// How long a transfer may go without progress before both sides give up (also the
-    /// sender's wait for the receiver's final confirmation); seconds, or with a unit (90s, 5m)
-    #[arg(long, value_name = "DURATION", default_value_t = 60.0, value_parser = parse_stream_timeout)]
-    idle_timeout: f64,
-}
-
-impl TimeoutArgs {
-    fn get(&self) -> sealink_stream::Timeouts {
-        sealink_stream::Timeouts {
-            setup: Duration::from_secs_f64(self.setup_timeout),
-            idle: Duration::from_secs_f64(self.idle_timeout),
-        }
-    }
-}
-
-fn parse_conn_count(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
-    if (1..=65_536).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not within 1..=65536"))
-    }
-}
-
-fn parse_stream_timeout(s: &str) -> Result<f64, String> {
-    units::parse_secs_within(s, 0.01, 86_400.0)
-}
-
-fn parse_record_size(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
-    let max = sealink_proto::stream::record::MAX_RECORD_DATA;
-    let min = sealink_proto::stream::record::MIN_RECORD_DATA;
-    if (min..=max).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not within {min}..={max}"))
-    }
-}
-
-#[derive(Debug, Args)]
-struct RecvArgs {
-    /// Address to listen on (ADDR:PORT, or ADDR for port 7878)
-    #[arg(long, default_value = "0.0.0.0:7878")]
-    listen: String,
-    /// Directory to store received files in
-    #[arg(long, default_value = ".")]
-    dir: PathBuf,
-    /// Write the received data to standard output instead (implies --once)
-    #[arg(long, conflicts_with = "dir")]
-    stdout: bool,
-    /// Serve one transfer, then exit with its outcome
-    #[arg(long)]
-    once: bool,
-    /// Replace existing files and links, and merge received trees into existing directories,
-    /// setting their modes and mtimes (never deleting anything the sender did not send)
-    #[arg(long)]
-    force: bool,
-    /// Take updates from senders that ask for them (`sealink send --update`): add entries to
-    /// existing directories, which keep their own modes and mtimes, and replace files and links
-    /// that changed by ones of the same kind; files with the same size and mtime are kept, not
-    /// sent again
-    #[arg(long)]
-    update: bool,
-    /// Let received files keep group and other write permission when the sender's mode has it
-    /// (still within the umask). Without it, received files never get group or other write;
-    /// setuid, setgid and sticky bits are never kept
-    #[arg(long)]
-    keep_group_other_write: bool,
-    /// This host's private key [default: $SEALINK_HOME/host.key]
-    #[arg(long)]
-    key: Option<PathBuf>,
-    /// Trust file: hosts that may connect, owners that may send [default: $SEALINK_HOME/trust]
-    #[arg(long)]
-    trust: Option<PathBuf>,
-    #[command(flatten)]
-    timeouts: TimeoutArgs,
-    /// Most connections held at once (each holds a thread; a stripe also a 4 MiB buffer)
-    #[arg(long, value_name = "N", default_value_t = sealink_stream::ConnLimits::default().max_conns,
-          value_parser = parse_conn_count)]
-    max_conns: usize,
-    /// Most connections held at once that have not authenticated (the oldest is closed
-    /// to make room; one source address may hold at most 64)
-    #[arg(long, value_name = "N", default_value_t = sealink_stream::ConnLimits::default().max_pending,
-          value_parser = parse_conn_count)]
-    max_pending: usize,
-    /// Delete resume state of interrupted transfers older than this at start-up (seconds, or
-    /// with a unit: 90m, 12h, 7d, 7days)
-    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = stream::parse_age)]
-    resume_max_age: Duration,
-    /// Let senders that ask for it (`sealink send --delete`) delete, in the directories their
-    /// transfer merges into, what they no longer have (never anything else)
-    #[arg(long)]
-    delete: bool,
-    /// Do not fsync received files before they take their names (as rsync by default):
-    /// faster for many small files, but a crash of this host can then leave a file under its
-    /// name without all of its data
-    #[arg(long)]
-    no_fsync: bool,
-    /// Most entries (files, directories, links) one transfer may announce
-    #[arg(long, value_name = "N", default_value_t = sealink_proto::stream::TreeLimits::default().max_entries)]
-    max_entries: u64,
-    /// Most bytes of files one transfer may announce, with an optional unit (k/M/G/T powers of
-    /// 1000, Ki/Mi/Gi/Ti powers of 1024) [default: 64TiB]
-    #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
-    max_bytes: Option<u64>,
-    /// Most components in one path of a transfer (at most 128)
-    #[arg(long, value_name = "N", default_value_t = 128,
-          value_parser = clap::value_parser!(u16).range(1..=128))]
-    max_depth: u16,
-    /// No progress bar, no summary lines
-    #[arg(long, short)]
-    quiet: bool,
-    /// Print one JSON object a line on stdout for each file stored instead of the summary
-    /// lines (schema: sealink_stream::report::FileRecord)
-    #[arg(long, conflicts_with = "stdout")]
-    json: bool,
-}
-
 fn init_tracing(verbose: u8, quiet: bool) {
     let level = match verbose {
         _ if quiet => LevelFilter::ERROR,
@@ -738,10 +432,8 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Init(a) => keys::init(a.host_name, a.owner_name),
         Command::Pair(a) => {
-            let me = pair::Identity {
-                key: a.key,
-                owner: a.owner,
-                trust: a.trust,
+            let me = pair::Me {
+                id: a.me.identity(),
                 name: a.name,
             };
             match (a.code, a.host) {
@@ -773,84 +465,10 @@ fn run(cli: Cli) -> Result<()> {
             )
             .into())
         }
-        Command::Send(a) => stream::send(stream::SendParams {
-            files: a.files,
-            dest: a.dest,
-            peer: a.peer,
-            key: a.key,
-            owner: a.owner,
-            trust: a.trust,
-            streams: a.streams.map(usize::from),
-            suite: a.suite,
-            auth_only: a.auth_only,
-            record_size: a.record_size,
-            stdin_name: a.stdin_name.unwrap_or_else(|| "stdin".into()),
-            resume: !a.no_resume,
-            exclude: a.exclude,
-            update: a.update,
-            rate_limit: a.limit,
-            timeouts: a.timeouts.get(),
-            quiet: a.quiet,
-            json: a.json,
-            copy_links: a.copy_links,
-            dry_run: a.dry_run,
-            delete: a.delete,
-        }),
-        Command::Recv(a) => stream::recv(stream::RecvParams {
-            listen: a.listen,
-            dir: a.dir,
-            stdout: a.stdout,
-            once: a.once,
-            force: a.force,
-            update: a.update,
-            keep_group_other_write: a.keep_group_other_write,
-            key: a.key,
-            trust: a.trust,
-            timeouts: a.timeouts.get(),
-            limits: sealink_stream::ConnLimits {
-                max_conns: a.max_conns,
-                max_pending: a.max_pending,
-                ..sealink_stream::ConnLimits::default()
-            },
-            resume_max_age: a.resume_max_age,
-            quiet: a.quiet,
-            json: a.json,
-            delete: a.delete,
-            sync: !a.no_fsync,
-            tree_limits: sealink_proto::stream::TreeLimits {
-                max_entries: a.max_entries,
-                max_bytes: a
-                    .max_bytes
-                    .unwrap_or(sealink_proto::stream::TreeLimits::default().max_bytes),
-                max_depth: usize::from(a.max_depth),
-            },
-        }),
-        Command::Msg(MsgCommand::Listen(a)) => msg::listen(msg::ListenParams {
-            listen: a.listen,
-            key: a.key,
-            trust: a.trust,
-            json: a.json,
-            count: a.count,
-        }),
-        Command::Msg(MsgCommand::Send(a)) => msg::send(msg::SendParams {
-            dest: a.dest,
-            messages: a.messages,
-            peer: a.peer,
-            key: a.key,
-            owner: a.owner,
-            from: a.from,
-            to: a.to,
-            trust: a.trust,
-            urgency: match (a.urgent, a.deadline) {
-                (true, _) => sealink_datagram::Urgency::Urgent,
-                (false, Some(ms)) => sealink_datagram::Urgency::Deadline(Duration::from_millis(ms)),
-                (false, None) => sealink_datagram::Urgency::Default,
-            },
-            auth_only: a.auth_only,
-            listen: a.listen,
-            timeout: Duration::from_secs_f64(a.timeout),
-            quiet: a.quiet,
-        }),
+        Command::Send(a) => stream::send(a),
+        Command::Recv(a) => stream::recv(a),
+        Command::Msg(MsgCommand::Listen(a)) => msg::listen(a),
+        Command::Msg(MsgCommand::Send(a)) => msg::send(a),
         Command::Up(a) => tunnel::up(&a.config, a.run_dir.run_dir),
         Command::Reload(a) => tunnel::reload(&a.config, a.run_dir.run_dir),
         Command::Down(a) => tunnel::down(&a.name, a.run_dir.run_dir),
@@ -862,7 +480,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Man(a) => man(&a.command, a.dir.as_deref()),
         Command::TunnelHelper(a) => std::process::exit(sealink_tunnel::helper_main::main(&a.args)),
         Command::Show(a) => tunnel::show(a.name.as_deref(), a.run_dir.run_dir, a.json),
-        Command::Demo(a) => demo::run(&a.params()),
+        Command::Demo(a) => demo::run(&a),
     }
 }
 

@@ -2,53 +2,98 @@
 //! trust resolve as in stream mode (`$SEALINK_HOME`, else `~/.sealink` if it exists, else `~/.config/sealink`; `host NAME KEY` and
 //! `owner NAME KEY` trust lines), and the UDP port defaults to stream mode's TCP port.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use sealink_crypto::Scope;
-use sealink_crypto::sign::OwnerSigningKey;
 use sealink_datagram::{LocalOwner, Node, NodeConfig, NodeError, PeerConfig, Urgency};
 
-use crate::stream::{parse_dest, pick_peer, resolve_listen};
+use crate::stream::{parse_dest, resolve_listen};
+use crate::{HostArgs, IdentityArgs};
 use anyhow::{Context, Result, anyhow, bail};
-use sealink_keys::home::{self, or_home};
-use sealink_keys::{KeyKind, keyfile};
 
-pub struct ListenParams {
+pub const LISTEN_HELP: &str = "Examples:
+  sealink msg listen
+  sealink msg listen --listen 127.0.0.1:9000 --count 3
+  sealink msg listen --json | jq .text
+
+Each message prints as one line: `OWNER@HOST [to DEST] [SCOPE, N bytes]: TEXT`, where OWNER is
+verified against its signature and the trust file and HOST is the trusted host whose channel
+carried it; bytes that are not printable UTF-8 print as hex:... With --json, one object a line
+with from, peer, to, scope, bytes and text or hex. Runs until a signal, or --count messages.";
+
+pub const SEND_HELP: &str = "Examples:
+  sealink msg send 10.0.0.2 hello
+  sealink msg send bob@10.0.0.2:9000 'disk full' --to ops --urgent
+  sealink msg send 10.0.0.2 a b c --deadline 50 --auth-only
+
+Each MESSAGE argument is one message. Non-urgent messages may wait (up to the default 10 ms, or
+--deadline) to ride together in one datagram; --urgent sends at once. The command exits 0 only
+after the receiver has acknowledged every message, and fails after --timeout otherwise.";
+
+#[derive(Debug, clap::Args)]
+pub struct ListenArgs {
+    /// UDP address to listen on (ADDR:PORT, or ADDR for port 7878)
+    #[arg(long, default_value = "0.0.0.0:7878")]
     pub listen: String,
-    pub key: Option<PathBuf>,
-    pub trust: Option<PathBuf>,
+    #[command(flatten)]
+    pub me: HostArgs,
+    /// Print one JSON object per message
+    #[arg(long)]
     pub json: bool,
+    /// Exit after this many messages
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
 }
 
-pub struct SendParams {
+#[derive(Debug, clap::Args)]
+pub struct SendArgs {
+    /// The receiver: [NAME@]HOST[:PORT] (UDP port 7878 by default; NAME picks its trusted host key)
     pub dest: String,
+    /// Messages, one per argument
+    #[arg(required = true)]
     pub messages: Vec<String>,
+    /// Trusted host name of the receiver (instead of NAME@)
+    #[arg(long)]
     pub peer: Option<String>,
-    pub key: Option<PathBuf>,
-    pub owner: Option<PathBuf>,
-    /// Owner name; default: the trust file's `owner` line with this owner's public key.
+    #[command(flatten)]
+    pub me: IdentityArgs,
+    /// The sending owner's name [default: the trust file's `owner` line with this key]
+    #[arg(long)]
     pub from: Option<String>,
+    /// Destination owner at the receiver [default: the receiving host itself]
+    #[arg(long)]
     pub to: Option<String>,
-    pub trust: Option<PathBuf>,
-    pub urgency: Urgency,
+    /// Send at once, taking any queued messages along
+    #[arg(long, conflicts_with = "deadline")]
+    pub urgent: bool,
+    /// Longest a message may wait to ride with others, in milliseconds
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub deadline: Option<u64>,
+    /// Authenticate only: the message travels in clear, with a tag
+    #[arg(long)]
     pub auth_only: bool,
+    /// Local UDP address [default: any address, a free port]
+    #[arg(long)]
     pub listen: Option<String>,
-    pub timeout: Duration,
+    /// Give up if not every message is acknowledged within this long (seconds, or with a unit:
+    /// 30s, 5m)
+    #[arg(long, value_name = "DURATION", default_value_t = 30.0, value_parser = crate::parse_timeout)]
+    pub timeout: f64,
+    /// No summary line
+    #[arg(long, short)]
     pub quiet: bool,
 }
 
-pub fn listen(p: ListenParams) -> Result<()> {
-    let trust_path = or_home(p.trust, home::TRUST);
-    let trust = sealink_keys::read_trust(&trust_path)?;
+pub fn listen(p: ListenArgs) -> Result<()> {
+    let me = p.me.identity();
+    let (trust_path, trust) = me.read_trust()?;
     if trust.hosts.is_empty() || trust.owners.is_empty() {
         bail!(
             "{} must trust at least one host and one owner to receive anything",
             trust_path.display()
         );
     }
-    let host = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
+    let host = me.host()?;
     let addr = resolve_listen(&p.listen)?;
     let mut cfg = NodeConfig::new(addr, host);
     cfg.directory = trust.directory()?;
@@ -149,20 +194,21 @@ fn json_record(from: &str, peer: &str, to: Option<&str>, scope: Scope, data: &[u
     serde_json::to_string(&rec).unwrap_or_default() + "\n"
 }
 
-pub fn send(p: SendParams) -> Result<()> {
-    let trust_path = or_home(p.trust, home::TRUST);
-    let trust = sealink_keys::read_trust(&trust_path)?;
+pub fn send(p: SendArgs) -> Result<()> {
+    let me = p.me.identity();
+    let timeout = Duration::from_secs_f64(p.timeout);
+    let urgency = match (p.urgent, p.deadline) {
+        (true, _) => Urgency::Urgent,
+        (false, Some(ms)) => Urgency::Deadline(Duration::from_millis(ms)),
+        (false, None) => Urgency::Default,
+    };
+    let (trust_path, trust) = me.read_trust()?;
     let (name, host, addr) = parse_dest(&p.dest)?;
-    let (peer_name, peer_key) = pick_peer(
-        &trust.hosts,
-        name.as_deref().or(p.peer.as_deref()),
-        &host,
-        &trust_path,
-    )?;
-    let host_key = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
-    let owner_path = or_home(p.owner, home::OWNER_KEY);
-    let seed = keyfile::read_private(&owner_path, KeyKind::Owner)?;
-    let owner_key = OwnerSigningKey::from_seed(&seed)?;
+    let (peer_name, peer_key) =
+        trust.pick_host(name.as_deref().or(p.peer.as_deref()), &host, &trust_path)?;
+    let host_key = me.host()?;
+    let owner_path = me.owner_key_path();
+    let owner_key = me.owner()?;
     let owner_name = match p.from {
         Some(n) => n,
         None => trust
@@ -187,7 +233,7 @@ pub fn send(p: SendParams) -> Result<()> {
     let mut cfg = NodeConfig::new(listen, host_key);
     // The node gives up on a peer that never answers after its handshake attempts (20, one a
     // second, by default): enough of them to last the whole --timeout, which ends the wait.
-    cfg.config.handshake_attempts = handshake_attempts_for(p.timeout, cfg.config.handshake_timeout);
+    cfg.config.handshake_attempts = handshake_attempts_for(timeout, cfg.config.handshake_timeout);
     cfg.peers.push(PeerConfig {
         name: peer_name.clone(),
         public_key: peer_key,
@@ -206,12 +252,12 @@ pub fn send(p: SendParams) -> Result<()> {
             me,
             p.to.as_deref(),
             m.as_bytes(),
-            p.urgency,
+            urgency,
             scope,
         )
         .with_context(|| format!("cannot queue a message of {} bytes", m.len()))?;
     }
-    match flush_showing_progress(&node, &peer_name, p.timeout, p.quiet) {
+    match flush_showing_progress(&node, &peer_name, timeout, p.quiet) {
         Ok(()) => {}
         Err(NodeError::Timeout(t)) => {
             bail!(

@@ -1,14 +1,10 @@
 //! `sealink pair`: two hosts trust each other's host and owner keys after one short code is
 //! read from one screen and typed on the other, as magic-wormhole and croc pair.
 //!
-//! The listener draws a code ([`code`]), waits for one TCP connection and runs the exchange
-//! ([`proto`]) once, whatever its outcome: an attacker gets a single guess at the code. Both
+//! The listener draws a code, waits for one TCP connection and runs the exchange
+//! (`sealink_keys::pair`, the protocol) once, whatever its outcome: an attacker gets a single guess at the code. Both
 //! sides then show the fingerprints and add `host NAME KEY` and `owner NAME KEY` to their trust
 //! files through [`trust::add`], the code (and lock) of `sealink trust add`.
-
-mod code;
-mod proto;
-mod words;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -17,10 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use sealink_keys::keyfile::{self, KeyFileError, KeyKind};
-use sealink_keys::{fingerprint, home, trust};
+use sealink_keys::{Identity, fingerprint, home, trust};
 
-use code::Code;
-use proto::Payload;
+use sealink_keys::pair::{self as proto, Code, Payload};
 
 /// TCP port of `sealink pair` (one above the stream receiver's 7878).
 pub const DEFAULT_PORT: u16 = 7879;
@@ -30,54 +25,10 @@ const IO_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long `sealink pair CODE HOST` tries to connect.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Why a pairing failed.
-#[derive(Debug, thiserror::Error)]
-pub enum PairError {
-    #[error("bad pairing code: {0}")]
-    BadCode(String),
-    #[error(
-        "the code did not match: nothing was exchanged (a code works once: run `sealink pair` again for a new one)"
-    )]
-    CodeMismatch,
-    #[error(
-        "the peer closed the connection {0} (a wrong code or an interrupted pairing): nothing was exchanged"
-    )]
-    Closed(&'static str),
-    #[error("timed out {0}")]
-    Timeout(&'static str),
-    #[error("network error {stage}: {error}")]
-    Io {
-        stage: &'static str,
-        error: io::Error,
-    },
-    #[error("the peer sent a bad pairing message {stage}: {problem}")]
-    Malformed {
-        stage: &'static str,
-        problem: String,
-    },
-    #[error("the peer speaks pairing protocol version {0}; this sealink speaks version {v}", v = proto::VERSION)]
-    Version(u8),
-    #[error("the peer's keys did not authenticate (altered in transit?): nothing was added")]
-    Tampered,
-    #[error("{0}; the peer was told, and added nothing either")]
-    Refused(String),
-    #[error("the peer refused this host's keys (its own message says why): nothing was added")]
-    PeerRefused,
-    #[error("the system's random generator failed")]
-    Random,
-    #[error("key derivation or encryption failed")]
-    Crypto,
-}
-
 /// Keys, trust file and name of this side.
 #[derive(Debug)]
-pub struct Identity {
-    /// This host's private key [default: $SEALINK_HOME/host.key].
-    pub key: Option<PathBuf>,
-    /// This owner's private key [default: $SEALINK_HOME/owner.key].
-    pub owner: Option<PathBuf>,
-    /// Trust file [default: $SEALINK_HOME/trust].
-    pub trust: Option<PathBuf>,
+pub struct Me {
+    pub id: Identity,
     /// The name the peer files this side under [default: the host name].
     pub name: Option<String>,
 }
@@ -89,7 +40,7 @@ pub struct ListenParams {
     pub timeout: Duration,
     /// A fixed code instead of a drawn one (hidden option, for tests and scripts).
     pub code: Option<String>,
-    pub me: Identity,
+    pub me: Me,
 }
 
 /// `sealink pair CODE HOST[:PORT]`.
@@ -97,14 +48,13 @@ pub struct ListenParams {
 pub struct JoinParams {
     pub code: String,
     pub dest: String,
-    pub me: Identity,
+    pub me: Me,
 }
 
 /// This side's payload and trust file path, read before any network traffic so that a missing
 /// key fails at once rather than after the peer has typed the code.
-fn load(me: Identity) -> Result<(Payload, PathBuf)> {
-    let public = |file: Option<PathBuf>, default: &str, kind: KeyKind| -> Result<[u8; 32]> {
-        let path = home::or_home(file, default);
+fn load(me: Me) -> Result<(Payload, PathBuf)> {
+    let public = |path: PathBuf, kind: KeyKind| -> Result<[u8; 32]> {
         let private = match keyfile::read_private(&path, kind) {
             Err(KeyFileError::NotFound { .. }) => bail!(
                 "{kind} key {} does not exist: run `sealink init` first (or name one with --{})",
@@ -119,8 +69,8 @@ fn load(me: Identity) -> Result<(Payload, PathBuf)> {
         };
         Ok(keyfile::public_from_private(kind, &private)?)
     };
-    let host = public(me.key, home::HOST_KEY, KeyKind::Host)?;
-    let owner = public(me.owner, home::OWNER_KEY, KeyKind::Owner)?;
+    let host = public(me.id.host_key_path(), KeyKind::Host)?;
+    let owner = public(me.id.owner_key_path(), KeyKind::Owner)?;
     // --name, else the name `init` was given (so that two machines both called `vm` pair under
     // the names their users chose), else the system's host name.
     let name = me.name.unwrap_or_else(|| {
@@ -134,7 +84,7 @@ fn load(me: Identity) -> Result<(Payload, PathBuf)> {
     if !trust::valid_name(&name) {
         return Err(sealink_keys::TrustProblem::BadName(name).into());
     }
-    let trust_path = home::or_home(me.trust, home::TRUST);
+    let trust_path = me.id.trust_path();
     // Refuse an unreadable or insecure trust file now, not after the exchange.
     let own = read_trust_or_empty(&trust_path)?;
     // The owner's name: the one this home's trust file gives its own owner key (`init
@@ -241,7 +191,7 @@ pub fn listen(p: ListenParams) -> Result<()> {
     set_timeouts(&s)?;
     let mut plans = Vec::new();
     let theirs = proto::respond(&mut s, &code, &mine, |t| {
-        plans = plan(t, &trust_path).map_err(|e| format!("{e:#}"))?;
+        plans = plan(t, &trust_path).map_err(|e| crate::error::chain(&*e))?;
         Ok(())
     })?;
     finish(&mine, &theirs, peer, &trust_path, plans)
@@ -261,7 +211,7 @@ pub fn join(p: JoinParams) -> Result<()> {
     set_timeouts(&s)?;
     let mut plans = Vec::new();
     let theirs = proto::initiate(&mut s, &code, &mine, |t| {
-        plans = plan(t, &trust_path).map_err(|e| format!("{e:#}"))?;
+        plans = plan(t, &trust_path).map_err(|e| crate::error::chain(&*e))?;
         Ok(())
     })?;
     finish(&mine, &theirs, addr, &trust_path, plans)

@@ -1,6 +1,9 @@
 //! `sealink send` and `sealink recv`: stream mode from the command line. Loads keys and trust,
 //! resolves the receiver, draws progress, prints the summary line.
 
+mod args;
+
+pub use args::{RECV_HELP, RecvArgs, SEND_HELP, SendArgs};
 use std::io::IsTerminal;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -9,51 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{HumanBytes, HumanDuration, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sealink_crypto::sign::OwnerSigningKey;
-use sealink_crypto::{Scope, SuiteId};
+use sealink_crypto::Scope;
 use sealink_proto::stream::body::EntryKind;
 use sealink_stream::{
-    ConnLimits, Dest, FileRecord, Progress, Receiver, RecvConfig, SendConfig, Source, Timeouts,
-    TransferMeta,
+    ConnLimits, Dest, FileRecord, Progress, Receiver, RecvConfig, SendConfig, Source, TransferMeta,
 };
 
-use sealink_keys::home::{self, or_home};
-use sealink_keys::{KeyKind, keyfile};
-
 use anyhow::{Context, Result, anyhow, bail};
-
-pub struct SendParams {
-    pub files: Vec<PathBuf>,
-    pub dest: String,
-    pub peer: Option<String>,
-    pub key: Option<PathBuf>,
-    pub owner: Option<PathBuf>,
-    pub trust: Option<PathBuf>,
-    pub streams: Option<usize>,
-    pub suite: SuiteId,
-    pub auth_only: bool,
-    pub record_size: usize,
-    pub stdin_name: String,
-    /// Let the receiver resume what it holds of an interrupted transfer.
-    pub resume: bool,
-    /// Gitignore-style patterns left out of directory trees.
-    pub exclude: Vec<String>,
-    /// Send nothing for files the receiver has with the same size and mtime; ask it to take
-    /// updates (add to and replace in what it has, if it agrees).
-    pub update: bool,
-    /// `--limit`: most bytes per second over all stripes.
-    pub rate_limit: Option<u64>,
-    pub timeouts: Timeouts,
-    pub quiet: bool,
-    /// One JSON [`FileRecord`] a line on stdout instead of the summary.
-    pub json: bool,
-    /// Send what absolute and escaping links point to (else they are skipped with a warning).
-    pub copy_links: bool,
-    /// List what would be sent; connect to nothing, change nothing.
-    pub dry_run: bool,
-    /// Ask the receiver to delete what the sender does not have (it must consent).
-    pub delete: bool,
-}
 
 /// What `send` returns when it sent what it could and left some out (unreadable, vanished,
 /// missing arguments): the command exits with [`EXIT_PARTIAL`].
@@ -76,32 +41,6 @@ impl std::error::Error for Partial {}
 
 /// Exit status of a partial transfer (as rsync's 23: some files were not transferred).
 pub const EXIT_PARTIAL: u8 = 23;
-
-pub struct RecvParams {
-    pub listen: String,
-    pub dir: PathBuf,
-    pub stdout: bool,
-    pub once: bool,
-    pub force: bool,
-    /// Take updates from senders that ask for them (`send --update`).
-    pub update: bool,
-    pub keep_group_other_write: bool,
-    pub key: Option<PathBuf>,
-    pub trust: Option<PathBuf>,
-    pub timeouts: Timeouts,
-    pub limits: ConnLimits,
-    /// Resume state older than this is deleted at start-up.
-    pub resume_max_age: Duration,
-    pub quiet: bool,
-    /// One JSON [`FileRecord`] a line on stdout for each file stored, instead of summaries.
-    pub json: bool,
-    /// Let senders that ask (`send --delete`) delete what they do not have.
-    pub delete: bool,
-    /// `fsync` received files before they take their names.
-    pub sync: bool,
-    /// Bounds on one transfer's manifest.
-    pub tree_limits: sealink_proto::stream::TreeLimits,
-}
 
 /// What an interrupted send says (issue 46: a Ctrl-C exited silently, a cut connection said only
 /// "Connection reset by peer").
@@ -231,37 +170,6 @@ pub(crate) fn parse_dest(dest: &str) -> Result<(Option<String>, String, SocketAd
         .trim_matches(['[', ']'])
         .to_owned();
     Ok((name, host, addr))
-}
-
-/// The receiver's trusted name and public key: from NAME@ or --peer, else a trusted host named like the
-/// destination host, else the only trusted host.
-pub(crate) fn pick_peer(
-    hosts: &[(String, [u8; 32])],
-    explicit: Option<&str>,
-    host: &str,
-    trust: &Path,
-) -> Result<(String, [u8; 32])> {
-    if let Some(n) = explicit {
-        return hosts
-            .iter()
-            .find(|(h, _)| h == n)
-            .cloned()
-            .ok_or_else(|| anyhow!("no host named {n:?} in {}", trust.display()));
-    }
-    if let Some(found) = hosts.iter().find(|(h, _)| h == host) {
-        return Ok(found.clone());
-    }
-    match hosts {
-        [only] => Ok(only.clone()),
-        [] => Err(anyhow!(
-            "{} trusts no host; add the receiver's `host NAME KEY` line",
-            trust.display()
-        )),
-        _ => Err(anyhow!(
-            "{} trusts several hosts; say which one receives with NAME@HOST or --peer NAME",
-            trust.display()
-        )),
-    }
 }
 
 /// A bar fed from `progress` by a thread until `stop`; hidden unless stderr is a terminal.
@@ -460,26 +368,21 @@ fn print_records(records: &[FileRecord]) -> Result<()> {
     Ok(())
 }
 
-pub fn send(p: SendParams) -> Result<()> {
+pub fn send(p: SendArgs) -> Result<()> {
     // The destination first: a malformed one is a usage error whatever the home holds.
     let (name, host, addr) = parse_dest(&p.dest)?;
-    let trust_path = or_home(p.trust, home::TRUST);
-    let trust = sealink_keys::read_trust(&trust_path)?;
-    let (peer_name, peer) = pick_peer(
-        &trust.hosts,
-        name.as_deref().or(p.peer.as_deref()),
-        &host,
-        &trust_path,
-    )?;
-    let host_key = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
-    let owner_seed = keyfile::read_private(&or_home(p.owner, home::OWNER_KEY), KeyKind::Owner)?;
-    let owner = OwnerSigningKey::from_seed(&owner_seed)?;
+    let me = p.me.identity();
+    let (trust_path, trust) = me.read_trust()?;
+    let (peer_name, peer) =
+        trust.pick_host(name.as_deref().or(p.peer.as_deref()), &host, &trust_path)?;
+    let host_key = me.host()?;
+    let owner = me.owner()?;
     let owner_key = owner.public_key();
     let mut sources = Vec::with_capacity(p.files.len());
     for f in &p.files {
         if f.as_os_str() == "-" {
             sources.push(Source::Stdin {
-                name: p.stdin_name.clone(),
+                name: p.stdin_name.clone().unwrap_or_else(|| "stdin".into()),
             });
             continue;
         }
@@ -511,15 +414,18 @@ pub fn send(p: SendParams) -> Result<()> {
         owner,
         suite: p.suite,
         scope,
-        streams: p.streams.unwrap_or_else(sealink_stream::default_streams),
+        streams: p
+            .streams
+            .map(usize::from)
+            .unwrap_or_else(sealink_stream::default_streams),
         record_data: p.record_size,
         batch_data: 1 << 20,
-        timeouts: p.timeouts,
+        timeouts: p.timeouts.get(),
         key_data_records: None,
-        resume: p.resume,
+        resume: !p.no_resume,
         exclude: p.exclude,
         update: p.update,
-        rate_limit: p.rate_limit,
+        rate_limit: p.limit,
         copy_links: p.copy_links,
         delete: p.delete,
         list_entries: p.json,
@@ -688,18 +594,18 @@ fn dry_run(cfg: &SendConfig, sources: &[Source], json: bool) -> Result<()> {
     Ok(())
 }
 
-pub fn recv(p: RecvParams) -> Result<()> {
+pub fn recv(p: RecvArgs) -> Result<()> {
     // The arguments first: a bad one is a usage error whatever the home holds.
     let addr = resolve_listen(&p.listen)?;
-    let trust_path = or_home(p.trust, home::TRUST);
-    let trust = sealink_keys::read_trust(&trust_path)?;
+    let me = p.me.identity();
+    let (trust_path, trust) = me.read_trust()?;
     if trust.hosts.is_empty() || trust.owners.is_empty() {
         bail!(
             "{} must trust at least one host and one owner to receive anything",
             trust_path.display()
         );
     }
-    let host = keyfile::read_host_key(&or_home(p.key, home::HOST_KEY))?;
+    let host = me.host()?;
     let to_stdout = p.stdout;
     // A --dir that does not exist yet is made (as rsync and croc do), with its parents.
     if !to_stdout && !p.dir.exists() {
@@ -724,16 +630,26 @@ pub fn recv(p: RecvParams) -> Result<()> {
             },
             overwrite: p.force,
             take_updates: p.update,
-            timeouts: p.timeouts,
-            limits: p.limits,
+            timeouts: p.timeouts.get(),
+            limits: ConnLimits {
+                max_conns: p.max_conns,
+                max_pending: p.max_pending,
+                ..ConnLimits::default()
+            },
             keep_group_other_write: p.keep_group_other_write,
             session_limits: Default::default(),
             resume_max_age: p.resume_max_age,
             resume_limits: Default::default(),
-            tree_limits: p.tree_limits,
+            tree_limits: sealink_proto::stream::TreeLimits {
+                max_entries: p.max_entries,
+                max_bytes: p
+                    .max_bytes
+                    .unwrap_or(sealink_proto::stream::TreeLimits::default().max_bytes),
+                max_depth: usize::from(p.max_depth),
+            },
             allow_delete: p.delete,
             list_entries: p.json,
-            sync: p.sync,
+            sync: !p.no_fsync,
         },
     )?;
     let quiet = p.quiet;
@@ -871,27 +787,5 @@ mod tests {
             "; 1.00 MiB held from an interrupted transfer, not sent again; 2 files up to date \
              (12 B), not sent"
         );
-    }
-
-    #[test]
-    fn peer_choice() {
-        let t = Path::new("trust");
-        let one = vec![("a".to_owned(), [1u8; 32])];
-        let two = vec![("a".to_owned(), [1u8; 32]), ("b".to_owned(), [2u8; 32])];
-        assert_eq!(
-            pick_peer(&one, None, "x", t).unwrap(),
-            ("a".into(), [1; 32])
-        );
-        assert!(pick_peer(&two, None, "x", t).is_err());
-        assert_eq!(
-            pick_peer(&two, None, "b", t).unwrap(),
-            ("b".into(), [2; 32])
-        );
-        assert_eq!(
-            pick_peer(&two, Some("b"), "a", t).unwrap(),
-            ("b".into(), [2; 32])
-        );
-        assert!(pick_peer(&two, Some("c"), "a", t).is_err());
-        assert!(pick_peer(&[], None, "a", t).is_err());
     }
 }

@@ -21,6 +21,10 @@ pub enum CryptoError {
     /// A legacy (insecure) suite was requested without the explicit opt-in.
     #[error("suite {0} is insecure and only usable with the explicit insecure-legacy opt-in")]
     LegacyRefused(&'static str),
+    /// A legacy suite's key asked of a build without the `legacy` feature (the product's: only
+    /// the lab links DES, 3DES and MD5).
+    #[error("suite {0} is not in this build (sealink-crypto's `legacy` feature, the lab's)")]
+    LegacyNotBuilt(&'static str),
     /// A legacy suite named where only the modern ones are offered ([`crate::SuiteId::parse_modern`]).
     #[error("suite {0} is a legacy lab suite; choose aes128-gcm, aes256-gcm or chacha20-poly1305")]
     NotModern(&'static str),

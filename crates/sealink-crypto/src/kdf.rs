@@ -20,6 +20,21 @@ impl KeyType for Len {
     }
 }
 
+/// HKDF-SHA-256 (RFC 5869): extracts with `salt` from `ikm`, then fills `out` (at most
+/// 255 * 32 bytes) with the expansion under `info`.
+pub fn hkdf_sha256(
+    salt: &[u8],
+    ikm: &[u8],
+    info: &[u8],
+    out: &mut [u8],
+) -> Result<(), CryptoError> {
+    Salt::new(HKDF_SHA256, salt)
+        .extract(ikm)
+        .expand(&[info], Len(out.len()))
+        .and_then(|okm| okm.fill(out))
+        .map_err(|_| CryptoError::Library("HKDF output too long"))
+}
+
 /// Fills `out` with HKDF-SHA-256 output keying material from `secret` (salt empty,
 /// info = "sealink v1 " || suite name || " " || label). `out` is usually
 /// `suite.key_len()` bytes; it may be at most 255 * 32 bytes.
@@ -56,4 +71,30 @@ pub fn derive_packet_key(
     let key = &mut buf[..suite.key_len()];
     derive_key_material(suite, secret, label, key)?;
     PacketKey::new(suite, key, allow_insecure_legacy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hex_literal::hex;
+
+    /// RFC 5869 test case 1.
+    #[test]
+    fn hkdf_rfc5869_case_1() {
+        let mut okm = [0u8; 42];
+        hkdf_sha256(
+            &hex!("000102030405060708090a0b0c"),
+            &[0x0b; 22],
+            &hex!("f0f1f2f3f4f5f6f7f8f9"),
+            &mut okm,
+        )
+        .unwrap();
+        assert_eq!(
+            okm,
+            hex!(
+                "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865"
+            )
+        );
+        assert!(hkdf_sha256(b"", b"k", b"", &mut vec![0u8; 255 * 32 + 1]).is_err());
+    }
 }

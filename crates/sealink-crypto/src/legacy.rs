@@ -19,15 +19,16 @@ use md5::{Digest, Md5};
 
 use crate::CryptoError;
 use crate::dir::Dir;
+use crate::legacy_len;
 
 /// DES block size in bytes (also the IV length).
-pub const DES_BLOCK_LEN: usize = 8;
+pub const DES_BLOCK_LEN: usize = legacy_len::DES_BLOCK;
 /// DES key length in bytes (64 bits including the parity bits, which DES ignores).
-pub const DES_KEY_LEN: usize = 8;
+pub const DES_KEY_LEN: usize = legacy_len::DES_KEY;
 /// Three-key 3DES (EDE3) key length in bytes: K1 || K2 || K3.
-pub const TDES_KEY_LEN: usize = 24;
+pub const TDES_KEY_LEN: usize = legacy_len::TDES_KEY;
 /// Length of an MD5 digest and of an HMAC-MD5 tag.
-pub const MD5_LEN: usize = 16;
+pub const MD5_LEN: usize = legacy_len::MD5;
 
 type HmacMd5 = Hmac<Md5>;
 

@@ -6,11 +6,16 @@
 //! * [`suite`]: per-direction packet keys that seal and open datagram bodies in place, in one
 //!   of three [`Scope`]s (none, authenticate-only, full encryption), singly or in batches.
 //! * [`hash`]: SHA-256, stream mode's content identity of a file.
-//! * [`kdf`]: HKDF-SHA-256 expansion of handshake output into suite keys.
+//! * [`kdf`]: HKDF-SHA-256 expansion of handshake output into suite keys, and plain HKDF.
+//! * [`mac`]: HMAC-SHA-256 with a constant-time check.
 //! * [`sign`]: Ed25519 owner keys and verification.
-//! * [`legacy`]: DES-CBC, 3DES-CBC, MD5, HMAC-MD5, for the lab only.
+//! * [`legacy`] (feature `legacy`): DES-CBC, 3DES-CBC, MD5, HMAC-MD5, for the lab only.
 //! * [`weak_keys`]: small-order X25519 and Ed25519 public keys, refused wherever keys are loaded.
-//! * [`raw`]: the underlying library called directly, the baseline the benches compare against.
+//! * [`raw`] (feature `legacy`): the underlying library called directly, the baseline the
+//!   benches compare against.
+//!
+//! The `legacy` feature is the lab's: the product binary links neither the old ciphers nor
+//! the raw baselines.
 #![forbid(unsafe_code)]
 
 pub mod backend;
@@ -19,14 +24,19 @@ pub mod error;
 pub mod hash;
 pub mod kdf;
 pub mod kx;
+#[cfg(feature = "legacy")]
 pub mod legacy;
+mod legacy_len;
+pub mod mac;
 pub mod ossl;
+#[cfg(feature = "legacy")]
 pub mod raw;
 pub mod sign;
 pub mod suite;
 pub mod weak_keys;
 
 pub use error::CryptoError;
+#[cfg(feature = "legacy")]
 pub use raw::RawAead;
 pub use suite::{BatchItem, ContiguousItem, PacketKey, Scope, SuiteId};
 pub use weak_keys::{ed25519_public_is_weak, x25519_public_is_degenerate};

@@ -30,7 +30,9 @@ use std::cell::RefCell;
 use crate::CryptoError;
 pub use crate::backend::{BACKEND_ENV, Backend, OPENSSL_FROM, chosen_backend};
 use crate::dir::Dir;
-use crate::legacy::{self, LegacyKey};
+#[cfg(feature = "legacy")]
+use crate::legacy::LegacyKey;
+use crate::legacy_len;
 use crate::ossl::OsslKey;
 
 /// How much of each datagram is protected.
@@ -145,14 +147,14 @@ impl SuiteId {
         match self {
             SuiteId::Aes128Gcm => 16,
             SuiteId::Aes256Gcm | SuiteId::ChaCha20Poly1305 => 32,
-            SuiteId::LegacyDesCbcHmacMd5 => legacy::DES_KEY_LEN + LEGACY_MAC_KEY_LEN,
-            SuiteId::Legacy3DesCbcHmacMd5 => legacy::TDES_KEY_LEN + LEGACY_MAC_KEY_LEN,
+            SuiteId::LegacyDesCbcHmacMd5 => legacy_len::DES_KEY + LEGACY_MAC_KEY_LEN,
+            SuiteId::Legacy3DesCbcHmacMd5 => legacy_len::TDES_KEY + LEGACY_MAC_KEY_LEN,
         }
     }
     /// The most bytes sealing can add after a body of `len` bytes in any scope.
     pub fn max_overhead(self) -> usize {
         if self.is_legacy() {
-            legacy::DES_BLOCK_LEN + legacy::MD5_LEN
+            legacy_len::DES_BLOCK + legacy_len::MD5
         } else {
             TAG_LEN
         }
@@ -429,7 +431,9 @@ enum Inner {
     // packet.
     Ring(Box<ring::aead::LessSafeKey>),
     // Boxed: the key schedules are large, and legacy keys are rare (lab only).
+    #[cfg(feature = "legacy")]
     Des(Box<LegacyKey<des::Des>>),
+    #[cfg(feature = "legacy")]
     Tdes(Box<LegacyKey<des::TdesEde3>>),
 }
 
@@ -571,19 +575,26 @@ impl PacketKey {
                 }
             };
         }
+        #[cfg(feature = "legacy")]
         let mac_split = key.len() - LEGACY_MAC_KEY_LEN;
         let inner = match suite {
             SuiteId::Aes128Gcm => aead!(AES_128_GCM),
             SuiteId::Aes256Gcm => aead!(AES_256_GCM),
             SuiteId::ChaCha20Poly1305 => aead!(CHACHA20_POLY1305),
+            #[cfg(feature = "legacy")]
             SuiteId::LegacyDesCbcHmacMd5 => Inner::Des(Box::new(LegacyKey::new(
                 &key[..mac_split],
                 &key[mac_split..],
             )?)),
+            #[cfg(feature = "legacy")]
             SuiteId::Legacy3DesCbcHmacMd5 => Inner::Tdes(Box::new(LegacyKey::new(
                 &key[..mac_split],
                 &key[mac_split..],
             )?)),
+            #[cfg(not(feature = "legacy"))]
+            SuiteId::LegacyDesCbcHmacMd5 | SuiteId::Legacy3DesCbcHmacMd5 => {
+                return Err(CryptoError::LegacyNotBuilt(suite.name()));
+            }
         };
         Ok(Self { suite, inner })
     }
@@ -594,6 +605,7 @@ impl PacketKey {
             Inner::Ring(_) => Some(Backend::Ring),
             Inner::OpenSsl(_) => Some(Backend::OpenSsl),
             Inner::BySize(_) => Some(Backend::BySize),
+            #[cfg(feature = "legacy")]
             Inner::Des(_) | Inner::Tdes(_) => None,
         }
     }
@@ -652,7 +664,6 @@ impl PacketKey {
         if scope == Scope::None {
             return Ok(len);
         }
-        let encrypt = scope == Scope::Encrypt;
         match &self.inner {
             Inner::AwsLc(k) => aead_apply(k, dir, counter, scope, header, body, len),
             Inner::Ring(k) => aead_apply(&**k, dir, counter, scope, header, body, len),
@@ -661,8 +672,10 @@ impl PacketKey {
                 aead_apply(&k.1, dir, counter, scope, header, body, len)
             }
             Inner::BySize(k) => aead_apply(&k.0, dir, counter, scope, header, body, len),
-            Inner::Des(k) => k.apply(dir, counter, encrypt, header, body, len),
-            Inner::Tdes(k) => k.apply(dir, counter, encrypt, header, body, len),
+            #[cfg(feature = "legacy")]
+            Inner::Des(k) => k.apply(dir, counter, scope == Scope::Encrypt, header, body, len),
+            #[cfg(feature = "legacy")]
+            Inner::Tdes(k) => k.apply(dir, counter, scope == Scope::Encrypt, header, body, len),
         }
     }
     /// [`seal_contiguous`](Self::seal_contiguous) or [`open_contiguous`](Self::open_contiguous).
@@ -694,6 +707,7 @@ impl PacketKey {
                 Inner::BySize(k) => {
                     return aead_auth_contiguous(&k.0, dir, counter, buf, header_len, len);
                 }
+                #[cfg(feature = "legacy")]
                 Inner::Des(_) | Inner::Tdes(_) => {}
             }
         }
@@ -747,7 +761,10 @@ mod tests {
             }
         }
         let legacy = SuiteId::LegacyDesCbcHmacMd5;
-        let k = PacketKey::new(legacy, &vec![7u8; legacy.key_len()], true).unwrap();
-        assert_eq!(k.backend(), None);
+        let k = PacketKey::new(legacy, &vec![7u8; legacy.key_len()], true);
+        #[cfg(feature = "legacy")]
+        assert_eq!(k.unwrap().backend(), None);
+        #[cfg(not(feature = "legacy"))]
+        assert_eq!(k.unwrap_err(), CryptoError::LegacyNotBuilt(legacy.name()));
     }
 }

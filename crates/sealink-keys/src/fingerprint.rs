@@ -2,8 +2,6 @@
 //! transfer print the sending owner's, and the sender prints the receiving host's, so a key
 //! pasted wrongly into a trust file shows up as a mismatch at first contact.
 
-use aws_lc_rs::digest::{SHA256, digest};
-
 /// Domain separation: a fingerprint is not a hash of the key that any other protocol prints.
 const DOMAIN: &[u8] = b"sealink key fingerprint v1\0";
 
@@ -14,8 +12,8 @@ pub fn fingerprint(key: &[u8; 32]) -> String {
     let mut input = Vec::with_capacity(DOMAIN.len() + key.len());
     input.extend_from_slice(DOMAIN);
     input.extend_from_slice(key);
-    let d = digest(&SHA256, &input);
-    d.as_ref()[..8]
+    let d = sealink_crypto::hash::sha256(&input);
+    d[..8]
         .chunks(2)
         .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
         .collect::<Vec<_>>()

@@ -32,7 +32,6 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use aws_lc_rs::signature::KeyPair as _;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use sealink_crypto::weak_keys;
@@ -81,7 +80,7 @@ pub type PrivateKey = Zeroizing<[u8; KEY_LEN]>;
 /// A fresh random private key (X25519 private key or Ed25519 seed).
 pub fn generate(kind: KeyKind) -> Result<PrivateKey, KeyFileError> {
     let mut key = Zeroizing::new([0u8; KEY_LEN]);
-    aws_lc_rs::rand::fill(&mut *key).map_err(|_| KeyFileError::Random)?;
+    sealink_crypto::sign::random_bytes(&mut *key).map_err(|_| KeyFileError::Random)?;
     // Make sure the library accepts it before anyone stores it.
     public_from_private(kind, &key)?;
     Ok(key)
@@ -95,29 +94,12 @@ pub fn public_from_private(
     let rejected = || KeyFileError::InvalidKey {
         what: kind.describe(true),
     };
-    let mut public = [0u8; KEY_LEN];
     match kind {
-        KeyKind::Host => {
-            use aws_lc_rs::agreement;
-            let sk = agreement::PrivateKey::from_private_key(&agreement::X25519, private)
-                .map_err(|_| rejected())?;
-            let pk = sk.compute_public_key().map_err(|_| rejected())?;
-            if pk.as_ref().len() != KEY_LEN {
-                return Err(rejected());
-            }
-            public.copy_from_slice(pk.as_ref());
-        }
-        KeyKind::Owner => {
-            let pair = aws_lc_rs::signature::Ed25519KeyPair::from_seed_unchecked(private)
-                .map_err(|_| rejected())?;
-            let pk = pair.public_key().as_ref();
-            if pk.len() != KEY_LEN {
-                return Err(rejected());
-            }
-            public.copy_from_slice(pk);
-        }
+        KeyKind::Host => sealink_crypto::kx::x25519_public_key(private).map_err(|_| rejected()),
+        KeyKind::Owner => sealink_crypto::sign::OwnerSigningKey::from_seed(private)
+            .map(|k| k.public_key())
+            .map_err(|_| rejected()),
     }
-    Ok(public)
 }
 
 /// Path of the public key file that goes with the private key file `path`:
@@ -238,7 +220,7 @@ pub(crate) fn replace_file(path: &Path, contents: &[u8], mode: u32) -> io::Resul
     let mut attempt = 0;
     let (tmp, mut file) = loop {
         let mut nonce = [0u8; 8];
-        aws_lc_rs::rand::fill(&mut nonce)
+        sealink_crypto::sign::random_bytes(&mut nonce)
             .map_err(|_| io::Error::other("random generator failed"))?;
         let mut tmp_name = std::ffi::OsString::from(".");
         tmp_name.push(name);

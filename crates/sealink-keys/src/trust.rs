@@ -50,6 +50,52 @@ impl TrustFile {
         }
         Ok(d)
     }
+
+    /// The trusted host that `dest_host` (a destination's host part) stands for, as its name
+    /// and X25519 key: the host `name` names (a destination's `NAME@`, or `--peer`), else the
+    /// trusted host named like `dest_host`, else the only trusted host. `path` (this file's)
+    /// goes into the error.
+    pub fn pick_host(
+        &self,
+        name: Option<&str>,
+        dest_host: &str,
+        path: &Path,
+    ) -> Result<(String, [u8; KEY_LEN]), PickHostError> {
+        let path = || path.to_owned();
+        if let Some(n) = name {
+            return self
+                .hosts
+                .iter()
+                .find(|(h, _)| h == n)
+                .cloned()
+                .ok_or_else(|| PickHostError::NoSuchName {
+                    name: n.to_owned(),
+                    path: path(),
+                });
+        }
+        if let Some(found) = self.hosts.iter().find(|(h, _)| h == dest_host) {
+            return Ok(found.clone());
+        }
+        match &self.hosts[..] {
+            [only] => Ok(only.clone()),
+            [] => Err(PickHostError::NoHosts { path: path() }),
+            _ => Err(PickHostError::Ambiguous { path: path() }),
+        }
+    }
+}
+
+/// Why [`TrustFile::pick_host`] found no host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PickHostError {
+    #[error("no host named {name:?} in {}", path.display())]
+    NoSuchName { name: String, path: PathBuf },
+    #[error("{} trusts no host; add the receiver's `host NAME KEY` line", path.display())]
+    NoHosts { path: PathBuf },
+    #[error(
+        "{} trusts several hosts; say which one receives with NAME@HOST or --peer NAME",
+        path.display()
+    )]
+    Ambiguous { path: PathBuf },
 }
 
 /// Whether `name` is a valid trust-file name: 1 to 64 bytes from
@@ -271,6 +317,34 @@ mod tests {
     use base64::engine::general_purpose::STANDARD as B64;
     use std::fs;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn pick_host_by_name_then_destination_then_the_only_one() {
+        let t = Path::new("trust");
+        let file = |hosts: &[(&str, u8)]| TrustFile {
+            owners: Vec::new(),
+            hosts: hosts
+                .iter()
+                .map(|(n, b)| (n.to_string(), [*b; 32]))
+                .collect(),
+        };
+        let (one, two) = (file(&[("a", 1)]), file(&[("a", 1), ("b", 2)]));
+        assert_eq!(one.pick_host(None, "x", t), Ok(("a".into(), [1; 32])));
+        assert_eq!(
+            two.pick_host(None, "x", t),
+            Err(PickHostError::Ambiguous { path: t.into() })
+        );
+        assert_eq!(two.pick_host(None, "b", t), Ok(("b".into(), [2; 32])));
+        assert_eq!(two.pick_host(Some("b"), "a", t), Ok(("b".into(), [2; 32])));
+        assert_eq!(
+            two.pick_host(Some("c"), "a", t).unwrap_err().to_string(),
+            "no host named \"c\" in trust"
+        );
+        assert_eq!(
+            file(&[]).pick_host(None, "a", t),
+            Err(PickHostError::NoHosts { path: t.into() })
+        );
+    }
 
     #[test]
     fn names() {

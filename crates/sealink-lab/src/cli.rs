@@ -625,9 +625,9 @@ pub struct SealArgs {
     out: PathBuf,
 }
 
-/// A share in [0, 1) (`bench datagram --urgent`; the relay's own parser also
+/// A share in [0, 1) (`bench datagram --urgent`, `demo --loss`; the relay's own parser also
 /// takes 1).
-fn parse_probability(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_probability(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
     if (0.0..1.0).contains(&v) {
         Ok(v)

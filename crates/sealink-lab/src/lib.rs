@@ -6,8 +6,12 @@
 //! `Params` from them; the `sealink-lab` binary (`src/main.rs`) mounts them in its command tree
 //! and calls `cli::run_bench` or `cli::run_relay`.
 //!
+//! `sealink-lab demo` runs two hosts over sealink-proto's simulated link (its `sim` feature)
+//! and checks exactly-once delivery.
+//!
 //! The lab is not part of the product: the `sealink` binary (sealink-cli) does not depend on
-//! this crate, and `sealink demo`, which the product keeps, has its own copy of what it needs.
+//! this crate, and links neither the simulator nor the legacy ciphers (sealink-crypto's
+//! `legacy` feature), which this crate enables.
 //!
 //! Every entry point returns the typed [`Error`] (the relay its own `RelayError`);
 //! `error::chain` renders one on the `error:` line the binary prints.
@@ -16,6 +20,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod demo;
 pub mod engines;
 pub mod error;
 pub mod output;

@@ -16,8 +16,8 @@ use tracing_subscriber::filter::LevelFilter;
 #[command(
     name = "sealink-lab",
     version,
-    about = "sealink-lab: the papers' benchmarks rerun on this machine, and a UDP fault relay",
-    after_help = "Examples:\n  sealink-lab bench seal --sizes 1400 --suites aes128-gcm\n  sealink-lab bench stacks --quick\n  sealink-lab relay --listen 127.0.0.1:9000 --to 127.0.0.1:7878 --loss 0.05\n\nLogs go to stderr (colour only on a terminal, never with NO_COLOR set); -v, -vv, -vvv or RUST_LOG (e.g. RUST_LOG=debug) show more.\n\nExit status: 0 success; 1 the command failed; 2 usage error (bad arguments or options)."
+    about = "sealink-lab: the papers' benchmarks rerun on this machine, the simulated two-host demo, and a UDP fault relay",
+    after_help = "Examples:\n  sealink-lab demo --seed 7\n  sealink-lab bench seal --sizes 1400 --suites aes128-gcm\n  sealink-lab bench stacks --quick\n  sealink-lab relay --listen 127.0.0.1:9000 --to 127.0.0.1:7878 --loss 0.05\n\nLogs go to stderr (colour only on a terminal, never with NO_COLOR set); -v, -vv, -vvv or RUST_LOG (e.g. RUST_LOG=debug) show more.\n\nExit status: 0 success; 1 the command failed; 2 usage error (bad arguments or options)."
 )]
 struct Cli {
     /// More log output: -v info, -vv debug, -vvv trace (RUST_LOG, when set, decides instead)
@@ -38,6 +38,9 @@ enum Command {
         after_help = "Example:\n  sealink-lab bench seal --sizes 1400,8192 --runs 3"
     )]
     Bench(BenchCommand),
+    /// Run two hosts over a simulated lossy link and check exactly-once delivery
+    #[command(after_help = "Example:\n  sealink-lab demo --seed 7 --messages 500 --loss 0.05")]
+    Demo(sealink_lab::demo::DemoArgs),
     /// Relay UDP both ways while injecting faults: loss, reordering, duplication, corruption, replay
     #[command(after_help = RELAY_HELP)]
     Relay(RelayArgs),
@@ -87,6 +90,10 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => match sealink_lab::cli::run_bench(cmd) {
             Ok(()) => return ExitCode::SUCCESS,
             // A bench's own argument checks (sizes, profiles) are usage errors too.
+            Err(e) => (error::chain(&e), matches!(e, sealink_lab::Error::Usage(_))),
+        },
+        Command::Demo(a) => match sealink_lab::demo::run(&a.params()) {
+            Ok(()) => return ExitCode::SUCCESS,
             Err(e) => (error::chain(&e), matches!(e, sealink_lab::Error::Usage(_))),
         },
         Command::Relay(a) => match sealink_lab::cli::run_relay(a) {

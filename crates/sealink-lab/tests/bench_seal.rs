@@ -94,7 +94,11 @@ fn usage_errors_and_help() {
     assert_eq!(o.status.code(), Some(2), "usage errors exit 2");
     assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
     assert_eq!(lab(&["no-such-command"]).status.code(), Some(2));
-    assert_eq!(lab(&["demo"]).status.code(), Some(2), "demo is sealink's");
+    assert_eq!(
+        lab(&["keygen"]).status.code(),
+        Some(2),
+        "keygen is sealink's"
+    );
     // A bench's own check after parsing (the lab's `Error::Usage`): one `error:` line, exit 2.
     // `--placement split` needs two CPUs; taskset leaves this process one.
     let one_cpu = Command::new("taskset")

@@ -17,6 +17,7 @@ pub mod replay;
 mod send_arena;
 pub mod session;
 mod shared;
+#[cfg(feature = "sim")]
 pub mod sim;
 pub mod stats;
 pub mod stream;

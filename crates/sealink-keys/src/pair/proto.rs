@@ -20,10 +20,8 @@
 
 use std::io::{Read, Write};
 
-use aws_lc_rs::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
-use aws_lc_rs::digest::{SHA256, digest};
-use aws_lc_rs::hkdf::{HKDF_SHA256, KeyType, Salt};
-use aws_lc_rs::hmac;
+use sealink_crypto::mac::{HMAC_SHA256_LEN, HmacSha256};
+use sealink_crypto::{PacketKey, Scope, SuiteId};
 use spake2::{Ed25519Group, Identity, Password, Spake2};
 
 use super::PairError;
@@ -41,12 +39,12 @@ const SALT: &[u8] = b"sealink pair v1";
 const TRANSCRIPT: &[u8] = b"sealink pair v1 transcript";
 /// A SPAKE2 (Ed25519 group) message: side byte and a point.
 const PAKE_MSG_LEN: usize = 33;
-const MAC_LEN: usize = 32;
-const TAG_LEN: usize = 16;
+const MAC_LEN: usize = HMAC_SHA256_LEN;
+const TAG_LEN: usize = sealink_crypto::suite::TAG_LEN;
 /// Payload: host key, owner key, then the host's name and the owner's, each a length and 1 to
 /// 64 bytes (version 2; version 1 had one name for both).
 const PAYLOAD_MIN: usize = 32 + 32 + 2 * (1 + 1);
-const PAYLOAD_MAX: usize = 32 + 32 + 2 * (1 + sealink_keys::trust::MAX_NAME_LEN);
+const PAYLOAD_MAX: usize = 32 + 32 + 2 * (1 + crate::trust::MAX_NAME_LEN);
 
 /// Frame types.
 const T_PAKE: u8 = 1;
@@ -78,7 +76,8 @@ pub struct Payload {
 }
 
 impl Payload {
-    fn encode(&self) -> Vec<u8> {
+    /// The payload's bytes, as sealed.
+    pub fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(PAYLOAD_MAX + TAG_LEN);
         v.extend_from_slice(&self.host);
         v.extend_from_slice(&self.owner);
@@ -92,7 +91,7 @@ impl Payload {
 
     /// Parses and checks a peer's payload: a valid trust-file name and no small-order or
     /// degenerate key (the trust file would refuse them later; here the message is clearer).
-    fn decode(b: &[u8]) -> Result<Payload, PairError> {
+    pub fn decode(b: &[u8]) -> Result<Payload, PairError> {
         let bad = |problem: &str| PairError::Malformed {
             stage: "in its keys",
             problem: problem.to_owned(),
@@ -110,7 +109,7 @@ impl Payload {
                 .ok_or_else(|| bad("the name's length is wrong"))?;
             let name = std::str::from_utf8(name)
                 .ok()
-                .filter(|n| sealink_keys::trust::valid_name(n))
+                .filter(|n| crate::trust::valid_name(n))
                 .ok_or_else(|| {
                     bad("the name is not 1 to 64 characters from A-Z a-z 0-9 . _ @ + -")
                 })?;
@@ -140,21 +139,14 @@ impl Payload {
     }
 }
 
-/// The keys of one exchange, from the SPAKE2 key and the transcript.
+/// The keys of one exchange, from the SPAKE2 key and the transcript. The seal keys are
+/// ChaCha20-Poly1305 packet keys used at counter 0 (an all-zero nonce).
 struct Keys {
     transcript: [u8; 32],
-    confirm_mine: hmac::Key,
-    confirm_theirs: hmac::Key,
-    seal_mine: LessSafeKey,
-    open_theirs: LessSafeKey,
-}
-
-struct Len(usize);
-
-impl KeyType for Len {
-    fn len(&self) -> usize {
-        self.0
-    }
+    confirm_mine: HmacSha256,
+    confirm_theirs: HmacSha256,
+    seal_mine: PacketKey,
+    open_theirs: PacketKey,
 }
 
 impl Keys {
@@ -168,20 +160,15 @@ impl Keys {
         t.extend_from_slice(TRANSCRIPT);
         t.extend_from_slice(pake_a);
         t.extend_from_slice(pake_b);
-        let mut transcript = [0u8; 32];
-        transcript.copy_from_slice(digest(&SHA256, &t).as_ref());
-        let prk = Salt::new(HKDF_SHA256, SALT).extract(spake_key);
-        let expand = |label: &[u8]| -> Result<[u8; 32], PairError> {
-            let mut out = [0u8; 32];
-            prk.expand(&[label], Len(32))
-                .and_then(|okm| okm.fill(&mut out))
+        let transcript = sealink_crypto::hash::sha256(&t);
+        let expand = |label: &[u8]| -> Result<zeroize::Zeroizing<[u8; 32]>, PairError> {
+            let mut out = zeroize::Zeroizing::new([0u8; 32]);
+            sealink_crypto::kdf::hkdf_sha256(SALT, spake_key, label, &mut out[..])
                 .map_err(|_| PairError::Crypto)?;
             Ok(out)
         };
-        let aead = |k: [u8; 32]| {
-            UnboundKey::new(&CHACHA20_POLY1305, &k)
-                .map(LessSafeKey::new)
-                .map_err(|_| PairError::Crypto)
+        let aead = |k: zeroize::Zeroizing<[u8; 32]>| {
+            PacketKey::new(SuiteId::ChaCha20Poly1305, &k[..], false).map_err(|_| PairError::Crypto)
         };
         let (mine, theirs): (&[u8], &[u8]) = match role {
             Role::Initiator => (b"initiator", b"listener"),
@@ -190,45 +177,44 @@ impl Keys {
         let label = |what: &[u8], who: &[u8]| [what, b" ", who].concat();
         Ok(Keys {
             transcript,
-            confirm_mine: hmac::Key::new(hmac::HMAC_SHA256, &expand(&label(b"confirm", mine))?),
-            confirm_theirs: hmac::Key::new(hmac::HMAC_SHA256, &expand(&label(b"confirm", theirs))?),
+            confirm_mine: HmacSha256::new(&expand(&label(b"confirm", mine))?[..]),
+            confirm_theirs: HmacSha256::new(&expand(&label(b"confirm", theirs))?[..]),
             seal_mine: aead(expand(&label(b"seal", mine))?)?,
             open_theirs: aead(expand(&label(b"seal", theirs))?)?,
         })
     }
 
     fn confirm(&self) -> Vec<u8> {
-        hmac::sign(&self.confirm_mine, &self.transcript)
-            .as_ref()
-            .to_vec()
+        self.confirm_mine.sign(&self.transcript).to_vec()
     }
 
     /// Constant-time check of the peer's confirmation: a mismatch means the codes differed.
     fn check(&self, tag: &[u8]) -> Result<(), PairError> {
-        hmac::verify(&self.confirm_theirs, &self.transcript, tag)
+        self.confirm_theirs
+            .verify(&self.transcript, tag)
             .map_err(|_| PairError::CodeMismatch)
     }
 
-    fn verdict_mac(key: &hmac::Key, transcript: &[u8; 32], status: u8) -> hmac::Tag {
-        hmac::sign(key, &[&b"verdict"[..], &[status], transcript].concat())
+    fn verdict_mac(key: &HmacSha256, transcript: &[u8; 32], status: u8) -> [u8; MAC_LEN] {
+        key.sign(&[&b"verdict"[..], &[status], transcript].concat())
     }
 
     /// This side's verdict on the peer's keys, authenticated as the confirmations are.
     fn verdict(&self, accepted: bool) -> Vec<u8> {
         let status = u8::from(!accepted);
         let mac = Self::verdict_mac(&self.confirm_mine, &self.transcript, status);
-        [&[status][..], mac.as_ref()].concat()
+        [&[status][..], &mac[..]].concat()
     }
 
     /// Whether the peer accepted this side's keys; a forged or altered verdict is an error.
     fn their_verdict(&self, body: &[u8]) -> Result<bool, PairError> {
         let (status, tag) = body.split_first().ok_or(PairError::Tampered)?;
-        hmac::verify(
-            &self.confirm_theirs,
-            &[&b"verdict"[..], &[*status], &self.transcript].concat(),
-            tag,
-        )
-        .map_err(|_| PairError::Tampered)?;
+        self.confirm_theirs
+            .verify(
+                &[&b"verdict"[..], &[*status], &self.transcript].concat(),
+                tag,
+            )
+            .map_err(|_| PairError::Tampered)?;
         match status {
             0 => Ok(true),
             1 => Ok(false),
@@ -242,27 +228,21 @@ impl Keys {
     // Nonce 0 is safe: each seal key seals exactly one message, in one exchange.
     fn seal(&self, p: &Payload) -> Result<Vec<u8>, PairError> {
         let mut buf = p.encode();
+        let len = buf.len();
+        buf.resize(len + TAG_LEN, 0);
         self.seal_mine
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key([0; NONCE_LEN]),
-                Aad::from(&self.transcript),
-                &mut buf,
-            )
+            .seal(0, Scope::Encrypt, &self.transcript, &mut buf, len)
             .map_err(|_| PairError::Crypto)?;
         Ok(buf)
     }
 
     fn open(&self, sealed: &[u8]) -> Result<Payload, PairError> {
         let mut buf = sealed.to_vec();
-        let plain = self
+        let n = self
             .open_theirs
-            .open_in_place(
-                Nonce::assume_unique_for_key([0; NONCE_LEN]),
-                Aad::from(&self.transcript),
-                &mut buf,
-            )
+            .open(0, Scope::Encrypt, &self.transcript, &mut buf, sealed.len())
             .map_err(|_| PairError::Tampered)?;
-        Payload::decode(plain)
+        Payload::decode(&buf[..n])
     }
 }
 

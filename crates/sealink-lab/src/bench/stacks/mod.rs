@@ -1,0 +1,847 @@
+//! `sealink-lab bench stacks`: paper 000 (Nahum et al. 1996) rerun on this machine. Protocol stacks
+//! composed from layers (datagram framing, then a MAC or a cipher + MAC) run through the lab's
+//! engines ([`crate::engines`], drivers over `sealink_engine::Pipeline`): packet-level
+//! parallelism on one channel, connection-level parallelism on 12 channels, workers 1..N, send
+//! side and receive side, with in-memory drivers (paper 000 section 3.3). Writes CSV files and SVG plots and prints markdown tables that put
+//! the 1996 figures next to today's.
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::engines::{
+    self, Channel, Clp, ClpPolicy, Engine, HEADER_ROOM, Layered, Op, Packet, Plp, seal_serial,
+};
+use sealink_crypto::raw::{self, RawAead};
+use sealink_crypto::{Scope, SuiteId, kdf};
+use sealink_proto::sim::SimRng;
+
+use super::{fill, median, random_seed};
+use crate::error::{Error, Result};
+use crate::output;
+use crate::projection::SerialCeiling;
+use crate::report::{Chart, PointLog, RunRecord, Table, record};
+
+mod measure;
+mod paper;
+mod render;
+
+pub(crate) use measure::baseline_plp_send;
+use measure::*;
+use paper::{PaperPoint, Point, Read};
+use render::*;
+
+/// A protocol stack of the lab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stack {
+    pub name: &'static str,
+    pub layers: &'static str,
+    pub suite: SuiteId,
+    pub scope: Scope,
+    /// The matching row of paper 000 (index into `PAPER`), if any.
+    paper: Option<usize>,
+}
+
+/// Every stack, in the paper's order first.
+pub const STACKS: [Stack; 7] = [
+    Stack {
+        name: "baseline",
+        layers: "framing only (scope none, insecure lab opt-in)",
+        suite: SuiteId::Aes128Gcm,
+        scope: Scope::None,
+        paper: Some(0),
+    },
+    Stack {
+        name: "md5",
+        layers: "framing + HMAC-MD5 (legacy-des-cbc-hmac-md5, scope auth)",
+        suite: SuiteId::LegacyDesCbcHmacMd5,
+        scope: Scope::AuthOnly,
+        paper: Some(1),
+    },
+    Stack {
+        name: "gcm-auth",
+        layers: "framing + AES-128-GCM tag only (scope auth)",
+        suite: SuiteId::Aes128Gcm,
+        scope: Scope::AuthOnly,
+        paper: None,
+    },
+    Stack {
+        name: "des-md5",
+        layers: "framing + DES-CBC + HMAC-MD5",
+        suite: SuiteId::LegacyDesCbcHmacMd5,
+        scope: Scope::Encrypt,
+        paper: Some(2),
+    },
+    Stack {
+        name: "3des-md5",
+        layers: "framing + 3DES-CBC + HMAC-MD5",
+        suite: SuiteId::Legacy3DesCbcHmacMd5,
+        scope: Scope::Encrypt,
+        paper: Some(3),
+    },
+    Stack {
+        name: "aes128-gcm",
+        layers: "framing + AES-128-GCM",
+        suite: SuiteId::Aes128Gcm,
+        scope: Scope::Encrypt,
+        paper: None,
+    },
+    Stack {
+        name: "chacha20-poly1305",
+        layers: "framing + ChaCha20-Poly1305",
+        suite: SuiteId::ChaCha20Poly1305,
+        scope: Scope::Encrypt,
+        paper: None,
+    },
+];
+
+/// Paper 000, Tables 1 and 2 (usec per 4 KiB packet on one 100 MHz R4400):
+/// (paper stack, PLP send, PLP recv, CLP send, CLP recv).
+const PAPER: [(&str, f64, f64, f64, f64); 4] = [
+    ("TCP/IP", 236.0, 189.0, 226.0, 214.0),
+    ("TCP/MD5/IP", 1737.0, 1708.0, 1772.0, 1769.0),
+    ("DES/TCP/MD5/IP", 8982.0, 9179.0, 8694.0, 8985.0),
+    ("3-DES/TCP/(MD5/)IP", 21461.0, 21121.0, 23150.0, 23237.0),
+];
+
+/// Paper 000's projection: "TCP/MD5/IP would bottleneck at about 16 processors, DES ... 30".
+const PAPER_PROJECTION: [&str; 4] = ["", "bottleneck ~16 procs", "scales to ~30 procs", ""];
+
+/// Packets per engine batch (default of `--batch`). Measured on 2 cores (docs/RESULTS.md):
+/// 32 left the AES-128-GCM 2-worker speedup at 1.4-1.7 (hand-off cost per ~21 us batch);
+/// 192 reached 2.0-2.2 while one worker kept 0.98 of the raw seal rate; 512 fell out of cache.
+pub const CHUNK: usize = 192;
+
+/// Packets per batch in the many-connections experiment (keeps 384 channels' buffers small).
+const CHUNK_MANY: usize = 8;
+
+/// Channels of the CLP experiments (paper 000: 12 connections), or as many as there are
+/// workers where that is more ([`clp_channels`]).
+const CLP_CHANNELS: usize = 12;
+
+/// Connections of the figure 11 experiment.
+const CONNECTIONS: [usize; 6] = [12, 24, 48, 96, 192, 384];
+
+const CONNECTIONS_QUICK: [usize; 2] = [12, 24];
+
+/// Channels of the CLP scaling curves at up to `workers` workers: the paper's 12, or one per
+/// worker where there are more workers (12 channels on 16 workers would cap processor-per-
+/// connection at 12/16 of the machine, issue 49).
+pub fn clp_channels(workers: usize) -> usize {
+    CLP_CHANNELS.max(workers)
+}
+
+/// Figure 11's connection counts for a run of `workers` workers: the paper's list, each at
+/// least `workers` (so processor-per-connection never leaves a worker without a connection):
+/// counts below `workers` are dropped and `workers` itself leads where it is above 12.
+pub fn figure11_connections(quick: bool, workers: usize) -> Vec<usize> {
+    let base: &[usize] = if quick {
+        &CONNECTIONS_QUICK
+    } else {
+        &CONNECTIONS
+    };
+    let mut v: Vec<usize> = base.iter().copied().filter(|&n| n >= workers).collect();
+    if v.first() != Some(&workers) && workers > CLP_CHANNELS {
+        v.insert(0, workers);
+    }
+    v
+}
+
+/// Core counts of the projections.
+const PROJECT_AT: [f64; 4] = [12.0, 16.0, 64.0, 128.0];
+
+/// Confidence level of the intervals.
+const CONFIDENCE: f64 = 0.90;
+
+/// Targets of issue 3.
+const TARGET_SPEEDUP: f64 = 1.9;
+
+const TARGET_RAW_RATIO: f64 = 0.9;
+
+pub const MAX_PACKET: usize = 65_000;
+
+/// The markdown report the bench leaves in `--out` (everything it prints but the file list).
+const REPORT_FILE: &str = "stacks.md";
+
+/// Paper 000's projection method applied to this run's curves.
+pub const PROJECTION_FILE: &str = "projection.csv";
+
+/// Every point as it is measured, in measurement order (a stopped run keeps these).
+pub const POINTS_FILE: &str = "stacks-points.csv";
+
+const POINTS_HEAD: [&str; 13] = [
+    "experiment",
+    "stack",
+    "side",
+    "engine",
+    "channels",
+    "workers",
+    "packet_bytes",
+    "batch",
+    "runs",
+    "mbps_median",
+    "mbps_ci90_lo",
+    "mbps_ci90_hi",
+    "mbps_each_run",
+];
+
+/// Parameters of `sealink-lab bench stacks`.
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub workers: usize,
+    pub packet: usize,
+    pub seconds: f64,
+    pub runs: usize,
+    pub out: PathBuf,
+    pub stacks: Vec<&'static Stack>,
+    pub quick: bool,
+    /// Packets per engine batch in the scaling experiments.
+    pub batch: usize,
+    /// Wall-clock seconds the run may take (`--budget`; `fit_budget` in bench/mod.rs): runs
+    /// shortened first, then whole stacks skipped from the end of the list.
+    pub budget: Option<f64>,
+    /// `--serial-ns`: nanoseconds added to each packet's serial step (the counter on the send
+    /// side, the replay check on the receive side), as paper 000's locked TCP/IP step was; 0
+    /// measures today's serial step as it is.
+    pub serial_ns: u64,
+}
+
+/// Looks a stack up by name.
+pub fn stack_by_name(name: &str) -> std::result::Result<&'static Stack, String> {
+    STACKS
+        .iter()
+        .find(|s| s.name.eq_ignore_ascii_case(name.trim()))
+        .ok_or_else(|| {
+            let names: Vec<&str> = STACKS.iter().map(|s| s.name).collect();
+            format!("unknown stack {name:?}; choose from {}", names.join(", "))
+        })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Packet-level parallelism, one channel.
+    Plp,
+    /// Connection-level parallelism (processor-per-connection), 12 channels.
+    Clp,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Plp => "PLP",
+            Mode::Clp => "CLP",
+        }
+    }
+    /// Channels of this mode's curve in a run of `workers` workers.
+    fn channels(self, workers: usize) -> usize {
+        match self {
+            Mode::Plp => 1,
+            Mode::Clp => clp_channels(workers),
+        }
+    }
+}
+
+fn side_name(op: Op) -> &'static str {
+    match op {
+        Op::Seal => "send",
+        Op::Open => "recv",
+    }
+}
+
+/// Median and order-statistics confidence interval of a sample.
+#[derive(Debug, Clone, Copy)]
+struct Estimate {
+    median: f64,
+    lo: f64,
+    hi: f64,
+}
+
+/// What the drivers feed into the engine.
+enum Source {
+    /// Send side: packets filled with random bytes, re-sealed as fast as they come back.
+    Send { size: usize },
+    /// Receive side: per channel a pool of real datagrams sealed beforehand, replayed in order
+    /// (the device copies each into the packet buffer; the window restarts at each wrap).
+    Recv { pools: Vec<Vec<Arc<[u8]>>> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EngineKind {
+    Plp(usize),
+    Clp(ClpPolicy),
+    Layered,
+}
+
+/// One scaling curve: a stack, a side, a mode, workers 1..N.
+#[derive(Debug, Clone)]
+struct Curve {
+    stack: &'static Stack,
+    op: Op,
+    mode: Mode,
+    /// Index w-1: the estimate at w workers.
+    points: Vec<Estimate>,
+}
+
+impl Curve {
+    fn speedup(&self, w: usize) -> Estimate {
+        let one = self.points[0];
+        let at = self.points[w - 1];
+        Estimate {
+            median: at.median / one.median,
+            lo: at.lo / one.hi,
+            hi: at.hi / one.lo,
+        }
+    }
+    /// Serial fraction f of Amdahl's law S(w) = 1 / (f + (1 - f) / w), least squares over the
+    /// measured speedups in the linearised form 1/S - 1/w = f (1 - 1/w); clamped to [0, 1].
+    fn serial_fraction(&self) -> Option<f64> {
+        let (mut num, mut den) = (0.0, 0.0);
+        for w in 2..=self.points.len() {
+            let s = self.speedup(w).median;
+            let x = 1.0 - 1.0 / w as f64;
+            num += (1.0 / s - 1.0 / w as f64) * x;
+            den += x * x;
+        }
+        (den > 0.0).then(|| (num / den).clamp(0.0, 1.0))
+    }
+    fn us_per_packet(&self, size: usize) -> f64 {
+        size as f64 * 8.0 / self.points[0].median
+    }
+}
+
+/// One stack's projection by paper 000's own method (section 4.1: the serial step's ceiling
+/// divided by the rate one processor adds), from this run's PLP curves.
+#[derive(Debug, Clone)]
+struct Projection {
+    stack: &'static str,
+    op: Op,
+    /// Workers at which the baseline stack reached the ceiling.
+    ceiling_at: usize,
+    method: SerialCeiling,
+    /// Measured speedups at 1..N workers.
+    measured: Vec<f64>,
+    /// Paper 000's own projection for this stack, if it makes one (send side only).
+    paper: &'static str,
+}
+
+fn validate(p: &Params) -> Result<()> {
+    if p.stacks.is_empty() {
+        return Err(Error::Usage("give at least one stack".into()));
+    }
+    if !(1..=MAX_PACKET).contains(&p.packet) {
+        return Err(Error::Usage(format!(
+            "--packet must be within 1..={MAX_PACKET}"
+        )));
+    }
+    if p.workers == 0 || p.workers > 512 {
+        return Err(Error::Usage("--workers must be within 1..=512".into()));
+    }
+    super::check_timing(p.seconds, p.runs)
+}
+
+/// Runs the bench, writes CSV and SVG files into `p.out` and prints the tables.
+pub fn run(p: &Params) -> Result<()> {
+    run_with(p, &mut |_| Ok(()))
+}
+
+/// [`run`], calling `after_point` with the point log after each point is appended to it (an
+/// error stops the run there, as a kill would: the tests stop runs early with it).
+fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) -> Result<()> {
+    validate(p)?;
+    std::fs::create_dir_all(&p.out).map_err(Error::io("create", &p.out))?;
+    let mut log = PointLog::create(&p.out, POINTS_FILE, POINTS_HEAD)?;
+    let mut logged = |row: Vec<String>| -> Result<()> {
+        log.append(row)?;
+        after_point(&log)
+    };
+    let cores = record::cores();
+    let nw = p.workers;
+    let windows = p.runs + 1;
+    let connections = &figure11_connections(p.quick, nw)[..];
+    let many_runs = p.runs.min(3);
+    let ops = [Op::Seal, Op::Open];
+    let modes = [Mode::Plp, Mode::Clp];
+    let steps = 1 + p.stacks.len() as u64
+        * (ops.len() * modes.len() * nw + ops.len() + connections.len() * 2) as u64;
+    let pb = output::progress(steps, "bench stacks");
+    let result = (|| -> Result<String> {
+        // The raw rate is measured right before the aes128-gcm PLP send point at one worker, so
+        // that the two see the same machine load (or at the end without that stack).
+        let mut raw = None;
+        let mut curves = Vec::new();
+        let mut layered = Vec::new();
+        let mut many = Vec::new();
+        // What a --budget changes after the first point: the seconds of each run, the stacks.
+        let mut cur = p.clone();
+        let mut keep_stacks = p.stacks.len();
+        let mut budget_note = None;
+        let t0 = Instant::now();
+        // After the first stack, which is measured whole, the budget is also held to as the
+        // run goes: a stack's cost is known only once it ran (a slow cipher's windows take
+        // long to drain at many workers, which the first point does not show). A stack is not
+        // started when the costliest so far would not fit in what is left, and one that runs
+        // past the budget is abandoned (its points stay in POINTS_FILE, not in the report).
+        let mut stack_secs: Vec<f64> = Vec::new();
+        let mut late_note: Option<String> = None;
+        let past_budget =
+            |si: usize| si > 0 && p.budget.is_some_and(|b| t0.elapsed().as_secs_f64() > b);
+        for (si, &stack) in p.stacks.iter().enumerate() {
+            if si >= keep_stacks {
+                continue;
+            }
+            if let Some(b) = p.budget
+                && si > 0
+            {
+                let longest = stack_secs.iter().copied().fold(0.0, f64::max);
+                let now = t0.elapsed().as_secs_f64();
+                if now + longest > b {
+                    keep_stacks = si;
+                    late_note = Some(format!(
+                        "{} not started: {now:.1} s gone, and a stack took up to {longest:.1} s",
+                        stack.name
+                    ));
+                    continue;
+                }
+            }
+            let ts = Instant::now();
+            let abandoned = 'stack: {
+                for op in ops {
+                    for mode in modes {
+                        let mut points = Vec::new();
+                        for w in 1..=nw {
+                            let kind = match mode {
+                                Mode::Plp => EngineKind::Plp(w),
+                                Mode::Clp => EngineKind::Clp(ClpPolicy::ProcessorPerConnection(w)),
+                            };
+                            if stack.name == "aes128-gcm"
+                                && op == Op::Seal
+                                && kind == EngineKind::Plp(1)
+                            {
+                                let r = raw_seal_rate(&cur)?;
+                                raw = Some(estimate(&r));
+                                logged(point_row(
+                                    "raw",
+                                    "aes128-gcm",
+                                    "send",
+                                    RawAead::LIBRARY,
+                                    1,
+                                    1,
+                                    p,
+                                    CHUNK,
+                                    &r,
+                                ))?;
+                                pb.inc(1);
+                            }
+                            let r = measure(
+                                stack,
+                                kind,
+                                op,
+                                mode.channels(nw),
+                                p.batch,
+                                &cur,
+                                windows,
+                            )?;
+                            points.push(estimate(&r));
+                            logged(point_row(
+                                "scaling",
+                                stack.name,
+                                side_name(op),
+                                mode.name(),
+                                mode.channels(nw),
+                                w,
+                                p,
+                                p.batch,
+                                &r,
+                            ))?;
+                            pb.inc(1);
+                            if let (Some(b), None) = (p.budget, &budget_note) {
+                                // Fitted once, after the first point: every window is taken to
+                                // cost what the first point's did beyond its timed length.
+                                let t1 = t0.elapsed().as_secs_f64();
+                                let overhead = t1 / windows as f64 - p.seconds;
+                                let per_stack = (ops.len() * modes.len() * nw + ops.len())
+                                    * windows
+                                    + connections.len() * 2 * (many_runs + 1);
+                                let first_left = per_stack - windows;
+                                let total = first_left + (p.stacks.len() - 1) * per_stack + windows;
+                                let f = super::fit_budget(b - t1, total, 1, overhead, p.seconds);
+                                cur.seconds = f.seconds;
+                                keep_stacks = (1 + f.keep.saturating_sub(first_left + windows)
+                                    / per_stack)
+                                    .min(p.stacks.len());
+                                let skipped: Vec<&str> =
+                                    p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
+                                budget_note = Some(format!(
+                                    "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
+                                    if cur.seconds < p.seconds {
+                                        format!(
+                                            "shortened from {} s to {:.3} s",
+                                            p.seconds, cur.seconds
+                                        )
+                                    } else {
+                                        format!("kept at {} s", p.seconds)
+                                    },
+                                    if skipped.is_empty() {
+                                        "no stack skipped".to_owned()
+                                    } else {
+                                        format!("skipped the stacks {}", skipped.join(", "))
+                                    }
+                                ));
+                                if f.keep < first_left + windows {
+                                    if let Some(n) = budget_note.as_mut() {
+                                        n.push_str(
+                                        "; the first stack, which is measured whole, does not fit even so: over budget",
+                                    );
+                                    }
+                                }
+                            }
+                            if past_budget(si) {
+                                break 'stack true;
+                            }
+                        }
+                        curves.push(Curve {
+                            stack,
+                            op,
+                            mode,
+                            points,
+                        });
+                    }
+                    let r = measure(stack, EngineKind::Layered, op, 1, p.batch, &cur, windows)?;
+                    layered.push((stack, op, estimate(&r)));
+                    logged(point_row(
+                        "layered",
+                        stack.name,
+                        side_name(op),
+                        "layered",
+                        1,
+                        2,
+                        p,
+                        p.batch,
+                        &r,
+                    ))?;
+                    pb.inc(1);
+                    if past_budget(si) {
+                        break 'stack true;
+                    }
+                }
+                for &n in connections {
+                    for policy in [
+                        ClpPolicy::ThreadPerConnection,
+                        ClpPolicy::ProcessorPerConnection(nw),
+                    ] {
+                        let r = measure(
+                            stack,
+                            EngineKind::Clp(policy),
+                            Op::Seal,
+                            n,
+                            CHUNK_MANY,
+                            &cur,
+                            many_runs + 1,
+                        )?;
+                        many.push((stack, n, policy, estimate(&r)));
+                        let threads = match policy {
+                            ClpPolicy::ThreadPerConnection => n,
+                            ClpPolicy::ProcessorPerConnection(w) => w,
+                        };
+                        logged(point_row(
+                            "connections",
+                            stack.name,
+                            "send",
+                            policy_name(policy),
+                            n,
+                            threads,
+                            p,
+                            CHUNK_MANY,
+                            &r,
+                        ))?;
+                        pb.inc(1);
+                        if past_budget(si) {
+                            break 'stack true;
+                        }
+                    }
+                }
+                false
+            };
+            if abandoned {
+                keep_stacks = si;
+                curves.retain(|c| !std::ptr::eq(c.stack, stack));
+                layered.retain(|(s, _, _)| !std::ptr::eq(*s, stack));
+                many.retain(|(s, ..)| !std::ptr::eq(*s, stack));
+                late_note = Some(format!(
+                    "{} abandoned after {:.1} s of it, past the budget at {:.1} s (its points so far are in {POINTS_FILE} only)",
+                    stack.name,
+                    ts.elapsed().as_secs_f64(),
+                    t0.elapsed().as_secs_f64()
+                ));
+                continue;
+            }
+            stack_secs.push(ts.elapsed().as_secs_f64());
+        }
+        if let (Some(late), Some(note)) = (&late_note, budget_note.as_mut()) {
+            let skipped: Vec<&str> = p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
+            let _ = write!(
+                note,
+                "; held to as the run went: {late}; measured {}, skipped {}",
+                p.stacks[..keep_stacks]
+                    .iter()
+                    .map(|s| s.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                skipped.join(", ")
+            );
+        }
+        let raw = match raw {
+            Some(r) => r,
+            None => {
+                let r = raw_seal_rate(&cur)?;
+                logged(point_row(
+                    "raw",
+                    "aes128-gcm",
+                    "send",
+                    RawAead::LIBRARY,
+                    1,
+                    1,
+                    p,
+                    CHUNK,
+                    &r,
+                ))?;
+                pb.inc(1);
+                estimate(&r)
+            }
+        };
+        // The report describes what ran: the runs' seconds after any budget, the stacks kept.
+        let p = &Params {
+            seconds: cur.seconds,
+            stacks: p.stacks[..keep_stacks].to_vec(),
+            ..p.clone()
+        };
+        let mut out = render(p, cores, raw, &curves, &layered, &many, many_runs);
+        if let Some(note) = &budget_note {
+            let _ = writeln!(out, "\n{note}");
+        }
+        // The projection before the comparison, which ends the report.
+        let proj = projection_table(p, &projections(&curves)?);
+        out.push_str(&projection_report(p, &proj));
+        out.push_str(&paper_comparison(p, &curves, &many));
+        let json = write_files(p, raw, &curves, &layered, &many, &proj, &out)?;
+        let _ = writeln!(
+            out,
+            "\nreport: {}\nrun record: {}",
+            p.out.join(REPORT_FILE).display(),
+            json.display()
+        );
+        Ok(out)
+    })();
+    pb.finish_and_clear();
+    output::print(&result?)
+}
+
+fn policy_name(p: ClpPolicy) -> &'static str {
+    match p {
+        ClpPolicy::ThreadPerConnection => "thread-per-connection",
+        ClpPolicy::ProcessorPerConnection(_) => "processor-per-connection",
+    }
+}
+
+/// One row of the comparison with paper 000's figures.
+struct Beside {
+    at: &'static PaperPoint,
+    stack: &'static Stack,
+    /// Where on the figure ("1 proc", "24 conns").
+    point: String,
+    quantity: &'static str,
+    /// The paper's value of `quantity` (the point's value rescaled where needed), if a number.
+    paper: Option<f64>,
+    paper_text: String,
+    ours: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ci_ranks_cover_90_percent() {
+        // n = 5: min..max covers 1 - 2/32 = 0.9375; the next pair only 0.625.
+        assert_eq!(ci_ranks(5), (0, 4));
+        // n = 3 cannot reach 90%: min..max.
+        assert_eq!(ci_ranks(3), (0, 2));
+        // n = 9: (x_2, x_8) covers 0.961, (x_3, x_7) covers 0.820.
+        assert_eq!(ci_ranks(9), (1, 7));
+        let e = estimate(&[5.0, 1.0, 3.0, 2.0, 4.0]);
+        assert_eq!((e.median, e.lo, e.hi), (3.0, 1.0, 5.0));
+    }
+
+    #[test]
+    fn amdahl_fit_recovers_the_serial_fraction() {
+        let f = 0.1;
+        let points = (1..=4)
+            .map(|w| {
+                let v = 100.0 * amdahl(f, w as f64);
+                Estimate {
+                    median: v,
+                    lo: v,
+                    hi: v,
+                }
+            })
+            .collect();
+        let c = Curve {
+            stack: &STACKS[0],
+            op: Op::Seal,
+            mode: Mode::Plp,
+            points,
+        };
+        assert!((c.serial_fraction().unwrap() - f).abs() < 1e-9);
+        assert!((amdahl(0.0, 16.0) - 16.0).abs() < 1e-9);
+    }
+
+    /// A run stopped after its second point (as a kill would stop it) leaves those two points
+    /// in stacks-points.csv, and no final report.
+    #[test]
+    fn a_stopped_run_keeps_the_points_it_measured() {
+        let out = std::env::temp_dir().join(format!("sealink-stacks-stop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            workers: 2,
+            packet: 1024,
+            seconds: 0.01,
+            runs: 1,
+            out: out.clone(),
+            stacks: vec![stack_by_name("aes128-gcm").unwrap()],
+            quick: true,
+            batch: 8,
+            budget: None,
+            serial_ns: 0,
+        };
+        let mut seen = Vec::new();
+        let e = run_with(&p, &mut |log| {
+            // Each point is on disk before the run goes on to the next.
+            let text = std::fs::read_to_string(log.path()).unwrap();
+            seen.push(text.lines().count());
+            if log.rows() == 2 {
+                Err(Error::bench("stopped"))
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("stopped"), "{e}");
+        assert_eq!(seen, [2, 3]);
+        let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[0].starts_with("elapsed_s,experiment,stack,"),
+            "{text}"
+        );
+        // The raw library rate, then aes128-gcm's PLP send at one worker.
+        assert!(lines[1].contains(",raw,aes128-gcm,send,"), "{text}");
+        assert!(
+            lines[2].contains(",scaling,aes128-gcm,send,PLP,1,1,1024,8,1,"),
+            "{text}"
+        );
+        assert!(!out.join(REPORT_FILE).exists());
+        assert!(!out.join("stacks.json").exists());
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    /// A budget far below the plan measures the first stack only (its runs at the floor), says
+    /// so, and still writes the report.
+    #[test]
+    fn a_small_budget_skips_stacks_and_still_reports() {
+        let out =
+            std::env::temp_dir().join(format!("sealink-stacks-budget-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        let p = Params {
+            workers: 1,
+            packet: 1024,
+            seconds: 0.02,
+            runs: 1,
+            out: out.clone(),
+            stacks: vec![
+                stack_by_name("baseline").unwrap(),
+                stack_by_name("aes128-gcm").unwrap(),
+            ],
+            quick: true,
+            batch: 8,
+            budget: Some(0.001),
+            serial_ns: 0,
+        };
+        run_with(&p, &mut |_| Ok(())).unwrap();
+        let report = std::fs::read_to_string(out.join(REPORT_FILE)).unwrap();
+        assert!(
+            report.contains("budget: 0.001 s") && report.contains("skipped the stacks aes128-gcm"),
+            "{report}"
+        );
+        let points = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
+        assert!(!points.contains(",scaling,aes128-gcm,"), "{points}");
+        assert!(points.contains(",connections,baseline,"), "{points}");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn stacks_resolve() {
+        assert_eq!(
+            stack_by_name("AES128-GCM").unwrap().suite,
+            SuiteId::Aes128Gcm
+        );
+        assert!(stack_by_name("rot13").is_err());
+    }
+
+    /// `--serial-ns`: every packet's serial step waits that long, so one PLP submitter cannot
+    /// send faster than a packet per step (paper 000's locked-step ceiling, here 1024 B per
+    /// 100 us = 81.9 Mbit/s), whatever the crypto costs.
+    #[test]
+    fn serial_ns_caps_the_plp_send_rate() {
+        let p = Params {
+            workers: 2,
+            packet: 1024,
+            seconds: 0.05,
+            runs: 1,
+            out: PathBuf::new(),
+            stacks: vec![&STACKS[0]],
+            quick: true,
+            batch: 8,
+            budget: None,
+            serial_ns: 100_000,
+        };
+        for kind in [EngineKind::Plp(1), EngineKind::Plp(2)] {
+            let rates = measure(&STACKS[0], kind, Op::Seal, 1, 8, &p, 2).unwrap();
+            assert!(!rates.is_empty());
+            for r in rates {
+                assert!(r > 0.0 && r <= 82.0, "{kind:?}: {r} Mbit/s");
+            }
+        }
+        let c = Channel::new(
+            Arc::new(kdf::derive_packet_key(SuiteId::Aes128Gcm, &[1; 32], b"t", true).unwrap()),
+            Arc::new(kdf::derive_packet_key(SuiteId::Aes128Gcm, &[1; 32], b"t", true).unwrap()),
+            1,
+            Scope::Encrypt,
+        );
+        assert!(c.serial_spin.is_zero());
+        let mut c = c.with_serial_ns(300_000);
+        let t = Instant::now();
+        assert_eq!(c.take_counter(), 0);
+        assert!(t.elapsed() >= Duration::from_micros(300));
+    }
+
+    /// At N workers the CLP curves run at least N connections, and Figure 11 starts at N
+    /// (issue 49: 12 connections on 16 workers capped processor-per-connection at 0.75).
+    #[test]
+    fn clp_runs_at_least_one_connection_per_worker() {
+        assert_eq!(clp_channels(2), 12);
+        assert_eq!(clp_channels(12), 12);
+        assert_eq!(clp_channels(16), 16);
+        assert_eq!(figure11_connections(false, 2), CONNECTIONS.to_vec());
+        assert_eq!(figure11_connections(false, 12), CONNECTIONS.to_vec());
+        assert_eq!(
+            figure11_connections(false, 16),
+            vec![16, 24, 48, 96, 192, 384]
+        );
+        assert_eq!(figure11_connections(true, 16), vec![16, 24]);
+        assert_eq!(figure11_connections(false, 24), vec![24, 48, 96, 192, 384]);
+        assert_eq!(figure11_connections(false, 30), vec![30, 48, 96, 192, 384]);
+    }
+}
