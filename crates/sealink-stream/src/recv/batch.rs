@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -42,7 +43,7 @@ pub(super) struct Reorder {
 }
 
 /// One manifest batch being received (the session's state beyond it lives in
-/// `after_hello`: the stripes, their readers, the tree, the manifest check).
+/// `session::Batches`: the stripes, their readers, the manifest check; and the tree).
 pub(super) struct Batch<'a> {
     pub(super) keys: &'a SessionKeys,
     pub(super) assembly: Mutex<Assembly>,
@@ -119,49 +120,11 @@ impl<'a> Batch<'a> {
                 tree.make_staged_dirs(files, &mut found)?;
                 let mut slots: Vec<Slot> = Vec::with_capacity(files.len());
                 for (i, f) in files.iter().enumerate() {
-                    let path = dir.join(&f.name);
-                    let made = match &f.kind {
-                        EntryKind::Dir => Ok(Slot::Dir),
-                        EntryKind::Symlink(t) => Ok(Slot::Link(t.clone())),
-                        EntryKind::File if found[i] == Found::Same => {
-                            held[i] = UP_TO_DATE;
-                            Ok(Slot::Keep)
-                        }
-                        // A file of one record arrives whole or not at all: no resume state.
-                        EntryKind::File
-                            if resumable(f.size, f.mtime)
-                                && f.size > u64::from(hello.record_data) =>
-                        {
-                            open_taking_over(dir, &hello.owner_public, f, hello.fresh, holding)
-                                .map(|(p, bytes)| {
-                                    held[i] = held_records(bytes, f.size, hello.record_data);
-                                    Slot::Part(p)
-                                })
-                                .ctx(|| {
-                                    format!("cannot open the resume state of {}", path.display())
-                                })
-                        }
-                        EntryKind::File => match tree.direct_path(&f.name) {
-                            Some(at) => PartFile::create_direct(
-                                at,
-                                (f.size != UNKNOWN_SIZE).then_some(f.size),
-                            ),
-                            None => PartFile::create_in(
-                                &tree.part_dir(&f.name),
-                                path.clone(),
-                                (f.size != UNKNOWN_SIZE).then_some(f.size),
-                            ),
-                        }
-                        .map(Slot::Part)
-                        .ctx(|| format!("cannot create a file for {}", path.display())),
-                    };
-                    match made {
+                    let same = found[i] == Found::Same;
+                    match open_slot(dir, tree, hello, f, same, &mut held[i], holding) {
                         Ok(p) => slots.push(p),
                         Err(e) => {
-                            slots
-                                .iter()
-                                .filter_map(Slot::part)
-                                .for_each(PartFile::release);
+                            release_parts(&slots);
                             // Asked to stop while waiting for another session to let go.
                             let e = if stop.requested() {
                                 stop.superseded()
@@ -181,32 +144,15 @@ impl<'a> Batch<'a> {
                 out: std::io::stdout(),
             })),
         };
-        let mut resumed = vec![0u64; files.len()];
-        for (i, &h) in held.iter().enumerate().filter(|x| *x.1 > 0) {
-            let up_to_date = h == UP_TO_DATE;
-            let records = if up_to_date {
-                assembly.layout().file_records(i).unwrap_or(0)
-            } else {
-                h
-            };
-            match assembly.hold(i, records) {
-                Ok(bytes) => {
-                    progress.add_held(bytes);
-                    if !up_to_date {
-                        resumed[i] = bytes;
-                    }
+        let resumed = match hold(&mut assembly, &held, progress) {
+            Ok(r) => r,
+            Err(e) => {
+                if let Out::Files(slots) = &out {
+                    release_parts(slots);
                 }
-                Err(e) => {
-                    if let Out::Files(slots) = &out {
-                        slots
-                            .iter()
-                            .filter_map(Slot::part)
-                            .for_each(PartFile::release);
-                    }
-                    return Err(e.into());
-                }
+                return Err(e.into());
             }
-        }
+        };
         progress.add_total(if files.iter().any(|f| f.size == UNKNOWN_SIZE) {
             u64::MAX
         } else {
@@ -251,10 +197,7 @@ impl<'a> Batch<'a> {
     /// Closes the batch's part files (they stay on disk only as resume state).
     pub(super) fn release(&self) {
         if let Out::Files(slots) = &self.out {
-            slots
-                .iter()
-                .filter_map(Slot::part)
-                .for_each(PartFile::release);
+            release_parts(slots);
         }
     }
 
@@ -457,4 +400,78 @@ impl<'a> Batch<'a> {
         let last = Duration::from_nanos(self.last_progress.load(Ordering::Relaxed));
         self.t0.elapsed().saturating_sub(last) > self.timeouts.idle
     }
+}
+
+/// Where entry `f` of a batch goes in `dir`: a directory or a link made when stored, a file
+/// kept as it is (`same`: up to date), or a part file, new or resumed (then `held` is set to
+/// the records it holds, or [`UP_TO_DATE`]).
+fn open_slot(
+    dir: &Path,
+    tree: &Tree,
+    hello: &Hello,
+    f: &FileEntry,
+    same: bool,
+    held: &mut u64,
+    holding: &mut Holding<'_>,
+) -> Result<Slot, TransferError> {
+    let path = dir.join(&f.name);
+    match &f.kind {
+        EntryKind::Dir => Ok(Slot::Dir),
+        EntryKind::Symlink(t) => Ok(Slot::Link(t.clone())),
+        EntryKind::File if same => {
+            *held = UP_TO_DATE;
+            Ok(Slot::Keep)
+        }
+        // A file of one record arrives whole or not at all: no resume state.
+        EntryKind::File if resumable(f.size, f.mtime) && f.size > u64::from(hello.record_data) => {
+            open_taking_over(dir, &hello.owner_public, f, hello.fresh, holding)
+                .map(|(p, bytes)| {
+                    *held = held_records(bytes, f.size, hello.record_data);
+                    Slot::Part(p)
+                })
+                .ctx(|| format!("cannot open the resume state of {}", path.display()))
+        }
+        EntryKind::File => match tree.direct_path(&f.name) {
+            Some(at) => PartFile::create_direct(at, (f.size != UNKNOWN_SIZE).then_some(f.size)),
+            None => PartFile::create_in(
+                &tree.part_dir(&f.name),
+                path.clone(),
+                (f.size != UNKNOWN_SIZE).then_some(f.size),
+            ),
+        }
+        .map(Slot::Part)
+        .ctx(|| format!("cannot create a file for {}", path.display())),
+    }
+}
+
+/// Marks what the receiver holds of each file (`held`: records kept from an interrupted
+/// session, or [`UP_TO_DATE`]) as received; returns the bytes resumed of each.
+fn hold(
+    assembly: &mut Assembly,
+    held: &[u64],
+    progress: &Progress,
+) -> Result<Vec<u64>, StreamError> {
+    let mut resumed = vec![0u64; held.len()];
+    for (i, &h) in held.iter().enumerate().filter(|x| *x.1 > 0) {
+        let up_to_date = h == UP_TO_DATE;
+        let records = if up_to_date {
+            assembly.layout().file_records(i).unwrap_or(0)
+        } else {
+            h
+        };
+        let bytes = assembly.hold(i, records)?;
+        progress.add_held(bytes);
+        if !up_to_date {
+            resumed[i] = bytes;
+        }
+    }
+    Ok(resumed)
+}
+
+/// Closes the part files among `slots` (they stay on disk only as resume state).
+fn release_parts(slots: &[Slot]) {
+    slots
+        .iter()
+        .filter_map(Slot::part)
+        .for_each(PartFile::release);
 }

@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use sealink_proto::stream::record::RecordType;
-use sealink_proto::stream::{Abort, End, SENDER_ABORT_SEQ, StreamError};
+use sealink_proto::stream::{Abort, End, Placement, SENDER_ABORT_SEQ, StreamError};
 
-use super::batch::{Batch, Out};
+use super::batch::{Batch, Out, Reorder};
 use super::lock;
 use crate::conn::secs;
 use crate::error::{IoContext, TransferError, is_timeout, socket_error};
@@ -151,84 +151,8 @@ impl Batch<'_> {
         }
         let recs = &recs[..places.len()];
         match &self.out {
-            Out::Files(slots) => {
-                // Whatever is accepted and not written by the end of this is noted, so no
-                // checkpoint claims it.
-                let mut i = 0;
-                let not_written = |from: usize| {
-                    let mut u = lock(&self.unwritten);
-                    for p in &places[from..] {
-                        if let Some(x) = u.get_mut(p.file) {
-                            *x = (*x).min(p.offset);
-                        }
-                    }
-                };
-                while i < recs.len() {
-                    // A run: consecutive records of one file at consecutive offsets.
-                    let (file, off) = (places[i].file, places[i].offset);
-                    let mut j = i + 1;
-                    let mut next = off + recs[i].2 as u64;
-                    while j < recs.len()
-                        && places[j].file == file
-                        && places[j].offset == next
-                        && j - i < 1024
-                    {
-                        next += recs[j].2 as u64;
-                        j += 1;
-                    }
-                    let mut iov: Vec<IoSlice<'_>> = recs[i..j]
-                        .iter()
-                        .map(|&(_, s, n)| IoSlice::new(&buf[s..s + n]))
-                        .collect();
-                    // Only files of known size have records; each has its part file.
-                    let Some(p) = slots.get(file).and_then(Slot::part) else {
-                        not_written(i);
-                        return Err(StreamError::OutOfRange {
-                            seq: recs[i].0,
-                            why: "data for an entry that takes none",
-                        }
-                        .into());
-                    };
-                    if let Err(e) = write_all_at(&p.file, &mut iov, off) {
-                        not_written(i);
-                        return Err(TransferError::Io {
-                            context: format!("cannot write {}", p.path.display()),
-                            source: e,
-                        });
-                    }
-                    i = j;
-                }
-            }
-            Out::Stdout(r) => {
-                let mut guard = lock(r);
-                let r = &mut *guard;
-                for &(seq, s, n) in recs {
-                    let data = &buf[s..s + n];
-                    if seq == r.next {
-                        r.out
-                            .write_all(data)
-                            .ctx(|| "cannot write standard output".into())?;
-                        r.next += 1;
-                        while let Some(d) = r.pending.remove(&r.next) {
-                            r.pending_bytes -= d.len();
-                            r.out
-                                .write_all(&d)
-                                .ctx(|| "cannot write standard output".into())?;
-                            r.next += 1;
-                        }
-                    } else {
-                        r.pending_bytes += n;
-                        if r.pending_bytes > MAX_REORDER_BYTES {
-                            return Err(StreamError::OutOfRange {
-                                seq,
-                                why: "too far ahead of the output",
-                            }
-                            .into());
-                        }
-                        r.pending.insert(seq, data.to_vec());
-                    }
-                }
-            }
+            Out::Files(slots) => self.write_runs(slots, buf, recs, &places)?,
+            Out::Stdout(r) => lock(r).write(buf, recs)?,
         }
         drop(writing);
         self.progress
@@ -239,6 +163,99 @@ impl Batch<'_> {
         self.touch();
         if self.resumable {
             self.maybe_checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Writes accepted records (at `places`) into their files, one positional vectored write
+    /// per run of records.
+    fn write_runs(
+        &self,
+        slots: &[Slot],
+        buf: &[u8],
+        recs: &[(u64, usize, usize)],
+        places: &[Placement],
+    ) -> Result<(), TransferError> {
+        // Whatever is accepted and not written by the end of this is noted, so no
+        // checkpoint claims it.
+        let mut i = 0;
+        let not_written = |from: usize| {
+            let mut u = lock(&self.unwritten);
+            for p in &places[from..] {
+                if let Some(x) = u.get_mut(p.file) {
+                    *x = (*x).min(p.offset);
+                }
+            }
+        };
+        while i < recs.len() {
+            // A run: consecutive records of one file at consecutive offsets.
+            let (file, off) = (places[i].file, places[i].offset);
+            let mut j = i + 1;
+            let mut next = off + recs[i].2 as u64;
+            while j < recs.len()
+                && places[j].file == file
+                && places[j].offset == next
+                && j - i < 1024
+            {
+                next += recs[j].2 as u64;
+                j += 1;
+            }
+            let mut iov: Vec<IoSlice<'_>> = recs[i..j]
+                .iter()
+                .map(|&(_, s, n)| IoSlice::new(&buf[s..s + n]))
+                .collect();
+            // Only files of known size have records; each has its part file.
+            let Some(p) = slots.get(file).and_then(Slot::part) else {
+                not_written(i);
+                return Err(StreamError::OutOfRange {
+                    seq: recs[i].0,
+                    why: "data for an entry that takes none",
+                }
+                .into());
+            };
+            if let Err(e) = write_all_at(&p.file, &mut iov, off) {
+                not_written(i);
+                return Err(TransferError::Io {
+                    context: format!("cannot write {}", p.path.display()),
+                    source: e,
+                });
+            }
+            i = j;
+        }
+        Ok(())
+    }
+}
+
+impl Reorder {
+    /// Writes in-order records' data to standard output at once, and keeps the rest until its
+    /// turn comes (bounded).
+    fn write(&mut self, buf: &[u8], recs: &[(u64, usize, usize)]) -> Result<(), TransferError> {
+        let r = self;
+        for &(seq, s, n) in recs {
+            let data = &buf[s..s + n];
+            if seq == r.next {
+                r.out
+                    .write_all(data)
+                    .ctx(|| "cannot write standard output".into())?;
+                r.next += 1;
+                while let Some(d) = r.pending.remove(&r.next) {
+                    r.pending_bytes -= d.len();
+                    r.out
+                        .write_all(&d)
+                        .ctx(|| "cannot write standard output".into())?;
+                    r.next += 1;
+                }
+            } else {
+                r.pending_bytes += n;
+                if r.pending_bytes > MAX_REORDER_BYTES {
+                    return Err(StreamError::OutOfRange {
+                        seq,
+                        why: "too far ahead of the output",
+                    }
+                    .into());
+                }
+                r.pending.insert(seq, data.to_vec());
+            }
         }
         Ok(())
     }

@@ -1,11 +1,13 @@
 //! The receiving side: a listener that serves transfer sessions.
 //!
 //! - `server`: the [`Receiver`], its accept loop and admission, one thread per connection;
-//! - `session`: one session from its handshake to its reply: hello, owner checks, its batches;
+//! - `auth`: who the peer is: the handshake, the hello's owner, `--once`'s one transfer;
+//! - `session`: one session from its handshake to its reply, its manifest's batches in order;
 //! - `batch`: one manifest batch: its part files and resume state, verified, then stored;
 //! - `deliver`: a batch's stripes read, their records opened and written into place;
 //! - `takeover`: a newer session of the same owner taking over from a stalled one.
 
+mod auth;
 mod batch;
 mod deliver;
 mod server;
@@ -20,7 +22,7 @@ use std::time::Duration;
 use sealink_crypto::{Scope, SuiteId};
 use sealink_proto::HostKey;
 use sealink_proto::stream::body::{EntryKind, FileEntry, UP_TO_DATE};
-use sealink_proto::stream::{StreamLimits, TreeLimits};
+use sealink_proto::stream::{Hello, StreamLimits, TreeLimits};
 
 use crate::limits::{ConnLimits, Timeouts};
 use crate::state::ResumeLimits;
@@ -153,6 +155,42 @@ pub struct RecvReport {
 }
 
 impl RecvReport {
+    /// Nothing received yet, from the session of `hello`.
+    fn empty(
+        peer: SocketAddr,
+        host: String,
+        owner: String,
+        hello: &Hello,
+        suite: SuiteId,
+        scope: Scope,
+    ) -> Self {
+        RecvReport {
+            peer,
+            host,
+            owner,
+            owner_key: hello.owner_public,
+            files: Vec::new(),
+            kinds: Vec::new(),
+            sizes: Vec::new(),
+            up_to_date: Vec::new(),
+            paths: Vec::new(),
+            suite,
+            scope,
+            bytes: 0,
+            resumed: Vec::new(),
+            streams: hello.stripes as usize,
+            elapsed: Duration::ZERO,
+            entries: 0,
+            dirs: 0,
+            links: 0,
+            up_to_date_files: 0,
+            up_to_date_bytes: 0,
+            resumed_bytes: 0,
+            deleted: 0,
+            batches: 0,
+        }
+    }
+
     /// Counts a stored batch (and lists its entries when asked to).
     fn add(&mut self, b: &Batch<'_>, files: &[FileEntry], sizes: &[u64], cfg: &RecvConfig) {
         self.batches += 1;

@@ -1,14 +1,14 @@
 //! A newer session of the same owner taking over from a stalled one.
 
 use std::collections::HashMap;
-use std::net::{Shutdown, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::auth::{Checked, Refusal};
 use super::lock;
-use super::session::Checked;
 use crate::conn::secs;
 use crate::error::TransferError;
 use crate::files::PartFile;
@@ -166,7 +166,7 @@ pub(super) struct OnceSlot {
 impl OnceSlot {
     /// From a checked hello; a refused one takes the slot for no one (when no transfer is held,
     /// a refused session is the receiver's outcome, as it always was).
-    pub(super) fn of(checked: Option<&Checked>) -> OnceSlot {
+    fn of(checked: Option<&Checked>) -> OnceSlot {
         match checked {
             Some(c) => OnceSlot {
                 owner: c.hello.owner_public,
@@ -179,10 +179,37 @@ impl OnceSlot {
         }
     }
 
+    /// Whether a `--once` receiver turns away the session of `checked`: not if `slot` is free
+    /// (the session takes it), nor if the session may take it over (then it holds it).
+    pub(super) fn turns_away(
+        slot: &Mutex<Option<OnceSlot>>,
+        checked: &Result<Checked, Refusal>,
+        peer: SocketAddr,
+    ) -> bool {
+        let mut slot = lock(slot);
+        match &*slot {
+            None => {
+                *slot = Some(OnceSlot::of(checked.as_ref().ok()));
+                false
+            }
+            Some(held) => match checked {
+                Ok(c) if held.taken_over_by(c) => {
+                    tracing::info!(
+                        "{peer}: a newer session of the owner holding the one transfer \
+                         (its signature verified), sending the same files: it may take over"
+                    );
+                    *slot = Some(OnceSlot::of(Some(c)));
+                    false
+                }
+                _ => true,
+            },
+        }
+    }
+
     /// Whether the session of `new` may take over from this slot's session: the same owner
     /// (whose signature `new` has proven, and whom this receiver trusts) sending one of the
     /// same files.
-    pub(super) fn taken_over_by(&self, new: &Checked) -> bool {
+    fn taken_over_by(&self, new: &Checked) -> bool {
         self.owner != [0; 32]
             && new.hello.owner_public == self.owner
             && new.hello.files.iter().any(|f| self.names.contains(&f.name))
