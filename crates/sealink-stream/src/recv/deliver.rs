@@ -76,10 +76,18 @@ impl Batch<'_> {
             if !recs.is_empty() {
                 self.deliver(reader.buffer(), &recs)?;
             }
+            // Whichever stripe sees the batch complete (the control one, with the end
+            // record, or one delivering the last data) wakes the others.
+            let complete = self.complete();
             if self.failed.load(Ordering::Relaxed)
                 || (ended && !self.last)
-                || (!control && self.complete())
+                || (!control && complete)
             {
+                return Ok(());
+            }
+            // A stripe other than the control one waits for data or for the batch to be
+            // complete (seen by another stripe), whichever comes first.
+            if !control && reader.pending() == 0 && self.done.wait(sock, tick) && self.complete() {
                 return Ok(());
             }
             let n = loop {
