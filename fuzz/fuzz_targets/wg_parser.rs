@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use libfuzzer_sys::fuzz_target;
 use sealink_proto::wg::message;
-use sealink_proto::wg::{WgPeerConfig, WgEvent, WgPeer};
+use sealink_proto::wg_reference::{WgPeerConfig, WgEvent, WgPeer};
 use sealink_proto::{HostKey, Time};
 
 fn peers() -> (WgPeer, WgPeer) {

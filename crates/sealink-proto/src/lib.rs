@@ -24,6 +24,10 @@ pub mod stream;
 pub mod time;
 pub mod tunnel;
 pub mod wg;
+/// WgPeer, a second and independent WireGuard peer: an oracle for tests (feature
+/// `reference-peer`), not product code.
+#[cfg(any(test, feature = "reference-peer"))]
+pub mod wg_reference;
 pub mod wire;
 
 pub use config::{Config, Urgency};

@@ -14,7 +14,6 @@ use sealink_crypto::{PacketKey, Scope, SuiteId};
 
 use crate::datapath::{SealError, open_in_place, seal_datagram_on_lane};
 use crate::error::DropReason;
-use crate::handshake::Split;
 use crate::replay::{ReplayVerdict, ReplayWindow};
 use crate::time::Time;
 use crate::wire::HEADER_LEN;
@@ -73,6 +72,14 @@ pub struct Session {
     /// byte 3 ([`SealJob::seal_on_lane`]); without it that byte stays 0, as older receivers
     /// require.
     pub(crate) lanes: bool,
+}
+
+/// The keys a finished handshake yields, and its hash (the channel binding of a new channel):
+/// what a session is made from.
+pub(crate) struct Split {
+    pub send: [u8; 32],
+    pub recv: [u8; 32],
+    pub hash: [u8; 32],
 }
 
 impl Session {

@@ -28,7 +28,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use sealink_proto::HostKey;
 use sealink_proto::time::Clock;
-use sealink_proto::wg::{WgEvent, WgPeer, WgPeerConfig};
+use sealink_proto::wg_reference::{WgEvent, WgPeer, WgPeerConfig};
 
 const INNER: &str = "SEALINK_WG_INTEROP_INNER";
 const WG_ADDR: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);

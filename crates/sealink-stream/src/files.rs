@@ -154,6 +154,29 @@ fn lock_resumable(temp: &Path, name: &str) -> std::io::Result<File> {
     )))
 }
 
+/// Opens (for reading and writing, not following a link) and locks the file at `path` if no
+/// live session holds it: the handle keeps the lock. `None` if it is in use or cannot be
+/// opened.
+pub(crate) fn lock_unused(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .ok()?;
+    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+    Some(f)
+}
+
+/// Whether `name` is a receiver's random temporary name with this suffix:
+/// `.<32 hex digits><suffix>`.
+pub(crate) fn is_temp_name(name: &str, suffix: &str) -> bool {
+    name.strip_prefix('.')
+        .and_then(|n| n.strip_suffix(suffix))
+        .is_some_and(|tag| tag.len() == 32 && tag.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Reads a record map (bounded), or `None` if there is none or it cannot be read.
 pub(crate) fn read_map(path: &Path) -> Option<Vec<u8>> {
     use std::io::Read;

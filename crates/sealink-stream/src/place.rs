@@ -21,8 +21,7 @@ use sealink_proto::stream::FileEntry;
 use sealink_proto::stream::body::{EntryKind, reserved_name};
 
 use crate::error::{ExistsHint, IoContext, TransferError};
-use crate::files::{PART_SUFFIX, PartFile, set_mtime_at};
-use crate::state::{is_temp_name, lock_unused};
+use crate::files::{PART_SUFFIX, PartFile, is_temp_name, lock_unused, set_mtime_at};
 use crate::tree::mtime_ns;
 
 /// Suffix of the receiver's staging directory.
@@ -96,6 +95,11 @@ struct NewTop {
     /// made for part files: nothing worth keeping for a rerun).
     stored: bool,
 }
+
+/// From this many files a batch is made durable by one `syncfs` per file system; fewer are
+/// fsynced each. A flush of the whole file system also writes whatever else is dirty there
+/// (another copy just made, say), which a batch of a few changed files should not wait for.
+const SYNCFS_FROM: usize = 64;
 
 /// How long a session waits for another session of the same owner to let go of a tree's
 /// staging directory (one whose sender has just died ends as soon as its connection does).
@@ -459,7 +463,8 @@ impl Tree {
     }
 
     /// Makes a batch's files durable before any of them takes its name: modes and mtimes set,
-    /// then (with `sync`) one `syncfs` for each file system the batch's files are on. One
+    /// then (with `sync`) one `syncfs` for each file system the batch's files are on (from
+    /// [`SYNCFS_FROM`] files; fewer are fsynced each, by up to 8 threads). One
     /// flush of the file system (one journal commit) costs about what one file's `fsync`
     /// does, where a batch of small files took one commit per file (fsyncs side by side
     /// share some, not most). It also writes whatever else is dirty on that file system:
@@ -487,7 +492,7 @@ impl Tree {
                 .ctx(|| format!("cannot set the mode and time of {}", p.path.display()))?;
         }
         let mut flushed = 0;
-        if sync {
+        if sync && parts.len() >= SYNCFS_FROM {
             let mut devices: Vec<u64> = Vec::new();
             for &(_, p) in &parts {
                 if devices.contains(&p.device()) {
@@ -499,11 +504,34 @@ impl Tree {
                     .ctx(|| format!("cannot store {}", p.path.display()))?;
                 flushed += 1;
             }
+        } else if sync {
+            // A few files: an fsync each, side by side (the file system batches their journal
+            // commits), rather than a flush of everything else dirty on the file system.
+            let chunk = parts.len().div_ceil(8).max(1);
+            std::thread::scope(|sc| {
+                let handles: Vec<_> = parts
+                    .chunks(chunk)
+                    .map(|c| {
+                        sc.spawn(move || {
+                            c.iter().try_for_each(|&(_, p)| {
+                                p.file
+                                    .sync_all()
+                                    .ctx(|| format!("cannot store {}", p.path.display()))
+                            })
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .try_for_each(|h| crate::error::joined(h.join(), "sync"))
+            })?;
         }
         tracing::debug!(
             "{} files: modes, times{} in {:.1} ms",
             parts.len(),
-            if sync {
+            if sync && flushed == 0 {
+                " and an fsync each".to_owned()
+            } else if sync {
                 format!(" and {flushed} file system flush(es)")
             } else {
                 String::new()

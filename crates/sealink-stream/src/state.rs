@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use sealink_proto::stream::resume::{RecordMap, STATE_PREFIX, state_stem};
 
-use crate::files::{PART_SUFFIX, RESUME_MAP, RESUME_PART, read_map};
+use crate::files::{PART_SUFFIX, RESUME_MAP, RESUME_PART, is_temp_name, lock_unused, read_map};
 use crate::place::STAGING_SUFFIX;
 
 /// Default bound on one owner's kept resume state: bytes on disk (its part files as allocated).
@@ -67,29 +67,6 @@ impl Cleaned {
     pub fn total(&self) -> usize {
         self.expired + self.leftovers + self.orphans + self.trimmed + self.evicted
     }
-}
-
-/// Opens (for reading and writing, not following a link) and locks the file at `path` if no
-/// live session holds it: the handle keeps the lock. `None` if it is in use or cannot be
-/// opened.
-pub(crate) fn lock_unused(path: &Path) -> Option<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-        .ok()?;
-    rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
-    Some(f)
-}
-
-/// Whether `name` is a receiver's random temporary name with this suffix:
-/// `.<32 hex digits><suffix>`.
-pub(crate) fn is_temp_name(name: &str, suffix: &str) -> bool {
-    name.strip_prefix('.')
-        .and_then(|n| n.strip_suffix(suffix))
-        .is_some_and(|tag| tag.len() == 32 && tag.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 fn age(meta: &std::fs::Metadata, now: SystemTime) -> Duration {

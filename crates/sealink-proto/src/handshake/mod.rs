@@ -23,6 +23,7 @@ use snow::types::{Cipher, Dh, Hash, Random};
 
 use crate::error::DropReason;
 use crate::handshake::cookie::{CookieGenerator, MAC_LEN};
+pub(crate) use crate::session::Split;
 use crate::time::Time;
 use crate::wire::{HEADER_LEN, Header, write_header};
 
@@ -226,13 +227,6 @@ impl InitPayload {
             binding: b[10..42].try_into().ok()?,
         })
     }
-}
-
-/// The keys a finished handshake yields, and its hash (the channel binding of a new channel).
-pub(crate) struct Split {
-    pub send: [u8; 32],
-    pub recv: [u8; 32],
-    pub hash: [u8; 32],
 }
 
 fn finish(hs: &mut snow::HandshakeState) -> Option<Split> {

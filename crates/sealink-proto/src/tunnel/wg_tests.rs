@@ -1,10 +1,11 @@
 //! The tunnel core on WireGuard's wire: two cores together, and the core against the separate
-//! sans-IO [`crate::wg::WgPeer`] (itself checked against wireguard-go in `tests/wg_interop.rs`).
+//! sans-IO [`crate::wg_reference::WgPeer`] (itself checked against wireguard-go in `tests/wg_interop.rs`).
 
 use super::*;
 use crate::error::DropReason;
 use crate::wg::message::{self, Message, TRANSPORT_HEADER_LEN};
-use crate::wg::{self as proto, WgEvent, WgPeer};
+use crate::wg::{self as proto};
+use crate::wg_reference::{WgEvent, WgPeer};
 
 fn wg_pair() -> Pair {
     pair_with(TunnelConfig::wireguard())
@@ -175,7 +176,7 @@ fn mixed(psk: Option<[u8; 32]>) -> Mixed {
     .unwrap();
     let w = WgPeer::new(
         kw,
-        proto::WgPeerConfig {
+        crate::wg_reference::WgPeerConfig {
             public_key: *kt.public(),
             preshared_key: psk,
         },

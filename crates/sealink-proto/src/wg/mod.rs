@@ -4,20 +4,13 @@
 //! [`crate::handshake::cookie`]), run by the tunnel core on its WireGuard wire
 //! ([`crate::tunnel::Wire::WireGuard`]).
 //!
-//! With the `reference-peer` feature (and in this crate's tests), `WgPeer` is a second,
+//! With the `reference-peer` feature (and in this crate's tests), `wg_reference::WgPeer` is a second,
 //! independent WireGuard peer built for tests as an oracle: its own sessions and AEAD. No
 //! product crate enables it.
 
 pub mod message;
-#[cfg(any(test, feature = "reference-peer"))]
-mod reference;
-#[cfg(test)]
-mod tests;
 
 use std::time::Duration;
-
-#[cfg(any(test, feature = "reference-peer"))]
-pub use reference::{WgDrop, WgError, WgEvent, WgPeer, WgPeerConfig, WgStats};
 
 /// Whitepaper §6.1 constants. The tunnel core runs every timer they name
 /// (`TunnelConfig::wireguard()`, `tunnel/wg.rs`).

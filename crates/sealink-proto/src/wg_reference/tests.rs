@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::message::{self, INITIATION_LEN, MSG_TRANSPORT, TRANSPORT_HEADER_LEN};
 use super::*;
 use crate::handshake::HostKey;
 use crate::handshake::cookie::Mac1;
 use crate::handshake::wg::*;
 use crate::time::Time;
+use crate::wg::message::{self, INITIATION_LEN, MSG_TRANSPORT, TRANSPORT_HEADER_LEN};
 
 const UNIX: Duration = Duration::from_secs(1_700_000_000);
 

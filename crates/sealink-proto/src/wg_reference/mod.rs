@@ -18,16 +18,16 @@ use crate::handshake::cookie::{CookieChecker, CookieGenerator};
 use crate::replay::ReplayVerdict;
 use crate::time::Time;
 
-use super::message::{
-    CookieReply, INITIATION_LEN, Message, ParseError, TAG_LEN, TRANSPORT_HEADER_LEN,
-};
-use super::{REJECT_AFTER_MESSAGES, REJECT_AFTER_TIME, REKEY_AFTER_MESSAGES, REKEY_AFTER_TIME};
-use super::{inner_len, message};
 use crate::handshake::wg::{
     HandshakeFailed, NO_PSK, TransportKeys, read_initiation, read_response, tai64n,
     write_initiation, write_response,
 };
 use crate::replay::ReplayWindow;
+use crate::wg::message::{
+    CookieReply, INITIATION_LEN, Message, ParseError, TAG_LEN, TRANSPORT_HEADER_LEN,
+};
+use crate::wg::{REJECT_AFTER_MESSAGES, REJECT_AFTER_TIME, REKEY_AFTER_MESSAGES, REKEY_AFTER_TIME};
+use crate::wg::{inner_len, message};
 
 /// Why a datagram from the network was refused. Each is counted in [`WgStats::drops`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, thiserror::Error)]
@@ -521,3 +521,6 @@ impl From<HandshakeFailed> for WgDrop {
         WgDrop::HandshakeFailed
     }
 }
+
+#[cfg(test)]
+mod tests;
