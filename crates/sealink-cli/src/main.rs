@@ -579,7 +579,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error::chain(&*e));
-            if sending && stream::resumable_cut(&e) {
+            if sending && sealink_stream::is_resumable_cut(&*e) {
                 eprintln!("{}", stream::RESUME_HINT);
             }
             // A command's own argument checks after parsing are usage errors too; a transfer

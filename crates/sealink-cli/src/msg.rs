@@ -203,7 +203,7 @@ pub fn send(p: SendArgs) -> Result<()> {
         (false, None) => Urgency::Default,
     };
     let (trust_path, trust) = me.read_trust()?;
-    let (name, host, addr) = parse_dest(&p.dest)?;
+    let sealink_stream::Destination { name, host, addr } = parse_dest(&p.dest)?;
     let (peer_name, peer_key) =
         trust.pick_host(name.as_deref().or(p.peer.as_deref()), &host, &trust_path)?;
     let host_key = me.host()?;
@@ -403,14 +403,5 @@ mod tests {
         assert_eq!(as_text(b"hi\tthere"), Some("hi\tthere"));
         assert_eq!(as_text(b"\x00\xff"), None);
         assert_eq!(hex(&[0, 0xab]), "00ab");
-    }
-
-    #[test]
-    fn listen_default_port() {
-        assert_eq!(
-            resolve_listen("127.0.0.1").unwrap().port(),
-            sealink_stream::DEFAULT_PORT
-        );
-        assert_eq!(resolve_listen("127.0.0.1:9").unwrap().port(), 9);
     }
 }
