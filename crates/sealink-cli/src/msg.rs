@@ -212,10 +212,8 @@ pub fn send(p: SendArgs) -> Result<()> {
     let owner_name = match p.from {
         Some(n) => n,
         None => trust
-            .owners
-            .iter()
-            .find(|(_, k)| *k == owner_key.public_key())
-            .map(|(n, _)| n.clone())
+            .owner_name(&owner_key.public_key())
+            .map(str::to_owned)
             .ok_or_else(|| {
                 anyhow!(
                     "no `owner NAME KEY` line in {} matches {}; give the owner's name with --from",

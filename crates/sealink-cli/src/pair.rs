@@ -76,24 +76,20 @@ fn load(me: Me) -> Result<(Payload, PathBuf)> {
     let name = me.name.unwrap_or_else(|| {
         let given = std::fs::read_to_string(home::home().join(home::HOST_NAME)).ok();
         let system = || std::fs::read_to_string("/etc/hostname").ok();
-        crate::keys::default_name(
+        trust::default_name(
             given.filter(|g| !g.trim().is_empty()).or_else(system),
             "host",
         )
     });
-    if !trust::valid_name(&name) {
-        return Err(sealink_keys::TrustProblem::BadName(name).into());
-    }
+    trust::check_name(&name)?;
     let trust_path = me.id.trust_path();
     // Refuse an unreadable or insecure trust file now, not after the exchange.
     let own = read_trust_or_empty(&trust_path)?;
     // The owner's name: the one this home's trust file gives its own owner key (`init
     // --owner-name` wrote it there), else the host's.
     let owner_name = own
-        .owners
-        .iter()
-        .find(|(_, k)| *k == owner)
-        .map_or_else(|| name.clone(), |(n, _)| n.clone());
+        .owner_name(&owner)
+        .map_or_else(|| name.clone(), str::to_owned);
     Ok((
         Payload {
             name,

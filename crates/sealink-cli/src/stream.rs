@@ -193,11 +193,7 @@ pub fn send(p: SendArgs) -> Result<()> {
         peer: addr,
         host: peer_name,
         // This owner's name, when its trust file lists it (`sealink init` does).
-        owner: trust
-            .owners
-            .iter()
-            .find(|(_, k)| *k == owner_key)
-            .map(|(n, _)| n.clone()),
+        owner: trust.owner_name(&owner_key).map(str::to_owned),
         owner_key,
         suite: p.suite,
         scope,
