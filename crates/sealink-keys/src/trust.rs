@@ -142,6 +142,18 @@ pub fn default_name(from: Option<String>, fallback: &str) -> String {
     }
 }
 
+/// [`read_trust`], or an empty file when there is none yet (`sealink pair` makes it).
+pub fn read_trust_or_empty(path: &Path) -> Result<TrustFile, KeyFileError> {
+    match read_trust(path) {
+        Ok(t) => Ok(t),
+        Err(KeyFileError::NotFound { .. }) => Ok(TrustFile::default()),
+        Err(KeyFileError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+            Ok(TrustFile::default())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Parse the text of a trust file.
 pub fn parse_trust(text: &str) -> Result<TrustFile, KeyFileError> {
     parse_trust_inner(text, None)
