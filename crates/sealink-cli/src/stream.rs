@@ -5,7 +5,7 @@ mod args;
 
 pub use args::{RECV_HELP, RecvArgs, SEND_HELP, SendArgs};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -182,13 +182,6 @@ pub fn send(p: SendArgs) -> Result<()> {
     let started = Instant::now();
     let r = sealink_stream::send(addr, &cfg, &sources, &progress);
     bar.finish();
-    let listed: Vec<(&str, Option<&Path>)> = sources
-        .iter()
-        .map(|s| match s {
-            Source::File { path, name } => (name.as_str(), Some(path.as_path())),
-            Source::Stdin { name } => (name.as_str(), None),
-        })
-        .collect();
     let meta = TransferMeta {
         peer: addr,
         host: peer_name,
@@ -202,19 +195,9 @@ pub fn send(p: SendArgs) -> Result<()> {
         Ok(rep) => rep,
         Err(e) => {
             if p.json {
-                let sized: Vec<(&str, Option<&Path>, u64)> = listed
-                    .iter()
-                    .map(|&(n, path)| {
-                        let size = path
-                            .and_then(|f| std::fs::metadata(f).ok())
-                            .filter(std::fs::Metadata::is_file)
-                            .map_or(0, |m| m.len());
-                        (n, path, size)
-                    })
-                    .collect();
                 print_records(&FileRecord::send_failed(
                     &meta,
-                    &sized,
+                    &sources,
                     cfg.streams,
                     started.elapsed(),
                     &crate::error::chain(&e),
