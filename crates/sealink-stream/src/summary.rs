@@ -87,6 +87,23 @@ impl Counts {
     }
 }
 
+/// The [`Counts`] of a `SendReport` or a `RecvReport` (the same fields, but for how each
+/// counts its entries).
+macro_rules! counts {
+    ($rep:expr, $entries:expr) => {
+        Counts {
+            bytes: $rep.bytes,
+            entries: $entries,
+            dirs: $rep.dirs,
+            links: $rep.links,
+            resumed: $rep.resumed_bytes,
+            up_to_date: ($rep.up_to_date_files, $rep.up_to_date_bytes),
+            streams: $rep.streams,
+            elapsed: $rep.elapsed,
+        }
+    };
+}
+
 /// ` (2 directories, 1 link; ...)` for what is not a plain file.
 pub fn tree_note(dirs: u64, links: u64, special: u64, excluded: u64) -> String {
     let count = |n: u64, one: &str, many: &str| match n {
@@ -113,17 +130,7 @@ pub fn tree_note(dirs: u64, links: u64, special: u64, excluded: u64) -> String {
 /// The sender's summary line.
 pub fn sent_line(rep: &SendReport) -> String {
     let tree = tree_note(rep.dirs, rep.links, rep.special.len() as u64, rep.excluded);
-    Counts {
-        bytes: rep.bytes,
-        entries: rep.files as u64,
-        dirs: rep.dirs,
-        links: rep.links,
-        resumed: rep.resumed_bytes,
-        up_to_date: (rep.up_to_date_files, rep.up_to_date_bytes),
-        streams: rep.streams,
-        elapsed: rep.elapsed,
-    }
-    .line("sent", &tree)
+    counts!(rep, rep.files as u64).line("sent", &tree)
 }
 
 /// The receiver's summary line for one transfer: the counts, what was deleted, and who sent it
@@ -143,17 +150,7 @@ pub fn received_line(rep: &RecvReport) -> String {
             rep.owner,
             sealink_keys::fingerprint(&rep.owner_key)
         );
-    Counts {
-        bytes: rep.bytes,
-        entries: rep.entries,
-        dirs: rep.dirs,
-        links: rep.links,
-        resumed: rep.resumed_bytes,
-        up_to_date: (rep.up_to_date_files, rep.up_to_date_bytes),
-        streams: rep.streams,
-        elapsed: rep.elapsed,
-    }
-    .line("received", &middle)
+    counts!(rep, rep.entries).line("received", &middle)
 }
 
 /// The warning after a send that skipped `n` links (absolute, or leading out of their tree).
