@@ -6,7 +6,6 @@
 mod demo;
 mod error;
 mod keys;
-mod manpage;
 mod msg;
 mod output;
 mod pair;
@@ -23,7 +22,7 @@ use sealink_crypto::SuiteId;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::filter::LevelFilter;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use sealink_keys::KeyKind;
 
 #[derive(Debug, Parser)]
@@ -490,45 +489,25 @@ fn run(cli: Cli) -> Result<()> {
 fn man(path: &[String], dir: Option<&std::path::Path>) -> Result<()> {
     let mut cmd = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
     cmd.build();
+    let version = env!("CARGO_PKG_VERSION");
+    let man_error = |e| match e {
+        sealink_man::ManError::NoCommand(_) => error::UsageError(e.to_string()).into(),
+        e => anyhow::Error::new(e),
+    };
     let Some(dir) = dir else {
-        let mut at = &cmd;
-        for (i, name) in path.iter().enumerate() {
-            at = at
-                .get_subcommands()
-                .find(|s| s.get_name() == name && !s.is_hide_set())
-                .ok_or_else(|| {
-                    error::UsageError(format!(
-                        "no command `sealink {}`: `sealink --help` lists them",
-                        path[..=i].join(" ")
-                    ))
-                })?;
-        }
+        let at = sealink_man::find(&cmd, path).map_err(man_error)?;
         let names: Vec<&str> = path.iter().map(String::as_str).collect();
-        std::io::Write::write_all(&mut std::io::stdout(), &manpage::render(at, &names)?)?;
+        let page = sealink_man::render(at, &names, version)?;
+        std::io::Write::write_all(&mut std::io::stdout(), &page)?;
         return Ok(());
     };
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    fn write(
-        cmd: &clap::Command,
-        path: &mut Vec<String>,
-        dir: &std::path::Path,
-        out: &mut String,
-    ) -> Result<()> {
-        let names: Vec<&str> = path.iter().map(String::as_str).collect();
-        let file = dir.join(format!("{}.1", manpage::page_name(&names)));
-        std::fs::write(&file, manpage::render(cmd, &names)?)
-            .with_context(|| format!("cannot write {}", file.display()))?;
-        out.push_str(&format!("{}\n", file.display()));
-        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-            path.push(sub.get_name().to_owned());
-            write(sub, path, dir, out)?;
-            path.pop();
-        }
-        Ok(())
-    }
-    let mut written = String::new();
-    write(&cmd, &mut Vec::new(), dir, &mut written)?;
-    output::print(&written)?;
+    let written = sealink_man::write_all(&cmd, dir, version).map_err(man_error)?;
+    output::print(
+        &written
+            .iter()
+            .map(|f| format!("{}\n", f.display()))
+            .collect::<String>(),
+    )?;
     Ok(())
 }
 
@@ -579,7 +558,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error::chain(&*e));
-            if sending && stream::resumable_cut(&e) {
+            if sending && sealink_stream::is_resumable_cut(&*e) {
                 eprintln!("{}", stream::RESUME_HINT);
             }
             // A command's own argument checks after parsing are usage errors too; a transfer

@@ -113,85 +113,13 @@ pub fn listen(p: ListenArgs) -> Result<()> {
     while p.count.is_none_or(|c| n < c) {
         let Some(d) = node.recv(None) else { break };
         n += 1;
-        let line = if p.json { json_line(&d) } else { text_line(&d) };
+        let line = if p.json { d.json_line() } else { d.text_line() };
         crate::output::print(&line)?;
     }
     // Give the final acknowledgements a moment to leave before the socket closes.
     std::thread::sleep(Duration::from_millis(50));
     node.shutdown();
     Ok(())
-}
-
-fn scope_name(s: Scope) -> &'static str {
-    match s {
-        Scope::Encrypt => "encrypt",
-        Scope::AuthOnly => "auth-only",
-        Scope::None => "none",
-    }
-}
-
-/// Printable as text: valid UTF-8 without control characters other than tab.
-fn as_text(data: &[u8]) -> Option<&str> {
-    std::str::from_utf8(data)
-        .ok()
-        .filter(|s| !s.chars().any(|c| c.is_control() && c != '\t'))
-}
-
-fn hex(data: &[u8]) -> String {
-    data.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn text_line(d: &sealink_datagram::Delivery) -> String {
-    let to =
-        d.to.as_deref()
-            .map(|t| format!(" to {t}"))
-            .unwrap_or_default();
-    let body = match as_text(&d.data) {
-        Some(t) => t.to_owned(),
-        None => format!("hex:{}", hex(&d.data)),
-    };
-    format!(
-        "{}@{}{to} [{}, {} bytes]: {body}\n",
-        d.from,
-        d.peer_name,
-        scope_name(d.scope),
-        d.data.len()
-    )
-}
-
-/// One `msg listen --json` line: `from`, `peer`, `to` (null: this host), `scope`, `bytes`, and
-/// `text` (UTF-8 without control characters but tab) or `hex`. serde_json escapes the strings.
-fn json_line(d: &sealink_datagram::Delivery) -> String {
-    json_record(&d.from, &d.peer_name, d.to.as_deref(), d.scope, &d.data)
-}
-
-/// The fields in the order the hand-built line had them.
-#[derive(serde::Serialize)]
-struct JsonRecord<'a> {
-    from: &'a str,
-    peer: &'a str,
-    to: Option<&'a str>,
-    scope: &'static str,
-    bytes: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    text: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hex: Option<String>,
-}
-
-fn json_record(from: &str, peer: &str, to: Option<&str>, scope: Scope, data: &[u8]) -> String {
-    let text = as_text(data);
-    let rec = JsonRecord {
-        from,
-        peer,
-        to,
-        scope: scope_name(scope),
-        bytes: data.len(),
-        text,
-        hex: text.is_none().then(|| hex(data)),
-    };
-    // Strings and numbers only: serializing cannot fail.
-    serde_json::to_string(&rec).unwrap_or_default() + "\n"
 }
 
 pub fn send(p: SendArgs) -> Result<()> {
@@ -203,7 +131,7 @@ pub fn send(p: SendArgs) -> Result<()> {
         (false, None) => Urgency::Default,
     };
     let (trust_path, trust) = me.read_trust()?;
-    let (name, host, addr) = parse_dest(&p.dest)?;
+    let sealink_stream::Destination { name, host, addr } = parse_dest(&p.dest)?;
     let (peer_name, peer_key) =
         trust.pick_host(name.as_deref().or(p.peer.as_deref()), &host, &trust_path)?;
     let host_key = me.host()?;
@@ -212,10 +140,8 @@ pub fn send(p: SendArgs) -> Result<()> {
     let owner_name = match p.from {
         Some(n) => n,
         None => trust
-            .owners
-            .iter()
-            .find(|(_, k)| *k == owner_key.public_key())
-            .map(|(n, _)| n.clone())
+            .owner_name(&owner_key.public_key())
+            .map(str::to_owned)
             .ok_or_else(|| {
                 anyhow!(
                     "no `owner NAME KEY` line in {} matches {}; give the owner's name with --from",
@@ -368,49 +294,5 @@ mod tests {
             waiting_line("bob", Duration::from_millis(12_400), s(60)),
             "waiting for an acknowledgement from bob (12 s of 60 s)"
         );
-    }
-
-    #[test]
-    fn json_escapes() {
-        // Issue 30: the line was built by hand; quotes, backslashes and names that are not
-        // plain ASCII must come back as sent, and binary data as hex.
-        let from = "al\"ice\\ \u{e9}\u{1f600}";
-        let line = json_record(from, "b\"\\", None, Scope::Encrypt, b"say \"hi\" \\o/\t");
-        assert!(
-            line.ends_with('\n') && !line[..line.len() - 1].contains('\n'),
-            "{line}"
-        );
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v["from"], from);
-        assert_eq!(v["peer"], "b\"\\");
-        assert!(v["to"].is_null());
-        assert_eq!(v["scope"], "encrypt");
-        assert_eq!(v["text"], "say \"hi\" \\o/\t");
-        assert_eq!(v["bytes"], 13);
-        let binary = b"\xff\xfe\"\\\n\x00";
-        let v: serde_json::Value = serde_json::from_str(&json_record(
-            "a",
-            "b",
-            Some("c\u{1}"),
-            Scope::AuthOnly,
-            binary,
-        ))
-        .unwrap();
-        assert_eq!(v["hex"], hex(binary));
-        assert!(v.get("text").is_none());
-        assert_eq!(v["to"], "c\u{1}");
-        assert_eq!(v["bytes"], binary.len());
-        assert_eq!(as_text(b"hi\tthere"), Some("hi\tthere"));
-        assert_eq!(as_text(b"\x00\xff"), None);
-        assert_eq!(hex(&[0, 0xab]), "00ab");
-    }
-
-    #[test]
-    fn listen_default_port() {
-        assert_eq!(
-            resolve_listen("127.0.0.1").unwrap().port(),
-            sealink_stream::DEFAULT_PORT
-        );
-        assert_eq!(resolve_listen("127.0.0.1:9").unwrap().port(), 9);
     }
 }

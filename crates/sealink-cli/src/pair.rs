@@ -15,7 +15,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use sealink_keys::keyfile::{self, KeyFileError, KeyKind};
 use sealink_keys::{Identity, fingerprint, home, trust};
 
-use sealink_keys::pair::{self as proto, Code, Payload};
+use sealink_keys::pair::{self as proto, Code, Payload, Plan, Planned};
 
 /// TCP port of `sealink pair` (one above the stream receiver's 7878).
 pub const DEFAULT_PORT: u16 = 7879;
@@ -76,24 +76,20 @@ fn load(me: Me) -> Result<(Payload, PathBuf)> {
     let name = me.name.unwrap_or_else(|| {
         let given = std::fs::read_to_string(home::home().join(home::HOST_NAME)).ok();
         let system = || std::fs::read_to_string("/etc/hostname").ok();
-        crate::keys::default_name(
+        trust::default_name(
             given.filter(|g| !g.trim().is_empty()).or_else(system),
             "host",
         )
     });
-    if !trust::valid_name(&name) {
-        return Err(sealink_keys::TrustProblem::BadName(name).into());
-    }
+    trust::check_name(&name)?;
     let trust_path = me.id.trust_path();
     // Refuse an unreadable or insecure trust file now, not after the exchange.
-    let own = read_trust_or_empty(&trust_path)?;
+    let own = trust::read_trust_or_empty(&trust_path)?;
     // The owner's name: the one this home's trust file gives its own owner key (`init
     // --owner-name` wrote it there), else the host's.
     let owner_name = own
-        .owners
-        .iter()
-        .find(|(_, k)| *k == owner)
-        .map_or_else(|| name.clone(), |(n, _)| n.clone());
+        .owner_name(&owner)
+        .map_or_else(|| name.clone(), str::to_owned);
     Ok((
         Payload {
             name,
@@ -103,17 +99,6 @@ fn load(me: Me) -> Result<(Payload, PathBuf)> {
         },
         trust_path,
     ))
-}
-
-fn read_trust_or_empty(path: &Path) -> Result<trust::TrustFile> {
-    match sealink_keys::read_trust(path) {
-        Ok(t) => Ok(t),
-        Err(KeyFileError::NotFound { .. }) => Ok(trust::TrustFile::default()),
-        Err(KeyFileError::Io { error, .. }) if error.kind() == io::ErrorKind::NotFound => {
-            Ok(trust::TrustFile::default())
-        }
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// `ADDR:PORT`, or a host or address alone on [`DEFAULT_PORT`].
@@ -191,7 +176,7 @@ pub fn listen(p: ListenParams) -> Result<()> {
     set_timeouts(&s)?;
     let mut plans = Vec::new();
     let theirs = proto::respond(&mut s, &code, &mine, |t| {
-        plans = plan(t, &trust_path).map_err(|e| crate::error::chain(&*e))?;
+        plans = plan(t, &trust_path)?.into();
         Ok(())
     })?;
     finish(&mine, &theirs, peer, &trust_path, plans)
@@ -211,53 +196,17 @@ pub fn join(p: JoinParams) -> Result<()> {
     set_timeouts(&s)?;
     let mut plans = Vec::new();
     let theirs = proto::initiate(&mut s, &code, &mine, |t| {
-        plans = plan(t, &trust_path).map_err(|e| crate::error::chain(&*e))?;
+        plans = plan(t, &trust_path)?.into();
         Ok(())
     })?;
     finish(&mine, &theirs, addr, &trust_path, plans)
 }
 
-/// What to do with one of the peer's keys.
-enum Plan {
-    Add,
-    /// Listed under this name with this key already.
-    Already,
-    /// This key is listed under another name: kept as it is, not listed twice.
-    OtherName(String),
-}
-
-/// What to do with each of the peer's keys, checked before either side writes anything: a
-/// name taken by another key refuses the pairing on both hosts (the verdicts, PROTOCOL §14).
-fn plan(theirs: &Payload, trust_path: &Path) -> Result<Vec<(KeyKind, [u8; 32], Plan)>> {
-    let current = read_trust_or_empty(trust_path)?;
-    let mut plans = Vec::new();
-    for (kind, key, list, name) in [
-        (KeyKind::Host, &theirs.host, &current.hosts, &theirs.name),
-        (
-            KeyKind::Owner,
-            &theirs.owner,
-            &current.owners,
-            &theirs.owner_name,
-        ),
-    ] {
-        let word = kind.trust_keyword();
-        let plan = if list.iter().any(|(n, k)| n == name && k == key) {
-            Plan::Already
-        } else if let Some((other, _)) = list.iter().find(|(_, k)| k == key) {
-            Plan::OtherName(other.clone())
-        } else if list.iter().any(|(n, _)| n == name) {
-            bail!(
-                "{}: {word} {name} is already listed with another key, so nothing was added. \
-                 Remove it (`sealink trust remove {name}`) or pair again with the peer choosing \
-                 another --name",
-                trust_path.display()
-            );
-        } else {
-            Plan::Add
-        };
-        plans.push((kind, *key, plan));
-    }
-    Ok(plans)
+/// What to do with each of the peer's keys ([`proto::plan`]), checked before either side
+/// writes anything.
+fn plan(theirs: &Payload, trust_path: &Path) -> Result<[Planned; 2], String> {
+    let current = trust::read_trust_or_empty(trust_path).map_err(|e| crate::error::chain(&e))?;
+    proto::plan(theirs, &current).map_err(|e| format!("{}: {e}", trust_path.display()))
 }
 
 /// Shows the fingerprints and carries out the plans, once both sides accepted.
@@ -266,7 +215,7 @@ fn finish(
     theirs: &Payload,
     peer: SocketAddr,
     trust_path: &Path,
-    plans: Vec<(KeyKind, [u8; 32], Plan)>,
+    plans: Vec<Planned>,
 ) -> Result<()> {
     eprintln!(
         "paired with {} at {peer}\n  their host key  {}\n  their owner key {}\n  this host key   {}\n  this owner key  {}\n\
@@ -277,19 +226,21 @@ fn finish(
         fingerprint(&mine.host),
         fingerprint(&mine.owner),
     );
-    for (kind, key, plan) in plans {
+    for Planned {
+        kind,
+        name,
+        key,
+        plan,
+    } in plans
+    {
         let word = kind.trust_keyword();
-        let name = match kind {
-            KeyKind::Host => &theirs.name,
-            KeyKind::Owner => &theirs.owner_name,
-        };
         let path = trust_path.display();
         match plan {
             Plan::Already => eprintln!("{path}: already trusts {word} {name} with this key"),
             Plan::OtherName(other) => eprintln!(
                 "{path}: already trusts this {word} key as {other}; not listed again as {name}"
             ),
-            Plan::Add => match trust::add(trust_path, kind, name, &key)? {
+            Plan::Add => match trust::add(trust_path, kind, &name, &key)? {
                 trust::Added::New => eprintln!("{path}: now trusts {word} {name}"),
                 trust::Added::AlreadyTrusted => {
                     eprintln!("{path}: already trusts {word} {name} with this key")

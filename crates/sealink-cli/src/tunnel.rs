@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
-use sealink_tunnel::{Config, RunDir, TunnelError, control};
+use sealink_tunnel::client::{self, ClientError};
+use sealink_tunnel::{Notifier, RunDir, TunnelError, lookup};
 
 use anyhow::{Context, Result, bail};
 
@@ -86,140 +86,15 @@ it. Once set up, the tunnel drops every capability and, when started as root, sw
 `user` (its group alone); the down hooks, route changes on a reload, reading the config and key
 again on a reload, and removing the control socket are done by helpers started before that."#;
 
-/// Where configs named by NAME live unless $SEALINK_CONFIG_DIR says otherwise.
-const CONFIG_DIR: &str = "/etc/sealink";
-
-/// Where wg-quick keeps its configs: `sealink up wg0` finds /etc/wireguard/wg0.conf when there
-/// is no sealink config of that name.
-const WG_CONFIG_DIR: &str = "/etc/wireguard";
-
-/// The config file `sealink up ARG` reads: ARG itself when it looks like a path (it has a `/`
-/// or ends in `.toml` or `.conf`), else `DIR/ARG.toml` (DIR: $SEALINK_CONFIG_DIR, else
-/// /etc/sealink) or, when that does not exist, wg-quick's `/etc/wireguard/ARG.conf` (as
-/// wg-quick resolves `wg-quick up wg0`).
-fn resolve_config(arg: &Path, dir: Option<PathBuf>) -> PathBuf {
-    resolve_config_in(arg, dir, Path::new(WG_CONFIG_DIR))
-}
-
-/// The config `up`/`reload ARG` reads ([`resolve_config`]), read and parsed. A bare name
-/// with neither file says both places looked in; an error names the file once.
-fn load_config(arg: &Path) -> Result<(PathBuf, Config)> {
-    let dir = std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from);
-    let path = resolve_config(arg, dir.clone());
-    if path != arg && !path.exists() {
-        let mut wg = arg.as_os_str().to_owned();
-        wg.push(".conf");
-        bail!(
-            "no config for {name}: neither {ours} nor {wg} exists (or name the file: sealink up PATH)",
-            name = arg.display(),
-            ours = path.display(),
-            wg = Path::new(WG_CONFIG_DIR).join(wg).display()
-        );
-    }
-    match Config::from_file(&path) {
-        Ok(cfg) => Ok((path, cfg)),
-        // Reading it failed: the error names the file already.
-        Err(e @ TunnelError::Io { .. }) => Err(e.into()),
-        Err(e) => Err(anyhow::Error::new(e).context(format!("config {}", path.display()))),
-    }
-}
-
-fn resolve_config_in(arg: &Path, dir: Option<PathBuf>, wg_dir: &Path) -> PathBuf {
-    let text = arg.as_os_str().as_encoded_bytes();
-    if text.contains(&b'/')
-        || text.ends_with(b".toml")
-        || text.ends_with(b".conf")
-        || text.is_empty()
-    {
-        return arg.to_path_buf();
-    }
-    let mut name = arg.as_os_str().to_owned();
-    name.push(".toml");
-    let ours = dir.unwrap_or_else(|| PathBuf::from(CONFIG_DIR)).join(name);
-    let mut wg = arg.as_os_str().to_owned();
-    wg.push(".conf");
-    let wg = wg_dir.join(wg);
-    if !ours.exists() && wg.exists() {
-        wg
-    } else {
-        ours
-    }
-}
-
-/// systemd's notify socket (when it started us with `Type=notify`: NOTIFY_SOCKET is set),
-/// connected while `up` still runs as the user that started it: READY=1 is sent once the
-/// tunnel runs as its unprivileged `user`, who may not be allowed to write the socket (the
-/// permission is checked at connect). `None` without NOTIFY_SOCKET, or if it cannot be reached
-/// now (then [`notify_ready`] tries again the ordinary way).
-fn connect_notify() -> Option<std::os::unix::net::UnixDatagram> {
-    use std::os::unix::net::UnixDatagram;
-    let path = std::env::var_os("NOTIFY_SOCKET")?;
-    let connect = || -> std::io::Result<UnixDatagram> {
-        let sock = UnixDatagram::unbound()?;
-        match path.as_encoded_bytes().strip_prefix(b"@") {
-            // An abstract socket (systemd may name one so).
-            Some(name) => {
-                use std::os::linux::net::SocketAddrExt;
-                sock.connect_addr(&std::os::unix::net::SocketAddr::from_abstract_name(name)?)?
-            }
-            None => sock.connect(&path)?,
-        }
-        Ok(sock)
-    };
-    connect()
-        .inspect_err(
-            |e| tracing::warn!(error = %e, "cannot connect to NOTIFY_SOCKET during set-up"),
-        )
-        .ok()
-}
-
-/// Tells systemd that the tunnel is up and serving, through the socket connected during
-/// set-up if there is one. Without NOTIFY_SOCKET this does nothing.
-fn notify_ready(
-    connected: Option<&std::os::unix::net::UnixDatagram>,
-    name: &str,
-    listen: std::net::SocketAddr,
-) {
-    let status = format!("up: {name}, listening on {listen}");
-    let sent = match connected {
-        Some(sock) => sock
-            .send(format!("READY=1\nSTATUS={status}\n").as_bytes())
-            .map(drop),
-        None => sd_notify::notify(&[
-            sd_notify::NotifyState::Ready,
-            sd_notify::NotifyState::Status(&status),
-        ]),
-    };
-    if let Err(e) = sent {
-        tracing::warn!(error = %e, "cannot notify the service manager (NOTIFY_SOCKET)");
-    }
-}
-
-/// Whether this process may create a TUN device and configure the network: root, or
-/// CAP_NET_ADMIN in its effective set (`CapEff` in /proc/self/status).
-fn may_admin_network() -> bool {
-    const CAP_NET_ADMIN: u32 = 12;
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
-        return true; // no /proc: let `up` try, and fail with its own reason
-    };
-    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
-    // Uid: real, effective, saved, filesystem.
-    let euid_root = field("Uid:").and_then(|v| v.split_whitespace().nth(1)) == Some("0");
-    let net_admin = field("CapEff:")
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .is_some_and(|caps| caps & (1 << CAP_NET_ADMIN) != 0);
-    euid_root || net_admin
-}
-
 pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
-    if !may_admin_network() {
+    if !sealink_tunnel::may_admin_network() {
         // As wg-quick says it, before any file is read or made.
         bail!(
             "sealink up must be run as root (or with CAP_NET_ADMIN): it creates the TUN device, \
              addresses and routes, then runs as its unprivileged user; try sudo"
         );
     }
-    let (config, cfg) = load_config(config)?;
+    let (config, cfg) = lookup::load(config)?;
     let config = &config;
     let host = cfg.host_key()?;
     let run_dir = RunDir::new(run_dir);
@@ -230,7 +105,7 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
     let reload = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
         .context("install signal handler")?;
-    let notify = connect_notify();
+    let notify = Notifier::connect();
     let opts = sealink_tunnel::RunOptions {
         config_path: Some(config.clone()),
         reload: Some(reload),
@@ -251,7 +126,7 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
         );
         eprintln!("up: {}", info.name);
         // After every thread started; the control socket is served right after this returns.
-        notify_ready(notify.as_ref(), &info.name, info.listen);
+        notify.ready(&info.name, info.listen);
     })?;
     Ok(())
 }
@@ -260,141 +135,44 @@ pub fn up(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
 /// again and applies its peer changes; prints the tunnel's summary, or fails with its reason.
 pub fn reload(config: &Path, run_dir: Option<PathBuf>) -> Result<()> {
     let run_dir = RunDir::new(run_dir);
-    let dir = std::env::var_os("SEALINK_CONFIG_DIR").map(PathBuf::from);
-    let resolved = resolve_config(config, dir);
+    let resolved = lookup::resolve(config);
     if resolved != config && !resolved.exists() {
         // A bare name with no file where `up NAME` looks: the tunnel of that name, started
         // from a path, reads the file it was started from again.
-        let name = config.to_string_lossy();
-        match control::request(&run_dir, &name, "reload", Duration::from_secs(30)) {
-            Ok(answer) => return reload_answer(&name, &answer),
-            Err(TunnelError::NotRunning(_)) => {} // say where no config was found
+        match client::reload(&run_dir, &config.to_string_lossy(), None) {
+            Ok(summary) => {
+                eprintln!("{summary}");
+                return Ok(());
+            }
+            Err(ClientError::Tunnel(TunnelError::NotRunning(_))) => {} // say where no config was found
             Err(e) => return Err(e.into()),
         }
     }
     // Parsed here first: a config that does not parse never reaches the tunnel, and names it.
-    let (config, cfg) = &load_config(config)?;
+    let (config, cfg) = &lookup::load(config)?;
     let abs = std::fs::canonicalize(config).unwrap_or_else(|_| config.clone());
-    let answer = control::request(
-        &run_dir,
-        &cfg.name,
-        &format!("reload {}", abs.display()),
-        Duration::from_secs(30),
-    )?;
-    reload_answer(&cfg.name, &answer)
-}
-
-/// The tunnel's answer to `reload`: its summary on stderr, or its refusal as the error.
-fn reload_answer(name: &str, answer: &str) -> Result<()> {
-    let answer = answer.trim();
-    match answer.strip_prefix("ok: ") {
-        Some(msg) => {
-            eprintln!("{msg}");
-            Ok(())
-        }
-        None => bail!(
-            "tunnel {name}: {}",
-            answer.strip_prefix("error: ").unwrap_or(answer)
-        ),
-    }
+    eprintln!("{}", client::reload(&run_dir, &cfg.name, Some(&abs))?);
+    Ok(())
 }
 
 pub fn down(name: &str, run_dir: Option<PathBuf>) -> Result<()> {
-    let run_dir = RunDir::new(run_dir);
-    let answer = match control::request(&run_dir, name, "down", Duration::from_secs(30)) {
-        Ok(a) => a,
-        // Killed together with its cleanup helper: what a full tunnel left in the routing
-        // policy is undone here.
-        Err(e @ TunnelError::NotRunning(_)) => {
-            if sealink_tunnel::policy::clean_stale(&run_dir.dir(), name)? {
-                eprintln!("down: {name} was not running; removed the full-tunnel rules it left");
-                return Ok(());
-            }
-            return Err(e.into());
+    match client::down(&RunDir::new(run_dir), name)? {
+        client::Down::Stopped => eprintln!("down: {name}"),
+        client::Down::CleanedStale => {
+            eprintln!("down: {name} was not running; removed the full-tunnel rules it left")
         }
-        Err(e) => return Err(e.into()),
-    };
-    if answer.trim() != "down" {
-        bail!("tunnel {name} did not confirm it stopped: {answer:?}");
     }
-    eprintln!("down: {name}");
     Ok(())
 }
 
 pub fn show(name: Option<&str>, run_dir: Option<PathBuf>, json: bool) -> Result<()> {
     let run_dir = RunDir::new(run_dir);
-    let names = match name {
-        Some(n) => vec![n.to_owned()],
-        None => control::running(&run_dir)?,
-    };
-    let request = if json { "show-json" } else { "show" };
-    let mut texts = Vec::new();
-    for n in names {
-        match control::request(&run_dir, &n, request, Duration::from_secs(5)) {
-            // Refused (e.g. by peer credentials): an error, not a status.
-            Ok(text) if text.starts_with("error: ") => {
-                bail!("tunnel {n}: {}", text.trim_start_matches("error: ").trim());
-            }
-            Ok(text) => texts.push(text),
-            // A socket left behind by a killed process: skip it when listing all.
-            Err(TunnelError::NotRunning(_)) if name.is_none() => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
     if json {
         // One array whatever the count, each element checked against the schema.
-        let all = texts
-            .iter()
-            .map(|t| serde_json::from_str::<control::Status>(t))
-            .collect::<Result<Vec<_>, _>>()
-            .context("the tunnel answered show-json with something else")?;
+        let all = client::show_json(&run_dir, name)?;
         println!("{}", serde_json::to_string_pretty(&all)?);
     } else {
-        print!("{}", texts.join("\n"));
+        print!("{}", client::show(&run_dir, name, false)?.join("\n"));
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn up_resolves_a_name_to_the_config_directory() {
-        let dir = Some(PathBuf::from("/x/conf"));
-        let r = |a: &str| resolve_config(Path::new(a), dir.clone());
-        assert_eq!(r("sl0"), Path::new("/x/conf/sl0.toml"));
-        assert_eq!(r("wg.office"), Path::new("/x/conf/wg.office.toml"));
-        // Paths stay paths.
-        assert_eq!(r("./sl0"), Path::new("./sl0"));
-        assert_eq!(
-            r("/etc/sealink/sl0.toml"),
-            Path::new("/etc/sealink/sl0.toml")
-        );
-        assert_eq!(r("sl0.toml"), Path::new("sl0.toml"));
-        assert_eq!(r("conf/sl0"), Path::new("conf/sl0"));
-        assert_eq!(
-            resolve_config(Path::new("sl0"), None),
-            Path::new("/etc/sealink/sl0.toml")
-        );
-        assert_eq!(r("wg0.conf"), Path::new("wg0.conf"));
-    }
-
-    #[test]
-    fn up_falls_back_to_wg_quicks_directory() {
-        let d = tempfile::tempdir().unwrap();
-        let (ours, wg) = (d.path().join("sealink"), d.path().join("wireguard"));
-        std::fs::create_dir_all(&ours).unwrap();
-        std::fs::create_dir_all(&wg).unwrap();
-        std::fs::write(wg.join("wg0.conf"), "").unwrap();
-        let r = |a: &str| resolve_config_in(Path::new(a), Some(ours.clone()), &wg);
-        assert_eq!(r("wg0"), wg.join("wg0.conf"), "only wg-quick's exists");
-        std::fs::write(ours.join("wg0.toml"), "").unwrap();
-        assert_eq!(r("wg0"), ours.join("wg0.toml"), "sealink's comes first");
-        assert_eq!(
-            r("wg1"),
-            ours.join("wg1.toml"),
-            "neither: sealink's is named"
-        );
-    }
 }

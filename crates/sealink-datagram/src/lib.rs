@@ -4,6 +4,8 @@
 //! [`sealink_engine::Pipeline`] workers outside the endpoint's lock (see `node::path`).
 #![forbid(unsafe_code)]
 
+pub mod demo;
+pub mod lines;
 pub mod node;
 mod signal;
 

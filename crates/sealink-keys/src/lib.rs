@@ -7,6 +7,8 @@
 //!   the protocol's owner [`Directory`](sealink_proto::Directory);
 //! * [`error`]: the typed errors of both;
 //! * [`Identity`]: where one side's host key, owner key and trust file are, and reading them;
+//! * [`detect`]: key files and key arguments of either kind, told apart by their tags;
+//! * [`listing`]: a trust file as `sealink trust list` and `trust check` print it;
 //! * [`check`]: the schema of `sealink trust check --json` ([`TrustCheck`]);
 //! * [`pair`]: the pairing exchange of `sealink pair` (its code, frames and keys) over any
 //!   byte stream;
@@ -16,12 +18,14 @@
 #![forbid(unsafe_code)]
 
 pub mod check;
+pub mod detect;
 pub mod error;
 pub mod fingerprint;
 pub mod home;
 mod identity;
 pub mod keyfile;
 mod kind;
+pub mod listing;
 pub mod pair;
 pub mod secure_file;
 pub mod trust;

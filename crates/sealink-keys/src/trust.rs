@@ -82,6 +82,15 @@ impl TrustFile {
             _ => Err(PickHostError::Ambiguous { path: path() }),
         }
     }
+
+    /// The name this file gives the owner key `key`, if it lists it (`sealink init` lists this
+    /// home's own owner).
+    pub fn owner_name(&self, key: &[u8; KEY_LEN]) -> Option<&str> {
+        self.owners
+            .iter()
+            .find(|(_, k)| k == key)
+            .map(|(n, _)| n.as_str())
+    }
 }
 
 /// Why [`TrustFile::pick_host`] found no host.
@@ -105,6 +114,44 @@ pub fn valid_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'+' | b'-'))
+}
+
+/// `name` if it is a valid trust-file name, else the trust parser's own refusal.
+pub fn check_name(name: &str) -> Result<(), TrustProblem> {
+    if valid_name(name) {
+        Ok(())
+    } else {
+        Err(TrustProblem::BadName(name.to_owned()))
+    }
+}
+
+/// A name for a trust file from `from` (a system host name, `$USER`), reduced to the
+/// characters a name allows; `fallback` when nothing is left.
+pub fn default_name(from: Option<String>, fallback: &str) -> String {
+    let cleaned: String = from
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '+' | '-'))
+        .take(MAX_NAME_LEN)
+        .collect();
+    if cleaned.is_empty() {
+        fallback.to_string()
+    } else {
+        cleaned
+    }
+}
+
+/// [`read_trust`], or an empty file when there is none yet (`sealink pair` makes it).
+pub fn read_trust_or_empty(path: &Path) -> Result<TrustFile, KeyFileError> {
+    match read_trust(path) {
+        Ok(t) => Ok(t),
+        Err(KeyFileError::NotFound { .. }) => Ok(TrustFile::default()),
+        Err(KeyFileError::Io { error, .. }) if error.kind() == std::io::ErrorKind::NotFound => {
+            Ok(TrustFile::default())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Parse the text of a trust file.
@@ -607,5 +654,24 @@ mod tests {
             format!("# mine\nhost a {k}\n")
         );
         assert_eq!(remove(&path, "nobody").unwrap(), 0);
+    }
+
+    #[test]
+    fn default_names_keep_what_a_name_allows() {
+        assert_eq!(
+            default_name(Some("my host.local\n".into()), "host"),
+            "myhost.local"
+        );
+        assert_eq!(default_name(Some("  ".into()), "host"), "host");
+        assert_eq!(default_name(None, "owner"), "owner");
+        assert_eq!(default_name(Some("x".repeat(99)), "h").len(), MAX_NAME_LEN);
+        assert!(check_name("bob").is_ok());
+        assert_eq!(check_name("a b"), Err(TrustProblem::BadName("a b".into())));
+        let t = TrustFile {
+            owners: vec![("alice".into(), [1; 32])],
+            hosts: vec![],
+        };
+        assert_eq!(t.owner_name(&[1; 32]), Some("alice"));
+        assert_eq!(t.owner_name(&[2; 32]), None);
     }
 }

@@ -154,6 +154,29 @@ impl<T> IoContext<T> for std::io::Result<T> {
     }
 }
 
+/// Whether `e`, or any of its causes, is a transfer cut short (the connection reset, closed or
+/// broken, or the peer gone quiet): one that the same command, run again, resumes.
+pub fn is_resumable_cut(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind::*;
+    std::iter::successors(Some(e), |c| c.source()).any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof | TimedOut
+            )
+        }) || c.downcast_ref::<TransferError>().is_some_and(|t| {
+            // The receiver went away or stopped answering; an `Io` error's kind is matched
+            // above through the chain.
+            matches!(
+                t,
+                TransferError::PeerClosed(_)
+                    | TransferError::TimedOut(_)
+                    | TransferError::ConnectionTimedOut(_)
+            )
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,5 +219,21 @@ mod tests {
             socket_error(reset, "x", || unreachable!()),
             TransferError::Io { .. }
         ));
+    }
+
+    #[test]
+    fn cuts_are_found_among_the_causes() {
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert!(is_resumable_cut(&reset));
+        assert!(is_resumable_cut(&TransferError::PeerClosed("x".into())));
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert!(!is_resumable_cut(&denied));
+        // Through a wrapper's source, as an anyhow context holds it.
+        #[derive(Debug, thiserror::Error)]
+        #[error("sending failed")]
+        struct Outer(#[source] TransferError);
+        assert!(is_resumable_cut(&Outer(TransferError::TimedOut(
+            "y".into()
+        ))));
     }
 }

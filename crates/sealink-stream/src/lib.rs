@@ -12,7 +12,9 @@
 //! on the fast path but an atomic batch counter (sender) and the record bitmap (receiver).
 #![forbid(unsafe_code)]
 
+pub mod addr;
 mod admit;
+pub mod bar;
 mod conn;
 pub mod error;
 mod files;
@@ -24,12 +26,15 @@ pub mod recv;
 pub mod report;
 pub mod send;
 pub mod state;
+pub mod summary;
 mod tree;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use addr::{AddrError, Destination, resolve_listen};
 pub use admit::ConnDrop;
-pub use error::TransferError;
+pub use bar::BarThread;
+pub use error::{TransferError, is_resumable_cut};
 pub use limits::{ConnLimits, LimiterConfig, Timeouts};
 pub use records::{Opened, RecordBatch, RecordReader};
 pub use recv::{DEFAULT_RESUME_MAX_AGE, Dest, Receiver, RecvConfig, RecvReport};

@@ -34,7 +34,7 @@ use sealink_crypto::{Scope, SuiteId};
 
 use sealink_proto::stream::body::EntryKind;
 
-use crate::{RecvReport, SendReport};
+use crate::{RecvReport, SendReport, Source};
 
 /// Which side printed a [`FileRecord`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -339,15 +339,29 @@ impl FileRecord {
         split_bytes(records, rep.elapsed)
     }
 
-    /// The sender's records of a failed transfer: `files` as for [`FileRecord::sent`] with
-    /// each file's size on disk (0 when unknown), after `elapsed`, for `error`.
+    /// The sender's records of a failed transfer: one for each of `sources`, with the size on
+    /// disk of a plain file (0 for standard input, a directory or anything unreadable), after
+    /// `elapsed`, for `error`.
     pub fn send_failed(
         meta: &TransferMeta,
-        files: &[(&str, Option<&Path>, u64)],
+        sources: &[Source],
         streams: usize,
         elapsed: Duration,
         error: &str,
     ) -> Vec<FileRecord> {
+        let files: Vec<(&str, Option<&Path>, u64)> = sources
+            .iter()
+            .map(|s| match s {
+                Source::File { path, name } => {
+                    let size = std::fs::metadata(path)
+                        .ok()
+                        .filter(std::fs::Metadata::is_file)
+                        .map_or(0, |m| m.len());
+                    (name.as_str(), Some(path.as_path()), size)
+                }
+                Source::Stdin { name } => (name.as_str(), None, 0),
+            })
+            .collect();
         let n = files.len();
         let total = files.iter().map(|f| f.2).fold(0, u64::saturating_add);
         files
@@ -376,5 +390,43 @@ impl FileRecord {
         // a non-finite float as null; none arises: seconds come from a Duration, rates are
         // divided by a positive time).
         serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_send_sizes_its_files_on_disk() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("a.bin");
+        std::fs::write(&file, [0u8; 10]).unwrap();
+        let meta = TransferMeta {
+            peer: "127.0.0.1:7878".parse().unwrap(),
+            host: "b".into(),
+            owner: None,
+            owner_key: [0; 32],
+            suite: SuiteId::Aes128Gcm,
+            scope: Scope::Encrypt,
+        };
+        let sources = [
+            Source::File {
+                path: file,
+                name: "a.bin".into(),
+            },
+            Source::File {
+                path: d.path().into(),
+                name: "dir".into(),
+            },
+            Source::Stdin {
+                name: "stdin".into(),
+            },
+        ];
+        let recs = FileRecord::send_failed(&meta, &sources, 1, Duration::from_secs(1), "cut");
+        let sizes: Vec<u64> = recs.iter().map(|r| r.bytes).collect();
+        assert_eq!(sizes, [10, 0, 0]);
+        assert!(recs[2].path.is_none());
+        assert!(recs.iter().all(|r| r.error.as_deref() == Some("cut")));
     }
 }

@@ -36,6 +36,7 @@
 //!
 //! [`Gauge`]: sealink_engine::Gauge
 
+pub mod client;
 pub mod config;
 pub mod control;
 mod datapath;
@@ -44,7 +45,9 @@ mod error;
 pub mod helper;
 pub mod helper_main;
 pub mod hooks;
+pub mod lookup;
 mod netconf;
+pub mod notify;
 pub mod policy;
 mod privs;
 mod reload;
@@ -79,6 +82,8 @@ pub use config::{Config, KeyFormat, wgquick};
 /// binary prints them as plain lines unless -q, not in the log format.
 pub const SAY_TARGET: &str = "sealink::say";
 pub use error::TunnelError;
+pub use notify::Notifier;
+pub use privs::may_admin_network;
 pub use reload::{Resolver, system_resolver};
 pub use rundir::RunDir;
 

@@ -293,6 +293,25 @@ pub(crate) fn drop_all(user: Option<&Account>) -> Result<(), TunnelError> {
     Ok(())
 }
 
+/// Whether this process may create a TUN device and configure the network: root, or
+/// CAP_NET_ADMIN in its effective set (`CapEff` in /proc/self/status). Without /proc, true:
+/// `up` then tries, and fails with its own reason.
+pub fn may_admin_network() -> bool {
+    std::fs::read_to_string("/proc/self/status").map_or(true, |s| status_may_admin(&s))
+}
+
+/// [`may_admin_network`] from the text of a `/proc/PID/status`.
+fn status_may_admin(status: &str) -> bool {
+    const CAP_NET_ADMIN: u32 = 12;
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
+    // Uid: real, effective, saved, filesystem.
+    let euid_root = field("Uid:").and_then(|v| v.split_whitespace().nth(1)) == Some("0");
+    let net_admin = field("CapEff:")
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_NET_ADMIN) != 0);
+    euid_root || net_admin
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,5 +368,23 @@ mod tests {
             e.contains("useradd --system") && e.contains("sealink-no-such-user"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn network_admin_is_root_or_cap_net_admin() {
+        let status = |uid: &str, caps: &str| format!("Name:\tx\nUid:\t{uid}\nCapEff:\t{caps}\n");
+        assert!(status_may_admin(&status(
+            "1000\t0\t0\t0",
+            "0000000000000000"
+        )));
+        assert!(status_may_admin(&status(
+            "0\t1000\t0\t0",
+            "0000000000001000"
+        )));
+        assert!(!status_may_admin(&status(
+            "0\t1000\t0\t0",
+            "0000000000000000"
+        )));
+        assert!(!status_may_admin(""));
     }
 }

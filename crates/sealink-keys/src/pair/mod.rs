@@ -2,16 +2,19 @@
 //! after one short code is read from one screen and typed on the other, as magic-wormhole and
 //! croc pair. This module is the protocol, with no sockets, files or clocks: the [`Code`]
 //! ([`code`], [`words`]) and the exchange over any byte stream ([`proto`]: SPAKE2 on the code,
-//! key confirmation, sealed payloads, verdicts). The command around it (TCP, prompts, the trust
+//! key confirmation, sealed payloads, verdicts), and what the peer's keys do to a trust file
+//! ([`plan`]). The command around it (TCP, prompts, the trust
 //! file) is sealink-cli's.
 
 pub mod code;
+pub mod plan;
 pub mod proto;
 pub mod words;
 
 use std::io;
 
 pub use code::Code;
+pub use plan::{NameTaken, Plan, Planned, plan};
 pub use proto::{Payload, initiate, respond};
 
 /// Why a pairing failed.

@@ -1,16 +1,80 @@
-//! `sealink man`: one manual page per command, laid out as wg(8) and rsync(1) are: NAME,
+//! sealink's manual pages: one per command, laid out as wg(8) and rsync(1) are: NAME,
 //! SYNOPSIS, DESCRIPTION, OPTIONS, COMMANDS (clap_mangen renders those from the command tree),
 //! then EXAMPLES and NOTES from the command's `--help` epilogue, one example per line, and EXIT
 //! STATUS, ENVIRONMENT, FILES and SEE ALSO, which every page carries. The footer names the
-//! version, not the command.
+//! version, not the command. [`find`] picks a command's page, [`write_all`] writes every page.
+#![forbid(unsafe_code)]
 
-use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
-use anyhow::Result;
 use roff::{Roff, bold, italic, roman};
 
+/// Why a page was not rendered or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ManError {
+    /// No (visible) command of that path: the caller's usage error.
+    #[error("no command `sealink {0}`: `sealink --help` lists them")]
+    NoCommand(String),
+    #[error("cannot {what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ManError {
+    let what = what.into();
+    move |source| ManError::Io { what, source }
+}
+
+/// The command `path` names under `root` (`["msg", "send"]`), hidden ones not counted.
+pub fn find<'a>(root: &'a clap::Command, path: &[String]) -> Result<&'a clap::Command, ManError> {
+    let mut at = root;
+    for (i, name) in path.iter().enumerate() {
+        at = at
+            .get_subcommands()
+            .find(|s| s.get_name() == name && !s.is_hide_set())
+            .ok_or_else(|| ManError::NoCommand(path[..=i].join(" ")))?;
+    }
+    Ok(at)
+}
+
+/// Writes the page of `root` and of each visible command under it into `dir` (made if missing),
+/// as `sealink.1`, `sealink-send.1`, `sealink-msg-send.1`, ...; the files written, in order.
+pub fn write_all(
+    root: &clap::Command,
+    dir: &Path,
+    version: &str,
+) -> Result<Vec<PathBuf>, ManError> {
+    std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+    fn write(
+        cmd: &clap::Command,
+        path: &mut Vec<String>,
+        dir: &Path,
+        version: &str,
+        out: &mut Vec<PathBuf>,
+    ) -> Result<(), ManError> {
+        let names: Vec<&str> = path.iter().map(String::as_str).collect();
+        let file = dir.join(format!("{}.1", page_name(&names)));
+        std::fs::write(&file, render(cmd, &names, version)?)
+            .map_err(io(format!("write {}", file.display())))?;
+        out.push(file);
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            path.push(sub.get_name().to_owned());
+            write(sub, path, dir, version, out)?;
+            path.pop();
+        }
+        Ok(())
+    }
+    let mut written = Vec::new();
+    write(root, &mut Vec::new(), dir, version, &mut written)?;
+    Ok(written)
+}
+
 /// The page of `cmd`, whose command path from `sealink` is `path` (empty: sealink(1)).
-pub fn render(cmd: &clap::Command, path: &[&str]) -> Result<Vec<u8>> {
+/// `version` goes into the footer.
+pub fn render(cmd: &clap::Command, path: &[&str], version: &str) -> Result<Vec<u8>, ManError> {
     let epilogue = cmd
         .get_after_long_help()
         .or_else(|| cmd.get_after_help())
@@ -23,18 +87,22 @@ pub fn render(cmd: &clap::Command, path: &[&str]) -> Result<Vec<u8>> {
         .after_long_help(None::<&str>);
     let man = clap_mangen::Man::new(bare)
         .title(page_name(path).to_uppercase())
-        .source(format!("sealink {}", env!("CARGO_PKG_VERSION")))
+        .source(format!("sealink {version}"))
         .manual("sealink manual");
     let mut head = Vec::new();
-    man.render_title(&mut head)?;
-    man.render_name_section(&mut head)?;
-    man.render_synopsis_section(&mut head)?;
-    man.render_description_section(&mut head)?;
+    let rendering = || io("render the page");
+    man.render_title(&mut head).map_err(rendering())?;
+    man.render_name_section(&mut head).map_err(rendering())?;
+    man.render_synopsis_section(&mut head)
+        .map_err(rendering())?;
+    man.render_description_section(&mut head)
+        .map_err(rendering())?;
     if cmd.get_arguments().any(|a| !a.is_hide_set()) {
-        man.render_options_section(&mut head)?;
+        man.render_options_section(&mut head).map_err(rendering())?;
     }
     if cmd.get_subcommands().any(|s| !s.is_hide_set()) {
-        man.render_subcommands_section(&mut head)?;
+        man.render_subcommands_section(&mut head)
+            .map_err(rendering())?;
     }
     // Each clap_mangen call writes roff's preamble again: keep the first only.
     let preamble = Roff::new().render();
@@ -52,7 +120,7 @@ pub fn render(cmd: &clap::Command, path: &[&str]) -> Result<Vec<u8>> {
     let mut roff = Roff::new();
     epilogue_sections(&mut roff, &epilogue);
     common_sections(&mut roff, cmd, path, &epilogue);
-    out.write_all(strip(roff.render().as_bytes(), &preamble))?;
+    out.extend_from_slice(strip(roff.render().as_bytes(), &preamble));
     Ok(out)
 }
 
@@ -235,4 +303,80 @@ fn common_sections(roff: &mut Roff, cmd: &clap::Command, path: &[&str], epilogue
         _ => {}
     }
     roff.text([roman(see.join(", "))]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree() -> clap::Command {
+        // As the CLI builds its tree for pages: no `help` subcommand.
+        clap::Command::new("sealink")
+            .disable_help_subcommand(true)
+            .about("the tool")
+            .after_help(
+                "Examples:\n  sealink a\n\nA note\n  kept as written.\n\nExit status: 0 fine.",
+            )
+            .subcommand(
+                clap::Command::new("msg")
+                    .disable_help_subcommand(true)
+                    .about("messages")
+                    .subcommand(clap::Command::new("send").about("send one")),
+            )
+            .subcommand(clap::Command::new("hidden").hide(true))
+    }
+
+    #[test]
+    fn pages_are_named_by_their_path() {
+        assert_eq!(page_name(&[]), "sealink");
+        assert_eq!(page_name(&["msg", "send"]), "sealink-msg-send");
+        let root = tree();
+        let path = ["msg".to_owned(), "send".to_owned()];
+        assert_eq!(find(&root, &path).unwrap().get_name(), "send");
+        let e = find(&root, &["hidden".to_owned()]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no command `sealink hidden`: `sealink --help` lists them"
+        );
+    }
+
+    #[test]
+    fn a_page_has_one_preamble_and_the_epilogues_sections() {
+        let mut root = tree();
+        root.build();
+        let page = String::from_utf8(render(&root, &[], "9.9").unwrap()).unwrap();
+        let preamble = Roff::new().render();
+        assert_eq!(page.matches(preamble.as_str()).count(), 1);
+        for section in [
+            "EXAMPLES",
+            "NOTES",
+            "EXIT STATUS",
+            "ENVIRONMENT",
+            "FILES",
+            "SEE ALSO",
+        ] {
+            assert!(
+                page.contains(&format!(".SH \"{section}\""))
+                    || page.contains(&format!(".SH {section}")),
+                "{section}: {page}"
+            );
+        }
+        assert!(page.contains("sealink 9.9"), "{page}");
+        assert!(page.contains("0 fine."), "{page}");
+        // roff escapes the hyphen.
+        assert!(page.contains("sealink\\-msg(1)"), "{page}");
+    }
+
+    #[test]
+    fn every_visible_command_gets_a_file() {
+        let mut root = tree();
+        root.build();
+        let d = tempfile::tempdir().unwrap();
+        let written = write_all(&root, d.path(), "9.9").unwrap();
+        let names: Vec<_> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, ["sealink.1", "sealink-msg.1", "sealink-msg-send.1"]);
+    }
 }
