@@ -47,6 +47,14 @@ fn count(root: &Path) -> usize {
     n
 }
 
+/// The receiver's staging directory in its inbox, if there is one.
+fn staging_dir(h: &Hosts) -> Option<std::path::PathBuf> {
+    fs::read_dir(h.inbox())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".sealink-part-dir"))
+}
+
 /// `dirs` directories of `per` one-byte files each (each file its own content).
 fn tree(root: &Path, dirs: usize, per: usize) {
     for d in 0..dirs {
@@ -74,10 +82,7 @@ fn fifty_thousand_entries_transfer_resume_after_the_sender_is_killed_and_update(
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
     let staged = loop {
-        let staging = fs::read_dir(h.inbox())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.to_string_lossy().ends_with(".sealink-part-dir"));
+        let staging = staging_dir(&h);
         if let Some(s) = staging
             && s.join("big").is_dir()
             && fs::read_dir(s.join("big")).unwrap().count() >= 20
@@ -432,10 +437,7 @@ fn a_receiver_killed_mid_tree_resumes_and_leaves_nothing_of_its_own_in_the_tree(
     // The receiver dies (no clean-up of its own) once part of the tree is there.
     let deadline = Instant::now() + Duration::from_secs(120);
     let staged = loop {
-        let staging = fs::read_dir(h.inbox())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .find(|p| p.to_string_lossy().ends_with(".sealink-part-dir"));
+        let staging = staging_dir(&h);
         if let Some(s) = staging
             && s.join("big/d001").is_dir()
             && fs::read_dir(s.join("big/d001")).unwrap().count() > 0

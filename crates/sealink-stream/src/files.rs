@@ -201,39 +201,11 @@ impl PartFile {
     /// best the directory `path` will be in: the commit is then a rename within one directory,
     /// and the file system allocates the inode near its directory.
     pub fn create_in(dir: &Path, path: PathBuf, size: Option<u64>) -> std::io::Result<Self> {
-        /// Up to this size a file's room is not reserved up front.
-        const SMALL_FILE: u64 = 64 << 10;
-        use std::os::unix::fs::OpenOptionsExt;
         let mut tag = [0u8; 16];
         sealink_crypto::sign::random_bytes(&mut tag).map_err(std::io::Error::other)?;
         let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
         let temp = dir.join(format!(".{tag}{PART_SUFFIX}"));
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
-        // Locked while in use: the start-up clean-up of another receiver on this directory
-        // leaves it alone (a fresh file cannot be locked by anyone else).
-        let _ = rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive);
-        let id = inode_of(&file)?;
-        let part = Self {
-            file,
-            temp,
-            path,
-            id,
-            resume: None,
-            direct: false,
-        };
-        // Small files are not worth a system call to reserve their room (a full disk still
-        // fails their write).
-        if let Some(n) = size.filter(|&n| n > SMALL_FILE)
-            && let Err(e) = reserve(&part.file, n)
-        {
-            part.discard();
-            return Err(e);
-        }
-        Ok(part)
+        Self::create_new(temp, path, size, false)
     }
 
     /// A file written straight under its final name `path`, which must lie in a new tree's
@@ -244,22 +216,41 @@ impl PartFile {
     /// does not hold yet, but never with the sender's mtime and size both set on a short file,
     /// which is what a rerun checks before it keeps a file of the tree.
     pub fn create_direct(path: PathBuf, size: Option<u64>) -> std::io::Result<Self> {
+        Self::create_new(path.clone(), path, size, true)
+    }
+
+    /// Creates `temp` (0600, never an existing name) for the file that will be `path`.
+    fn create_new(
+        temp: PathBuf,
+        path: PathBuf,
+        size: Option<u64>,
+        direct: bool,
+    ) -> std::io::Result<Self> {
+        /// Up to this size a file's room is not reserved up front.
         const SMALL_FILE: u64 = 64 << 10;
         use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&path)?;
+            .open(&temp)?;
+        if !direct {
+            // Locked while in use: the start-up clean-up of another receiver on this
+            // directory leaves it alone (a fresh file cannot be locked by anyone else). A
+            // staging directory is locked as a whole.
+            let _ = rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+        }
         let id = inode_of(&file)?;
         let part = Self {
             file,
-            temp: path.clone(),
+            temp,
             path,
             id,
             resume: None,
-            direct: true,
+            direct,
         };
+        // Small files are not worth a system call to reserve their room (a full disk still
+        // fails their write).
         if let Some(n) = size.filter(|&n| n > SMALL_FILE)
             && let Err(e) = reserve(&part.file, n)
         {
