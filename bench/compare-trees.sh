@@ -371,7 +371,7 @@ if [ "$incremental" = 1 ] && [[ " $trees " == *" a "* ]]; then
   echo
   echo "## incremental: 1% of tree a changed, sealink send --update against rsync -a"
   printf '%-4s %-8s %10s\n' run tool seconds
-  declare -a inc_sl inc_rs
+  declare -a inc_sl inc_rs inc_b
   for i in $(seq "$runs"); do
     # A complete copy (kept aside for rsync), then 1% of the files changed (content and mtime):
     # each tool brings the same old copy up to date.
@@ -382,9 +382,19 @@ if [ "$incremental" = 1 ] && [[ " $trees " == *" a "* ]]; then
     find "$src" -type f | sort | awk -v i="$i" 'NR % 100 == i % 100' | while read -r f; do
       printf 'changed in round %s\n' "$i" >>"$f"
     done
+    sync
     out="$(run_sealink "$src" --update)"; check "$src"
     inc_sl+=("${out%% *}")
     rm -rf "$dest/a"
+    if [ -n "${SEALINK_B:-}" ]; then
+      # The other build too, from the same old copy.
+      cp -a "$work/base" "$dest/a"
+      sync
+      out="$(SL="$SEALINK_B" run_sealink "$src" --update)"; check "$src"
+      inc_b+=("${out%% *}")
+      printf '%-4s %-8s %10.3f\n' "$i" sealink-b "${inc_b[-1]}"
+      rm -rf "$dest/a"
+    fi
     mv "$work/base" "$dest/a"
     out="$(run_rsync "$src")"; check "$src"
     inc_rs+=("${out%% *}")
@@ -393,6 +403,9 @@ if [ "$incremental" = 1 ] && [[ " $trees " == *" a "* ]]; then
   ms=$(median "${inc_sl[@]}")
   mr=$(median "${inc_rs[@]}")
   awk -v s="$ms" -v r="$mr" 'BEGIN { printf "median: sealink %.3f s, rsync %.3f s (sealink %.2fx rsync'\''s speed; target >= 1)\n", s, r, r / s }'
+  if [ -n "${SEALINK_B:-}" ]; then
+    awk -v s="$(median "${inc_b[@]}")" -v r="$mr" 'BEGIN { printf "median: sealink-b %.3f s (%.2fx rsync'\''s speed)\n", s, r / s }'
+  fi
 fi
 echo
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

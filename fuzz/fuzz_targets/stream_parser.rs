@@ -157,7 +157,7 @@ fn assembly(d: &[u8]) {
             assert!(a.held_prefix(0) >= held.min(a.layout().file_records(0).unwrap_or(0)));
         }
     }
-    let end = End { data_records: a.received(), sizes: end_sizes, hashes: vec![] };
+    let end = End { data_records: a.received(), sizes: end_sizes, hashes: vec![], left_out: vec![] };
     let _ = a.end_seq(&end);
     let _ = a.finish(&end);
 }

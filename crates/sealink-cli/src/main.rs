@@ -565,8 +565,8 @@ fn main() -> ExitCode {
             // that left some things out says so by its own status.
             ExitCode::from(if error::is_usage(&e) {
                 EXIT_USAGE
-            } else if e.downcast_ref::<stream::Partial>().is_some() {
-                stream::EXIT_PARTIAL
+            } else if let Some(p) = e.downcast_ref::<stream::Partial>() {
+                p.code()
             } else {
                 1
             })

@@ -17,19 +17,46 @@ use sealink_stream::{
 
 use anyhow::{Context, Result, anyhow, bail};
 
-/// What `send` returns when it sent what it could and left some out (unreadable, vanished,
-/// missing arguments): the command exits with [`EXIT_PARTIAL`].
+/// What `send` returns when it sent what it could and left some out: the command exits with
+/// [`EXIT_PARTIAL`] (unreadable files, missing arguments), or [`EXIT_VANISHED`] when the only
+/// things left out vanished or changed between being listed and being read.
 #[derive(Debug)]
-pub struct Partial(pub usize);
+pub struct Partial {
+    pub count: usize,
+    pub vanished_only: bool,
+}
+
+impl Partial {
+    fn of(problems: usize, vanished: usize) -> Self {
+        Partial {
+            count: problems + vanished,
+            vanished_only: problems == 0,
+        }
+    }
+
+    /// The exit status it means.
+    pub fn code(&self) -> u8 {
+        if self.vanished_only {
+            EXIT_VANISHED
+        } else {
+            EXIT_PARTIAL
+        }
+    }
+}
 
 impl std::fmt::Display for Partial {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "partial transfer: {} thing{} could not be sent (see the warnings above); the rest was \
-             sent",
-            self.0,
-            if self.0 == 1 { "" } else { "s" }
+            "partial transfer: {} thing{} could not be sent{} (see the warnings above); the rest \
+             was sent",
+            self.count,
+            if self.count == 1 { "" } else { "s" },
+            if self.vanished_only {
+                ": vanished or changed while being sent"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -38,6 +65,9 @@ impl std::error::Error for Partial {}
 
 /// Exit status of a partial transfer (as rsync's 23: some files were not transferred).
 pub const EXIT_PARTIAL: u8 = 23;
+/// Exit status of a transfer that left out only files that vanished or changed after being
+/// listed (as rsync's 24).
+pub const EXIT_VANISHED: u8 = 24;
 
 /// What an interrupted send says (issue 46: a Ctrl-C exited silently, a cut connection said only
 /// "Connection reset by peer").
@@ -214,11 +244,11 @@ pub fn send(p: SendArgs) -> Result<()> {
     if !rep.skipped_links.is_empty() && !p.quiet {
         eprintln!("{}", summary::skipped_links_line(rep.skipped_links.len()));
     }
-    if !rep.problems.is_empty() {
-        for line in &rep.problems {
-            eprintln!("not sent: {line}");
-        }
-        return Err(Partial(rep.problems.len()).into());
+    for line in rep.problems.iter().chain(&rep.vanished) {
+        eprintln!("not sent: {line}");
+    }
+    if !rep.problems.is_empty() || !rep.vanished.is_empty() {
+        return Err(Partial::of(rep.problems.len(), rep.vanished.len()).into());
     }
     Ok(())
 }
@@ -239,11 +269,11 @@ fn dry_run(cfg: &SendConfig, sources: &[Source], json: bool) -> Result<()> {
         out.push_str(&listing.total_line());
     }
     crate::output::print(&out)?;
-    for line in &listed.problems {
+    for line in listed.problems.iter().chain(&listed.vanished) {
         eprintln!("would not send: {line}");
     }
-    if !listed.problems.is_empty() {
-        return Err(Partial(listed.problems.len()).into());
+    if !listed.problems.is_empty() || !listed.vanished.is_empty() {
+        return Err(Partial::of(listed.problems.len(), listed.vanished.len()).into());
     }
     Ok(())
 }

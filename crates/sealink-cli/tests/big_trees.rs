@@ -244,6 +244,46 @@ fn a_partial_send_reports_what_it_left_out_and_sends_the_rest() {
 }
 
 #[test]
+fn files_that_vanish_or_shrink_while_being_sent_are_left_out_and_exit_24() {
+    let h = Hosts::new();
+    let t = h.path("src/t");
+    fs::create_dir_all(&t).unwrap();
+    // Sent in name order at 1 MB/s: `a-big` takes about two seconds, so `a-big` is cut short
+    // and `z-gone` deleted while the transfer runs, after the walk looked at both.
+    fs::write(t.join("a-big"), vec![7u8; 2 << 20]).unwrap();
+    fs::write(t.join("m-kept"), b"kept").unwrap();
+    fs::write(t.join("z-gone"), b"gone").unwrap();
+    let (mut c, addr, err) = h.recv_with(Some("022"), &[], Stdio::null());
+    let child = send(&h, &[&t], addr, &["--limit", "1MB", "--streams", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    fs::remove_file(t.join("z-gone")).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(t.join("a-big"))
+        .unwrap()
+        .set_len(1000)
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(24), "{}", text(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("z-gone vanished"), "{e}");
+    assert!(e.contains("a-big got shorter while being sent"), "{e}");
+    assert!(e.contains("vanished or changed"), "{e}");
+    let inbox = h.inbox();
+    assert_eq!(fs::read(inbox.join("t/m-kept")).unwrap(), b"kept");
+    assert!(!inbox.join("t/a-big").exists() && !inbox.join("t/z-gone").exists());
+    c.kill().unwrap();
+    let (_, log) = finish(c, err);
+    assert!(log.contains("left out by the sender"), "{log}");
+    // Nothing of the staging directory is left behind.
+    assert!(staging_dir(&h).is_none());
+}
+
+#[test]
 fn copy_links_sends_what_absolute_links_point_to() {
     let h = Hosts::new();
     let src = h.path("src");
@@ -382,6 +422,7 @@ fn a_manifest_batch_that_lies_is_refused_and_changes_nothing() {
             data_records: 1,
             sizes: vec![0, 1],
             hashes: vec![None, None],
+            left_out: vec![],
         };
         raw.write(RecordType::End, 2, &end.encode());
         let m = Manifest {

@@ -211,6 +211,7 @@ fn a_part_file_swapped_while_receiving_is_never_stored() {
         data_records: 2,
         sizes: vec![1024],
         hashes: vec![Some(sealink_crypto::hash::sha256(&data))],
+        left_out: vec![],
     };
     raw.write(RecordType::End, 3, &end.encode());
     raw.sock.shutdown(Shutdown::Write).unwrap();

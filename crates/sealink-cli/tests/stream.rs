@@ -532,6 +532,7 @@ fn sender_chosen_mode_bits_never_pass_the_receivers_policy() {
             data_records: 1,
             sizes: vec![3],
             hashes: vec![None],
+            left_out: vec![],
         }
         .encode(),
     );

@@ -475,6 +475,7 @@ fn a_tree_cut_off_mid_transfer_leaves_no_partial_tree_and_resumes() {
             Some(sealink_crypto::hash::sha256(&a)),
             None,
         ],
+        left_out: vec![],
     };
     raw.write(RecordType::End, 258, &end.encode());
     raw.sock.shutdown(Shutdown::Write).unwrap();

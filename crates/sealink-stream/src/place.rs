@@ -32,16 +32,70 @@ pub(crate) const STAGING_SUFFIX: &str = ".sealink-part-dir";
 pub(crate) enum Slot {
     /// A regular file being received.
     Part(PartFile),
+    /// A file of a new tree, written straight under its final name in the tree's staging
+    /// directory, created when its first record arrives (or, with no data, when its batch is
+    /// stored): the batch's ready need not wait for thousands of creations, which then overlap
+    /// the data.
+    Lazy(LazyFile),
     /// A file the receiver already has with the announced size and mtime: kept as it is.
     Keep,
     Dir,
     Link(String),
 }
 
+/// A file created on first use ([`Slot::Lazy`]).
+#[derive(Debug)]
+pub(crate) struct LazyFile {
+    at: PathBuf,
+    size: Option<u64>,
+    made: std::sync::OnceLock<PartFile>,
+    /// Held while one stripe creates it, so that another with a later record of the same
+    /// file waits rather than fails on the name it finds taken.
+    making: std::sync::Mutex<()>,
+}
+
 impl Slot {
+    /// A slot for a file of a new tree, created by [`Slot::make`] (see [`Slot::Lazy`]).
+    pub fn lazy(at: PathBuf, size: Option<u64>) -> Self {
+        Slot::Lazy(LazyFile {
+            at,
+            size,
+            made: std::sync::OnceLock::new(),
+            making: std::sync::Mutex::new(()),
+        })
+    }
+
+    /// The slot's file, if it is one and exists.
     pub fn part(&self) -> Option<&PartFile> {
         match self {
             Slot::Part(p) => Some(p),
+            Slot::Lazy(l) => l.made.get(),
+            _ => None,
+        }
+    }
+
+    /// The slot's file, created now if it is a lazy one not made yet; `None` if the slot is
+    /// not a file being received.
+    pub fn make(&self) -> std::io::Result<Option<&PartFile>> {
+        let Slot::Lazy(l) = self else {
+            return Ok(self.part());
+        };
+        if let Some(p) = l.made.get() {
+            return Ok(Some(p));
+        }
+        let _one = l.making.lock().unwrap_or_else(|p| p.into_inner());
+        if l.made.get().is_none() {
+            let p = PartFile::create_direct(l.at.clone(), l.size)?;
+            let _ = l.made.set(p);
+        }
+        Ok(l.made.get())
+    }
+
+    /// Where the slot's file is (or will be), for messages.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Slot::Part(p) => Some(&p.path),
+            Slot::Lazy(l) => Some(&l.at),
             _ => None,
         }
     }
@@ -476,10 +530,12 @@ impl Tree {
         files: &[FileEntry],
         slots: &[Slot],
         modes: &[u32],
+        left_out: &[bool],
     ) -> Result<bool, TransferError> {
         let parts: Vec<(usize, &PartFile)> = slots
             .iter()
             .enumerate()
+            .filter(|(i, _)| left_out.get(*i) != Some(&true))
             .filter_map(|(i, s)| s.part().map(|p| (i, p)))
             .collect();
         let t0 = std::time::Instant::now();
@@ -552,9 +608,13 @@ impl Tree {
         slots: &[Slot],
         modes: &[u32],
         synced: bool,
+        left_out: &[bool],
     ) -> Result<(), TransferError> {
         for (i, (f, slot)) in files.iter().zip(slots).enumerate() {
             self.close_until(&f.name)?;
+            if left_out.get(i) == Some(&true) {
+                continue;
+            }
             let here = found.get(i).copied().unwrap_or(Found::Absent);
             let target = self.target(&f.name);
             let mode = modes.get(i).copied().unwrap_or(0o600);
@@ -571,9 +631,14 @@ impl Tree {
             }
             match slot {
                 // Only a planned replacement may replace: a name taken since is refused.
-                Slot::Part(p) => p
-                    .commit(&target, mode, f.mtime, here == Found::Replace, synced)
-                    .map_err(|e| self.exists(e, &target, "store"))?,
+                Slot::Part(_) | Slot::Lazy(_) => {
+                    let p = slot
+                        .make()
+                        .ctx(|| format!("cannot create {}", target.display()))?
+                        .expect("a file's slot");
+                    p.commit(&target, mode, f.mtime, here == Found::Replace, synced)
+                        .map_err(|e| self.exists(e, &target, "store"))?;
+                }
                 Slot::Keep => {}
                 Slot::Dir => {
                     if here == Found::Absent {

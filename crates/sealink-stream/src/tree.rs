@@ -31,13 +31,89 @@ pub enum Source {
     Stdin { name: String },
 }
 
-/// One entry of a transfer on the sender: what the hello announces, and the open file for a
-/// regular file (`None` for standard input, directories and links).
+/// One entry of a transfer on the sender: what the hello announces, and for a regular file
+/// the file, opened by the walk (a source given by name) or when its data is first needed (a
+/// file of a tree, which the walk only looks at: a file the receiver already has is never
+/// opened).
 pub(crate) struct Input {
     pub entry: FileEntry,
-    pub file: Option<File>,
+    file: std::sync::OnceLock<File>,
+    /// Whether opening it later follows a link put in its place.
+    follow: bool,
     /// Where it was read (`None` for standard input).
     pub path: Option<PathBuf>,
+}
+
+/// Why a file announced in a manifest cannot be sent as announced.
+#[derive(Debug)]
+pub(crate) enum Gone {
+    /// It is no longer there, or it changed (kind, size or mtime) since it was looked at.
+    Vanished(String),
+    /// It cannot be opened or read.
+    Unreadable(String),
+}
+
+impl Input {
+    fn new(entry: FileEntry, file: Option<File>, path: Option<PathBuf>, follow: bool) -> Self {
+        let cell = std::sync::OnceLock::new();
+        if let Some(f) = file {
+            let _ = cell.set(f);
+        }
+        Input {
+            entry,
+            file: cell,
+            follow,
+            path,
+        }
+    }
+
+    /// The file to read: opened now if the walk only looked at it, not following a link put
+    /// in its place since (unless links are followed), and refused if it is no longer the
+    /// regular file of the size and mtime the manifest announced.
+    pub fn open(&self) -> Result<&File, Gone> {
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        let Some(path) = &self.path else {
+            return Err(Gone::Unreadable(format!(
+                "{}: nothing to read",
+                self.entry.name
+            )));
+        };
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true);
+        if !self.follow {
+            o.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
+        }
+        let (f, m) = match o.open(path).and_then(|f| f.metadata().map(|m| (f, m))) {
+            Ok(x) => x,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Gone::Vanished(format!("{} vanished", path.display())));
+            }
+            // A link put in its place (refused by O_NOFOLLOW).
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                return Err(Gone::Vanished(format!(
+                    "{} changed: it is now a link",
+                    path.display()
+                )));
+            }
+            Err(e) => {
+                return Err(Gone::Unreadable(format!(
+                    "cannot open {}: {e}",
+                    path.display()
+                )));
+            }
+        };
+        if !m.is_file() || m.len() != self.entry.size || mtime_ns(&m) != self.entry.mtime {
+            return Err(Gone::Vanished(format!(
+                "{} changed after it was listed",
+                path.display()
+            )));
+        }
+        let _ = self.file.set(f);
+        Ok(self.file.get().expect("just set"))
+    }
 }
 
 /// Modification time in nanoseconds since the epoch (0 if unknown or before it).
@@ -95,6 +171,8 @@ pub(crate) struct Walk {
     peeked: Option<Input>,
     /// What could not be sent, one line each: the transfer is partial.
     pub problems: Vec<String>,
+    /// Files that vanished or changed after being listed, one line each: not sent.
+    pub vanished: Vec<String>,
     /// Entries that are neither a regular file, a directory nor a link (fifos, sockets,
     /// devices): not sent.
     pub special: Vec<PathBuf>,
@@ -106,6 +184,15 @@ pub(crate) struct Walk {
 
 /// Most problems kept word for word; more are only counted.
 const MAX_PROBLEMS_KEPT: usize = 1000;
+
+/// Keeps `line` in `lines`, up to [`MAX_PROBLEMS_KEPT`] of them.
+pub(crate) fn keep(lines: &mut Vec<String>, line: String) {
+    if lines.len() < MAX_PROBLEMS_KEPT {
+        lines.push(line);
+    } else if lines.len() == MAX_PROBLEMS_KEPT {
+        lines.push("(more: see the warnings above)".into());
+    }
+}
 
 fn dev_ino(meta: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
@@ -171,6 +258,7 @@ impl Walk {
             copy_links,
             peeked: None,
             problems: Vec::new(),
+            vanished: Vec::new(),
             special: Vec::new(),
             excluded: 0,
             skipped_links: Vec::new(),
@@ -190,12 +278,13 @@ impl Walk {
 
     fn problem(&mut self, line: String) {
         tracing::warn!("{line}");
-        if self.problems.len() < MAX_PROBLEMS_KEPT {
-            self.problems.push(line);
-        } else if self.problems.len() == MAX_PROBLEMS_KEPT {
-            self.problems
-                .push("(more problems: see the warnings above)".into());
-        }
+        keep(&mut self.problems, line);
+    }
+
+    /// A file gone or changed between being listed and being read (rsync's "vanished").
+    fn vanished(&mut self, line: String) {
+        tracing::warn!("{line}");
+        keep(&mut self.vanished, line);
     }
 
     /// The next batch: up to `max_entries` entries taking up to `max_bytes` in a manifest,
@@ -257,17 +346,18 @@ impl Walk {
     fn start(&mut self, s: Source) -> Result<Option<Input>, TransferError> {
         let (path, name) = match s {
             Source::Stdin { name } => {
-                return Ok(Some(Input {
-                    entry: FileEntry {
+                return Ok(Some(Input::new(
+                    FileEntry {
                         name,
                         size: UNKNOWN_SIZE,
                         mtime: 0,
                         mode: 0o644,
                         kind: EntryKind::File,
                     },
-                    file: None,
-                    path: None,
-                }));
+                    None,
+                    None,
+                    false,
+                )));
             }
             Source::File { path, name } => (path, name),
         };
@@ -295,8 +385,8 @@ impl Walk {
             let ex = std::rc::Rc::new(excluder(&path, &self.exclude)?);
             self.descend(&path, &name, ex, dev_ino(&meta));
         }
-        Ok(Some(Input {
-            entry: FileEntry {
+        Ok(Some(Input::new(
+            FileEntry {
                 name,
                 size: if dir { 0 } else { meta.len() },
                 // The version of the file a receiver's resume state is bound to.
@@ -304,9 +394,10 @@ impl Walk {
                 mode: mode_of(&meta),
                 kind,
             },
-            file: (!dir).then_some(file),
-            path: Some(path),
-        }))
+            (!dir).then_some(file),
+            Some(path),
+            true,
+        )))
     }
 
     /// Lists directory `dir` (sent as `rel`) to walk it next; an unreadable one is a problem,
@@ -334,37 +425,38 @@ impl Walk {
         }
     }
 
-    /// A regular file of a tree, opened: not following a link put there since it was listed
-    /// (unless following was asked for), so the open file is what is sent. `None` (a problem
-    /// reported) if it cannot be opened or is no longer a regular file.
-    fn open_file(&mut self, path: &Path, name: String) -> Option<Input> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut o = std::fs::OpenOptions::new();
-        o.read(true);
-        if !self.copy_links {
-            o.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
-        }
-        match o.open(path).and_then(|f| f.metadata().map(|m| (f, m))) {
-            Ok((f, m)) if m.is_file() => Some(Input {
-                entry: FileEntry {
+    /// A regular file of a tree, looked at (not opened: see [`Input::open`]), not following a
+    /// link put there since it was listed unless following was asked for. `None` (a problem
+    /// reported) if it is gone or is no longer a regular file.
+    fn file_entry(&mut self, path: &Path, name: String) -> Option<Input> {
+        let meta = if self.copy_links {
+            std::fs::metadata(path)
+        } else {
+            std::fs::symlink_metadata(path)
+        };
+        match meta {
+            Ok(m) if m.is_file() => Some(Input::new(
+                FileEntry {
                     name,
                     size: m.len(),
                     mtime: mtime_ns(&m),
                     mode: mode_of(&m),
                     kind: EntryKind::File,
                 },
-                file: Some(f),
-                path: Some(path.to_owned()),
-            }),
+                None,
+                Some(path.to_owned()),
+                self.copy_links,
+            )),
             Ok(_) => {
-                self.problem(format!(
-                    "cannot send {}: it changed while being listed",
-                    path.display()
-                ));
+                self.vanished(format!("{} changed while being listed", path.display()));
+                None
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.vanished(format!("{} vanished", path.display()));
                 None
             }
             Err(e) => {
-                self.problem(format!("cannot open {}: {e}", path.display()));
+                self.problem(format!("cannot send {}: {e}", path.display()));
                 None
             }
         }
@@ -410,12 +502,16 @@ impl Walk {
                 self.problem(reserved(&path.display().to_string()).to_string());
                 return Ok(None);
             }
-            return Ok(self.open_file(path, name));
+            return Ok(self.file_entry(path, name));
         }
         let meta = match std::fs::symlink_metadata(path) {
             Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.vanished(format!("{} vanished", path.display()));
+                return Ok(None);
+            }
             Err(e) => {
-                self.problem(format!("cannot send {} (vanished?): {e}", path.display()));
+                self.problem(format!("cannot send {}: {e}", path.display()));
                 return Ok(None);
             }
         };
@@ -482,7 +578,7 @@ impl Walk {
             self.descend(path, &name, ex.clone(), id);
             (EntryKind::Dir, 0, None)
         } else if ft.is_file() {
-            return Ok(self.open_file(path, name));
+            return Ok(self.file_entry(path, name));
         } else {
             tracing::warn!(
                 "skipping {}: not a regular file, directory or link",
@@ -491,8 +587,8 @@ impl Walk {
             self.special.push(path.to_owned());
             return Ok(None);
         };
-        Ok(Some(Input {
-            entry: FileEntry {
+        Ok(Some(Input::new(
+            FileEntry {
                 name,
                 size,
                 mtime: mtime_ns(&meta),
@@ -500,7 +596,8 @@ impl Walk {
                 kind,
             },
             file,
-            path: Some(path.to_owned()),
-        }))
+            Some(path.to_owned()),
+            false,
+        )))
     }
 }

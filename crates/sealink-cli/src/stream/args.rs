@@ -34,7 +34,9 @@ out, and the rest is sent. Links that are absolute or lead out of their tree are
 warning (--copy-links sends what they point to). --dry-run lists what would be sent.
 
 Exit status: 0 everything sent and confirmed; 23 partial: some things could not be sent (each
-named on standard error), the rest was; 1 the transfer failed; 2 bad usage.";
+named on standard error), the rest was; 24 partial: only files that vanished or changed while
+being sent were left out (the receiver kept what it had there); 1 the transfer failed; 2 bad
+usage.";
 
 pub const RECV_HELP: &str = "Examples:
   sealink recv --dir /srv/incoming

@@ -472,6 +472,7 @@ mod tests {
             data_records: 3,
             sizes: vec![25],
             hashes: vec![],
+            left_out: vec![],
         };
         a.accept(3, 5).unwrap();
         a.accept(1, 10).unwrap();
@@ -500,6 +501,7 @@ mod tests {
             data_records: 3,
             sizes: vec![15, 0, 10],
             hashes: vec![],
+            left_out: vec![],
         };
         assert_eq!(a.end_seq(&end), 9);
         a.finish(&end).unwrap();
@@ -518,6 +520,7 @@ mod tests {
             data_records: 3,
             sizes: vec![24],
             hashes: vec![],
+            left_out: vec![],
         })
         .unwrap();
         // An end that claims more than arrived is a truncation.
@@ -528,6 +531,7 @@ mod tests {
                 data_records: 2,
                 sizes: vec![20],
                 hashes: vec![],
+                left_out: vec![],
             })
             .is_err()
         );
@@ -574,6 +578,7 @@ mod tests {
             data_records: 203,
             sizes: vec![25, 2000],
             hashes: vec![],
+            left_out: vec![],
         })
         .unwrap();
     }

@@ -426,6 +426,11 @@ impl Ready {
     }
 }
 
+/// An end record's per-file flags: a SHA-256 follows.
+const END_HASH: u8 = 1;
+/// An end record's per-file flags: the file is left out ([`End::left_out`]).
+const END_LEFT_OUT: u8 = 2;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct End {
     pub data_records: u64,
@@ -433,6 +438,11 @@ pub struct End {
     /// Per file (as many as `sizes`; missing ones encode as absent): SHA-256 of the whole
     /// file, present for every file the receiver resumed (it checks the file it assembled).
     pub hashes: Vec<Option<[u8; SHA256_LEN]>>,
+    /// Per file (missing ones: false): the sender could not send it as announced (it vanished,
+    /// changed or became unreadable after the manifest named it). Its records were sent
+    /// (zeros, for the layout's sake); the receiver stores nothing of it and keeps what it
+    /// had there. The transfer is partial.
+    pub left_out: Vec<bool>,
 }
 
 impl End {
@@ -442,12 +452,11 @@ impl End {
         v.extend_from_slice(&(self.sizes.len() as u32).to_le_bytes());
         for (i, s) in self.sizes.iter().enumerate() {
             v.extend_from_slice(&s.to_le_bytes());
-            match self.hashes.get(i).copied().flatten() {
-                Some(h) => {
-                    v.push(1);
-                    v.extend_from_slice(&h);
-                }
-                None => v.push(0),
+            let left_out = self.left_out.get(i).copied().unwrap_or(false);
+            let hash = self.hashes.get(i).copied().flatten();
+            v.push(u8::from(hash.is_some()) | if left_out { END_LEFT_OUT } else { 0 });
+            if let Some(h) = hash {
+                v.extend_from_slice(&h);
             }
         }
         v
@@ -461,19 +470,29 @@ impl End {
         }
         let mut sizes = Vec::with_capacity(n);
         let mut hashes = Vec::with_capacity(n);
-        for _ in 0..n {
+        let mut left_out = Vec::new();
+        for i in 0..n {
             sizes.push(r.u64()?);
-            hashes.push(match r.array::<1>()?[0] {
-                0 => None,
-                1 => Some(r.array()?),
-                f => return Err(bad("end", format!("hash flag {f}"))),
+            let flags = r.array::<1>()?[0];
+            if flags & !(END_HASH | END_LEFT_OUT) != 0 {
+                return Err(bad("end", format!("file flags {flags:#x}")));
+            }
+            hashes.push(if flags & END_HASH != 0 {
+                Some(r.array()?)
+            } else {
+                None
             });
+            if flags & END_LEFT_OUT != 0 {
+                left_out.resize(i, false);
+                left_out.push(true);
+            }
         }
         r.finish()?;
         Ok(Self {
             data_records,
             sizes,
             hashes,
+            left_out,
         })
     }
 }

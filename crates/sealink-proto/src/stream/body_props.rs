@@ -5,14 +5,26 @@ fn end() -> impl Strategy<Value = End> {
     (
         any::<u64>(),
         proptest::collection::vec(
-            (any::<u64>(), proptest::option::of(any::<[u8; 32]>())),
+            (
+                any::<u64>(),
+                proptest::option::of(any::<[u8; 32]>()),
+                any::<bool>(),
+            ),
             0..8,
         ),
     )
-        .prop_map(|(data_records, f)| End {
-            data_records,
-            sizes: f.iter().map(|x| x.0).collect(),
-            hashes: f.iter().map(|x| x.1).collect(),
+        .prop_map(|(data_records, f)| {
+            // As decoded: the flags up to the last file left out.
+            let mut left_out: Vec<bool> = f.iter().map(|x| x.2).collect();
+            while left_out.last() == Some(&false) {
+                left_out.pop();
+            }
+            End {
+                data_records,
+                sizes: f.iter().map(|x| x.0).collect(),
+                hashes: f.iter().map(|x| x.1).collect(),
+                left_out,
+            }
         })
 }
 
@@ -137,9 +149,13 @@ fn bad_flags_and_hash_flags_are_refused() {
         data_records: 1,
         sizes: vec![5],
         hashes: vec![None],
+        left_out: vec![],
     }
     .encode();
+    // Flag 2 (left out) is known; 4 and up are not.
     *b.last_mut().unwrap() = 2;
+    assert_eq!(End::decode(&b).unwrap().left_out, vec![true]);
+    *b.last_mut().unwrap() = 4;
     assert!(matches!(
         End::decode(&b),
         Err(StreamError::MalformedBody { what: "end", .. })

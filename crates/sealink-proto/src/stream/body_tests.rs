@@ -72,6 +72,7 @@ fn bodies_round_trip() {
         data_records: 9,
         sizes: vec![1, 2],
         hashes: vec![None, Some([7; 32])],
+        left_out: vec![],
     };
     assert_eq!(End::decode(&e.encode()).unwrap(), e);
     let r = Ready { held: vec![0, 3] };

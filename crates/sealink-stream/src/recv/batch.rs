@@ -60,6 +60,9 @@ pub(super) struct Batch<'a> {
     /// How long verifying and storing the batch took (for the debug log).
     pub(super) stored_in: Mutex<Duration>,
     pub(super) end: Mutex<Option<End>>,
+    /// Per file, from the end: the sender left it out (it vanished or changed there); nothing
+    /// of it is stored.
+    pub(super) left_out: std::sync::OnceLock<Vec<bool>>,
     pub(super) failed: AtomicBool,
     /// Readable once every record of the batch is in: the stripes that wait for data wake at
     /// once rather than at their next tick (a batch of small files takes a few ms, a tick
@@ -176,6 +179,7 @@ impl<'a> Batch<'a> {
             last,
             stored_in: Mutex::new(Duration::ZERO),
             end: Mutex::new(None),
+            left_out: std::sync::OnceLock::new(),
             failed: AtomicBool::new(false),
             done: Done::new()?,
             progress,
@@ -285,8 +289,16 @@ impl<'a> Batch<'a> {
             a.finish(&end)?;
             a.end_seq(&end)
         };
+        let mut left_out = end.left_out.clone();
+        left_out.resize(self.files.len(), false);
+        let _ = self.left_out.set(left_out);
         match &self.out {
             Out::Files(slots) => self.verify_hashes(slots, &end)?,
+            Out::Stdout(_) if end.left_out.contains(&true) => {
+                return Err(TransferError::SenderAborted(
+                    "the file changed or vanished on the sender while being sent".into(),
+                ));
+            }
             Out::Stdout(r) => {
                 let mut r = lock(r);
                 if !r.pending.is_empty() {
@@ -311,8 +323,37 @@ impl<'a> Batch<'a> {
             return Ok(());
         };
         let t = Instant::now();
-        let synced = Tree::durable(sync, &self.files, slots, &self.modes)?;
-        lock(tree).commit(&self.files, &self.found, slots, &self.modes, synced)?;
+        let left_out = self.left_out.get().map_or(&[][..], Vec::as_slice);
+        for (i, s) in slots.iter().enumerate() {
+            if left_out.get(i) == Some(&true) {
+                // What arrived of it is zeros: the receiver keeps what it had there.
+                tracing::warn!(
+                    "{}: left out by the sender (it vanished or changed there while being \
+                     sent); not stored",
+                    self.files[i].name
+                );
+                if let Some(p) = s.part() {
+                    p.discard();
+                }
+                continue;
+            }
+            // Files that took no data are created now, on the storing thread.
+            s.make().ctx(|| {
+                format!(
+                    "cannot create {}",
+                    s.path().unwrap_or(Path::new("?")).display()
+                )
+            })?;
+        }
+        let synced = Tree::durable(sync, &self.files, slots, &self.modes, left_out)?;
+        lock(tree).commit(
+            &self.files,
+            &self.found,
+            slots,
+            &self.modes,
+            synced,
+            left_out,
+        )?;
         *lock(&self.stored_in) = t.elapsed();
         Ok(())
     }
@@ -333,8 +374,18 @@ impl<'a> Batch<'a> {
     /// such file. A mismatch deletes that file's resume state.
     pub(super) fn verify_hashes(&self, slots: &[Slot], end: &End) -> Result<(), TransferError> {
         for (i, slot) in slots.iter().enumerate() {
-            let Some(p) = slot.part() else { continue };
+            if end.left_out.get(i) == Some(&true) {
+                continue;
+            }
             let want = end.hashes.get(i).copied().flatten();
+            // A lazy file that took no data is created for the check.
+            let made = if want.is_some() {
+                slot.make()
+                    .ctx(|| format!("cannot create a file for entry {i}"))?
+            } else {
+                slot.part()
+            };
+            let Some(p) = made else { continue };
             if self.held.get(i).is_some_and(|&h| h > 0 && h != UP_TO_DATE) && want.is_none() {
                 return Err(StreamError::MalformedBody {
                     what: "end",
@@ -452,16 +503,15 @@ fn open_slot(
                 })
                 .ctx(|| format!("cannot open the resume state of {}", path.display()))
         }
-        EntryKind::File => match tree.direct_path(&f.name) {
-            Some(at) => PartFile::create_direct(at, (f.size != UNKNOWN_SIZE).then_some(f.size)),
-            None => PartFile::create_in(
-                &tree.part_dir(&f.name),
-                path.clone(),
-                (f.size != UNKNOWN_SIZE).then_some(f.size),
-            ),
+        EntryKind::File => {
+            let size = (f.size != UNKNOWN_SIZE).then_some(f.size);
+            match tree.direct_path(&f.name) {
+                Some(at) => Ok(Slot::lazy(at, size)),
+                None => PartFile::create_in(&tree.part_dir(&f.name), path.clone(), size)
+                    .map(Slot::Part)
+                    .ctx(|| format!("cannot create a file for {}", path.display())),
+            }
         }
-        .map(Slot::Part)
-        .ctx(|| format!("cannot create a file for {}", path.display())),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::io::{IoSlice, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -217,8 +218,26 @@ impl Batch<'_> {
                 .iter()
                 .map(|&(_, s, n)| IoSlice::new(&buf[s..s + n]))
                 .collect();
-            // Only files of known size have records; each has its part file.
-            let Some(p) = slots.get(file).and_then(Slot::part) else {
+            // Only files of known size have records; each has its part file (a lazy one is
+            // created by its first record).
+            let slot = slots.get(file);
+            let made = match slot.map(Slot::make) {
+                Some(Ok(p)) => p,
+                Some(Err(e)) => {
+                    not_written(i);
+                    return Err(TransferError::Io {
+                        context: format!(
+                            "cannot create a file for {}",
+                            slot.and_then(Slot::path)
+                                .unwrap_or(Path::new("?"))
+                                .display()
+                        ),
+                        source: e,
+                    });
+                }
+                None => None,
+            };
+            let Some(p) = made else {
                 not_written(i);
                 return Err(StreamError::OutOfRange {
                     seq: recs[i].0,

@@ -143,6 +143,9 @@ pub struct RecvReport {
     pub entries: u64,
     pub dirs: u64,
     pub links: u64,
+    /// Files the sender left out (they vanished or changed there while being sent): nothing
+    /// of them stored.
+    pub left_out: u64,
     /// Files already up to date (not sent), and their bytes.
     pub up_to_date_files: u64,
     pub up_to_date_bytes: u64,
@@ -183,6 +186,7 @@ impl RecvReport {
             entries: 0,
             dirs: 0,
             links: 0,
+            left_out: 0,
             up_to_date_files: 0,
             up_to_date_bytes: 0,
             resumed_bytes: 0,
@@ -194,7 +198,12 @@ impl RecvReport {
     /// Counts a stored batch (and lists its entries when asked to).
     fn add(&mut self, b: &Batch<'_>, files: &[FileEntry], sizes: &[u64], cfg: &RecvConfig) {
         self.batches += 1;
+        let left_out = b.left_out.get().map_or(&[][..], Vec::as_slice);
         for (i, f) in files.iter().enumerate() {
+            if left_out.get(i) == Some(&true) {
+                self.left_out += 1;
+                continue;
+            }
             let size = sizes.get(i).copied().unwrap_or(0);
             let up = b.held.get(i) == Some(&UP_TO_DATE);
             let resumed = b.resumed.get(i).copied().unwrap_or(0);

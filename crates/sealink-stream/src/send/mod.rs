@@ -26,8 +26,9 @@ use crate::Progress;
 use crate::error::TransferError;
 use crate::limits::Timeouts;
 pub use crate::tree::Source;
-use crate::tree::{Input, Walk};
+use crate::tree::{Gone, Input, Walk};
 use session::abort_with;
+use stripes::Sent;
 
 /// How to send.
 #[derive(Debug)]
@@ -87,9 +88,13 @@ pub struct SendReport {
     pub resumed_bytes: u64,
     /// Manifest batches the transfer took.
     pub batches: u64,
-    /// What could not be sent (unreadable, vanished, a source that does not exist), one line
-    /// each: the transfer is partial, the rest was sent.
+    /// What could not be sent (unreadable, a source that does not exist), one line each: the
+    /// transfer is partial, the rest was sent.
     pub problems: Vec<String>,
+    /// Files that vanished or changed between being listed and being read, one line each:
+    /// not sent (the receiver kept what it had), the rest was. A transfer whose only problems
+    /// are these is partial the way rsync's exit 24 says.
+    pub vanished: Vec<String>,
     /// Absolute links, and links leading out of their tree, skipped (see `copy_links`).
     pub skipped_links: Vec<String>,
     /// Per entry, in the order sent (only with [`SendConfig::list_entries`]): its path as
@@ -130,8 +135,24 @@ impl SendReport {
     }
     /// Counts a batch the receiver has (and lists its entries when asked to): `inputs` with
     /// their sizes as sent and what the receiver held of each.
-    fn add_batch(&mut self, inputs: &[Input], sizes: &[u64], held: &[u64], cfg: &SendConfig) {
-        for ((i, size), h) in inputs.iter().zip(sizes).zip(held) {
+    fn add_batch(&mut self, inputs: &[Input], sent: &Sent, cfg: &SendConfig) {
+        for (_, why) in &sent.gone {
+            match why {
+                Gone::Vanished(l) => {
+                    tracing::warn!("{l} (not sent)");
+                    crate::tree::keep(&mut self.vanished, l.clone());
+                }
+                Gone::Unreadable(l) => {
+                    tracing::warn!("{l} (not sent)");
+                    crate::tree::keep(&mut self.problems, l.clone());
+                }
+            }
+        }
+        let left_out = |k: usize| sent.left_out.get(k).copied().unwrap_or(false);
+        for (k, ((i, size), h)) in inputs.iter().zip(&sent.sizes).zip(&sent.held).enumerate() {
+            if left_out(k) {
+                continue;
+            }
             self.bytes += size;
             self.files += 1;
             if cfg.list_entries {
@@ -216,7 +237,8 @@ pub fn send(
         let end = End {
             data_records: sent.data_records,
             sizes: sent.sizes.clone(),
-            hashes: sent.hashes,
+            hashes: sent.hashes.clone(),
+            left_out: sent.left_out.clone(),
         };
         let end_seq = layout.end_seq(sent.data_records);
         // The receiver may have failed after the last data left (a full disk): its reason is
@@ -229,7 +251,7 @@ pub fn send(
             end_seq,
             &end.encode(),
         )?;
-        report.add_batch(&inputs, &sent.sizes, &sent.held, cfg);
+        report.add_batch(&inputs, &sent, cfg);
         if !more {
             break;
         }
@@ -270,7 +292,8 @@ pub fn send(
     session::wait_for_done(&socks[0], &keys.recv, report.bytes, report.files, deadline)?;
     report.special = std::mem::take(&mut walk.special);
     report.excluded = walk.excluded;
-    report.problems = std::mem::take(&mut walk.problems);
+    report.problems.append(&mut walk.problems);
+    report.vanished.append(&mut walk.vanished);
     report.skipped_links = std::mem::take(&mut walk.skipped_links);
     report.elapsed = start.elapsed();
     Ok(report)
@@ -334,6 +357,8 @@ fn known_records(cfg: &SendConfig, layout: &Layout, inputs: &[Input]) -> u64 {
 pub struct Listed {
     /// What could not be sent (as [`SendReport::problems`]).
     pub problems: Vec<String>,
+    /// Files that vanished while being listed (as [`SendReport::vanished`]).
+    pub vanished: Vec<String>,
     pub skipped_links: Vec<String>,
     pub excluded: u64,
     pub special: Vec<PathBuf>,
@@ -357,6 +382,7 @@ pub fn list(
     }
     Ok(Listed {
         problems: walk.problems,
+        vanished: walk.vanished,
         skipped_links: walk.skipped_links,
         excluded: walk.excluded,
         special: walk.special,

@@ -20,7 +20,7 @@ use crate::conn::secs;
 use crate::error::{IoContext, TransferError, socket_error};
 use crate::files::{hash_file, read_exact_at, read_up_to};
 use crate::records::RecordBatch;
-use crate::tree::Input;
+use crate::tree::{Gone, Input};
 
 /// What the sender knows of one batch once the receiver has answered it.
 pub(super) struct Sent {
@@ -28,6 +28,10 @@ pub(super) struct Sent {
     pub(super) hashes: Vec<Option<[u8; 32]>>,
     pub(super) sizes: Vec<u64>,
     pub(super) data_records: u64,
+    /// Per file: left out (see [`End::left_out`](sealink_proto::stream::End::left_out)), and
+    /// why, by batch index.
+    pub(super) left_out: Vec<bool>,
+    pub(super) gone: Vec<(usize, Gone)>,
 }
 
 /// One batch: waits for its ready, sends what the receiver does not hold over every stripe
@@ -74,15 +78,39 @@ pub(super) fn send_batch(
         }
         data_records = st.next_seq - layout.first_seq();
     }
+    let mut gone = work.gone.into_inner().unwrap_or_else(|p| p.into_inner());
+    gone.sort_by_key(|g| g.0);
+    let mut left_out = vec![false; inputs.len()];
+    for g in &gone {
+        left_out[g.0] = true;
+        // The hash of a file left out means nothing.
+        hashes[g.0] = None;
+    }
     Ok((
         Sent {
             held,
             hashes,
             sizes,
             data_records,
+            left_out,
+            gone,
         },
         walked,
     ))
+}
+
+/// Why reading `input` failed: it got shorter (changed, as rsync's "vanished"), or a read
+/// error.
+fn read_failed(input: &Input, e: &std::io::Error) -> Gone {
+    let at = input
+        .path
+        .as_deref()
+        .map_or_else(|| input.entry.name.clone(), |p| p.display().to_string());
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        Gone::Vanished(format!("{at} got shorter while being sent"))
+    } else {
+        Gone::Unreadable(format!("cannot read {at}: {e}"))
+    }
 }
 
 /// Waits for the receiver's ready for batch number `batch`: what it holds of each file.
@@ -135,6 +163,9 @@ struct Work<'a> {
     failed: AtomicBool,
     progress: &'a Progress,
     pacer: Option<Pacer>,
+    /// Files that could not be sent as announced (their records go as zeros), by index.
+    gone: Mutex<Vec<(usize, Gone)>>,
+    left_out: Vec<AtomicBool>,
 }
 
 /// `rate_limit`: every stripe takes its turn before a write, so all of them together keep to
@@ -232,6 +263,8 @@ impl<'a> Work<'a> {
                 bytes_per_sec: r.max(1) as f64,
                 paid_until: Mutex::new(None),
             }),
+            gone: Mutex::new(Vec::new()),
+            left_out: inputs.iter().map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -320,23 +353,55 @@ impl<'a> Work<'a> {
         hashes: &mut [Option<[u8; 32]>],
     ) -> Result<(), TransferError> {
         for (i, input) in self.inputs.iter().enumerate() {
-            let Some(file) = input.file.as_ref().filter(|_| resumed(held[i])) else {
+            if !resumed(held[i]) {
                 continue;
-            };
+            }
             if self.failed.load(Ordering::Relaxed) {
                 break;
             }
-            let h = hash_file(file, input.entry.size)
-                .ctx(|| format!("cannot read {}", input.entry.name));
+            let h = match input.open() {
+                Ok(file) => hash_file(file, input.entry.size),
+                Err(g) => {
+                    self.leave_out(i, g);
+                    continue;
+                }
+            };
             match h {
                 Ok(h) => hashes[i] = Some(h),
-                Err(e) => {
-                    self.failed.store(true, Ordering::Relaxed);
-                    return Err(e);
-                }
+                Err(e) => self.leave_out(i, read_failed(input, &e)),
             }
         }
         Ok(())
+    }
+
+    /// Notes that file `i` cannot be sent as announced (the first reason only).
+    fn leave_out(&self, i: usize, why: Gone) {
+        if !self.left_out[i].swap(true, Ordering::Relaxed) {
+            self.gone
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((i, why));
+        }
+    }
+
+    /// Reads a run of file `i`'s records at `offset` into `iov`; a file that cannot be read
+    /// as announced (gone, changed, shorter, unreadable) is left out and its records are sent
+    /// as zeros, so that the batch's layout stands and the rest of it arrives.
+    fn read_file(&self, i: usize, iov: &mut [IoSliceMut<'_>], offset: u64) {
+        let input = &self.inputs[i];
+        if !self.left_out[i].load(Ordering::Relaxed) {
+            let r = match input.open() {
+                Ok(file) => read_exact_at(file, iov, offset).map_err(|e| read_failed(input, &e)),
+                Err(g) => Err(g),
+            };
+            match r {
+                Ok(()) => return,
+                Err(g) => self.leave_out(i, g),
+            }
+        }
+        for b in iov.iter_mut() {
+            b.fill(0);
+        }
     }
 
     /// One stripe: claim a group of batches (one batch of a large file, or the batches of a
@@ -350,8 +415,6 @@ impl<'a> Work<'a> {
                 let mut lens = Vec::new();
                 let mut slots = batch.payloads_mut();
                 for b in group {
-                    let input = &self.inputs[b.file];
-                    let file = input.file.as_ref().expect("batches cover files only");
                     let blens = self.file_lens(b);
                     let mut iov: Vec<IoSliceMut<'_>> = blens
                         .iter()
@@ -359,8 +422,7 @@ impl<'a> Work<'a> {
                             IoSliceMut::new(&mut slots.next().expect("room in the group")[..n])
                         })
                         .collect();
-                    read_exact_at(file, &mut iov, b.offset)
-                        .ctx(|| format!("cannot read {}", input.entry.name))?;
+                    self.read_file(b.file, &mut iov, b.offset);
                     lens.extend(blens);
                 }
                 (group[0].first_seq, lens)
