@@ -506,7 +506,13 @@ fn open_slot(
         EntryKind::File => {
             let size = (f.size != UNKNOWN_SIZE).then_some(f.size);
             match tree.direct_path(&f.name) {
-                Some(at) => Ok(Slot::lazy(at, size)),
+                // Without the flush, created as data arrives (the ready goes at once); with
+                // it, created here: the A/B of RESULTS §48 measured 10% faster without the
+                // flush and 5% slower with it.
+                Some(at) if !tree.sync() => Ok(Slot::lazy(at, size)),
+                Some(at) => PartFile::create_direct(at, size)
+                    .map(Slot::Part)
+                    .ctx(|| format!("cannot create a file for {}", path.display())),
                 None => PartFile::create_in(&tree.part_dir(&f.name), path.clone(), size)
                     .map(Slot::Part)
                     .ctx(|| format!("cannot create a file for {}", path.display())),
