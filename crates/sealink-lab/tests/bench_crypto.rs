@@ -3,22 +3,18 @@
 
 mod common;
 
-use std::process::Command;
-
 #[test]
 fn bench_crypto_quick_prints_table_and_csv() {
     // --out names a directory the bench creates.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(["bench", "crypto", "--quick", "--out"])
-        .arg(&dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let stdout = common::lab_ok([
+        "bench",
+        "crypto",
+        "--quick",
+        "--out",
+        common::path_str(&dir),
+    ]);
     assert!(stdout.contains("QUICK MODE"), "{stdout}");
     assert!(
         stdout.contains("| algorithm ") && stdout.contains("today / 1995"),
@@ -151,9 +147,6 @@ fn check_precomputation(stdout: &str, rows: &[csv::StringRecord]) {
 
 #[test]
 fn bench_crypto_rejects_bad_size() {
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(["bench", "crypto", "--size", "0"])
-        .output()
-        .expect("run sealink-lab");
+    let o = common::lab(["bench", "crypto", "--size", "0"]);
     assert_eq!(o.status.code(), Some(2), "a usage error");
 }

@@ -3,22 +3,14 @@
 
 mod common;
 
+use common::lab as run;
 use std::fs;
-use std::process::{Command, Output};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(common::LAB)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab")
-}
 
 #[test]
 fn datagram_bench_quick_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("bench-datagram");
-    let out = run(&[
+    let out = run([
         "bench",
         "datagram",
         "--quick",
@@ -75,7 +67,7 @@ fn datagram_bench_quick_runs() {
 #[test]
 fn datagram_bench_quick_runs_against_quic() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = run(&[
+    let out = run([
         "bench",
         "datagram",
         "--quick",
@@ -139,7 +131,7 @@ fn datagram_bench_quick_runs_against_quic() {
             );
         }
     }
-    let bad = run(&["bench", "datagram", "--quick", "--peer", "tcp"]);
+    let bad = run(["bench", "datagram", "--quick", "--peer", "tcp"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown peer"));
 }

@@ -3,25 +3,18 @@
 
 mod common;
 
-use std::process::Command;
-
 #[test]
 fn bench_socket_quick_writes_tables_and_csv() {
     // --out names a directory the bench creates.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
-    let out = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(["bench", "socket", "--quick", "--out"])
-        .arg(&dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = common::lab_ok([
+        "bench",
+        "socket",
+        "--quick",
+        "--out",
+        common::path_str(&dir),
+    ]);
     for needle in [
         "QUICK MODE",
         "machine: ",
@@ -81,13 +74,11 @@ fn bench_socket_only_runs_one_path() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-            .args(["bench", "socket", "--size", "1", "--runs", "2", "--out"])
-            .arg(&dir)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .output()
-            .expect("run sealink-lab")
+        let out = common::path_str(&dir);
+        let fixed = [
+            "bench", "socket", "--size", "1", "--runs", "2", "--out", out,
+        ];
+        common::lab(fixed.iter().chain(args))
     };
     let out = run(&["--only", "crypto-service", "--record", "4096"]);
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -4,38 +4,26 @@
 
 mod common;
 
-use std::process::Command;
-
 #[test]
 fn bench_stacks_quick_writes_tables_csv_and_svg() {
     // --out names a directory the bench creates.
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
-    let out = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args([
-            "bench",
-            "stacks",
-            "--quick",
-            "--stacks",
-            "baseline,aes128-gcm",
-            "--workers",
-            "2",
-            "--seconds",
-            "0.02",
-            "--runs",
-            "1",
-            "--out",
-        ])
-        .arg(&dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = common::lab_ok([
+        "bench",
+        "stacks",
+        "--quick",
+        "--stacks",
+        "baseline,aes128-gcm",
+        "--workers",
+        "2",
+        "--seconds",
+        "0.02",
+        "--runs",
+        "1",
+        "--out",
+        common::path_str(&dir),
+    ]);
     for needle in [
         "### Throughput and speedup",
         "| aes128-gcm | send | PLP  |",

@@ -3,23 +3,8 @@
 
 mod common;
 
-use std::process::Command;
-
 fn run(args: &[&str], dir: &std::path::Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(args)
-        .arg("--out")
-        .arg(dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    common::lab_ok(args.iter().chain(&["--out", common::path_str(dir)]))
 }
 
 #[test]
