@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod hosts;
+pub mod netns;
 pub mod raw_sender;
 
 use std::fs;
