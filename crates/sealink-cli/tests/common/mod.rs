@@ -88,6 +88,27 @@ pub fn listening(
     (addr, err)
 }
 
+/// Gathers what `rest` (a listener's standard error after [`listening`]) still says, on a
+/// thread of its own, into the string returned, until it closes.
+pub fn gather(
+    mut rest: impl std::io::Read + Send + 'static,
+) -> std::sync::Arc<std::sync::Mutex<String>> {
+    let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let e = err.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = rest.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            e.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    err
+}
+
 /// Writes `len` pseudo-random bytes (from `seed`) to `path` and returns them.
 pub fn random_file(path: &std::path::Path, len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
