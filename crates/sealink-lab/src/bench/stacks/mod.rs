@@ -346,6 +346,30 @@ pub fn run(p: &Params) -> Result<()> {
     run_with(p, &mut |_| Ok(()))
 }
 
+/// The raw library's AES-128-GCM seal rate under `cur` (the stacks' ceiling): measured, logged
+/// as the point `raw`, counted on the progress bar.
+fn raw_point(
+    p: &Params,
+    cur: &Params,
+    logged: &mut impl FnMut(Vec<String>) -> Result<()>,
+    pb: &indicatif::ProgressBar,
+) -> Result<Estimate> {
+    let r = raw_seal_rate(cur)?;
+    logged(point_row(
+        "raw",
+        "aes128-gcm",
+        "send",
+        RawAead::LIBRARY,
+        1,
+        1,
+        p,
+        CHUNK,
+        &r,
+    ))?;
+    pb.inc(1);
+    Ok(estimate(&r))
+}
+
 /// [`run`], calling `after_point` with the point log after each point is appended to it (an
 /// error stops the run there, as a kill would: the tests stop runs early with it).
 fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) -> Result<()> {
@@ -419,20 +443,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                                 && op == Op::Seal
                                 && kind == EngineKind::Plp(1)
                             {
-                                let r = raw_seal_rate(&cur)?;
-                                raw = Some(estimate(&r));
-                                logged(point_row(
-                                    "raw",
-                                    "aes128-gcm",
-                                    "send",
-                                    RawAead::LIBRARY,
-                                    1,
-                                    1,
-                                    p,
-                                    CHUNK,
-                                    &r,
-                                ))?;
-                                pb.inc(1);
+                                raw = Some(raw_point(p, &cur, &mut logged, &pb)?);
                             }
                             let r = measure(
                                 stack,
@@ -594,22 +605,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         }
         let raw = match raw {
             Some(r) => r,
-            None => {
-                let r = raw_seal_rate(&cur)?;
-                logged(point_row(
-                    "raw",
-                    "aes128-gcm",
-                    "send",
-                    RawAead::LIBRARY,
-                    1,
-                    1,
-                    p,
-                    CHUNK,
-                    &r,
-                ))?;
-                pb.inc(1);
-                estimate(&r)
-            }
+            None => raw_point(p, &cur, &mut logged, &pb)?,
         };
         // The report describes what ran: the runs' seconds after any budget, the stacks kept.
         let p = &Params {
