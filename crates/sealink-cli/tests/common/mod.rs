@@ -109,6 +109,18 @@ pub fn gather(
     err
 }
 
+/// Every `.rs` file under `dir`, at any depth, appended to `out`.
+pub fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
 /// Writes `len` pseudo-random bytes (from `seed`) to `path` and returns them.
 pub fn random_file(path: &std::path::Path, len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
