@@ -247,10 +247,7 @@ fn bench_adp_runs_a_capture_in_place_of_all_and_refuses_a_broken_one() {
 /// virtual-time run, every message delivered (the run fails otherwise), listed in the record.
 #[test]
 fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("lo");
-    let stdout = common::lab_ok([
-        "bench",
+    let run = common::bench(&[
         "adp",
         "--quick",
         "--profiles",
@@ -258,11 +255,10 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
         "--loopback",
         "--loopback-seconds",
         "0.3",
-        "--out",
-        common::path_str(&out),
     ]);
+    let (out, stdout) = (&run.dir, &run.stdout);
     assert!(stdout.contains("### Loopback: Table 3's runs"), "{stdout}");
-    let csv = String::from_utf8(read(&out, "loopback.csv")).unwrap();
+    let csv = String::from_utf8(read(out, "loopback.csv")).unwrap();
     let rows: Vec<Vec<&str>> = csv
         .lines()
         .skip(1)
@@ -305,7 +301,7 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
         .chain(svgs.iter().map(String::as_str))
         .chain([LOOPBACK_CSV, LOOPBACK_GAIN_CSV, PKO_CSV])
         .collect();
-    let rec = common::run_record(&out, "adp", &listed);
+    let rec = common::run_record(out, "adp", &listed);
     let (t, unit) = common::figure(&rec, "loopback ALL Q=ON T");
     assert!(t.is_some_and(|t| t > 0.0) && unit == "kB/s", "{t:?} {unit}");
     // Piggybacking's gain: ALL's T on and off in interleaved rounds (one with --quick), the
@@ -314,7 +310,7 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
         stdout.contains("### Loopback: piggybacking's gain in T on ALL"),
         "{stdout}"
     );
-    let gain = String::from_utf8(read(&out, LOOPBACK_GAIN_CSV)).unwrap();
+    let gain = String::from_utf8(read(out, LOOPBACK_GAIN_CSV)).unwrap();
     let grows: Vec<Vec<&str>> = gain
         .lines()
         .skip(1)

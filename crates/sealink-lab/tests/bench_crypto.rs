@@ -5,16 +5,8 @@ mod common;
 
 #[test]
 fn bench_crypto_quick_prints_table_and_csv() {
-    // --out names a directory the bench creates.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("out");
-    let stdout = common::lab_ok([
-        "bench",
-        "crypto",
-        "--quick",
-        "--out",
-        common::path_str(&dir),
-    ]);
+    let run = common::bench(&["crypto", "--quick"]);
+    let (dir, stdout) = (&run.dir, &run.stdout);
     assert!(stdout.contains("QUICK MODE"), "{stdout}");
     assert!(
         stdout.contains("| algorithm ") && stdout.contains("today / 1995"),
@@ -60,12 +52,12 @@ fn bench_crypto_quick_prints_table_and_csv() {
         "{csv}"
     );
     assert!(rows.iter().any(|r| &r[0] == "GHASH in process"), "{csv}");
-    check_precomputation(&stdout, &rows);
+    check_precomputation(stdout, &rows);
     let md5: f64 = rows.iter().find(|r| &r[0] == "MD5").unwrap()[1]
         .parse()
         .unwrap();
     assert!(stdout.contains("run record: "), "{stdout}");
-    let rec = common::run_record(&dir, "crypto", &["crypto.csv", "projection.csv"]);
+    let rec = common::run_record(dir, "crypto", &["crypto.csv", "projection.csv"]);
     // Paper 001's projection: MD5, DES, 3DES and AES-128-GCM stacks, each with a count.
     let proj = std::fs::read_to_string(dir.join("projection.csv")).unwrap();
     assert_eq!(proj.lines().count(), 1 + 4, "{proj}");

@@ -8,10 +8,7 @@ use std::fs;
 
 #[test]
 fn datagram_bench_quick_runs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("bench-datagram");
-    let out = run([
-        "bench",
+    let run = common::bench(&[
         "datagram",
         "--quick",
         "--sizes",
@@ -24,15 +21,8 @@ fn datagram_bench_quick_runs() {
         "thread",
         "--placement",
         "shared",
-        "--out",
-        dir.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = String::from_utf8_lossy(&out.stdout);
+    let (dir, s) = (&run.dir, &run.stdout);
     assert!(s.contains("receiver: a thread in recv_arrivals"), "{s}");
     assert!(s.contains("sender: a thread in send_batch"), "{s}");
     assert!(s.contains("64 B, shared: throughput on/off = "), "{s}");
@@ -59,7 +49,7 @@ fn datagram_bench_quick_runs() {
         .parse()
         .unwrap();
     assert_eq!(format!("{on_csv:.0}"), format!("{msgs:.0}"), "{csv}");
-    let rec = common::run_record(&dir, "datagram", &["datagram.csv"]);
+    let rec = common::run_record(dir, "datagram", &["datagram.csv"]);
     let fig = common::figure(&rec, "64 B shared piggyback on");
     assert_eq!(fig, (Some(on_csv), "msgs/s".into()));
 }

@@ -6,14 +6,11 @@ mod common;
 use std::fs;
 use std::process::Command;
 
-use common::{lab, path_str, stderr, stdout};
+use common::{lab, stderr, stdout};
 
 #[test]
 fn bench_seal_quick_table() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("bench-seal");
-    let o = lab([
-        "bench",
+    let run = common::bench(&[
         "seal",
         "--sizes",
         "64",
@@ -23,11 +20,8 @@ fn bench_seal_quick_table() {
         "1",
         "--suites",
         "aes128-gcm",
-        "--out",
-        path_str(&dir),
     ]);
-    let out = stdout(&o);
-    assert!(o.status.success(), "stdout: {out}\nstderr: {}", stderr(&o));
+    let (dir, out) = (&run.dir, &run.stdout);
     assert!(out.contains("| suite"), "{out}");
     assert!(out.contains("protocol Gbit/s"), "{out}");
     let row = out
@@ -63,7 +57,7 @@ fn bench_seal_quick_table() {
     assert_eq!(fields[..2], ["aes128-gcm", "64"], "{csv}");
     let ratio: f64 = fields[4].parse().unwrap();
     assert_eq!(format!("{ratio:.3}"), cells[4], "{csv}");
-    let rec = common::run_record(&dir, "seal", &["seal.csv"]);
+    let rec = common::run_record(dir, "seal", &["seal.csv"]);
     let fig = common::figure(&rec, "aes128-gcm 64 B protocol/raw");
     assert_eq!(fig, (Some(ratio), "ratio".into()));
 }

@@ -5,16 +5,8 @@ mod common;
 
 #[test]
 fn bench_socket_quick_writes_tables_and_csv() {
-    // --out names a directory the bench creates.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("out");
-    let stdout = common::lab_ok([
-        "bench",
-        "socket",
-        "--quick",
-        "--out",
-        common::path_str(&dir),
-    ]);
+    let run = common::bench(&["socket", "--quick"]);
+    let (dir, stdout) = (&run.dir, &run.stdout);
     for needle in [
         "QUICK MODE",
         "machine: ",
@@ -43,7 +35,7 @@ fn bench_socket_quick_writes_tables_and_csv() {
         let bytes: u64 = l.split(',').nth(3).unwrap().parse().unwrap();
         assert_eq!(bytes, 16 << 20, "{l}");
     }
-    let rec = common::run_record(&dir, "socket", &["socket.csv"]);
+    let rec = common::run_record(dir, "socket", &["socket.csv"]);
     // Seconds and Gbit/s for each of the 12 points, as in the CSV's median lines.
     assert_eq!(rec.summary.len(), 2 * 12, "{:?}", rec.summary);
     let median = lines

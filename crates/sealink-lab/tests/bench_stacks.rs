@@ -6,11 +6,7 @@ mod common;
 
 #[test]
 fn bench_stacks_quick_writes_tables_csv_and_svg() {
-    // --out names a directory the bench creates.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("out");
-    let stdout = common::lab_ok([
-        "bench",
+    let run = common::bench(&[
         "stacks",
         "--quick",
         "--stacks",
@@ -21,9 +17,8 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
         "0.02",
         "--runs",
         "1",
-        "--out",
-        common::path_str(&dir),
     ]);
+    let (dir, stdout) = (&run.dir, &run.stdout);
     for needle in [
         "### Throughput and speedup",
         "| aes128-gcm | send | PLP  |",
@@ -66,7 +61,7 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
     let scaling = std::fs::read_to_string(dir.join("scaling.csv")).unwrap();
     // header + 2 stacks x 2 sides x 2 modes x 2 workers
     assert_eq!(scaling.lines().count(), 1 + 16, "{scaling}");
-    check_report(&dir.join("stacks.md"), &stdout);
+    check_report(&dir.join("stacks.md"), stdout);
     let mut all = files.to_vec();
     all.extend([
         "stacks.md",
@@ -76,7 +71,7 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
         "throughput-clp-send.svg",
         "speedup-clp-send.svg",
     ]);
-    let rec = common::run_record(&dir, "stacks", &all);
+    let rec = common::run_record(dir, "stacks", &all);
     let (speedup, unit) = common::figure(&rec, "aes128-gcm send PLP speedup @2w");
     assert!(
         speedup.is_some_and(|s| s > 0.0) && unit == "x",

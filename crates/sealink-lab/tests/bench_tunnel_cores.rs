@@ -3,18 +3,10 @@
 
 mod common;
 
-fn run(args: &[&str], dir: &std::path::Path) -> String {
-    common::lab_ok(args.iter().chain(&["--out", common::path_str(dir)]))
-}
-
 #[test]
 fn bench_tunnel_cores_quick_writes_its_files() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("out");
-    let stdout = run(
-        &["bench", "tunnel-cores", "--quick", "--workers", "1,2"],
-        &dir,
-    );
+    let run = common::bench(&["tunnel-cores", "--quick", "--workers", "1,2"]);
+    let (dir, stdout) = (&run.dir, &run.stdout);
     for needle in [
         "QUICK MODE",
         "### Throughput against workers",
@@ -38,7 +30,7 @@ fn bench_tunnel_cores_quick_writes_its_files() {
     } else {
         files.push("tunnel-cores-smt.csv");
     }
-    let rec = common::run_record(&dir, "tunnel-cores", &files);
+    let rec = common::run_record(dir, "tunnel-cores", &files);
     let svg = std::fs::read_to_string(dir.join("tunnel-cores.svg")).unwrap();
     assert!(svg.contains("<svg"));
     let csv = std::fs::read_to_string(dir.join("tunnel-cores.csv")).unwrap();
@@ -50,20 +42,8 @@ fn bench_tunnel_cores_quick_writes_its_files() {
 
 #[test]
 fn bench_gpu_quick_prints_cpu_rows_and_why_no_gpu() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("out");
-    let stdout = run(
-        &[
-            "bench",
-            "gpu",
-            "--quick",
-            "--workers",
-            "1",
-            "--sizes",
-            "4096,131072",
-        ],
-        &dir,
-    );
+    let run = common::bench(&["gpu", "--quick", "--workers", "1", "--sizes", "4096,131072"]);
+    let (dir, stdout) = (&run.dir, &run.stdout);
     assert!(stdout.contains("| 128 KB"), "{stdout}");
     assert!(stdout.contains("3.7 Gb/s"), "{stdout}");
     if stdout.contains("GPU: not measured") {
@@ -73,7 +53,7 @@ fn bench_gpu_quick_prints_cpu_rows_and_why_no_gpu() {
             "{stdout}"
         );
     }
-    let rec = common::run_record(&dir, "gpu", &["gpu.csv", "gpu.svg", "gpu-points.csv"]);
+    let rec = common::run_record(dir, "gpu", &["gpu.csv", "gpu.svg", "gpu-points.csv"]);
     let (cpu, _) = common::figure(&rec, "cpu best 128 KB");
     assert!(cpu.is_some_and(|c| c > 0.0));
 }

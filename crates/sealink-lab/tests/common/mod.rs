@@ -29,6 +29,32 @@ pub fn lab_ok<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> String {
     out
 }
 
+/// A bench that ran into a fresh `--out` directory (removed on drop) and succeeded.
+pub struct BenchRun {
+    _tmp: tempfile::TempDir,
+    /// The `--out` directory, which the bench created.
+    pub dir: PathBuf,
+    pub stdout: String,
+}
+
+/// Runs `sealink-lab bench ARGS --out DIR`, DIR a fresh temporary path the bench creates; the
+/// run must succeed.
+pub fn bench(args: &[&str]) -> BenchRun {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let stdout = lab_ok(
+        ["bench"]
+            .iter()
+            .chain(args)
+            .chain(&["--out", path_str(&dir)]),
+    );
+    BenchRun {
+        _tmp: tmp,
+        dir,
+        stdout,
+    }
+}
+
 /// A run's standard output as text.
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
