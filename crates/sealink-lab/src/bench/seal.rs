@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use sealink_crypto::raw::{self, ChosenRaw as RawAead};
 use sealink_crypto::{PacketKey, Scope, SuiteId, kdf};
-use sealink_proto::datapath;
 use sealink_proto::replay::{ReplayVerdict, ReplayWindow};
 use sealink_proto::sim::SimRng;
 use sealink_proto::wire::{self, Frame, Frames, HEADER_LEN, Writer};
+use sealink_proto::{DropReason, datapath};
 
 use super::{fill, median, print_with_files, random_seed, timed};
 use crate::error::{Error, Result};
@@ -178,8 +178,10 @@ impl<'k> Protocol<'k> {
         }
         // The product's receive order (`Session::reserve_open`, `OpenJob::open`,
         // `Session::accept`): the replay check, the open in place, then the counter recorded.
-        if replay.check(ctr) != ReplayVerdict::Fresh {
-            return Err("the replay window refused the counter");
+        match replay.check(ctr) {
+            ReplayVerdict::Fresh => {}
+            ReplayVerdict::Replayed => return Err(DropReason::Replayed.name()),
+            ReplayVerdict::TooOld => return Err(DropReason::TooOld.name()),
         }
         let range = datapath::open_in_place(self.rx, scope, ctr, false, &mut self.buf[..len])
             .map_err(|e| e.name())?;
