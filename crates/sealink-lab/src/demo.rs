@@ -442,6 +442,43 @@ fn run_trace(
     }
     let end = pair.now();
 
+    let (delivered_at, mut problems, up) =
+        check_events(trace, [(&pair.events_b, &ids_b), (&pair.events_a, &ids_a)]);
+    problems.stall = stall;
+    problems.missing = (0..total as u64)
+        .filter(|n| delivered_at[*n as usize].is_none())
+        .collect();
+    problems.undeliverable_delivered = problems
+        .undeliverable
+        .iter()
+        .filter(|n| delivered_at.get(**n as usize).is_some_and(Option::is_some))
+        .count();
+    Ok(RunResult {
+        piggyback,
+        stats_a: pair.a.stats().clone(),
+        stats_b: pair.b.stats().clone(),
+        link: pair.stats,
+        sent_at,
+        delivered_at,
+        up_a: up[0],
+        up_b: up[1],
+        end,
+        wall: wall.elapsed(),
+        problems,
+    })
+}
+
+/// One side's events, and the message number of each of its `MessageId`s.
+type SideEvents<'a> = (&'a [(Time, Event)], &'a [u64]);
+
+/// What each side's events say of the trace's messages: when each was delivered (by message
+/// number), what went wrong, and when each side's channel came up (a, b). `sides`: b's events
+/// and the message numbers of b's ids, then a's.
+fn check_events(
+    trace: &[TraceMsg],
+    sides: [SideEvents<'_>; 2],
+) -> (Vec<Option<Time>>, Problems, [Option<Time>; 2]) {
+    let total = trace.len();
     let by_num: Vec<&TraceMsg> = {
         let mut v: Vec<&TraceMsg> = trace.iter().collect();
         v.sort_by_key(|m| m.num);
@@ -450,10 +487,7 @@ fn run_trace(
     let mut delivered_at: Vec<Option<Time>> = vec![None; total];
     let mut problems = Problems::default();
     let mut up = [None, None];
-    for (at_b, events, ids) in [
-        (true, &pair.events_b, &ids_b),
-        (false, &pair.events_a, &ids_a),
-    ] {
+    for (at_b, (events, ids)) in [true, false].into_iter().zip(sides) {
         for (t, ev) in events {
             match ev {
                 Event::Messages(msgs) => {
@@ -503,28 +537,7 @@ fn run_trace(
             }
         }
     }
-    problems.stall = stall;
-    problems.missing = (0..total as u64)
-        .filter(|n| delivered_at[*n as usize].is_none())
-        .collect();
-    problems.undeliverable_delivered = problems
-        .undeliverable
-        .iter()
-        .filter(|n| delivered_at.get(**n as usize).is_some_and(Option::is_some))
-        .count();
-    Ok(RunResult {
-        piggyback,
-        stats_a: pair.a.stats().clone(),
-        stats_b: pair.b.stats().clone(),
-        link: pair.stats,
-        sent_at,
-        delivered_at,
-        up_a: up[0],
-        up_b: up[1],
-        end,
-        wall: wall.elapsed(),
-        problems,
-    })
+    (delivered_at, problems, up)
 }
 
 /// Nearest-rank percentile of sorted values.

@@ -739,39 +739,7 @@ fn report(
     }
     out.push_str(&t.markdown());
     let ts = report_vs_naive(&mut out, p, gpu_rows, xname);
-    let best_cpu: Vec<(usize, f64)> = p
-        .sizes
-        .iter()
-        .zip(cpu)
-        .map(|(s, r)| (*s, r.iter().copied().fold(f64::NAN, f64::max)))
-        .collect();
-    // The fastest strategy and GHASH placement at each size (the dispatcher would use that).
-    let gpu_pts: Vec<(usize, f64)> = match gpu_rows {
-        Some(r) => p
-            .sizes
-            .iter()
-            .copied()
-            .zip(r.iter().map(|per| {
-                per.iter()
-                    .flat_map(|g| g.iter().copied())
-                    .fold(f64::NAN, f64::max)
-            }))
-            .collect(),
-        None => Vec::new(),
-    };
-    let d = Dispatch::new(&best_cpu, &gpu_pts);
-    let cross = if gpu_pts.is_empty() {
-        "crossover: not measured (no GPU)".to_string()
-    } else {
-        match d.crossover() {
-            Some(s) => format!(
-                "crossover: the GPU beats the best CPU row from {} batches up",
-                kb(s)
-            ),
-            None => "crossover: none (the CPU is as fast or faster at every measured size)".into(),
-        }
-    };
-    let _ = writeln!(out, "\n{cross}");
+    let (best_cpu, d) = report_crossover(&mut out, p, cpu, gpu_rows);
     report_ghash_and_phases(&mut out, p, gpu_rows, phase_rows);
     let _ = writeln!(
         out,
@@ -807,6 +775,50 @@ fn report(
     );
     let json = rec.write(&p.out)?;
     print_with_files(out, &csv, &json)
+}
+
+/// The report's crossover line: from which batch size the GPU beats the best CPU row. The best
+/// CPU figure at each size, and the dispatcher built from both sides' best.
+fn report_crossover(
+    out: &mut String,
+    p: &Params,
+    cpu: &[Vec<f64>],
+    gpu_rows: Option<&[Vec<[f64; 2]>]>,
+) -> (Vec<(usize, f64)>, Dispatch) {
+    let best_cpu: Vec<(usize, f64)> = p
+        .sizes
+        .iter()
+        .zip(cpu)
+        .map(|(s, r)| (*s, r.iter().copied().fold(f64::NAN, f64::max)))
+        .collect();
+    // The fastest strategy and GHASH placement at each size (the dispatcher would use that).
+    let gpu_pts: Vec<(usize, f64)> = match gpu_rows {
+        Some(r) => p
+            .sizes
+            .iter()
+            .copied()
+            .zip(r.iter().map(|per| {
+                per.iter()
+                    .flat_map(|g| g.iter().copied())
+                    .fold(f64::NAN, f64::max)
+            }))
+            .collect(),
+        None => Vec::new(),
+    };
+    let d = Dispatch::new(&best_cpu, &gpu_pts);
+    let cross = if gpu_pts.is_empty() {
+        "crossover: not measured (no GPU)".to_string()
+    } else {
+        match d.crossover() {
+            Some(s) => format!(
+                "crossover: the GPU beats the best CPU row from {} batches up",
+                kb(s)
+            ),
+            None => "crossover: none (the CPU is as fast or faster at every measured size)".into(),
+        }
+    };
+    let _ = writeln!(out, "\n{cross}");
+    (best_cpu, d)
 }
 
 /// The report's heading: what ran, on what machine and GPU, and any budget note.

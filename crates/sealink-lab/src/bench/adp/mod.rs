@@ -193,23 +193,8 @@ pub fn run(p: &Params) -> Result<()> {
         }
     }
     let mut rec = RunRecord::new("adp");
-    let mut pko_md = format!(
-        "PKO bound: printed here and written to {PKO_CSV}, not to {}, because its public-key times are wall-clock.\n\n",
-        FILES[0]
-    );
-    for t in &pko {
-        pko_md += &t.markdown();
-        for (what, value, unit) in &t.figures {
-            figures.push((what.clone(), *value, *unit));
-        }
-    }
-    let parts: Vec<(&str, &report::Table)> = p
-        .profiles
-        .iter()
-        .map(String::as_str)
-        .zip(pko.iter().map(|t| &t.table))
-        .collect();
-    rec.write_csv(&p.out, PKO_CSV, &report::Table::stacked("profile", &parts))?;
+    let pko_md = pko_report(&pko, &mut figures);
+    write_per_profile(&mut rec, p, PKO_CSV, &pko)?;
     if let Some(seconds) = p.loopback {
         run_loopback(p, seconds, &traces, &pb, &mut rec, &mut md, &mut figures)?;
     }
@@ -219,13 +204,7 @@ pub fn run(p: &Params) -> Result<()> {
     write_file(&p.out.join(FILES[0]), &md)?;
     rec.file(FILES[0]);
     for (name, tabs) in FILES[1..].iter().zip(&csv) {
-        let parts: Vec<(&str, &report::Table)> = p
-            .profiles
-            .iter()
-            .map(String::as_str)
-            .zip(tabs.iter().map(|t| &t.table))
-            .collect();
-        rec.write_csv(&p.out, name, &report::Table::stacked("profile", &parts))?;
+        write_per_profile(&mut rec, p, name, tabs)?;
     }
     for (name, chart) in svgs.iter().zip(charts.fig5.iter().chain([
         &charts.fig6,
@@ -242,6 +221,40 @@ pub fn run(p: &Params) -> Result<()> {
     let json = rec.write(&p.out)?;
     md += &format!("run record: {}\n", json.display());
     output::print(&(md + "\n" + &pko_md))
+}
+
+/// The PKO bound's section, printed and not written to adp.md (its public-key times are
+/// wall-clock); its figures go to `figures`.
+fn pko_report(pko: &[format::Table], figures: &mut Vec<(String, f64, &'static str)>) -> String {
+    let mut pko_md = format!(
+        "PKO bound: printed here and written to {PKO_CSV}, not to {}, because its public-key times are wall-clock.\n\n",
+        FILES[0]
+    );
+    for t in pko {
+        pko_md += &t.markdown();
+        for (what, value, unit) in &t.figures {
+            figures.push((what.clone(), *value, *unit));
+        }
+    }
+    pko_md
+}
+
+/// Writes `tables`, one per profile in `p.profiles`' order, as the one CSV `name` with a profile
+/// column.
+fn write_per_profile(
+    rec: &mut RunRecord,
+    p: &Params,
+    name: &str,
+    tables: &[format::Table],
+) -> Result<()> {
+    let parts: Vec<(&str, &report::Table)> = p
+        .profiles
+        .iter()
+        .map(String::as_str)
+        .zip(tables.iter().map(|t| &t.table))
+        .collect();
+    rec.write_csv(&p.out, name, &report::Table::stacked("profile", &parts))?;
+    Ok(())
 }
 
 /// The capture at `path` as the ALL trace (its first `n` messages), and the report's paragraph
