@@ -462,8 +462,43 @@ fn owner() -> Result<(LocalOwner, [u8; 32])> {
 
 /// One timed run of sealink; with `cpus`, the receiving node's I/O thread (and receiver) on
 /// one CPU, the sending node's I/O thread and the sending application on the other.
+/// A node on loopback with `key` and the run's configuration, its I/O thread on `io_cpu`.
+fn node_config(p: &Params, cfg: &Config, key: HostKey, io_cpu: Option<usize>) -> NodeConfig {
+    let mut c = NodeConfig::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), key);
+    c.config = cfg.clone();
+    c.gso = !p.no_gso;
+    c.udp.busy_poll = p.busy_poll;
+    c.workers = p.workers;
+    c.handoff = p.handoff;
+    c.io_cpu = io_cpu;
+    c
+}
+
+/// The receiving application as a thread of its own (`--receiver thread`), on `cpu` if
+/// given: the urgent latencies of what it takes from `b` until `stop`.
+fn receiving_thread(
+    b: Arc<Node>,
+    stop: Arc<AtomicBool>,
+    cpu: Option<usize>,
+    t0: Instant,
+) -> std::thread::JoinHandle<Result<Vec<f64>>> {
+    std::thread::spawn(move || {
+        if let Some(c) = cpu {
+            sealink_engine::pin_current_thread(c).map_err(|e| Error::bench_by("placement", e))?;
+        }
+        let mut lat = Vec::new();
+        let mut batch = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            b.recv_arrivals(&mut batch, Some(Duration::from_millis(50)));
+            for a in batch.drain(..) {
+                urgent_latencies(t0, &a, &mut lat);
+            }
+        }
+        Ok::<_, Error>(lat)
+    })
+}
+
 fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Result<Sample> {
-    let gso = !p.no_gso;
     let mut cfg = Config {
         piggyback,
         max_queued_messages: WINDOW,
@@ -471,7 +506,6 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
         ..Config::default()
     };
     cfg.queue_limit = cfg.max_body();
-    let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let (ka, kb) = (HostKey::generate()?, HostKey::generate()?);
     let (pa, pb) = (*ka.public(), *kb.public());
     let (own, own_pub) = owner()?;
@@ -479,7 +513,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let t0 = Instant::now();
     let armed = Arc::new(AtomicBool::new(false));
     let lat = Arc::new(Mutex::new(Vec::new()));
-    let mut cb = NodeConfig::new(loopback, kb);
+    let mut cb = node_config(p, &cfg, kb, cpus.map(|c| c.receiver));
     if p.receiver == Receiver::Handler {
         let (armed, lat) = (Arc::clone(&armed), Arc::clone(&lat));
         cb.on_arrival = Some(OnArrival::new(move |a: Arrival| {
@@ -489,12 +523,6 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
             }
         }));
     }
-    cb.config = cfg.clone();
-    cb.gso = gso;
-    cb.udp.busy_poll = p.busy_poll;
-    cb.workers = p.workers;
-    cb.handoff = p.handoff;
-    cb.io_cpu = cpus.map(|c| c.receiver);
     cb.directory.insert("bench", own_pub)?;
     cb.peers.push(PeerConfig {
         name: "a".into(),
@@ -504,13 +532,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let b = Arc::new(
         Node::start(cb).map_err(|e| Error::bench_by("cannot start the receiving node", e))?,
     );
-    let mut ca = NodeConfig::new(loopback, ka);
-    ca.config = cfg;
-    ca.gso = gso;
-    ca.udp.busy_poll = p.busy_poll;
-    ca.workers = p.workers;
-    ca.handoff = p.handoff;
-    ca.io_cpu = cpus.map(|c| c.sender);
+    let mut ca = node_config(p, &cfg, ka, cpus.map(|c| c.sender));
     ca.peers.push(PeerConfig {
         name: "b".into(),
         public_key: pb,
@@ -537,23 +559,12 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let stop = Arc::new(AtomicBool::new(false));
     armed.store(true, Ordering::Relaxed);
     let receiver = (p.receiver == Receiver::Thread).then(|| {
-        let (b2, stop2) = (Arc::clone(&b), Arc::clone(&stop));
-        let cpu = cpus.map(|c| c.receiver);
-        std::thread::spawn(move || {
-            if let Some(c) = cpu {
-                sealink_engine::pin_current_thread(c)
-                    .map_err(|e| Error::bench_by("placement", e))?;
-            }
-            let mut lat = Vec::new();
-            let mut batch = Vec::new();
-            while !stop2.load(Ordering::Relaxed) {
-                b2.recv_arrivals(&mut batch, Some(Duration::from_millis(50)));
-                for a in batch.drain(..) {
-                    urgent_latencies(t0, &a, &mut lat);
-                }
-            }
-            Ok::<_, Error>(lat)
-        })
+        receiving_thread(
+            Arc::clone(&b),
+            Arc::clone(&stop),
+            cpus.map(|c| c.receiver),
+            t0,
+        )
     });
 
     let (sa, sb) = (a.stats(), b.stats());
