@@ -474,6 +474,17 @@ fn node_config(p: &Params, cfg: &Config, key: HostKey, io_cpu: Option<usize>) ->
     c
 }
 
+/// The receiving application as the node's handler (`--receiver handler`): the urgent
+/// latencies of what arrives once `armed`, into `lat`.
+fn latency_handler(armed: Arc<AtomicBool>, lat: Arc<Mutex<Vec<f64>>>, t0: Instant) -> OnArrival {
+    OnArrival::new(move |a: Arrival| {
+        if armed.load(Ordering::Relaxed) {
+            // Uncontended: nothing else takes this lock until the run is over.
+            urgent_latencies(t0, &a, &mut lat.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    })
+}
+
 /// The receiving application as a thread of its own (`--receiver thread`), on `cpu` if
 /// given: the urgent latencies of what it takes from `b` until `stop`.
 fn receiving_thread(
@@ -515,13 +526,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let lat = Arc::new(Mutex::new(Vec::new()));
     let mut cb = node_config(p, &cfg, kb, cpus.map(|c| c.receiver));
     if p.receiver == Receiver::Handler {
-        let (armed, lat) = (Arc::clone(&armed), Arc::clone(&lat));
-        cb.on_arrival = Some(OnArrival::new(move |a: Arrival| {
-            if armed.load(Ordering::Relaxed) {
-                // Uncontended: nothing else takes this lock until the run is over.
-                urgent_latencies(t0, &a, &mut lat.lock().unwrap_or_else(|e| e.into_inner()));
-            }
-        }));
+        cb.on_arrival = Some(latency_handler(Arc::clone(&armed), Arc::clone(&lat), t0));
     }
     cb.directory.insert("bench", own_pub)?;
     cb.peers.push(PeerConfig {

@@ -113,17 +113,7 @@ pub fn run(p: &Params) -> Result<()> {
         traces[0] = all;
         source = text;
     }
-    let pb = output::progress(
-        (tables::runs_per_profile()
-            + layer::runs(n)
-            + figures::runs(traces.len())
-            + bounds::runs_per_profile())
-            * profiles.len() as u64
-            + p.loopback.map_or(0, |_| {
-                loopback::runs(traces.len(), p.quick) + 4 * p.l_rounds as u64
-            }),
-        "adp runs",
-    );
+    let pb = progress(p, n, traces.len(), profiles.len());
     let mut md = format!(
         "# sealink-lab bench adp: paper 002's evaluation in virtual time\n\n\
          {n} messages per trace, seed {}, simulated link (sealink-proto `sim::Pair` with a \
@@ -221,6 +211,22 @@ pub fn run(p: &Params) -> Result<()> {
     let json = rec.write(&p.out)?;
     md += &format!("run record: {}\n", json.display());
     output::print(&(md + "\n" + &pko_md))
+}
+
+/// The progress bar over every run the bench makes: `n` messages per trace, `traces` traces,
+/// `profiles` profiles.
+fn progress(p: &Params, n: usize, traces: usize, profiles: usize) -> indicatif::ProgressBar {
+    output::progress(
+        (tables::runs_per_profile()
+            + layer::runs(n)
+            + figures::runs(traces)
+            + bounds::runs_per_profile())
+            * profiles as u64
+            + p.loopback.map_or(0, |_| {
+                loopback::runs(traces, p.quick) + 4 * p.l_rounds as u64
+            }),
+        "adp runs",
+    )
 }
 
 /// The PKO bound's section, printed and not written to adp.md (its public-key times are
