@@ -142,47 +142,7 @@ struct Sample {
 }
 
 pub fn run(p: &Params) -> Result<()> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!(
-        "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
-         window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
-         {} engine worker(s) per node, busy poll {} us, sender: {}, receiver: {}, placement: {}{}{}",
-        p.seconds,
-        p.runs,
-        p.urgent * 100.0,
-        p.max_datagram,
-        if p.no_gso { "off" } else { "on" },
-        p.workers.unwrap_or_else(sealink_engine::default_workers),
-        p.busy_poll.as_micros(),
-        match p.sender {
-            Sending::Source => "source on the node's thread",
-            Sending::Thread => "a thread in send_batch",
-        },
-        match p.receiver {
-            Receiver::Handler => "handler on the node's thread",
-            Receiver::Thread => "a thread in recv_arrivals",
-        },
-        p.placements
-            .iter()
-            .map(|pl| match pl.cpus() {
-                Ok(Some(c)) => format!(
-                    "split (sender on CPU {}, receiver on CPU {})",
-                    c.sender, c.receiver
-                ),
-                _ => pl.label().to_owned(),
-            })
-            .collect::<Vec<_>>()
-            .join(" and "),
-        if p.quick {
-            " [--quick: smoke test, not a measurement]"
-        } else {
-            ""
-        },
-        match p.peer {
-            Some(Peer::Quic) => format!("; peer: {}", quic::DESCRIPTION),
-            None => String::new(),
-        }
-    );
+    print_heading(p);
     // Per placement, sealink's two modes, then the peer's; each run of a point interleaved
     // with the others.
     let mut modes = Vec::new();
@@ -233,13 +193,72 @@ pub fn run(p: &Params) -> Result<()> {
     pb.finish_and_clear();
     let mut t = table(&rows, &modes).terminal();
     t.push('\n');
+    t.push_str(&comparisons(p, &rows, &modes));
+    let (csv, json) = write_files(&p.out, &rows, &modes)?;
+    t.push_str(&format!(
+        "\nCSV: {}\nrun record: {}\n",
+        csv.display(),
+        json.display()
+    ));
+    output::print(&t)
+}
+
+/// The line that says what the run measures and how.
+fn print_heading(p: &Params) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
+         window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
+         {} engine worker(s) per node, busy poll {} us, sender: {}, receiver: {}, placement: {}{}{}",
+        p.seconds,
+        p.runs,
+        p.urgent * 100.0,
+        p.max_datagram,
+        if p.no_gso { "off" } else { "on" },
+        p.workers.unwrap_or_else(sealink_engine::default_workers),
+        p.busy_poll.as_micros(),
+        match p.sender {
+            Sending::Source => "source on the node's thread",
+            Sending::Thread => "a thread in send_batch",
+        },
+        match p.receiver {
+            Receiver::Handler => "handler on the node's thread",
+            Receiver::Thread => "a thread in recv_arrivals",
+        },
+        p.placements
+            .iter()
+            .map(|pl| match pl.cpus() {
+                Ok(Some(c)) => format!(
+                    "split (sender on CPU {}, receiver on CPU {})",
+                    c.sender, c.receiver
+                ),
+                _ => pl.label().to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(" and "),
+        if p.quick {
+            " [--quick: smoke test, not a measurement]"
+        } else {
+            ""
+        },
+        match p.peer {
+            Some(Peer::Quic) => format!("; peer: {}", quic::DESCRIPTION),
+            None => String::new(),
+        }
+    );
+}
+
+/// Piggybacking on against off at each size and placement, then sealink against the peer (and,
+/// with several placements, each at its best placement).
+fn comparisons(p: &Params, rows: &Rows, modes: &[Mode]) -> String {
+    let mut t = String::new();
     let find = |point: &[Sample], system: System, placement: Placement| {
         modes
             .iter()
             .position(|m| m.system == system && m.placement == placement)
             .map(|i| point[i])
     };
-    for (size, point) in &rows {
+    for (size, point) in rows {
         for &pl in &p.placements {
             if let (Some(on), Some(off)) = (
                 find(point, System::Sealink(true), pl),
@@ -262,8 +281,8 @@ pub fn run(p: &Params) -> Result<()> {
             on.cpu_us / peer.cpu_us.max(1e-9)
         )
     };
-    for (size, point) in &rows {
-        for (peer, mode) in point.iter().zip(&modes) {
+    for (size, point) in rows {
+        for (peer, mode) in point.iter().zip(modes) {
             let System::Quic(_) = mode.system else {
                 continue;
             };
@@ -281,7 +300,7 @@ pub fn run(p: &Params) -> Result<()> {
         let best = |system: System| {
             point
                 .iter()
-                .zip(&modes)
+                .zip(modes)
                 .filter(|(_, m)| m.system == system)
                 .max_by(|a, b| a.0.msgs_per_s.total_cmp(&b.0.msgs_per_s))
         };
@@ -298,13 +317,7 @@ pub fn run(p: &Params) -> Result<()> {
             }
         }
     }
-    let (csv, json) = write_files(&p.out, &rows, &modes)?;
-    t.push_str(&format!(
-        "\nCSV: {}\nrun record: {}\n",
-        csv.display(),
-        json.display()
-    ));
-    output::print(&t)
+    t
 }
 
 /// Medians per message size, one per mode (piggybacking on, off, then the peer's variants).
