@@ -772,6 +772,12 @@ fn report_run(
         "(A→B counts datagrams sent by A and messages from A's owners; latency is virtual time from send to delivery)"
     );
 
+    report_keys_and_drops(out, r);
+}
+
+/// The run's public-key operations per host, its drops, the link's counts and when each
+/// channel came up.
+fn report_keys_and_drops(out: &mut String, r: &RunResult) {
     let _ = writeln!(out);
     let mut t = Table::new(["public-key operations", "host A", "host B", "expected"]).left(&[3]);
     let pk = |f: &dyn Fn(&Stats) -> u64, expected: &str| -> [String; 3] {
@@ -960,6 +966,28 @@ pub fn run(p: &Params) -> Result<()> {
         out,
         "== run 2: same trace and link seed, piggybacking off =="
     );
+    report_off_against_on(&mut out, &on, &off);
+
+    let failures = failures(&on, &off);
+    let _ = writeln!(out);
+    let result = if failures.is_empty() {
+        let _ = writeln!(
+            out,
+            "check: all {total} messages delivered exactly once and intact (piggyback on and off): OK"
+        );
+        Ok(())
+    } else {
+        let _ = writeln!(out, "check: FAILED ({})", failures.join("; "));
+        Err(Error::bench(format!(
+            "demo check failed (seed {seed}); see the report above"
+        )))
+    };
+    output::print(&out)?;
+    result
+}
+
+/// Run 2 against run 1: what piggybacking saved, and run 2's drops and timing.
+fn report_off_against_on(out: &mut String, on: &RunResult, off: &RunResult) {
     let mut t = Table::new(["", "piggyback on", "piggyback off", "off/on"]);
     let both = |r: &RunResult, f: &dyn Fn(&Stats) -> u64| f(&r.stats_a) + f(&r.stats_b);
     for (label, f) in [
@@ -976,7 +1004,7 @@ pub fn run(p: &Params) -> Result<()> {
             s.messages_retransmitted
         }),
     ] {
-        let (a, b) = (both(&on, f), both(&off, f));
+        let (a, b) = (both(on, f), both(off, f));
         t.row(cells(
             label,
             [a.to_string(), b.to_string(), format!("{}x", ratio(b, a))],
@@ -985,8 +1013,8 @@ pub fn run(p: &Params) -> Result<()> {
     t.row(cells(
         "messages per data datagram (incl. retransmissions)",
         [
-            ratio(both(&on, &frames), both(&on, &|s| s.data_datagrams_sent)),
-            ratio(both(&off, &frames), both(&off, &|s| s.data_datagrams_sent)),
+            ratio(both(on, &frames), both(on, &|s| s.data_datagrams_sent)),
+            ratio(both(off, &frames), both(off, &|s| s.data_datagrams_sent)),
             String::new(),
         ],
     ));
@@ -1000,9 +1028,12 @@ pub fn run(p: &Params) -> Result<()> {
         off.end,
         off.wall.as_secs_f64()
     );
+}
 
+/// What went wrong in either run: its problems and the counters that disagree.
+fn failures(on: &RunResult, off: &RunResult) -> Vec<String> {
     let mut failures = Vec::new();
-    for r in [&on, &off] {
+    for r in [on, off] {
         let name = if r.piggyback {
             "piggyback on"
         } else {
@@ -1015,21 +1046,7 @@ pub fn run(p: &Params) -> Result<()> {
             failures.push(format!("{name}: {c}"));
         }
     }
-    let _ = writeln!(out);
-    let result = if failures.is_empty() {
-        let _ = writeln!(
-            out,
-            "check: all {total} messages delivered exactly once and intact (piggyback on and off): OK"
-        );
-        Ok(())
-    } else {
-        let _ = writeln!(out, "check: FAILED ({})", failures.join("; "));
-        Err(Error::bench(format!(
-            "demo check failed (seed {seed}); see the report above"
-        )))
-    };
-    output::print(&out)?;
-    result
+    failures
 }
 
 #[cfg(test)]
