@@ -494,38 +494,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                 pb.inc(windows as u64);
                 continue;
             }
-            let mut v = Vec::new();
-            for run in 0..windows {
-                let g = match pt {
-                    Pt::Cpu { size, workers } if p.packet_size => {
-                        cpu_packets_point(p.workers[workers], Shape::of(p, p.sizes[size]), seconds)?
-                    }
-                    Pt::Cpu { size, workers } => cpu_point(
-                        &keys,
-                        p.workers[workers],
-                        packets_in(p.sizes[size]),
-                        seconds,
-                    )?,
-                    Pt::Gpu {
-                        size,
-                        strategy,
-                        ghash_gpu,
-                    } => {
-                        let g = gpu.as_mut().expect("GPU points are planned with a GPU");
-                        g.set_strategy(p.strategies[strategy]);
-                        let shape = Shape::of(p, p.sizes[size]);
-                        if run == 0 {
-                            g.set_gpu_ghash(ghash_gpu);
-                            gpu_check(g, shape)?;
-                        }
-                        gpu_point(g, shape, seconds, ghash_gpu)?
-                    }
-                };
-                pb.inc(1);
-                if run > 0 {
-                    v.push(g);
-                }
-            }
+            let v = measure_point(p, pt, &keys, gpu.as_mut(), seconds, &pb)?;
             let m = median(&v);
             let row = match pt {
                 Pt::Cpu { size, workers } => {
@@ -592,31 +561,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
             }
         }
         if let (Some(g), 0) = (gpu.as_mut(), skipped) {
-            g.set_strategy(Strategy::default());
-            let reps = if p.quick { 3 } else { 50 };
-            let mut at = vec![128 << 10];
-            at.extend(p.sizes.iter().max().filter(|&&m| m != 128 << 10));
-            for size in at {
-                for on_gpu in [true, false] {
-                    let ph = gpu_phases(g, Shape::of(p, size), on_gpu, reps)?;
-                    let us: Vec<String> = ph.iter().map(|v| format!("{v:.3}")).collect();
-                    logged([
-                        "phases".into(),
-                        size.to_string(),
-                        Shape::of(p, size).per_batch.to_string(),
-                        format!("gpu-{}-{}", Strategy::default().name(), ghash_name(on_gpu)),
-                        String::new(),
-                        reps.to_string(),
-                        String::new(),
-                        format!(
-                            "phases (pack;copy-in;kernel;copy-out;finish): {}",
-                            us.join(";")
-                        ),
-                    ])?;
-                    phase_rows.push((size, on_gpu, ph));
-                }
-            }
-            g.set_gpu_ghash(true);
+            phase_rows = measure_phases(p, g, &mut logged)?;
         }
         Ok(())
     })();
@@ -633,6 +578,87 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         (gpu_name, absent),
         budget_note,
     )
+}
+
+/// One point's runs: a warm-up, then `p.runs` timed ones (their figures). A GPU point is
+/// checked byte for byte before its first run.
+fn measure_point(
+    p: &Params,
+    pt: Pt,
+    keys: &Keys,
+    mut gpu: Option<&mut GpuSealer>,
+    seconds: f64,
+    pb: &indicatif::ProgressBar,
+) -> Result<Vec<f64>> {
+    let windows = p.runs + 1;
+    let mut v = Vec::new();
+    for run in 0..windows {
+        let g = match pt {
+            Pt::Cpu { size, workers } if p.packet_size => {
+                cpu_packets_point(p.workers[workers], Shape::of(p, p.sizes[size]), seconds)?
+            }
+            Pt::Cpu { size, workers } => {
+                cpu_point(keys, p.workers[workers], packets_in(p.sizes[size]), seconds)?
+            }
+            Pt::Gpu {
+                size,
+                strategy,
+                ghash_gpu,
+            } => {
+                let g = gpu
+                    .as_deref_mut()
+                    .expect("GPU points are planned with a GPU");
+                g.set_strategy(p.strategies[strategy]);
+                let shape = Shape::of(p, p.sizes[size]);
+                if run == 0 {
+                    g.set_gpu_ghash(ghash_gpu);
+                    gpu_check(g, shape)?;
+                }
+                gpu_point(g, shape, seconds, ghash_gpu)?
+            }
+        };
+        pb.inc(1);
+        if run > 0 {
+            v.push(g);
+        }
+    }
+    Ok(v)
+}
+
+/// Where one batch's time goes with the default strategy, GHASH on the GPU and on the CPU, at
+/// 128 KB and the largest size: each logged, and returned for the report.
+fn measure_phases(
+    p: &Params,
+    g: &mut GpuSealer,
+    logged: &mut impl FnMut([String; 8]) -> Result<()>,
+) -> Result<Vec<(usize, bool, [f64; 5])>> {
+    let mut rows = Vec::new();
+    g.set_strategy(Strategy::default());
+    let reps = if p.quick { 3 } else { 50 };
+    let mut at = vec![128 << 10];
+    at.extend(p.sizes.iter().max().filter(|&&m| m != 128 << 10));
+    for size in at {
+        for on_gpu in [true, false] {
+            let ph = gpu_phases(g, Shape::of(p, size), on_gpu, reps)?;
+            let us: Vec<String> = ph.iter().map(|v| format!("{v:.3}")).collect();
+            logged([
+                "phases".into(),
+                size.to_string(),
+                Shape::of(p, size).per_batch.to_string(),
+                format!("gpu-{}-{}", Strategy::default().name(), ghash_name(on_gpu)),
+                String::new(),
+                reps.to_string(),
+                String::new(),
+                format!(
+                    "phases (pack;copy-in;kernel;copy-out;finish): {}",
+                    us.join(";")
+                ),
+            ])?;
+            rows.push((size, on_gpu, ph));
+        }
+    }
+    g.set_gpu_ghash(true);
+    Ok(rows)
 }
 
 /// Gbit/s to three decimals, "skipped" for a point a budget skipped.
