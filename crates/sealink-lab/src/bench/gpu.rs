@@ -542,22 +542,15 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                 seconds = f.seconds;
                 keep = 1 + f.keep;
                 skipped = points.len() - keep;
-                budget_note = Some(format!(
-                    "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
-                    if seconds < p.seconds {
-                        format!("shortened from {} s to {seconds:.3} s", p.seconds)
-                    } else {
-                        format!("kept at {} s", p.seconds)
-                    },
-                    if skipped == 0 {
-                        "nothing skipped".to_owned()
-                    } else {
-                        format!(
-                            "skipped the last {skipped} of {} points (and the phase table)",
-                            points.len()
-                        )
-                    }
-                ));
+                let what = if skipped == 0 {
+                    "nothing skipped".to_owned()
+                } else {
+                    format!(
+                        "skipped the last {skipped} of {} points (and the phase table)",
+                        points.len()
+                    )
+                };
+                budget_note = Some(super::budget_note(b, t1, seconds, p.seconds, &what));
             }
         }
         if let (Some(g), 0) = (gpu.as_mut(), skipped) {

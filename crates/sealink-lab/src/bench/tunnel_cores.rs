@@ -669,19 +669,12 @@ fn fit_points(
         })
         .chain((keep < rest.len() + smt_points && smt_points > 0).then(|| "the SMT pair".into()))
         .collect();
-    let note = format!(
-        "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
-        if seconds < p.seconds {
-            format!("shortened from {} s to {seconds:.3} s", p.seconds)
-        } else {
-            format!("kept at {} s", p.seconds)
-        },
-        if skipped.is_empty() {
-            "nothing skipped".to_owned()
-        } else {
-            format!("skipped {} point(s): {}", skipped.len(), skipped.join(", "))
-        },
-    ) + over;
+    let what = if skipped.is_empty() {
+        "nothing skipped".to_owned()
+    } else {
+        format!("skipped {} point(s): {}", skipped.len(), skipped.join(", "))
+    };
+    let note = super::budget_note(b, t1, seconds, p.seconds, &what) + over;
     (seconds, keep, note)
 }
 

@@ -484,22 +484,13 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                                     .min(p.stacks.len());
                                 let skipped: Vec<&str> =
                                     p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
-                                budget_note = Some(format!(
-                                    "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
-                                    if cur.seconds < p.seconds {
-                                        format!(
-                                            "shortened from {} s to {:.3} s",
-                                            p.seconds, cur.seconds
-                                        )
-                                    } else {
-                                        format!("kept at {} s", p.seconds)
-                                    },
-                                    if skipped.is_empty() {
-                                        "no stack skipped".to_owned()
-                                    } else {
-                                        format!("skipped the stacks {}", skipped.join(", "))
-                                    }
-                                ));
+                                let what = if skipped.is_empty() {
+                                    "no stack skipped".to_owned()
+                                } else {
+                                    format!("skipped the stacks {}", skipped.join(", "))
+                                };
+                                budget_note =
+                                    Some(super::budget_note(b, t1, cur.seconds, p.seconds, &what));
                                 if f.keep < first_left + windows {
                                     if let Some(n) = budget_note.as_mut() {
                                         n.push_str(
