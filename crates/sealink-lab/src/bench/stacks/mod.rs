@@ -468,36 +468,14 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                             ))?;
                             pb.inc(1);
                             if let (Some(b), None) = (p.budget, &budget_note) {
-                                // Fitted once, after the first point: every window is taken to
-                                // cost what the first point's did beyond its timed length.
+                                // Fitted once, after the first point.
                                 let t1 = t0.elapsed().as_secs_f64();
-                                let overhead = t1 / windows as f64 - p.seconds;
                                 let per_stack = (ops.len() * modes.len() * nw + ops.len())
                                     * windows
                                     + connections.len() * 2 * (many_runs + 1);
-                                let first_left = per_stack - windows;
-                                let total = first_left + (p.stacks.len() - 1) * per_stack + windows;
-                                let f = super::fit_budget(b - t1, total, 1, overhead, p.seconds);
-                                cur.seconds = f.seconds;
-                                keep_stacks = (1 + f.keep.saturating_sub(first_left + windows)
-                                    / per_stack)
-                                    .min(p.stacks.len());
-                                let skipped: Vec<&str> =
-                                    p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
-                                let what = if skipped.is_empty() {
-                                    "no stack skipped".to_owned()
-                                } else {
-                                    format!("skipped the stacks {}", skipped.join(", "))
-                                };
-                                budget_note =
-                                    Some(super::budget_note(b, t1, cur.seconds, p.seconds, &what));
-                                if f.keep < first_left + windows {
-                                    if let Some(n) = budget_note.as_mut() {
-                                        n.push_str(
-                                        "; the first stack, which is measured whole, does not fit even so: over budget",
-                                    );
-                                    }
-                                }
+                                let note;
+                                (cur.seconds, keep_stacks, note) = fit_stacks(p, b, t1, per_stack);
+                                budget_note = Some(note);
                             }
                             if past_budget(si) {
                                 break 'stack true;
@@ -623,6 +601,33 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     })();
     pb.finish_and_clear();
     output::print(&result?)
+}
+
+/// The budget `b` after the first point (which took `t1` s), each stack `per_stack` windows,
+/// every window taken to cost what the first point's did beyond its timed length: the runs'
+/// seconds from now on, how many stacks are measured, and the note that says so.
+fn fit_stacks(p: &Params, b: f64, t1: f64, per_stack: usize) -> (f64, usize, String) {
+    let windows = p.runs + 1;
+    let overhead = t1 / windows as f64 - p.seconds;
+    let first_left = per_stack - windows;
+    let total = first_left + (p.stacks.len() - 1) * per_stack + windows;
+    let f = super::fit_budget(b - t1, total, 1, overhead, p.seconds);
+    let seconds = f.seconds;
+    let keep_stacks =
+        (1 + f.keep.saturating_sub(first_left + windows) / per_stack).min(p.stacks.len());
+    let skipped: Vec<&str> = p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
+    let what = if skipped.is_empty() {
+        "no stack skipped".to_owned()
+    } else {
+        format!("skipped the stacks {}", skipped.join(", "))
+    };
+    let mut note = super::budget_note(b, t1, seconds, p.seconds, &what);
+    if f.keep < first_left + windows {
+        note.push_str(
+            "; the first stack, which is measured whole, does not fit even so: over budget",
+        );
+    }
+    (seconds, keep_stacks, note)
 }
 
 fn policy_name(p: ClpPolicy) -> &'static str {
