@@ -2,8 +2,6 @@
 //! causes (anyhow's chain, a cause already in the message not repeated), and exit status 2 for
 //! a usage error, 1 for any other.
 
-use std::error::Error as StdError;
-
 /// Parameters a command refuses after clap has parsed them: exit status 2, like clap's own
 /// usage errors. Return it as the outermost error (`Err(UsageError(..).into())`), so that `main`
 /// finds it with `downcast_ref`.
@@ -11,20 +9,9 @@ use std::error::Error as StdError;
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// The error and its causes on one line: `outer: cause: root cause`, the chain `anyhow`'s
-/// `{:#}` prints, except that a cause whose text the outer message already contains is not
-/// repeated.
-pub fn chain(e: &(dyn StdError + 'static)) -> String {
-    let mut out = e.to_string();
-    for s in std::iter::successors(e.source(), |&s| s.source()) {
-        let text = s.to_string();
-        if !text.is_empty() && !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-    }
-    out
-}
+/// The error and its causes on one line: `outer: cause: root cause` (sealink-crypto's, the one
+/// helper for every binary).
+pub use sealink_crypto::error::chain;
 
 /// Whether `e` is a usage error (exit status 2).
 pub fn is_usage(e: &anyhow::Error) -> bool {

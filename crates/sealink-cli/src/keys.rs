@@ -12,6 +12,19 @@ use sealink_keys::{home, listing, trust};
 use crate::output;
 use anyhow::{Context, Result, bail};
 
+/// The trust file of a receiving host (`msg listen`, `recv`), which must name at least one host
+/// and one owner: trusting nobody, it could receive nothing.
+pub fn receiving_trust(me: &sealink_keys::Identity) -> Result<(PathBuf, trust::TrustFile)> {
+    let (trust_path, trust) = me.read_trust()?;
+    if trust.hosts.is_empty() || trust.owners.is_empty() {
+        bail!(
+            "{} must trust at least one host and one owner to receive anything",
+            trust_path.display()
+        );
+    }
+    Ok((trust_path, trust))
+}
+
 /// Generates a key pair, writes `path` (0600) and `path.pub`, prints the public line on stdout
 /// and where the files went on stderr.
 pub fn keygen(kind: KeyKind, path: &Path, force: bool) -> Result<()> {

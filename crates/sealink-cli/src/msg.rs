@@ -86,13 +86,7 @@ pub struct SendArgs {
 
 pub fn listen(p: ListenArgs) -> Result<()> {
     let me = p.me.identity();
-    let (trust_path, trust) = me.read_trust()?;
-    if trust.hosts.is_empty() || trust.owners.is_empty() {
-        bail!(
-            "{} must trust at least one host and one owner to receive anything",
-            trust_path.display()
-        );
-    }
+    let (_, trust) = crate::keys::receiving_trust(&me)?;
     let host = me.host()?;
     let addr = resolve_listen(&p.listen)?;
     let mut cfg = NodeConfig::new(addr, host);

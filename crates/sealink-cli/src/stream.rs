@@ -15,7 +15,7 @@ use sealink_stream::{
     SendConfig, Source, TransferMeta, summary,
 };
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 
 /// What `send` returns when it sent what it could and left some out: the command exits with
 /// [`EXIT_PARTIAL`] (unreadable files, missing arguments), or [`EXIT_VANISHED`] when the only
@@ -282,13 +282,7 @@ pub fn recv(p: RecvArgs) -> Result<()> {
     // The arguments first: a bad one is a usage error whatever the home holds.
     let addr = resolve_listen(&p.listen)?;
     let me = p.me.identity();
-    let (trust_path, trust) = me.read_trust()?;
-    if trust.hosts.is_empty() || trust.owners.is_empty() {
-        bail!(
-            "{} must trust at least one host and one owner to receive anything",
-            trust_path.display()
-        );
-    }
+    let (trust_path, trust) = crate::keys::receiving_trust(&me)?;
     let host = me.host()?;
     let to_stdout = p.stdout;
     // A --dir that does not exist yet is made (as rsync and croc do), with its parents.

@@ -9,21 +9,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod common;
+
+use common::rust_files;
 
 /// Module → (module it reaches → the first `file:line` that does).
 type Graph = BTreeMap<String, BTreeMap<String, String>>;
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// The names `text` reaches as `crate::NAME`, with their line numbers (not `$crate::`).
 fn reached(text: &str) -> Vec<(String, usize)> {

@@ -8,6 +8,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+mod common;
+
 const LAB: &str = "sealink-lab";
 /// The lab's crate name in Rust paths (spelled in two halves so that this file does not match).
 const LAB_CRATE: &str = concat!("sealink", "_lab");
@@ -123,24 +125,18 @@ fn no_product_crate_depends_on_the_lab() {
 
 #[test]
 fn the_product_sources_do_not_use_the_lab() {
-    fn walk(dir: &Path, hits: &mut Vec<String>) {
-        for e in fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, hits);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                let text = fs::read_to_string(&p).unwrap();
-                for (n, l) in text.lines().enumerate() {
-                    if l.contains(LAB_CRATE) && !l.trim_start().starts_with("//") {
-                        hits.push(format!("{}:{}", p.display(), n + 1));
-                    }
-                }
+    let cli = root().join("crates/sealink-cli");
+    let mut files = Vec::new();
+    common::rust_files(&cli.join("src"), &mut files);
+    common::rust_files(&cli.join("tests"), &mut files);
+    let mut hits = Vec::new();
+    for p in files {
+        let text = fs::read_to_string(&p).unwrap();
+        for (n, l) in text.lines().enumerate() {
+            if l.contains(LAB_CRATE) && !l.trim_start().starts_with("//") {
+                hits.push(format!("{}:{}", p.display(), n + 1));
             }
         }
     }
-    let mut hits = Vec::new();
-    let cli = root().join("crates/sealink-cli");
-    walk(&cli.join("src"), &mut hits);
-    walk(&cli.join("tests"), &mut hits);
     assert!(hits.is_empty(), "{LAB_CRATE} used in the product: {hits:?}");
 }

@@ -170,8 +170,8 @@ fn long_options(help: &str) -> Vec<String> {
 /// Issue 30: the man page listed pages that did not exist, and none documented a command's
 /// options. `sealink man --dir` writes a page per command, each with the options of its
 /// `--help`, every page named in one exists, and the package ships every page it writes.
-#[test]
-fn every_command_has_a_man_page_with_its_options_and_the_deb_ships_them() {
+/// A directory with the man pages `sealink man --dir` writes.
+fn man_pages() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let o = Command::new(BIN)
         .args(["man", "--dir"])
@@ -179,6 +179,12 @@ fn every_command_has_a_man_page_with_its_options_and_the_deb_ships_them() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    dir
+}
+
+#[test]
+fn every_command_has_a_man_page_with_its_options_and_the_deb_ships_them() {
+    let dir = man_pages();
     let pages: Vec<String> = common::names_in(dir.path());
     let mut all = Vec::new();
     commands(Vec::new(), &mut all);
@@ -398,13 +404,7 @@ fn the_package_declares_what_it_needs_and_stops_its_units() {
         assert!(caps.iter().any(|c| c == cap), "{cap} missing from {caps:?}");
     }
     // Every page the units name is written by `sealink man --dir`.
-    let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(BIN)
-        .args(["man", "--dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success());
+    let dir = man_pages();
     for doc in values("Documentation") {
         let page = doc.trim_start_matches("man:").replace("(1)", ".1");
         assert!(dir.path().join(&page).exists(), "{doc}: no {page}");

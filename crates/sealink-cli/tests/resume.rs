@@ -70,20 +70,8 @@ impl Setup {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let (addr, mut rest) = common::listening(&mut child);
-        let err = Arc::new(Mutex::new(String::new()));
-        let e = err.clone();
-        thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = rest.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                e.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+        let (addr, rest) = common::listening(&mut child);
+        let err = common::gather(rest);
         Recv {
             child,
             addr,

@@ -7,7 +7,6 @@
 mod common;
 use common::{BIN, random_file};
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
@@ -167,22 +166,9 @@ impl Net {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let (addr, mut rest) = common::listening(&mut child);
+        let (addr, rest) = common::listening(&mut child);
         self.children.push(child);
-        let err = Arc::new(Mutex::new(String::new()));
-        let e = err.clone();
-        thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = rest.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                e.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        (addr.port(), err)
+        (addr.port(), common::gather(rest))
     }
 
     /// `sealink send FILE bob@TO --json ...` from namespace `ns`.

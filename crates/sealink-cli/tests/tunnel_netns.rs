@@ -10,28 +10,14 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_sealink");
+mod common;
+
+use common::BIN;
 
 #[path = "../../sealink-tunnel/tests/common/tunnel_user.rs"]
 mod tunnel_user;
 
-fn sh(cmd: &str, args: &[&str]) -> Output {
-    Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"))
-}
-
-fn ok(cmd: &str, args: &[&str]) -> String {
-    let o = sh(cmd, args);
-    assert!(
-        o.status.success(),
-        "{cmd} {args:?} failed: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::netns::{ok, sh};
 
 /// Two namespaces, their tunnels and a scratch directory; all removed on drop.
 struct Lab {
@@ -95,21 +81,7 @@ impl Lab {
             children: [None, None],
         };
         ok("ip", &["netns", "add", &ns[1]]);
-        let (va, vb) = (format!("v{id}a"), format!("v{id}b"));
-        ok(
-            "ip",
-            &["link", "add", &va, "type", "veth", "peer", "name", &vb],
-        );
-        ok("ip", &["link", "set", &va, "netns", &ns[0]]);
-        ok("ip", &["link", "set", &vb, "netns", &ns[1]]);
-        for (n, v, a) in [
-            (&ns[0], &va, "10.201.0.1/24"),
-            (&ns[1], &vb, "10.201.0.2/24"),
-        ] {
-            ok("ip", &["-n", n, "addr", "add", a, "dev", v]);
-            ok("ip", &["-n", n, "link", "set", v, "up"]);
-            ok("ip", &["-n", n, "link", "set", "lo", "up"]);
-        }
+        common::netns::join(&ns, &format!("v{id}"), "10.201.0");
         Some(lab)
     }
 

@@ -7,20 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_sealink");
+mod common;
+
+use common::BIN;
 
 #[path = "../../sealink-tunnel/tests/common/tunnel_user.rs"]
 mod tunnel_user;
 
-fn run(cmd: &str, args: &[&str]) -> Output {
-    Command::new(cmd).args(args).output().unwrap()
-}
-
-fn ok(cmd: &str, args: &[&str]) -> String {
-    let o = run(cmd, args);
-    assert!(o.status.success(), "{cmd} {args:?}: {}", text(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use common::netns::{ok, sh as run};
 
 fn text(o: &Output) -> String {
     format!(
@@ -69,21 +63,7 @@ impl Lab {
             children: Vec::new(),
         };
         ok("ip", &["netns", "add", &ns[1]]);
-        let (va, vb) = (format!("w{id}a"), format!("w{id}b"));
-        ok(
-            "ip",
-            &["link", "add", &va, "type", "veth", "peer", "name", &vb],
-        );
-        ok("ip", &["link", "set", &va, "netns", &ns[0]]);
-        ok("ip", &["link", "set", &vb, "netns", &ns[1]]);
-        for (n, v, a) in [
-            (&ns[0], &va, "10.211.0.1/24"),
-            (&ns[1], &vb, "10.211.0.2/24"),
-        ] {
-            ok("ip", &["-n", n, "addr", "add", a, "dev", v]);
-            ok("ip", &["-n", n, "link", "set", v, "up"]);
-            ok("ip", &["-n", n, "link", "set", "lo", "up"]);
-        }
+        common::netns::join(&ns, &format!("w{id}"), "10.211.0");
         Some(lab)
     }
 

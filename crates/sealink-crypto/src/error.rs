@@ -1,4 +1,5 @@
-//! Typed errors of the crypto layer.
+//! Typed errors of the crypto layer, and the one-line rendering of any error's chain of causes
+//! ([`chain`]) that every crate above prints.
 
 /// Everything that can go wrong in this crate. Opening failures deliberately carry no detail
 /// beyond "did not verify", so a caller cannot leak why to a peer.
@@ -41,4 +42,56 @@ pub enum CryptoError {
     /// The system random generator failed.
     #[error("random generator failure")]
     Rng,
+}
+
+/// Any error and its causes on one line: `outer: cause: root cause`, the chain `anyhow`'s `{:#}`
+/// prints, except that a cause whose text the message so far already contains (or an empty one)
+/// is not repeated. The one helper for this: the `sealink` and `sealink-lab` binaries print it
+/// after "error: ", and a receiver sends it to the sender in an abort.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    for s in std::iter::successors(e.source(), |&s| s.source()) {
+        let text = s.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{what}")]
+    struct Context {
+        what: &'static str,
+        #[source]
+        source: Option<Box<dyn std::error::Error + 'static>>,
+    }
+
+    fn ctx(what: &'static str, source: impl std::error::Error + 'static) -> Context {
+        Context {
+            what,
+            source: Some(Box::new(source)),
+        }
+    }
+
+    #[test]
+    fn chain_names_every_cause_once() {
+        let gone = || std::io::Error::other("gone");
+        assert_eq!(chain(&gone()), "gone");
+        let e = ctx("outer", ctx("cannot write /x", gone()));
+        assert_eq!(chain(&e), "outer: cannot write /x: gone");
+        // A cause already in the message is not repeated, nor is an empty one.
+        assert_eq!(chain(&ctx("failed: gone", gone())), "failed: gone");
+        assert_eq!(chain(&ctx("plain", std::io::Error::other(""))), "plain");
+        let bare = Context {
+            what: "plain",
+            source: None,
+        };
+        assert_eq!(chain(&bare), "plain");
+    }
 }

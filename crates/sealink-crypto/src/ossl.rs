@@ -72,6 +72,20 @@ fn library_error(_: openssl::error::ErrorStack) -> CryptoError {
     CryptoError::Library("OpenSSL's EVP cipher call failed")
 }
 
+/// Feeds `aad`, then `data` in place (encrypted or decrypted, as `ctx` was set up), to `ctx`;
+/// an empty one is skipped.
+fn update(ctx: &mut CipherCtxRef, aad: &[u8], data: &mut [u8]) -> Result<(), CryptoError> {
+    if !aad.is_empty() {
+        ctx.cipher_update(aad, None).map_err(library_error)?;
+    }
+    let len = data.len();
+    if len > 0 {
+        ctx.cipher_update_inplace(data, len)
+            .map_err(library_error)?;
+    }
+    Ok(())
+}
+
 #[derive(Clone, Copy)]
 enum Way {
     Seal = 0,
@@ -162,14 +176,7 @@ impl OsslKey {
         tag: &mut [u8],
     ) -> Result<(), CryptoError> {
         self.with_ctx(Way::Seal, nonce, |ctx| {
-            if !aad.is_empty() {
-                ctx.cipher_update(aad, None).map_err(library_error)?;
-            }
-            let len = data.len();
-            if len > 0 {
-                ctx.cipher_update_inplace(data, len)
-                    .map_err(library_error)?;
-            }
+            update(ctx, aad, data)?;
             ctx.cipher_final(&mut []).map_err(library_error)?;
             ctx.tag(tag).map_err(library_error)
         })
@@ -189,14 +196,7 @@ impl OsslKey {
         }
         self.with_ctx(Way::Open, nonce, |ctx| {
             ctx.set_tag(tag).map_err(library_error)?;
-            if !aad.is_empty() {
-                ctx.cipher_update(aad, None).map_err(library_error)?;
-            }
-            let len = data.len();
-            if len > 0 {
-                ctx.cipher_update_inplace(data, len)
-                    .map_err(library_error)?;
-            }
+            update(ctx, aad, data)?;
             // The tag is checked here; a mismatch is the one failure expected in operation.
             ctx.cipher_final(&mut [])
                 .map(|_| ())

@@ -442,6 +442,43 @@ fn run_trace(
     }
     let end = pair.now();
 
+    let (delivered_at, mut problems, up) =
+        check_events(trace, [(&pair.events_b, &ids_b), (&pair.events_a, &ids_a)]);
+    problems.stall = stall;
+    problems.missing = (0..total as u64)
+        .filter(|n| delivered_at[*n as usize].is_none())
+        .collect();
+    problems.undeliverable_delivered = problems
+        .undeliverable
+        .iter()
+        .filter(|n| delivered_at.get(**n as usize).is_some_and(Option::is_some))
+        .count();
+    Ok(RunResult {
+        piggyback,
+        stats_a: pair.a.stats().clone(),
+        stats_b: pair.b.stats().clone(),
+        link: pair.stats,
+        sent_at,
+        delivered_at,
+        up_a: up[0],
+        up_b: up[1],
+        end,
+        wall: wall.elapsed(),
+        problems,
+    })
+}
+
+/// One side's events, and the message number of each of its `MessageId`s.
+type SideEvents<'a> = (&'a [(Time, Event)], &'a [u64]);
+
+/// What each side's events say of the trace's messages: when each was delivered (by message
+/// number), what went wrong, and when each side's channel came up (a, b). `sides`: b's events
+/// and the message numbers of b's ids, then a's.
+fn check_events(
+    trace: &[TraceMsg],
+    sides: [SideEvents<'_>; 2],
+) -> (Vec<Option<Time>>, Problems, [Option<Time>; 2]) {
+    let total = trace.len();
     let by_num: Vec<&TraceMsg> = {
         let mut v: Vec<&TraceMsg> = trace.iter().collect();
         v.sort_by_key(|m| m.num);
@@ -450,10 +487,7 @@ fn run_trace(
     let mut delivered_at: Vec<Option<Time>> = vec![None; total];
     let mut problems = Problems::default();
     let mut up = [None, None];
-    for (at_b, events, ids) in [
-        (true, &pair.events_b, &ids_b),
-        (false, &pair.events_a, &ids_a),
-    ] {
+    for (at_b, (events, ids)) in [true, false].into_iter().zip(sides) {
         for (t, ev) in events {
             match ev {
                 Event::Messages(msgs) => {
@@ -503,28 +537,7 @@ fn run_trace(
             }
         }
     }
-    problems.stall = stall;
-    problems.missing = (0..total as u64)
-        .filter(|n| delivered_at[*n as usize].is_none())
-        .collect();
-    problems.undeliverable_delivered = problems
-        .undeliverable
-        .iter()
-        .filter(|n| delivered_at.get(**n as usize).is_some_and(Option::is_some))
-        .count();
-    Ok(RunResult {
-        piggyback,
-        stats_a: pair.a.stats().clone(),
-        stats_b: pair.b.stats().clone(),
-        link: pair.stats,
-        sent_at,
-        delivered_at,
-        up_a: up[0],
-        up_b: up[1],
-        end,
-        wall: wall.elapsed(),
-        problems,
-    })
+    (delivered_at, problems, up)
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -759,6 +772,12 @@ fn report_run(
         "(A→B counts datagrams sent by A and messages from A's owners; latency is virtual time from send to delivery)"
     );
 
+    report_keys_and_drops(out, r);
+}
+
+/// The run's public-key operations per host, its drops, the link's counts and when each
+/// channel came up.
+fn report_keys_and_drops(out: &mut String, r: &RunResult) {
     let _ = writeln!(out);
     let mut t = Table::new(["public-key operations", "host A", "host B", "expected"]).left(&[3]);
     let pk = |f: &dyn Fn(&Stats) -> u64, expected: &str| -> [String; 3] {
@@ -947,6 +966,28 @@ pub fn run(p: &Params) -> Result<()> {
         out,
         "== run 2: same trace and link seed, piggybacking off =="
     );
+    report_off_against_on(&mut out, &on, &off);
+
+    let failures = failures(&on, &off);
+    let _ = writeln!(out);
+    let result = if failures.is_empty() {
+        let _ = writeln!(
+            out,
+            "check: all {total} messages delivered exactly once and intact (piggyback on and off): OK"
+        );
+        Ok(())
+    } else {
+        let _ = writeln!(out, "check: FAILED ({})", failures.join("; "));
+        Err(Error::bench(format!(
+            "demo check failed (seed {seed}); see the report above"
+        )))
+    };
+    output::print(&out)?;
+    result
+}
+
+/// Run 2 against run 1: what piggybacking saved, and run 2's drops and timing.
+fn report_off_against_on(out: &mut String, on: &RunResult, off: &RunResult) {
     let mut t = Table::new(["", "piggyback on", "piggyback off", "off/on"]);
     let both = |r: &RunResult, f: &dyn Fn(&Stats) -> u64| f(&r.stats_a) + f(&r.stats_b);
     for (label, f) in [
@@ -963,7 +1004,7 @@ pub fn run(p: &Params) -> Result<()> {
             s.messages_retransmitted
         }),
     ] {
-        let (a, b) = (both(&on, f), both(&off, f));
+        let (a, b) = (both(on, f), both(off, f));
         t.row(cells(
             label,
             [a.to_string(), b.to_string(), format!("{}x", ratio(b, a))],
@@ -972,8 +1013,8 @@ pub fn run(p: &Params) -> Result<()> {
     t.row(cells(
         "messages per data datagram (incl. retransmissions)",
         [
-            ratio(both(&on, &frames), both(&on, &|s| s.data_datagrams_sent)),
-            ratio(both(&off, &frames), both(&off, &|s| s.data_datagrams_sent)),
+            ratio(both(on, &frames), both(on, &|s| s.data_datagrams_sent)),
+            ratio(both(off, &frames), both(off, &|s| s.data_datagrams_sent)),
             String::new(),
         ],
     ));
@@ -987,9 +1028,12 @@ pub fn run(p: &Params) -> Result<()> {
         off.end,
         off.wall.as_secs_f64()
     );
+}
 
+/// What went wrong in either run: its problems and the counters that disagree.
+fn failures(on: &RunResult, off: &RunResult) -> Vec<String> {
     let mut failures = Vec::new();
-    for r in [&on, &off] {
+    for r in [on, off] {
         let name = if r.piggyback {
             "piggyback on"
         } else {
@@ -1002,21 +1046,7 @@ pub fn run(p: &Params) -> Result<()> {
             failures.push(format!("{name}: {c}"));
         }
     }
-    let _ = writeln!(out);
-    let result = if failures.is_empty() {
-        let _ = writeln!(
-            out,
-            "check: all {total} messages delivered exactly once and intact (piggyback on and off): OK"
-        );
-        Ok(())
-    } else {
-        let _ = writeln!(out, "check: FAILED ({})", failures.join("; "));
-        Err(Error::bench(format!(
-            "demo check failed (seed {seed}); see the report above"
-        )))
-    };
-    output::print(&out)?;
-    result
+    failures
 }
 
 #[cfg(test)]

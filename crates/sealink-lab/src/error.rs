@@ -80,21 +80,9 @@ impl Error {
     }
 }
 
-/// The error and its causes on one line: `outer: cause: root cause`. A cause whose text the
-/// outer message already contains is not repeated.
-pub fn chain(e: &(dyn StdError + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if !text.is_empty() && !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = s.source();
-    }
-    out
-}
+/// The error and its causes on one line: `outer: cause: root cause` (sealink-crypto's, the one
+/// helper for every binary).
+pub use sealink_crypto::error::chain;
 
 #[cfg(test)]
 mod tests {

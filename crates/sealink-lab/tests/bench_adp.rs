@@ -2,35 +2,23 @@
 //! bytes (virtual time: nothing in the output depends on the machine's speed).
 
 use std::path::Path;
-use std::process::Command;
 
 use sealink_lab::bench::adp::{FILES, LOOPBACK_CSV, LOOPBACK_GAIN_CSV, PKO_CSV, svg_files};
 
 mod common;
 
 fn run(dir: &Path, seed: &str, profiles: &str) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args([
-            "bench",
-            "adp",
-            "--quick",
-            "--seed",
-            seed,
-            "--profiles",
-            profiles,
-            "--out",
-        ])
-        .arg(dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    stdout
+    common::lab_ok([
+        "bench",
+        "adp",
+        "--quick",
+        "--seed",
+        seed,
+        "--profiles",
+        profiles,
+        "--out",
+        common::path_str(dir),
+    ])
 }
 
 fn read(dir: &Path, name: &str) -> Vec<u8> {
@@ -183,11 +171,16 @@ fn bench_adp_quick_writes_tables_and_replays_by_seed() {
 #[test]
 fn bench_adp_rejects_unknown_profile() {
     let tmp = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(["bench", "adp", "--quick", "--profiles", "1990", "--out"])
-        .arg(tmp.path())
-        .output()
-        .expect("run sealink-lab");
+    let out = common::path_str(tmp.path());
+    let o = common::lab([
+        "bench",
+        "adp",
+        "--quick",
+        "--profiles",
+        "1990",
+        "--out",
+        out,
+    ]);
     assert_eq!(o.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown profile"));
     assert!(!tmp.path().join("adp.md").exists());
@@ -215,20 +208,18 @@ fn bench_adp_runs_a_capture_in_place_of_all_and_refuses_a_broken_one() {
     let path = tmp.path().join("small.pcap");
     std::fs::write(&path, &bytes).unwrap();
     let out = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(["bench", "adp", "--quick", "--profiles", "today", "--pcap"])
-        .arg(&path)
-        .arg("--out")
-        .arg(&out)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let (pcap, out_str) = (common::path_str(&path), common::path_str(&out));
+    let stdout = common::lab_ok([
+        "bench",
+        "adp",
+        "--quick",
+        "--profiles",
+        "today",
+        "--pcap",
+        pcap,
+        "--out",
+        out_str,
+    ]);
     assert!(
         stdout.contains("ALL is the capture") && stdout.contains("first 240 messages"),
         "{stdout}"
@@ -240,13 +231,8 @@ fn bench_adp_runs_a_capture_in_place_of_all_and_refuses_a_broken_one() {
     let cut = tmp.path().join("cut.pcap");
     std::fs::write(&cut, &bytes[..bytes.len() - 5]).unwrap();
     let bad_out = tmp.path().join("bad");
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(["bench", "adp", "--quick", "--pcap"])
-        .arg(&cut)
-        .arg("--out")
-        .arg(&bad_out)
-        .output()
-        .expect("run sealink-lab");
+    let (pcap, out_str) = (common::path_str(&cut), common::path_str(&bad_out));
+    let o = common::lab(["bench", "adp", "--quick", "--pcap", pcap, "--out", out_str]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -261,32 +247,18 @@ fn bench_adp_runs_a_capture_in_place_of_all_and_refuses_a_broken_one() {
 /// virtual-time run, every message delivered (the run fails otherwise), listed in the record.
 #[test]
 fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("lo");
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args([
-            "bench",
-            "adp",
-            "--quick",
-            "--profiles",
-            "today",
-            "--loopback",
-            "--loopback-seconds",
-            "0.3",
-            "--out",
-        ])
-        .arg(&out)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let run = common::bench(&[
+        "adp",
+        "--quick",
+        "--profiles",
+        "today",
+        "--loopback",
+        "--loopback-seconds",
+        "0.3",
+    ]);
+    let (out, stdout) = (&run.dir, &run.stdout);
     assert!(stdout.contains("### Loopback: Table 3's runs"), "{stdout}");
-    let csv = String::from_utf8(read(&out, "loopback.csv")).unwrap();
+    let csv = String::from_utf8(read(out, "loopback.csv")).unwrap();
     let rows: Vec<Vec<&str>> = csv
         .lines()
         .skip(1)
@@ -329,7 +301,7 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
         .chain(svgs.iter().map(String::as_str))
         .chain([LOOPBACK_CSV, LOOPBACK_GAIN_CSV, PKO_CSV])
         .collect();
-    let rec = common::run_record(&out, "adp", &listed);
+    let rec = common::run_record(out, "adp", &listed);
     let (t, unit) = common::figure(&rec, "loopback ALL Q=ON T");
     assert!(t.is_some_and(|t| t > 0.0) && unit == "kB/s", "{t:?} {unit}");
     // Piggybacking's gain: ALL's T on and off in interleaved rounds (one with --quick), the
@@ -338,7 +310,7 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
         stdout.contains("### Loopback: piggybacking's gain in T on ALL"),
         "{stdout}"
     );
-    let gain = String::from_utf8(read(&out, LOOPBACK_GAIN_CSV)).unwrap();
+    let gain = String::from_utf8(read(out, LOOPBACK_GAIN_CSV)).unwrap();
     let grows: Vec<Vec<&str>> = gain
         .lines()
         .skip(1)
@@ -360,9 +332,6 @@ fn bench_adp_loopback_runs_the_traces_through_real_nodes() {
     );
 
     // A nonsensical cut is a usage error.
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(["bench", "adp", "--loopback", "--loopback-seconds", "-1"])
-        .output()
-        .expect("run sealink-lab");
+    let o = common::lab(["bench", "adp", "--loopback", "--loopback-seconds", "-1"]);
     assert_eq!(o.status.code(), Some(2));
 }

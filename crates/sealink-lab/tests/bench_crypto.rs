@@ -3,22 +3,10 @@
 
 mod common;
 
-use std::process::Command;
-
 #[test]
 fn bench_crypto_quick_prints_table_and_csv() {
-    // --out names a directory the bench creates.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(["bench", "crypto", "--quick", "--out"])
-        .arg(&dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let run = common::bench(&["crypto", "--quick"]);
+    let (dir, stdout) = (&run.dir, &run.stdout);
     assert!(stdout.contains("QUICK MODE"), "{stdout}");
     assert!(
         stdout.contains("| algorithm ") && stdout.contains("today / 1995"),
@@ -64,12 +52,12 @@ fn bench_crypto_quick_prints_table_and_csv() {
         "{csv}"
     );
     assert!(rows.iter().any(|r| &r[0] == "GHASH in process"), "{csv}");
-    check_precomputation(&stdout, &rows);
+    check_precomputation(stdout, &rows);
     let md5: f64 = rows.iter().find(|r| &r[0] == "MD5").unwrap()[1]
         .parse()
         .unwrap();
     assert!(stdout.contains("run record: "), "{stdout}");
-    let rec = common::run_record(&dir, "crypto", &["crypto.csv", "projection.csv"]);
+    let rec = common::run_record(dir, "crypto", &["crypto.csv", "projection.csv"]);
     // Paper 001's projection: MD5, DES, 3DES and AES-128-GCM stacks, each with a count.
     let proj = std::fs::read_to_string(dir.join("projection.csv")).unwrap();
     assert_eq!(proj.lines().count(), 1 + 4, "{proj}");
@@ -151,9 +139,6 @@ fn check_precomputation(stdout: &str, rows: &[csv::StringRecord]) {
 
 #[test]
 fn bench_crypto_rejects_bad_size() {
-    let o = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(["bench", "crypto", "--size", "0"])
-        .output()
-        .expect("run sealink-lab");
+    let o = common::lab(["bench", "crypto", "--size", "0"]);
     assert_eq!(o.status.code(), Some(2), "a usage error");
 }

@@ -3,23 +3,12 @@
 
 mod common;
 
+use common::lab as run;
 use std::fs;
-use std::process::{Command, Output};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(common::LAB)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab")
-}
 
 #[test]
 fn datagram_bench_quick_runs() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("bench-datagram");
-    let out = run(&[
-        "bench",
+    let run = common::bench(&[
         "datagram",
         "--quick",
         "--sizes",
@@ -32,15 +21,8 @@ fn datagram_bench_quick_runs() {
         "thread",
         "--placement",
         "shared",
-        "--out",
-        dir.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = String::from_utf8_lossy(&out.stdout);
+    let (dir, s) = (&run.dir, &run.stdout);
     assert!(s.contains("receiver: a thread in recv_arrivals"), "{s}");
     assert!(s.contains("sender: a thread in send_batch"), "{s}");
     assert!(s.contains("64 B, shared: throughput on/off = "), "{s}");
@@ -67,7 +49,7 @@ fn datagram_bench_quick_runs() {
         .parse()
         .unwrap();
     assert_eq!(format!("{on_csv:.0}"), format!("{msgs:.0}"), "{csv}");
-    let rec = common::run_record(&dir, "datagram", &["datagram.csv"]);
+    let rec = common::run_record(dir, "datagram", &["datagram.csv"]);
     let fig = common::figure(&rec, "64 B shared piggyback on");
     assert_eq!(fig, (Some(on_csv), "msgs/s".into()));
 }
@@ -75,7 +57,7 @@ fn datagram_bench_quick_runs() {
 #[test]
 fn datagram_bench_quick_runs_against_quic() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = run(&[
+    let out = run([
         "bench",
         "datagram",
         "--quick",
@@ -139,7 +121,7 @@ fn datagram_bench_quick_runs_against_quic() {
             );
         }
     }
-    let bad = run(&["bench", "datagram", "--quick", "--peer", "tcp"]);
+    let bad = run(["bench", "datagram", "--quick", "--peer", "tcp"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown peer"));
 }

@@ -4,35 +4,13 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn lab(args: &[&str]) -> Output {
-    Command::new(common::LAB)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
-}
+use common::{lab, stderr, stdout};
 
 #[test]
 fn bench_seal_quick_table() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("bench-seal");
-    let o = lab(&[
-        "bench",
+    let run = common::bench(&[
         "seal",
         "--sizes",
         "64",
@@ -42,11 +20,8 @@ fn bench_seal_quick_table() {
         "1",
         "--suites",
         "aes128-gcm",
-        "--out",
-        path_str(&dir),
     ]);
-    let out = stdout(&o);
-    assert!(o.status.success(), "stdout: {out}\nstderr: {}", stderr(&o));
+    let (dir, out) = (&run.dir, &run.stdout);
     assert!(out.contains("| suite"), "{out}");
     assert!(out.contains("protocol Gbit/s"), "{out}");
     let row = out
@@ -82,7 +57,7 @@ fn bench_seal_quick_table() {
     assert_eq!(fields[..2], ["aes128-gcm", "64"], "{csv}");
     let ratio: f64 = fields[4].parse().unwrap();
     assert_eq!(format!("{ratio:.3}"), cells[4], "{csv}");
-    let rec = common::run_record(&dir, "seal", &["seal.csv"]);
+    let rec = common::run_record(dir, "seal", &["seal.csv"]);
     let fig = common::figure(&rec, "aes128-gcm 64 B protocol/raw");
     assert_eq!(fig, (Some(ratio), "ratio".into()));
 }
@@ -90,12 +65,12 @@ fn bench_seal_quick_table() {
 #[test]
 fn usage_errors_and_help() {
     // clap's own checks.
-    let o = lab(&["bench", "seal", "--suites", "rot13"]);
+    let o = lab(["bench", "seal", "--suites", "rot13"]);
     assert_eq!(o.status.code(), Some(2), "usage errors exit 2");
     assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
-    assert_eq!(lab(&["no-such-command"]).status.code(), Some(2));
+    assert_eq!(lab(["no-such-command"]).status.code(), Some(2));
     assert_eq!(
-        lab(&["keygen"]).status.code(),
+        lab(["keygen"]).status.code(),
         Some(2),
         "keygen is sealink's"
     );
@@ -118,14 +93,14 @@ fn usage_errors_and_help() {
         Err(e) => eprintln!("no taskset ({e}): the bench's usage error is not checked"),
     }
 
-    let o = lab(&["--help"]);
+    let o = lab(["--help"]);
     assert!(o.status.success());
     assert!(stdout(&o).contains("Examples:"), "{}", stdout(&o));
-    assert!(lab(&["--version"]).status.success());
+    assert!(lab(["--version"]).status.success());
     for sub in [&["bench", "seal"][..], &["bench", "stacks"], &["relay"]] {
         let mut args = sub.to_vec();
         args.push("--help");
-        let o = lab(&args);
+        let o = lab(args);
         assert!(o.status.success(), "{sub:?}");
         let help = stdout(&o);
         assert!(

@@ -3,25 +3,10 @@
 
 mod common;
 
-use std::process::Command;
-
 #[test]
 fn bench_socket_quick_writes_tables_and_csv() {
-    // --out names a directory the bench creates.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("out");
-    let out = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(["bench", "socket", "--quick", "--out"])
-        .arg(&dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let run = common::bench(&["socket", "--quick"]);
+    let (dir, stdout) = (&run.dir, &run.stdout);
     for needle in [
         "QUICK MODE",
         "machine: ",
@@ -50,7 +35,7 @@ fn bench_socket_quick_writes_tables_and_csv() {
         let bytes: u64 = l.split(',').nth(3).unwrap().parse().unwrap();
         assert_eq!(bytes, 16 << 20, "{l}");
     }
-    let rec = common::run_record(&dir, "socket", &["socket.csv"]);
+    let rec = common::run_record(dir, "socket", &["socket.csv"]);
     // Seconds and Gbit/s for each of the 12 points, as in the CSV's median lines.
     assert_eq!(rec.summary.len(), 2 * 12, "{:?}", rec.summary);
     let median = lines
@@ -81,13 +66,11 @@ fn bench_socket_only_runs_one_path() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("out");
     let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-            .args(["bench", "socket", "--size", "1", "--runs", "2", "--out"])
-            .arg(&dir)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .output()
-            .expect("run sealink-lab")
+        let out = common::path_str(&dir);
+        let fixed = [
+            "bench", "socket", "--size", "1", "--runs", "2", "--out", out,
+        ];
+        common::lab(fixed.iter().chain(args))
     };
     let out = run(&["--only", "crypto-service", "--record", "4096"]);
     let stdout = String::from_utf8_lossy(&out.stdout);

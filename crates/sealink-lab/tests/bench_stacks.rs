@@ -4,38 +4,21 @@
 
 mod common;
 
-use std::process::Command;
-
 #[test]
 fn bench_stacks_quick_writes_tables_csv_and_svg() {
-    // --out names a directory the bench creates.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("out");
-    let out = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args([
-            "bench",
-            "stacks",
-            "--quick",
-            "--stacks",
-            "baseline,aes128-gcm",
-            "--workers",
-            "2",
-            "--seconds",
-            "0.02",
-            "--runs",
-            "1",
-            "--out",
-        ])
-        .arg(&dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let run = common::bench(&[
+        "stacks",
+        "--quick",
+        "--stacks",
+        "baseline,aes128-gcm",
+        "--workers",
+        "2",
+        "--seconds",
+        "0.02",
+        "--runs",
+        "1",
+    ]);
+    let (dir, stdout) = (&run.dir, &run.stdout);
     for needle in [
         "### Throughput and speedup",
         "| aes128-gcm | send | PLP  |",
@@ -78,7 +61,7 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
     let scaling = std::fs::read_to_string(dir.join("scaling.csv")).unwrap();
     // header + 2 stacks x 2 sides x 2 modes x 2 workers
     assert_eq!(scaling.lines().count(), 1 + 16, "{scaling}");
-    check_report(&dir.join("stacks.md"), &stdout);
+    check_report(&dir.join("stacks.md"), stdout);
     let mut all = files.to_vec();
     all.extend([
         "stacks.md",
@@ -88,7 +71,7 @@ fn bench_stacks_quick_writes_tables_csv_and_svg() {
         "throughput-clp-send.svg",
         "speedup-clp-send.svg",
     ]);
-    let rec = common::run_record(&dir, "stacks", &all);
+    let rec = common::run_record(dir, "stacks", &all);
     let (speedup, unit) = common::figure(&rec, "aes128-gcm send PLP speedup @2w");
     assert!(
         speedup.is_some_and(|s| s > 0.0) && unit == "x",

@@ -3,33 +3,10 @@
 
 mod common;
 
-use std::process::Command;
-
-fn run(args: &[&str], dir: &std::path::Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_sealink-lab"))
-        .args(args)
-        .arg("--out")
-        .arg(dir)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "stdout: {stdout}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 #[test]
 fn bench_tunnel_cores_quick_writes_its_files() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("out");
-    let stdout = run(
-        &["bench", "tunnel-cores", "--quick", "--workers", "1,2"],
-        &dir,
-    );
+    let run = common::bench(&["tunnel-cores", "--quick", "--workers", "1,2"]);
+    let (dir, stdout) = (&run.dir, &run.stdout);
     for needle in [
         "QUICK MODE",
         "### Throughput against workers",
@@ -53,7 +30,7 @@ fn bench_tunnel_cores_quick_writes_its_files() {
     } else {
         files.push("tunnel-cores-smt.csv");
     }
-    let rec = common::run_record(&dir, "tunnel-cores", &files);
+    let rec = common::run_record(dir, "tunnel-cores", &files);
     let svg = std::fs::read_to_string(dir.join("tunnel-cores.svg")).unwrap();
     assert!(svg.contains("<svg"));
     let csv = std::fs::read_to_string(dir.join("tunnel-cores.csv")).unwrap();
@@ -65,20 +42,8 @@ fn bench_tunnel_cores_quick_writes_its_files() {
 
 #[test]
 fn bench_gpu_quick_prints_cpu_rows_and_why_no_gpu() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("out");
-    let stdout = run(
-        &[
-            "bench",
-            "gpu",
-            "--quick",
-            "--workers",
-            "1",
-            "--sizes",
-            "4096,131072",
-        ],
-        &dir,
-    );
+    let run = common::bench(&["gpu", "--quick", "--workers", "1", "--sizes", "4096,131072"]);
+    let (dir, stdout) = (&run.dir, &run.stdout);
     assert!(stdout.contains("| 128 KB"), "{stdout}");
     assert!(stdout.contains("3.7 Gb/s"), "{stdout}");
     if stdout.contains("GPU: not measured") {
@@ -88,7 +53,7 @@ fn bench_gpu_quick_prints_cpu_rows_and_why_no_gpu() {
             "{stdout}"
         );
     }
-    let rec = common::run_record(&dir, "gpu", &["gpu.csv", "gpu.svg", "gpu-points.csv"]);
+    let rec = common::run_record(dir, "gpu", &["gpu.csv", "gpu.svg", "gpu-points.csv"]);
     let (cpu, _) = common::figure(&rec, "cpu best 128 KB");
     assert!(cpu.is_some_and(|c| c > 0.0));
 }

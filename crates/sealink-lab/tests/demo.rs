@@ -3,19 +3,11 @@
 
 mod common;
 
-use std::process::{Command, Output};
-
-fn lab(args: &[&str]) -> Output {
-    Command::new(common::LAB)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab")
-}
+use common::lab;
 
 #[test]
 fn demo_small_run_checks_ok() {
-    let o = lab(&["demo", "--seed", "7", "--messages", "300"]);
+    let o = lab(["demo", "--seed", "7", "--messages", "300"]);
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "stdout: {out}\nstderr: {err}");
@@ -32,10 +24,10 @@ fn demo_small_run_checks_ok() {
 #[test]
 fn demo_usage_errors_exit_2() {
     // Out of range (clap's value parser).
-    let o = lab(&["demo", "--loss", "1"]);
+    let o = lab(["demo", "--loss", "1"]);
     assert_eq!(o.status.code(), Some(2), "usage errors exit 2");
     assert!(String::from_utf8_lossy(&o.stderr).starts_with("error: "));
-    let o = lab(&["demo", "--help"]);
+    let o = lab(["demo", "--help"]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("Example:"));
 }

@@ -18,7 +18,7 @@ use std::time::Instant;
 use sealink_crypto::raw::{self, ChosenRaw as RawAead};
 use sealink_crypto::{PacketKey, Scope, SuiteId, kdf};
 use sealink_proto::datapath;
-use sealink_proto::replay::ReplayWindow;
+use sealink_proto::replay::{ReplayVerdict, ReplayWindow};
 use sealink_proto::wire::{self, Frame, Frames, HEADER_LEN, Writer};
 
 const RECEIVER: u32 = 0x5EA1_0001;
@@ -181,9 +181,9 @@ impl Side {
         .unwrap();
         let (scope, recv, c2) = datapath::parse_data_header(&self.buf[..len]).unwrap();
         assert_eq!(recv, RECEIVER);
-        let r =
-            datapath::open_datagram(rx, &mut self.replay, scope, c2, false, &mut self.buf[..len])
-                .unwrap();
+        assert_eq!(self.replay.check(c2), ReplayVerdict::Fresh);
+        let r = datapath::open_in_place(rx, scope, c2, false, &mut self.buf[..len]).unwrap();
+        self.replay.accept(c2);
         assert_eq!(parse(&self.buf[r], Some(seq)), size);
     }
 }
@@ -317,15 +317,11 @@ fn main() {
                             let (scope, recv, c2) =
                                 datapath::parse_data_header(&pc[..len]).unwrap();
                             assert_eq!(recv, RECEIVER);
-                            datapath::open_datagram(
-                                &rx,
-                                &mut replay,
-                                scope,
-                                c2,
-                                false,
-                                &mut pc[..len],
-                            )
-                            .unwrap()
+                            assert_eq!(replay.check(c2), ReplayVerdict::Fresh);
+                            let r = datapath::open_in_place(&rx, scope, c2, false, &mut pc[..len])
+                                .unwrap();
+                            replay.accept(c2);
+                            r
                         } else {
                             datapath::open_in_place(&rx, Scope::Encrypt, c, false, &mut pc[..len])
                                 .unwrap()

@@ -1,13 +1,14 @@
-//! The per-datagram fast path: header, in-place seal, and the receive-side checks in the order
-//! that matters (parse, index, replay check, open, replay accept). The endpoint uses exactly
-//! these functions; the parallel engine and `sealink-lab bench seal` call them directly.
+//! The per-datagram fast path: header, in-place seal, header parse and in-place open. The
+//! receive side's checks run in the order that matters (parse, index, replay check, open, replay
+//! accept), the replay steps in the session's serial halves ([`crate::session::Session::reserve_open`],
+//! [`crate::session::Session::accept`]) and the open here, through [`crate::session::OpenJob`];
+//! the parallel engine and `sealink-lab bench seal` call these functions directly.
 
 use std::ops::Range;
 
 use sealink_crypto::{CryptoError, PacketKey, Scope};
 
 use crate::error::DropReason;
-use crate::replay::{ReplayVerdict, ReplayWindow};
 use crate::wire::{self, HEADER_LEN, Header};
 
 /// Why sealing a datagram failed: always a local fault (a buffer too small, a key refused),
@@ -77,28 +78,6 @@ pub fn parse_data_header(buf: &[u8]) -> Result<(Scope, u32, u64), DropReason> {
         } => Ok((scope, receiver, counter)),
         _ => Err(DropReason::MalformedHeader),
     }
-}
-
-/// Opens a data datagram in place with the session's key and replay window; returns the
-/// plaintext body's range in `buf`. The counter is checked before and recorded only after
-/// authentication, so forged datagrams cannot move the window.
-#[inline]
-pub fn open_datagram(
-    key: &PacketKey,
-    replay: &mut ReplayWindow,
-    scope: Scope,
-    counter: u64,
-    allow_plaintext: bool,
-    buf: &mut [u8],
-) -> Result<Range<usize>, DropReason> {
-    match replay.check(counter) {
-        ReplayVerdict::Fresh => {}
-        ReplayVerdict::Replayed => return Err(DropReason::Replayed),
-        ReplayVerdict::TooOld => return Err(DropReason::TooOld),
-    }
-    let body = open_in_place(key, scope, counter, allow_plaintext, buf)?;
-    replay.accept(counter);
-    Ok(body)
 }
 
 /// Opens a data datagram in place without touching a replay window: for callers that open on

@@ -51,17 +51,22 @@ fn net_with(cfg: Config, limits: LimiterConfig) -> Net {
 
 impl Net {
     fn send(&mut self, data: &[u8]) {
+        self.send_to(self.peer_b, data);
+    }
+
+    /// a sends `data` to `peer`, urgent and encrypted, from its owner.
+    fn send_to(&mut self, peer: PeerId, data: &[u8]) -> MessageId {
         self.a
             .send(
                 self.now,
-                self.peer_b,
+                peer,
                 self.owner,
                 None,
                 data,
                 Urgency::Urgent,
                 Scope::Encrypt,
             )
-            .unwrap();
+            .unwrap()
     }
 
     /// Datagrams a sends to b (all of them go to b's address).
@@ -233,17 +238,7 @@ fn a_degenerate_static_key_fails_cleanly_both_ways() {
     // Initiating towards a small-order key: nothing is sent, the message is reported.
     let mut n = net(LimiterConfig::default());
     let zero = n.a.add_peer("zero", [0; 32]);
-    let id =
-        n.a.send(
-            n.now,
-            zero,
-            n.owner,
-            None,
-            b"x",
-            Urgency::Urgent,
-            Scope::Encrypt,
-        )
-        .unwrap();
+    let id = n.send_to(zero, b"x");
     let mut buf = vec![0u8; 2048];
     assert!(n.a.poll_transmit(n.now, &mut buf).is_none());
     let events: Vec<Event> = std::iter::from_fn(|| n.a.poll_event()).collect();
@@ -383,16 +378,7 @@ fn lifecycle_a_degenerate_peer_key_gives_up_at_once_without_holding_an_index() {
     let mut n = net(LimiterConfig::default());
     let zero = n.a.add_peer("zero", [0; 32]);
     for round in 0..2 {
-        n.a.send(
-            n.now,
-            zero,
-            n.owner,
-            None,
-            b"x",
-            Urgency::Urgent,
-            Scope::Encrypt,
-        )
-        .unwrap();
+        n.send_to(zero, b"x");
         assert!(n.sent_by_a().is_empty(), "round {round}: nothing sent");
         let events: Vec<Event> = std::iter::from_fn(|| n.a.poll_event()).collect();
         assert!(events.contains(&Event::HandshakeFailed { peer: zero }));

@@ -16,7 +16,6 @@ use crate::datapath::{SealError, open_in_place, seal_datagram_on_lane};
 use crate::error::DropReason;
 use crate::replay::{ReplayVerdict, ReplayWindow};
 use crate::time::Time;
-use crate::wire::HEADER_LEN;
 
 /// AES blocks of the largest datagram a session may seal (a 64 KiB body and its tag).
 const MAX_DATAGRAM_BLOCKS: u64 = (1 << 16) / 16 + 1;
@@ -284,7 +283,13 @@ impl SealJob {
     /// reads (`docs/PROTOCOL.md`, lanes); written only if the session agreed on lanes, else 0.
     pub fn seal_on_lane(&self, buf: &mut [u8], lane: u8) -> Result<usize, SealError> {
         if self.wg {
-            return wg_seal(&self.key, self.receiver, self.counter, buf, self.body_len);
+            return crate::wg::transport::seal(
+                &self.key,
+                self.receiver,
+                self.counter,
+                buf,
+                self.body_len,
+            );
         }
         seal_datagram_on_lane(
             &self.key,
@@ -319,7 +324,7 @@ impl OpenJob {
     /// range. Touches no replay window: the owner records the counter ([`Session::accept`]).
     pub fn open(&self, buf: &mut [u8]) -> Result<Range<usize>, DropReason> {
         if self.wg {
-            return wg_open(&self.key, self.counter, buf);
+            return crate::wg::transport::open(&self.key, self.counter, buf);
         }
         open_in_place(
             &self.key,
@@ -339,40 +344,6 @@ impl OpenJob {
     pub fn scope(&self) -> Scope {
         self.scope
     }
-}
-
-/// WireGuard's transport message: its header in `buf[..16]`, then `buf[16..16 + body_len]`
-/// sealed in place with no associated data and the nonce 0^32 || counter (little-endian), which
-/// is [`PacketKey`]'s nonce. Returns the datagram's length.
-#[inline]
-fn wg_seal(
-    key: &PacketKey,
-    receiver: u32,
-    counter: u64,
-    buf: &mut [u8],
-    body_len: usize,
-) -> Result<usize, SealError> {
-    let have = buf.len();
-    let (hdr, body) = buf
-        .split_at_mut_checked(HEADER_LEN)
-        .ok_or(SealError::NoHeaderRoom(have))?;
-    let hdr: &mut [u8; HEADER_LEN] = hdr.try_into().map_err(|_| SealError::NoHeaderRoom(have))?;
-    crate::wg::message::write_transport_header(hdr, receiver, counter);
-    let sealed = key.seal(counter, Scope::Encrypt, &[], body, body_len)?;
-    Ok(HEADER_LEN + sealed)
-}
-
-/// Opens a WireGuard transport message in place; returns the plaintext's range.
-#[inline]
-fn wg_open(key: &PacketKey, counter: u64, buf: &mut [u8]) -> Result<Range<usize>, DropReason> {
-    let body = buf
-        .get_mut(HEADER_LEN..)
-        .ok_or(DropReason::MalformedHeader)?;
-    let len = body.len();
-    let n = key
-        .open(counter, Scope::Encrypt, &[], body, len)
-        .map_err(|_| DropReason::AuthFailed)?;
-    Ok(HEADER_LEN..HEADER_LEN + n)
 }
 
 /// Receiver indexes in use, each mapped to its owner (a peer's position).

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod hosts;
+pub mod netns;
 pub mod raw_sender;
 
 use std::fs;
@@ -85,6 +86,39 @@ pub fn listening(
         .parse()
         .unwrap();
     (addr, err)
+}
+
+/// Gathers what `rest` (a listener's standard error after [`listening`]) still says, on a
+/// thread of its own, into the string returned, until it closes.
+pub fn gather(
+    mut rest: impl std::io::Read + Send + 'static,
+) -> std::sync::Arc<std::sync::Mutex<String>> {
+    let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let e = err.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = rest.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            e.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    err
+}
+
+/// Every `.rs` file under `dir`, at any depth, appended to `out`.
+pub fn rust_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
 }
 
 /// Writes `len` pseudo-random bytes (from `seed`) to `path` and returns them.

@@ -218,6 +218,19 @@ const FORCED_SOFT: bool = cfg!(polyval_force_soft);
 
 fn measure_all(t: Timing, size: usize, pb: &indicatif::ProgressBar) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
+    measure_bulk(t, size, pb, &mut rows)?;
+    measure_rsa_dh(t, pb, &mut rows)?;
+    measure_ecc(t, pb, &mut rows)?;
+    Ok(rows)
+}
+
+/// The bulk rows: hashes and ciphers over `size`-byte buffers.
+fn measure_bulk(
+    t: Timing,
+    size: usize,
+    pb: &indicatif::ProgressBar,
+    rows: &mut Vec<Row>,
+) -> Result<()> {
     let kib = |n: usize| {
         if n % 1024 == 0 {
             format!("{} KiB", n / 1024)
@@ -319,6 +332,11 @@ fn measure_all(t: Timing, size: usize, pb: &indicatif::ProgressBar) -> Result<Ve
         });
     }
 
+    Ok(())
+}
+
+/// The RSA-2048 and finite-field Diffie-Hellman rows.
+fn measure_rsa_dh(t: Timing, pb: &indicatif::ProgressBar, rows: &mut Vec<Row>) -> Result<()> {
     // --- RSA ---------------------------------------------------------------------------------
     let rng = lc_rand::SystemRandom::new();
     let pair = rsa::KeyPair::generate(rsa::KeySize::Rsa2048)
@@ -414,6 +432,12 @@ fn measure_all(t: Timing, size: usize, pb: &indicatif::ProgressBar) -> Result<Ve
         paper: dh_paper,
     });
 
+    Ok(())
+}
+
+/// The X25519 and Ed25519 rows.
+fn measure_ecc(t: Timing, pb: &indicatif::ProgressBar, rows: &mut Vec<Row>) -> Result<()> {
+    let rng = lc_rand::SystemRandom::new();
     // --- X25519 ------------------------------------------------------------------------------
     let peer_public = |rng: &lc_rand::SystemRandom| -> Result<Vec<u8>> {
         let k = agreement::EphemeralPrivateKey::generate(&agreement::X25519, rng)
@@ -503,7 +527,7 @@ fn measure_all(t: Timing, size: usize, pb: &indicatif::ProgressBar) -> Result<Ve
         value: v,
         paper: None,
     });
-    Ok(rows)
+    Ok(())
 }
 
 /// Paper 001, section 2: "A further increase in performance (about a factor of 2.5) can be
@@ -982,7 +1006,21 @@ pub fn run(p: &Params) -> Result<()> {
         let _ = writeln!(out, "- {}: {}", r.curve, r.table);
     }
 
-    // --- The paper's hardware proposal: a carry-less multiply instruction ------------------
+    let ghash_csv = report_clmul(&mut out, p, size, clmul);
+
+    // --- Section 3: the paper's projection of packet-level parallelism ------------------------
+    report_projection(&mut out, projection.as_ref(), size, t.runs, cores);
+
+    let mut all = rows;
+    all.extend(precomp_rows(&precomp));
+    let (csv, json) = write_files(&p.out, &all, &ghash_csv, projection.as_ref())?;
+    print_with_files(out, &csv, &json)
+}
+
+/// The paper's hardware proposal, a carry-less multiply instruction: GHASH in this binary
+/// (`clmul` Mbit/s) against a software-only build's figure, if one was measured; the rows
+/// for the GHASH CSV.
+fn report_clmul(out: &mut String, p: &Params, size: usize, clmul: f64) -> Vec<Ghash> {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -1054,21 +1092,30 @@ pub fn run(p: &Params) -> Result<()> {
     out.push_str(&body.markdown());
     let _ = writeln!(out);
     let _ = writeln!(out, "{speedup_line}");
+    ghash_csv
+}
 
-    // --- Section 3: the paper's projection of packet-level parallelism ------------------------
+/// Paper 001's projection of packet-level parallelism (section 3), with `ceiling`'s table if
+/// it was computed.
+fn report_projection(
+    out: &mut String,
+    projection: Option<&Table>,
+    size: usize,
+    t_runs: usize,
+    cores: usize,
+) {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
         "PROJECTION by paper 001's own method (section 3; a prediction, not a measurement): \"the locked component of manipulating the TCP connection-state limits the throughput to about 200 Mbits ... the TCP/MD5/IP stack would bottleneck at about 16 processors, and ... the DES stack would scale to 40 processors\" (200 / 4.6 Mb/s, paper 000's DES stack on the same Challenge, = 43)"
     );
-    match &projection {
+    match projection {
         Some(tab) => {
             out.push_str(&tab.markdown());
             let _ = writeln!(out);
             let _ = writeln!(
                 out,
                 "- ceiling: the baseline stack (framing only) through the PLP engine at one worker, {size}-byte packets, send side, measured in this run (median of {t_runs} runs); its time per packet is the engine's serial path and little else, so it is a floor on the ceiling and the counts are floors",
-                t_runs = t.runs
             );
             let _ = writeln!(
                 out,
@@ -1083,11 +1130,6 @@ pub fn run(p: &Params) -> Result<()> {
             );
         }
     }
-
-    let mut all = rows;
-    all.extend(precomp_rows(&precomp));
-    let (csv, json) = write_files(&p.out, &all, &ghash_csv, projection.as_ref())?;
-    print_with_files(out, &csv, &json)
 }
 
 #[cfg(test)]

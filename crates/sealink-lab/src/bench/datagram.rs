@@ -142,47 +142,7 @@ struct Sample {
 }
 
 pub fn run(p: &Params) -> Result<()> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!(
-        "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
-         window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
-         {} engine worker(s) per node, busy poll {} us, sender: {}, receiver: {}, placement: {}{}{}",
-        p.seconds,
-        p.runs,
-        p.urgent * 100.0,
-        p.max_datagram,
-        if p.no_gso { "off" } else { "on" },
-        p.workers.unwrap_or_else(sealink_engine::default_workers),
-        p.busy_poll.as_micros(),
-        match p.sender {
-            Sending::Source => "source on the node's thread",
-            Sending::Thread => "a thread in send_batch",
-        },
-        match p.receiver {
-            Receiver::Handler => "handler on the node's thread",
-            Receiver::Thread => "a thread in recv_arrivals",
-        },
-        p.placements
-            .iter()
-            .map(|pl| match pl.cpus() {
-                Ok(Some(c)) => format!(
-                    "split (sender on CPU {}, receiver on CPU {})",
-                    c.sender, c.receiver
-                ),
-                _ => pl.label().to_owned(),
-            })
-            .collect::<Vec<_>>()
-            .join(" and "),
-        if p.quick {
-            " [--quick: smoke test, not a measurement]"
-        } else {
-            ""
-        },
-        match p.peer {
-            Some(Peer::Quic) => format!("; peer: {}", quic::DESCRIPTION),
-            None => String::new(),
-        }
-    );
+    print_heading(p);
     // Per placement, sealink's two modes, then the peer's; each run of a point interleaved
     // with the others.
     let mut modes = Vec::new();
@@ -233,13 +193,72 @@ pub fn run(p: &Params) -> Result<()> {
     pb.finish_and_clear();
     let mut t = table(&rows, &modes).terminal();
     t.push('\n');
+    t.push_str(&comparisons(p, &rows, &modes));
+    let (csv, json) = write_files(&p.out, &rows, &modes)?;
+    t.push_str(&format!(
+        "\nCSV: {}\nrun record: {}\n",
+        csv.display(),
+        json.display()
+    ));
+    output::print(&t)
+}
+
+/// The line that says what the run measures and how.
+fn print_heading(p: &Params) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "datagram mode over loopback UDP: {} s per run, {} run(s) per point (medians), {:.0}% urgent, \
+         window {WINDOW} messages, {BATCH} per send call, datagrams up to {} B, {cores} core(s), GSO {}, \
+         {} engine worker(s) per node, busy poll {} us, sender: {}, receiver: {}, placement: {}{}{}",
+        p.seconds,
+        p.runs,
+        p.urgent * 100.0,
+        p.max_datagram,
+        if p.no_gso { "off" } else { "on" },
+        p.workers.unwrap_or_else(sealink_engine::default_workers),
+        p.busy_poll.as_micros(),
+        match p.sender {
+            Sending::Source => "source on the node's thread",
+            Sending::Thread => "a thread in send_batch",
+        },
+        match p.receiver {
+            Receiver::Handler => "handler on the node's thread",
+            Receiver::Thread => "a thread in recv_arrivals",
+        },
+        p.placements
+            .iter()
+            .map(|pl| match pl.cpus() {
+                Ok(Some(c)) => format!(
+                    "split (sender on CPU {}, receiver on CPU {})",
+                    c.sender, c.receiver
+                ),
+                _ => pl.label().to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(" and "),
+        if p.quick {
+            " [--quick: smoke test, not a measurement]"
+        } else {
+            ""
+        },
+        match p.peer {
+            Some(Peer::Quic) => format!("; peer: {}", quic::DESCRIPTION),
+            None => String::new(),
+        }
+    );
+}
+
+/// Piggybacking on against off at each size and placement, then sealink against the peer (and,
+/// with several placements, each at its best placement).
+fn comparisons(p: &Params, rows: &Rows, modes: &[Mode]) -> String {
+    let mut t = String::new();
     let find = |point: &[Sample], system: System, placement: Placement| {
         modes
             .iter()
             .position(|m| m.system == system && m.placement == placement)
             .map(|i| point[i])
     };
-    for (size, point) in &rows {
+    for (size, point) in rows {
         for &pl in &p.placements {
             if let (Some(on), Some(off)) = (
                 find(point, System::Sealink(true), pl),
@@ -262,8 +281,8 @@ pub fn run(p: &Params) -> Result<()> {
             on.cpu_us / peer.cpu_us.max(1e-9)
         )
     };
-    for (size, point) in &rows {
-        for (peer, mode) in point.iter().zip(&modes) {
+    for (size, point) in rows {
+        for (peer, mode) in point.iter().zip(modes) {
             let System::Quic(_) = mode.system else {
                 continue;
             };
@@ -281,7 +300,7 @@ pub fn run(p: &Params) -> Result<()> {
         let best = |system: System| {
             point
                 .iter()
-                .zip(&modes)
+                .zip(modes)
                 .filter(|(_, m)| m.system == system)
                 .max_by(|a, b| a.0.msgs_per_s.total_cmp(&b.0.msgs_per_s))
         };
@@ -298,13 +317,7 @@ pub fn run(p: &Params) -> Result<()> {
             }
         }
     }
-    let (csv, json) = write_files(&p.out, &rows, &modes)?;
-    t.push_str(&format!(
-        "\nCSV: {}\nrun record: {}\n",
-        csv.display(),
-        json.display()
-    ));
-    output::print(&t)
+    t
 }
 
 /// Medians per message size, one per mode (piggybacking on, off, then the peer's variants).
@@ -462,8 +475,54 @@ fn owner() -> Result<(LocalOwner, [u8; 32])> {
 
 /// One timed run of sealink; with `cpus`, the receiving node's I/O thread (and receiver) on
 /// one CPU, the sending node's I/O thread and the sending application on the other.
+/// A node on loopback with `key` and the run's configuration, its I/O thread on `io_cpu`.
+fn node_config(p: &Params, cfg: &Config, key: HostKey, io_cpu: Option<usize>) -> NodeConfig {
+    let mut c = NodeConfig::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), key);
+    c.config = cfg.clone();
+    c.gso = !p.no_gso;
+    c.udp.busy_poll = p.busy_poll;
+    c.workers = p.workers;
+    c.handoff = p.handoff;
+    c.io_cpu = io_cpu;
+    c
+}
+
+/// The receiving application as the node's handler (`--receiver handler`): the urgent
+/// latencies of what arrives once `armed`, into `lat`.
+fn latency_handler(armed: Arc<AtomicBool>, lat: Arc<Mutex<Vec<f64>>>, t0: Instant) -> OnArrival {
+    OnArrival::new(move |a: Arrival| {
+        if armed.load(Ordering::Relaxed) {
+            // Uncontended: nothing else takes this lock until the run is over.
+            urgent_latencies(t0, &a, &mut lat.lock().unwrap_or_else(|e| e.into_inner()));
+        }
+    })
+}
+
+/// The receiving application as a thread of its own (`--receiver thread`), on `cpu` if
+/// given: the urgent latencies of what it takes from `b` until `stop`.
+fn receiving_thread(
+    b: Arc<Node>,
+    stop: Arc<AtomicBool>,
+    cpu: Option<usize>,
+    t0: Instant,
+) -> std::thread::JoinHandle<Result<Vec<f64>>> {
+    std::thread::spawn(move || {
+        if let Some(c) = cpu {
+            sealink_engine::pin_current_thread(c).map_err(|e| Error::bench_by("placement", e))?;
+        }
+        let mut lat = Vec::new();
+        let mut batch = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            b.recv_arrivals(&mut batch, Some(Duration::from_millis(50)));
+            for a in batch.drain(..) {
+                urgent_latencies(t0, &a, &mut lat);
+            }
+        }
+        Ok::<_, Error>(lat)
+    })
+}
+
 fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Result<Sample> {
-    let gso = !p.no_gso;
     let mut cfg = Config {
         piggyback,
         max_queued_messages: WINDOW,
@@ -471,7 +530,6 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
         ..Config::default()
     };
     cfg.queue_limit = cfg.max_body();
-    let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let (ka, kb) = (HostKey::generate()?, HostKey::generate()?);
     let (pa, pb) = (*ka.public(), *kb.public());
     let (own, own_pub) = owner()?;
@@ -479,22 +537,10 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let t0 = Instant::now();
     let armed = Arc::new(AtomicBool::new(false));
     let lat = Arc::new(Mutex::new(Vec::new()));
-    let mut cb = NodeConfig::new(loopback, kb);
+    let mut cb = node_config(p, &cfg, kb, cpus.map(|c| c.receiver));
     if p.receiver == Receiver::Handler {
-        let (armed, lat) = (Arc::clone(&armed), Arc::clone(&lat));
-        cb.on_arrival = Some(OnArrival::new(move |a: Arrival| {
-            if armed.load(Ordering::Relaxed) {
-                // Uncontended: nothing else takes this lock until the run is over.
-                urgent_latencies(t0, &a, &mut lat.lock().unwrap_or_else(|e| e.into_inner()));
-            }
-        }));
+        cb.on_arrival = Some(latency_handler(Arc::clone(&armed), Arc::clone(&lat), t0));
     }
-    cb.config = cfg.clone();
-    cb.gso = gso;
-    cb.udp.busy_poll = p.busy_poll;
-    cb.workers = p.workers;
-    cb.handoff = p.handoff;
-    cb.io_cpu = cpus.map(|c| c.receiver);
     cb.directory.insert("bench", own_pub)?;
     cb.peers.push(PeerConfig {
         name: "a".into(),
@@ -504,13 +550,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let b = Arc::new(
         Node::start(cb).map_err(|e| Error::bench_by("cannot start the receiving node", e))?,
     );
-    let mut ca = NodeConfig::new(loopback, ka);
-    ca.config = cfg;
-    ca.gso = gso;
-    ca.udp.busy_poll = p.busy_poll;
-    ca.workers = p.workers;
-    ca.handoff = p.handoff;
-    ca.io_cpu = cpus.map(|c| c.sender);
+    let mut ca = node_config(p, &cfg, ka, cpus.map(|c| c.sender));
     ca.peers.push(PeerConfig {
         name: "b".into(),
         public_key: pb,
@@ -537,23 +577,12 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let stop = Arc::new(AtomicBool::new(false));
     armed.store(true, Ordering::Relaxed);
     let receiver = (p.receiver == Receiver::Thread).then(|| {
-        let (b2, stop2) = (Arc::clone(&b), Arc::clone(&stop));
-        let cpu = cpus.map(|c| c.receiver);
-        std::thread::spawn(move || {
-            if let Some(c) = cpu {
-                sealink_engine::pin_current_thread(c)
-                    .map_err(|e| Error::bench_by("placement", e))?;
-            }
-            let mut lat = Vec::new();
-            let mut batch = Vec::new();
-            while !stop2.load(Ordering::Relaxed) {
-                b2.recv_arrivals(&mut batch, Some(Duration::from_millis(50)));
-                for a in batch.drain(..) {
-                    urgent_latencies(t0, &a, &mut lat);
-                }
-            }
-            Ok::<_, Error>(lat)
-        })
+        receiving_thread(
+            Arc::clone(&b),
+            Arc::clone(&stop),
+            cpus.map(|c| c.receiver),
+            t0,
+        )
     });
 
     let (sa, sb) = (a.stats(), b.stats());

@@ -494,38 +494,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                 pb.inc(windows as u64);
                 continue;
             }
-            let mut v = Vec::new();
-            for run in 0..windows {
-                let g = match pt {
-                    Pt::Cpu { size, workers } if p.packet_size => {
-                        cpu_packets_point(p.workers[workers], Shape::of(p, p.sizes[size]), seconds)?
-                    }
-                    Pt::Cpu { size, workers } => cpu_point(
-                        &keys,
-                        p.workers[workers],
-                        packets_in(p.sizes[size]),
-                        seconds,
-                    )?,
-                    Pt::Gpu {
-                        size,
-                        strategy,
-                        ghash_gpu,
-                    } => {
-                        let g = gpu.as_mut().expect("GPU points are planned with a GPU");
-                        g.set_strategy(p.strategies[strategy]);
-                        let shape = Shape::of(p, p.sizes[size]);
-                        if run == 0 {
-                            g.set_gpu_ghash(ghash_gpu);
-                            gpu_check(g, shape)?;
-                        }
-                        gpu_point(g, shape, seconds, ghash_gpu)?
-                    }
-                };
-                pb.inc(1);
-                if run > 0 {
-                    v.push(g);
-                }
-            }
+            let v = measure_point(p, pt, &keys, gpu.as_mut(), seconds, &pb)?;
             let m = median(&v);
             let row = match pt {
                 Pt::Cpu { size, workers } => {
@@ -573,50 +542,19 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                 seconds = f.seconds;
                 keep = 1 + f.keep;
                 skipped = points.len() - keep;
-                budget_note = Some(format!(
-                    "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
-                    if seconds < p.seconds {
-                        format!("shortened from {} s to {seconds:.3} s", p.seconds)
-                    } else {
-                        format!("kept at {} s", p.seconds)
-                    },
-                    if skipped == 0 {
-                        "nothing skipped".to_owned()
-                    } else {
-                        format!(
-                            "skipped the last {skipped} of {} points (and the phase table)",
-                            points.len()
-                        )
-                    }
-                ));
+                let what = if skipped == 0 {
+                    "nothing skipped".to_owned()
+                } else {
+                    format!(
+                        "skipped the last {skipped} of {} points (and the phase table)",
+                        points.len()
+                    )
+                };
+                budget_note = Some(super::budget_note(b, t1, seconds, p.seconds, &what));
             }
         }
         if let (Some(g), 0) = (gpu.as_mut(), skipped) {
-            g.set_strategy(Strategy::default());
-            let reps = if p.quick { 3 } else { 50 };
-            let mut at = vec![128 << 10];
-            at.extend(p.sizes.iter().max().filter(|&&m| m != 128 << 10));
-            for size in at {
-                for on_gpu in [true, false] {
-                    let ph = gpu_phases(g, Shape::of(p, size), on_gpu, reps)?;
-                    let us: Vec<String> = ph.iter().map(|v| format!("{v:.3}")).collect();
-                    logged([
-                        "phases".into(),
-                        size.to_string(),
-                        Shape::of(p, size).per_batch.to_string(),
-                        format!("gpu-{}-{}", Strategy::default().name(), ghash_name(on_gpu)),
-                        String::new(),
-                        reps.to_string(),
-                        String::new(),
-                        format!(
-                            "phases (pack;copy-in;kernel;copy-out;finish): {}",
-                            us.join(";")
-                        ),
-                    ])?;
-                    phase_rows.push((size, on_gpu, ph));
-                }
-            }
-            g.set_gpu_ghash(true);
+            phase_rows = measure_phases(p, g, &mut logged)?;
         }
         Ok(())
     })();
@@ -633,6 +571,87 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         (gpu_name, absent),
         budget_note,
     )
+}
+
+/// One point's runs: a warm-up, then `p.runs` timed ones (their figures). A GPU point is
+/// checked byte for byte before its first run.
+fn measure_point(
+    p: &Params,
+    pt: Pt,
+    keys: &Keys,
+    mut gpu: Option<&mut GpuSealer>,
+    seconds: f64,
+    pb: &indicatif::ProgressBar,
+) -> Result<Vec<f64>> {
+    let windows = p.runs + 1;
+    let mut v = Vec::new();
+    for run in 0..windows {
+        let g = match pt {
+            Pt::Cpu { size, workers } if p.packet_size => {
+                cpu_packets_point(p.workers[workers], Shape::of(p, p.sizes[size]), seconds)?
+            }
+            Pt::Cpu { size, workers } => {
+                cpu_point(keys, p.workers[workers], packets_in(p.sizes[size]), seconds)?
+            }
+            Pt::Gpu {
+                size,
+                strategy,
+                ghash_gpu,
+            } => {
+                let g = gpu
+                    .as_deref_mut()
+                    .expect("GPU points are planned with a GPU");
+                g.set_strategy(p.strategies[strategy]);
+                let shape = Shape::of(p, p.sizes[size]);
+                if run == 0 {
+                    g.set_gpu_ghash(ghash_gpu);
+                    gpu_check(g, shape)?;
+                }
+                gpu_point(g, shape, seconds, ghash_gpu)?
+            }
+        };
+        pb.inc(1);
+        if run > 0 {
+            v.push(g);
+        }
+    }
+    Ok(v)
+}
+
+/// Where one batch's time goes with the default strategy, GHASH on the GPU and on the CPU, at
+/// 128 KB and the largest size: each logged, and returned for the report.
+fn measure_phases(
+    p: &Params,
+    g: &mut GpuSealer,
+    logged: &mut impl FnMut([String; 8]) -> Result<()>,
+) -> Result<Vec<(usize, bool, [f64; 5])>> {
+    let mut rows = Vec::new();
+    g.set_strategy(Strategy::default());
+    let reps = if p.quick { 3 } else { 50 };
+    let mut at = vec![128 << 10];
+    at.extend(p.sizes.iter().max().filter(|&&m| m != 128 << 10));
+    for size in at {
+        for on_gpu in [true, false] {
+            let ph = gpu_phases(g, Shape::of(p, size), on_gpu, reps)?;
+            let us: Vec<String> = ph.iter().map(|v| format!("{v:.3}")).collect();
+            logged([
+                "phases".into(),
+                size.to_string(),
+                Shape::of(p, size).per_batch.to_string(),
+                format!("gpu-{}-{}", Strategy::default().name(), ghash_name(on_gpu)),
+                String::new(),
+                reps.to_string(),
+                String::new(),
+                format!(
+                    "phases (pack;copy-in;kernel;copy-out;finish): {}",
+                    us.join(";")
+                ),
+            ])?;
+            rows.push((size, on_gpu, ph));
+        }
+    }
+    g.set_gpu_ghash(true);
+    Ok(rows)
 }
 
 /// Gbit/s to three decimals, "skipped" for a point a budget skipped.
@@ -665,63 +684,14 @@ fn report(
     budget_note: Option<String>,
 ) -> Result<()> {
     let mut out = String::new();
-    if p.packet_size {
-        let _ = writeln!(
-            out,
-            "sealink-lab bench gpu --packet-size: paper 004 Figure 12 rerun on the paper's x-axis, AES-128-GCM over packets (the paper's files) of each size, {PACKETS_PER_BATCH} packets per batch, each packet one thread block (the naive strategies spread it over several)"
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "sealink-lab bench gpu: paper 004 Figure 12 rerun, AES-128-GCM over batches of {PACKET}-byte packets"
-        );
-    }
-    if p.quick {
-        let _ = writeln!(out, "QUICK MODE: short runs, not a measurement");
-    }
-    let _ = writeln!(
-        out,
-        "machine: {} ({} cores)",
-        record::cpu_model(),
-        record::cores()
+    report_heading(
+        &mut out,
+        p,
+        seconds,
+        gpu_name.as_deref(),
+        absent.as_deref(),
+        budget_note.as_deref(),
     );
-    let strategies: Vec<&str> = p.strategies.iter().map(|s| s.name()).collect();
-    let gpu_line = match (&gpu_name, &absent) {
-        (Some(name), _) => format!(
-            "GPU: {name} (AES-CTR with a T-table; strategies {}: naive = each packet spread over blocks of {} threads, one batch at a time; naive-streams = the same with batches in flight; no-streams = one block of {} threads per packet, one batch at a time; streams = one block per packet with {RUN_BATCHES} batches per call (at least {MIN_RUN_BATCHES}, within {} MiB) in flight over 4 streams; GHASH on the GPU or on the CPU; one copy in and one out per batch from pinned buffers; packing and unpacking included)",
-            strategies.join(", "),
-            sealink_gpu::kernel::SPREAD_THREADS,
-            sealink_gpu::kernel::THREADS_PER_PACKET,
-            RUN_BYTES >> 20
-        ),
-        (None, Some(why)) => format!(
-            "GPU: not measured, no strategy ({}) ran (no CUDA device/driver found: {why})",
-            strategies.join(", ")
-        ),
-        (None, None) => "GPU: not measured".into(),
-    };
-    let _ = writeln!(out, "{gpu_line}");
-    if p.packet_size {
-        let _ = writeln!(
-            out,
-            "CPU: aws-lc-rs AES-128-GCM (seal_in_place_separate_tag), N threads each sealing its own {PACKETS_PER_BATCH} packets of the size, each first checked to open again; median of {} runs of {seconds} s",
-            p.runs
-        );
-        let _ = writeln!(
-            out,
-            "GPU points: each strategy's first batch at each size is checked byte for byte against aws-lc-rs before it is timed"
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "CPU: the engine (sealink_engine::Pipeline), the tunnel's seal (datapath::seal_datagram); median of {} runs of {seconds} s",
-            p.runs
-        );
-    }
-    if let Some(note) = &budget_note {
-        let _ = writeln!(out, "{note}");
-    }
-    out.push('\n');
     let xname = if p.packet_size { "packet" } else { "batch" };
     let mut head: Vec<String> = vec![xname.into(), "packets".into()];
     head.extend(p.workers.iter().map(|w| format!("CPU {w}w Gbit/s")));
@@ -787,6 +757,165 @@ fn report(
         tc.row(rowc);
     }
     out.push_str(&t.markdown());
+    let ts = report_vs_naive(&mut out, p, gpu_rows, xname);
+    let (best_cpu, d) = report_crossover(&mut out, p, cpu, gpu_rows);
+    report_ghash_and_phases(&mut out, p, gpu_rows, phase_rows);
+    let _ = writeln!(
+        out,
+        "paper 004 (text): 3.7 Gb/s at 128 KB with one CUDA block per file and streams, 8x its naive GPU code; 4x at 4 KB; CPU almost constant in size; no speed-up below 4 KB"
+    );
+    let mut rec = RunRecord::new("gpu");
+    rec.file(POINTS_FILE);
+    let csv = rec.write_csv(&p.out, "gpu.csv", &tc)?;
+    if !ts.is_empty() {
+        rec.write_csv(&p.out, "gpu-strategies.csv", &ts)?;
+    }
+    rec.write_svg(&p.out, "gpu.svg", &chart)?;
+    for (s, c) in &best_cpu {
+        rec.figure(format!("cpu best {}", kb(*s)), *c, "Gbit/s");
+    }
+    if let Some(r) = gpu_rows {
+        for (i, size) in p.sizes.iter().enumerate() {
+            for (si, st) in p.strategies.iter().enumerate() {
+                for k in [0, 1] {
+                    rec.figure(
+                        format!("gpu {} {} {}", st.name(), ghash_name(k == 0), kb(*size)),
+                        r[i][si][k],
+                        "Gbit/s",
+                    );
+                }
+            }
+        }
+    }
+    rec.figure(
+        "crossover",
+        d.crossover().map_or(f64::NAN, |s| s as f64),
+        "bytes",
+    );
+    let json = rec.write(&p.out)?;
+    print_with_files(out, &csv, &json)
+}
+
+/// The report's crossover line: from which batch size the GPU beats the best CPU row. The best
+/// CPU figure at each size, and the dispatcher built from both sides' best.
+fn report_crossover(
+    out: &mut String,
+    p: &Params,
+    cpu: &[Vec<f64>],
+    gpu_rows: Option<&[Vec<[f64; 2]>]>,
+) -> (Vec<(usize, f64)>, Dispatch) {
+    let best_cpu: Vec<(usize, f64)> = p
+        .sizes
+        .iter()
+        .zip(cpu)
+        .map(|(s, r)| (*s, r.iter().copied().fold(f64::NAN, f64::max)))
+        .collect();
+    // The fastest strategy and GHASH placement at each size (the dispatcher would use that).
+    let gpu_pts: Vec<(usize, f64)> = match gpu_rows {
+        Some(r) => p
+            .sizes
+            .iter()
+            .copied()
+            .zip(r.iter().map(|per| {
+                per.iter()
+                    .flat_map(|g| g.iter().copied())
+                    .fold(f64::NAN, f64::max)
+            }))
+            .collect(),
+        None => Vec::new(),
+    };
+    let d = Dispatch::new(&best_cpu, &gpu_pts);
+    let cross = if gpu_pts.is_empty() {
+        "crossover: not measured (no GPU)".to_string()
+    } else {
+        match d.crossover() {
+            Some(s) => format!(
+                "crossover: the GPU beats the best CPU row from {} batches up",
+                kb(s)
+            ),
+            None => "crossover: none (the CPU is as fast or faster at every measured size)".into(),
+        }
+    };
+    let _ = writeln!(out, "\n{cross}");
+    (best_cpu, d)
+}
+
+/// The report's heading: what ran, on what machine and GPU, and any budget note.
+fn report_heading(
+    out: &mut String,
+    p: &Params,
+    seconds: f64,
+    gpu_name: Option<&str>,
+    absent: Option<&str>,
+    budget_note: Option<&str>,
+) {
+    if p.packet_size {
+        let _ = writeln!(
+            out,
+            "sealink-lab bench gpu --packet-size: paper 004 Figure 12 rerun on the paper's x-axis, AES-128-GCM over packets (the paper's files) of each size, {PACKETS_PER_BATCH} packets per batch, each packet one thread block (the naive strategies spread it over several)"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "sealink-lab bench gpu: paper 004 Figure 12 rerun, AES-128-GCM over batches of {PACKET}-byte packets"
+        );
+    }
+    if p.quick {
+        let _ = writeln!(out, "QUICK MODE: short runs, not a measurement");
+    }
+    let _ = writeln!(
+        out,
+        "machine: {} ({} cores)",
+        record::cpu_model(),
+        record::cores()
+    );
+    let strategies: Vec<&str> = p.strategies.iter().map(|s| s.name()).collect();
+    let gpu_line = match (&gpu_name, &absent) {
+        (Some(name), _) => format!(
+            "GPU: {name} (AES-CTR with a T-table; strategies {}: naive = each packet spread over blocks of {} threads, one batch at a time; naive-streams = the same with batches in flight; no-streams = one block of {} threads per packet, one batch at a time; streams = one block per packet with {RUN_BATCHES} batches per call (at least {MIN_RUN_BATCHES}, within {} MiB) in flight over 4 streams; GHASH on the GPU or on the CPU; one copy in and one out per batch from pinned buffers; packing and unpacking included)",
+            strategies.join(", "),
+            sealink_gpu::kernel::SPREAD_THREADS,
+            sealink_gpu::kernel::THREADS_PER_PACKET,
+            RUN_BYTES >> 20
+        ),
+        (None, Some(why)) => format!(
+            "GPU: not measured, no strategy ({}) ran (no CUDA device/driver found: {why})",
+            strategies.join(", ")
+        ),
+        (None, None) => "GPU: not measured".into(),
+    };
+    let _ = writeln!(out, "{gpu_line}");
+    if p.packet_size {
+        let _ = writeln!(
+            out,
+            "CPU: aws-lc-rs AES-128-GCM (seal_in_place_separate_tag), N threads each sealing its own {PACKETS_PER_BATCH} packets of the size, each first checked to open again; median of {} runs of {seconds} s",
+            p.runs
+        );
+        let _ = writeln!(
+            out,
+            "GPU points: each strategy's first batch at each size is checked byte for byte against aws-lc-rs before it is timed"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "CPU: the engine (sealink_engine::Pipeline), the tunnel's seal (datapath::seal_datagram); median of {} runs of {seconds} s",
+            p.runs
+        );
+    }
+    if let Some(note) = &budget_note {
+        let _ = writeln!(out, "{note}");
+    }
+    out.push('\n');
+}
+
+/// The report's strategies against the naive one, per size (the paper's 4x at 4 KB and 8x at
+/// 128 KB): the table, for its CSV.
+fn report_vs_naive(
+    out: &mut String,
+    p: &Params,
+    gpu_rows: Option<&[Vec<[f64; 2]>]>,
+    xname: &str,
+) -> Table {
     // Each strategy over the naive one, per size: the paper's 4x (4 KB) and 8x (128 KB).
     let naive = p.strategies.iter().position(|s| *s == Strategy::Naive);
     let mut ts = Table::new(
@@ -835,39 +964,16 @@ fn report(
             );
         }
     }
-    let best_cpu: Vec<(usize, f64)> = p
-        .sizes
-        .iter()
-        .zip(cpu)
-        .map(|(s, r)| (*s, r.iter().copied().fold(f64::NAN, f64::max)))
-        .collect();
-    // The fastest strategy and GHASH placement at each size (the dispatcher would use that).
-    let gpu_pts: Vec<(usize, f64)> = match gpu_rows {
-        Some(r) => p
-            .sizes
-            .iter()
-            .copied()
-            .zip(r.iter().map(|per| {
-                per.iter()
-                    .flat_map(|g| g.iter().copied())
-                    .fold(f64::NAN, f64::max)
-            }))
-            .collect(),
-        None => Vec::new(),
-    };
-    let d = Dispatch::new(&best_cpu, &gpu_pts);
-    let cross = if gpu_pts.is_empty() {
-        "crossover: not measured (no GPU)".to_string()
-    } else {
-        match d.crossover() {
-            Some(s) => format!(
-                "crossover: the GPU beats the best CPU row from {} batches up",
-                kb(s)
-            ),
-            None => "crossover: none (the CPU is as fast or faster at every measured size)".into(),
-        }
-    };
-    let _ = writeln!(out, "\n{cross}");
+    ts
+}
+
+/// The report's GHASH placement line and where one batch's time goes.
+fn report_ghash_and_phases(
+    out: &mut String,
+    p: &Params,
+    gpu_rows: Option<&[Vec<[f64; 2]>]>,
+    phase_rows: &[(usize, bool, [f64; 5])],
+) {
     let dflt = p.strategies.iter().position(|s| *s == Strategy::default());
     if let (Some(r), Some(di)) = (gpu_rows, dflt) {
         let both: Vec<[f64; 2]> = r
@@ -913,40 +1019,6 @@ fn report(
         }
         out.push_str(&pt.markdown());
     }
-    let _ = writeln!(
-        out,
-        "paper 004 (text): 3.7 Gb/s at 128 KB with one CUDA block per file and streams, 8x its naive GPU code; 4x at 4 KB; CPU almost constant in size; no speed-up below 4 KB"
-    );
-    let mut rec = RunRecord::new("gpu");
-    rec.file(POINTS_FILE);
-    let csv = rec.write_csv(&p.out, "gpu.csv", &tc)?;
-    if !ts.is_empty() {
-        rec.write_csv(&p.out, "gpu-strategies.csv", &ts)?;
-    }
-    rec.write_svg(&p.out, "gpu.svg", &chart)?;
-    for (s, c) in &best_cpu {
-        rec.figure(format!("cpu best {}", kb(*s)), *c, "Gbit/s");
-    }
-    if let Some(r) = gpu_rows {
-        for (i, size) in p.sizes.iter().enumerate() {
-            for (si, st) in p.strategies.iter().enumerate() {
-                for k in [0, 1] {
-                    rec.figure(
-                        format!("gpu {} {} {}", st.name(), ghash_name(k == 0), kb(*size)),
-                        r[i][si][k],
-                        "Gbit/s",
-                    );
-                }
-            }
-        }
-    }
-    rec.figure(
-        "crossover",
-        d.crossover().map_or(f64::NAN, |s| s as f64),
-        "bytes",
-    );
-    let json = rec.write(&p.out)?;
-    print_with_files(out, &csv, &json)
 }
 
 #[cfg(test)]

@@ -77,6 +77,19 @@ pub(crate) struct Fit {
     pub keep: usize,
 }
 
+/// The report's line on a budget of `b` s whose first point took `t1` s: the other points' runs
+/// (`seconds`, shortened from `want` or kept), then `skipped` (what the budget left out).
+pub(crate) fn budget_note(b: f64, t1: f64, seconds: f64, want: f64, skipped: &str) -> String {
+    format!(
+        "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {skipped}",
+        if seconds < want {
+            format!("shortened from {want} s to {seconds:.3} s")
+        } else {
+            format!("kept at {want} s")
+        },
+    )
+}
+
 /// Fits `points` more points, each of `windows` runs (warm-up included) of `want` seconds plus
 /// `overhead` seconds, into `left` seconds: all of them at `want` if they fit; else all of them
 /// at shorter runs, down to [`BUDGET_FLOOR`]; else as many as fit at the floor.

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use sealink_crypto::raw::{self, ChosenRaw as RawAead};
 use sealink_crypto::{PacketKey, Scope, SuiteId, kdf};
-use sealink_proto::datapath;
-use sealink_proto::replay::ReplayWindow;
+use sealink_proto::replay::{ReplayVerdict, ReplayWindow};
 use sealink_proto::sim::SimRng;
 use sealink_proto::wire::{self, Frame, Frames, HEADER_LEN, Writer};
+use sealink_proto::{DropReason, datapath};
 
 use super::{fill, median, print_with_files, random_seed, timed};
 use crate::error::{Error, Result};
@@ -176,9 +176,16 @@ impl<'k> Protocol<'k> {
         if receiver != RECEIVER {
             return Err("wrong receiver index");
         }
-        let range =
-            datapath::open_datagram(self.rx, replay, scope, ctr, false, &mut self.buf[..len])
-                .map_err(|e| e.name())?;
+        // The product's receive order (`Session::reserve_open`, `OpenJob::open`,
+        // `Session::accept`): the replay check, the open in place, then the counter recorded.
+        match replay.check(ctr) {
+            ReplayVerdict::Fresh => {}
+            ReplayVerdict::Replayed => return Err(DropReason::Replayed.name()),
+            ReplayVerdict::TooOld => return Err(DropReason::TooOld.name()),
+        }
+        let range = datapath::open_in_place(self.rx, scope, ctr, false, &mut self.buf[..len])
+            .map_err(|e| e.name())?;
+        replay.accept(ctr);
         // The receive path's parser (MSG_RUNs come out whole).
         let mut payload = None;
         for frame in Frames::with_runs(&self.buf[range]) {
@@ -442,7 +449,7 @@ pub fn run(p: &Params) -> Result<()> {
     }
     let _ = writeln!(
         out,
-        "protocol: frame header write (MSG_FIXED, as datagram mode sends a datagram's only message), datapath::seal_datagram, parse_data_header, open_datagram (replay window), the receive path's frame parse; the body padded to whole 16-byte blocks, as datagram mode sends it"
+        "protocol: frame header write (MSG_FIXED, as datagram mode sends a datagram's only message), datapath::seal_datagram, parse_data_header, replay check, open_in_place, replay accept, the receive path's frame parse; the body padded to whole 16-byte blocks, as datagram mode sends it"
     );
     let _ = writeln!(
         out,

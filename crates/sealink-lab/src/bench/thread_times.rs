@@ -598,7 +598,36 @@ fn report(
     }
     out.push_str(&tt.markdown());
 
-    // Figure 8.
+    let (t8, c8, chart8) = report_figure8(&mut out, p, fig8, best);
+    let (t10, chart10) = report_figure10(&mut out, fig10);
+    let (c11, chart11) = report_figure11(&mut out, p, fig11, best);
+
+    let mut rec = RunRecord::new("thread-times");
+    rec.file(POINTS_FILE);
+    let csv = rec.write_csv(&p.out, "table1.csv", &tt)?;
+    rec.write_csv(&p.out, "figure8.csv", &c8)?;
+    rec.write_csv(&p.out, "figure8-medians.csv", &t8)?;
+    rec.write_svg(&p.out, "figure8.svg", &chart8)?;
+    rec.write_csv(&p.out, "figure10.csv", &t10)?;
+    rec.write_svg(&p.out, "figure10.svg", &chart10)?;
+    rec.write_csv(&p.out, "figure11.csv", &c11)?;
+    rec.write_svg(&p.out, "figure11.svg", &chart11)?;
+    for (name, v) in t1 {
+        rec.figure(format!("table1 {name}"), median(v), "Gbit/s");
+    }
+    rec.figure("best encryption threads", best as f64, "threads");
+    let json = rec.write(&p.out)?;
+    print_with_files(out, &csv, &json)
+}
+
+/// The report's Figure 8: thread times against encryption threads; its medians' table, every
+/// test's table and the chart.
+fn report_figure8(
+    out: &mut String,
+    p: &Params,
+    fig8: &[(usize, Vec<Test>)],
+    best: usize,
+) -> (Table, Table, Chart) {
     let _ = writeln!(
         out,
         "\n### Figure 8: thread times against encryption threads (median of {} tests, seconds)",
@@ -657,8 +686,11 @@ fn report(
     .series("communication", series(&|t| t.comm.unwrap_or(f64::NAN)))
     .series("encryption, fastest", series(&enc_min))
     .series("encryption, slowest", series(&enc_max));
+    (t8, c8, chart8)
+}
 
-    // Figure 10.
+/// The report's Figure 10: the encryption threads' times by rank; its table and chart.
+fn report_figure10(out: &mut String, fig10: &[(usize, Vec<Test>)]) -> (Table, Chart) {
     let _ = writeln!(
         out,
         "\n### Figure 10: distribution of the encryption threads' times over 10 tests (seconds; rank 1 = fastest)"
@@ -706,8 +738,16 @@ fn report(
         out,
         "paper: with 9 threads on 8 cores, six near 36 s, one 45-50 s, two near 70 s (a tail); with 15 the times are uniform"
     );
+    (t10, chart10)
+}
 
-    // Figure 11.
+/// The report's Figure 11: thread times against data volume; its CSV's table and the chart.
+fn report_figure11(
+    out: &mut String,
+    p: &Params,
+    fig11: &[(u64, Vec<Test>)],
+    best: usize,
+) -> (Table, Chart) {
     let _ = writeln!(
         out,
         "\n### Figure 11: thread times against data volume ({best} encryption threads; median of {} tests, seconds)",
@@ -777,23 +817,7 @@ fn report(
     .series("communication", comm_pts.clone())
     .series("encryption, fastest", pick(&enc_min))
     .series("encryption, slowest", slow_pts.clone());
-
-    let mut rec = RunRecord::new("thread-times");
-    rec.file(POINTS_FILE);
-    let csv = rec.write_csv(&p.out, "table1.csv", &tt)?;
-    rec.write_csv(&p.out, "figure8.csv", &c8)?;
-    rec.write_csv(&p.out, "figure8-medians.csv", &t8)?;
-    rec.write_svg(&p.out, "figure8.svg", &chart8)?;
-    rec.write_csv(&p.out, "figure10.csv", &t10)?;
-    rec.write_svg(&p.out, "figure10.svg", &chart10)?;
-    rec.write_csv(&p.out, "figure11.csv", &c11)?;
-    rec.write_svg(&p.out, "figure11.svg", &chart11)?;
-    for (name, v) in t1 {
-        rec.figure(format!("table1 {name}"), median(v), "Gbit/s");
-    }
-    rec.figure("best encryption threads", best as f64, "threads");
-    let json = rec.write(&p.out)?;
-    print_with_files(out, &csv, &json)
+    (c11, chart11)
 }
 
 #[cfg(test)]

@@ -467,179 +467,242 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         + if smt.is_some() { 2 } else { 0 };
     let pb = output::progress(steps, "tunnel-cores");
     let mut out = String::new();
-    let cfg = |cipher, workers, batch, ordered| Config {
-        cipher,
-        workers,
-        batch,
-        ordered,
-    };
     // Appends one point to the log at once.
     let mut logged = |row: [String; 9]| -> Result<()> {
         log.append(row)?;
         after_point(&log)
     };
     let mut budget_note = None;
-    let result = (|| -> Result<_> {
-        let mut point = |experiment: &str, c: Config, seconds: f64| -> Result<Point> {
-            let pt = measure(c, &keys, seconds, p.runs, &pb)?;
-            logged(point_row(experiment, c, p.runs, &pt))?;
-            Ok(pt)
-        };
-        // The points in order of priority (what a budget skips goes from the end): the first
-        // scaling point, order kept against not (the report needs both), the rest of the
-        // scaling, with --order-each the unordered point at every other worker count, the
-        // grouping sweep; then the SMT pair.
-        let mut rest: Vec<(&str, Config)> = Vec::new();
-        for &c in &ciphers {
-            for &w in &p.workers {
-                rest.push(("scaling", cfg(c, w, p.batch, true)));
-            }
-        }
-        if p.order_each {
-            for &w in p.workers.iter().filter(|&&w| w != top) {
-                rest.push(("order-each", cfg(Cipher::Gcm, w, p.batch, false)));
-            }
-        }
-        let first = rest.remove(0);
-        rest.insert(0, ("order", cfg(Cipher::Gcm, top, p.batch, false)));
-        rest.insert(0, ("order", cfg(Cipher::Gcm, top, p.batch, true)));
-        for &c in &ciphers {
-            for &b in &p.batches {
-                rest.push(("grouping", cfg(c, top, b, true)));
-            }
-        }
-        let smt_points = if smt.is_some() { 2 } else { 0 };
-        let t0 = Instant::now();
-        let mut done = vec![(first.0, first.1, point(first.0, first.1, p.seconds)?)];
-        let (mut seconds, mut keep) = (p.seconds, rest.len() + smt_points);
-        if let Some(b) = p.budget {
-            let t1 = t0.elapsed().as_secs_f64();
-            let windows = p.runs + 1;
-            let overhead = t1 / windows as f64 - p.seconds;
-            let f = super::fit_budget(
-                b - t1,
-                rest.len() + smt_points,
-                windows,
-                overhead,
-                p.seconds,
-            );
-            seconds = f.seconds;
-            keep = f.keep.max(2); // the order pair is always measured
-            let over = if f.keep < 2 {
-                "; the order pair, which is always measured, does not fit even so: over budget"
-            } else {
-                ""
-            };
-            let skipped: Vec<String> = rest
-                .iter()
-                .skip(keep)
-                .map(|(what, c)| {
-                    format!(
-                        "{what} {} {}w batch {}",
-                        c.cipher.name(),
-                        c.workers,
-                        c.batch
-                    )
-                })
-                .chain(
-                    (keep < rest.len() + smt_points && smt_points > 0)
-                        .then(|| "the SMT pair".into()),
-                )
-                .collect();
-            budget_note = Some(
-                format!(
-                    "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
-                    if seconds < p.seconds {
-                        format!("shortened from {} s to {seconds:.3} s", p.seconds)
-                    } else {
-                        format!("kept at {} s", p.seconds)
-                    },
-                    if skipped.is_empty() {
-                        "nothing skipped".to_owned()
-                    } else {
-                        format!("skipped {} point(s): {}", skipped.len(), skipped.join(", "))
-                    },
-                ) + over,
-            );
-        }
-        for (i, &(what, c)) in rest.iter().enumerate() {
-            if i < keep {
-                done.push((what, c, point(what, c, seconds)?));
-            } else {
-                pb.inc((p.runs + 1) as u64);
-            }
-        }
-        let find = |ordered: bool| {
-            done.iter()
-                .find(|d| d.0 == "order" && d.1.ordered == ordered)
-                .map_or_else(Point::default, |d| d.2)
-        };
-        let (ordered, unordered) = (find(true), find(false));
-        let scaling: Vec<_> = done
-            .iter()
-            .filter(|d| d.0 == "scaling")
-            .map(|d| (d.1.cipher, d.1.workers, d.2))
-            .collect();
-        let grouping: Vec<_> = done
-            .iter()
-            .filter(|d| d.0 == "grouping")
-            .map(|d| (d.1.cipher, d.1.batch, d.2))
-            .collect();
-        let smt = smt.filter(|_| keep >= rest.len() + smt_points);
-        let p = &Params {
-            seconds,
-            ..p.clone()
-        };
-        let smt_res = match smt {
-            Some((sib, sep)) => {
-                let c = cfg(Cipher::Gcm, 1, p.batch, true);
-                let mut pair = |what: &str, cpus: (usize, usize)| -> Result<f64> {
-                    let g = pinned_pair(cpus, &keys, c, p.seconds)?;
-                    pb.inc(1);
-                    let mut row = point_row(
-                        what,
-                        cfg(Cipher::Gcm, 2, p.batch, true),
-                        1,
-                        &Point::default(),
-                    );
-                    row[6] = f3(g);
-                    row[7] = String::new();
-                    row[8] = String::new();
-                    logged(row)?;
-                    Ok(g)
-                };
-                let a = pair("smt-siblings", sib)?;
-                let b = pair("smt-separate", sep)?;
-                Some((sib, sep, a, b))
-            }
-            None => None,
-        };
-        // The order cost at each worker count: (workers, in order, as finished).
-        let order_each: Vec<(usize, Point, Point)> = if p.order_each {
-            p.workers
-                .iter()
-                .filter_map(|&w| {
-                    if w == top {
-                        return Some((w, ordered, unordered));
-                    }
-                    let un = done
-                        .iter()
-                        .find(|d| d.0 == "order-each" && d.1.workers == w)?;
-                    let or = done.iter().find(|d| {
-                        d.0 == "scaling" && d.1.cipher == Cipher::Gcm && d.1.workers == w
-                    })?;
-                    Some((w, or.2, un.2))
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        Ok((scaling, ordered, unordered, grouping, smt_res, order_each))
-    })();
+    let result = measure_points(p, &keys, &pb, &mut logged, smt, top, &mut budget_note);
     pb.finish_and_clear();
-    let (scaling, ordered, unordered, grouping, smt_res, order_each) = result?;
-    let smt_skipped = smt.is_some() && smt_res.is_none();
+    let m = result?;
+    let smt_skipped = smt.is_some() && m.smt.is_none();
+    let (tc, chart) = report_scaling(&mut out, p, &m, cores, budget_note.as_deref());
+    let toe = report_order(&mut out, p, &m, top);
+    let (tgc, ts) = report_grouping(&mut out, &m, top, smt_skipped);
+    let (csv, json) = write_files(
+        &p.out,
+        &tc,
+        &tgc,
+        &chart,
+        (&m.ordered, &m.unordered),
+        &m.scaling,
+        &ts,
+        &toe,
+    )?;
+    print_with_files(out, &csv, &json)
+}
 
+/// Measures the points in order of priority, each logged as it is taken, fitting them to
+/// `--budget` (what it left out goes in `budget_note`).
+fn measure_points(
+    p: &Params,
+    keys: &Arc<Keys>,
+    pb: &indicatif::ProgressBar,
+    logged: &mut dyn FnMut([String; 9]) -> Result<()>,
+    smt: Option<((usize, usize), (usize, usize))>,
+    top: usize,
+    budget_note: &mut Option<String>,
+) -> Result<Measured> {
+    let ciphers = [Cipher::Gcm, Cipher::Ctr];
+    let cfg = |cipher, workers, batch, ordered| Config {
+        cipher,
+        workers,
+        batch,
+        ordered,
+    };
+    let mut point = |experiment: &str, c: Config, seconds: f64| -> Result<Point> {
+        let pt = measure(c, keys, seconds, p.runs, pb)?;
+        logged(point_row(experiment, c, p.runs, &pt))?;
+        Ok(pt)
+    };
+    // The points in order of priority (what a budget skips goes from the end): the first
+    // scaling point, order kept against not (the report needs both), the rest of the
+    // scaling, with --order-each the unordered point at every other worker count, the
+    // grouping sweep; then the SMT pair.
+    let mut rest: Vec<(&str, Config)> = Vec::new();
+    for &c in &ciphers {
+        for &w in &p.workers {
+            rest.push(("scaling", cfg(c, w, p.batch, true)));
+        }
+    }
+    if p.order_each {
+        for &w in p.workers.iter().filter(|&&w| w != top) {
+            rest.push(("order-each", cfg(Cipher::Gcm, w, p.batch, false)));
+        }
+    }
+    let first = rest.remove(0);
+    rest.insert(0, ("order", cfg(Cipher::Gcm, top, p.batch, false)));
+    rest.insert(0, ("order", cfg(Cipher::Gcm, top, p.batch, true)));
+    for &c in &ciphers {
+        for &b in &p.batches {
+            rest.push(("grouping", cfg(c, top, b, true)));
+        }
+    }
+    let smt_points = if smt.is_some() { 2 } else { 0 };
+    let t0 = Instant::now();
+    let mut done = vec![(first.0, first.1, point(first.0, first.1, p.seconds)?)];
+    let (mut seconds, mut keep) = (p.seconds, rest.len() + smt_points);
+    if let Some(b) = p.budget {
+        let t1 = t0.elapsed().as_secs_f64();
+        let note;
+        (seconds, keep, note) = fit_points(p, b, t1, &rest, smt_points);
+        *budget_note = Some(note);
+    }
+    for (i, &(what, c)) in rest.iter().enumerate() {
+        if i < keep {
+            done.push((what, c, point(what, c, seconds)?));
+        } else {
+            pb.inc((p.runs + 1) as u64);
+        }
+    }
+    let find = |ordered: bool| {
+        done.iter()
+            .find(|d| d.0 == "order" && d.1.ordered == ordered)
+            .map_or_else(Point::default, |d| d.2)
+    };
+    let (ordered, unordered) = (find(true), find(false));
+    let scaling: Vec<_> = done
+        .iter()
+        .filter(|d| d.0 == "scaling")
+        .map(|d| (d.1.cipher, d.1.workers, d.2))
+        .collect();
+    let grouping: Vec<_> = done
+        .iter()
+        .filter(|d| d.0 == "grouping")
+        .map(|d| (d.1.cipher, d.1.batch, d.2))
+        .collect();
+    let smt = smt.filter(|_| keep >= rest.len() + smt_points);
+    let p = &Params {
+        seconds,
+        ..p.clone()
+    };
+    let smt_res = match smt {
+        Some((sib, sep)) => {
+            let c = cfg(Cipher::Gcm, 1, p.batch, true);
+            let mut pair = |what: &str, cpus: (usize, usize)| -> Result<f64> {
+                let g = pinned_pair(cpus, keys, c, p.seconds)?;
+                pb.inc(1);
+                let mut row = point_row(
+                    what,
+                    cfg(Cipher::Gcm, 2, p.batch, true),
+                    1,
+                    &Point::default(),
+                );
+                row[6] = f3(g);
+                row[7] = String::new();
+                row[8] = String::new();
+                logged(row)?;
+                Ok(g)
+            };
+            let a = pair("smt-siblings", sib)?;
+            let b = pair("smt-separate", sep)?;
+            Some((sib, sep, a, b))
+        }
+        None => None,
+    };
+    // The order cost at each worker count: (workers, in order, as finished).
+    let order_each: Vec<(usize, Point, Point)> = if p.order_each {
+        p.workers
+            .iter()
+            .filter_map(|&w| {
+                if w == top {
+                    return Some((w, ordered, unordered));
+                }
+                let un = done
+                    .iter()
+                    .find(|d| d.0 == "order-each" && d.1.workers == w)?;
+                let or = done
+                    .iter()
+                    .find(|d| d.0 == "scaling" && d.1.cipher == Cipher::Gcm && d.1.workers == w)?;
+                Some((w, or.2, un.2))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Measured {
+        scaling,
+        ordered,
+        unordered,
+        grouping,
+        smt: smt_res,
+        order_each,
+    })
+}
+
+/// The runs' seconds and how many of `rest` (then the SMT pair) fit in the budget `b`, given
+/// that the first point took `t1` s; and the note that says so.
+fn fit_points(
+    p: &Params,
+    b: f64,
+    t1: f64,
+    rest: &[(&str, Config)],
+    smt_points: usize,
+) -> (f64, usize, String) {
+    let windows = p.runs + 1;
+    let overhead = t1 / windows as f64 - p.seconds;
+    let f = super::fit_budget(
+        b - t1,
+        rest.len() + smt_points,
+        windows,
+        overhead,
+        p.seconds,
+    );
+    let seconds = f.seconds;
+    let keep = f.keep.max(2); // the order pair is always measured
+    let over = if f.keep < 2 {
+        "; the order pair, which is always measured, does not fit even so: over budget"
+    } else {
+        ""
+    };
+    let skipped: Vec<String> = rest
+        .iter()
+        .skip(keep)
+        .map(|(what, c)| {
+            format!(
+                "{what} {} {}w batch {}",
+                c.cipher.name(),
+                c.workers,
+                c.batch
+            )
+        })
+        .chain((keep < rest.len() + smt_points && smt_points > 0).then(|| "the SMT pair".into()))
+        .collect();
+    let what = if skipped.is_empty() {
+        "nothing skipped".to_owned()
+    } else {
+        format!("skipped {} point(s): {}", skipped.len(), skipped.join(", "))
+    };
+    let note = super::budget_note(b, t1, seconds, p.seconds, &what) + over;
+    (seconds, keep, note)
+}
+
+/// Two CPUs for the SMT pair.
+type CpuPair = (usize, usize);
+
+/// What a run measured, for the report.
+struct Measured {
+    scaling: Vec<(Cipher, usize, Point)>,
+    ordered: Point,
+    unordered: Point,
+    grouping: Vec<(Cipher, usize, Point)>,
+    /// The sibling and separate CPU pairs and their Gbit/s.
+    smt: Option<(CpuPair, CpuPair, f64, f64)>,
+    /// The order cost at each worker count: (workers, in order, as finished).
+    order_each: Vec<(usize, Point, Point)>,
+}
+
+/// The report's heading and its scaling section (paper 004's Table 1, Figures 8-9): the
+/// scaling CSV's table and the chart.
+fn report_scaling(
+    out: &mut String,
+    p: &Params,
+    m: &Measured,
+    cores: usize,
+    budget_note: Option<&str>,
+) -> (Table, Chart) {
+    let ciphers = [Cipher::Gcm, Cipher::Ctr];
     let (backend, why) = sealink_crypto::suite::chosen_backend(SuiteId::Aes128Gcm);
     let _ = writeln!(
         out,
@@ -686,7 +749,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         "Gbit/s",
     );
     for &c in &ciphers {
-        let rows: Vec<_> = scaling.iter().filter(|r| r.0 == c).collect();
+        let rows: Vec<_> = m.scaling.iter().filter(|r| r.0 == c).collect();
         let base = rows
             .iter()
             .find(|r| r.1 == 1)
@@ -722,6 +785,12 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     }
     out.push_str(&t.markdown());
 
+    (tc, chart)
+}
+
+/// The report's section on per-flow order: the order-each CSV's table.
+fn report_order(out: &mut String, p: &Params, m: &Measured, top: usize) -> Table {
+    let (ordered, unordered) = (m.ordered, m.unordered);
     // Order preservation.
     let _ = writeln!(
         out,
@@ -761,7 +830,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         "as finished Gbit/s",
         "cost of keeping order",
     ]);
-    for (w, or, un) in &order_each {
+    for (w, or, un) in &m.order_each {
         toe.row([
             w.to_string(),
             f3(or.gbps),
@@ -778,6 +847,16 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         out.push_str(&toe.markdown());
     }
 
+    toe
+}
+
+/// The report's sections on packet grouping and hyper-thread siblings: their CSVs' tables.
+fn report_grouping(
+    out: &mut String,
+    m: &Measured,
+    top: usize,
+    smt_skipped: bool,
+) -> (Table, Table) {
     // Grouping.
     let _ = writeln!(
         out,
@@ -785,7 +864,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     );
     let mut tg = Table::new(["batch (packets)", "cipher", "Gbit/s", "Mpps", "paper 004"]);
     let mut tgc = Table::new(["batch", "cipher", "gbps", "mpps"]);
-    for (c, b, pt) in &grouping {
+    for (c, b, pt) in &m.grouping {
         tg.row([
             b.to_string(),
             c.name().into(),
@@ -808,7 +887,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         "\n### Hyper-thread siblings against separate cores (paper: Figures 9-10)"
     );
     let mut ts = Table::new(["placement", "cpus", "Gbit/s (2 threads, aes128-gcm)"]);
-    match smt_res {
+    match m.smt {
         Some((sib, sep, a, b)) => {
             ts.row([
                 "siblings".to_string(),
@@ -835,17 +914,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         "paper 004 (text): with 9 threads on 8 cores, six threads take about 36 s, one 45-50 s and two near 70 s (Fig. 10); with 15 the times are uniform; 16 or more threads gain nothing"
     );
 
-    let (csv, json) = write_files(
-        &p.out,
-        &tc,
-        &tgc,
-        &chart,
-        (&ordered, &unordered),
-        &scaling,
-        &ts,
-        &toe,
-    )?;
-    print_with_files(out, &csv, &json)
+    (tgc, ts)
 }
 
 #[allow(clippy::too_many_arguments)]

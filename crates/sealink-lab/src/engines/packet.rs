@@ -226,8 +226,8 @@ pub fn seal_serial(ch: &mut Channel, packets: &mut [Packet]) {
     }
 }
 
-/// The single-threaded reference of the receive side, in the order of `open_datagram`'s checks
-/// (the window is checked by `accept`, after authentication).
+/// The single-threaded reference of the receive side: open, then the window checked and the
+/// counter recorded by `accept`, after authentication.
 pub fn open_serial(ch: &mut Channel, packets: &mut [Packet]) {
     for p in packets {
         open_one(&ch.rx, ch.receiver, ch.allow_plaintext, p);

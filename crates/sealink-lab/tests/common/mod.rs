@@ -4,11 +4,71 @@
 #[path = "../../../sealink-tunnel/tests/common/tunnel_user.rs"]
 pub mod tunnel_user;
 
+use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// The `sealink-lab` binary under test.
 pub const LAB: &str = env!("CARGO_BIN_EXE_sealink-lab");
+
+/// Runs `sealink-lab` with `args`, `RUST_LOG` unset so that what it prints is its own.
+pub fn lab<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Output {
+    Command::new(LAB)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run sealink-lab")
+}
+
+/// [`lab`], which must succeed: its standard output (both outputs in the message if it failed).
+pub fn lab_ok<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> String {
+    let o = lab(args);
+    let out = stdout(&o);
+    assert!(o.status.success(), "stdout: {out}\nstderr: {}", stderr(&o));
+    out
+}
+
+/// A bench that ran into a fresh `--out` directory (removed on drop) and succeeded.
+pub struct BenchRun {
+    _tmp: tempfile::TempDir,
+    /// The `--out` directory, which the bench created.
+    pub dir: PathBuf,
+    pub stdout: String,
+}
+
+/// Runs `sealink-lab bench ARGS --out DIR`, DIR a fresh temporary path the bench creates; the
+/// run must succeed.
+pub fn bench(args: &[&str]) -> BenchRun {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let stdout = lab_ok(
+        ["bench"]
+            .iter()
+            .chain(args)
+            .chain(&["--out", path_str(&dir)]),
+    );
+    BenchRun {
+        _tmp: tmp,
+        dir,
+        stdout,
+    }
+}
+
+/// A run's standard output as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A run's standard error as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A temporary path as an argument.
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
 
 /// The product binary `sealink`, for the tests that need both (a tunnel behind the relay). It
 /// is another package's binary (sealink-cli), which the lab must not depend on, so cargo gives

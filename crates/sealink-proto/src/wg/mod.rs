@@ -1,5 +1,5 @@
-//! WireGuard's wire: the four messages' codec ([`message`]) and the whitepaper's timer
-//! constants. The handshake is [`crate::handshake::wg`]; sessions, the replay window and
+//! WireGuard's wire: the four messages' codec ([`message`]), transport data sealed and opened
+//! in place ([`transport`]), and the whitepaper's timer constants. The handshake is [`crate::handshake::wg`]; sessions, the replay window and
 //! cookies are the product's own ([`crate::session`], [`crate::replay`],
 //! [`crate::handshake::cookie`]), run by the tunnel core on its WireGuard wire
 //! ([`crate::tunnel::Wire::WireGuard`]).
@@ -9,6 +9,7 @@
 //! product crate enables it.
 
 pub mod message;
+pub(crate) mod transport;
 
 use std::time::Duration;
 

@@ -242,7 +242,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// receiving directory made relative to it. The sender learns the names it sent, never where
 /// the receiver keeps them.
 fn for_sender(e: &(dyn std::error::Error + 'static), dest: &Dest) -> String {
-    let mut msg = error_chain(e);
+    let mut msg = sealink_crypto::error::chain(e);
     let Dest::Dir(d) = dest else { return msg };
     let given = d.to_string_lossy().trim_end_matches('/').to_owned();
     let canonical = d
@@ -274,20 +274,6 @@ fn relative_to(msg: &str, dir: &str) -> String {
         rest = &rest[i + prefix.len()..];
     }
     out.push_str(rest);
-    out
-}
-
-/// An error and its causes on one line.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let t = s.to_string();
-        if !out.contains(&t) {
-            out = format!("{out}: {t}");
-        }
-        cur = s.source();
-    }
     out
 }
 

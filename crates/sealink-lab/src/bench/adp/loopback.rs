@@ -181,39 +181,7 @@ pub fn run(spec: &LoopSpec) -> Result<RunResult> {
 
     let n = spec.msgs.len();
     let stop = Arc::new(AtomicBool::new(false));
-    let receiver = {
-        let (b, stop) = (Arc::clone(&b), Arc::clone(&stop));
-        let mut pending: HashMap<([u8; 4], usize), VecDeque<usize>> = HashMap::new();
-        for (i, m) in spec.msgs.iter().enumerate() {
-            let mut buf = Vec::new();
-            fill_tag(&mut buf, i, m.size);
-            pending.entry(tag_of(&buf)).or_default().push_back(i);
-        }
-        std::thread::spawn(
-            move || -> std::result::Result<Vec<Option<Instant>>, String> {
-                let mut at = vec![None; n];
-                let mut seen = 0;
-                let mut batch: Vec<Delivery> = Vec::new();
-                while seen < n && !stop.load(Ordering::Relaxed) {
-                    b.recv_batch(&mut batch, Some(Duration::from_millis(20)));
-                    for d in batch.drain(..) {
-                        let Some(k) = pending
-                            .get_mut(&tag_of(&d.data))
-                            .and_then(VecDeque::pop_front)
-                        else {
-                            return Err(format!(
-                                "a delivery of {} bytes matches no undelivered trace message",
-                                d.data.len()
-                            ));
-                        };
-                        at[k] = Some(d.received_at);
-                        seen += 1;
-                    }
-                }
-                Ok(at)
-            },
-        )
-    };
+    let receiver = spawn_receiver(Arc::clone(&b), Arc::clone(&stop), spec.msgs);
 
     let t0 = Instant::now();
     let mut sent_at = Vec::with_capacity(n);
@@ -312,6 +280,47 @@ pub fn run(spec: &LoopSpec) -> Result<RunResult> {
     })
 }
 
+/// The receiving application on its own thread: when each of `msgs` was delivered, told
+/// apart by their tags, until all were or `stop` is set; a delivery that matches no
+/// undelivered message is an error.
+fn spawn_receiver(
+    b: Arc<Node>,
+    stop: Arc<AtomicBool>,
+    msgs: &[Msg],
+) -> std::thread::JoinHandle<std::result::Result<Vec<Option<Instant>>, String>> {
+    let n = msgs.len();
+    let mut pending: HashMap<([u8; 4], usize), VecDeque<usize>> = HashMap::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let mut buf = Vec::new();
+        fill_tag(&mut buf, i, m.size);
+        pending.entry(tag_of(&buf)).or_default().push_back(i);
+    }
+    std::thread::spawn(
+        move || -> std::result::Result<Vec<Option<Instant>>, String> {
+            let mut at = vec![None; n];
+            let mut seen = 0;
+            let mut batch: Vec<Delivery> = Vec::new();
+            while seen < n && !stop.load(Ordering::Relaxed) {
+                b.recv_batch(&mut batch, Some(Duration::from_millis(20)));
+                for d in batch.drain(..) {
+                    let Some(k) = pending
+                        .get_mut(&tag_of(&d.data))
+                        .and_then(VecDeque::pop_front)
+                    else {
+                        return Err(format!(
+                            "a delivery of {} bytes matches no undelivered trace message",
+                            d.data.len()
+                        ));
+                    };
+                    at[k] = Some(d.received_at);
+                    seen += 1;
+                }
+            }
+            Ok(at)
+        },
+    )
+}
+
 /// The loopback tables: per trace (and ALL with Q off), T and L over loopback beside the
 /// `today` profile's virtual-time runs of the same prefix; and ALL's T with piggybacking on and
 /// off in interleaved rounds, with the ratio per round and its median (the loopback table's
@@ -329,51 +338,7 @@ pub fn table(
         Some(all) => piggyback_rounds(all, t_rounds(quick), t_bytes, pb)?,
         None => Vec::new(),
     };
-    let mut gain = Table::new(
-        format!(
-            "Loopback: piggybacking's gain in T on ALL (authenticate-only, GSO on, the trace \
-             repeated to {} MiB), ON and OFF interleaved, {} round(s); paper: 2.3x (Table 8, partial \
-             encryption)",
-            t_bytes >> 20,
-            rounds.len()
-        ),
-        &[
-            "round",
-            "T ON kB/s",
-            "T OFF kB/s",
-            "ON / OFF",
-            "retransmitted ON",
-            "retransmitted OFF",
-        ],
-    );
-    for (i, (on, off)) in rounds.iter().enumerate() {
-        gain.push(vec![
-            (i + 1).to_string(),
-            num(on.t_kbs(), 0),
-            num(off.t_kbs(), 0),
-            format!("{:.2}", on.t_kbs() / off.t_kbs()),
-            on.retransmitted.to_string(),
-            off.retransmitted.to_string(),
-        ]);
-    }
-    let ratios: Vec<f64> = rounds
-        .iter()
-        .map(|(on, off)| on.t_kbs() / off.t_kbs())
-        .collect();
-    if !rounds.is_empty() {
-        let med = crate::bench::median(&ratios);
-        let med_on = crate::bench::median(&rounds.iter().map(|r| r.0.t_kbs()).collect::<Vec<_>>());
-        let med_off = crate::bench::median(&rounds.iter().map(|r| r.1.t_kbs()).collect::<Vec<_>>());
-        gain.push(vec![
-            "median".into(),
-            num(med_on, 0),
-            num(med_off, 0),
-            format!("**{med:.2}**"),
-            String::new(),
-            String::new(),
-        ]);
-        gain.figure("loopback ALL T ON/OFF median", med, "ratio");
-    }
+    let gain = gain_table(&rounds, t_bytes);
     // The median ON run and the median OFF run stand for ALL in the per-trace table.
     let pick = |rounds: &[(RunResult, RunResult)], k: usize| -> Option<RunResult> {
         let mut v: Vec<&RunResult> = rounds
@@ -484,6 +449,56 @@ pub fn table(
         }
     }
     Ok((tab, gain))
+}
+
+/// The piggybacking gain table: T with piggybacking on and off, per round and their medians.
+fn gain_table(rounds: &[(RunResult, RunResult)], t_bytes: u64) -> Table {
+    let mut gain = Table::new(
+        format!(
+            "Loopback: piggybacking's gain in T on ALL (authenticate-only, GSO on, the trace \
+             repeated to {} MiB), ON and OFF interleaved, {} round(s); paper: 2.3x (Table 8, partial \
+             encryption)",
+            t_bytes >> 20,
+            rounds.len()
+        ),
+        &[
+            "round",
+            "T ON kB/s",
+            "T OFF kB/s",
+            "ON / OFF",
+            "retransmitted ON",
+            "retransmitted OFF",
+        ],
+    );
+    for (i, (on, off)) in rounds.iter().enumerate() {
+        gain.push(vec![
+            (i + 1).to_string(),
+            num(on.t_kbs(), 0),
+            num(off.t_kbs(), 0),
+            format!("{:.2}", on.t_kbs() / off.t_kbs()),
+            on.retransmitted.to_string(),
+            off.retransmitted.to_string(),
+        ]);
+    }
+    let ratios: Vec<f64> = rounds
+        .iter()
+        .map(|(on, off)| on.t_kbs() / off.t_kbs())
+        .collect();
+    if !rounds.is_empty() {
+        let med = crate::bench::median(&ratios);
+        let med_on = crate::bench::median(&rounds.iter().map(|r| r.0.t_kbs()).collect::<Vec<_>>());
+        let med_off = crate::bench::median(&rounds.iter().map(|r| r.1.t_kbs()).collect::<Vec<_>>());
+        gain.push(vec![
+            "median".into(),
+            num(med_on, 0),
+            num(med_off, 0),
+            format!("**{med:.2}**"),
+            String::new(),
+            String::new(),
+        ]);
+        gain.figure("loopback ALL T ON/OFF median", med, "ratio");
+    }
+    gain
 }
 
 /// ALL's T over loopback, piggybacking on then off, `rounds` times: (ON, OFF) per round,

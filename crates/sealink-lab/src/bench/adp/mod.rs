@@ -109,36 +109,11 @@ pub fn run(p: &Params) -> Result<()> {
         .collect();
     let mut source = String::new();
     if let Some(path) = &p.pcap {
-        let got = pcap::read(path, n).map_err(|e| {
-            Error::bench_by(format!("cannot import the capture {}", path.display()), e)
-        })?;
-        source = format!(
-            "**ALL is the capture {}** in every table below, not the generated trace: its first \
-             {} messages ({} packets read, {} skipped without a UDP/TCP payload, {} flows, {} \
-             messages past the first {n} left out; mean size {:.0} B, mean interarrival {:.3} \
-             ms).\n\n",
-            path.display(),
-            got.trace.msgs.len(),
-            got.packets,
-            got.skipped,
-            got.flows,
-            got.left_out,
-            got.trace.mean_size(),
-            got.trace.mean_interarrival() * 1000.0,
-        );
-        traces[0] = Nominal::of(got.trace);
+        let (all, text) = import_capture(path, n)?;
+        traces[0] = all;
+        source = text;
     }
-    let pb = output::progress(
-        (tables::runs_per_profile()
-            + layer::runs(n)
-            + figures::runs(traces.len())
-            + bounds::runs_per_profile())
-            * profiles.len() as u64
-            + p.loopback.map_or(0, |_| {
-                loopback::runs(traces.len(), p.quick) + 4 * p.l_rounds as u64
-            }),
-        "adp runs",
-    );
+    let pb = progress(p, n, traces.len(), profiles.len());
     let mut md = format!(
         "# sealink-lab bench adp: paper 002's evaluation in virtual time\n\n\
          {n} messages per trace, seed {}, simulated link (sealink-proto `sim::Pair` with a \
@@ -151,30 +126,7 @@ pub fn run(p: &Params) -> Result<()> {
     let public_key = bounds::measure_public_key(p.quick)?;
     let mut pko = Vec::new();
     let mut figures = Vec::new();
-    let mut fig5_charts = Vec::new();
-    let mut fig6 = Chart::new(
-        "Figure 6: urgent latency L against arrival rate R, M = 40 ms",
-        "R (messages/s)",
-        "L ms (log)",
-    )
-    .log_y();
-    let mut fig4 = Chart::new(
-        "Figure 4: T and L of ALL against the number of messages, relative to the full trace",
-        "messages",
-        "relative to the full trace",
-    );
-    let mut fig7 = Chart::new(
-        "Figure 7: throughput T against the timeout M",
-        "M (ms)",
-        "T kB/s (log)",
-    )
-    .log_y();
-    let mut fig8 = Chart::new(
-        "Figure 8: urgent latency L against the timeout M",
-        "M (ms)",
-        "L ms (log)",
-    )
-    .log_y();
+    let mut charts = Charts::new();
     let [all, tcp, nd] = [&traces[0], &traces[1], &traces[2]];
     for profile in profiles {
         let x = Experiment {
@@ -189,14 +141,14 @@ pub fn run(p: &Params) -> Result<()> {
         let t7 = x.table7(all)?;
         let (t8, t8f) = x.table8(all)?;
         let (f5, f5h, f5c) = x.figure5(all)?;
-        fig5_charts.push(f5c);
+        charts.fig5.push(f5c);
         let (f6, curves) = x.figure6(&[all, tcp])?;
         for c in curves {
-            fig6 = fig6.series(c.name, c.points);
+            charts.fig6 = charts.fig6.series(c.name, c.points);
         }
         let (f4, curves) = x.figure4(all)?;
         for c in curves {
-            fig4 = fig4.series(c.name, c.points);
+            charts.fig4 = charts.fig4.series(c.name, c.points);
         }
         let f78 = x.figure7_8(&traces)?;
         let constant = x.constant_sizes(all)?;
@@ -212,10 +164,10 @@ pub fn run(p: &Params) -> Result<()> {
         };
         pko.push(bounds::pko_table(profile.name, &nominal, &steps)?);
         for c in f78.t_curves {
-            fig7 = fig7.series(c.name, c.points);
+            charts.fig7 = charts.fig7.series(c.name, c.points);
         }
         for c in f78.l_curves {
-            fig8 = fig8.series(c.name, c.points);
+            charts.fig8 = charts.fig8.series(c.name, c.points);
         }
         for (i, t) in [
             t3, t4, t4s, t5, t6, t7, t8, t8f, f5, f5h, f6, f4, f78.t7, f78.t8, f78.claims, constant,
@@ -231,51 +183,10 @@ pub fn run(p: &Params) -> Result<()> {
         }
     }
     let mut rec = RunRecord::new("adp");
-    let mut pko_md = format!(
-        "PKO bound: printed here and written to {PKO_CSV}, not to {}, because its public-key times are wall-clock.\n\n",
-        FILES[0]
-    );
-    for t in &pko {
-        pko_md += &t.markdown();
-        for (what, value, unit) in &t.figures {
-            figures.push((what.clone(), *value, *unit));
-        }
-    }
-    let parts: Vec<(&str, &report::Table)> = p
-        .profiles
-        .iter()
-        .map(String::as_str)
-        .zip(pko.iter().map(|t| &t.table))
-        .collect();
-    rec.write_csv(&p.out, PKO_CSV, &report::Table::stacked("profile", &parts))?;
+    let pko_md = pko_report(&pko, &mut figures);
+    write_per_profile(&mut rec, p, PKO_CSV, &pko)?;
     if let Some(seconds) = p.loopback {
-        let (t, gain) = loopback::table(&traces, seconds, p.quick, p.seed, &pb)?;
-        for t in [&t, &gain] {
-            md += &t.markdown();
-            for (what, value, unit) in &t.figures {
-                figures.push((what.clone(), *value, *unit));
-            }
-        }
-        rec.write_csv(&p.out, LOOPBACK_CSV, &t.table)?;
-        rec.write_csv(&p.out, LOOPBACK_GAIN_CSV, &gain.table)?;
-        if p.l_rounds > 0 {
-            let all = traces
-                .iter()
-                .find(|n| n.trace.kind == TraceKind::All)
-                .ok_or_else(|| Error::bench("no ALL trace for the loopback L rounds"))?;
-            let lt = loopback::latency_rounds(
-                all,
-                &[Scope3::None, Scope3::Full],
-                p.l_rounds,
-                seconds,
-                &pb,
-            )?;
-            md += &lt.markdown();
-            for (what, value, unit) in &lt.figures {
-                figures.push((what.clone(), *value, *unit));
-            }
-            rec.write_csv(&p.out, loopback::LATENCY_CSV, &lt.table)?;
-        }
+        run_loopback(p, seconds, &traces, &pb, &mut rec, &mut md, &mut figures)?;
     }
     pb.finish_and_clear();
     let svgs = svg_files(&p.profiles);
@@ -283,18 +194,14 @@ pub fn run(p: &Params) -> Result<()> {
     write_file(&p.out.join(FILES[0]), &md)?;
     rec.file(FILES[0]);
     for (name, tabs) in FILES[1..].iter().zip(&csv) {
-        let parts: Vec<(&str, &report::Table)> = p
-            .profiles
-            .iter()
-            .map(String::as_str)
-            .zip(tabs.iter().map(|t| &t.table))
-            .collect();
-        rec.write_csv(&p.out, name, &report::Table::stacked("profile", &parts))?;
+        write_per_profile(&mut rec, p, name, tabs)?;
     }
-    for (name, chart) in svgs
-        .iter()
-        .zip(fig5_charts.iter().chain([&fig6, &fig4, &fig7, &fig8]))
-    {
+    for (name, chart) in svgs.iter().zip(charts.fig5.iter().chain([
+        &charts.fig6,
+        &charts.fig4,
+        &charts.fig7,
+        &charts.fig8,
+    ])) {
         chart.write_svg(&p.out.join(name))?;
         rec.file(name);
     }
@@ -304,4 +211,152 @@ pub fn run(p: &Params) -> Result<()> {
     let json = rec.write(&p.out)?;
     md += &format!("run record: {}\n", json.display());
     output::print(&(md + "\n" + &pko_md))
+}
+
+/// The progress bar over every run the bench makes: `n` messages per trace, `traces` traces,
+/// `profiles` profiles.
+fn progress(p: &Params, n: usize, traces: usize, profiles: usize) -> indicatif::ProgressBar {
+    output::progress(
+        (tables::runs_per_profile()
+            + layer::runs(n)
+            + figures::runs(traces)
+            + bounds::runs_per_profile())
+            * profiles as u64
+            + p.loopback.map_or(0, |_| {
+                loopback::runs(traces, p.quick) + 4 * p.l_rounds as u64
+            }),
+        "adp runs",
+    )
+}
+
+/// The PKO bound's section, printed and not written to adp.md (its public-key times are
+/// wall-clock); its figures go to `figures`.
+fn pko_report(pko: &[format::Table], figures: &mut Vec<(String, f64, &'static str)>) -> String {
+    let mut pko_md = format!(
+        "PKO bound: printed here and written to {PKO_CSV}, not to {}, because its public-key times are wall-clock.\n\n",
+        FILES[0]
+    );
+    for t in pko {
+        pko_md += &t.markdown();
+        for (what, value, unit) in &t.figures {
+            figures.push((what.clone(), *value, *unit));
+        }
+    }
+    pko_md
+}
+
+/// Writes `tables`, one per profile in `p.profiles`' order, as the one CSV `name` with a profile
+/// column.
+fn write_per_profile(
+    rec: &mut RunRecord,
+    p: &Params,
+    name: &str,
+    tables: &[format::Table],
+) -> Result<()> {
+    let parts: Vec<(&str, &report::Table)> = p
+        .profiles
+        .iter()
+        .map(String::as_str)
+        .zip(tables.iter().map(|t| &t.table))
+        .collect();
+    rec.write_csv(&p.out, name, &report::Table::stacked("profile", &parts))?;
+    Ok(())
+}
+
+/// The capture at `path` as the ALL trace (its first `n` messages), and the report's paragraph
+/// that says so.
+fn import_capture(path: &std::path::Path, n: usize) -> Result<(Nominal, String)> {
+    let got = pcap::read(path, n)
+        .map_err(|e| Error::bench_by(format!("cannot import the capture {}", path.display()), e))?;
+    let text = format!(
+        "**ALL is the capture {}** in every table below, not the generated trace: its first \
+         {} messages ({} packets read, {} skipped without a UDP/TCP payload, {} flows, {} \
+         messages past the first {n} left out; mean size {:.0} B, mean interarrival {:.3} \
+         ms).\n\n",
+        path.display(),
+        got.trace.msgs.len(),
+        got.packets,
+        got.skipped,
+        got.flows,
+        got.left_out,
+        got.trace.mean_size(),
+        got.trace.mean_interarrival() * 1000.0,
+    );
+    Ok((Nominal::of(got.trace), text))
+}
+
+/// The run's charts: Figure 5 once per profile, Figures 6, 4, 7 and 8 a series per profile.
+struct Charts {
+    fig5: Vec<Chart>,
+    fig6: Chart,
+    fig4: Chart,
+    fig7: Chart,
+    fig8: Chart,
+}
+
+impl Charts {
+    fn new() -> Self {
+        Charts {
+            fig5: Vec::new(),
+            fig6: Chart::new(
+                "Figure 6: urgent latency L against arrival rate R, M = 40 ms",
+                "R (messages/s)",
+                "L ms (log)",
+            )
+            .log_y(),
+            fig4: Chart::new(
+                "Figure 4: T and L of ALL against the number of messages, relative to the full trace",
+                "messages",
+                "relative to the full trace",
+            ),
+            fig7: Chart::new(
+                "Figure 7: throughput T against the timeout M",
+                "M (ms)",
+                "T kB/s (log)",
+            )
+            .log_y(),
+            fig8: Chart::new(
+                "Figure 8: urgent latency L against the timeout M",
+                "M (ms)",
+                "L ms (log)",
+            )
+            .log_y(),
+        }
+    }
+}
+
+/// `--loopback`: Table 3's traces through two real nodes (and `--loopback-l-rounds`), into the
+/// report, the record and `figures`.
+fn run_loopback(
+    p: &Params,
+    seconds: f64,
+    traces: &[Nominal],
+    pb: &indicatif::ProgressBar,
+    rec: &mut RunRecord,
+    md: &mut String,
+    figures: &mut Vec<(String, f64, &'static str)>,
+) -> Result<()> {
+    let (t, gain) = loopback::table(traces, seconds, p.quick, p.seed, pb)?;
+    for t in [&t, &gain] {
+        *md += &t.markdown();
+        for (what, value, unit) in &t.figures {
+            figures.push((what.clone(), *value, *unit));
+        }
+    }
+    rec.write_csv(&p.out, LOOPBACK_CSV, &t.table)?;
+    rec.write_csv(&p.out, LOOPBACK_GAIN_CSV, &gain.table)?;
+    if p.l_rounds > 0 {
+        let all = traces
+            .iter()
+            .find(|n| n.trace.kind == TraceKind::All)
+            .ok_or_else(|| Error::bench("no ALL trace for the loopback L rounds"))?;
+        let lt =
+            loopback::latency_rounds(all, &[Scope3::None, Scope3::Full], p.l_rounds, seconds, pb)?;
+        *md += &lt.markdown();
+        for (what, value, unit) in &lt.figures {
+            figures.push((what.clone(), *value, *unit));
+        }
+        rec.write_csv(&p.out, loopback::LATENCY_CSV, &lt.table)?;
+    }
+    Ok(())
 }

@@ -346,6 +346,30 @@ pub fn run(p: &Params) -> Result<()> {
     run_with(p, &mut |_| Ok(()))
 }
 
+/// The raw library's AES-128-GCM seal rate under `cur` (the stacks' ceiling): measured, logged
+/// as the point `raw`, counted on the progress bar.
+fn raw_point(
+    p: &Params,
+    cur: &Params,
+    logged: &mut impl FnMut(Vec<String>) -> Result<()>,
+    pb: &indicatif::ProgressBar,
+) -> Result<Estimate> {
+    let r = raw_seal_rate(cur)?;
+    logged(point_row(
+        "raw",
+        "aes128-gcm",
+        "send",
+        RawAead::LIBRARY,
+        1,
+        1,
+        p,
+        CHUNK,
+        &r,
+    ))?;
+    pb.inc(1);
+    Ok(estimate(&r))
+}
+
 /// [`run`], calling `after_point` with the point log after each point is appended to it (an
 /// error stops the run there, as a kill would: the tests stop runs early with it).
 fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) -> Result<()> {
@@ -419,20 +443,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                                 && op == Op::Seal
                                 && kind == EngineKind::Plp(1)
                             {
-                                let r = raw_seal_rate(&cur)?;
-                                raw = Some(estimate(&r));
-                                logged(point_row(
-                                    "raw",
-                                    "aes128-gcm",
-                                    "send",
-                                    RawAead::LIBRARY,
-                                    1,
-                                    1,
-                                    p,
-                                    CHUNK,
-                                    &r,
-                                ))?;
-                                pb.inc(1);
+                                raw = Some(raw_point(p, &cur, &mut logged, &pb)?);
                             }
                             let r = measure(
                                 stack,
@@ -457,45 +468,14 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
                             ))?;
                             pb.inc(1);
                             if let (Some(b), None) = (p.budget, &budget_note) {
-                                // Fitted once, after the first point: every window is taken to
-                                // cost what the first point's did beyond its timed length.
+                                // Fitted once, after the first point.
                                 let t1 = t0.elapsed().as_secs_f64();
-                                let overhead = t1 / windows as f64 - p.seconds;
                                 let per_stack = (ops.len() * modes.len() * nw + ops.len())
                                     * windows
                                     + connections.len() * 2 * (many_runs + 1);
-                                let first_left = per_stack - windows;
-                                let total = first_left + (p.stacks.len() - 1) * per_stack + windows;
-                                let f = super::fit_budget(b - t1, total, 1, overhead, p.seconds);
-                                cur.seconds = f.seconds;
-                                keep_stacks = (1 + f.keep.saturating_sub(first_left + windows)
-                                    / per_stack)
-                                    .min(p.stacks.len());
-                                let skipped: Vec<&str> =
-                                    p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
-                                budget_note = Some(format!(
-                                    "budget: {b} s; the first point took {t1:.2} s; runs of the other points {}; {}",
-                                    if cur.seconds < p.seconds {
-                                        format!(
-                                            "shortened from {} s to {:.3} s",
-                                            p.seconds, cur.seconds
-                                        )
-                                    } else {
-                                        format!("kept at {} s", p.seconds)
-                                    },
-                                    if skipped.is_empty() {
-                                        "no stack skipped".to_owned()
-                                    } else {
-                                        format!("skipped the stacks {}", skipped.join(", "))
-                                    }
-                                ));
-                                if f.keep < first_left + windows {
-                                    if let Some(n) = budget_note.as_mut() {
-                                        n.push_str(
-                                        "; the first stack, which is measured whole, does not fit even so: over budget",
-                                    );
-                                    }
-                                }
+                                let note;
+                                (cur.seconds, keep_stacks, note) = fit_stacks(p, b, t1, per_stack);
+                                budget_note = Some(note);
                             }
                             if past_budget(si) {
                                 break 'stack true;
@@ -594,22 +574,7 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         }
         let raw = match raw {
             Some(r) => r,
-            None => {
-                let r = raw_seal_rate(&cur)?;
-                logged(point_row(
-                    "raw",
-                    "aes128-gcm",
-                    "send",
-                    RawAead::LIBRARY,
-                    1,
-                    1,
-                    p,
-                    CHUNK,
-                    &r,
-                ))?;
-                pb.inc(1);
-                estimate(&r)
-            }
+            None => raw_point(p, &cur, &mut logged, &pb)?,
         };
         // The report describes what ran: the runs' seconds after any budget, the stacks kept.
         let p = &Params {
@@ -636,6 +601,33 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
     })();
     pb.finish_and_clear();
     output::print(&result?)
+}
+
+/// The budget `b` after the first point (which took `t1` s), each stack `per_stack` windows,
+/// every window taken to cost what the first point's did beyond its timed length: the runs'
+/// seconds from now on, how many stacks are measured, and the note that says so.
+fn fit_stacks(p: &Params, b: f64, t1: f64, per_stack: usize) -> (f64, usize, String) {
+    let windows = p.runs + 1;
+    let overhead = t1 / windows as f64 - p.seconds;
+    let first_left = per_stack - windows;
+    let total = first_left + (p.stacks.len() - 1) * per_stack + windows;
+    let f = super::fit_budget(b - t1, total, 1, overhead, p.seconds);
+    let seconds = f.seconds;
+    let keep_stacks =
+        (1 + f.keep.saturating_sub(first_left + windows) / per_stack).min(p.stacks.len());
+    let skipped: Vec<&str> = p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
+    let what = if skipped.is_empty() {
+        "no stack skipped".to_owned()
+    } else {
+        format!("skipped the stacks {}", skipped.join(", "))
+    };
+    let mut note = super::budget_note(b, t1, seconds, p.seconds, &what);
+    if f.keep < first_left + windows {
+        note.push_str(
+            "; the first stack, which is measured whole, does not fit even so: over budget",
+        );
+    }
+    (seconds, keep_stacks, note)
 }
 
 fn policy_name(p: ClpPolicy) -> &'static str {

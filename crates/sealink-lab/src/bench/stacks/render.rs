@@ -214,7 +214,19 @@ pub(super) fn write_files(
     rec.write_csv(dir, "raw.csv", &t)?;
     rec.figure("raw library seal, aes128-gcm", raw.median, "Mbit/s");
 
-    // Plots: throughput (log scale) and speedup (with the ideal line) vs workers.
+    write_charts(&mut rec, p, curves, many)?;
+    rec.write(dir)
+}
+
+/// The plots: throughput (log scale) and speedup (with the ideal line) against workers, for
+/// each side and mode, and the many-connections chart.
+fn write_charts(
+    rec: &mut RunRecord,
+    p: &Params,
+    curves: &[Curve],
+    many: &[(&Stack, usize, ClpPolicy, Estimate)],
+) -> Result<()> {
+    let dir = &p.out;
     for op in [Op::Seal, Op::Open] {
         for mode in [Mode::Plp, Mode::Clp] {
             let sel: Vec<&Curve> = curves
@@ -281,7 +293,7 @@ pub(super) fn write_files(
         }
     }
     rec.write_svg(dir, "connections.svg", &conn)?;
-    rec.write(dir)
+    Ok(())
 }
 
 /// A markdown table (text in the first column and the columns `left`, numbers elsewhere) and
@@ -728,66 +740,7 @@ pub(super) fn paper_comparison(
     many: &[(&Stack, usize, ClpPolicy, Estimate)],
 ) -> String {
     let nw = p.workers;
-    let procs = paper::PROCESSORS as f64;
-    let mut rows: Vec<Beside> = Vec::new();
-    for c in curves {
-        let Some(i) = c.stack.paper else { continue };
-        if let Some(at) = paper::find(i, c.op, c.mode, Point::OneProc) {
-            rows.push(Beside {
-                at,
-                stack: c.stack,
-                point: "1 proc; ours 1 worker".into(),
-                quantity: "Mbit/s",
-                paper: at.value,
-                paper_text: at.short.to_owned(),
-                ours: c.points[0].median,
-            });
-        }
-        if nw >= 2
-            && let Some(at) = paper::find(i, c.op, c.mode, Point::Speedup)
-        {
-            let sp = c.speedup(nw).median;
-            let per = at.value.map(|v| v / procs);
-            rows.push(Beside {
-                at,
-                stack: c.stack,
-                point: format!("{} procs; ours {nw} workers", paper::PROCESSORS),
-                quantity: "speedup / processors",
-                paper: per,
-                paper_text: match per {
-                    // "~1 (~12 of 12, linear)", "~0.67 (~8 of 12)".
-                    Some(_) if at.read == Read::Ideal => format!(
-                        "~1 ({} of {}, linear)",
-                        at.short.trim_end_matches(" (linear)"),
-                        paper::PROCESSORS
-                    ),
-                    Some(v) => format!("~{v:.2} ({} of {})", at.short, paper::PROCESSORS),
-                    None => format!("speedup {}", at.short),
-                },
-                ours: sp / nw as f64,
-            });
-        }
-    }
-    for s in &p.stacks {
-        let Some(i) = s.paper else { continue };
-        for (n, t, q) in tpc_ppc(many, s.name) {
-            let (t, q) = (t.median, q.median);
-            let kind = Point::TpcOverPpc { at_12: n == 12 };
-            if let Some(at) = paper::find(i, Op::Seal, Mode::Clp, kind) {
-                rows.push(Beside {
-                    at,
-                    stack: s,
-                    point: format!("{n} conns"),
-                    quantity: "tpc / ppc",
-                    paper: at.value,
-                    paper_text: at.short.to_owned(),
-                    ours: t / q,
-                });
-            }
-        }
-    }
-    rows.sort_by_key(|r| r.at.figure);
-
+    let rows = beside_rows(p, curves, many);
     let mut out = String::new();
     let _ = writeln!(out, "\n### Paper 000's figures beside ours\n");
     if rows.is_empty() {
@@ -854,4 +807,73 @@ pub(super) fn paper_comparison(
     }
     out.push('\n');
     out
+}
+
+/// The points of `paper::POINTS` this run measured, each with our figure, in figure order.
+fn beside_rows(
+    p: &Params,
+    curves: &[Curve],
+    many: &[(&Stack, usize, ClpPolicy, Estimate)],
+) -> Vec<Beside> {
+    let nw = p.workers;
+    let procs = paper::PROCESSORS as f64;
+    let mut rows: Vec<Beside> = Vec::new();
+    for c in curves {
+        let Some(i) = c.stack.paper else { continue };
+        if let Some(at) = paper::find(i, c.op, c.mode, Point::OneProc) {
+            rows.push(Beside {
+                at,
+                stack: c.stack,
+                point: "1 proc; ours 1 worker".into(),
+                quantity: "Mbit/s",
+                paper: at.value,
+                paper_text: at.short.to_owned(),
+                ours: c.points[0].median,
+            });
+        }
+        if nw >= 2
+            && let Some(at) = paper::find(i, c.op, c.mode, Point::Speedup)
+        {
+            let sp = c.speedup(nw).median;
+            let per = at.value.map(|v| v / procs);
+            rows.push(Beside {
+                at,
+                stack: c.stack,
+                point: format!("{} procs; ours {nw} workers", paper::PROCESSORS),
+                quantity: "speedup / processors",
+                paper: per,
+                paper_text: match per {
+                    // "~1 (~12 of 12, linear)", "~0.67 (~8 of 12)".
+                    Some(_) if at.read == Read::Ideal => format!(
+                        "~1 ({} of {}, linear)",
+                        at.short.trim_end_matches(" (linear)"),
+                        paper::PROCESSORS
+                    ),
+                    Some(v) => format!("~{v:.2} ({} of {})", at.short, paper::PROCESSORS),
+                    None => format!("speedup {}", at.short),
+                },
+                ours: sp / nw as f64,
+            });
+        }
+    }
+    for s in &p.stacks {
+        let Some(i) = s.paper else { continue };
+        for (n, t, q) in tpc_ppc(many, s.name) {
+            let (t, q) = (t.median, q.median);
+            let kind = Point::TpcOverPpc { at_12: n == 12 };
+            if let Some(at) = paper::find(i, Op::Seal, Mode::Clp, kind) {
+                rows.push(Beside {
+                    at,
+                    stack: s,
+                    point: format!("{n} conns"),
+                    quantity: "tpc / ppc",
+                    paper: at.value,
+                    paper_text: at.short.to_owned(),
+                    ours: t / q,
+                });
+            }
+        }
+    }
+    rows.sort_by_key(|r| r.at.figure);
+    rows
 }
