@@ -682,6 +682,11 @@ impl UdpReader {
                         let want = sealink_udp::steer::lane_socket(d, LANE_OFFSET, n);
                         strays += u64::from(want.is_some_and(|w| w != s));
                     }
+                    if core.is_handshake(d) {
+                        // Off the data path: a handshake thread answers it (`handshakes.rs`).
+                        sh.handshakes.push(core, seg.source, d);
+                        return None;
+                    }
                     let job = match core.decapsulate_reserve(*now, seg.source, d) {
                         Ok(DecapReserve::Open(job)) => Some(job),
                         _ => None,

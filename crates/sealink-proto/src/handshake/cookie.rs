@@ -460,6 +460,22 @@ impl HandshakeGuard {
         room_for_reply: bool,
         reply: impl FnOnce(&mut CookieChecker, Time, &[u8], SocketAddr) -> Result<R, DropReason>,
     ) -> Admission<R> {
+        self.admit_busy(now, src, msg, room_for_reply, false, reply)
+    }
+
+    /// [`HandshakeGuard::admit_with`], where `busy` (the driver's handshake queue is busy, as
+    /// wireguard-go's `IsUnderLoad`) puts the whole host under load: every initiation without a
+    /// valid mac2 gets a cookie reply instead of the public-key work, whatever its source's
+    /// unproven bucket holds.
+    pub fn admit_busy<R>(
+        &mut self,
+        now: Time,
+        src: Option<SocketAddr>,
+        msg: &[u8],
+        room_for_reply: bool,
+        busy: bool,
+        reply: impl FnOnce(&mut CookieChecker, Time, &[u8], SocketAddr) -> Result<R, DropReason>,
+    ) -> Admission<R> {
         if !self.checker.check_mac1(msg) {
             return Admission::Drop(DropReason::BadMac1);
         }
@@ -474,7 +490,7 @@ impl HandshakeGuard {
                 Admission::Drop(DropReason::RateLimited)
             };
         }
-        if self.unproven.allow(now, ip) {
+        if !busy && self.unproven.allow(now, ip) {
             return Admission::Process;
         }
         if !room_for_reply {

@@ -9,7 +9,7 @@ use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
 use crate::handshake::cookie::Admission;
 use crate::handshake::state::{Handshake, InitiateError};
-use crate::handshake::{self, INIT_FLAG_LANES, InitPayload, TUNNEL_PROLOGUE};
+use crate::handshake::{self, HostKey, INIT_FLAG_LANES, InitPayload, TUNNEL_PROLOGUE};
 use crate::session::Session;
 use crate::time::Time;
 use crate::wire::{Header, parse_header};
@@ -18,6 +18,33 @@ use super::config::Wire;
 use super::recv::Decap;
 use super::stats::TunnelDrop;
 use super::{PeerIndex, TUNNEL_KEYS, Tunnel};
+
+/// An initiation on sealink's wire, read (its Noise message: the public-key work) with no
+/// access to the tunnel's state but the host key.
+pub(super) struct SealinkInit {
+    hs: Box<snow::HandshakeState>,
+    remote: [u8; 32],
+    payload: InitPayload,
+    sender: u32,
+}
+
+/// Reads an admitted initiation (`buf`: the whole datagram, its MACs checked) with `host`.
+pub(super) fn read_sealink_init(host: &HostKey, buf: &[u8]) -> Result<SealinkInit, TunnelDrop> {
+    let noise = buf
+        .get(..handshake::NOISE_INIT_LEN)
+        .ok_or(DropReason::MalformedHeader)?;
+    let (hs, remote, payload) = handshake::read_init(host, TUNNEL_PROLOGUE, noise)?;
+    let sender = match parse_header(buf)? {
+        Header::Init { sender } => sender,
+        _ => return Err(DropReason::MalformedHeader.into()),
+    };
+    Ok(SealinkInit {
+        hs: Box::new(hs),
+        remote,
+        payload,
+        sender,
+    })
+}
 
 impl Tunnel {
     pub(super) fn start_handshake(&mut self, pi: usize, now: Time, attempt: u32) {
@@ -132,28 +159,66 @@ impl Tunnel {
         }
     }
 
+    /// An initiation on sealink's wire, handled whole: [`Tunnel::init_admit`], the read (the
+    /// public-key work) and [`Tunnel::init_finish`] back to back (the serial reference; a
+    /// driver may run the read with no lock held: [`super::offpath`]).
     pub(super) fn on_init(
         &mut self,
         now: Time,
         source: SocketAddr,
         buf: &[u8],
     ) -> Result<Decap, TunnelDrop> {
+        self.init_admit(now, source, buf, false)?;
+        let read = read_sealink_init(&self.host, buf)?;
+        self.init_finish(now, source, read)
+    }
+
+    /// Before any public-key work: the length, mac1, then the limits (and mac2 under load, or
+    /// whenever `busy`: see [`HandshakeGuard::admit_busy`](crate::handshake::cookie::HandshakeGuard::admit_busy)).
+    pub(super) fn init_admit(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        buf: &[u8],
+        busy: bool,
+    ) -> Result<(), TunnelDrop> {
         if buf.len() != handshake::INIT_LEN {
             return Err(DropReason::MalformedHeader.into());
         }
-        // Before any public-key work: mac1, then the limits (and mac2 under load).
         let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
-        let admitted = self.guard.admit(now, Some(source), buf, room);
-        self.admitted(source, admitted, |r| r.to_vec())?;
-        let (hs, remote, payload) = handshake::read_init(
-            &self.host,
-            TUNNEL_PROLOGUE,
-            &buf[..handshake::NOISE_INIT_LEN],
-        )?;
-        let sender = match parse_header(buf)? {
-            Header::Init { sender } => sender,
-            _ => return Err(DropReason::MalformedHeader.into()),
-        };
+        let admitted = self.guard.admit_busy(
+            now,
+            Some(source),
+            buf,
+            room,
+            busy,
+            |checker, now, msg, src| {
+                let sender = match parse_header(msg) {
+                    Ok(Header::Init { sender }) => sender,
+                    _ => return Err(DropReason::MalformedHeader),
+                };
+                checker
+                    .write_reply(now, msg, sender, src)
+                    .map_err(|_| DropReason::RateLimited)
+            },
+        );
+        self.admitted(source, admitted, |r| r.to_vec())
+    }
+
+    /// The rest of an admitted initiation once read: the peer by its static key, the
+    /// timestamp and suite, and the response with a new (unconfirmed) session.
+    pub(super) fn init_finish(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        read: SealinkInit,
+    ) -> Result<Decap, TunnelDrop> {
+        let SealinkInit {
+            hs,
+            remote,
+            payload,
+            sender,
+        } = read;
         let Some(&pi) = self.by_key.get(&remote) else {
             self.guard.untrusted(now, Some(source), &remote);
             return Err(DropReason::UnknownHost.into());
@@ -170,7 +235,7 @@ impl Tunnel {
             p.no_lanes = false;
         }
         let answered = p.handshake.respond(
-            hs,
+            *hs,
             &mut self.indexes,
             pi,
             sender,

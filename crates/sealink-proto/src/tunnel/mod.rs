@@ -72,6 +72,7 @@
 mod config;
 mod handshake;
 pub mod ip;
+mod offpath;
 mod reconfig;
 mod recv;
 mod send;
@@ -81,6 +82,7 @@ mod wg;
 
 pub use config::{PiggybackMode, PiggybackPolicy, TunnelConfig, TunnelPeerConfig, Wire};
 pub use ip::{AllowedIps, IpNet, IpNetError, packet_addrs};
+pub use offpath::{Begun, HANDSHAKE_QUEUE, HandshakeQueue, ReadInit, Responder, UNDER_LOAD_AFTER};
 pub use reconfig::{PeerChanges, RERESOLVE_AFTER_ATTEMPTS};
 pub use recv::{Decap, DecapJob, DecapReserve};
 pub use send::{Encap, Reserve};

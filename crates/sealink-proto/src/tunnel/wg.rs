@@ -12,6 +12,7 @@ use sealink_crypto::Scope;
 use super::{Decap, DecapReserve, Peer, PeerIndex, Tunnel, TunnelDrop, Wire, handshake_done};
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
+use crate::handshake::HostKey;
 use crate::handshake::wg::{NO_PSK, read_initiation, read_response, tai64n_nanos, write_response};
 use crate::session::Session;
 use crate::time::Time;
@@ -50,6 +51,26 @@ impl Peer {
             .flatten()
             .min()
     }
+}
+
+/// A WireGuard initiation read (the Noise message: the public-key work) with no access to the
+/// tunnel's state but the host key.
+pub(super) struct WgInit {
+    hs: Box<snow::HandshakeState>,
+    remote: [u8; 32],
+    ts: [u8; 12],
+    sender: u32,
+}
+
+/// Reads an admitted initiation (`buf`: the whole message, its MACs checked) with `host`.
+pub(super) fn read_wg_init(host: &HostKey, buf: &[u8], sender: u32) -> Result<WgInit, TunnelDrop> {
+    let (hs, remote, ts) = read_initiation(host, buf).map_err(|_| DropReason::HandshakeFailed)?;
+    Ok(WgInit {
+        hs: Box::new(hs),
+        remote,
+        ts,
+        sender,
+    })
 }
 
 impl Tunnel {
@@ -142,9 +163,9 @@ impl Tunnel {
         }
     }
 
-    /// An initiation: mac1 and the limits (a cookie reply under load), then the Noise read,
-    /// the peer by its static key, a timestamp newer than the last accepted, and the response
-    /// with a new (unconfirmed) session.
+    /// An initiation, handled whole: [`Tunnel::wg_init_admit`], the Noise read and
+    /// [`Tunnel::wg_init_finish`] back to back (the serial reference; a driver may run the
+    /// read with no lock held: [`super::offpath`]).
     fn wg_on_init(
         &mut self,
         now: Time,
@@ -152,25 +173,58 @@ impl Tunnel {
         buf: &[u8],
         sender: u32,
     ) -> Result<Decap, TunnelDrop> {
+        self.wg_init_admit(now, source, buf, false)?;
+        let read = read_wg_init(&self.host, buf, sender)?;
+        self.wg_init_finish(now, source, read)
+    }
+
+    /// mac1 and the limits (a cookie reply under load, or whenever `busy`), before any
+    /// public-key work.
+    pub(super) fn wg_init_admit(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        buf: &[u8],
+        busy: bool,
+    ) -> Result<(), TunnelDrop> {
         let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
-        let admitted =
-            self.guard
-                .admit_with(now, Some(source), buf, room, |checker, now, msg, src| {
-                    // WireGuard's cookie reply (type 3) to the sender index at bytes 4..8.
-                    let receiver = u32::from_le_bytes([msg[4], msg[5], msg[6], msg[7]]);
-                    let (nonce, cookie_sealed) = checker
-                        .seal_cookie(now, msg, src)
-                        .map_err(|_| DropReason::RateLimited)?;
-                    Ok(CookieReply {
-                        receiver,
-                        nonce,
-                        cookie_sealed,
-                    }
-                    .encode())
-                });
-        self.admitted(source, admitted, |r| r.to_vec())?;
-        let (hs, remote, ts) =
-            read_initiation(&self.host, buf).map_err(|_| DropReason::HandshakeFailed)?;
+        let admitted = self.guard.admit_busy(
+            now,
+            Some(source),
+            buf,
+            room,
+            busy,
+            |checker, now, msg, src| {
+                // WireGuard's cookie reply (type 3) to the sender index at bytes 4..8.
+                let receiver = u32::from_le_bytes([msg[4], msg[5], msg[6], msg[7]]);
+                let (nonce, cookie_sealed) = checker
+                    .seal_cookie(now, msg, src)
+                    .map_err(|_| DropReason::RateLimited)?;
+                Ok(CookieReply {
+                    receiver,
+                    nonce,
+                    cookie_sealed,
+                }
+                .encode())
+            },
+        );
+        self.admitted(source, admitted, |r| r.to_vec())
+    }
+
+    /// The rest of an admitted initiation once read: the peer by its static key, a timestamp
+    /// newer than the last accepted, and the response with a new (unconfirmed) session.
+    pub(super) fn wg_init_finish(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        read: WgInit,
+    ) -> Result<Decap, TunnelDrop> {
+        let WgInit {
+            hs,
+            remote,
+            ts,
+            sender,
+        } = read;
         let Some(&pi) = self.by_key.get(&remote) else {
             self.guard.untrusted(now, Some(source), &remote);
             return Err(DropReason::UnknownHost.into());
@@ -182,7 +236,7 @@ impl Tunnel {
         let local = self.indexes.alloc(pi);
         let p = &mut self.peers[pi];
         let psk = p.cfg.preshared_key.unwrap_or(NO_PSK);
-        let answered = write_response(hs, &psk, local, sender, &mut p.handshake.cookies, now)
+        let answered = write_response(*hs, &psk, local, sender, &mut p.handshake.cookies, now)
             .map_err(|_| DropReason::HandshakeFailed)
             .and_then(|(resp, keys)| {
                 Session::wireguard(&keys.send, &keys.recv, local, sender, now, false)
