@@ -293,6 +293,7 @@ pub(crate) fn run_prepared(
         routes: set_up.route_helper,
         privileged: set_up.privileged,
         started_as: pre.started_as,
+        peers_generation: sh.lock().peers_generation(),
     };
     let reload_flag = opts.reload.clone();
     let (nq, ns) = (sh.devs.len(), sh.udp.len());

@@ -83,7 +83,7 @@ mod wg;
 pub use config::{PiggybackMode, PiggybackPolicy, TunnelConfig, TunnelPeerConfig, Wire};
 pub use ip::{AllowedIps, IpNet, IpNetError, packet_addrs};
 pub use offpath::{Begun, HANDSHAKE_QUEUE, HandshakeQueue, ReadInit, Responder, UNDER_LOAD_AFTER};
-pub use reconfig::{PeerChanges, RERESOLVE_AFTER_ATTEMPTS};
+pub use reconfig::{Applied, PeerChanges, PeerPlan, RERESOLVE_AFTER_ATTEMPTS};
 pub use recv::{Decap, DecapJob, DecapReserve};
 pub use send::{Encap, Reserve};
 pub use stats::{PeerStats, PeerStatus, TunnelDrop};
@@ -199,6 +199,9 @@ pub struct Tunnel {
     drops: [u64; N_DROPS],
     /// SplitMix64 state for the retry jitter (not a secret: it only spreads retries in time).
     jitter_state: u64,
+    /// Bumped by every change of the peer list ([`Tunnel::reconfigure`],
+    /// [`Tunnel::apply_peer_plan`]): a [`PeerPlan`] made against another list is refused.
+    peers_generation: u64,
 }
 
 impl std::fmt::Debug for Tunnel {
@@ -305,6 +308,7 @@ impl Tunnel {
             resolve_requests: VecDeque::new(),
             drops: [0; N_DROPS],
             jitter_state: u64::from(cfg_seed) ^ 0x9E37_79B9_7F4A_7C15,
+            peers_generation: 0,
         })
     }
 

@@ -171,3 +171,123 @@ fn a_replay_read_in_parallel_is_refused_at_the_finish() {
         Err(TunnelDrop::Proto(DropReason::StaleHandshake))
     );
 }
+
+/// `n` peers from number `from` on: made-up keys (no key pair needed: nobody handshakes) and
+/// one /32 each in 10.64.0.0/10.
+fn hub_peers(from: usize, n: usize) -> Vec<TunnelPeerConfig> {
+    (from..from + n)
+        .map(|i| {
+            let mut key = [7u8; 32];
+            key[..8].copy_from_slice(&(i as u64 + 1).to_le_bytes());
+            TunnelPeerConfig {
+                name: format!("p{i}"),
+                public_key: key,
+                endpoint: None,
+                allowed_ips: vec![
+                    format!("10.{}.{}.{}/32", 64 + (i >> 16), (i >> 8) & 255, i & 255)
+                        .parse()
+                        .unwrap(),
+                ],
+                persistent_keepalive: None,
+                preshared_key: None,
+            }
+        })
+        .collect()
+}
+
+/// A hub of `n` peers reloaded with 20 removed, 20 added and one moved to another prefix:
+/// the plan's steps under the lock, after checking the result against `reconfigure`'s.
+fn reload_steps(n: usize) -> usize {
+    let host = HostKey::generate().unwrap();
+    let own = *host.public();
+    let old = hub_peers(0, n);
+    let mut t = Tunnel::new(host.clone(), TunnelConfig::default(), old.clone()).unwrap();
+    let mut twin = Tunnel::new(host, TunnelConfig::default(), old.clone()).unwrap();
+    let mut new: Vec<_> = old[20..].to_vec();
+    new[0].allowed_ips = vec!["10.200.0.1/32".parse().unwrap()];
+    new.extend(hub_peers(n, 20));
+    let plan = PeerPlan::new(
+        &own,
+        t.peers_generation(),
+        &old,
+        &vec![None; old.len()],
+        new.clone(),
+        &vec![None; new.len()],
+    )
+    .unwrap();
+    assert_eq!(plan.len(), 41);
+    let applied = t.apply_peer_plan(plan).unwrap();
+    let whole = twin.reconfigure(new.clone()).unwrap();
+    assert_eq!(applied.changes.added, whole.added);
+    assert_eq!(applied.changes.updated, whole.updated);
+    assert_eq!(applied.changes.unchanged, whole.unchanged);
+    assert_eq!(applied.changes.removed.len(), whole.removed.len());
+    // The same peers, and every prefix of the new list routed to its peer, in both.
+    let keys = |t: &Tunnel| {
+        let mut k: Vec<_> = t.peer_configs().iter().map(|p| p.public_key).collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&t), keys(&twin));
+    for t in [&t, &twin] {
+        assert_eq!(t.routes.len(), new.len());
+        for p in &new {
+            let net = p.allowed_ips[0];
+            let pi = t.routes.lookup(net.addr()).expect("routed");
+            assert_eq!(t.peers[pi].cfg.public_key, p.public_key);
+        }
+        for p in &old[..20] {
+            assert_eq!(t.routes.lookup(p.allowed_ips[0].addr()), None);
+        }
+    }
+    applied.steps
+}
+
+#[test]
+fn a_reloads_work_under_the_lock_follows_the_change_not_the_peer_count() {
+    let small = reload_steps(100);
+    let large = reload_steps(5_000);
+    assert_eq!(small, large, "steps under the lock at 100 and 5,000 peers");
+    // 20 removed (peer and prefix), 20 added (likewise), one moved (old and new prefix, peer).
+    assert_eq!(small, 20 * 2 + 20 * 2 + 3);
+}
+
+#[test]
+fn a_plan_made_against_another_peer_list_is_refused_and_changes_nothing() {
+    let mut p = established();
+    let b = p.a.peer_configs();
+    let generation = p.a.peers_generation();
+    let c = hub_peers(0, 1);
+    let mut with_c = b.clone();
+    with_c.extend(c.clone());
+    let plan = PeerPlan::new(
+        &[1; 32],
+        generation,
+        &b,
+        &[None],
+        with_c.clone(),
+        &[None, None],
+    )
+    .unwrap();
+    // The list changed meanwhile (as a UAPI `set` changes it).
+    p.a.reconfigure(b.clone()).unwrap();
+    assert!(p.a.apply_peer_plan(plan).is_err());
+    assert_eq!(p.a.peer_configs().len(), 1);
+    // Made against the list in force, it applies, and B's session goes on.
+    let plan = PeerPlan::new(
+        &[1; 32],
+        p.a.peers_generation(),
+        &b,
+        &[None],
+        with_c,
+        &[None, Some("c.example:51820".into())],
+    )
+    .unwrap();
+    let applied = p.a.apply_peer_plan(plan).unwrap();
+    assert_eq!(applied.changes.added, ["p0"]);
+    assert_eq!(applied.changes.unchanged, 1);
+    let before = p.a.peer_status(p.now)[0].stats.handshakes_initiated;
+    let r = p.send(true, &v4(IP_A, IP_B, 400, 1));
+    assert!(matches!(r, Encap::Sealed { .. }), "{r:?}");
+    assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_initiated, before);
+}
