@@ -29,8 +29,12 @@ pub(crate) struct Handshakes {
 
 impl Handshakes {
     pub(crate) fn new() -> Self {
+        Self::with_capacity(HANDSHAKE_QUEUE)
+    }
+
+    fn with_capacity(n: usize) -> Self {
         Handshakes {
-            q: Mutex::new(HandshakeQueue::new(HANDSHAKE_QUEUE)),
+            q: Mutex::new(HandshakeQueue::new(n)),
             ready: Condvar::new(),
         }
     }
@@ -136,5 +140,35 @@ pub(crate) fn handshake_loop(sh: &Shared) {
             sh.timer.notify_one();
         }
         sh.handshakes.recycle(batch.drain(..).map(|(_, b, _)| b));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sealink_proto::HostKey;
+    use sealink_proto::tunnel::{TunnelConfig, TunnelDrop};
+
+    #[test]
+    fn a_full_queue_drops_and_counts_them_by_reason() {
+        let host = HostKey::generate().unwrap();
+        let mut core = Tunnel::new(host, TunnelConfig::default(), Vec::new()).unwrap();
+        let hs = Handshakes::with_capacity(8);
+        let src: SocketAddr = "192.0.2.9:51820".parse().unwrap();
+        for _ in 0..11 {
+            hs.push(&mut core, src, &[1u8; 148]);
+        }
+        assert_eq!(hs.lock().len(), 8);
+        assert_eq!(core.drop_count(TunnelDrop::HandshakeQueueFull), 3);
+        // What `show --json` lists.
+        assert!(core.drops().contains(&("handshake-queue-full", 3)));
+    }
+
+    #[test]
+    fn handshake_threads_leave_the_data_path_most_cores() {
+        assert_eq!(threads_for(1), 1);
+        assert_eq!(threads_for(2), 1);
+        assert_eq!(threads_for(8), 4);
+        assert_eq!(threads_for(64), 4);
     }
 }
