@@ -8,7 +8,7 @@ use sealink_crypto::SuiteId;
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
 use crate::handshake::cookie::Admission;
-use crate::handshake::state::{Handshake, InitiateError};
+use crate::handshake::state::{Answered, Handshake, InitiateError};
 use crate::handshake::{self, HostKey, INIT_FLAG_LANES, InitPayload, TUNNEL_PROLOGUE};
 use crate::session::Session;
 use crate::time::Time;
@@ -44,6 +44,47 @@ pub(super) fn read_sealink_init(host: &HostKey, buf: &[u8]) -> Result<SealinkIni
         payload,
         sender,
     })
+}
+
+/// An initiation checked against its peer, with an index for the response: the response's
+/// public-key work ([`SealinkPrepared::write`]) needs nothing else.
+pub(super) struct SealinkPrepared {
+    pi: usize,
+    hs: Box<snow::HandshakeState>,
+    sender: u32,
+    suite: SuiteId,
+    lanes: bool,
+    local: u32,
+    last_ts_sent: u64,
+}
+
+/// A response written, for [`Tunnel::init_commit`].
+pub(super) struct SealinkWritten {
+    pi: usize,
+    local: u32,
+    answered: Result<Answered, DropReason>,
+}
+
+impl SealinkPrepared {
+    /// The response and the session's keys (two X25519 operations), with no lock held.
+    pub(super) fn write(self, now: Time) -> SealinkWritten {
+        let answered = Handshake::respond_as(
+            *self.hs,
+            self.local,
+            self.sender,
+            self.suite,
+            false,
+            self.lanes,
+            self.last_ts_sent,
+            TUNNEL_KEYS,
+            now,
+        );
+        SealinkWritten {
+            pi: self.pi,
+            local: self.local,
+            answered,
+        }
+    }
 }
 
 impl Tunnel {
@@ -205,14 +246,26 @@ impl Tunnel {
         self.admitted(source, admitted, |r| r.to_vec())
     }
 
-    /// The rest of an admitted initiation once read: the peer by its static key, the
-    /// timestamp and suite, and the response with a new (unconfirmed) session.
+    /// The rest of an admitted initiation once read, serially: [`Tunnel::init_prepare`], the
+    /// response's public-key work ([`SealinkPrepared::write`]) and [`Tunnel::init_commit`].
     pub(super) fn init_finish(
         &mut self,
         now: Time,
         source: SocketAddr,
         read: SealinkInit,
     ) -> Result<Decap, TunnelDrop> {
+        let prepared = self.init_prepare(now, source, read)?;
+        let written = prepared.write(now);
+        self.init_commit(now, source, written)
+    }
+
+    /// The peer by its static key, the timestamp and suite, and an index for the response.
+    pub(super) fn init_prepare(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        read: SealinkInit,
+    ) -> Result<SealinkPrepared, TunnelDrop> {
         let SealinkInit {
             hs,
             remote,
@@ -234,17 +287,43 @@ impl Tunnel {
             // It knows lanes after all (upgraded, or our offer was merely lost).
             p.no_lanes = false;
         }
-        let answered = p.handshake.respond(
-            *hs,
-            &mut self.indexes,
+        let last_ts_sent = p.handshake.last_ts_sent;
+        let local = self.indexes.alloc(pi);
+        Ok(SealinkPrepared {
             pi,
+            hs,
             sender,
             suite,
-            false,
-            offered && self.cfg.lanes,
-            TUNNEL_KEYS,
-            now,
-        )?;
+            lanes: offered && self.cfg.lanes,
+            local,
+            last_ts_sent,
+        })
+    }
+
+    /// The response and new (unconfirmed) session of a written initiation installed; its
+    /// index freed if anything failed or the peer was removed meanwhile.
+    pub(super) fn init_commit(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        w: SealinkWritten,
+    ) -> Result<Decap, TunnelDrop> {
+        let SealinkWritten {
+            pi,
+            local,
+            answered,
+        } = w;
+        let answered = match answered {
+            Ok(a) if !self.peers[pi].removed => a,
+            Ok(_) => {
+                self.indexes.free(local);
+                return Err(DropReason::UnknownHost.into());
+            }
+            Err(d) => {
+                self.indexes.free(local);
+                return Err(d.into());
+            }
+        };
         let pkt = answered.packet;
         let old = self.peers[pi].next.replace(answered.session);
         self.free_session(old);

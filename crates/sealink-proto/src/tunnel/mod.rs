@@ -82,7 +82,10 @@ mod wg;
 
 pub use config::{PiggybackMode, PiggybackPolicy, TunnelConfig, TunnelPeerConfig, Wire};
 pub use ip::{AllowedIps, IpNet, IpNetError, packet_addrs};
-pub use offpath::{Begun, HANDSHAKE_QUEUE, HandshakeQueue, ReadInit, Responder, UNDER_LOAD_AFTER};
+pub use offpath::{
+    Begun, HANDSHAKE_QUEUE, HandshakeQueue, Prepared, ReadInit, Responder, UNDER_LOAD_AFTER,
+    Written,
+};
 pub use reconfig::{Applied, PeerChanges, PeerPlan, RERESOLVE_AFTER_ATTEMPTS};
 pub use recv::{Decap, DecapJob, DecapReserve};
 pub use send::{Encap, Reserve};

@@ -14,8 +14,10 @@
 //!    its address, instead of any public-key work).
 //! 2. [`Responder::read`] with no lock held: the Noise read of an admitted initiation (two
 //!    X25519 operations), which needs nothing but the host key.
-//! 3. [`Tunnel::handshake_finish`] under the lock: the peer by its static key, the replay
-//!    check, the response and the new session.
+//! 3. [`Tunnel::handshake_prepare`] under the lock (the peer by its static key, the replay
+//!    check, an index), [`Prepared::write`] with no lock held (the response: two more X25519
+//!    operations, and the session's keys), [`Tunnel::handshake_commit`] under the lock (the
+//!    session installed, the response queued); [`Tunnel::handshake_finish`] runs the three.
 //!
 //! [`Tunnel::decapsulate`] still handles a handshake whole (steps 1 to 3 back to back, never
 //! busy): the serial reference.
@@ -30,10 +32,10 @@ use crate::time::Time;
 use crate::wg::message::{self, Message};
 use crate::wire::{Header, parse_header};
 
-use super::handshake::{SealinkInit, read_sealink_init};
+use super::handshake::{SealinkInit, SealinkPrepared, SealinkWritten, read_sealink_init};
 use super::recv::Decap;
 use super::stats::TunnelDrop;
-use super::wg::{WgInit, read_wg_init};
+use super::wg::{WgInit, WgPrepared, WgWritten, read_wg_init};
 use super::{PeerIndex, Tunnel, Wire};
 
 /// Messages a [`HandshakeQueue`] holds by default (wireguard-go's `QueueHandshakeSize`).
@@ -255,25 +257,95 @@ impl Tunnel {
 
     /// Step 3: an initiation read by [`Responder::read`] from `source` is answered (the
     /// response queued for [`Tunnel::poll_transmit`], a new session made). Counted on refusal.
+    /// The same as [`Tunnel::handshake_prepare`], [`Prepared::write`] and
+    /// [`Tunnel::handshake_commit`] back to back; a driver runs the write with no lock held.
     pub fn handshake_finish(
         &mut self,
         now: Time,
         source: SocketAddr,
         read: ReadInit,
     ) -> Result<PeerIndex, TunnelDrop> {
+        let prepared = self.handshake_prepare(now, source, read)?;
+        let written = prepared.write(now);
+        self.handshake_commit(now, source, written)
+    }
+
+    /// Step 3a (under the lock): the peer of a read initiation by its static key, the replay
+    /// check, and an index for the response. Counted on refusal.
+    pub fn handshake_prepare(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        read: ReadInit,
+    ) -> Result<Prepared, TunnelDrop> {
         let r = read.0.and_then(|k| match k {
             ReadKind::Sealink(r) if self.cfg.wire == Wire::Sealink => {
-                self.init_finish(now, source, r)
+                self.init_prepare(now, source, r).map(PreparedKind::Sealink)
             }
             ReadKind::Wg(r) if self.cfg.wire == Wire::WireGuard => {
-                self.wg_init_finish(now, source, r)
+                self.wg_init_prepare(now, source, r).map(PreparedKind::Wg)
             }
             _ => Err(DropReason::MalformedHeader.into()),
         });
+        r.map(Prepared).map_err(|d| self.count(d))
+    }
+
+    /// Step 3c (under the lock): the response written by [`Prepared::write`] queued and the
+    /// new session installed (refused, and its index freed, if the peer was removed or a newer
+    /// initiation of its answered meanwhile). Counted on refusal.
+    pub fn handshake_commit(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        written: Written,
+    ) -> Result<PeerIndex, TunnelDrop> {
+        let r = match written.0 {
+            WrittenKind::Sealink(w) => self.init_commit(now, source, w),
+            WrittenKind::Wg(w) => self.wg_init_commit(now, source, w),
+        };
         r.map(|d| match d {
             Decap::Handshake(p) | Decap::Data(p) => p,
         })
         .map_err(|d| self.count(d))
+    }
+}
+
+/// An initiation checked against its peer, with an index for its response
+/// ([`Tunnel::handshake_prepare`]).
+pub struct Prepared(PreparedKind);
+
+enum PreparedKind {
+    Sealink(SealinkPrepared),
+    Wg(WgPrepared),
+}
+
+/// A response written by [`Prepared::write`], for [`Tunnel::handshake_commit`].
+pub struct Written(WrittenKind);
+
+enum WrittenKind {
+    Sealink(SealinkWritten),
+    Wg(WgWritten),
+}
+
+impl Prepared {
+    /// Step 3b (no lock needed): the response's public-key work and the session's keys.
+    pub fn write(self, now: Time) -> Written {
+        Written(match self.0 {
+            PreparedKind::Sealink(p) => WrittenKind::Sealink(p.write(now)),
+            PreparedKind::Wg(p) => WrittenKind::Wg(p.write(now)),
+        })
+    }
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Written").finish_non_exhaustive()
     }
 }
 

@@ -291,3 +291,30 @@ fn a_plan_made_against_another_peer_list_is_refused_and_changes_nothing() {
     assert!(matches!(r, Encap::Sealed { .. }), "{r:?}");
     assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_initiated, before);
 }
+
+#[test]
+fn a_peer_removed_while_its_response_is_written_is_refused_and_its_index_freed() {
+    for cfg in [TunnelConfig::default(), TunnelConfig::wireguard()] {
+        let mut p = pair_with(cfg);
+        let (from, init) = a_initiation(&mut p);
+        let responder = p.b.responder();
+        assert_eq!(
+            p.b.handshake_begin(p.now, from, &init, false),
+            Ok(Begun::Read)
+        );
+        let prepared =
+            p.b.handshake_prepare(p.now, from, responder.read(&init))
+                .unwrap();
+        let indexes = p.b.indexes.len();
+        // A reload removes A while B writes the response with no lock held.
+        p.b.reconfigure(Vec::new()).unwrap();
+        let written = prepared.write(p.now);
+        assert_eq!(
+            p.b.handshake_commit(p.now, from, written),
+            Err(TunnelDrop::Proto(DropReason::UnknownHost))
+        );
+        assert_eq!(p.b.indexes.len(), indexes - 1, "the response's index freed");
+        p.collect();
+        assert!(p.wire.is_empty(), "no response sent");
+    }
+}
