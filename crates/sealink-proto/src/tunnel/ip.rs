@@ -287,7 +287,7 @@ impl AllowedIps {
                     .iter()
                     .flat_map(|(p, v)| v.iter().map(move |n| (*n, *p)))
                     .collect();
-                few.sort_by(|a, b| b.0.prefix.cmp(&a.0.prefix));
+                few.sort_by_key(|e| std::cmp::Reverse(e.0.prefix));
                 self.few = Some(few);
             }
             None => {}
