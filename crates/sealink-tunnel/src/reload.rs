@@ -212,8 +212,16 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
     );
     let changes = plan.and_then(|plan| {
         let mut core = sh.lock();
+        let held = std::time::Instant::now();
         let r = match core.apply_peer_plan(plan) {
-            Ok(applied) => Ok(applied.changes),
+            Ok(applied) => {
+                tracing::debug!(
+                    steps = applied.steps,
+                    held_us = held.elapsed().as_micros() as u64,
+                    "reload: peer changes applied under the lock"
+                );
+                Ok(applied.changes)
+            }
             Err(_) => {
                 // The list changed since (WireGuard's UAPI): applied whole.
                 let r = core.reconfigure(new.peers.clone());
