@@ -395,7 +395,17 @@ pub(crate) fn io_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize, lane: usize
     let udp = UdpReader::new(sh, q, lane);
     let mut gauge = Gauge::new(sh.info.handoff);
     while !sh.stopping() {
-        let t = tun.step(sh, pipe, false, &mut gauge);
+        // As many TUN reads as one UDP receive may take datagrams: a burst of requests (up to
+        // RECV_BATCH a receive) is answered by the kernel into the TUN queue (500 packets) at
+        // the same pace, and one TUN read per round let that queue overflow (issue 50: the
+        // echoes a starved load generator sent at once, replies dropped by the kernel).
+        let mut t = false;
+        for _ in 0..RECV_BATCH {
+            if !tun.step(sh, pipe, false, &mut gauge) {
+                break;
+            }
+            t = true;
+        }
         let u = udp.step(sh, pipe, Some(Duration::ZERO), &mut gauge);
         if !t && !u {
             let r = sh.udp[q].wait_readable_with(sh.devs[q].as_fd(), Some(IDLE_WAIT));

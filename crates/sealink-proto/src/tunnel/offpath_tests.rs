@@ -318,3 +318,40 @@ fn a_peer_removed_while_its_response_is_written_is_refused_and_its_index_freed()
         assert!(p.wire.is_empty(), "no response sent");
     }
 }
+
+/// Not a test: prints how long `apply_peer_plan` and `reconfigure` take at 10,000 peers with
+/// 1,000 removed and 1,000 added (`cargo test --release -- --ignored --nocapture reload_timing`).
+#[test]
+#[ignore]
+fn reload_timing() {
+    let host = HostKey::generate().unwrap();
+    let own = *host.public();
+    let old = hub_peers(0, 10_000);
+    let mut t = Tunnel::new(host.clone(), TunnelConfig::wireguard(), old.clone()).unwrap();
+    let mut twin = Tunnel::new(host, TunnelConfig::wireguard(), old.clone()).unwrap();
+    let mut new: Vec<_> = old[..9_000].to_vec();
+    new.extend(hub_peers(10_000, 1_000));
+    let t0 = std::time::Instant::now();
+    let plan = PeerPlan::new(
+        &own,
+        t.peers_generation(),
+        &old,
+        &vec![None; old.len()],
+        new.clone(),
+        &vec![None; new.len()],
+    )
+    .unwrap();
+    let t1 = std::time::Instant::now();
+    let a = t.apply_peer_plan(plan).unwrap();
+    let t2 = std::time::Instant::now();
+    twin.reconfigure(new).unwrap();
+    let t3 = std::time::Instant::now();
+    eprintln!(
+        "size_of Peer {} B; plan {:?} (no lock), apply {:?} ({} steps), reconfigure {:?}",
+        std::mem::size_of::<Peer>(),
+        t1 - t0,
+        t2 - t1,
+        a.steps,
+        t3 - t2
+    );
+}
