@@ -395,7 +395,17 @@ pub(crate) fn io_loop(sh: &Shared, pipe: &Pipeline<Batch>, q: usize, lane: usize
     let udp = UdpReader::new(sh, q, lane);
     let mut gauge = Gauge::new(sh.info.handoff);
     while !sh.stopping() {
-        let t = tun.step(sh, pipe, false, &mut gauge);
+        // As many TUN reads as one UDP receive may take datagrams: a burst of requests (up to
+        // RECV_BATCH a receive) is answered by the kernel into the TUN queue (500 packets) at
+        // the same pace, and one TUN read per round let that queue overflow (issue 50: the
+        // echoes a starved load generator sent at once, replies dropped by the kernel).
+        let mut t = false;
+        for _ in 0..RECV_BATCH {
+            if !tun.step(sh, pipe, false, &mut gauge) {
+                break;
+            }
+            t = true;
+        }
         let u = udp.step(sh, pipe, Some(Duration::ZERO), &mut gauge);
         if !t && !u {
             let r = sh.udp[q].wait_readable_with(sh.devs[q].as_fd(), Some(IDLE_WAIT));
@@ -681,6 +691,11 @@ impl UdpReader {
                     if let Some(n) = steered {
                         let want = sealink_udp::steer::lane_socket(d, LANE_OFFSET, n);
                         strays += u64::from(want.is_some_and(|w| w != s));
+                    }
+                    if core.is_handshake(d) {
+                        // Off the data path: a handshake thread answers it (`handshakes.rs`).
+                        sh.handshakes.push(core, seg.source, d);
+                        return None;
                     }
                     let job = match core.decapsulate_reserve(*now, seg.source, d) {
                         Ok(DecapReserve::Open(job)) => Some(job),

@@ -42,6 +42,7 @@ pub mod control;
 mod datapath;
 mod dns;
 mod error;
+mod handshakes;
 pub mod helper;
 pub mod helper_main;
 pub mod hooks;
@@ -150,6 +151,8 @@ pub(crate) struct Shared {
     uapi_refused: uapi::Refusals,
     /// IPv6 endpoint zones as the last UAPI `set` gave them (`get` prints them back).
     uapi_zones: uapi::Zones,
+    /// Handshake messages on their way from the UDP readers to the handshake threads.
+    handshakes: handshakes::Handshakes,
 }
 
 /// What [`run_with`] takes besides the config.

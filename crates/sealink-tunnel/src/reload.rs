@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Weak};
 
+use sealink_proto::tunnel::PeerPlan;
+
 use crate::helper::RouteHelper;
 use crate::hooks::PrivHelper;
 use crate::{Config, QueuedTransmits, Shared};
@@ -47,6 +49,11 @@ pub(crate) struct Ctl {
     /// The uid that started the tunnel: what the files read through `privileged` are judged
     /// for.
     pub started_as: u32,
+    /// The core's peer-list generation that `cfg.peers` is ([`Tunnel::peers_generation`]): a
+    /// reload applies only its difference from it, unless the list changed since (UAPI).
+    ///
+    /// [`Tunnel::peers_generation`]: sealink_proto::tunnel::Tunnel::peers_generation
+    pub peers_generation: u64,
 }
 
 /// The config at `path` and the public key of the host key it names, read by this process.
@@ -192,16 +199,43 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
         }
         added.push(*n);
     }
-    let changes = {
+    // The new list is checked and compared with the one in force here, outside the core's
+    // lock; under it, only the difference is applied (issue 50: at 10,000 peers the whole
+    // list under the lock held the data path for a third of a second).
+    let plan = PeerPlan::new(
+        &sh.public_key,
+        ctl.peers_generation,
+        &ctl.cfg.peers,
+        &ctl.cfg.endpoint_names,
+        new.peers.clone(),
+        &new.endpoint_names,
+    );
+    let changes = plan.and_then(|plan| {
         let mut core = sh.lock();
-        let r = core.reconfigure(new.peers.clone());
-        if r.is_ok() {
-            for (p, n) in new.peers.iter().zip(&new.endpoint_names) {
-                core.set_endpoint_name(&p.public_key, n.clone());
+        let held = std::time::Instant::now();
+        let r = match core.apply_peer_plan(plan) {
+            Ok(applied) => {
+                tracing::debug!(
+                    steps = applied.steps,
+                    held_us = held.elapsed().as_micros() as u64,
+                    "reload: peer changes applied under the lock"
+                );
+                Ok(applied.changes)
             }
-        }
+            Err(_) => {
+                // The list changed since (WireGuard's UAPI): applied whole.
+                let r = core.reconfigure(new.peers.clone());
+                if r.is_ok() {
+                    for (p, n) in new.peers.iter().zip(&new.endpoint_names) {
+                        core.set_endpoint_name(&p.public_key, n.clone());
+                    }
+                }
+                r
+            }
+        };
+        ctl.peers_generation = core.peers_generation();
         r
-    };
+    });
     let changes = match changes {
         Ok(c) => c,
         Err(e) => {

@@ -18,8 +18,9 @@ use tun_rs::{DeviceBuilder, InterruptEvent, SyncDevice};
 use crate::control::{self, bind_private};
 use crate::error::io;
 use crate::{
-    Config, RunDir, RunOptions, Shared, TunnelError, UpInfo, datapath, dns, helper, hooks, netconf,
-    policy, privs, reload, route_rules, rundir, system_resolver, threads, timer_loop, uapi,
+    Config, RunDir, RunOptions, Shared, TunnelError, UpInfo, datapath, dns, handshakes, helper,
+    hooks, netconf, policy, privs, reload, route_rules, rundir, system_resolver, threads,
+    timer_loop, uapi,
 };
 
 /// Creates the TUN device with `queues` queues (multi-queue when more than one), trying
@@ -276,6 +277,7 @@ pub(crate) fn run_prepared(
         threads: threads::Registry::new(),
         uapi_refused: uapi::Refusals::default(),
         uapi_zones: uapi::Zones::default(),
+        handshakes: handshakes::Handshakes::new(),
     });
     {
         let weak = std::sync::Arc::downgrade(&sh);
@@ -291,6 +293,7 @@ pub(crate) fn run_prepared(
         routes: set_up.route_helper,
         privileged: set_up.privileged,
         started_as: pre.started_as,
+        peers_generation: sh.lock().peers_generation(),
     };
     let reload_flag = opts.reload.clone();
     let (nq, ns) = (sh.devs.len(), sh.udp.len());
@@ -606,6 +609,13 @@ fn run_threads(
                 .spawn_scoped(s, move || datapath::writer_loop(sh, k, jobs))
                 .is_ok();
         }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for k in 0..handshakes::threads_for(cpus) {
+            ok &= std::thread::Builder::new()
+                .name(format!("sl-hs-{k}"))
+                .spawn_scoped(s, move || handshakes::handshake_loop(sh))
+                .is_ok();
+        }
         ok &= std::thread::Builder::new()
             .name("sl-timer".into())
             .spawn_scoped(s, move || timer_loop(sh))
@@ -630,6 +640,7 @@ fn run_threads(
         }
         let _ = sh.intr.trigger();
         sh.timer.notify_all();
+        sh.handshakes.wake_all();
     });
 }
 

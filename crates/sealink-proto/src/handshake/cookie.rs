@@ -460,6 +460,23 @@ impl HandshakeGuard {
         room_for_reply: bool,
         reply: impl FnOnce(&mut CookieChecker, Time, &[u8], SocketAddr) -> Result<R, DropReason>,
     ) -> Admission<R> {
+        self.admit_busy(now, src, msg, room_for_reply, false, reply)
+    }
+
+    /// [`HandshakeGuard::admit_with`], where `busy` (the driver's handshake queue is busy, as
+    /// wireguard-go's `IsUnderLoad`) puts the whole host under load: every initiation without a
+    /// valid mac2 gets a cookie reply instead of the public-key work, whatever its source's
+    /// unproven bucket holds, and one with a valid mac2 is limited by its source's proven
+    /// bucket alone (the queue bounds them all together).
+    pub fn admit_busy<R>(
+        &mut self,
+        now: Time,
+        src: Option<SocketAddr>,
+        msg: &[u8],
+        room_for_reply: bool,
+        busy: bool,
+        reply: impl FnOnce(&mut CookieChecker, Time, &[u8], SocketAddr) -> Result<R, DropReason>,
+    ) -> Admission<R> {
         if !self.checker.check_mac1(msg) {
             return Admission::Drop(DropReason::BadMac1);
         }
@@ -468,13 +485,21 @@ impl HandshakeGuard {
         };
         let ip = canonical_ip(src.ip());
         if self.checker.check_mac2(now, msg, src) {
-            return if self.proven.allow(now, ip) {
+            // While the driver's queue is busy, it bounds the work of all sources together:
+            // a proven source is limited by its own bucket only (wireguard-go's rule), so that
+            // a storm of real peers, each sent a cookie, is not refused by the global bucket.
+            let allowed = if busy {
+                self.proven.allow_source(now, ip)
+            } else {
+                self.proven.allow(now, ip)
+            };
+            return if allowed {
                 Admission::Process
             } else {
                 Admission::Drop(DropReason::RateLimited)
             };
         }
-        if self.unproven.allow(now, ip) {
+        if !busy && self.unproven.allow(now, ip) {
             return Admission::Process;
         }
         if !room_for_reply {

@@ -115,12 +115,27 @@ impl HandshakeLimiter {
         ok
     }
 
+    /// [`HandshakeLimiter::allow`] by the source's bucket alone: the global bucket is neither
+    /// checked nor spent. For a driver whose own bounded handshake queue already bounds the
+    /// work of all sources together (wireguard-go limits proven sources per address only).
+    pub fn allow_source(&mut self, now: Time, source: IpAddr) -> bool {
+        let ok = self.take_scoped(now, source, false);
+        if !ok {
+            self.refused += 1;
+        }
+        ok
+    }
+
     fn take(&mut self, now: Time, source: IpAddr) -> bool {
+        self.take_scoped(now, source, true)
+    }
+
+    fn take_scoped(&mut self, now: Time, source: IpAddr, global: bool) -> bool {
         let g_cap = self.global_interval_ns * u64::from(self.cfg.global_burst.max(1));
         let s_cap = self.source_interval_ns * u64::from(self.cfg.per_source_burst.max(1));
         let g = self.global.get_or_insert_with(|| Bucket::full(now, g_cap));
         g.refill(now, g_cap);
-        if g.credit_ns < self.global_interval_ns {
+        if global && g.credit_ns < self.global_interval_ns {
             return false;
         }
         if !self.sources.contains_key(&source) && self.sources.len() >= self.cfg.max_sources {
@@ -147,7 +162,7 @@ impl HandshakeLimiter {
         if let Some(s) = s {
             s.credit_ns -= self.source_interval_ns;
         }
-        if let Some(g) = self.global.as_mut() {
+        if let Some(g) = self.global.as_mut().filter(|_| global) {
             g.credit_ns -= self.global_interval_ns;
         }
         true
@@ -227,5 +242,35 @@ mod tests {
         let t1 = t0 + Duration::from_secs(10);
         assert!(l.allow(t1, ip(99)));
         assert_eq!(l.tracked_sources(), 1);
+    }
+}
+
+#[cfg(test)]
+mod source_only_tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn allow_source_ignores_and_spares_the_global_bucket() {
+        let cfg = LimiterConfig {
+            per_source_per_sec: 1,
+            per_source_burst: 1,
+            global_per_sec: 1,
+            global_burst: 2,
+            max_sources: 64,
+        };
+        let mut l = HandshakeLimiter::new(cfg);
+        let now = Time::from_millis(1_000);
+        let ip = |i: u32| IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i));
+        // Ten sources, each within its own bucket: all allowed by source alone...
+        for i in 0..10 {
+            assert!(l.allow_source(now, ip(i)), "source {i}");
+        }
+        // ...and each source's bucket is spent, ...
+        assert!(!l.allow_source(now, ip(0)));
+        // ...but the global bucket was not: two more sources pass `allow`, the third not.
+        assert!(l.allow(now, ip(20)));
+        assert!(l.allow(now, ip(21)));
+        assert!(!l.allow(now, ip(22)));
     }
 }

@@ -274,21 +274,56 @@ impl Handshake {
     ) -> Result<Answered, DropReason> {
         let local = idx.alloc(owner);
         let last = self.last_ts_sent;
-        let answered =
-            handshake::write_response(hs, sender_index, local, suite, continues, lanes, last)
-                .and_then(|(packet, split)| {
-                    let mut session = derive(suite, &split, keys, local, sender_index, now, false)?;
-                    session.set_lanes(lanes);
-                    Ok(Answered {
-                        packet,
-                        session,
-                        hash: split.hash,
-                    })
-                });
+        let answered = Self::respond_as(
+            hs,
+            local,
+            sender_index,
+            suite,
+            continues,
+            lanes,
+            last,
+            keys,
+            now,
+        );
         if answered.is_err() {
             idx.free(local);
         }
         answered
+    }
+
+    /// [`Handshake::respond`]'s public-key work with the index `local` already allocated and
+    /// our newest initiation's timestamp `last_ts_sent` read: needs no state, so a driver may
+    /// run it with no lock held. The caller frees `local` on an error.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn respond_as(
+        hs: snow::HandshakeState,
+        local: u32,
+        sender_index: u32,
+        suite: SuiteId,
+        continues: bool,
+        lanes: bool,
+        last_ts_sent: u64,
+        keys: Keys<'_>,
+        now: Time,
+    ) -> Result<Answered, DropReason> {
+        handshake::write_response(
+            hs,
+            sender_index,
+            local,
+            suite,
+            continues,
+            lanes,
+            last_ts_sent,
+        )
+        .and_then(|(packet, split)| {
+            let mut session = derive(suite, &split, keys, local, sender_index, now, false)?;
+            session.set_lanes(lanes);
+            Ok(Answered {
+                packet,
+                session,
+                hash: split.hash,
+            })
+        })
     }
 
     /// Reads the response `pkt` to `init` (which the caller matched by index; its index becomes

@@ -162,14 +162,30 @@ pub(crate) fn read_initiation(
 }
 
 /// The response to a read initiation (sender index `sender` = ours, `receiver` = the
-/// initiator's), its macs added by `cookies`; the responder's transport keys.
+/// initiator's), its macs added by `cookies`; the responder's transport keys. (The tunnel core
+/// writes it in two steps, [`write_response_unmacked`] then the MACs; the reference peer of
+/// the `reference-peer` feature in one.)
+#[cfg_attr(not(feature = "reference-peer"), allow(dead_code))]
 pub(crate) fn write_response(
-    mut hs: snow::HandshakeState,
+    hs: snow::HandshakeState,
     psk: &[u8; 32],
     sender: u32,
     receiver: u32,
     cookies: &mut CookieGenerator,
     now: Time,
+) -> Result<([u8; RESPONSE_LEN], TransportKeys), HandshakeFailed> {
+    let (mut resp, keys) = write_response_unmacked(hs, psk, sender, receiver)?;
+    cookies.add_macs(now, &mut resp);
+    Ok((resp, keys))
+}
+
+/// [`write_response`] without its MACs (the caller adds them with the peer's
+/// [`CookieGenerator`]): needs no state, so a driver may run it with no lock held.
+pub(crate) fn write_response_unmacked(
+    mut hs: snow::HandshakeState,
+    psk: &[u8; 32],
+    sender: u32,
+    receiver: u32,
 ) -> Result<([u8; RESPONSE_LEN], TransportKeys), HandshakeFailed> {
     hs.set_psk(2, psk).map_err(|_| HandshakeFailed)?;
     let mut resp = [0u8; RESPONSE_LEN];
@@ -179,7 +195,6 @@ pub(crate) fn write_response(
     if hs.write_message(&[], &mut resp[RESPONSE_NOISE]).ok() != Some(RESPONSE_NOISE.len()) {
         return Err(HandshakeFailed);
     }
-    cookies.add_macs(now, &mut resp);
     Ok((resp, transport_keys(&mut hs)))
 }
 

@@ -8,8 +8,8 @@ use sealink_crypto::SuiteId;
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
 use crate::handshake::cookie::Admission;
-use crate::handshake::state::{Handshake, InitiateError};
-use crate::handshake::{self, INIT_FLAG_LANES, InitPayload, TUNNEL_PROLOGUE};
+use crate::handshake::state::{Answered, Handshake, InitiateError};
+use crate::handshake::{self, HostKey, INIT_FLAG_LANES, InitPayload, TUNNEL_PROLOGUE};
 use crate::session::Session;
 use crate::time::Time;
 use crate::wire::{Header, parse_header};
@@ -18,6 +18,74 @@ use super::config::Wire;
 use super::recv::Decap;
 use super::stats::TunnelDrop;
 use super::{PeerIndex, TUNNEL_KEYS, Tunnel};
+
+/// An initiation on sealink's wire, read (its Noise message: the public-key work) with no
+/// access to the tunnel's state but the host key.
+pub(super) struct SealinkInit {
+    hs: Box<snow::HandshakeState>,
+    remote: [u8; 32],
+    payload: InitPayload,
+    sender: u32,
+}
+
+/// Reads an admitted initiation (`buf`: the whole datagram, its MACs checked) with `host`.
+pub(super) fn read_sealink_init(host: &HostKey, buf: &[u8]) -> Result<SealinkInit, TunnelDrop> {
+    let noise = buf
+        .get(..handshake::NOISE_INIT_LEN)
+        .ok_or(DropReason::MalformedHeader)?;
+    let (hs, remote, payload) = handshake::read_init(host, TUNNEL_PROLOGUE, noise)?;
+    let sender = match parse_header(buf)? {
+        Header::Init { sender } => sender,
+        _ => return Err(DropReason::MalformedHeader.into()),
+    };
+    Ok(SealinkInit {
+        hs: Box::new(hs),
+        remote,
+        payload,
+        sender,
+    })
+}
+
+/// An initiation checked against its peer, with an index for the response: the response's
+/// public-key work ([`SealinkPrepared::write`]) needs nothing else.
+pub(super) struct SealinkPrepared {
+    pi: usize,
+    hs: Box<snow::HandshakeState>,
+    sender: u32,
+    suite: SuiteId,
+    lanes: bool,
+    local: u32,
+    last_ts_sent: u64,
+}
+
+/// A response written, for [`Tunnel::init_commit`].
+pub(super) struct SealinkWritten {
+    pi: usize,
+    local: u32,
+    answered: Result<Answered, DropReason>,
+}
+
+impl SealinkPrepared {
+    /// The response and the session's keys (two X25519 operations), with no lock held.
+    pub(super) fn write(self, now: Time) -> SealinkWritten {
+        let answered = Handshake::respond_as(
+            *self.hs,
+            self.local,
+            self.sender,
+            self.suite,
+            false,
+            self.lanes,
+            self.last_ts_sent,
+            TUNNEL_KEYS,
+            now,
+        );
+        SealinkWritten {
+            pi: self.pi,
+            local: self.local,
+            answered,
+        }
+    }
+}
 
 impl Tunnel {
     pub(super) fn start_handshake(&mut self, pi: usize, now: Time, attempt: u32) {
@@ -132,28 +200,78 @@ impl Tunnel {
         }
     }
 
+    /// An initiation on sealink's wire, handled whole: [`Tunnel::init_admit`], the read (the
+    /// public-key work) and [`Tunnel::init_finish`] back to back (the serial reference; a
+    /// driver may run the read with no lock held: [`super::offpath`]).
     pub(super) fn on_init(
         &mut self,
         now: Time,
         source: SocketAddr,
         buf: &[u8],
     ) -> Result<Decap, TunnelDrop> {
+        self.init_admit(now, source, buf, false)?;
+        let read = read_sealink_init(&self.host, buf)?;
+        self.init_finish(now, source, read)
+    }
+
+    /// Before any public-key work: the length, mac1, then the limits (and mac2 under load, or
+    /// whenever `busy`: see [`HandshakeGuard::admit_busy`](crate::handshake::cookie::HandshakeGuard::admit_busy)).
+    pub(super) fn init_admit(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        buf: &[u8],
+        busy: bool,
+    ) -> Result<(), TunnelDrop> {
         if buf.len() != handshake::INIT_LEN {
             return Err(DropReason::MalformedHeader.into());
         }
-        // Before any public-key work: mac1, then the limits (and mac2 under load).
         let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
-        let admitted = self.guard.admit(now, Some(source), buf, room);
-        self.admitted(source, admitted, |r| r.to_vec())?;
-        let (hs, remote, payload) = handshake::read_init(
-            &self.host,
-            TUNNEL_PROLOGUE,
-            &buf[..handshake::NOISE_INIT_LEN],
-        )?;
-        let sender = match parse_header(buf)? {
-            Header::Init { sender } => sender,
-            _ => return Err(DropReason::MalformedHeader.into()),
-        };
+        let admitted = self.guard.admit_busy(
+            now,
+            Some(source),
+            buf,
+            room,
+            busy,
+            |checker, now, msg, src| {
+                let sender = match parse_header(msg) {
+                    Ok(Header::Init { sender }) => sender,
+                    _ => return Err(DropReason::MalformedHeader),
+                };
+                checker
+                    .write_reply(now, msg, sender, src)
+                    .map_err(|_| DropReason::RateLimited)
+            },
+        );
+        self.admitted(source, admitted, |r| r.to_vec())
+    }
+
+    /// The rest of an admitted initiation once read, serially: [`Tunnel::init_prepare`], the
+    /// response's public-key work ([`SealinkPrepared::write`]) and [`Tunnel::init_commit`].
+    pub(super) fn init_finish(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        read: SealinkInit,
+    ) -> Result<Decap, TunnelDrop> {
+        let prepared = self.init_prepare(now, source, read)?;
+        let written = prepared.write(now);
+        self.init_commit(now, source, written)
+    }
+
+    /// The peer by its static key, the timestamp and suite, and an index for the response.
+    pub(super) fn init_prepare(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        read: SealinkInit,
+    ) -> Result<SealinkPrepared, TunnelDrop> {
+        let SealinkInit {
+            hs,
+            remote,
+            payload,
+            sender,
+        } = read;
         let Some(&pi) = self.by_key.get(&remote) else {
             self.guard.untrusted(now, Some(source), &remote);
             return Err(DropReason::UnknownHost.into());
@@ -169,17 +287,43 @@ impl Tunnel {
             // It knows lanes after all (upgraded, or our offer was merely lost).
             p.no_lanes = false;
         }
-        let answered = p.handshake.respond(
-            hs,
-            &mut self.indexes,
+        let last_ts_sent = p.handshake.last_ts_sent;
+        let local = self.indexes.alloc(pi);
+        Ok(SealinkPrepared {
             pi,
+            hs,
             sender,
             suite,
-            false,
-            offered && self.cfg.lanes,
-            TUNNEL_KEYS,
-            now,
-        )?;
+            lanes: offered && self.cfg.lanes,
+            local,
+            last_ts_sent,
+        })
+    }
+
+    /// The response and new (unconfirmed) session of a written initiation installed; its
+    /// index freed if anything failed or the peer was removed meanwhile.
+    pub(super) fn init_commit(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        w: SealinkWritten,
+    ) -> Result<Decap, TunnelDrop> {
+        let SealinkWritten {
+            pi,
+            local,
+            answered,
+        } = w;
+        let answered = match answered {
+            Ok(a) if !self.peers[pi].removed => a,
+            Ok(_) => {
+                self.indexes.free(local);
+                return Err(DropReason::UnknownHost.into());
+            }
+            Err(d) => {
+                self.indexes.free(local);
+                return Err(d.into());
+            }
+        };
         let pkt = answered.packet;
         let old = self.peers[pi].next.replace(answered.session);
         self.free_session(old);

@@ -263,6 +263,37 @@ impl AllowedIps {
             .unwrap_or(few.len());
         few.insert(at, (net, peer));
     }
+    /// Removes a route; returns the peer it was assigned to.
+    pub fn remove(&mut self, net: IpNet) -> Option<usize> {
+        let fam = family(net.addr);
+        let table = self.tables[fam].get_mut(&net.prefix)?;
+        let peer = table.remove(&to_bits(net.addr))?;
+        if table.is_empty() {
+            self.tables[fam].remove(&net.prefix);
+        }
+        self.len -= 1;
+        if let Some(v) = self.of_peer.get_mut(&peer) {
+            v.retain(|n| *n != net);
+            if v.is_empty() {
+                self.of_peer.remove(&peer);
+            }
+        }
+        match &mut self.few {
+            Some(few) => few.retain(|(n, _)| *n != net),
+            // Back to a few: the short list again (an insert only extends one that exists).
+            None if self.len <= FEW => {
+                let mut few: Vec<(IpNet, usize)> = self
+                    .of_peer
+                    .iter()
+                    .flat_map(|(p, v)| v.iter().map(move |n| (*n, *p)))
+                    .collect();
+                few.sort_by_key(|e| std::cmp::Reverse(e.0.prefix));
+                self.few = Some(few);
+            }
+            None => {}
+        }
+        Some(peer)
+    }
     /// The peer whose longest matching prefix contains `ip`.
     #[inline]
     pub fn lookup(&self, ip: IpAddr) -> Option<usize> {

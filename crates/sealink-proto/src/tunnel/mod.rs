@@ -72,6 +72,7 @@
 mod config;
 mod handshake;
 pub mod ip;
+mod offpath;
 mod reconfig;
 mod recv;
 mod send;
@@ -81,7 +82,11 @@ mod wg;
 
 pub use config::{PiggybackMode, PiggybackPolicy, TunnelConfig, TunnelPeerConfig, Wire};
 pub use ip::{AllowedIps, IpNet, IpNetError, packet_addrs};
-pub use reconfig::{PeerChanges, RERESOLVE_AFTER_ATTEMPTS};
+pub use offpath::{
+    Begun, HANDSHAKE_QUEUE, HandshakeQueue, Prepared, ReadInit, Responder, UNDER_LOAD_AFTER,
+    Written,
+};
+pub use reconfig::{Applied, PeerChanges, PeerPlan, RERESOLVE_AFTER_ATTEMPTS};
 pub use recv::{Decap, DecapJob, DecapReserve};
 pub use send::{Encap, Reserve};
 pub use stats::{PeerStats, PeerStatus, TunnelDrop};
@@ -197,6 +202,9 @@ pub struct Tunnel {
     drops: [u64; N_DROPS],
     /// SplitMix64 state for the retry jitter (not a secret: it only spreads retries in time).
     jitter_state: u64,
+    /// Bumped by every change of the peer list ([`Tunnel::reconfigure`],
+    /// [`Tunnel::apply_peer_plan`]): a [`PeerPlan`] made against another list is refused.
+    peers_generation: u64,
 }
 
 impl std::fmt::Debug for Tunnel {
@@ -303,6 +311,7 @@ impl Tunnel {
             resolve_requests: VecDeque::new(),
             drops: [0; N_DROPS],
             jitter_state: u64::from(cfg_seed) ^ 0x9E37_79B9_7F4A_7C15,
+            peers_generation: 0,
         })
     }
 

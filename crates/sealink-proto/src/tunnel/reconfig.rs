@@ -9,7 +9,7 @@
 
 use std::net::SocketAddr;
 
-use super::{AllowedIps, Peer, Tunnel, TunnelPeerConfig};
+use super::{AllowedIps, IpNet, Peer, Tunnel, TunnelPeerConfig};
 use crate::handshake;
 use crate::handshake::HostKey;
 use crate::time::Time;
@@ -54,6 +54,101 @@ impl std::fmt::Display for PeerChanges {
             list(&self.updated),
             self.unchanged
         )
+    }
+}
+
+/// A new peer list checked and compared with the one in force, made with no access to the
+/// tunnel (a driver makes it outside its lock; at 10,000 peers that is the whole cost of a
+/// reload): [`Tunnel::apply_peer_plan`] then applies only the difference, matched by public key
+/// as [`Tunnel::reconfigure`] matches. Peers that change nothing are not touched.
+#[derive(Debug, Clone)]
+pub struct PeerPlan {
+    generation: u64,
+    removed: Vec<[u8; 32]>,
+    updated: Vec<TunnelPeerConfig>,
+    added: Vec<TunnelPeerConfig>,
+    endpoint_names: Vec<([u8; 32], Option<String>)>,
+    unchanged: usize,
+}
+
+/// What [`Tunnel::apply_peer_plan`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    pub changes: PeerChanges,
+    /// Peers and prefixes it touched: the work done (under the driver's lock), in proportion to
+    /// the change.
+    pub steps: usize,
+}
+
+impl PeerPlan {
+    /// Compares `new` (with the endpoint host names of its peers, `names[i]` for `new[i]`;
+    /// `None`: an address) against `old` and `old_names`, the list in force at `generation`
+    /// ([`Tunnel::peers_generation`]) for the host whose public key is `own`. The new list is
+    /// checked whole, as [`Tunnel::reconfigure`] checks it.
+    pub fn new(
+        own: &[u8; 32],
+        generation: u64,
+        old: &[TunnelPeerConfig],
+        old_names: &[Option<String>],
+        new: Vec<TunnelPeerConfig>,
+        names: &[Option<String>],
+    ) -> Result<Self, crate::Error> {
+        check_peers(own, &new)?;
+        let none = None;
+        let old_by_key: std::collections::HashMap<[u8; 32], (&TunnelPeerConfig, &Option<String>)> =
+            old.iter()
+                .enumerate()
+                .map(|(i, p)| (p.public_key, (p, old_names.get(i).unwrap_or(&none))))
+                .collect();
+        let new_keys: std::collections::HashSet<[u8; 32]> =
+            new.iter().map(|p| p.public_key).collect();
+        let mut plan = PeerPlan {
+            generation,
+            removed: old
+                .iter()
+                .filter(|p| !new_keys.contains(&p.public_key))
+                .map(|p| p.public_key)
+                .collect(),
+            updated: Vec::new(),
+            added: Vec::new(),
+            endpoint_names: Vec::new(),
+            unchanged: 0,
+        };
+        for (i, cfg) in new.into_iter().enumerate() {
+            let name = names.get(i).cloned().flatten();
+            match old_by_key.get(&cfg.public_key) {
+                Some((o, old_name)) => {
+                    if **old_name != name {
+                        plan.endpoint_names.push((cfg.public_key, name));
+                    }
+                    let changed = o.name != cfg.name
+                        || o.endpoint != cfg.endpoint
+                        || o.allowed_ips != cfg.allowed_ips
+                        || o.persistent_keepalive != cfg.persistent_keepalive
+                        || o.preshared_key != cfg.preshared_key;
+                    if changed {
+                        plan.updated.push(cfg);
+                    } else {
+                        plan.unchanged += 1;
+                    }
+                }
+                None => {
+                    if name.is_some() {
+                        plan.endpoint_names.push((cfg.public_key, name));
+                    }
+                    plan.added.push(cfg);
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Peers added, removed or updated, and endpoint names changed.
+    pub fn len(&self) -> usize {
+        self.removed.len() + self.updated.len() + self.added.len() + self.endpoint_names.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -155,7 +250,99 @@ impl Tunnel {
             }
         }
         self.routes = routes;
+        self.peers_generation += 1;
         Ok(changes)
+    }
+
+    /// The generation of the peer list: what [`PeerPlan::new`] is given with the list the
+    /// caller knows to be in force.
+    pub fn peers_generation(&self) -> u64 {
+        self.peers_generation
+    }
+
+    /// Applies a [`PeerPlan`] (see there): under a driver's lock this takes time in proportion
+    /// to the change, not to the number of peers. A plan made against another generation of
+    /// the peer list (changed since, through WireGuard's UAPI say) is refused, and nothing
+    /// changes: apply the list whole with [`Tunnel::reconfigure`] then.
+    pub fn apply_peer_plan(&mut self, plan: PeerPlan) -> Result<Applied, PeerPlan> {
+        if plan.generation != self.peers_generation {
+            return Err(plan);
+        }
+        let PeerPlan {
+            removed,
+            updated,
+            added,
+            endpoint_names,
+            unchanged,
+            ..
+        } = plan;
+        let mut changes = PeerChanges {
+            unchanged,
+            ..PeerChanges::default()
+        };
+        let mut steps = 0;
+        // Removed peers and the old prefixes of updated ones leave the table first, so that a
+        // prefix moving between peers lands where the new list puts it.
+        for key in &removed {
+            let Some(&pi) = self.by_key.get(key) else {
+                continue;
+            };
+            let nets: Vec<IpNet> = self.routes.of_peer(pi).collect();
+            for n in nets {
+                steps += 1;
+                self.routes.remove(n);
+            }
+            changes.removed.push(self.peers[pi].cfg.name.clone());
+            self.remove_peer(pi);
+            steps += 1;
+        }
+        let mut slots = Vec::with_capacity(updated.len());
+        for cfg in &updated {
+            let Some(&pi) = self.by_key.get(&cfg.public_key) else {
+                continue;
+            };
+            if self.peers[pi].cfg.allowed_ips != cfg.allowed_ips {
+                let nets: Vec<IpNet> = self.routes.of_peer(pi).collect();
+                for n in nets {
+                    steps += 1;
+                    self.routes.remove(n);
+                }
+            }
+            slots.push(pi);
+        }
+        for (cfg, pi) in updated.into_iter().zip(slots) {
+            let p = &mut self.peers[pi];
+            if p.cfg.endpoint != cfg.endpoint && cfg.endpoint.is_some() {
+                // A new configured endpoint wins over a learned one (as in `reconfigure`).
+                p.endpoint = cfg.endpoint;
+            }
+            if p.cfg.allowed_ips != cfg.allowed_ips {
+                for n in &cfg.allowed_ips {
+                    steps += 1;
+                    self.routes.insert(*n, pi);
+                }
+            }
+            changes.updated.push(cfg.name.clone());
+            self.peers[pi].cfg = cfg;
+            steps += 1;
+        }
+        for cfg in added {
+            let pi = self.peers.len();
+            for n in &cfg.allowed_ips {
+                steps += 1;
+                self.routes.insert(*n, pi);
+            }
+            changes.added.push(cfg.name.clone());
+            self.by_key.insert(cfg.public_key, pi);
+            self.peers.push(Peer::new(cfg));
+            steps += 1;
+        }
+        for (key, name) in endpoint_names {
+            steps += 1;
+            self.set_endpoint_name(&key, name);
+        }
+        self.peers_generation += 1;
+        Ok(Applied { changes, steps })
     }
 
     /// The peers as configured now (removed ones left out), in their order: what a change made

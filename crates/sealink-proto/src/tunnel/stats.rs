@@ -33,9 +33,12 @@ pub enum TunnelDrop {
     HandshakeTimeout,
     /// A local failure to seal (a bug or a buffer too small), not something the network sent.
     SealFailed,
+    /// A handshake message dropped unread: the driver's handshake queue was full
+    /// ([`HandshakeQueue`](super::HandshakeQueue)).
+    HandshakeQueueFull,
 }
 
-pub(super) const EXTRA_DROPS: [TunnelDrop; 8] = [
+pub(super) const EXTRA_DROPS: [TunnelDrop; 9] = [
     TunnelDrop::NoRoute,
     TunnelDrop::LinkLocal,
     TunnelDrop::SourceNotAllowed,
@@ -44,6 +47,7 @@ pub(super) const EXTRA_DROPS: [TunnelDrop; 8] = [
     TunnelDrop::StagingFull,
     TunnelDrop::HandshakeTimeout,
     TunnelDrop::SealFailed,
+    TunnelDrop::HandshakeQueueFull,
 ];
 
 pub(super) const N_DROPS: usize = DropReason::ALL.len() + EXTRA_DROPS.len();
@@ -60,6 +64,7 @@ impl TunnelDrop {
             TunnelDrop::StagingFull => "staging-full",
             TunnelDrop::HandshakeTimeout => "handshake-timeout",
             TunnelDrop::SealFailed => "seal-failed",
+            TunnelDrop::HandshakeQueueFull => "handshake-queue-full",
         }
     }
     pub(super) fn index(self) -> usize {

@@ -1392,3 +1392,6 @@ fn poll_transmit_deferred_hands_data_datagrams_over_unsealed() {
     assert_eq!(p.got_b, vec![first]);
     assert!(p.a.poll_transmit_deferred(&mut out).is_none());
 }
+
+#[path = "offpath_tests.rs"]
+mod offpath_tests;

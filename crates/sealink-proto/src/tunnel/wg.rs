@@ -12,10 +12,14 @@ use sealink_crypto::Scope;
 use super::{Decap, DecapReserve, Peer, PeerIndex, Tunnel, TunnelDrop, Wire, handshake_done};
 use crate::endpoint::MAX_PENDING_COOKIE_REPLIES;
 use crate::error::DropReason;
-use crate::handshake::wg::{NO_PSK, read_initiation, read_response, tai64n_nanos, write_response};
+use crate::handshake::HostKey;
+use crate::handshake::wg::{
+    NO_PSK, read_initiation, read_response, tai64n_nanos, write_response_unmacked,
+};
 use crate::session::Session;
 use crate::time::Time;
 use crate::wg as proto;
+use crate::wg::message::RESPONSE_LEN;
 use crate::wg::message::{self, CookieReply, Message};
 
 /// WireGuard's padded plaintext length for a packet of `len` bytes: the next multiple of 16,
@@ -49,6 +53,63 @@ impl Peer {
             .into_iter()
             .flatten()
             .min()
+    }
+}
+
+/// A WireGuard initiation read (the Noise message: the public-key work) with no access to the
+/// tunnel's state but the host key.
+pub(super) struct WgInit {
+    hs: Box<snow::HandshakeState>,
+    remote: [u8; 32],
+    ts: [u8; 12],
+    sender: u32,
+}
+
+/// Reads an admitted initiation (`buf`: the whole message, its MACs checked) with `host`.
+pub(super) fn read_wg_init(host: &HostKey, buf: &[u8], sender: u32) -> Result<WgInit, TunnelDrop> {
+    let (hs, remote, ts) = read_initiation(host, buf).map_err(|_| DropReason::HandshakeFailed)?;
+    Ok(WgInit {
+        hs: Box::new(hs),
+        remote,
+        ts,
+        sender,
+    })
+}
+
+/// An initiation checked against its peer, with an index for the response.
+pub(super) struct WgPrepared {
+    pi: usize,
+    hs: Box<snow::HandshakeState>,
+    sender: u32,
+    local: u32,
+    psk: [u8; 32],
+    ts: u64,
+}
+
+/// A response written (without its MACs), for [`Tunnel::wg_init_commit`].
+pub(super) struct WgWritten {
+    pi: usize,
+    local: u32,
+    ts: u64,
+    answered: Result<([u8; RESPONSE_LEN], Session), DropReason>,
+}
+
+impl WgPrepared {
+    /// The response and the session's keys (two X25519 operations), with no lock held.
+    pub(super) fn write(self, now: Time) -> WgWritten {
+        let (local, sender) = (self.local, self.sender);
+        let answered = write_response_unmacked(*self.hs, &self.psk, local, sender)
+            .map_err(|_| DropReason::HandshakeFailed)
+            .and_then(|(resp, keys)| {
+                Session::wireguard(&keys.send, &keys.recv, local, sender, now, false)
+                    .map(|s| (resp, s))
+            });
+        WgWritten {
+            pi: self.pi,
+            local,
+            ts: self.ts,
+            answered,
+        }
     }
 }
 
@@ -142,9 +203,9 @@ impl Tunnel {
         }
     }
 
-    /// An initiation: mac1 and the limits (a cookie reply under load), then the Noise read,
-    /// the peer by its static key, a timestamp newer than the last accepted, and the response
-    /// with a new (unconfirmed) session.
+    /// An initiation, handled whole: [`Tunnel::wg_init_admit`], the Noise read and
+    /// [`Tunnel::wg_init_finish`] back to back (the serial reference; a driver may run the
+    /// read with no lock held: [`super::offpath`]).
     fn wg_on_init(
         &mut self,
         now: Time,
@@ -152,25 +213,71 @@ impl Tunnel {
         buf: &[u8],
         sender: u32,
     ) -> Result<Decap, TunnelDrop> {
+        self.wg_init_admit(now, source, buf, false)?;
+        let read = read_wg_init(&self.host, buf, sender)?;
+        self.wg_init_finish(now, source, read)
+    }
+
+    /// mac1 and the limits (a cookie reply under load, or whenever `busy`), before any
+    /// public-key work.
+    pub(super) fn wg_init_admit(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        buf: &[u8],
+        busy: bool,
+    ) -> Result<(), TunnelDrop> {
         let room = self.cookie_replies.len() < MAX_PENDING_COOKIE_REPLIES;
-        let admitted =
-            self.guard
-                .admit_with(now, Some(source), buf, room, |checker, now, msg, src| {
-                    // WireGuard's cookie reply (type 3) to the sender index at bytes 4..8.
-                    let receiver = u32::from_le_bytes([msg[4], msg[5], msg[6], msg[7]]);
-                    let (nonce, cookie_sealed) = checker
-                        .seal_cookie(now, msg, src)
-                        .map_err(|_| DropReason::RateLimited)?;
-                    Ok(CookieReply {
-                        receiver,
-                        nonce,
-                        cookie_sealed,
-                    }
-                    .encode())
-                });
-        self.admitted(source, admitted, |r| r.to_vec())?;
-        let (hs, remote, ts) =
-            read_initiation(&self.host, buf).map_err(|_| DropReason::HandshakeFailed)?;
+        let admitted = self.guard.admit_busy(
+            now,
+            Some(source),
+            buf,
+            room,
+            busy,
+            |checker, now, msg, src| {
+                // WireGuard's cookie reply (type 3) to the sender index at bytes 4..8.
+                let receiver = u32::from_le_bytes([msg[4], msg[5], msg[6], msg[7]]);
+                let (nonce, cookie_sealed) = checker
+                    .seal_cookie(now, msg, src)
+                    .map_err(|_| DropReason::RateLimited)?;
+                Ok(CookieReply {
+                    receiver,
+                    nonce,
+                    cookie_sealed,
+                }
+                .encode())
+            },
+        );
+        self.admitted(source, admitted, |r| r.to_vec())
+    }
+
+    /// The rest of an admitted initiation once read, serially: [`Tunnel::wg_init_prepare`],
+    /// the response's public-key work ([`WgPrepared::write`]) and [`Tunnel::wg_init_commit`].
+    pub(super) fn wg_init_finish(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        read: WgInit,
+    ) -> Result<Decap, TunnelDrop> {
+        let prepared = self.wg_init_prepare(now, source, read)?;
+        let written = prepared.write(now);
+        self.wg_init_commit(now, source, written)
+    }
+
+    /// The peer by its static key, a timestamp newer than the last accepted, and an index for
+    /// the response.
+    pub(super) fn wg_init_prepare(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        read: WgInit,
+    ) -> Result<WgPrepared, TunnelDrop> {
+        let WgInit {
+            hs,
+            remote,
+            ts,
+            sender,
+        } = read;
         let Some(&pi) = self.by_key.get(&remote) else {
             self.guard.untrusted(now, Some(source), &remote);
             return Err(DropReason::UnknownHost.into());
@@ -180,21 +287,49 @@ impl Tunnel {
             return Err(DropReason::StaleHandshake.into());
         }
         let local = self.indexes.alloc(pi);
-        let p = &mut self.peers[pi];
-        let psk = p.cfg.preshared_key.unwrap_or(NO_PSK);
-        let answered = write_response(hs, &psk, local, sender, &mut p.handshake.cookies, now)
-            .map_err(|_| DropReason::HandshakeFailed)
-            .and_then(|(resp, keys)| {
-                Session::wireguard(&keys.send, &keys.recv, local, sender, now, false)
-                    .map(|s| (resp, s))
-            });
-        let (resp, session) = match answered {
-            Ok(a) => a,
-            Err(d) => {
+        let psk = self.peers[pi].cfg.preshared_key.unwrap_or(NO_PSK);
+        Ok(WgPrepared {
+            pi,
+            hs,
+            sender,
+            local,
+            psk,
+            ts,
+        })
+    }
+
+    /// The response (its MACs added now, from the peer's cookie state) and the new
+    /// (unconfirmed) session installed; the index freed if anything failed, the peer was
+    /// removed, or a newer initiation of its was accepted meanwhile.
+    pub(super) fn wg_init_commit(
+        &mut self,
+        now: Time,
+        source: SocketAddr,
+        w: WgWritten,
+    ) -> Result<Decap, TunnelDrop> {
+        let WgWritten {
+            pi,
+            local,
+            ts,
+            answered,
+        } = w;
+        let refused = match &answered {
+            Err(d) => Some(TunnelDrop::from(*d)),
+            Ok(_) if self.peers[pi].removed => Some(DropReason::UnknownHost.into()),
+            Ok(_) if ts <= self.peers[pi].handshake.last_ts_accepted => {
+                Some(DropReason::StaleHandshake.into())
+            }
+            Ok(_) => None,
+        };
+        let (mut resp, session) = match (refused, answered) {
+            (None, Ok(a)) => a,
+            (r, _) => {
                 self.indexes.free(local);
-                return Err(d.into());
+                return Err(r.unwrap_or(DropReason::HandshakeFailed.into()));
             }
         };
+        let p = &mut self.peers[pi];
+        p.handshake.cookies.add_macs(now, &mut resp);
         // Authentic: a replay of it is refused from now on.
         p.handshake.last_ts_accepted = ts;
         let old = p.next.replace(session);
