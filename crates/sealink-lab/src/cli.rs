@@ -196,6 +196,12 @@ pub struct PeersArgs {
     /// reload)
     #[arg(long, default_value_t = 0)]
     reload: u32,
+    /// A rekey storm: the driven peers rekey SECS after the bring-up (their REKEY_AFTER_TIME
+    /// shortened, a setting of the lab's own cores; the hub runs unchanged), all within a
+    /// fraction of a second; a window measures the echoes while they do (0: none). Within
+    /// [--duration + 2, 170); the later windows then see a rekey every SECS too
+    #[arg(long, default_value_t = 0.0, value_name = "SECS")]
+    rekey_storm: f64,
     /// Seconds the handshakes of all active (or storm) peers may take
     #[arg(long, default_value_t = 60.0)]
     handshake_timeout: f64,
@@ -253,6 +259,7 @@ impl PeersArgs {
             storm: self.storm as usize,
             flood: self.flood,
             reload: self.reload as usize,
+            rekey_storm: self.rekey_storm,
             handshake_timeout: self.handshake_timeout,
             wireguard_go: self.wire == bench::peers::loadgen::WireKind::WireGuard
                 && !self.no_wireguard_go,
