@@ -29,10 +29,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use sealink_proto::tunnel::{IpNet, TunnelPeerConfig};
 use sealink_proto::tunnel::uapi::{
     self, AllowedIp, Device, Peer, PeerEndpoint, Request, Set, UapiError,
 };
+use sealink_proto::tunnel::{IpNet, TunnelPeerConfig};
 
 use crate::Shared;
 use crate::error::TunnelError;
@@ -601,7 +601,10 @@ mod tests {
     #[test]
     fn a_prefix_moves_to_the_peer_it_is_given_to_and_setconf_is_linear() {
         let current = vec![peer(K1, &["10.0.0.0/24", "10.1.0.0/24"]), peer(K2, &[])];
-        let s = set(&format!("public_key={}\nallowed_ip=10.0.0.0/24\n", hex(&K2)));
+        let s = set(&format!(
+            "public_key={}\nallowed_ip=10.0.0.0/24\n",
+            hex(&K2)
+        ));
         let peers = updated_peers(current, s);
         assert_eq!(nets(&peers[0]), ["10.1.0.0/24"]);
         assert_eq!(nets(&peers[1]), ["10.0.0.0/24"]);
@@ -624,7 +627,10 @@ mod tests {
         let mut text = String::from("replace_peers=true\n");
         for i in 0..n {
             let ip = std::net::Ipv4Addr::from(0x0A00_0000 + i);
-            text.push_str(&format!("public_key={}\nallowed_ip={ip}/32\n", hex(&key(i))));
+            text.push_str(&format!(
+                "public_key={}\nallowed_ip={ip}/32\n",
+                hex(&key(i))
+            ));
         }
         let t = Instant::now();
         let peers = updated_peers(Vec::new(), set(&text));

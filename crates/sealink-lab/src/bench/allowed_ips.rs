@@ -171,9 +171,9 @@ impl Row {
     }
 }
 
-const HEAD: &str = "prefixes,spread,lengths in use,hits %,ns/lookup median,fastest,slowest,M lookups/s";
-const CSV_HEAD: &str =
-    "prefixes,spread,lengths,hit_pct,ns_per_lookup_median,ns_per_lookup_min,ns_per_lookup_max,mlookups_per_s";
+const HEAD: &str =
+    "prefixes,spread,lengths in use,hits %,ns/lookup median,fastest,slowest,M lookups/s";
+const CSV_HEAD: &str = "prefixes,spread,lengths,hit_pct,ns_per_lookup_median,ns_per_lookup_min,ns_per_lookup_max,mlookups_per_s";
 
 fn table(rows: &[Row], head: &str, num: fn(f64) -> String) -> Table {
     let mut t = Table::new(head.split(','));

@@ -775,7 +775,8 @@ fn measure_hub(
         storm: storm.map(|(hs, ph, rcv)| (hs, echo_result(&phases[ph], rcv))),
         flood: flood.map(|(sent, ph, rcv)| (sent, echo_result(&phases[ph], rcv))),
         reload: reload.map(|(took, ph, rcv, redone)| (took, echo_result(&phases[ph], rcv), redone)),
-        rekey: rekey.map(|(ph, rcv, redone, spread)| (echo_result(&phases[ph], rcv), redone, spread)),
+        rekey: rekey
+            .map(|(ph, rcv, redone, spread)| (echo_result(&phases[ph], rcv), redone, spread)),
         rss_after_bytes: rss_after,
         active_with_replies: active.iter().filter(|&&i| d.replies(i) > 0).count(),
         hub_cpu_seconds: cpu,

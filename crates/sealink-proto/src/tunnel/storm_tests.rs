@@ -273,10 +273,16 @@ fn storm(wire: Wire, n: usize, loss: f64, limiter: LimiterConfig, window: u64) -
         .collect();
     assert!(made.iter().all(Option::is_some), "every first session made");
     if generous {
-        let spread = made.iter().flatten().max().unwrap().saturating_since(
-            *made.iter().flatten().min().unwrap(),
+        let spread = made
+            .iter()
+            .flatten()
+            .max()
+            .unwrap()
+            .saturating_since(*made.iter().flatten().min().unwrap());
+        assert!(
+            spread <= Duration::from_millis(50),
+            "made together: {spread:?}"
         );
-        assert!(spread <= Duration::from_millis(50), "made together: {spread:?}");
     }
     let first = *made.iter().flatten().min().unwrap();
     let rekey = net.hub.config().limits.rekey_after_time;
@@ -390,6 +396,11 @@ fn rekey_storm_beyond_the_burst_uses_cookies_and_stays_bounded() {
         ..LimiterConfig::default()
     };
     let s = storm(Wire::WireGuard, n, 0.01, limiter, 40);
-    check(&s, n, limiter, &format!("WireGuard, {n} sessions, limiter 20+40/s"));
+    check(
+        &s,
+        n,
+        limiter,
+        &format!("WireGuard, {n} sessions, limiter 20+40/s"),
+    );
     assert!(s.cookie_replies > 0, "cookies engaged");
 }

@@ -494,7 +494,9 @@ fn duplicate_keys_and_prefixes_across_peers_are_refused_by_name() {
     let e = Config::parse(&second(other, "\"10.9.0.2/32\"")).unwrap_err();
     let msg = e.to_string();
     assert!(
-        msg.contains("peer[1].allowed_ips") && msg.contains("10.9.0.2/32") && msg.contains("peer[0]"),
+        msg.contains("peer[1].allowed_ips")
+            && msg.contains("10.9.0.2/32")
+            && msg.contains("peer[0]"),
         "{msg}"
     );
     // The same prefix written with host bits is the same prefix.
