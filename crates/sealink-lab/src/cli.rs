@@ -129,6 +129,43 @@ pub enum BenchCommand {
         after_help = "Examples:\n  sealink-lab bench peers --peers 1000 --active 100\n  sealink-lab bench peers --peers 10000 --active 1000 --storm 1000 --flood 10000 --reload 1000 --wire wg\n  sealink-lab bench peers --peers 1000 --active 100 --duration 1 --json\n\nThe hub is the `sealink` binary beside sealink-lab (or --sealink); with --wire wg, wireguard-go and wg from the PATH (or --wireguard-go, --wg) run too, unless --no-wireguard-go."
     )]
     Peers(PeersArgs),
+    /// Issue 50: the per-packet cost of cryptokey routing (the allowed-IP lookup) at 100,
+    /// 10,000 and 100,000 prefixes
+    #[command(
+        after_help = "Examples:\n  sealink-lab bench allowed-ips\n  sealink-lab bench allowed-ips --prefixes 100,10000,100000 --seconds 0.5 --runs 7"
+    )]
+    AllowedIps(AllowedIpsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AllowedIpsArgs {
+    /// Prefix counts, comma separated
+    #[arg(long, value_delimiter = ',', default_value = "100,10000,100000", value_parser = clap::value_parser!(u32).range(1..=4_000_000))]
+    prefixes: Vec<u32>,
+    /// Seconds per timed run of one table
+    #[arg(long, default_value_t = 0.3, value_parser = parse_seconds)]
+    seconds: f64,
+    /// Rounds (every table once per round; the median is reported)
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Seed of the prefixes and destinations (default: random, printed)
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Directory for allowed-ips.csv and the run record allowed-ips.json
+    #[arg(long, default_value = "bench-out/allowed-ips")]
+    out: PathBuf,
+}
+
+impl AllowedIpsArgs {
+    fn params(self) -> bench::allowed_ips::Params {
+        bench::allowed_ips::Params {
+            prefixes: self.prefixes.into_iter().map(|n| n as usize).collect(),
+            seconds: self.seconds,
+            runs: self.runs as usize,
+            seed: self.seed,
+            out: self.out,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -159,6 +196,12 @@ pub struct PeersArgs {
     /// reload)
     #[arg(long, default_value_t = 0)]
     reload: u32,
+    /// A rekey storm: the driven peers rekey SECS after the bring-up (their REKEY_AFTER_TIME
+    /// shortened, a setting of the lab's own cores; the hub runs unchanged), all within a
+    /// fraction of a second; a window measures the echoes while they do (0: none). Within
+    /// [--duration + 2, 170); the later windows then see a rekey every SECS too
+    #[arg(long, default_value_t = 0.0, value_name = "SECS")]
+    rekey_storm: f64,
     /// Seconds the handshakes of all active (or storm) peers may take
     #[arg(long, default_value_t = 60.0)]
     handshake_timeout: f64,
@@ -216,6 +259,7 @@ impl PeersArgs {
             storm: self.storm as usize,
             flood: self.flood,
             reload: self.reload as usize,
+            rekey_storm: self.rekey_storm,
             handshake_timeout: self.handshake_timeout,
             wireguard_go: self.wire == bench::peers::loadgen::WireKind::WireGuard
                 && !self.no_wireguard_go,
@@ -672,6 +716,7 @@ pub fn run_bench(cmd: BenchCommand) -> Result<()> {
         BenchCommand::ThreadTimes(a) => bench::thread_times::run(&a.params()),
         BenchCommand::Socket(a) => bench::socket::run(&a.params()),
         BenchCommand::Peers(a) => bench::peers::run(&a.params()),
+        BenchCommand::AllowedIps(a) => bench::allowed_ips::run(&a.params()),
     }
 }
 

@@ -55,7 +55,9 @@ pub struct Session {
     /// AES blocks sealed under `send` (each datagram's body plus one for the tag), against the
     /// suite's usage limit ([`SuiteId::aead_block_limit`]).
     pub(crate) blocks_sealed: u64,
-    pub(crate) replay: ReplayWindow,
+    /// Boxed: 1 KiB that only a live session needs, out of the three session slots that
+    /// every configured peer holds inline (issue 50: memory per idle peer).
+    pub(crate) replay: Box<ReplayWindow>,
     pub(crate) established: Time,
     /// When we know the peer holds these keys: at once for the initiator; for the responder,
     /// at the initiator's first datagram on it.
@@ -126,7 +128,7 @@ impl Session {
             recv,
             next_counter: 0,
             blocks_sealed: 0,
-            replay: ReplayWindow::new(),
+            replay: Box::new(ReplayWindow::new()),
             established: now,
             confirmed_at: initiator.then_some(now),
             suite,

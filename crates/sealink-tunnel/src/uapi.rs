@@ -29,10 +29,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use sealink_proto::tunnel::TunnelPeerConfig;
 use sealink_proto::tunnel::uapi::{
     self, AllowedIp, Device, Peer, PeerEndpoint, Request, Set, UapiError,
 };
+use sealink_proto::tunnel::{IpNet, TunnelPeerConfig};
 
 use crate::Shared;
 use crate::error::TunnelError;
@@ -426,18 +426,37 @@ fn apply(sh: &Shared, mut set: Set) -> Result<(), (i32, &'static str)> {
 }
 
 /// The peer list after `set` (its scoped endpoints resolved by [`resolve_zones`]), from the
-/// core's `current` one.
+/// core's `current` one. Linear in peers and prefixes (issue 50: `wg setconf` of a hub's
+/// 100,000 peers): peers are found by key and prefixes by owner through maps, and a removed
+/// peer's slot is emptied, the list compacted once at the end.
 fn updated_peers(current: Vec<TunnelPeerConfig>, set: Set) -> Vec<TunnelPeerConfig> {
-    let mut peers = if set.replace_peers {
+    use std::collections::HashMap;
+    let mut peers: Vec<Option<TunnelPeerConfig>> = if set.replace_peers {
         Vec::new()
     } else {
-        current
+        current.into_iter().map(Some).collect()
     };
+    let mut by_key: HashMap<[u8; 32], usize> = peers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.as_ref().map(|p| (p.public_key, i)))
+        .collect();
+    let mut owner: HashMap<IpNet, usize> = HashMap::new();
+    for (i, p) in peers.iter().enumerate() {
+        for n in p.iter().flat_map(|p| &p.allowed_ips) {
+            owner.insert(*n, i);
+        }
+    }
     for ps in set.peers {
-        let at = peers.iter().position(|p| p.public_key == ps.public_key);
+        let at = by_key.get(&ps.public_key).copied();
         if ps.remove {
             if let Some(i) = at {
-                peers.remove(i);
+                by_key.remove(&ps.public_key);
+                for n in peers[i].take().into_iter().flat_map(|p| p.allowed_ips) {
+                    if owner.get(&n) == Some(&i) {
+                        owner.remove(&n);
+                    }
+                }
             }
             continue;
         }
@@ -446,7 +465,7 @@ fn updated_peers(current: Vec<TunnelPeerConfig>, set: Set) -> Vec<TunnelPeerConf
             None if ps.update_only => continue,
             None => {
                 let b64 = base64::engine::general_purpose::STANDARD.encode(ps.public_key);
-                peers.push(TunnelPeerConfig {
+                peers.push(Some(TunnelPeerConfig {
                     // wg has no peer names: the start of its key, as wg-quick configs get.
                     name: b64.chars().take(8).collect(),
                     public_key: ps.public_key,
@@ -454,11 +473,14 @@ fn updated_peers(current: Vec<TunnelPeerConfig>, set: Set) -> Vec<TunnelPeerConf
                     allowed_ips: Vec::new(),
                     persistent_keepalive: None,
                     preshared_key: None,
-                });
+                }));
+                by_key.insert(ps.public_key, peers.len() - 1);
                 peers.len() - 1
             }
         };
-        let p = &mut peers[i];
+        let Some(p) = peers[i].as_mut() else {
+            continue;
+        };
         if let Some(k) = ps.preshared_key {
             p.preshared_key = (k != [0; 32]).then_some(k);
         }
@@ -471,27 +493,46 @@ fn updated_peers(current: Vec<TunnelPeerConfig>, set: Set) -> Vec<TunnelPeerConf
             p.persistent_keepalive = (s > 0).then(|| Duration::from_secs(u64::from(s)));
         }
         if ps.replace_allowed_ips {
-            p.allowed_ips.clear();
+            for n in std::mem::take(&mut p.allowed_ips) {
+                if owner.get(&n) == Some(&i) {
+                    owner.remove(&n);
+                }
+            }
         }
         for op in ps.allowed_ips {
             match op {
                 AllowedIp::Add(a) => {
                     // As in WireGuard, a prefix given to one peer is taken from any other.
-                    for (j, q) in peers.iter_mut().enumerate() {
-                        if j != i {
-                            q.allowed_ips.retain(|x| *x != a);
+                    match owner.insert(a, i) {
+                        Some(j) if j == i => {}
+                        Some(j) => {
+                            if let Some(q) = peers[j].as_mut() {
+                                q.allowed_ips.retain(|x| *x != a);
+                            }
+                            if let Some(p) = peers[i].as_mut() {
+                                p.allowed_ips.push(a);
+                            }
                         }
-                    }
-                    if !peers[i].allowed_ips.contains(&a) {
-                        peers[i].allowed_ips.push(a);
+                        None => {
+                            if let Some(p) = peers[i].as_mut() {
+                                p.allowed_ips.push(a);
+                            }
+                        }
                     }
                 }
                 // Only this peer's; a prefix it does not have is left alone (wireguard-go).
-                AllowedIp::Remove(a) => peers[i].allowed_ips.retain(|x| *x != a),
+                AllowedIp::Remove(a) => {
+                    if owner.get(&a) == Some(&i) {
+                        owner.remove(&a);
+                        if let Some(p) = peers[i].as_mut() {
+                            p.allowed_ips.retain(|x| *x != a);
+                        }
+                    }
+                }
             }
         }
     }
-    peers
+    peers.into_iter().flatten().collect()
 }
 
 #[cfg(test)]
@@ -551,6 +592,62 @@ mod tests {
         ));
         let peers = updated_peers(peers, s);
         assert_eq!(nets(&peers[1]), ["10.2.0.0/24", "10.5.0.0/24"]);
+    }
+
+    /// WireGuard's rule: a prefix given to one peer leaves any other; and `wg setconf` of as
+    /// many peers as a request of at most `MAX_REQUEST` (1 MiB) holds (here 6,000, one prefix
+    /// each, then every prefix moved to another peer) is linear: each move used to scan every
+    /// peer.
+    #[test]
+    fn a_prefix_moves_to_the_peer_it_is_given_to_and_setconf_is_linear() {
+        let current = vec![peer(K1, &["10.0.0.0/24", "10.1.0.0/24"]), peer(K2, &[])];
+        let s = set(&format!(
+            "public_key={}\nallowed_ip=10.0.0.0/24\n",
+            hex(&K2)
+        ));
+        let peers = updated_peers(current, s);
+        assert_eq!(nets(&peers[0]), ["10.1.0.0/24"]);
+        assert_eq!(nets(&peers[1]), ["10.0.0.0/24"]);
+        // A removed peer's prefixes are free for the next one.
+        let s = set(&format!(
+            "public_key={}\nremove=true\npublic_key={}\nallowed_ip=10.1.0.0/24\n",
+            hex(&K1),
+            hex(&K2)
+        ));
+        let peers = updated_peers(peers, s);
+        assert_eq!(peers.len(), 1);
+        assert_eq!(nets(&peers[0]), ["10.0.0.0/24", "10.1.0.0/24"]);
+
+        let n = 6_000u32;
+        let key = |i: u32| {
+            let mut k = [7u8; 32];
+            k[..4].copy_from_slice(&i.to_le_bytes());
+            k
+        };
+        let mut text = String::from("replace_peers=true\n");
+        for i in 0..n {
+            let ip = std::net::Ipv4Addr::from(0x0A00_0000 + i);
+            text.push_str(&format!(
+                "public_key={}\nallowed_ip={ip}/32\n",
+                hex(&key(i))
+            ));
+        }
+        let t = Instant::now();
+        let peers = updated_peers(Vec::new(), set(&text));
+        assert_eq!(peers.len(), n as usize);
+        // Every prefix moves to the next peer: each one taken from its owner.
+        let mut text = String::new();
+        for i in 0..n {
+            let ip = std::net::Ipv4Addr::from(0x0A00_0000 + (i + 1) % n);
+            text.push_str(&format!(
+                "public_key={}\nreplace_allowed_ips=true\nallowed_ip={ip}/32\n",
+                hex(&key(i))
+            ));
+        }
+        let peers = updated_peers(peers, set(&text));
+        assert!(peers.iter().all(|p| p.allowed_ips.len() == 1));
+        assert_eq!(nets(&peers[0]), ["10.0.0.1/32"]);
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
     }
 
     /// An interface name as the zone becomes its index; an unknown one refuses the set.

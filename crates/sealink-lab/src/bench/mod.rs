@@ -2,6 +2,7 @@
 //! the AEAD library called directly; more benches (stacks, crypto, socket) go next to it.
 
 pub mod adp;
+pub mod allowed_ips;
 pub mod crypto;
 pub mod datagram;
 pub mod gpu;

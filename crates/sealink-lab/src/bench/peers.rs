@@ -60,6 +60,10 @@ pub struct Params {
     pub flood: u64,
     /// Peers removed and as many added by the reload phase (0: none).
     pub reload: usize,
+    /// Seconds after the bring-up at which every active peer rekeys (0: no rekey storm). The
+    /// driven peers' REKEY_AFTER_TIME is set to it; their sessions, made together at the
+    /// bring-up, then all start a new handshake within the same fraction of a second.
+    pub rekey_storm: f64,
     /// Seconds the handshakes of a bring-up or storm may take.
     pub handshake_timeout: f64,
     /// Also run wireguard-go (with `--wire wg`).
@@ -129,6 +133,9 @@ pub struct HubResult {
     /// Seconds the reload took, the window's echoes, and the active peers that handshook
     /// again during it (a dropped session shows here or as loss).
     pub reload: Option<(f64, EchoResult, usize)>,
+    /// The rekey storm's window: its echoes, the active peers that rekeyed in it, and the
+    /// seconds from the first new session to the last.
+    pub rekey: Option<(EchoResult, usize, f64)>,
     pub rss_after_bytes: u64,
     /// Active peers that got at least one echo reply over the whole run.
     pub active_with_replies: usize,
@@ -148,6 +155,7 @@ pub struct PeersResult {
     pub storm: usize,
     pub flood: u64,
     pub reload: usize,
+    pub rekey_storm: f64,
     pub load_before: String,
     pub load_after: String,
     pub hubs: Vec<HubResult>,
@@ -187,6 +195,13 @@ fn check(p: &Params) -> Result<()> {
             "--reload ({}) exceeds the idle peers ({}: --peers less --active and --storm)",
             p.reload,
             p.peers - p.active - p.storm
+        ));
+    }
+    if p.rekey_storm != 0.0 && !(p.rekey_storm >= p.duration + 2.0 && p.rekey_storm < 170.0) {
+        return bad(format!(
+            "--rekey-storm must be 0 (none) or within [--duration + 2, 170) seconds (after the \
+             quiet window, before REJECT_AFTER_TIME), got {}",
+            p.rekey_storm
         ));
     }
     if !(p.rate > 0.0 && p.rate <= 10_000.0) {
@@ -288,6 +303,7 @@ pub fn run(p: &Params) -> Result<()> {
         storm: p.storm,
         flood: p.flood,
         reload: p.reload,
+        rekey_storm: p.rekey_storm,
         load_before,
         load_after: loadavg(),
         hubs: results,
@@ -549,6 +565,10 @@ fn measure_hub(
     // The storm's peers have a driver and a thread of their own, so that their handshakes
     // (public-key work in the generator too) do not hold up the loop that times the echoes.
     let mut ds = Driver::new(wire, hub_addr, hub_public, lab::HUB_INNER, seed ^ 0x5707)?;
+    let rekey_after = Duration::from_secs_f64(p.rekey_storm);
+    if p.rekey_storm > 0.0 {
+        d.set_rekey_after(rekey_after);
+    }
     for (i, k) in keys.driven.iter().enumerate() {
         let at = (lab::inner_addr(i), lab::source_addr(i, p.shared_source));
         if i < p.active {
@@ -571,6 +591,7 @@ fn measure_hub(
         .output();
     pb.set_message(format!("{name}: {} handshakes", p.active));
     let ph = d.phase();
+    let bringup_at = Instant::now();
     let bringup = handshake_all(&mut d, &active, ph, None, Duration::ZERO, hs_timeout)?;
     // Let the first echoes come back and the hub settle.
     d.run(Instant::now() + Duration::from_millis(500), None, |_| false)?;
@@ -580,6 +601,58 @@ fn measure_hub(
     pb.set_message(format!("{name}: quiet"));
     let (q_phase, q_rcv) = echo_window(&mut d, nsr, &hub, &active, p.rate, window)?;
     pb.inc(1);
+
+    let rekey = if p.rekey_storm > 0.0 {
+        pb.set_message(format!("{name}: rekey storm of {}", p.active));
+        // Echoes go on (not counted) until half a second before the first session reaches
+        // its rekey time; the window then runs until every active peer rekeyed and at least
+        // `--duration` (at most the handshake timeout).
+        let warm = d.phase();
+        let warm_plan = EchoPlan {
+            peers: active.clone(),
+            rate: p.rate,
+            phase: warm,
+        };
+        let start = bringup_at + rekey_after - Duration::from_millis(500);
+        d.run(start, Some(&warm_plan), |_| false)?;
+        let before_hs: Vec<u64> = active.iter().map(|&i| d.handshakes(i)).collect();
+        let phase = d.phase();
+        let before = probe(nsr, &hub);
+        let plan = EchoPlan {
+            peers: active.clone(),
+            rate: p.rate,
+            phase,
+        };
+        let t0 = Instant::now();
+        let (mut first, mut last) = (None, None);
+        d.run(t0 + window.max(hs_timeout), Some(&plan), |d| {
+            let done = active
+                .iter()
+                .zip(&before_hs)
+                .filter(|(i, b)| d.handshakes(**i) > **b)
+                .count();
+            if done > 0 && first.is_none() {
+                first = Some(t0.elapsed());
+            }
+            if done == active.len() && last.is_none() {
+                last = Some(t0.elapsed());
+            }
+            done == active.len() && t0.elapsed() >= window
+        })?;
+        let after = probe(nsr, &hub);
+        let redone = active
+            .iter()
+            .zip(&before_hs)
+            .filter(|(i, b)| d.handshakes(**i) > **b)
+            .count();
+        let spread = match (first, last) {
+            (Some(f), Some(l)) => (l - f).as_secs_f64(),
+            _ => f64::NAN,
+        };
+        Some((phase, after.since(&before), redone, spread))
+    } else {
+        None
+    };
 
     pb.set_message(format!("{name}: storm of {}", p.storm));
     let storm = if p.storm > 0 {
@@ -702,6 +775,8 @@ fn measure_hub(
         storm: storm.map(|(hs, ph, rcv)| (hs, echo_result(&phases[ph], rcv))),
         flood: flood.map(|(sent, ph, rcv)| (sent, echo_result(&phases[ph], rcv))),
         reload: reload.map(|(took, ph, rcv, redone)| (took, echo_result(&phases[ph], rcv), redone)),
+        rekey: rekey
+            .map(|(ph, rcv, redone, spread)| (echo_result(&phases[ph], rcv), redone, spread)),
         rss_after_bytes: rss_after,
         active_with_replies: active.iter().filter(|&&i| d.replies(i) > 0).count(),
         hub_cpu_seconds: cpu,
@@ -811,6 +886,19 @@ fn report(p: &Params, r: &PeersResult) -> Result<()> {
         rec.figure(format!("{} handshakes", h.hub), h.bringup.per_second, "/s");
         rec.figure(format!("{} quiet loss", h.hub), h.quiet.loss_percent, "%");
         rec.figure(format!("{} quiet p99", h.hub), h.quiet.rtt_p99_ms, "ms");
+        if let Some((e, redone, spread)) = &h.rekey {
+            echo_row(
+                &mut echo,
+                &h.hub,
+                &format!(
+                    "rekey storm at {} s ({redone}/{} rekeyed within {spread:.2} s)",
+                    r.rekey_storm, r.active
+                ),
+                e,
+            );
+            rec.figure(format!("{} rekey storm loss", h.hub), e.loss_percent, "%");
+            rec.figure(format!("{} rekey storm p99", h.hub), e.rtt_p99_ms, "ms");
+        }
         if let Some((hs, e)) = &h.storm {
             echo_row(
                 &mut echo,
@@ -892,6 +980,7 @@ mod tests {
             storm: 10,
             flood: 0,
             reload: 10,
+            rekey_storm: 0.0,
             handshake_timeout: 30.0,
             wireguard_go: false,
             shared_source: false,

@@ -76,7 +76,7 @@ pub(crate) struct Channel {
     /// slow or backlogged path), and is accepted as the current one's would be. Without it a
     /// path slower than the timeout refused every response as unexpected, and the rekey never
     /// completed.
-    stale_initiation: Option<Initiation>,
+    stale_initiation: Option<Box<Initiation>>,
     /// The binding carried by the initiation that started this channel when we answered it
     /// (not a first contact): what the peer held before it learned of this channel.
     started_by: Option<[u8; 32]>,

@@ -74,7 +74,7 @@ pub(crate) struct Completed {
 
 /// One peer's handshake state on both roles.
 pub(crate) struct Handshake {
-    pub initiation: Option<Initiation>,
+    pub initiation: Option<Box<Initiation>>,
     /// mac1 and mac2 of our initiations to this peer, and the cookie it last gave us.
     pub cookies: CookieGenerator,
     /// Timestamp of our newest initiation (each is strictly newer).
@@ -187,14 +187,14 @@ impl Handshake {
         packet: Vec<u8>,
     ) -> &[u8] {
         self.last_ts_sent = ts;
-        let init = self.initiation.insert(Initiation {
+        let init = self.initiation.insert(Box::new(Initiation {
             hs,
             local_index: local,
             sent_at: now,
             attempts: attempt,
             packet,
             cookie_retried: false,
-        });
+        }));
         &init.packet
     }
 

@@ -166,6 +166,9 @@ impl Pair {
 #[path = "wg_tests.rs"]
 mod wg_tests;
 
+#[path = "storm_tests.rs"]
+mod storm_tests;
+
 #[test]
 fn round_trip_through_two_cores() {
     let mut p = pair();

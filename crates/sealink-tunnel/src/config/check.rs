@@ -82,6 +82,7 @@ impl Config {
             peers.push(peer);
             endpoint_names.push(endpoint_name);
         }
+        peers_distinct(&peers)?;
         let cfg = Config {
             name,
             private_key: i.private_key,
@@ -108,6 +109,43 @@ impl Config {
         cfg.check_routes_spare_endpoints()?;
         Ok(cfg)
     }
+}
+
+/// Each public key names one peer and each allowed IP prefix belongs to one peer: a config that
+/// lists a key twice, or gives the same prefix to two peers, is refused, naming both (wg-quick
+/// would merge the two sections, and WireGuard gives a prefix to the last peer that names it,
+/// silently). Prefixes that only overlap (10.0.0.0/24 and 10.0.0.7/32) are allowed: the longest
+/// match routes. Linear in peers and prefixes.
+fn peers_distinct(peers: &[TunnelPeerConfig]) -> Result<(), TunnelError> {
+    let mut keys = std::collections::HashMap::with_capacity(peers.len());
+    let mut nets = std::collections::HashMap::with_capacity(peers.len());
+    for (n, p) in peers.iter().enumerate() {
+        if let Some(m) = keys.insert(p.public_key, n) {
+            return Err(bad(
+                format!("peer[{n}].public_key"),
+                format!(
+                    "peer {:?} has the public key of peer[{m}] ({:?}): each peer once",
+                    p.name, peers[m].name
+                ),
+            ));
+        }
+        for net in &p.allowed_ips {
+            match nets.insert(*net, n) {
+                Some(m) if m != n => {
+                    return Err(bad(
+                        format!("peer[{n}].allowed_ips"),
+                        format!(
+                            "{net} is also in the allowed_ips of peer[{m}] ({:?}): a prefix \
+                             belongs to one peer (a longer prefix inside it may go to another)",
+                            peers[m].name
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `interface.name`, or the default: a name Linux accepts for an interface.

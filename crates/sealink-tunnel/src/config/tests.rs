@@ -473,3 +473,35 @@ fn config_others_can_write_is_refused() {
     assert!(msg.contains("writable by group or others"), "{msg}");
     assert!(msg.contains("tunnel config"), "{msg}");
 }
+
+/// Issue 50's bad input: a key listed twice, or one prefix given to two peers, is refused with
+/// both peers named; nested prefixes across peers are allowed (the longest match routes).
+#[test]
+fn duplicate_keys_and_prefixes_across_peers_are_refused_by_name() {
+    let second = |key: &str, ips: &str| {
+        format!(
+            "{}\n[[peer]]\nname = \"c\"\npublic_key = \"{key}\"\nallowed_ips = [{ips}]\n",
+            sample()
+        )
+    };
+    let other = "sealink-host 0mGGb1lfX8Yd6WcUUH8C0jFzUsyXpnEnQk5oEgWfX3Y=";
+    let e = Config::parse(&second(KEY, "\"10.9.0.3/32\"")).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("peer[1].public_key") && msg.contains("peer[0]"),
+        "{msg}"
+    );
+    let e = Config::parse(&second(other, "\"10.9.0.2/32\"")).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("peer[1].allowed_ips")
+            && msg.contains("10.9.0.2/32")
+            && msg.contains("peer[0]"),
+        "{msg}"
+    );
+    // The same prefix written with host bits is the same prefix.
+    assert!(Config::parse(&second(other, "\"fd00::1/64\"")).is_err());
+    // Nested: b's 10.9.0.2/32 inside c's 10.9.0.0/24: both kept, b's is the longer match.
+    let c = Config::parse(&second(other, "\"10.9.0.0/24\"")).unwrap();
+    assert_eq!(c.peers.len(), 2);
+}

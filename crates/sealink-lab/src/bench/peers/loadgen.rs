@@ -124,6 +124,9 @@ pub struct Driver {
     pub phases: Vec<PhaseEcho>,
     pub counters: GenCounters,
     seed: u32,
+    /// The driven peers' REKEY_AFTER_TIME, when shortened for a rekey storm (the lab's own
+    /// cores; the hub runs unchanged).
+    rekey_after: Option<Duration>,
 }
 
 /// Which peers send echoes, how often, and into which phase they count.
@@ -164,7 +167,15 @@ impl Driver {
             phases: Vec::new(),
             counters: GenCounters::default(),
             seed,
+            rekey_after: None,
         })
+    }
+
+    /// Peers added from now on rekey after `after` rather than WireGuard's 120 s: as
+    /// initiators they start the rekey (on WireGuard's wire only the initiator rekeys by
+    /// time), so peers whose sessions were made together all rekey together.
+    pub fn set_rekey_after(&mut self, after: Duration) {
+        self.rekey_after = Some(after);
     }
 
     /// A new phase's counters; its number.
@@ -192,7 +203,11 @@ impl Driver {
     pub fn add_peer(&mut self, key: HostKey, inner: Ipv4Addr, source: Ipv4Addr) -> Result<usize> {
         let i = self.peers.len();
         let seed = self.seed.wrapping_add((i as u32).wrapping_mul(0x9E37_79B9));
-        let tunnel = Tunnel::new(key, self.wire.config(seed), vec![self.peer_config()?])?;
+        let mut cfg = self.wire.config(seed);
+        if let Some(r) = self.rekey_after {
+            cfg.limits.rekey_after_time = r;
+        }
+        let tunnel = Tunnel::new(key, cfg, vec![self.peer_config()?])?;
         let sock = UdpSocket::bind((source, 0))
             .map_err(io_err(format!("bind a peer's socket to {source}")))?;
         sock.set_nonblocking(true)
