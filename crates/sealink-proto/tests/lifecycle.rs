@@ -110,17 +110,8 @@ fn rekeys_by_count_and_time_without_losing_or_reusing() {
 #[test]
 fn peer_restart_starts_a_new_channel_and_resends() {
     let mut s = setup(LinkConfig::default(), 9);
+    s.send_a(Time::ZERO, 0, None, b"before restart");
     let p = &mut s.pair;
-    p.a.send(
-        Time::ZERO,
-        s.a_peer,
-        s.a_owners[0],
-        None,
-        b"before restart",
-        Urgency::Urgent,
-        Scope::Encrypt,
-    )
-    .unwrap();
     p.run_until(Time::from_millis(100));
     assert_eq!(delivered(&p.events_b).len(), 1);
 
@@ -141,16 +132,7 @@ fn peer_restart_starts_a_new_channel_and_resends() {
 
     let now = p.now();
     for i in 0..5u8 {
-        p.a.send(
-            now,
-            s.a_peer,
-            s.a_owners[1],
-            None,
-            &[i; 20],
-            Urgency::Urgent,
-            Scope::Encrypt,
-        )
-        .unwrap();
+        send_urgent(&mut p.a, now, s.a_peer, s.a_owners[1], None, &[i; 20]);
     }
     p.run_until(now + Duration::from_secs(30));
     let got = delivered(&p.events_b);
@@ -171,17 +153,7 @@ fn unreachable_peer_reports_undeliverable() {
     };
     let mut s = setup_with(cfg, Config::default(), link, 3);
     let p = &mut s.pair;
-    let id =
-        p.a.send(
-            Time::ZERO,
-            s.a_peer,
-            s.a_owners[0],
-            None,
-            b"x",
-            Urgency::Urgent,
-            Scope::Encrypt,
-        )
-        .unwrap();
+    let id = send_urgent(&mut p.a, Time::ZERO, s.a_peer, s.a_owners[0], None, b"x");
     p.run_until(Time::from_millis(10_000));
     assert!(
         p.events_a

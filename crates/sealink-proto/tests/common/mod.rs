@@ -4,7 +4,8 @@
 use sealink_crypto::sign::OwnerSigningKey;
 use sealink_proto::sim::{LinkConfig, Pair};
 use sealink_proto::{
-    Config, Directory, Endpoint, Event, HostKey, LocalOwner, OwnerId, PeerId, Time,
+    Config, Directory, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId, PeerId, Scope,
+    Time, Urgency,
 };
 
 #[derive(Debug)]
@@ -78,4 +79,26 @@ pub fn delivered(ev: &[(Time, Event)]) -> Vec<Vec<u8>> {
             _ => Vec::new(),
         })
         .collect()
+}
+
+impl Setup {
+    /// [`send_urgent`] from host a to b at `now`, from a's owner number `owner`.
+    pub fn send_a(&mut self, now: Time, owner: usize, to: Option<&str>, data: &[u8]) -> MessageId {
+        let (peer, from) = (self.a_peer, self.a_owners[owner]);
+        send_urgent(&mut self.pair.a, now, peer, from, to, data)
+    }
+}
+
+/// `ep` sends `data` at `now` to `peer`, from `owner` to `to`, urgent and encrypted; the send must
+/// be accepted: its id.
+pub fn send_urgent(
+    ep: &mut Endpoint,
+    now: Time,
+    peer: PeerId,
+    owner: OwnerId,
+    to: Option<&str>,
+    data: &[u8],
+) -> MessageId {
+    ep.send(now, peer, owner, to, data, Urgency::Urgent, Scope::Encrypt)
+        .unwrap()
 }
