@@ -6,15 +6,6 @@ use common::*;
 use sealink_proto::sim::LinkConfig;
 use sealink_proto::{DropReason, Event, Scope, Time, Urgency};
 
-/// `Urgent` where `urgent`, else `Default`.
-fn urgency(urgent: bool) -> Urgency {
-    if urgent {
-        Urgency::Urgent
-    } else {
-        Urgency::Default
-    }
-}
-
 fn deliveries(ev: &[(Time, Event)]) -> Vec<(Time, String, Option<String>, Vec<u8>)> {
     ev.iter()
         .flat_map(|(t, e)| match e {

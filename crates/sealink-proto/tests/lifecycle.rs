@@ -9,9 +9,7 @@ use common::*;
 use sealink_proto::session::Limits;
 use sealink_proto::sim::{LinkConfig, Pair};
 use sealink_proto::wire::{Header, parse_header};
-use sealink_proto::{
-    Config, Directory, Endpoint, Event, HostKey, LocalOwner, Scope, Time, Urgency,
-};
+use sealink_proto::{Config, Directory, Endpoint, Event, HostKey, LocalOwner, Scope, Time};
 
 #[test]
 fn rekeys_by_count_and_time_without_losing_or_reusing() {
@@ -39,37 +37,11 @@ fn rekeys_by_count_and_time_without_losing_or_reusing() {
         s.pair.run_until(t);
         let now = s.pair.now();
         let data = i.to_le_bytes().repeat(10);
-        let urg = if i % 3 == 0 {
-            Urgency::Urgent
-        } else {
-            Urgency::Default
-        };
+        let urg = urgency(i % 3 == 0);
         if i % 2 == 0 {
-            s.pair
-                .a
-                .send(
-                    now,
-                    s.a_peer,
-                    s.a_owners[0],
-                    Some("bob"),
-                    &data,
-                    urg,
-                    Scope::Encrypt,
-                )
-                .unwrap();
+            s.send_from_a(now, 0, Some("bob"), &data, urg, Scope::Encrypt);
         } else {
-            s.pair
-                .b
-                .send(
-                    now,
-                    s.b_peer,
-                    s.b_owners[1],
-                    None,
-                    &data,
-                    urg,
-                    Scope::AuthOnly,
-                )
-                .unwrap();
+            s.send_from_b(now, 1, None, &data, urg, Scope::AuthOnly);
         }
         sent.push(data);
     }

@@ -82,10 +82,53 @@ pub fn delivered(ev: &[(Time, Event)]) -> Vec<Vec<u8>> {
 }
 
 impl Setup {
-    /// [`send_urgent`] from host a to b at `now`, from a's owner number `owner`.
-    pub fn send_a(&mut self, now: Time, owner: usize, to: Option<&str>, data: &[u8]) -> MessageId {
+    /// Host a sends `data` at `now` to b, from a's owner number `owner` to `to`; the send must be
+    /// accepted: its id.
+    pub fn send_from_a(
+        &mut self,
+        now: Time,
+        owner: usize,
+        to: Option<&str>,
+        data: &[u8],
+        urgency: Urgency,
+        scope: Scope,
+    ) -> MessageId {
         let (peer, from) = (self.a_peer, self.a_owners[owner]);
-        send_urgent(&mut self.pair.a, now, peer, from, to, data)
+        self.pair
+            .a
+            .send(now, peer, from, to, data, urgency, scope)
+            .unwrap()
+    }
+
+    /// [`Setup::send_from_a`] the other way: host b to a, from b's owner number `owner`.
+    pub fn send_from_b(
+        &mut self,
+        now: Time,
+        owner: usize,
+        to: Option<&str>,
+        data: &[u8],
+        urgency: Urgency,
+        scope: Scope,
+    ) -> MessageId {
+        let (peer, from) = (self.b_peer, self.b_owners[owner]);
+        self.pair
+            .b
+            .send(now, peer, from, to, data, urgency, scope)
+            .unwrap()
+    }
+
+    /// [`Setup::send_from_a`], urgent and encrypted.
+    pub fn send_a(&mut self, now: Time, owner: usize, to: Option<&str>, data: &[u8]) -> MessageId {
+        self.send_from_a(now, owner, to, data, Urgency::Urgent, Scope::Encrypt)
+    }
+}
+
+/// `Urgent` where `urgent`, else `Default`.
+pub fn urgency(urgent: bool) -> Urgency {
+    if urgent {
+        Urgency::Urgent
+    } else {
+        Urgency::Default
     }
 }
 
