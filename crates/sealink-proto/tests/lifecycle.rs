@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use sealink_proto::session::Limits;
-use sealink_proto::sim::{LinkConfig, Pair};
+use sealink_proto::sim::{LinkConfig, Pair, Side};
 use sealink_proto::wire::{Header, parse_header};
 use sealink_proto::{Config, Directory, Endpoint, Event, HostKey, LocalOwner, Scope, Time};
 
@@ -39,9 +39,9 @@ fn rekeys_by_count_and_time_without_losing_or_reusing() {
         let data = i.to_le_bytes().repeat(10);
         let urg = urgency(i % 3 == 0);
         if i % 2 == 0 {
-            s.send_from_a(now, 0, Some("bob"), &data, urg, Scope::Encrypt);
+            s.send_from((Side::A, 0), now, Some("bob"), &data, urg, Scope::Encrypt);
         } else {
-            s.send_from_b(now, 1, None, &data, urg, Scope::AuthOnly);
+            s.send_from((Side::B, 1), now, None, &data, urg, Scope::AuthOnly);
         }
         sent.push(data);
     }

@@ -11,7 +11,14 @@ use sealink_proto::{Scope, Time, Urgency};
 
 fn send(s: &mut Setup, now: Time, len: usize) {
     let data = vec![7u8; len];
-    s.send_from_a(now, 0, Some("bob"), &data, Urgency::Urgent, Scope::AuthOnly);
+    s.send_from(
+        (Side::A, 0),
+        now,
+        Some("bob"),
+        &data,
+        Urgency::Urgent,
+        Scope::AuthOnly,
+    );
 }
 
 #[test]

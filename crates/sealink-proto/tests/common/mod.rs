@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use sealink_crypto::sign::OwnerSigningKey;
-use sealink_proto::sim::{LinkConfig, Pair};
+use sealink_proto::sim::{LinkConfig, Pair, Side};
 use sealink_proto::{
     Config, Directory, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId, PeerId, Scope,
     Time, Urgency,
@@ -82,44 +82,37 @@ pub fn delivered(ev: &[(Time, Event)]) -> Vec<Vec<u8>> {
 }
 
 impl Setup {
-    /// Host a sends `data` at `now` to b, from a's owner number `owner` to `to`; the send must be
-    /// accepted: its id.
-    pub fn send_from_a(
+    /// The host on `side` sends `data` at `now` to the other, from its owner number `owner` to
+    /// `to`; the send must be accepted: its id.
+    pub fn send_from(
         &mut self,
+        (side, owner): (Side, usize),
         now: Time,
-        owner: usize,
         to: Option<&str>,
         data: &[u8],
         urgency: Urgency,
         scope: Scope,
     ) -> MessageId {
-        let (peer, from) = (self.a_peer, self.a_owners[owner]);
+        let (peer, from) = match side {
+            Side::A => (self.a_peer, self.a_owners[owner]),
+            Side::B => (self.b_peer, self.b_owners[owner]),
+        };
         self.pair
-            .a
+            .endpoint(side)
             .send(now, peer, from, to, data, urgency, scope)
             .unwrap()
     }
 
-    /// [`Setup::send_from_a`] the other way: host b to a, from b's owner number `owner`.
-    pub fn send_from_b(
-        &mut self,
-        now: Time,
-        owner: usize,
-        to: Option<&str>,
-        data: &[u8],
-        urgency: Urgency,
-        scope: Scope,
-    ) -> MessageId {
-        let (peer, from) = (self.b_peer, self.b_owners[owner]);
-        self.pair
-            .b
-            .send(now, peer, from, to, data, urgency, scope)
-            .unwrap()
-    }
-
-    /// [`Setup::send_from_a`], urgent and encrypted.
+    /// [`Setup::send_from`] host a, urgent and encrypted.
     pub fn send_a(&mut self, now: Time, owner: usize, to: Option<&str>, data: &[u8]) -> MessageId {
-        self.send_from_a(now, owner, to, data, Urgency::Urgent, Scope::Encrypt)
+        self.send_from(
+            (Side::A, owner),
+            now,
+            to,
+            data,
+            Urgency::Urgent,
+            Scope::Encrypt,
+        )
     }
 }
 
