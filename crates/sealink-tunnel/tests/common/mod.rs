@@ -49,6 +49,22 @@ pub fn is_root() -> bool {
     })
 }
 
+/// `ip netns add NAME` for a namespace test run as root, then the user the tunnel switches to
+/// (which must exist); false, with a `skipped:` line, where the namespace cannot be made.
+pub fn add_netns_or_skip(name: &str) -> bool {
+    let o = cmd("ip", &["netns", "add", name]);
+    if !o.status.success() {
+        eprintln!(
+            "skipped: cannot make a network namespace: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        return false;
+    }
+    // Root: the tunnel switches to the default user, which must exist.
+    tunnel_user::ensure();
+    true
+}
+
 /// `name` as found on the PATH, if it is there.
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
