@@ -376,20 +376,15 @@ fn tcp_through_a_hostile_relay_arrives_intact_and_forgeries_are_dropped() {
     );
     relay.wait_line("relay: listening on", Duration::from_secs(10));
     let sealink = common::sealink();
-    let mut up_b = Proc::spawn(
-        "up b",
-        &nb,
-        &sealink,
-        &["up", dir.join(format!("{tb}.toml")).to_str().unwrap()],
-    );
-    up_b.wait_line("up: ", Duration::from_secs(10));
-    let mut up_a = Proc::spawn(
-        "up a",
-        &na,
-        &sealink,
-        &["up", dir.join(format!("{ta}.toml")).to_str().unwrap()],
-    );
-    up_a.wait_line("up: ", Duration::from_secs(10));
+    // `sealink up` of tunnel `tun` in namespace `ns`, once it says it is up.
+    let up = |name: &str, ns: &str, tun: &str| {
+        let config = dir.join(format!("{tun}.toml"));
+        let mut p = Proc::spawn(name, ns, &sealink, &["up", config.to_str().unwrap()]);
+        p.wait_line("up: ", Duration::from_secs(10));
+        p
+    };
+    let up_b = up("up b", &nb, &tb);
+    let up_a = up("up a", &na, &ta);
 
     // A deterministic, incompressible-looking payload.
     let mut data = vec![0u8; TRANSFER];
