@@ -267,14 +267,9 @@ fn write_config(dir: &Path, side: &str, addr: &str, peer_key: &str, peer: (&str,
 
 fn keygen(dir: &Path, side: &str) -> String {
     let path = dir.join(format!("{side}.key"));
-    let o = Command::new(common::sealink())
-        .args(["keygen", "host", path.to_str().unwrap()])
-        .output()
-        .expect("sealink keygen");
-    assert!(
-        o.status.success(),
-        "keygen: {}",
-        String::from_utf8_lossy(&o.stderr)
+    common::output_ok(
+        Command::new(common::sealink()).args(["keygen", "host", path.to_str().unwrap()]),
+        "sealink keygen",
     );
     let public = fs::read_to_string(path.with_extension("key.pub")).unwrap();
     public

@@ -29,6 +29,17 @@ pub fn lab_ok<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> String {
     out
 }
 
+/// Runs `c`, which must start and succeed (`what` and its standard error in the message if not).
+pub fn output_ok(c: &mut Command, what: &str) -> Output {
+    let o = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        o.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
 /// A bench that ran into a fresh `--out` directory (removed on drop) and succeeded.
 pub struct BenchRun {
     _tmp: tempfile::TempDir,
