@@ -204,18 +204,14 @@ impl Shown {
 
 /// `sealink show NAME` in the tunnel's network namespace (control sockets are per namespace).
 fn show(ns: &str, name: &str) -> Shown {
-    let o = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(common::sealink())
-        .args(["show", name])
-        .output()
-        .expect("sealink show");
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "sealink show {name}: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let o = common::output_ok(
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(common::sealink())
+            .args(["show", name]),
+        &format!("sealink show {name}"),
     );
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let line = text
         .lines()
         .find_map(|l| l.trim().strip_prefix("drops:"))
