@@ -15,30 +15,18 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
 
+use common::ip::{ip, ip_ok};
+
 /// The relay's binary.
 const LAB: &str = env!("CARGO_BIN_EXE_sealink-lab");
 const TRANSFER: usize = 6 << 20;
-
-fn ip(args: &[&str]) -> Output {
-    Command::new("ip").args(args).output().expect("run ip")
-}
-
-fn ip_ok(args: &[&str]) {
-    let o = ip(args);
-    assert!(
-        o.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 fn in_ns(ns: &str, args: &[&str]) {
     let mut a = vec!["netns", "exec", ns];

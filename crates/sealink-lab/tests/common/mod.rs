@@ -1,6 +1,8 @@
 //! Helpers shared by the lab's integration tests (each test binary includes this module).
 #![allow(dead_code)]
 
+#[path = "../../../sealink-tunnel/tests/common/ip.rs"]
+pub mod ip;
 #[path = "../../../sealink-tunnel/tests/common/tunnel_user.rs"]
 pub mod tunnel_user;
 

@@ -1,6 +1,7 @@
 //! Helpers shared by the tunnel's integration tests (each test binary includes this module).
 #![allow(dead_code)]
 
+pub mod ip;
 pub mod tunnel_user;
 
 use std::fs;
