@@ -50,6 +50,16 @@ pub struct BenchRun {
     pub stdout: String,
 }
 
+impl BenchRun {
+    /// Its standard output says each of `needles`.
+    pub fn assert_stdout_has(&self, needles: &[&str]) {
+        let stdout = &self.stdout;
+        for needle in needles {
+            assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+        }
+    }
+}
+
 /// Runs `sealink-lab bench ARGS --out DIR`, DIR a fresh temporary path the bench creates; the
 /// run must succeed.
 pub fn bench(args: &[&str]) -> BenchRun {
