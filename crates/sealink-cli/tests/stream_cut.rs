@@ -5,6 +5,7 @@
 //! Drop guard, so a failing assertion leaves nothing behind.
 
 mod common;
+use common::netns::{ok, sh};
 use common::{BIN, random_file};
 
 use std::path::{Path, PathBuf};
@@ -12,22 +13,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-
-fn sh(cmd: &str, args: &[&str]) -> Output {
-    Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"))
-}
-
-fn ok(cmd: &str, args: &[&str]) {
-    let o = sh(cmd, args);
-    assert!(
-        o.status.success(),
-        "{cmd} {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 /// Namespaces `b` (the receiver, 10.77.1.2 and 10.77.2.2), `a` (a sender at 10.77.1.1, its
 /// link limited to 40 Mbit/s so a transfer takes long enough to cut) and `c` (another place
@@ -44,13 +29,7 @@ struct Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in [&self.a, &self.b, &self.c] {
-            let _ = sh("ip", &["netns", "del", n]);
-        }
+        common::netns::tear_down(&mut self.children, [&self.a, &self.b, &self.c]);
     }
 }
 

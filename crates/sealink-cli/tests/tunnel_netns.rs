@@ -33,13 +33,7 @@ struct Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        for c in self.children.iter_mut().flatten() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in &self.ns {
-            let _ = sh("ip", &["netns", "del", n]);
-        }
+        common::netns::tear_down(self.children.iter_mut().flatten(), &self.ns);
     }
 }
 

@@ -34,13 +34,7 @@ struct Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in &self.ns {
-            let _ = run("ip", &["netns", "del", n]);
-        }
+        common::netns::tear_down(&mut self.children, &self.ns);
     }
 }
 
