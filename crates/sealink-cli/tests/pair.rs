@@ -394,12 +394,7 @@ impl Drop for Netns {
 fn pairing_between_namespaces_then_send() {
     let id = std::process::id() % 100_000;
     let ns = [format!("slp{id}a"), format!("slp{id}b")];
-    let o = sh("ip", &["netns", "add", &ns[0]]);
-    if !o.status.success() {
-        println!(
-            "SKIPPED: `ip netns add` failed (needs root): {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        );
+    if !common::netns::add_or_skip(&ns[0]) {
         return;
     }
     let lab = Netns(ns.clone());

@@ -11,6 +11,18 @@ pub fn sh(cmd: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"))
 }
 
+/// `ip netns add NAME`, as root; false, with a `SKIPPED:` line saying why, where it fails.
+pub fn add_or_skip(name: &str) -> bool {
+    let o = sh("ip", &["netns", "add", name]);
+    if !o.status.success() {
+        println!(
+            "SKIPPED: `ip netns add` failed (needs root): {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    o.status.success()
+}
+
 /// What a namespace lab's drop does: kills and reaps `children`, then deletes the network
 /// namespaces `ns` (errors ignored).
 pub fn tear_down<'a>(
