@@ -23,6 +23,12 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `o` is a usage error (exit status 2) whose message says `says`.
+fn assert_usage_error(o: &Output, says: &str) {
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(o));
+    assert!(stderr(o).contains(says), "{}", stderr(o));
+}
+
 fn path_str(p: &Path) -> &str {
     p.to_str().expect("utf-8 temp path")
 }
@@ -607,11 +613,9 @@ fn suite_completes_and_refuses_with_the_choices() {
     );
     for bad in ["rot13", "legacy-3des-cbc-hmac-md5"] {
         let o = sealink(&["send", "x", "b@192.0.2.1", "--suite", bad]);
-        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-        assert!(
-            stderr(&o).contains("possible values: aes128-gcm, aes256-gcm, chacha20-poly1305"),
-            "{}",
-            stderr(&o)
+        assert_usage_error(
+            &o,
+            "possible values: aes128-gcm, aes256-gcm, chacha20-poly1305",
         );
     }
 }
@@ -645,12 +649,7 @@ fn bad_destinations_and_ports_are_usage_errors() {
         "--dir",
         path_str(dir.path()),
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("port 99999 is out of range"),
-        "{}",
-        stderr(&o)
-    );
+    assert_usage_error(&o, "port 99999 is out of range");
 }
 
 /// `recv --dir NEW` makes NEW (and its parents), as rsync and croc do, and receives into it.

@@ -8,6 +8,7 @@ use common::{BIN, public};
 use std::fs;
 use std::io::{BufReader, Read};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
 
 fn run(args: &[&str]) -> Output {
@@ -38,32 +39,30 @@ fn hosts(trust_owner: bool) -> tempfile::TempDir {
             .success()
     );
     let alice = public(dir.path().join("a").join("owner.key.pub"));
-    fs::write(
-        dir.path().join("a").join("trust"),
-        format!(
-            "host bob {}\nowner alice {alice}\n",
-            public(dir.path().join("b").join("host.key.pub"))
-        ),
-    )
-    .unwrap();
+    let (a_host, b_host) = (host_public(&dir, "a"), host_public(&dir, "b"));
+    write_trust(
+        &dir,
+        "a",
+        &format!("host bob {b_host}\nowner alice {alice}\n"),
+    );
     // The listener must trust some owner to start; `mallory` is a stand-in when alice is not.
     let owner_line = if trust_owner {
         format!("owner alice {alice}\n")
     } else {
-        format!(
-            "owner mallory {}\n",
-            public(dir.path().join("b").join("host.key.pub"))
-        )
+        format!("owner mallory {b_host}\n")
     };
-    fs::write(
-        dir.path().join("b").join("trust"),
-        format!(
-            "host alice {}\n{owner_line}",
-            public(dir.path().join("a").join("host.key.pub"))
-        ),
-    )
-    .unwrap();
+    write_trust(&dir, "b", &format!("host alice {a_host}\n{owner_line}"));
     dir
+}
+
+/// Host `h`'s public host key.
+fn host_public(dir: &tempfile::TempDir, h: &str) -> String {
+    public(dir.path().join(h).join("host.key.pub"))
+}
+
+/// Writes host `h`'s trust file.
+fn write_trust(dir: &tempfile::TempDir, h: &str, text: &str) {
+    fs::write(dir.path().join(h).join("trust"), text).unwrap();
 }
 
 fn listen(dir: &tempfile::TempDir, extra: &[&str]) -> (Child, SocketAddr, BufReader<ChildStderr>) {
@@ -80,54 +79,65 @@ fn listen(dir: &tempfile::TempDir, extra: &[&str]) -> (Child, SocketAddr, BufRea
     (c, addr, err)
 }
 
-fn send(dir: &tempfile::TempDir, to: SocketAddr, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(["msg", "send", &format!("bob@{to}")])
+/// `sealink msg send` to bob at `to` with `args`, as host a (its home `home`).
+fn send_cmd(home: PathBuf, to: SocketAddr, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(["msg", "send", &format!("bob@{to}")])
         .args(args)
-        .env("SEALINK_HOME", dir.path().join("a"))
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
+        .env("SEALINK_HOME", home)
+        .env_remove("RUST_LOG");
+    c
 }
 
-#[test]
-fn send_is_acknowledged_and_listen_prints_verified_owner() {
-    let dir = hosts(true);
-    let (mut l, addr, _err) = listen(&dir, &["--count", "3", "--json"]);
-    let out = send(
-        &dir,
-        addr,
-        &["hello", "world \"quoted\"", "--to", "inbox", "--urgent"],
-    );
+fn send(dir: &tempfile::TempDir, to: SocketAddr, args: &[&str]) -> Output {
+    send_cmd(dir.path().join("a"), to, args).output().unwrap()
+}
+
+/// [`send`], which must succeed.
+fn send_ok(dir: &tempfile::TempDir, to: SocketAddr, args: &[&str]) -> Output {
+    let out = send(dir, to, args);
     assert!(
         out.status.success(),
         "send failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "delivered 2 messages from alice to bob (".to_owned() + &addr.to_string() + ")\n"
-    );
-    // A second process (a new channel from the same host) with a deadline, authenticate-only.
-    let out = send(
-        &dir,
-        addr,
-        &["third", "--deadline", "5", "--auth-only", "--quiet"],
-    );
-    assert!(
-        out.status.success(),
-        "send failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.stdout.is_empty());
-    let status = l.wait().unwrap();
-    assert!(status.success());
+    out
+}
+
+/// What the listener `l` printed on its standard output (read to the end).
+fn printed_by(l: &mut Child) -> String {
     let mut printed = String::new();
     l.stdout
         .take()
         .unwrap()
         .read_to_string(&mut printed)
         .unwrap();
+    printed
+}
+
+#[test]
+fn send_is_acknowledged_and_listen_prints_verified_owner() {
+    let dir = hosts(true);
+    let (mut l, addr, _err) = listen(&dir, &["--count", "3", "--json"]);
+    let out = send_ok(
+        &dir,
+        addr,
+        &["hello", "world \"quoted\"", "--to", "inbox", "--urgent"],
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "delivered 2 messages from alice to bob (".to_owned() + &addr.to_string() + ")\n"
+    );
+    // A second process (a new channel from the same host) with a deadline, authenticate-only.
+    let out = send_ok(
+        &dir,
+        addr,
+        &["third", "--deadline", "5", "--auth-only", "--quiet"],
+    );
+    assert!(out.stdout.is_empty());
+    let status = l.wait().unwrap();
+    assert!(status.success());
+    let printed = printed_by(&mut l);
     let lines: Vec<&str> = printed.lines().collect();
     assert_eq!(
         lines,
@@ -156,12 +166,7 @@ fn text_output_and_untrusted_owner_is_refused() {
     );
     l.kill().unwrap();
     let _ = l.wait();
-    let mut printed = String::new();
-    l.stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut printed)
-        .unwrap();
+    let printed = printed_by(&mut l);
     assert!(
         printed.is_empty(),
         "an untrusted owner's message was printed: {printed}"
@@ -170,19 +175,9 @@ fn text_output_and_untrusted_owner_is_refused() {
     // Text mode, with alice trusted.
     let dir = hosts(true);
     let (mut l, addr, _err) = listen(&dir, &["--count", "1"]);
-    let out = send(&dir, addr, &["hi there", "--quiet"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    send_ok(&dir, addr, &["hi there", "--quiet"]);
     assert!(l.wait().unwrap().success());
-    let mut printed = String::new();
-    l.stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut printed)
-        .unwrap();
+    let printed = printed_by(&mut l);
     assert_eq!(printed, "alice@alice [encrypt, 8 bytes]: hi there\n");
 }
 
@@ -199,11 +194,7 @@ fn send_without_listener_fails() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not acknowledged"));
     // No trusted owner matches and no --from: a clear error before anything is sent.
-    fs::write(
-        dir.path().join("a").join("trust"),
-        "host bob ".to_owned() + &public(dir.path().join("b").join("host.key.pub")) + "\n",
-    )
-    .unwrap();
+    write_trust(&dir, "a", &format!("host bob {}\n", host_public(&dir, "b")));
     let out = send(&dir, silent.local_addr().unwrap(), &["x"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--from"));
@@ -231,11 +222,7 @@ fn send_waits_its_whole_timeout_and_says_so() {
     let quiet = std::thread::spawn({
         let home = dir.path().join("a");
         move || {
-            Command::new(BIN)
-                .args(["msg", "send", &format!("bob@{to}"), "x", "-q"])
-                .args(["--timeout", "25"])
-                .env("SEALINK_HOME", home)
-                .env_remove("RUST_LOG")
+            send_cmd(home, to, &["x", "-q", "--timeout", "25"])
                 .output()
                 .unwrap()
         }

@@ -99,6 +99,12 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `o` failed, and its standard error says `says`.
+fn assert_fails_saying(o: &Output, says: &str) {
+    assert!(!o.status.success());
+    assert!(stderr(o).contains(says), "{}", stderr(o));
+}
+
 /// A sends a file to B with `sealink send b@ADDR` (B: `recv --once`), both trust files being
 /// what pairing left; the file arrives intact.
 fn send_works(prefix: [&[&str]; 2], a: &Path, b: &Path, recv_listen: &str) {
@@ -219,12 +225,7 @@ fn pairing_on_loopback_lets_send_work_and_the_code_works_once() {
     // The same code again: nobody listens any more.
     let before = (trust_text(&a), trust_text(&b));
     let again = join(&[], &a, &code, &addr.to_string());
-    assert!(!again.status.success());
-    assert!(
-        stderr(&again).contains("a code works once"),
-        "{}",
-        stderr(&again)
-    );
+    assert_fails_saying(&again, "a code works once");
     assert_eq!(before, (trust_text(&a), trust_text(&b)));
     send_works([&[], &[]], &a, &b, "127.0.0.1:0");
 
@@ -266,17 +267,11 @@ fn wrong_code_fails_on_both_sides_and_writes_nothing() {
     }
     assert_eq!(before, (trust_text(&a), trust_text(&b)));
     let right = join(&[], &a, "7-guitar-ocean", &addr);
-    assert!(!right.status.success());
-    assert!(
-        stderr(&right).contains("cannot connect"),
-        "{}",
-        stderr(&right)
-    );
+    assert_fails_saying(&right, "cannot connect");
     assert_eq!(before, (trust_text(&a), trust_text(&b)));
     // A malformed code is refused before any connection.
     let o = join(&[], &a, "7-guitar-oceans", &addr);
-    assert!(!o.status.success());
-    assert!(stderr(&o).contains("bad pairing code"), "{}", stderr(&o));
+    assert_fails_saying(&o, "bad pairing code");
 }
 
 /// Issue 30: with no final word, a side that refused the peer's keys (its trust file lists the
@@ -399,12 +394,7 @@ impl Drop for Netns {
 fn pairing_between_namespaces_then_send() {
     let id = std::process::id() % 100_000;
     let ns = [format!("slp{id}a"), format!("slp{id}b")];
-    let o = sh("ip", &["netns", "add", &ns[0]]);
-    if !o.status.success() {
-        println!(
-            "SKIPPED: `ip netns add` failed (needs root): {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        );
+    if !common::netns::add_or_skip(&ns[0]) {
         return;
     }
     let lab = Netns(ns.clone());

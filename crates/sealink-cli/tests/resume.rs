@@ -46,6 +46,20 @@ impl Setup {
         common::two_hosts(dir.path());
         Setup { dir }
     }
+    /// The file `name` in the test directory, `len` random bytes from `seed`: its path and bytes.
+    fn file(&self, name: &str, len: usize, seed: u64) -> (PathBuf, Vec<u8>) {
+        let f = self.path(name);
+        let data = random_file(&f, len, seed);
+        (f, data)
+    }
+
+    /// A receiver, and a send of `file` to it cut after `budget` bytes.
+    fn recv_interrupted(&self, file: &Path, budget: u64) -> Recv {
+        let r = self.recv();
+        self.interrupted_send(&r, file, budget);
+        r
+    }
+
     fn path(&self, n: &str) -> PathBuf {
         self.dir.path().join(n)
     }
@@ -90,6 +104,18 @@ impl Setup {
 
     /// First attempt: through a relay that passes `budget` bytes of each stripe; the sender is
     /// killed with SIGKILL once they have passed, and the receiver keeps what it got.
+    /// [`Setup::send`], which must succeed.
+    fn send_ok(&self, file: &Path, to: SocketAddr, extra: &[&str]) -> Output {
+        let o = self.send(file, to, extra);
+        assert!(o.status.success(), "{}", text(&o));
+        o
+    }
+
+    /// The inbox holds `name` with the bytes `data`.
+    fn assert_in_inbox(&self, name: &str, data: &[u8]) {
+        assert!(fs::read(self.inbox().join(name)).unwrap() == data);
+    }
+
     fn interrupted_send(&self, r: &Recv, file: &Path, budget: u64) {
         let relay = relay(r.addr, budget);
         let mut s = send_cmd(
@@ -209,10 +235,8 @@ fn received(r: &Recv, n: usize) -> Vec<FileRecord> {
 #[test]
 fn killed_sender_resumes_and_the_rerun_sends_only_the_rest() {
     let h = Setup::new();
-    let f = h.path("big.bin");
-    let data = random_file(&f, 64 << 20, 11);
-    let r = h.recv();
-    h.interrupted_send(&r, &f, 6 << 20);
+    let (f, data) = h.file("big.bin", 64 << 20, 11);
+    let r = h.recv_interrupted(&f, 6 << 20);
     for n in h.state_names() {
         let mode = fs::metadata(h.inbox().join(&n)).unwrap().permissions();
         use std::os::unix::fs::PermissionsExt;
@@ -220,8 +244,7 @@ fn killed_sender_resumes_and_the_rerun_sends_only_the_rest() {
     }
 
     // The same command again: it succeeds, and sends clearly less than the file.
-    let o = h.send(&f, r.addr, &[]);
-    assert!(o.status.success(), "{}", text(&o));
+    let o = h.send_ok(&f, r.addr, &[]);
     let sent = records(&o.stdout);
     assert_eq!(sent.len(), 1);
     let resumed = sent[0].resumed_bytes;
@@ -230,7 +253,7 @@ fn killed_sender_resumes_and_the_rerun_sends_only_the_rest() {
         (2 << 20..=12 << 20).contains(&resumed),
         "resumed {resumed} bytes"
     );
-    assert!(fs::read(h.inbox().join("big.bin")).unwrap() == data);
+    h.assert_in_inbox("big.bin", &data);
     // The receiver says the same, and keeps no state for a finished file.
     let got = received(&r, 1);
     assert_eq!(got.len(), 1);
@@ -241,10 +264,8 @@ fn killed_sender_resumes_and_the_rerun_sends_only_the_rest() {
 #[test]
 fn corrupted_held_data_fails_the_hash_check_and_a_rerun_starts_over() {
     let h = Setup::new();
-    let f = h.path("f.bin");
-    let data = random_file(&f, 48 << 20, 12);
-    let r = h.recv();
-    h.interrupted_send(&r, &f, 3 << 20);
+    let (f, data) = h.file("f.bin", 48 << 20, 12);
+    let r = h.recv_interrupted(&f, 3 << 20);
     // Flip a byte the receiver holds (and will not get again).
     let part = h
         .state_names()
@@ -264,36 +285,30 @@ fn corrupted_held_data_fails_the_hash_check_and_a_rerun_starts_over() {
     assert_eq!(h.state_names(), Vec::<String>::new(), "state kept");
 
     // Again: from zero, and right.
-    let o = h.send(&f, r.addr, &[]);
-    assert!(o.status.success(), "{}", text(&o));
+    let o = h.send_ok(&f, r.addr, &[]);
     assert_eq!(records(&o.stdout)[0].resumed_bytes, 0);
-    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    h.assert_in_inbox("f.bin", &data);
     assert_eq!(h.state_names(), Vec::<String>::new());
 }
 
 #[test]
 fn no_resume_sends_everything_and_drops_the_state() {
     let h = Setup::new();
-    let f = h.path("f.bin");
-    let data = random_file(&f, 48 << 20, 13);
-    let r = h.recv();
-    h.interrupted_send(&r, &f, 3 << 20);
-    let o = h.send(&f, r.addr, &["--no-resume"]);
-    assert!(o.status.success(), "{}", text(&o));
+    let (f, data) = h.file("f.bin", 48 << 20, 13);
+    let r = h.recv_interrupted(&f, 3 << 20);
+    let o = h.send_ok(&f, r.addr, &["--no-resume"]);
     let sent = records(&o.stdout);
     assert_eq!((sent[0].bytes, sent[0].resumed_bytes), (48 << 20, 0));
     assert_eq!(received(&r, 1)[0].resumed_bytes, 0);
-    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    h.assert_in_inbox("f.bin", &data);
     assert_eq!(h.state_names(), Vec::<String>::new());
 }
 
 #[test]
 fn a_changed_file_is_not_resumed_and_old_state_expires() {
     let h = Setup::new();
-    let f = h.path("f.bin");
-    random_file(&f, 48 << 20, 14);
-    let r = h.recv();
-    h.interrupted_send(&r, &f, 3 << 20);
+    let (f, _) = h.file("f.bin", 48 << 20, 14);
+    let r = h.recv_interrupted(&f, 3 << 20);
     // A new version of the file (other content, other mtime): nothing is resumed.
     let data = random_file(&f, 48 << 20, 15);
     let later = std::time::SystemTime::now() + Duration::from_secs(5);
@@ -303,10 +318,9 @@ fn a_changed_file_is_not_resumed_and_old_state_expires() {
         .unwrap()
         .set_modified(later)
         .unwrap();
-    let o = h.send(&f, r.addr, &[]);
-    assert!(o.status.success(), "{}", text(&o));
+    let o = h.send_ok(&f, r.addr, &[]);
     assert_eq!(records(&o.stdout)[0].resumed_bytes, 0);
-    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    h.assert_in_inbox("f.bin", &data);
     // The old version's state stays until it is older than --resume-max-age.
     assert_eq!(h.state_names().len(), 2, "{:?}", h.state_names());
     drop(r);
@@ -339,8 +353,7 @@ fn a_changed_file_is_not_resumed_and_old_state_expires() {
 #[test]
 fn killed_receiver_keeps_its_last_checkpoint_and_a_new_one_resumes() {
     let h = Setup::new();
-    let f = h.path("f.bin");
-    let data = random_file(&f, 48 << 20, 16);
+    let (f, data) = h.file("f.bin", 48 << 20, 16);
     let mut r = h.recv();
     let relay = relay(r.addr, 3 << 20);
     let mut s = send_cmd(
@@ -365,11 +378,10 @@ fn killed_receiver_keeps_its_last_checkpoint_and_a_new_one_resumes() {
     relay.cut();
     assert!(!h.inbox().join("f.bin").exists());
     let r = h.recv();
-    let o = h.send(&f, r.addr, &[]);
-    assert!(o.status.success(), "{}", text(&o));
+    let o = h.send_ok(&f, r.addr, &[]);
     let resumed = records(&o.stdout)[0].resumed_bytes;
     assert!(resumed >= 1 << 20, "resumed {resumed} bytes");
-    assert!(fs::read(h.inbox().join("f.bin")).unwrap() == data);
+    h.assert_in_inbox("f.bin", &data);
     assert_eq!(h.state_names(), Vec::<String>::new());
 }
 
@@ -407,12 +419,9 @@ fn check_split(r: &serde_json::Value, size: u64) {
 #[test]
 fn a_resumed_transfer_reports_what_travelled_apart_from_what_was_held() {
     let h = Setup::new();
-    let f = h.path("big.bin");
-    random_file(&f, 48 << 20, 17);
-    let r = h.recv();
-    h.interrupted_send(&r, &f, 3 << 20);
-    let o = h.send(&f, r.addr, &[]);
-    assert!(o.status.success(), "{}", text(&o));
+    let (f, _) = h.file("big.bin", 48 << 20, 17);
+    let r = h.recv_interrupted(&f, 3 << 20);
+    let o = h.send_ok(&f, r.addr, &[]);
     let sent = json_lines(&o.stdout);
     check_split(&sent[0], 48 << 20);
     let mut got = Vec::new();
@@ -493,8 +502,7 @@ fn send_until_budget(h: &Setup, f: &Path, relay: &Relay, budget: u64, extra: &[&
 #[test]
 fn an_interrupted_send_says_to_run_it_again_and_that_resumes() {
     let h = Setup::new();
-    let f = h.path("i.bin");
-    let data = random_file(&f, 32 << 20, 21);
+    let (f, data) = h.file("i.bin", 32 << 20, 21);
     let r = h.recv();
     let relay = relay(r.addr, 3 << 20);
     let s = send_until_budget(&h, &f, &relay, 3 << 20, &[]);
@@ -517,18 +525,16 @@ fn an_interrupted_send_says_to_run_it_again_and_that_resumes() {
         r.err.lock().unwrap().contains("transfer failed")
             && h.state_names().iter().any(|n| n.ends_with(".map"))
     });
-    let o = h.send(&f, r.addr, &[]);
-    assert!(o.status.success(), "{}", text(&o));
+    let o = h.send_ok(&f, r.addr, &[]);
     assert!(records(&o.stdout)[0].resumed_bytes > 0, "{}", text(&o));
-    assert!(fs::read(h.inbox().join("i.bin")).unwrap() == data);
+    h.assert_in_inbox("i.bin", &data);
 }
 
 /// A connection cut under a running send fails it with the hint line after the error.
 #[test]
 fn a_cut_connection_ends_the_send_with_the_resume_hint() {
     let h = Setup::new();
-    let f = h.path("c.bin");
-    random_file(&f, 32 << 20, 22);
+    let (f, _) = h.file("c.bin", 32 << 20, 22);
     let r = h.recv();
     let relay = relay(r.addr, 3 << 20);
     let s = send_until_budget(&h, &f, &relay, 3 << 20, &["--idle-timeout", "60"]);

@@ -5,6 +5,7 @@
 //! Drop guard, so a failing assertion leaves nothing behind.
 
 mod common;
+use common::netns::{ok, sh};
 use common::{BIN, random_file};
 
 use std::path::{Path, PathBuf};
@@ -12,22 +13,6 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-
-fn sh(cmd: &str, args: &[&str]) -> Output {
-    Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"))
-}
-
-fn ok(cmd: &str, args: &[&str]) {
-    let o = sh(cmd, args);
-    assert!(
-        o.status.success(),
-        "{cmd} {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 /// Namespaces `b` (the receiver, 10.77.1.2 and 10.77.2.2), `a` (a sender at 10.77.1.1, its
 /// link limited to 40 Mbit/s so a transfer takes long enough to cut) and `c` (another place
@@ -44,13 +29,7 @@ struct Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in [&self.a, &self.b, &self.c] {
-            let _ = sh("ip", &["netns", "del", n]);
-        }
+        common::netns::tear_down(&mut self.children, [&self.a, &self.b, &self.c]);
     }
 }
 
@@ -181,6 +160,25 @@ impl Net {
         c
     }
 
+    /// [`Net::send`] of `file` from a to the receiver on b's `port`, both outputs to `out()`;
+    /// returns once the receiver has a checkpoint of it (`what`, should it time out).
+    fn send_until_checkpoint(
+        &self,
+        file: &Path,
+        port: u16,
+        out: fn() -> Stdio,
+        what: &str,
+    ) -> Child {
+        let child = self
+            .send(&self.a, file, &format!("10.77.1.2:{port}"), &[])
+            .stdout(out())
+            .stderr(out())
+            .spawn()
+            .unwrap();
+        wait_for(what, Duration::from_secs(60), || self.has_checkpoint());
+        child
+    }
+
     /// Whether the receiver has recorded durably part of a transfer (a record map).
     fn has_checkpoint(&self) -> bool {
         common::names_in(&self.path("in"))
@@ -229,17 +227,8 @@ fn rerun_takes_over(tag: &str, once: bool) {
     let f = net.path("big.bin");
     let data = random_file(&f, 48 << 20, 21);
     let (port, recv_err) = net.recv_with(if once { &["--once"] } else { &[] });
-    let mut first = net
-        .send(&net.a, &f, &format!("10.77.1.2:{port}"), &[])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(
-        "a checkpoint of the first transfer",
-        Duration::from_secs(60),
-        || net.has_checkpoint(),
-    );
+    let mut first =
+        net.send_until_checkpoint(&f, port, Stdio::null, "a checkpoint of the first transfer");
     // The host vanishes: its link goes, then the sender dies with nothing able to leave.
     net.ip(&net.a, &["link", "del", &net.veth_a]);
     first.kill().unwrap();
@@ -309,17 +298,7 @@ fn the_kernels_connection_timeout_is_reported_as_such() {
         ],
     );
     let (port, _) = net.recv();
-    let sender = net
-        .send(&net.a, &f, &format!("10.77.1.2:{port}"), &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(
-        "a checkpoint of the transfer",
-        Duration::from_secs(60),
-        || net.has_checkpoint(),
-    );
+    let sender = net.send_until_checkpoint(&f, port, Stdio::piped, "a checkpoint of the transfer");
     // Every packet to the receiver's host is dropped from now on.
     let t0 = Instant::now();
     ok(

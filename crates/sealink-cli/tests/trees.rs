@@ -5,7 +5,7 @@
 //! partial tree.
 
 mod common;
-use common::hosts::{Hosts, finish, text};
+use common::hosts::{Hosts, finish, ok_stderr, text};
 use common::raw_sender::RawSender;
 use common::{BIN, random_file};
 
@@ -131,8 +131,7 @@ fn a_tree_arrives_exactly_less_what_is_excluded() {
         ])
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let stderr = String::from_utf8_lossy(&o.stderr);
+    let stderr = ok_stderr(&o);
     assert!(
         stderr.contains("skipping") && stderr.contains("pipe"),
         "{stderr}"
@@ -391,8 +390,7 @@ fn a_link_leading_out_of_the_tree_is_refused_and_nothing_is_created() {
         .env_remove("RUST_LOG")
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let e = String::from_utf8_lossy(&o.stderr);
+    let e = ok_stderr(&o);
     assert!(
         e.contains("t/sub/evil") && e.contains("--copy-links"),
         "{e}"

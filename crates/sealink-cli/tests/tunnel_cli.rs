@@ -32,14 +32,22 @@ fn as_nobody(args: &[&str], run_dir: &Path) -> Output {
         .unwrap()
 }
 
+/// Whether we run as root; if not, says the test is skipped (`why`).
+fn root_or_skip(why: &str) -> bool {
+    let root = is_root();
+    if !root {
+        eprintln!("skipped: {why}");
+    }
+    root
+}
+
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]
 fn without_root_the_tunnel_commands_say_so() {
-    if !is_root() {
-        eprintln!("skipped: needs root to run the binary as nobody");
+    if !root_or_skip("needs root to run the binary as nobody") {
         return;
     }
     // A run directory as `up` makes it: root's, 0700, with a tunnel's socket in it.
@@ -86,8 +94,7 @@ fn without_root_the_tunnel_commands_say_so() {
 /// line error reads `line N:`; a key file others can read is refused with why and the fix.
 #[test]
 fn config_errors_say_where_and_why_once() {
-    if !is_root() {
-        eprintln!("skipped: `up` checks for root before reading a config");
+    if !root_or_skip("`up` checks for root before reading a config") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

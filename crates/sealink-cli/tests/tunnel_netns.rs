@@ -33,13 +33,7 @@ struct Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        for c in self.children.iter_mut().flatten() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in &self.ns {
-            let _ = sh("ip", &["netns", "del", n]);
-        }
+        common::netns::tear_down(self.children.iter_mut().flatten(), &self.ns);
     }
 }
 
@@ -53,12 +47,7 @@ impl Lab {
     fn named(tag: &str, same_name: bool) -> Option<Lab> {
         let id = format!("{}{}", tag, std::process::id() % 100_000);
         let ns = [format!("sl{id}a"), format!("sl{id}b")];
-        let o = sh("ip", &["netns", "add", &ns[0]]);
-        if !o.status.success() {
-            println!(
-                "SKIPPED: `ip netns add` failed (needs root): {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            );
+        if !common::netns::add_or_skip(&ns[0]) {
             return None;
         }
         // Root from here on: `up` switches to the default user, which must exist.

@@ -34,13 +34,7 @@ struct Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for n in &self.ns {
-            let _ = run("ip", &["netns", "del", n]);
-        }
+        common::netns::tear_down(&mut self.children, &self.ns);
     }
 }
 
@@ -280,13 +274,17 @@ fn a_failing_post_up_aborts_up_and_quiet_hides_hook_output() {
     lab.key("h0");
     let ifn = format!("o{}f", lab.id);
     let cfg = lab.path("f.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[interface]\nname = \"{ifn}\"\nprivate_key = \"h0.key\"\naddress = \"10.215.0.1/24\"\npost_up = [\"true\", \"echo marker-$((40+2)); exit 3\"]\n"
-        ),
-    )
-    .unwrap();
+    // An interface on h0.key with one more line, written to `cfg`.
+    let write_cfg = |more: &str| {
+        std::fs::write(
+            &cfg,
+            format!(
+                "[interface]\nname = \"{ifn}\"\nprivate_key = \"h0.key\"\naddress = \"10.215.0.1/24\"\n{more}"
+            ),
+        )
+        .unwrap()
+    };
+    write_cfg("post_up = [\"true\", \"echo marker-$((40+2)); exit 3\"]\n");
     let up = |pre: &[&str]| {
         let o = lab
             .cmd(0, &[BIN], &[pre, &["up", cfg.to_str().unwrap()]].concat())
@@ -328,13 +326,7 @@ fn a_failing_post_up_aborts_up_and_quiet_hides_hook_output() {
 
     // A warning (READY=1 cannot reach a NOTIFY_SOCKET that does not exist) shows by default
     // and not with -q; `up:` itself is no log line and stays.
-    std::fs::write(
-        &cfg,
-        format!(
-            "[interface]\nname = \"{ifn}\"\nprivate_key = \"h0.key\"\naddress = \"10.215.0.1/24\"\n"
-        ),
-    )
-    .unwrap();
+    write_cfg("");
     let up_down = |pre: &[&str]| {
         let child = lab
             .cmd(0, &[BIN], &[pre, &["up", cfg.to_str().unwrap()]].concat())

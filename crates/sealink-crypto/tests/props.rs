@@ -77,6 +77,49 @@ fn seal_contig(k: &PacketKey, counter: u64, scope: Scope, header: &[u8], pt: &[u
     buf[header.len()..header.len() + n].to_vec()
 }
 
+/// A batch's bodies: each packet's plaintext with room for `overhead` more bytes.
+fn batch_bodies(packets: &[(Vec<u8>, Vec<u8>)], overhead: usize) -> Vec<Vec<u8>> {
+    packets
+        .iter()
+        .map(|(_, p)| {
+            let mut b = p.clone();
+            b.resize(p.len() + overhead, 0);
+            b
+        })
+        .collect()
+}
+
+/// Runs `op` (a batch seal or open) on one item per packet: its header, its body in `bodies`,
+/// input length `lens[i]`, counter `counter0 + i`; every outcome, which must be a length.
+fn run_batch(
+    packets: &[(Vec<u8>, Vec<u8>)],
+    bodies: &mut [Vec<u8>],
+    lens: &[usize],
+    counter0: u64,
+    op: impl FnOnce(&mut [BatchItem<'_>]),
+) -> Vec<usize> {
+    let mut items: Vec<BatchItem<'_>> = packets
+        .iter()
+        .zip(bodies.iter_mut())
+        .zip(lens)
+        .enumerate()
+        .map(|(i, (((h, _), body), n))| BatchItem {
+            counter: counter0.wrapping_add(i as u64),
+            header: h,
+            body,
+            len: *n,
+            result: Err(CryptoError::AuthFailed),
+        })
+        .collect();
+    op(&mut items);
+    items.iter().map(|it| it.result.clone().unwrap()).collect()
+}
+
+/// Each packet's plaintext length: a batch seal's input lengths.
+fn plain_lens(packets: &[(Vec<u8>, Vec<u8>)]) -> Vec<usize> {
+    packets.iter().map(|(_, p)| p.len()).collect()
+}
+
 fn open(
     k: &PacketKey,
     counter: u64,
@@ -197,29 +240,12 @@ proptest! {
             .collect();
 
         // Split batch.
-        let mut bodies: Vec<Vec<u8>> = packets.iter().map(|(_, p)| { let mut b = p.clone(); b.resize(p.len() + ov, 0); b }).collect();
-        let mut items: Vec<BatchItem<'_>> = packets
-            .iter()
-            .zip(bodies.iter_mut())
-            .enumerate()
-            .map(|(i, ((h, p), body))| BatchItem { counter: counter0.wrapping_add(i as u64), header: h, body, len: p.len(), result: Err(CryptoError::AuthFailed) })
-            .collect();
-        k.seal_batch(scope, &mut items);
-        let lens: Vec<usize> = items.iter().map(|it| it.result.clone().unwrap()).collect();
-        drop(items);
+        let mut bodies = batch_bodies(&packets, ov);
+        let lens = run_batch(&packets, &mut bodies, &plain_lens(&packets), counter0, |items| k.seal_batch(scope, items));
         for ((body, n), single) in bodies.iter().zip(&lens).zip(&singles) {
             prop_assert_eq!(&body[..*n], &single[..]);
         }
-        let mut items: Vec<BatchItem<'_>> = packets
-            .iter()
-            .zip(bodies.iter_mut())
-            .zip(&lens)
-            .enumerate()
-            .map(|(i, (((h, _), body), n))| BatchItem { counter: counter0.wrapping_add(i as u64), header: h, body, len: *n, result: Err(CryptoError::AuthFailed) })
-            .collect();
-        k.open_batch(scope, &mut items);
-        let out: Vec<usize> = items.iter().map(|it| it.result.clone().unwrap()).collect();
-        drop(items);
+        let out = run_batch(&packets, &mut bodies, &lens, counter0, |items| k.open_batch(scope, items));
         for ((body, n), (_, p)) in bodies.iter().zip(&out).zip(&packets) {
             prop_assert_eq!(&body[..*n], &p[..]);
         }
@@ -404,29 +430,12 @@ proptest! {
         for sealer in others {
         // Seal the batch on ring, then on OpenSSL; every packet must equal aws-lc-rs's single
         // seal, and open on aws-lc-rs in a batch.
-        let mut bodies: Vec<Vec<u8>> = packets.iter().map(|(_, p)| { let mut b = p.clone(); b.resize(p.len() + 16, 0); b }).collect();
-        let mut items: Vec<BatchItem<'_>> = packets
-            .iter()
-            .zip(bodies.iter_mut())
-            .enumerate()
-            .map(|(i, ((h, p), body))| BatchItem { counter: counter0.wrapping_add(i as u64), header: h, body, len: p.len(), result: Err(CryptoError::AuthFailed) })
-            .collect();
-        sealer.seal_batch(scope, &mut items);
-        let lens: Vec<usize> = items.iter().map(|it| it.result.clone().unwrap()).collect();
-        drop(items);
+        let mut bodies = batch_bodies(&packets, 16);
+        let lens = run_batch(&packets, &mut bodies, &plain_lens(&packets), counter0, |items| sealer.seal_batch(scope, items));
         for (i, ((body, n), (h, p))) in bodies.iter().zip(&lens).zip(&packets).enumerate() {
             prop_assert_eq!(&body[..*n], &seal(aws, counter0.wrapping_add(i as u64), scope, h, p)[..]);
         }
-        let mut items: Vec<BatchItem<'_>> = packets
-            .iter()
-            .zip(bodies.iter_mut())
-            .zip(&lens)
-            .enumerate()
-            .map(|(i, (((h, _), body), n))| BatchItem { counter: counter0.wrapping_add(i as u64), header: h, body, len: *n, result: Err(CryptoError::AuthFailed) })
-            .collect();
-        aws.open_batch(scope, &mut items);
-        let out: Vec<usize> = items.iter().map(|it| it.result.clone().unwrap()).collect();
-        drop(items);
+        let out = run_batch(&packets, &mut bodies, &lens, counter0, |items| aws.open_batch(scope, items));
         for ((body, n), (_, p)) in bodies.iter().zip(&out).zip(&packets) {
             prop_assert_eq!(&body[..*n], &p[..]);
         }

@@ -215,13 +215,19 @@ proptest! {
     }
 }
 
-#[test]
-fn replay_is_refused_and_restart_rewinds_the_window() {
+/// `n` packets of `len`-byte bodies (room for a 16-byte tag), sealed in order on channel 0.
+fn sealed_on_channel_0(n: u64, len: usize) -> Vec<Packet> {
     let mut ch = channel(0);
-    let mut ps: Vec<Packet> = (0..5)
-        .map(|i| Packet::with_body(&body(i, 64), 16))
+    let mut ps: Vec<Packet> = (0..n)
+        .map(|i| Packet::with_body(&body(i, len), 16))
         .collect();
     seal_serial(&mut ch, &mut ps);
+    ps
+}
+
+#[test]
+fn replay_is_refused_and_restart_rewinds_the_window() {
+    let ps = sealed_on_channel_0(5, 64);
     let dgs: Vec<Packet> = ps.iter().map(|p| Packet::datagram(p.wire())).collect();
     for workers in 1..=3 {
         let mut e = Plp::new(vec![channel(0)], workers);
@@ -244,11 +250,7 @@ fn replay_is_refused_and_restart_rewinds_the_window() {
 
 #[test]
 fn device_copy_reopens_a_pool() {
-    let mut ch = channel(0);
-    let mut ps: Vec<Packet> = (0..3)
-        .map(|i| Packet::with_body(&body(i, 100), 16))
-        .collect();
-    seal_serial(&mut ch, &mut ps);
+    let ps = sealed_on_channel_0(3, 100);
     let pool: Vec<Arc<[u8]>> = ps.iter().map(|p| Arc::from(p.wire())).collect();
     let mut e = Clp::new(vec![channel(0)], ClpPolicy::ProcessorPerConnection(2));
     for _ in 0..3 {

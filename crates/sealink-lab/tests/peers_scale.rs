@@ -15,19 +15,15 @@ mod common;
 /// Runs the bench with `args` and returns its JSON result.
 fn bench(args: &[&str]) -> serde_json::Value {
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(common::LAB)
-        .args(["bench", "peers", "--json", "--out"])
-        .arg(out.path())
-        .arg("--sealink")
-        .arg(common::sealink())
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run sealink-lab");
-    assert!(
-        o.status.success(),
-        "bench peers {args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let o = common::output_ok(
+        Command::new(common::LAB)
+            .args(["bench", "peers", "--json", "--out"])
+            .arg(out.path())
+            .arg("--sealink")
+            .arg(common::sealink())
+            .args(args)
+            .env_remove("RUST_LOG"),
+        &format!("bench peers {args:?} failed"),
     );
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
         panic!(

@@ -15,30 +15,18 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
 
+use common::ip::{ip, ip_ok};
+
 /// The relay's binary.
 const LAB: &str = env!("CARGO_BIN_EXE_sealink-lab");
 const TRANSFER: usize = 6 << 20;
-
-fn ip(args: &[&str]) -> Output {
-    Command::new("ip").args(args).output().expect("run ip")
-}
-
-fn ip_ok(args: &[&str]) {
-    let o = ip(args);
-    assert!(
-        o.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 fn in_ns(ns: &str, args: &[&str]) {
     let mut a = vec!["netns", "exec", ns];
@@ -204,18 +192,14 @@ impl Shown {
 
 /// `sealink show NAME` in the tunnel's network namespace (control sockets are per namespace).
 fn show(ns: &str, name: &str) -> Shown {
-    let o = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(common::sealink())
-        .args(["show", name])
-        .output()
-        .expect("sealink show");
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "sealink show {name}: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let o = common::output_ok(
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(common::sealink())
+            .args(["show", name]),
+        &format!("sealink show {name}"),
     );
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
     let line = text
         .lines()
         .find_map(|l| l.trim().strip_prefix("drops:"))
@@ -267,14 +251,9 @@ fn write_config(dir: &Path, side: &str, addr: &str, peer_key: &str, peer: (&str,
 
 fn keygen(dir: &Path, side: &str) -> String {
     let path = dir.join(format!("{side}.key"));
-    let o = Command::new(common::sealink())
-        .args(["keygen", "host", path.to_str().unwrap()])
-        .output()
-        .expect("sealink keygen");
-    assert!(
-        o.status.success(),
-        "keygen: {}",
-        String::from_utf8_lossy(&o.stderr)
+    common::output_ok(
+        Command::new(common::sealink()).args(["keygen", "host", path.to_str().unwrap()]),
+        "sealink keygen",
     );
     let public = fs::read_to_string(path.with_extension("key.pub")).unwrap();
     public
@@ -376,20 +355,15 @@ fn tcp_through_a_hostile_relay_arrives_intact_and_forgeries_are_dropped() {
     );
     relay.wait_line("relay: listening on", Duration::from_secs(10));
     let sealink = common::sealink();
-    let mut up_b = Proc::spawn(
-        "up b",
-        &nb,
-        &sealink,
-        &["up", dir.join(format!("{tb}.toml")).to_str().unwrap()],
-    );
-    up_b.wait_line("up: ", Duration::from_secs(10));
-    let mut up_a = Proc::spawn(
-        "up a",
-        &na,
-        &sealink,
-        &["up", dir.join(format!("{ta}.toml")).to_str().unwrap()],
-    );
-    up_a.wait_line("up: ", Duration::from_secs(10));
+    // `sealink up` of tunnel `tun` in namespace `ns`, once it says it is up.
+    let up = |name: &str, ns: &str, tun: &str| {
+        let config = dir.join(format!("{tun}.toml"));
+        let mut p = Proc::spawn(name, ns, &sealink, &["up", config.to_str().unwrap()]);
+        p.wait_line("up: ", Duration::from_secs(10));
+        p
+    };
+    let up_b = up("up b", &nb, &tb);
+    let up_a = up("up a", &na, &ta);
 
     // A deterministic, incompressible-looking payload.
     let mut data = vec![0u8; TRANSFER];

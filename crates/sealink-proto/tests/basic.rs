@@ -28,17 +28,8 @@ fn deliveries(ev: &[(Time, Event)]) -> Vec<(Time, String, Option<String>, Vec<u8
 #[test]
 fn handshake_and_delivery_both_ways() {
     let mut s = setup(LinkConfig::default(), 1);
+    s.send_a(Time::ZERO, 0, Some("bob"), b"hello bob");
     let p = &mut s.pair;
-    p.a.send(
-        Time::ZERO,
-        s.a_peer,
-        s.a_owners[0],
-        Some("bob"),
-        b"hello bob",
-        Urgency::Urgent,
-        Scope::Encrypt,
-    )
-    .unwrap();
     p.run_until(Time::from_millis(100));
     let got = deliveries(&p.events_b);
     assert_eq!(got.len(), 1);
@@ -86,11 +77,7 @@ fn one_signature_per_owner_per_channel() {
     for i in 0..50u32 {
         let now = p.now();
         for (k, o) in s.a_owners.iter().enumerate() {
-            let urg = if i % 5 == 0 {
-                Urgency::Urgent
-            } else {
-                Urgency::Default
-            };
+            let urg = urgency(i % 5 == 0);
             p.a.send(
                 now,
                 s.a_peer,
@@ -115,27 +102,16 @@ fn one_signature_per_owner_per_channel() {
 fn simultaneous_open_yields_one_channel() {
     for seed in 0..8 {
         let mut s = setup(LinkConfig::default(), seed);
+        s.send_a(Time::ZERO, 0, None, b"from a");
         let p = &mut s.pair;
-        p.a.send(
-            Time::ZERO,
-            s.a_peer,
-            s.a_owners[0],
-            None,
-            b"from a",
-            Urgency::Urgent,
-            Scope::Encrypt,
-        )
-        .unwrap();
-        p.b.send(
+        send_urgent(
+            &mut p.b,
             Time::ZERO,
             s.b_peer,
             s.b_owners[0],
             None,
             b"from b",
-            Urgency::Urgent,
-            Scope::Encrypt,
-        )
-        .unwrap();
+        );
         p.run_until(Time::from_millis(200));
         assert_eq!(deliveries(&p.events_a).len(), 1);
         assert_eq!(deliveries(&p.events_b).len(), 1);
@@ -160,16 +136,7 @@ fn simultaneous_open_recovers_at_once_when_the_winners_initiation_is_lost() {
             (&mut p.a, s.a_peer, s.a_owners[0], b"from a"),
             (&mut p.b, s.b_peer, s.b_owners[0], b"from b"),
         ] {
-            ep.send(
-                Time::ZERO,
-                peer,
-                owner,
-                None,
-                data,
-                Urgency::Urgent,
-                Scope::Encrypt,
-            )
-            .unwrap();
+            send_urgent(ep, Time::ZERO, peer, owner, None, data);
         }
         let winner = if p.a.host_public() > p.b.host_public() {
             &mut p.a
@@ -239,25 +206,12 @@ fn big_piggybacked_datagram_is_acknowledged_at_once() {
     let mut s = setup_with(big(), big(), LinkConfig::default(), 7);
     let p = &mut s.pair;
     // Open the channel first, so all messages below share one datagram.
-    p.a.send(
-        Time::ZERO,
-        s.a_peer,
-        s.a_owners[0],
-        None,
-        b"open",
-        Urgency::Urgent,
-        Scope::Encrypt,
-    )
-    .unwrap();
+    send_urgent(&mut p.a, Time::ZERO, s.a_peer, s.a_owners[0], None, b"open");
     p.run_until(Time::from_millis(20));
     let now = p.now();
     let n = 300;
     for i in 0..n {
-        let u = if i + 1 == n {
-            Urgency::Urgent
-        } else {
-            Urgency::Default
-        };
+        let u = urgency(i + 1 == n);
         p.a.send(
             now,
             s.a_peer,
@@ -286,16 +240,14 @@ fn a_rekey_over_a_path_slower_than_the_handshake_timeout_completes() {
     let mut s = setup(LinkConfig::default(), 3);
     let p = &mut s.pair;
     let send = |p: &mut sealink_proto::sim::Pair, now: Time, i: u32| {
-        p.a.send(
+        send_urgent(
+            &mut p.a,
             now,
             s.a_peer,
             s.a_owners[0],
             Some("bob"),
             &i.to_le_bytes(),
-            Urgency::Urgent,
-            Scope::Encrypt,
-        )
-        .unwrap();
+        );
     };
     send(p, Time::ZERO, 0);
     p.run_until(Time::from_millis(1000));
@@ -324,16 +276,8 @@ fn a_datagrams_messages_arrive_as_one_event_per_owner_and_destination_run() {
     // Warm-up: channel and introductions, so the eight below share one datagram.
     for o in [0, 1] {
         for to in [Some("bob"), None] {
-            p.a.send(
-                p.now(),
-                s.a_peer,
-                s.a_owners[o],
-                to,
-                b"w",
-                Urgency::Urgent,
-                Scope::Encrypt,
-            )
-            .unwrap();
+            let now = p.now();
+            send_urgent(&mut p.a, now, s.a_peer, s.a_owners[o], to, b"w");
         }
     }
     p.run_until(Time::from_millis(100));
@@ -350,11 +294,7 @@ fn a_datagrams_messages_arrive_as_one_event_per_owner_and_destination_run() {
         for i in 0..n {
             let data = [k as u8, i as u8];
             let urgent = k == plan.len() - 1;
-            let u = if urgent {
-                Urgency::Urgent
-            } else {
-                Urgency::Default
-            };
+            let u = urgency(urgent);
             p.a.send(now, s.a_peer, s.a_owners[o], to, &data, u, Scope::Encrypt)
                 .unwrap();
             want.push((A_OWNERS[o].to_owned(), to.map(str::to_owned), data.to_vec()));

@@ -7,11 +7,9 @@ use std::time::Duration;
 
 use common::*;
 use sealink_proto::session::Limits;
-use sealink_proto::sim::{LinkConfig, Pair};
+use sealink_proto::sim::{LinkConfig, Pair, Side};
 use sealink_proto::wire::{Header, parse_header};
-use sealink_proto::{
-    Config, Directory, Endpoint, Event, HostKey, LocalOwner, Scope, Time, Urgency,
-};
+use sealink_proto::{Config, Directory, Endpoint, Event, HostKey, LocalOwner, Scope, Time};
 
 #[test]
 fn rekeys_by_count_and_time_without_losing_or_reusing() {
@@ -39,37 +37,11 @@ fn rekeys_by_count_and_time_without_losing_or_reusing() {
         s.pair.run_until(t);
         let now = s.pair.now();
         let data = i.to_le_bytes().repeat(10);
-        let urg = if i % 3 == 0 {
-            Urgency::Urgent
-        } else {
-            Urgency::Default
-        };
+        let urg = urgency(i % 3 == 0);
         if i % 2 == 0 {
-            s.pair
-                .a
-                .send(
-                    now,
-                    s.a_peer,
-                    s.a_owners[0],
-                    Some("bob"),
-                    &data,
-                    urg,
-                    Scope::Encrypt,
-                )
-                .unwrap();
+            s.send_from((Side::A, 0), now, Some("bob"), &data, urg, Scope::Encrypt);
         } else {
-            s.pair
-                .b
-                .send(
-                    now,
-                    s.b_peer,
-                    s.b_owners[1],
-                    None,
-                    &data,
-                    urg,
-                    Scope::AuthOnly,
-                )
-                .unwrap();
+            s.send_from((Side::B, 1), now, None, &data, urg, Scope::AuthOnly);
         }
         sent.push(data);
     }
@@ -110,17 +82,8 @@ fn rekeys_by_count_and_time_without_losing_or_reusing() {
 #[test]
 fn peer_restart_starts_a_new_channel_and_resends() {
     let mut s = setup(LinkConfig::default(), 9);
+    s.send_a(Time::ZERO, 0, None, b"before restart");
     let p = &mut s.pair;
-    p.a.send(
-        Time::ZERO,
-        s.a_peer,
-        s.a_owners[0],
-        None,
-        b"before restart",
-        Urgency::Urgent,
-        Scope::Encrypt,
-    )
-    .unwrap();
     p.run_until(Time::from_millis(100));
     assert_eq!(delivered(&p.events_b).len(), 1);
 
@@ -141,16 +104,7 @@ fn peer_restart_starts_a_new_channel_and_resends() {
 
     let now = p.now();
     for i in 0..5u8 {
-        p.a.send(
-            now,
-            s.a_peer,
-            s.a_owners[1],
-            None,
-            &[i; 20],
-            Urgency::Urgent,
-            Scope::Encrypt,
-        )
-        .unwrap();
+        send_urgent(&mut p.a, now, s.a_peer, s.a_owners[1], None, &[i; 20]);
     }
     p.run_until(now + Duration::from_secs(30));
     let got = delivered(&p.events_b);
@@ -171,17 +125,7 @@ fn unreachable_peer_reports_undeliverable() {
     };
     let mut s = setup_with(cfg, Config::default(), link, 3);
     let p = &mut s.pair;
-    let id =
-        p.a.send(
-            Time::ZERO,
-            s.a_peer,
-            s.a_owners[0],
-            None,
-            b"x",
-            Urgency::Urgent,
-            Scope::Encrypt,
-        )
-        .unwrap();
+    let id = send_urgent(&mut p.a, Time::ZERO, s.a_peer, s.a_owners[0], None, b"x");
     p.run_until(Time::from_millis(10_000));
     assert!(
         p.events_a

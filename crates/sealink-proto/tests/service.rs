@@ -10,18 +10,15 @@ use sealink_proto::sim::{LinkConfig, ServiceModel, Side};
 use sealink_proto::{Scope, Time, Urgency};
 
 fn send(s: &mut Setup, now: Time, len: usize) {
-    s.pair
-        .a
-        .send(
-            now,
-            s.a_peer,
-            s.a_owners[0],
-            Some("bob"),
-            &vec![7u8; len],
-            Urgency::Urgent,
-            Scope::AuthOnly,
-        )
-        .unwrap();
+    let data = vec![7u8; len];
+    s.send_from(
+        (Side::A, 0),
+        now,
+        Some("bob"),
+        &data,
+        Urgency::Urgent,
+        Scope::AuthOnly,
+    );
 }
 
 #[test]

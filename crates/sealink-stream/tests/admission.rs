@@ -2,6 +2,8 @@
 //! initiations are rate limited per source and replays are refused before they get an answer;
 //! unauthenticated connections are bounded per source and in all, oldest evicted first.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -153,16 +155,8 @@ fn connect_from(src: Ipv4Addr, to: SocketAddr) -> TcpStream {
     TcpStream::from(fd)
 }
 
-fn is_closed(mut s: &TcpStream) -> bool {
-    s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
-    match s.read(&mut [0u8; 1]) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => !matches!(
-            e.kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-        ),
-    }
+fn is_closed(s: &TcpStream) -> bool {
+    common::closed_within(s, Duration::from_millis(20))
 }
 
 #[test]

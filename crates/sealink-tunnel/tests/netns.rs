@@ -6,8 +6,10 @@
 
 mod common;
 
+use common::ip::{ip, ip_ok};
+
 use std::os::fd::AsFd;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -17,19 +19,6 @@ use std::time::Duration;
 use base64::Engine;
 use sealink_proto::HostKey;
 use sealink_tunnel::{Config, RunDir, RunOptions, TunnelError, UpInfo, control};
-
-fn ip(args: &[&str]) -> Output {
-    Command::new("ip").args(args).output().expect("run ip")
-}
-
-fn ok(args: &[&str]) {
-    let o = ip(args);
-    assert!(
-        o.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 /// Two namespaces joined by a veth pair (10.203.0.1 and .2); deleted on drop.
 struct Netns {
@@ -50,18 +39,18 @@ impl Netns {
         // Root: the tunnel switches to the default user, which must exist.
         common::tunnel_user::ensure();
         let n = Netns { ns };
-        ok(&["netns", "add", &n.ns[1]]);
+        ip_ok(&["netns", "add", &n.ns[1]]);
         let (va, vb) = (format!("vL{id}a"), format!("vL{id}b"));
-        ok(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
-        ok(&["link", "set", &va, "netns", &n.ns[0]]);
-        ok(&["link", "set", &vb, "netns", &n.ns[1]]);
+        ip_ok(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
+        ip_ok(&["link", "set", &va, "netns", &n.ns[0]]);
+        ip_ok(&["link", "set", &vb, "netns", &n.ns[1]]);
         for (ns, v, a) in [
             (&n.ns[0], &va, "10.203.0.1/24"),
             (&n.ns[1], &vb, "10.203.0.2/24"),
         ] {
-            ok(&["-n", ns, "addr", "add", a, "dev", v]);
-            ok(&["-n", ns, "link", "set", v, "up"]);
-            ok(&["-n", ns, "link", "set", "lo", "up"]);
+            ip_ok(&["-n", ns, "addr", "add", a, "dev", v]);
+            ip_ok(&["-n", ns, "link", "set", v, "up"]);
+            ip_ok(&["-n", ns, "link", "set", "lo", "up"]);
         }
         Some(n)
     }

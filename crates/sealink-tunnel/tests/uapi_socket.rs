@@ -50,16 +50,9 @@ fn removing_the_uapi_socket_stops_the_tunnel() {
     }
     let id = std::process::id() % 100_000;
     let ns = Ns(format!("slus{id}"));
-    let o = cmd("ip", &["netns", "add", &ns.0]);
-    if !o.status.success() {
-        eprintln!(
-            "skipped: cannot make a network namespace: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+    if !common::add_netns_or_skip(&ns.0) {
         return;
     }
-    // Root: the tunnel switches to the default user, which must exist.
-    common::tunnel_user::ensure();
     assert!(
         cmd("ip", &["-n", &ns.0, "link", "set", "lo", "up"])
             .status

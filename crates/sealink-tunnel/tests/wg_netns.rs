@@ -188,11 +188,12 @@ fn uapi_checks(name: &str, peer_pub: &[u8; 32], psk: &[u8; 32], run_dir: &RunDir
     );
     // wg set: another allowed prefix and a keepalive; read back through wg and sealink show.
     let pk = b64(peer_pub);
-    wg(&[
-        "set",
-        name,
-        "peer",
-        &pk,
+    let set_peer = |settings: &[&str]| {
+        let mut args = vec!["set", name, "peer", &pk];
+        args.extend_from_slice(settings);
+        wg(&args)
+    };
+    set_peer(&[
         "allowed-ips",
         "10.206.0.2/32,10.207.0.0/24",
         "persistent-keepalive",
@@ -239,11 +240,7 @@ fn uapi_checks(name: &str, peer_pub: &[u8; 32], psk: &[u8; 32], run_dir: &RunDir
         show(run_dir, name)
     );
     // Back as it was (the rest of the test expects no keepalive).
-    wg(&[
-        "set",
-        name,
-        "peer",
-        &pk,
+    set_peer(&[
         "allowed-ips",
         "10.206.0.2/32",
         "persistent-keepalive",
@@ -314,16 +311,9 @@ fn against(kind: &str, exe: &Path, k: usize) {
         peer: None,
         files: Vec::new(),
     };
-    let o = cmd("ip", &["netns", "add", &lab.ns[0]]);
-    if !o.status.success() {
-        eprintln!(
-            "skipped: cannot make a network namespace: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+    if !common::add_netns_or_skip(&lab.ns[0]) {
         return;
     }
-    // Root: the tunnel switches to the default user, which must exist.
-    common::tunnel_user::ensure();
     ok("ip", &["netns", "add", &lab.ns[1]]);
     let [ns_s, ns_w] = lab.ns.clone();
     let (vs, vw, wgif) = (format!("slvs{id}"), format!("slvw{id}"), format!("wgp{id}"));

@@ -98,6 +98,12 @@ pub fn finish(mut c: Child, mut err: BufReader<ChildStderr>) -> (ExitStatus, Str
     (c.wait().unwrap(), rest)
 }
 
+/// The standard error of `o`, which must have succeeded.
+pub fn ok_stderr(o: &Output) -> String {
+    assert!(o.status.success(), "{}", text(o));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// A finished process's status and output, for assertion messages.
 pub fn text(o: &Output) -> String {
     format!(

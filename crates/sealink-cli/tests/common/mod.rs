@@ -4,6 +4,8 @@
 pub mod hosts;
 pub mod netns;
 pub mod raw_sender;
+#[path = "../../../sealink-stream/tests/common/mod.rs"]
+pub mod stream;
 
 use std::fs;
 use std::path::PathBuf;

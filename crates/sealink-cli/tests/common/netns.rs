@@ -1,7 +1,7 @@
 //! Two network namespaces joined by a veth pair, for the tests that run tunnels between them
 //! (root only), and the commands that set them up.
 
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
 
 /// Runs `cmd args` to completion, whatever its exit status.
 pub fn sh(cmd: &str, args: &[&str]) -> Output {
@@ -9,6 +9,33 @@ pub fn sh(cmd: &str, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"))
+}
+
+/// `ip netns add NAME`, as root; false, with a `SKIPPED:` line saying why, where it fails.
+pub fn add_or_skip(name: &str) -> bool {
+    let o = sh("ip", &["netns", "add", name]);
+    if !o.status.success() {
+        println!(
+            "SKIPPED: `ip netns add` failed (needs root): {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    o.status.success()
+}
+
+/// What a namespace lab's drop does: kills and reaps `children`, then deletes the network
+/// namespaces `ns` (errors ignored).
+pub fn tear_down<'a>(
+    children: impl IntoIterator<Item = &'a mut Child>,
+    ns: impl IntoIterator<Item = &'a String>,
+) {
+    for c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    for n in ns {
+        let _ = sh("ip", &["netns", "del", n]);
+    }
 }
 
 /// [`sh`], which must succeed: its standard output.

@@ -1,6 +1,8 @@
 //! Helpers shared by the lab's integration tests (each test binary includes this module).
 #![allow(dead_code)]
 
+#[path = "../../../sealink-tunnel/tests/common/ip.rs"]
+pub mod ip;
 #[path = "../../../sealink-tunnel/tests/common/tunnel_user.rs"]
 pub mod tunnel_user;
 
@@ -29,12 +31,33 @@ pub fn lab_ok<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> String {
     out
 }
 
+/// Runs `c`, which must start and succeed (`what` and its standard error in the message if not).
+pub fn output_ok(c: &mut Command, what: &str) -> Output {
+    let o = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        o.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
 /// A bench that ran into a fresh `--out` directory (removed on drop) and succeeded.
 pub struct BenchRun {
     _tmp: tempfile::TempDir,
     /// The `--out` directory, which the bench created.
     pub dir: PathBuf,
     pub stdout: String,
+}
+
+impl BenchRun {
+    /// Its standard output says each of `needles`.
+    pub fn assert_stdout_has(&self, needles: &[&str]) {
+        let stdout = &self.stdout;
+        for needle in needles {
+            assert!(stdout.contains(needle), "missing {needle:?} in:\n{stdout}");
+        }
+    }
 }
 
 /// Runs `sealink-lab bench ARGS --out DIR`, DIR a fresh temporary path the bench creates; the

@@ -2,9 +2,10 @@
 #![allow(dead_code)]
 
 use sealink_crypto::sign::OwnerSigningKey;
-use sealink_proto::sim::{LinkConfig, Pair};
+use sealink_proto::sim::{LinkConfig, Pair, Side};
 use sealink_proto::{
-    Config, Directory, Endpoint, Event, HostKey, LocalOwner, OwnerId, PeerId, Time,
+    Config, Directory, Endpoint, Event, HostKey, LocalOwner, MessageId, OwnerId, PeerId, Scope,
+    Time, Urgency,
 };
 
 #[derive(Debug)]
@@ -78,4 +79,62 @@ pub fn delivered(ev: &[(Time, Event)]) -> Vec<Vec<u8>> {
             _ => Vec::new(),
         })
         .collect()
+}
+
+impl Setup {
+    /// The host on `side` sends `data` at `now` to the other, from its owner number `owner` to
+    /// `to`; the send must be accepted: its id.
+    pub fn send_from(
+        &mut self,
+        (side, owner): (Side, usize),
+        now: Time,
+        to: Option<&str>,
+        data: &[u8],
+        urgency: Urgency,
+        scope: Scope,
+    ) -> MessageId {
+        let (peer, from) = match side {
+            Side::A => (self.a_peer, self.a_owners[owner]),
+            Side::B => (self.b_peer, self.b_owners[owner]),
+        };
+        self.pair
+            .endpoint(side)
+            .send(now, peer, from, to, data, urgency, scope)
+            .unwrap()
+    }
+
+    /// [`Setup::send_from`] host a, urgent and encrypted.
+    pub fn send_a(&mut self, now: Time, owner: usize, to: Option<&str>, data: &[u8]) -> MessageId {
+        self.send_from(
+            (Side::A, owner),
+            now,
+            to,
+            data,
+            Urgency::Urgent,
+            Scope::Encrypt,
+        )
+    }
+}
+
+/// `Urgent` where `urgent`, else `Default`.
+pub fn urgency(urgent: bool) -> Urgency {
+    if urgent {
+        Urgency::Urgent
+    } else {
+        Urgency::Default
+    }
+}
+
+/// `ep` sends `data` at `now` to `peer`, from `owner` to `to`, urgent and encrypted; the send must
+/// be accepted: its id.
+pub fn send_urgent(
+    ep: &mut Endpoint,
+    now: Time,
+    peer: PeerId,
+    owner: OwnerId,
+    to: Option<&str>,
+    data: &[u8],
+) -> MessageId {
+    ep.send(now, peer, owner, to, data, Urgency::Urgent, Scope::Encrypt)
+        .unwrap()
 }

@@ -1,6 +1,7 @@
 //! Helpers shared by the tunnel's integration tests (each test binary includes this module).
 #![allow(dead_code)]
 
+pub mod ip;
 pub mod tunnel_user;
 
 use std::fs;
@@ -47,6 +48,22 @@ pub fn is_root() -> bool {
             .and_then(|l| l.split_whitespace().nth(2))
             == Some("0")
     })
+}
+
+/// `ip netns add NAME` for a namespace test run as root, then the user the tunnel switches to
+/// (which must exist); false, with a `skipped:` line, where the namespace cannot be made.
+pub fn add_netns_or_skip(name: &str) -> bool {
+    let o = cmd("ip", &["netns", "add", name]);
+    if !o.status.success() {
+        eprintln!(
+            "skipped: cannot make a network namespace: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        return false;
+    }
+    // Root: the tunnel switches to the default user, which must exist.
+    tunnel_user::ensure();
+    true
 }
 
 /// `name` as found on the PATH, if it is there.
