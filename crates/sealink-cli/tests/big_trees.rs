@@ -259,7 +259,16 @@ fn files_that_vanish_or_shrink_while_being_sent_are_left_out_and_exit_24() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(400));
+    // Once the tree's staging directory exists the receiver has the manifest: the walk has
+    // looked at both files, and `a-big` has most of its two seconds to go.
+    let t0 = Instant::now();
+    while staging_dir(&h).is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the transfer never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     fs::remove_file(t.join("z-gone")).unwrap();
     fs::OpenOptions::new()
         .write(true)
