@@ -102,8 +102,6 @@ impl Setup {
             .unwrap()
     }
 
-    /// First attempt: through a relay that passes `budget` bytes of each stripe; the sender is
-    /// killed with SIGKILL once they have passed, and the receiver keeps what it got.
     /// [`Setup::send`], which must succeed.
     fn send_ok(&self, file: &Path, to: SocketAddr, extra: &[&str]) -> Output {
         let o = self.send(file, to, extra);
@@ -116,6 +114,8 @@ impl Setup {
         assert!(fs::read(self.inbox().join(name)).unwrap() == data);
     }
 
+    /// First attempt: through a relay that passes `budget` bytes of each stripe; the sender is
+    /// killed with SIGKILL once they have passed, and the receiver keeps what it got.
     fn interrupted_send(&self, r: &Recv, file: &Path, budget: u64) {
         let relay = relay(r.addr, budget);
         let mut s = send_cmd(
@@ -134,10 +134,20 @@ impl Setup {
         s.kill().unwrap();
         let _ = s.wait();
         relay.cut();
-        wait_for("the receiver to give up and keep a record map", || {
-            r.err.lock().unwrap().contains("transfer failed")
-                && self.state_names().iter().any(|n| n.ends_with(".map"))
-        });
+        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            wait_for("the receiver to give up and keep a record map", || {
+                r.err.lock().unwrap().contains("transfer failed")
+                    && self.state_names().iter().any(|n| n.ends_with(".map"))
+            })
+        }));
+        if waited.is_err() {
+            // What the receiver said, and what it kept, for the failure's diagnosis.
+            panic!(
+                "the receiver did not give up with a record map; it said:\n{}\nstate: {:?}",
+                r.err.lock().unwrap(),
+                self.state_names()
+            );
+        }
         assert!(
             !self.inbox().join(file.file_name().unwrap()).exists(),
             "a partial file under its final name"
