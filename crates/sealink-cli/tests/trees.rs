@@ -505,3 +505,54 @@ fn a_tree_of_more_entries_than_a_batch_goes_in_several_batches() {
     c.kill().unwrap();
     let _ = finish(c, err);
 }
+
+/// A new tree's files are created with their final mode (no `fchmod` each), eagerly with the
+/// flush and as their data arrives without it: every mode arrives as sent less the umask,
+/// read-only ones too, with their contents and mtimes.
+#[test]
+fn modes_arrive_with_and_without_the_flush() {
+    let h = Hosts::new();
+    let src = h.path("modes");
+    fs::create_dir_all(src.join("d")).unwrap();
+    let modes = [
+        ("d/ro", 0o444),
+        ("d/private", 0o600),
+        ("d/script", 0o755),
+        ("d/group", 0o640),
+        ("d/none", 0o000),
+        ("plain", 0o644),
+        ("d/world", 0o666),
+    ];
+    for (i, (rel, mode)) in modes.iter().enumerate() {
+        let p = src.join(rel);
+        fs::write(&p, vec![b'a' + i as u8; 100 + i]).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(*mode)).unwrap();
+    }
+    for flags in [&[][..], &["--no-fsync"][..]] {
+        let (mut c, addr, err) = h.recv_with(Some("022"), flags, Stdio::null());
+        let o = h.send(&[&src], addr, &[]);
+        assert!(o.status.success(), "{flags:?}: {}", text(&o));
+        c.kill().unwrap();
+        let _ = finish(c, err);
+        let got = h.inbox().join("modes");
+        for (i, (rel, mode)) in modes.iter().enumerate() {
+            // The umask 022 takes off group and other write.
+            assert_eq!(
+                stat(&got.join(rel)).0,
+                mode & !0o022,
+                "{flags:?}: mode of {rel}"
+            );
+            assert_eq!(
+                stat(&got.join(rel)).1,
+                stat(&src.join(rel)).1,
+                "{flags:?}: {rel}"
+            );
+            assert_eq!(
+                fs::read(got.join(rel)).unwrap(),
+                vec![b'a' + i as u8; 100 + i],
+                "{flags:?}: {rel}"
+            );
+        }
+        fs::remove_dir_all(&got).unwrap();
+    }
+}

@@ -91,6 +91,9 @@ pub(crate) struct PartFile {
     /// Written under its final name (`temp == path`), in a new tree's private staging
     /// directory: nothing to move at the commit ([`PartFile::create_direct`]).
     direct: bool,
+    /// The mode it was created with, when that is already its final one (a file of a new
+    /// tree): [`PartFile::prepare`] then needs no `fchmod`.
+    created_mode: Option<u32>,
 }
 
 /// The resume state of one part file.
@@ -205,7 +208,7 @@ impl PartFile {
         sealink_crypto::sign::random_bytes(&mut tag).map_err(std::io::Error::other)?;
         let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
         let temp = dir.join(format!(".{tag}{PART_SUFFIX}"));
-        Self::create_new(temp, path, size, false)
+        Self::create_new(temp, path, size, false, None)
     }
 
     /// A file written straight under its final name `path`, which must lie in a new tree's
@@ -215,16 +218,26 @@ impl PartFile {
     /// deletes it ([`PartFile::discard`]); a crash can leave it short, or with data the disk
     /// does not hold yet, but never with the sender's mtime and size both set on a short file,
     /// which is what a rerun checks before it keeps a file of the tree.
-    pub fn create_direct(path: PathBuf, size: Option<u64>) -> std::io::Result<Self> {
-        Self::create_new(path.clone(), path, size, true)
+    ///
+    /// With `mode`, the file is created with it (the caller has checked that the umask and no
+    /// default ACL change it): the staging directory is private, so the final mode can be set
+    /// at once, which saves an `fchmod` per file.
+    pub fn create_direct(
+        path: PathBuf,
+        size: Option<u64>,
+        mode: Option<u32>,
+    ) -> std::io::Result<Self> {
+        Self::create_new(path.clone(), path, size, true, mode)
     }
 
-    /// Creates `temp` (0600, never an existing name) for the file that will be `path`.
+    /// Creates `temp` (0600, or `mode`; never an existing name) for the file that will be
+    /// `path`.
     fn create_new(
         temp: PathBuf,
         path: PathBuf,
         size: Option<u64>,
         direct: bool,
+        mode: Option<u32>,
     ) -> std::io::Result<Self> {
         /// Up to this size a file's room is not reserved up front.
         const SMALL_FILE: u64 = 64 << 10;
@@ -232,7 +245,7 @@ impl PartFile {
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .mode(mode.map_or(0o600, |m| m & 0o777))
             .open(&temp)?;
         if !direct {
             // Locked while in use: the start-up clean-up of another receiver on this
@@ -248,6 +261,7 @@ impl PartFile {
             id,
             resume: None,
             direct,
+            created_mode: mode.map(|m| m & 0o777),
         };
         // Small files are not worth a system call to reserve their room (a full disk still
         // fails their write).
@@ -309,6 +323,7 @@ impl PartFile {
             path: dir.join(name),
             id,
             direct: false,
+            created_mode: None,
             resume: Some(Resume {
                 map_path,
                 map: Mutex::new(RecordMap {
@@ -400,8 +415,10 @@ impl PartFile {
     /// unknown, left).
     pub fn prepare(&self, mode: u32, mtime: u64) -> std::io::Result<()> {
         use std::os::unix::fs::PermissionsExt;
-        self.file
-            .set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
+        if self.created_mode != Some(mode & 0o777) {
+            self.file
+                .set_permissions(std::fs::Permissions::from_mode(mode & 0o777))?;
+        }
         if mtime != 0 {
             rustix::fs::futimens(&self.file, &mtime_stamps(mtime))?;
         }

@@ -48,6 +48,8 @@ pub(crate) enum Slot {
 pub(crate) struct LazyFile {
     at: PathBuf,
     size: Option<u64>,
+    /// Created with this mode (see [`PartFile::create_direct`]).
+    mode: Option<u32>,
     made: std::sync::OnceLock<PartFile>,
     /// Held while one stripe creates it, so that another with a later record of the same
     /// file waits rather than fails on the name it finds taken.
@@ -56,10 +58,11 @@ pub(crate) struct LazyFile {
 
 impl Slot {
     /// A slot for a file of a new tree, created by [`Slot::make`] (see [`Slot::Lazy`]).
-    pub fn lazy(at: PathBuf, size: Option<u64>) -> Self {
+    pub fn lazy(at: PathBuf, size: Option<u64>, mode: Option<u32>) -> Self {
         Slot::Lazy(LazyFile {
             at,
             size,
+            mode,
             made: std::sync::OnceLock::new(),
             making: std::sync::Mutex::new(()),
         })
@@ -85,7 +88,7 @@ impl Slot {
         }
         let _one = l.making.lock().unwrap_or_else(|p| p.into_inner());
         if l.made.get().is_none() {
-            let p = PartFile::create_direct(l.at.clone(), l.size)?;
+            let p = PartFile::create_direct(l.at.clone(), l.size, l.mode)?;
             let _ = l.made.set(p);
         }
         Ok(l.made.get())
@@ -148,6 +151,9 @@ struct NewTop {
     /// A file or link of this session is in place in it (else it holds only the directories
     /// made for part files: nothing worth keeping for a rerun).
     stored: bool,
+    /// It has no default ACL, so a file created in it gets the mode asked for less the
+    /// umask, which the received modes have already taken off.
+    plain_modes: bool,
 }
 
 /// From this many files a batch is made durable by one `syncfs` per file system; fewer are
@@ -290,6 +296,7 @@ impl Tree {
             // Whatever else an interrupted transfer left there is not this tree.
             clear_dir(&staging).ctx(|| format!("cannot empty {}", staging.display()))?;
         }
+        let plain_modes = no_default_acl(&staging);
         self.new_top_names
             .insert(name.to_owned(), self.new_tops.len());
         self.new_tops.push(NewTop {
@@ -300,6 +307,7 @@ impl Tree {
             mtime,
             kept,
             stored: false,
+            plain_modes,
         });
         Ok(kept)
     }
@@ -472,6 +480,14 @@ impl Tree {
             }
         }
         self.dest.clone()
+    }
+
+    /// Whether a file of `name`'s new tree created with its received mode keeps it (see
+    /// [`PartFile::create_direct`]).
+    pub fn modes_kept_at_creation(&self, name: &str) -> bool {
+        self.new_top_names
+            .get(top(name))
+            .is_some_and(|&t| self.new_tops[t].plain_modes)
     }
 
     /// Where file `name` is written straight under its final name: in a new tree's staging
@@ -826,6 +842,16 @@ fn set_dir(path: &Path, mode: u32, mtime: u64) -> Result<(), TransferError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o777))
         .ctx(|| format!("cannot set the mode of {}", path.display()))?;
     set_mtime_at(path, mtime).ctx(|| format!("cannot set the time of {}", path.display()))
+}
+
+/// Whether `dir` has no default ACL (none set, or a file system without them): files and
+/// directories created in it then get the mode asked for, less the umask. Anything else,
+/// an ACL or an error, is taken as "it may have one".
+fn no_default_acl(dir: &Path) -> bool {
+    match rustix::fs::getxattr(dir, "system.posix_acl_default", &mut [0u8; 0][..]) {
+        Err(rustix::io::Errno::NODATA | rustix::io::Errno::NOTSUP) => true,
+        Ok(_) | Err(_) => false,
+    }
 }
 
 #[cfg(test)]

@@ -124,6 +124,13 @@ impl<'a> Batch<'a> {
             ));
         }
         let mut found = Vec::new();
+        let modes: Vec<u32> = {
+            let umask = process_umask();
+            files
+                .iter()
+                .map(|f| received_mode(f.mode, umask, cfg.keep_group_other_write))
+                .collect()
+        };
         let out = match (&cfg.dest, tree) {
             (Dest::Dir(dir), Some(tree)) => {
                 // Every path was validated by the decoder; what is there decides the rest.
@@ -132,7 +139,7 @@ impl<'a> Batch<'a> {
                 let mut slots: Vec<Slot> = Vec::with_capacity(files.len());
                 for (i, f) in files.iter().enumerate() {
                     let same = found[i] == Found::Same;
-                    match open_slot(dir, tree, hello, f, same, &mut held[i], holding) {
+                    match open_slot(dir, tree, hello, f, modes[i], same, &mut held[i], holding) {
                         Ok(p) => slots.push(p),
                         Err(e) => {
                             release_parts(&slots);
@@ -184,13 +191,7 @@ impl<'a> Batch<'a> {
             done: Done::new()?,
             progress,
             record_cap: record::wire_len(hello.record_data as usize).max(4096),
-            modes: {
-                let umask = process_umask();
-                files
-                    .iter()
-                    .map(|f| received_mode(f.mode, umask, cfg.keep_group_other_write))
-                    .collect()
-            },
+            modes,
             keys,
             timeouts: cfg.timeouts,
             last_progress: AtomicU64::new(0),
@@ -469,12 +470,14 @@ impl<'a> Batch<'a> {
 
 /// Where entry `f` of a batch goes in `dir`: a directory or a link made when stored, a file
 /// kept as it is (`same`: up to date), or a part file, new or resumed (then `held` is set to
-/// the records it holds, or [`UP_TO_DATE`]).
+/// the records it holds, or [`UP_TO_DATE`]). `mode` is the mode it will have.
+#[allow(clippy::too_many_arguments)]
 fn open_slot(
     dir: &Path,
     tree: &Tree,
     hello: &Hello,
     f: &FileEntry,
+    mode: u32,
     same: bool,
     held: &mut u64,
     holding: &mut Holding<'_>,
@@ -505,12 +508,14 @@ fn open_slot(
         }
         EntryKind::File => {
             let size = (f.size != UNKNOWN_SIZE).then_some(f.size);
+            // Created with its final mode where nothing can change it on the way.
+            let mode = tree.modes_kept_at_creation(&f.name).then_some(mode);
             match tree.direct_path(&f.name) {
                 // Without the flush, created as data arrives (the ready goes at once); with
                 // it, created here: the A/B of RESULTS §48 measured 10% faster without the
                 // flush and 5% slower with it.
-                Some(at) if !tree.sync() => Ok(Slot::lazy(at, size)),
-                Some(at) => PartFile::create_direct(at, size)
+                Some(at) if !tree.sync() => Ok(Slot::lazy(at, size, mode)),
+                Some(at) => PartFile::create_direct(at, size, mode)
                     .map(Slot::Part)
                     .ctx(|| format!("cannot create a file for {}", path.display())),
                 None => PartFile::create_in(&tree.part_dir(&f.name), path.clone(), size)
