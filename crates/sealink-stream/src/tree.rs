@@ -9,8 +9,11 @@
 //! travel. A link that is absolute or leads out of its tree is skipped with a warning, or with
 //! `copy_links` sent as what it points to.
 
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use sealink_proto::stream::FileEntry;
@@ -38,6 +41,9 @@ pub enum Source {
 pub(crate) struct Input {
     pub entry: FileEntry,
     file: std::sync::OnceLock<File>,
+    /// A file of a tree: its directory, open, and its name there. It is looked at and opened
+    /// relative to the directory, which saves walking the whole path twice per file.
+    at: Option<(Arc<OwnedFd>, OsString)>,
     /// Whether opening it later follows a link put in its place.
     follow: bool,
     /// Where it was read (`None` for standard input).
@@ -62,6 +68,7 @@ impl Input {
         Input {
             entry,
             file: cell,
+            at: None,
             follow,
             path,
         }
@@ -80,13 +87,17 @@ impl Input {
                 self.entry.name
             )));
         };
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut o = std::fs::OpenOptions::new();
-        o.read(true);
+        use rustix::fs::{Mode, OFlags};
+        let mut flags = OFlags::RDONLY | OFlags::CLOEXEC;
         if !self.follow {
-            o.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
+            flags |= OFlags::NOFOLLOW;
         }
-        let (f, m) = match o.open(path).and_then(|f| f.metadata().map(|m| (f, m))) {
+        let opened = match &self.at {
+            Some((dir, name)) => rustix::fs::openat(&**dir, name.as_os_str(), flags, Mode::empty()),
+            None => rustix::fs::open(path, flags, Mode::empty()),
+        };
+        let opened = opened.map_err(std::io::Error::from).map(File::from);
+        let (f, m) = match opened.and_then(|f| f.metadata().map(|m| (f, m))) {
             Ok(x) => x,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Gone::Vanished(format!("{} vanished", path.display())));
@@ -124,6 +135,44 @@ pub(crate) fn mtime_ns(meta: &std::fs::Metadata) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// [`mtime_ns`] of a `stat` result.
+// The fields' types differ between targets (32-bit ones have narrower ones).
+#[allow(clippy::unnecessary_cast)]
+fn stat_mtime_ns(st: &rustix::fs::Stat) -> u64 {
+    let (s, ns) = (st.st_mtime as i64, st.st_mtime_nsec as i64);
+    if s < 0 {
+        return 0;
+    }
+    (s as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ns.clamp(0, 999_999_999) as u64)
+}
+
+/// Opens directory `dir` and lists it: each name, and whether the listing says it is a
+/// regular file.
+fn list_dir(dir: &Path) -> std::io::Result<(OwnedFd, Vec<(OsString, bool)>)> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut left = Vec::new();
+    for e in rustix::fs::Dir::read_from(&fd)? {
+        let e = e?;
+        let name = e.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        use std::os::unix::ffi::OsStrExt;
+        left.push((
+            OsStr::from_bytes(name).to_owned(),
+            e.file_type() == FileType::RegularFile,
+        ));
+    }
+    Ok((fd, left))
+}
+
 fn mode_of(meta: &std::fs::Metadata) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     meta.permissions().mode() & 0o777
@@ -152,10 +201,12 @@ fn excluder(root: &Path, patterns: &[String]) -> Result<Gitignore, TransferError
 /// (sorted, reversed: the next name is last), and the exclude patterns of its tree.
 struct Level {
     dir: PathBuf,
+    /// The directory, open: its files are looked at and opened relative to it.
+    fd: Arc<OwnedFd>,
     rel: String,
-    /// Each name with its type as the directory listing gave it (no `stat` needed to know a
-    /// regular file).
-    left: Vec<(std::ffi::OsString, Option<std::fs::FileType>)>,
+    /// Each name, and whether the directory listing said it is a regular file (no `stat`
+    /// needed to know one).
+    left: Vec<(OsString, bool)>,
     ex: std::rc::Rc<Gitignore>,
     /// Device and inode, to refuse a loop of followed links (`copy_links`).
     id: (u64, u64),
@@ -336,7 +387,8 @@ impl Walk {
                 continue;
             };
             let (dir, rel, ex) = (level.dir.join(&n), level.rel.clone(), level.ex.clone());
-            if let Some(i) = self.child(&dir, &rel, &n, listed, &ex)? {
+            let fd = level.fd.clone();
+            if let Some(i) = self.child(&dir, &fd, &rel, &n, listed, &ex)? {
                 return Ok(Some(i));
             }
         }
@@ -403,15 +455,12 @@ impl Walk {
     /// Lists directory `dir` (sent as `rel`) to walk it next; an unreadable one is a problem,
     /// and is sent empty.
     fn descend(&mut self, dir: &Path, rel: &str, ex: std::rc::Rc<Gitignore>, id: (u64, u64)) {
-        let listed = std::fs::read_dir(dir).and_then(|rd| {
-            rd.map(|e| e.map(|e| (e.file_name(), e.file_type().ok())))
-                .collect::<Result<Vec<_>, _>>()
-        });
-        match listed {
-            Ok(mut left) => {
+        match list_dir(dir) {
+            Ok((fd, mut left)) => {
                 left.sort_unstable_by(|a, b| b.0.cmp(&a.0));
                 self.levels.push(Level {
                     dir: dir.to_owned(),
+                    fd: Arc::new(fd),
                     rel: rel.to_owned(),
                     left,
                     ex,
@@ -428,25 +477,36 @@ impl Walk {
     /// A regular file of a tree, looked at (not opened: see [`Input::open`]), not following a
     /// link put there since it was listed unless following was asked for. `None` (a problem
     /// reported) if it is gone or is no longer a regular file.
-    fn file_entry(&mut self, path: &Path, name: String) -> Option<Input> {
-        let meta = if self.copy_links {
-            std::fs::metadata(path)
+    fn file_entry(
+        &mut self,
+        path: &Path,
+        dir: &Arc<OwnedFd>,
+        n: &OsStr,
+        name: String,
+    ) -> Option<Input> {
+        use rustix::fs::{AtFlags, FileType};
+        let flags = if self.copy_links {
+            AtFlags::empty()
         } else {
-            std::fs::symlink_metadata(path)
+            AtFlags::SYMLINK_NOFOLLOW
         };
-        match meta {
-            Ok(m) if m.is_file() => Some(Input::new(
-                FileEntry {
-                    name,
-                    size: m.len(),
-                    mtime: mtime_ns(&m),
-                    mode: mode_of(&m),
-                    kind: EntryKind::File,
-                },
-                None,
-                Some(path.to_owned()),
-                self.copy_links,
-            )),
+        match rustix::fs::statat(&**dir, n, flags).map_err(std::io::Error::from) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
+                let mut input = Input::new(
+                    FileEntry {
+                        name,
+                        size: u64::try_from(st.st_size).unwrap_or(0),
+                        mtime: stat_mtime_ns(&st),
+                        mode: st.st_mode & 0o777,
+                        kind: EntryKind::File,
+                    },
+                    None,
+                    Some(path.to_owned()),
+                    self.copy_links,
+                );
+                input.at = Some((dir.clone(), n.to_owned()));
+                Some(input)
+            }
             Ok(_) => {
                 self.vanished(format!("{} changed while being listed", path.display()));
                 None
@@ -466,9 +526,10 @@ impl Walk {
     fn child(
         &mut self,
         path: &Path,
+        dir: &Arc<OwnedFd>,
         rel: &str,
-        n: &std::ffi::OsStr,
-        listed: Option<std::fs::FileType>,
+        n: &OsStr,
+        listed_file: bool,
         ex: &std::rc::Rc<Gitignore>,
     ) -> Result<Option<Input>, TransferError> {
         // A reserved name is refused only if it is not excluded (`--exclude` can leave it out).
@@ -493,7 +554,7 @@ impl Walk {
         let within = name.split_once('/').map_or("", |x| x.1);
         // A regular file as listed is opened (not following a link) and checked with `fstat`:
         // no `lstat` first.
-        if listed.is_some_and(|t| t.is_file()) {
+        if listed_file {
             if ex.matched(within, false).is_ignore() {
                 self.excluded += 1;
                 return Ok(None);
@@ -502,7 +563,7 @@ impl Walk {
                 self.problem(reserved(&path.display().to_string()).to_string());
                 return Ok(None);
             }
-            return Ok(self.file_entry(path, name));
+            return Ok(self.file_entry(path, dir, OsStr::new(n), name));
         }
         let meta = match std::fs::symlink_metadata(path) {
             Ok(m) => m,
@@ -578,7 +639,7 @@ impl Walk {
             self.descend(path, &name, ex.clone(), id);
             (EntryKind::Dir, 0, None)
         } else if ft.is_file() {
-            return Ok(self.file_entry(path, name));
+            return Ok(self.file_entry(path, dir, OsStr::new(n), name));
         } else {
             tracing::warn!(
                 "skipping {}: not a regular file, directory or link",
