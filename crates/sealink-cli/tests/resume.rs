@@ -170,14 +170,26 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 struct Relay {
     addr: SocketAddr,
     passed: Arc<AtomicU64>,
-    held: Arc<Mutex<Vec<TcpStream>>>,
+    /// The relay's end of each connection to the receiver.
+    to_receiver: Arc<Mutex<Vec<TcpStream>>>,
+    /// The relay's end of each connection from the sender, once its budget has passed.
+    to_sender: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 impl Relay {
-    /// Closes every connection to the receiver, as a cut network would (after the sender died).
+    /// Ends every connection to the receiver once the bytes passed have reached it, as a
+    /// network that is cut after them would: a FIN after them, never a reset. The sockets
+    /// stay open (the relay is dropped with the test): closing one that holds unread bytes
+    /// from the receiver would send a reset, which throws away whatever passed but is still
+    /// queued on the relay's side. On a loaded machine that was every byte of a stripe, and
+    /// the receiver then rightly kept no resume state, which failed the test now and then.
+    /// A sender still running sees its connections end (reset once the receiver has closed).
     fn cut(&self) {
-        for s in self.held.lock().unwrap().drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
+        for s in self.to_receiver.lock().unwrap().iter() {
+            let _ = s.shutdown(Shutdown::Write);
+        }
+        for c in self.to_sender.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
         }
     }
 }
@@ -186,8 +198,9 @@ fn relay(to: SocketAddr, budget: u64) -> Relay {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let passed = Arc::new(AtomicU64::new(0));
-    let held: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
-    let (p, hd) = (passed.clone(), held.clone());
+    let to_receiver: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+    let to_sender: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+    let (p, hr, hs) = (passed.clone(), to_receiver.clone(), to_sender.clone());
     thread::spawn(move || {
         for c in l.incoming() {
             let Ok(mut c) = c else { return };
@@ -195,12 +208,12 @@ fn relay(to: SocketAddr, budget: u64) -> Relay {
                 return;
             };
             let (mut c2, mut s2) = (c.try_clone().unwrap(), s.try_clone().unwrap());
-            hd.lock().unwrap().push(s.try_clone().unwrap());
+            hr.lock().unwrap().push(s.try_clone().unwrap());
             thread::spawn(move || {
                 let _ = std::io::copy(&mut s2, &mut c2);
                 let _ = c2.shutdown(Shutdown::Write);
             });
-            let (p, hd) = (p.clone(), hd.clone());
+            let (p, hs) = (p.clone(), hs.clone());
             thread::spawn(move || {
                 let mut left = budget;
                 let mut buf = vec![0u8; 64 << 10];
@@ -217,11 +230,16 @@ fn relay(to: SocketAddr, budget: u64) -> Relay {
                     p.fetch_add(n as u64, Ordering::SeqCst);
                 }
                 // Hold the sender's side open, unread, until the test is done with it.
-                hd.lock().unwrap().push(c);
+                hs.lock().unwrap().push(c);
             });
         }
     });
-    Relay { addr, passed, held }
+    Relay {
+        addr,
+        passed,
+        to_receiver,
+        to_sender,
+    }
 }
 
 fn records(out: &[u8]) -> Vec<FileRecord> {

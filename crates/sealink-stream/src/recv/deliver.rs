@@ -86,11 +86,12 @@ impl Batch<'_> {
             }
             // Whichever stripe sees the batch complete (the control one, with the end
             // record, or one delivering the last data) wakes the others.
+            // After another stripe failed, what this one already holds is still taken: its
+            // reads no longer wait (the failing stripe shut them down), they return what is
+            // queued and then nothing. So a failed transfer keeps, as resume state, every
+            // record that reached this host, not only what each stripe had read by then.
             let complete = self.complete();
-            if self.failed.load(Ordering::Relaxed)
-                || (ended && !self.last)
-                || (!control && complete)
-            {
+            if (ended && !self.last) || (!control && complete) {
                 return Ok(());
             }
             let n = loop {
