@@ -2,19 +2,19 @@
 //! opened on the engine's workers, and in-order release (see the crate documentation).
 
 use std::io::IoSlice;
-use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sealink_engine::{Duplex, Gauge, Half, Pipeline, Pool};
 use sealink_proto::DropReason;
-use sealink_proto::tunnel::{DecapJob, DecapReserve, PeerIndex, Reserve, SealJob, TAILROOM};
+use sealink_proto::tunnel::{DecapJob, DecapReserve, PeerIndex, Reserve, TAILROOM};
 use sealink_proto::wire::LANE_OFFSET;
-use sealink_udp::{GsoRuns, Received};
+use sealink_udp::{Received, Sending};
 use tun_rs::{IDEAL_BATCH_SIZE, VIRTIO_NET_HDR_LEN, VirtioNetHdr};
 
 use crate::threads::Count;
+use crate::transmit::{self, SlotJob, TxJob, TxSending};
 use crate::tunread::{self, Unfinished};
 use crate::tunwrite;
 use crate::{QueuedTransmits, Shared};
@@ -39,86 +39,49 @@ pub(crate) fn lane_of(queue: usize) -> u8 {
 
 // ------------------------------------------------------------------------------ TUN -> UDP
 
-/// A datagram to send: a slot of the batch buffer, or a copy the core queued.
-enum TxItem {
-    Slot {
-        i: usize,
-        peer: PeerIndex,
-        dest: SocketAddr,
-        job: SealJob,
-        /// What the reader left undone in the packet (payload copy, checksum): done just
-        /// before sealing.
-        unfinished: Unfinished,
-        /// Datagram length once sealed; 0: the seal failed.
-        len: usize,
-    },
-    Out(usize),
-}
-
 pub(crate) struct TxBatch {
     queue: usize,
     stride: usize,
-    /// Where each packet starts in its slot (the wire's data header, and sealink's length).
-    headroom: usize,
-    slots: Vec<u8>,
+    /// The datagrams, in send order: the packets read, each in its slot of the fixed area,
+    /// and the datagrams the core queued ahead of them (piggyback flushes), appended after.
+    tx: TxSending,
     sizes: Vec<usize>,
     unfinished: Vec<Unfinished>,
     /// The buffer of the TUN read (virtio header, then the super-packet): segments' payloads
     /// stay here until a worker finishes them.
     original: Vec<u8>,
-    items: Vec<TxItem>,
-    out: QueuedTransmits,
-    /// Seals of `out` that failed on the worker, reported at release.
-    out_failed: u64,
-    /// The GSO runs of the slots being sent (no limit: `UdpIo::send` splits long runs).
-    runs: GsoRuns,
+    /// Seals that failed on the worker, reported at release.
+    failed: u64,
     pool: Arc<Pool<Box<TxBatch>>>,
 }
 
 impl Half for TxBatch {
     type Ctx = Shared;
     fn run(&mut self) {
-        let (stride, h) = (self.stride, self.headroom);
         let lane = lane_of(self.queue);
-        for it in &mut self.items {
-            if let TxItem::Slot {
-                i,
-                job,
-                unfinished,
-                len,
-                ..
-            } = it
-            {
-                let slot = &mut self.slots[*i * stride..(*i + 1) * stride];
-                if !unfinished.is_done() {
-                    let n = self.sizes[*i];
-                    let read = &self.original[VIRTIO_NET_HDR_LEN..];
-                    tunread::finish(&mut slot[h..h + n], read, *unfinished);
-                }
-                *len = job.seal_on_lane(slot, lane).unwrap_or(0);
-            }
-        }
-        // The datagrams the core queued ahead of these packets (piggyback flushes).
-        self.out_failed = self.out.seal(lane);
+        let read = &self.original[VIRTIO_NET_HDR_LEN..];
+        self.failed = transmit::seal_all(&mut self.tx, lane, read);
     }
 
     fn release(mut self: Box<Self>, sh: &Shared) {
         let sock = self.queue % sh.udp.len();
-        self.send_items(sh, sock);
+        transmit::send_all(&mut self.tx, sh, sock);
         // Report the sends (autocork) and send what that flushed.
         {
             let mut core = sh.lock();
             let now = sh.clock.now();
             // One report per run of slots for the same peer (a batch is usually one run).
             let mut run: Option<(PeerIndex, u64)> = None;
-            for it in &self.items {
-                if let TxItem::Slot { peer, .. } = it {
-                    match &mut run {
-                        Some((p, n)) if p == peer => *n += 1,
-                        _ => {
-                            if let Some((p, n)) = run.replace((*peer, 1)) {
-                                core.sent(now, p, n);
-                            }
+            for peer in self
+                .tx
+                .jobs()
+                .filter_map(|(j, _)| j.slot.as_ref().map(|s| s.peer))
+            {
+                match &mut run {
+                    Some((p, n)) if *p == peer => *n += 1,
+                    _ => {
+                        if let Some((p, n)) = run.replace((peer, 1)) {
+                            core.sent(now, p, n);
                         }
                     }
                 }
@@ -126,59 +89,22 @@ impl Half for TxBatch {
             if let Some((p, n)) = run {
                 core.sent(now, p, n);
             }
-            let unsealed = self
-                .items
-                .iter()
-                .filter(|it| matches!(it, TxItem::Slot { len: 0, .. }))
-                .count() as u64
-                + self.out_failed;
-            if unsealed > 0 {
-                core.seal_failed(unsealed);
+            if self.failed > 0 {
+                core.seal_failed(self.failed);
             }
-            self.out.clear();
-            self.out.drain(&mut core);
+            self.tx.clear();
+            transmit::take_queued(&mut self.tx, &mut core, self.stride);
         }
-        self.out.seal_and_send(sh, sock, lane_of(self.queue));
-        self.items.clear();
-        self.out.clear();
+        if !self.tx.is_empty() {
+            let failed = transmit::seal_all(&mut self.tx, lane_of(self.queue), &[]);
+            if failed > 0 {
+                sh.lock().seal_failed(failed);
+            }
+            transmit::send_all(&mut self.tx, sh, sock);
+        }
+        self.tx.clear();
         let pool = Arc::clone(&self.pool);
         pool.put(self);
-    }
-}
-
-impl TxBatch {
-    /// Sends in order; consecutive full-stride slots to one destination leave in one GSO call
-    /// (a shorter slot ends its run: the next slot does not start where it ends).
-    fn send_items(&mut self, sh: &Shared, sock: usize) {
-        let TxBatch {
-            stride,
-            slots,
-            items,
-            out,
-            runs,
-            ..
-        } = self;
-        let send_runs = |runs: &mut GsoRuns| {
-            for r in runs.drain() {
-                sh.send(sock, r.dest, r.bytes(slots), r.segment);
-            }
-        };
-        for it in items.iter() {
-            match it {
-                TxItem::Out(o) => {
-                    send_runs(runs);
-                    if let Some((d, b)) = out.get(*o) {
-                        sh.send(sock, d, b, b.len());
-                    }
-                }
-                // The seal failed: never on the wire.
-                TxItem::Slot { len: 0, .. } => {}
-                TxItem::Slot { i, dest, len, .. } => {
-                    runs.push(*dest, *i * *stride, *len);
-                }
-            }
-        }
-        send_runs(runs);
     }
 }
 
@@ -197,15 +123,12 @@ impl TunReader {
             pool.put(Box::new(TxBatch {
                 queue: q,
                 stride,
-                headroom: sh.headroom,
-                slots: vec![0u8; stride * batch],
+                // No limit on a run: `UdpIo::send` splits long ones.
+                tx: Sending::new(stride * batch, stride * 2, usize::MAX),
                 sizes: vec![0usize; batch],
                 unfinished: vec![Unfinished::default(); batch],
                 original: vec![0u8; VIRTIO_NET_HDR_LEN + 65_535],
-                items: Vec::with_capacity(batch * 2),
-                out: QueuedTransmits::new(stride),
-                out_failed: 0,
-                runs: GsoRuns::new(usize::MAX),
+                failed: 0,
                 pool: Arc::clone(&pool),
             }));
         }
@@ -242,51 +165,49 @@ impl TunReader {
                 return false;
             }
         };
-        b.items.clear();
-        b.out.clear();
+        b.tx.clear();
         let wake_timer;
         {
             let mut core = sh.lock();
             let now = sh.clock.now();
+            let h = sh.headroom;
             let TxBatch {
-                slots,
+                tx,
                 sizes,
                 unfinished,
                 original,
-                items,
-                out,
                 ..
             } = &mut *b;
             let read = &original[VIRTIO_NET_HDR_LEN..];
             for (i, (&size, &unfinished)) in sizes.iter().zip(unfinished.iter()).enumerate().take(n)
             {
-                let slot = &mut slots[i * stride..(i + 1) * stride];
+                let slot = &mut tx.fixed_mut()[i * stride..(i + 1) * stride];
                 // A packet the core keeps a copy of is finished now; one sealed at once is
                 // finished on the worker.
                 let r = core.encapsulate_reserve_with(now, slot, size, |pkt| {
                     tunread::finish(pkt, read, unfinished)
                 });
                 // Datagrams the core queued (a piggyback flush) go before this packet.
-                let first = out.items.len();
-                let k = out.drain(&mut core);
-                items.extend((first..first + k).map(TxItem::Out));
+                transmit::take_queued(tx, &mut core, stride);
                 match r {
-                    Reserve::Seal { peer, dest, job } => items.push(TxItem::Slot {
-                        i,
-                        peer,
-                        dest,
-                        job,
-                        unfinished,
-                        len: 0,
-                    }),
+                    Reserve::Seal { peer, dest, job } => {
+                        let slot = SlotJob {
+                            peer,
+                            pkt: h..h + size,
+                            unfinished,
+                        };
+                        let job = TxJob {
+                            seal: job,
+                            slot: Some(slot),
+                        };
+                        tx.push(dest, i * stride, stride, Some(job));
+                    }
                     Reserve::Queued | Reserve::Dropped(_) => {}
                 }
             }
             // Autocork: the queues of idle peers leave now, after this batch's packets.
             core.end_batch(now);
-            let first = out.items.len();
-            let k = out.drain(&mut core);
-            items.extend((first..first + k).map(TxItem::Out));
+            transmit::take_queued(tx, &mut core, stride);
             // A small packet that end_batch already sent needs no timer: waking it for every
             // TCP ACK cost the receiving host 4% of a core (RESULTS §21).
             wake_timer = core.take_timer_hint();
@@ -294,7 +215,7 @@ impl TunReader {
         if wake_timer {
             sh.timer.notify_one();
         }
-        if b.items.is_empty() {
+        if b.tx.is_empty() {
             pool.put(b);
         } else {
             submit(sh, pipe, gauge, q, Duplex::Tx(b));
@@ -313,13 +234,14 @@ fn read(
 ) -> std::io::Result<usize> {
     let TxBatch {
         stride,
-        slots,
+        tx,
         sizes,
         unfinished,
         original,
         ..
     } = b;
     let (stride, h) = (*stride, sh.headroom);
+    let slots = tx.fixed_mut();
     let max_len = stride - h - TAILROOM;
     if !sh.offload {
         // The whole slot past the headroom: a packet over the MTU reads longer than the MTU

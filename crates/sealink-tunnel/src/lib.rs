@@ -57,6 +57,7 @@ mod rtnl;
 pub mod rundir;
 mod setup;
 mod threads;
+mod transmit;
 #[doc(hidden)]
 pub mod tunread;
 #[doc(hidden)]
@@ -72,11 +73,12 @@ use std::time::Duration;
 use sealink_engine::Handoff;
 use sealink_proto::Clock;
 use sealink_proto::HostKey;
-use sealink_proto::tunnel::{SealJob, Tunnel, Wire};
+use sealink_proto::tunnel::{Tunnel, Wire};
 use sealink_udp::UdpIo;
 use tun_rs::{InterruptEvent, SyncDevice};
 
 pub use config::{Config, KeyFormat, wgquick};
+pub(crate) use transmit::QueuedTransmits;
 
 /// The `tracing` target of lines meant for the person who started the tunnel as they are
 /// (`[#] CMD` for each hook and what the hook printed, as wg-quick shows them): the `sealink`
@@ -203,87 +205,6 @@ impl Shared {
                 );
             }
             Err(e) => tracing::debug!(%dest, error = %e, "udp send failed"),
-        }
-    }
-}
-
-/// Pooled copies of datagrams the core queued (handshakes, piggyback flushes, staged packets),
-/// taken under the core's lock ([`QueuedTransmits::drain`]) and sealed outside it ([`QueuedTransmits::seal`]): the
-/// lock is held for the copy only, as for the packets read from the TUN device.
-pub(crate) struct QueuedTransmits {
-    bufs: Vec<Vec<u8>>,
-    /// Destination, length (final once sealed; 0 after a failed seal) and the seal still to run.
-    items: Vec<(SocketAddr, usize, Option<SealJob>)>,
-    size: usize,
-}
-
-impl QueuedTransmits {
-    fn new(size: usize) -> Self {
-        QueuedTransmits {
-            bufs: Vec::new(),
-            items: Vec::new(),
-            size,
-        }
-    }
-    fn clear(&mut self) {
-        self.items.clear();
-    }
-    fn len(&self) -> usize {
-        self.items.len()
-    }
-    /// Drains the core's transmit queue; returns how many were taken.
-    fn drain(&mut self, core: &mut Tunnel) -> usize {
-        let mut n = 0;
-        while core.has_transmit() {
-            let k = self.items.len();
-            if k == self.bufs.len() {
-                self.bufs.push(vec![0u8; self.size]);
-            }
-            match core.poll_transmit_deferred(&mut self.bufs[k]) {
-                Some((d, len, job)) => {
-                    self.items.push((d, len, job));
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        n
-    }
-    /// Seals the data datagrams drained unsealed (no lock needed) on `lane` (0: none; see
-    /// [`datapath::lane_of`]); returns how many seals failed, for [`Tunnel::seal_failed`].
-    fn seal(&mut self, lane: u8) -> u64 {
-        let mut failed = 0;
-        for (k, (_, len, job)) in self.items.iter_mut().enumerate() {
-            if let Some(job) = job.take() {
-                let buf = &mut self.bufs[k][..*len];
-                *len = job.seal_on_lane(buf, lane).unwrap_or_else(|_| {
-                    failed += 1;
-                    0
-                });
-            }
-        }
-        failed
-    }
-    /// Datagram `k`, once sealed; `None` after a failed seal.
-    fn get(&self, k: usize) -> Option<(SocketAddr, &[u8])> {
-        let (d, len, ref job) = self.items[k];
-        debug_assert!(
-            job.is_none(),
-            "a QueuedTransmits datagram sent before its seal"
-        );
-        (len > 0 && job.is_none()).then(|| (d, &self.bufs[k][..len]))
-    }
-    /// Seals everything drained (on `lane`), then sends it on socket `sock` (the lock not
-    /// held); a failed seal is counted.
-    fn seal_and_send(&mut self, sh: &Shared, sock: usize, lane: u8) {
-        let failed = self.seal(lane);
-        if failed > 0 {
-            sh.lock().seal_failed(failed);
-        }
-        for k in 0..self.len() {
-            if let Some((d, b)) = self.get(k) {
-                sh.send(sock, d, b, b.len());
-            }
         }
     }
 }

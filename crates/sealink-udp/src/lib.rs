@@ -9,6 +9,6 @@ pub mod gso;
 pub mod io;
 pub mod steer;
 
-pub use batch::Received;
+pub use batch::{Received, Sending};
 pub use gso::{GsoRuns, Run};
 pub use io::{RecvBuffers, Segment, UdpIo, UdpOptions};

@@ -7,9 +7,10 @@
 //! held, and its release finishes them in arrival order ([`Endpoint::handle_finish`]: replay
 //! accept, acknowledgements, deliveries).
 //!
-//! Transmit: `poll_transmit_deferred` fills a batch's buffer with unsealed datagrams under the
-//! lock; a worker seals them in place and the release sends them, runs of equal-sized datagrams
-//! to one peer as one GSO call.
+//! Transmit ([`sealink_udp::Sending`], the tunnel's transmit half too): `poll_transmit_deferred`
+//! writes unsealed datagrams straight into a batch's buffer under the lock; a worker seals them
+//! in place and the release sends them, runs of equal-sized datagrams to one peer as one GSO
+//! call (a datagram whose seal failed is left out).
 //!
 //! Both kinds of batch go down one ordered lane, so datagrams leave in the order the endpoint
 //! made them. With zero workers (the default on two cores or fewer, where the I/O thread and
@@ -34,7 +35,7 @@ use sealink_proto::{DropReason, PeerId, Time};
 
 use super::source::{After, run_source};
 use super::{Arrival, Shared, State, drain_events, lock};
-use sealink_udp::{GsoRuns, Received, Segment};
+use sealink_udp::{Received, Segment, Sending};
 
 /// Receive batch size (quinn-udp caps `recvmmsg` at its BATCH_SIZE anyway).
 const RECV_BATCH: usize = 32;
@@ -89,94 +90,74 @@ impl Half for RxBatch {
 
 /// Datagrams to send, sealed by the engine.
 pub(crate) struct TxBatch {
-    out: Vec<u8>,
-    runs: GsoRuns,
-    /// Per run: a datagram of it failed to seal, so the run is not sent.
-    failed: Vec<bool>,
-    /// Datagrams to seal: (offset in `out`, run, job).
-    jobs: Vec<(usize, usize, SealJob)>,
+    /// Written by the endpoint back to back in the append area (up to `cap` bytes).
+    tx: Sending<SealJob>,
+    cap: usize,
+    /// Seals that failed on the worker: those datagrams are never sent.
+    failed: u64,
     pool: Arc<Pool<Box<TxBatch>>>,
 }
 
 impl Half for TxBatch {
     type Ctx = Shared;
     fn run(&mut self) {
-        for (off, run, job) in &self.jobs {
-            if job.seal(&mut self.out[*off..]).is_err() {
-                self.failed[*run] = true;
-            }
-        }
+        self.failed = self.tx.seal_all(|job, d| job.seal(d));
     }
 
     fn release(mut self: Box<Self>, sh: &Shared) {
-        let (mut calls, mut errors, mut dgrams, mut unsealed) = (0u64, 0u64, 0u64, 0u64);
-        for (r, &failed) in self.runs.runs().iter().zip(&self.failed) {
-            let n = r.datagrams() as u64;
-            if failed {
-                // Never put an unsealed datagram on the wire; the protocol retransmits.
-                unsealed += n;
-                continue;
-            }
+        let (mut calls, mut errors, mut dgrams) = (0u64, 0u64, 0u64);
+        // A datagram whose seal failed is never put on the wire; the protocol retransmits.
+        self.tx.send_runs(|r, bytes| {
             calls += 1;
-            dgrams += n;
-            if let Err(e) = sh.io.send(r.dest, r.bytes(&self.out), r.segment) {
+            dgrams += r.datagrams() as u64;
+            if let Err(e) = sh.io.send(r.dest, bytes, r.segment) {
                 errors += 1;
                 tracing::debug!(error = %e, dest = %r.dest, "UDP send failed");
             }
-        }
+        });
         // Counted without the state lock: a sender holding it would make this wait.
         let c = &sh.tx_counts;
         c.send_calls.fetch_add(calls, Ordering::Relaxed);
         c.send_errors.fetch_add(errors, Ordering::Relaxed);
         c.datagrams_out.fetch_add(dgrams, Ordering::Relaxed);
-        c.seal_failures.fetch_add(unsealed, Ordering::Relaxed);
-        self.runs.clear();
-        self.failed.clear();
-        self.jobs.clear();
+        c.seal_failures.fetch_add(self.failed, Ordering::Relaxed);
+        self.tx.clear();
+        self.failed = 0;
         let pool = Arc::clone(&self.pool);
         pool.put(self);
     }
 }
 
 impl TxBatch {
-    /// Pulls transmits into `out` back to back and groups them into GSO runs. Returns true when
-    /// the buffer filled up before the endpoint ran dry.
+    /// Has the endpoint write its transmits into the batch buffer back to back (runs of them
+    /// leave as GSO calls). Returns true when the buffer filled up before the endpoint ran dry.
     fn gather(&mut self, st: &mut State, now: Time, max_datagram: usize) -> bool {
-        let mut off = 0;
+        let cap = self.cap;
+        let room = |tx: &Sending<SealJob>| tx.appended() + max_datagram <= cap;
         // Cookie replies first: each to the address the initiation came from, on its own.
-        while off + max_datagram <= self.out.len() {
-            let Some((dest, n)) = st
-                .ep
-                .poll_cookie_reply(&mut self.out[off..off + max_datagram])
-            else {
-                break;
-            };
-            self.runs.push_alone(dest, off, n);
-            off += n;
+        while room(&self.tx)
+            && self.tx.append_alone(max_datagram, |b| {
+                st.ep.poll_cookie_reply(b).map(|(dest, n)| (dest, n, None))
+            })
+        {}
+        loop {
+            if !room(&self.tx) {
+                return true;
+            }
+            let more = self.tx.append(max_datagram, |b| {
+                loop {
+                    let (t, job) = st.ep.poll_transmit_deferred(now, b)?;
+                    if let Some(dest) = st.addrs.get(t.peer.index()).copied().flatten() {
+                        return Some((dest, t.len, job));
+                    }
+                    // Nowhere to send yet; the protocol retransmits once the address is learned.
+                    st.stats.no_address += 1;
+                }
+            });
+            if !more {
+                return false;
+            }
         }
-        let full = loop {
-            if off + max_datagram > self.out.len() {
-                break true;
-            }
-            let Some((t, job)) = st
-                .ep
-                .poll_transmit_deferred(now, &mut self.out[off..off + max_datagram])
-            else {
-                break false;
-            };
-            let Some(dest) = st.addrs.get(t.peer.index()).copied().flatten() else {
-                // Nowhere to send yet; the protocol retransmits once the address is learned.
-                st.stats.no_address += 1;
-                continue;
-            };
-            let run = self.runs.push(dest, off, t.len);
-            if let Some(job) = job {
-                self.jobs.push((off, run, job));
-            }
-            off += t.len;
-        };
-        self.failed.resize(self.runs.runs().len(), false);
-        full
     }
 }
 
@@ -206,10 +187,9 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
             pool: Arc::clone(&rx_pool),
         }));
         tx_pool.put(Box::new(TxBatch {
-            out: vec![0u8; max_datagram * TX_DATAGRAMS],
-            runs: GsoRuns::new(max_segs),
-            failed: Vec::new(),
-            jobs: Vec::new(),
+            tx: Sending::new(0, max_datagram * TX_DATAGRAMS, max_segs),
+            cap: max_datagram * TX_DATAGRAMS,
+            failed: 0,
             pool: Arc::clone(&tx_pool),
         }));
     }
@@ -277,7 +257,7 @@ pub(crate) fn io_thread(sh: Arc<Shared>, gso: bool) {
                 let now = sh.clock.now();
                 tx.gather(&mut st, now, max_datagram)
             };
-            if tx.runs.is_empty() {
+            if tx.tx.is_empty() {
                 tx_pool.put(tx);
             } else {
                 pipe.submit_from(&mut gauge, 0, Duplex::Tx(tx));

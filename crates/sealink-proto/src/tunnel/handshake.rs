@@ -139,7 +139,7 @@ impl Tunnel {
                 p.retry_jitter = jitter;
                 p.stats.handshakes_initiated += 1;
                 p.note_sent(now);
-                self.transmits.push_back((dest, pkt, None));
+                self.push_message(dest, pkt);
             }
             Err(InitiateError::DegenerateKey) => {
                 // A configuration fault no retry can fix (the configuration refuses such keys;
@@ -333,7 +333,7 @@ impl Tunnel {
         p.stats.handshakes_completed += 1;
         p.stats.rx_datagrams += 1;
         p.note_sent(now);
-        self.transmits.push_back((source, pkt, None));
+        self.push_message(source, pkt);
         Ok(Decap::Handshake(PeerIndex(pi)))
     }
 
@@ -398,7 +398,7 @@ impl Tunnel {
         self.free_session(old_prev);
         if self.peers[pi].staged.is_empty() {
             // Nothing to send: a keepalive confirms the session to the responder now.
-            self.send_body(pi, now, &[], 0);
+            self.send_empty(pi, now);
         } else {
             self.release_staged(pi, now);
         }
@@ -451,7 +451,7 @@ impl Tunnel {
         let p = &mut self.peers[pi];
         if let (Some(resend), Some(dest)) = (resend, p.endpoint) {
             p.note_sent(now);
-            self.transmits.push_back((dest, resend, None));
+            self.push_message(dest, resend);
         }
     }
 }

@@ -141,6 +141,12 @@ struct Peer {
     staged: VecDeque<Vec<u8>>,
     /// Framed small packets waiting for company (the piggyback queue).
     queue: Vec<u8>,
+    /// Bodies of flushed queues, back to back, from `flushed_at` on: their datagrams are
+    /// reserved and wait in the tunnel's `outgoing` for the driver's buffer. Swapped with `queue`
+    /// at a flush (no copy) whenever it is empty, which it is unless a driver lets flushes
+    /// pile up between polls.
+    flushed: Vec<u8>,
+    flushed_at: usize,
     queue_packets: u64,
     queued_since: Option<Time>,
     /// Datagrams reserved and not yet reported sent (autocork).
@@ -187,10 +193,10 @@ pub struct Tunnel {
     /// Cookie replies to send (ahead of other transmits), at most
     /// [`MAX_PENDING_COOKIE_REPLIES`].
     cookie_replies: VecDeque<(SocketAddr, Vec<u8>)>,
-    /// Datagrams to send, in order: final bytes (handshakes), or a data datagram's header room
-    /// and plaintext body with the tail room for its tag and the seal reserved for it.
-    transmits: VecDeque<(SocketAddr, Vec<u8>, Option<SealJob>)>,
-    spare: Vec<Vec<u8>>,
+    /// What leaves next, in order ([`Tunnel::poll_transmit_deferred`] writes each into the
+    /// caller's buffer): handshake messages, and data datagrams whose bodies still lie where
+    /// they were queued (a peer's `flushed` bytes, a staged packet).
+    outgoing: VecDeque<send::Outgoing>,
     /// Peers with a non-empty piggyback queue (autocork's end-of-batch check).
     corked: Vec<usize>,
     /// A deadline was armed since [`Tunnel::take_timer_hint`] last looked: a piggyback queue
@@ -211,7 +217,7 @@ impl std::fmt::Debug for Tunnel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tunnel")
             .field("peers", &self.peers.len())
-            .field("transmits", &self.transmits.len())
+            .field("outgoing", &self.outgoing.len())
             .finish_non_exhaustive()
     }
 }
@@ -228,6 +234,8 @@ impl Peer {
             last_handshake: None,
             staged: VecDeque::new(),
             queue: Vec::new(),
+            flushed: Vec::new(),
+            flushed_at: 0,
             queue_packets: 0,
             queued_since: None,
             in_flight: 0,
@@ -303,8 +311,7 @@ impl Tunnel {
             routes,
             guard,
             cookie_replies: VecDeque::new(),
-            transmits: VecDeque::new(),
-            spare: Vec::new(),
+            outgoing: VecDeque::new(),
             corked: Vec::new(),
             hint_queue: false,
             hint_handshake: false,

@@ -44,6 +44,32 @@ pub enum Reserve {
     Dropped(TunnelDrop),
 }
 
+/// A datagram waiting in the tunnel's outgoing queue for a driver's buffer.
+#[derive(Debug)]
+pub(super) enum Outgoing {
+    /// A handshake message, final.
+    Message { dest: SocketAddr, bytes: Vec<u8> },
+    /// A data datagram of peer `pi`, its seal reserved: `sealed_len` bytes of body (padding
+    /// included) once written.
+    Data {
+        pi: usize,
+        dest: SocketAddr,
+        job: SealJob,
+        body: Body,
+        sealed_len: usize,
+    },
+}
+
+/// Where a data datagram's body lies until it is written out.
+#[derive(Debug)]
+pub(super) enum Body {
+    /// The next `len` bytes of the peer's `flushed` buffer: a framed piggyback queue (or
+    /// nothing: a keepalive).
+    Flushed(usize),
+    /// A packet that waited for a session, unframed.
+    Packet(Vec<u8>),
+}
+
 impl Tunnel {
     /// The sealed body's length for one packet of `pkt_len` bytes: sealink's length field and
     /// the packet, or WireGuard's packet padded to a multiple of 16 bytes (never past the MTU).
@@ -52,10 +78,6 @@ impl Tunnel {
             Wire::Sealink => LEN_FIELD + pkt_len,
             Wire::WireGuard => wg::padded_len(pkt_len, self.cfg.mtu),
         }
-    }
-
-    pub(super) fn take_spare(&mut self) -> Vec<u8> {
-        self.spare.pop().unwrap_or_default()
     }
 
     // ------------------------------------------------------------------ sending
@@ -245,7 +267,8 @@ impl Tunnel {
         Some(s.reserve_seal(Scope::Encrypt, body_len))
     }
 
-    /// Sends the piggyback queue as one datagram (through the transmit queue).
+    /// Sends the piggyback queue as one datagram: reserved now, written into the driver's
+    /// buffer by [`Tunnel::poll_transmit_deferred`] straight from the peer's `flushed` bytes.
     pub(super) fn flush_queue(&mut self, pi: usize, now: Time) {
         if self.peers[pi].queue.is_empty() {
             return;
@@ -254,17 +277,29 @@ impl Tunnel {
             self.corked.swap_remove(k);
         }
         let n = self.peers[pi].queue_packets;
-        let body = std::mem::take(&mut self.peers[pi].queue);
-        self.send_body(pi, now, &body, n);
+        let len = self.peers[pi].queue.len();
+        let reserved = self.send_body(pi, now, Body::Flushed(len), len, n);
         let p = &mut self.peers[pi];
-        p.queue = body;
+        if reserved {
+            if p.flushed_at == p.flushed.len() {
+                // The usual case: nothing flushed waits, so the queue's bytes become the
+                // flushed body as they are, and the emptied buffer becomes the queue.
+                p.flushed.clear();
+                p.flushed_at = 0;
+                std::mem::swap(&mut p.queue, &mut p.flushed);
+            } else {
+                p.flushed.extend_from_slice(&p.queue);
+            }
+        }
         p.queue.clear();
         p.queue_packets = 0;
         p.queued_since = None;
     }
 
-    /// Seals a framed body (`packets` packets; 0 = keepalive) into a transmit.
-    pub(super) fn send_body(&mut self, pi: usize, now: Time, body: &[u8], packets: u64) {
+    /// Reserves a data datagram for a body of `len` bytes (`packets` packets; 0 = keepalive)
+    /// and queues it to [`Tunnel::poll_transmit_deferred`]. Returns whether it was reserved
+    /// (else its packets were counted as dropped).
+    fn send_body(&mut self, pi: usize, now: Time, body: Body, len: usize, packets: u64) -> bool {
         let usable = self.peers[pi]
             .current
             .as_ref()
@@ -272,54 +307,63 @@ impl Tunnel {
         let Some(dest) = self.peers[pi].endpoint.filter(|_| usable) else {
             let d = self.count(TunnelDrop::NoEndpoint);
             self.drops[d.index()] += packets.saturating_sub(1);
-            return;
+            return false;
         };
         // Reserved here (the counter is serial); sealed by whoever sends it, outside the lock
         // (`poll_transmit_deferred`).
-        // sealink's body is framed already; WireGuard's is one packet (or none), padded here.
+        // sealink's body is framed already; WireGuard's is one packet (or none), padded when
+        // written out.
         let (sealed_len, framing) = match self.cfg.wire {
-            Wire::Sealink => (body.len(), LEN_FIELD as u64 * packets),
-            Wire::WireGuard => (wg::padded_len(body.len(), self.cfg.mtu), 0),
+            Wire::Sealink => (len, LEN_FIELD as u64 * packets),
+            Wire::WireGuard => (wg::padded_len(len, self.cfg.mtu), 0),
         };
-        match self.reserve_on_current(pi, sealed_len) {
-            Some(job) => {
-                let mut out = self.take_spare();
-                out.clear();
-                out.resize(HEADER_LEN + sealed_len + TAILROOM, 0);
-                out[HEADER_LEN..HEADER_LEN + body.len()].copy_from_slice(body);
-                self.peers[pi].note_sent(now);
-                if packets > 0 {
-                    self.peers[pi].unanswered_since.get_or_insert(now);
-                }
-                let st = &mut self.peers[pi].stats;
-                st.tx_packets += packets;
-                st.tx_bytes += (body.len() as u64).saturating_sub(framing);
-                if packets > 1 {
-                    st.piggybacked += packets;
-                }
-                self.transmits.push_back((dest, out, Some(job)));
-            }
-            None => {
-                // Every packet the datagram carried is lost to a local fault.
-                self.drops[TunnelDrop::SealFailed.index()] += packets.max(1);
-            }
+        let Some(job) = self.reserve_on_current(pi, sealed_len) else {
+            // Every packet the datagram carried is lost to a local fault.
+            self.drops[TunnelDrop::SealFailed.index()] += packets.max(1);
+            return false;
+        };
+        let p = &mut self.peers[pi];
+        p.note_sent(now);
+        if packets > 0 {
+            p.unanswered_since.get_or_insert(now);
         }
+        let st = &mut p.stats;
+        st.tx_packets += packets;
+        st.tx_bytes += (len as u64).saturating_sub(framing);
+        if packets > 1 {
+            st.piggybacked += packets;
+        }
+        self.outgoing.push_back(Outgoing::Data {
+            pi,
+            dest,
+            job,
+            body,
+            sealed_len,
+        });
+        true
     }
 
-    /// Sends the packets that waited for a session, one per datagram.
+    /// Sends a data datagram with an empty body (a keepalive).
+    pub(super) fn send_empty(&mut self, pi: usize, now: Time) {
+        self.send_body(pi, now, Body::Flushed(0), 0, 0);
+    }
+
+    /// Queues a handshake message, final as it is.
+    pub(super) fn push_message(&mut self, dest: SocketAddr, bytes: Vec<u8>) {
+        self.outgoing.push_back(Outgoing::Message { dest, bytes });
+    }
+
+    /// Sends the packets that waited for a session, one per datagram (each packet's own
+    /// buffer is what [`Tunnel::poll_transmit_deferred`] copies from).
     pub(super) fn release_staged(&mut self, pi: usize, now: Time) {
-        let mut body = self.take_spare();
+        let framing = match self.cfg.wire {
+            Wire::Sealink => LEN_FIELD,
+            Wire::WireGuard => 0,
+        };
         while let Some(pkt) = self.peers[pi].staged.pop_front() {
-            if self.cfg.wire == Wire::WireGuard {
-                self.send_body(pi, now, &pkt, 1);
-                continue;
-            }
-            body.clear();
-            body.extend_from_slice(&(pkt.len() as u16).to_be_bytes());
-            body.extend_from_slice(&pkt);
-            self.send_body(pi, now, &body, 1);
+            let len = framing + pkt.len();
+            self.send_body(pi, now, Body::Packet(pkt), len, 1);
         }
-        self.spare.push(body);
     }
 
     /// Next datagram to send (handshakes, flushed piggyback queues, staged packets): copied into
@@ -341,10 +385,12 @@ impl Tunnel {
     }
 
     /// [`Tunnel::poll_transmit`] without the seal, the datagram mode's contract: the next datagram
-    /// is copied into `out[..n]` and, for a data datagram, comes with the [`SealJob`] reserved for
-    /// it, which the caller runs on `out[..n]` (anywhere, no lock held) for the final length; a
-    /// handshake or cookie reply comes final (`None`). A seal that fails is the caller's to
-    /// report ([`Tunnel::seal_failed`]).
+    /// is written into `out[..n]` and, for a data datagram, comes with the [`SealJob`] reserved
+    /// for it, which the caller runs on `out[..n]` (anywhere, no lock held) for the final length;
+    /// a handshake or cookie reply comes final (`None`). A data datagram's body is copied
+    /// straight from where it was queued (the peer's flushed piggyback bytes, a staged packet):
+    /// `out` should be the buffer the caller seals and sends from. A seal that fails is the
+    /// caller's to report ([`Tunnel::seal_failed`]).
     pub fn poll_transmit_deferred(
         &mut self,
         out: &mut [u8],
@@ -356,26 +402,74 @@ impl Tunnel {
             }
         }
         loop {
-            let (dest, d, job) = self.transmits.pop_front()?;
-            let n = d.len();
-            let fits = out.len() >= n;
-            if fits {
-                out[..n].copy_from_slice(&d);
-            }
-            self.spare.push(d);
-            if fits {
-                return Some((dest, n, job));
-            }
-            tracing::warn!(len = n, "transmit buffer too small; datagram dropped");
-            if job.is_some() {
-                self.seal_failed(1);
+            match self.outgoing.pop_front()? {
+                Outgoing::Message { dest, bytes } => {
+                    if let Some(o) = out.get_mut(..bytes.len()) {
+                        o.copy_from_slice(&bytes);
+                        return Some((dest, bytes.len(), None));
+                    }
+                    tracing::warn!(
+                        len = bytes.len(),
+                        "transmit buffer too small; datagram dropped"
+                    );
+                }
+                Outgoing::Data {
+                    pi,
+                    dest,
+                    job,
+                    body,
+                    sealed_len,
+                } => {
+                    let n = HEADER_LEN + sealed_len + TAILROOM;
+                    let o = out.get_mut(..n);
+                    if self.write_body(pi, body, sealed_len, o) {
+                        return Some((dest, n, Some(job)));
+                    }
+                    tracing::warn!(len = n, "transmit buffer too small; datagram dropped");
+                    self.seal_failed(1);
+                }
             }
         }
     }
 
+    /// Writes a data datagram's body into `out` (header room, body, zero padding and tail room:
+    /// `out` is exactly the datagram's length), or only consumes it when `out` is `None` (too
+    /// small). Returns whether it was written.
+    fn write_body(
+        &mut self,
+        pi: usize,
+        body: Body,
+        sealed_len: usize,
+        out: Option<&mut [u8]>,
+    ) -> bool {
+        let p = &mut self.peers[pi];
+        let src: &[u8] = match &body {
+            Body::Flushed(len) => {
+                let at = p.flushed_at;
+                p.flushed_at += len;
+                p.flushed.get(at..at + len).unwrap_or_default()
+            }
+            Body::Packet(pkt) => pkt,
+        };
+        let Some(out) = out else {
+            return false;
+        };
+        let mut w = HEADER_LEN;
+        if let (Body::Packet(_), Wire::Sealink) = (&body, self.cfg.wire) {
+            // A staged packet goes alone: its length field is written here.
+            out[w..w + LEN_FIELD].copy_from_slice(&(src.len() as u16).to_be_bytes());
+            w += LEN_FIELD;
+        }
+        let end = (w + src.len()).min(HEADER_LEN + sealed_len);
+        out[w..end].copy_from_slice(&src[..end - w]);
+        // WireGuard's padding: zeros (the header and the tag are the seal's to write).
+        out[end..HEADER_LEN + sealed_len].fill(0);
+        true
+    }
+
     /// Whether [`Tunnel::poll_transmit`] has something.
     pub fn has_transmit(&self) -> bool {
-        !self.transmits.is_empty() || !self.cookie_replies.is_empty()
+        !self.outgoing.is_empty() || !self.cookie_replies.is_empty()
     }
 
     /// A persistent keepalive: an empty body on the current session, or a handshake where
@@ -388,7 +482,7 @@ impl Tunnel {
         match usable {
             Some((true, rekey)) => {
                 let before = self.peers[pi].stats.tx_datagrams;
-                self.send_body(pi, now, &[], 0);
+                self.send_empty(pi, now);
                 if self.peers[pi].stats.tx_datagrams > before {
                     self.peers[pi].stats.keepalives += 1;
                 }

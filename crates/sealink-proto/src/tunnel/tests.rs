@@ -1396,5 +1396,108 @@ fn poll_transmit_deferred_hands_data_datagrams_over_unsealed() {
     assert!(p.a.poll_transmit_deferred(&mut out).is_none());
 }
 
+/// Reserves `pkt` on `t` without polling its transmits (a driver that lets flushes pile up).
+fn reserve_only(t: &mut Tunnel, now: Time, pkt: &[u8]) -> (Reserve, Vec<u8>) {
+    let mut buf = vec![0u8; HEADROOM + pkt.len() + TAILROOM];
+    buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
+    let r = t.encapsulate_reserve(now, &mut buf, pkt.len());
+    (r, buf)
+}
+
+/// Flushed queues wait in the core as their bodies only, and are written into the caller's
+/// buffer when polled: several flushes that pile up between polls leave in order, each body
+/// whole and within the queue limit, ahead of the large packet that flushed the last one.
+#[test]
+fn flushes_that_pile_up_between_polls_leave_in_order_into_the_callers_buffer() {
+    let mut cfg = TunnelConfig::default();
+    cfg.piggyback.queue_limit = 500;
+    let mut p = pair_with(cfg);
+    p.send(true, &v4(IP_A, IP_B, 100, 0));
+    p.run();
+    p.got_b.clear();
+    // 202-byte framed packets: every third flushes the two before it (limit 500).
+    for i in 1..=7 {
+        let (r, _) = reserve_only(&mut p.a, p.now, &v4(IP_A, IP_B, 200, i));
+        assert!(matches!(r, Reserve::Queued));
+    }
+    // A large packet flushes the seventh ahead of itself; it is the caller's to seal.
+    let large = v4(IP_A, IP_B, 1400, 8);
+    let (r, mut buf) = reserve_only(&mut p.a, p.now, &large);
+    let Reserve::Seal { peer, dest, job } = r else {
+        panic!("a large packet is sealed at once: {r:?}")
+    };
+    let mut out = vec![0u8; 2048];
+    let mut lens = Vec::new();
+    while let Some((d, n, job)) = p.a.poll_transmit_deferred(&mut out) {
+        let job = job.expect("a data datagram");
+        lens.push(n);
+        assert!(n <= HEADER_LEN + 500 + TAILROOM, "within the queue limit");
+        let n = job.seal(&mut out[..n]).unwrap();
+        p.wire.push((sa(A_ADDR), d, out[..n].to_vec()));
+    }
+    assert_eq!(
+        lens,
+        vec![HEADER_LEN + 2 * 202 + TAILROOM; 3]
+            .into_iter()
+            .chain([HEADER_LEN + 202 + TAILROOM])
+            .collect::<Vec<_>>(),
+        "three full queues and the seventh packet"
+    );
+    let n = job.seal(&mut buf).unwrap();
+    p.a.sent(p.now, peer, 1);
+    p.wire.push((sa(A_ADDR), dest, buf[..n].to_vec()));
+    p.run();
+    let fills: Vec<u8> = p.got_b.iter().map(|x| x[30]).collect();
+    assert_eq!(fills, (1..=8).collect::<Vec<u8>>(), "order kept");
+    assert_eq!(p.a.peer_status(p.now)[0].stats.piggybacked, 6);
+    // The core holds nothing back, and the next queue starts clean.
+    assert!(!p.a.has_transmit());
+    p.got_b.clear();
+    p.send(true, &v4(IP_A, IP_B, 60, 9));
+    p.send(true, &v4(IP_A, IP_B, 1400, 10));
+    p.run();
+    let fills: Vec<u8> = p.got_b.iter().map(|x| x[30]).collect();
+    assert_eq!(fills, vec![9, 10]);
+}
+
+/// A caller's buffer too small for a flushed body drops that datagram only (counted as a
+/// local fault); the next one, from the same peer's flushed bytes, still leaves whole.
+#[test]
+fn a_buffer_too_small_for_a_flushed_body_drops_that_datagram_only() {
+    let mut cfg = TunnelConfig::default();
+    cfg.piggyback.queue_limit = 500;
+    let mut p = pair_with(cfg);
+    p.send(true, &v4(IP_A, IP_B, 100, 0));
+    p.run();
+    p.got_b.clear();
+    // Two flushed queues: 2 x 202 bytes, then one 60-byte packet.
+    for i in 1..=3 {
+        reserve_only(&mut p.a, p.now, &v4(IP_A, IP_B, 200, i));
+    }
+    reserve_only(&mut p.a, p.now, &v4(IP_A, IP_B, 60, 4));
+    p.a.handle_timeout(p.now + Duration::from_secs(1));
+    let failed = p.a.drop_count(TunnelDrop::SealFailed);
+    // Room for the second body (264 bytes) but not the first (404).
+    let mut small = vec![0u8; HEADER_LEN + 300];
+    let (d, n, job) = p.a.poll_transmit_deferred(&mut small).unwrap();
+    assert_eq!(n, HEADER_LEN + 264 + TAILROOM);
+    assert_eq!(p.a.drop_count(TunnelDrop::SealFailed), failed + 1);
+    let n = job.unwrap().seal(&mut small[..n]).unwrap();
+    p.wire.push((sa(A_ADDR), d, small[..n].to_vec()));
+    assert!(p.a.poll_transmit_deferred(&mut small).is_none());
+    p.run();
+    // Later queues start clean.
+    reserve_only(&mut p.a, p.now, &v4(IP_A, IP_B, 60, 5));
+    p.a.handle_timeout(p.now + Duration::from_secs(2));
+    p.collect();
+    p.run();
+    let fills: Vec<u8> = p.got_b.iter().map(|x| x[30]).collect();
+    assert_eq!(
+        fills,
+        vec![3, 4, 5],
+        "what fitted is delivered, whole and in order"
+    );
+}
+
 #[path = "offpath_tests.rs"]
 mod offpath_tests;

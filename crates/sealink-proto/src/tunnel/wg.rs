@@ -125,7 +125,7 @@ impl Tunnel {
             self.peers[pi].passive_keepalive_due = None;
             if matches!(self.usable(pi, now), Some((true, _))) {
                 let before = self.peers[pi].stats.tx_datagrams;
-                self.send_body(pi, now, &[], 0);
+                self.send_empty(pi, now);
                 if self.peers[pi].stats.tx_datagrams > before {
                     self.peers[pi].stats.keepalives += 1;
                 }
@@ -341,7 +341,7 @@ impl Tunnel {
         p.stats.rx_datagrams += 1;
         p.unanswered_since = None;
         p.note_sent(now);
-        self.transmits.push_back((source, resp.to_vec(), None));
+        self.push_message(source, resp.to_vec());
         Ok(Decap::Handshake(PeerIndex(pi)))
     }
 
