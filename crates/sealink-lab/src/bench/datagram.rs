@@ -118,12 +118,7 @@ pub fn parse_sender(s: &str) -> Result<Sending, String> {
 }
 
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
-    if (STAMP..=MAX_SIZE).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not within {STAMP}..={MAX_SIZE}"))
-    }
+    sealink_cmdline::units::parse_within(s, STAMP, MAX_SIZE)
 }
 
 /// One timed run's figures.
