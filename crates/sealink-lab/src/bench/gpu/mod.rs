@@ -335,6 +335,23 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    /// A one-run quick bench of every strategy on one worker writing into `out`, batch sizes
+    /// on the x-axis, no budget.
+    fn quick(out: &Path) -> Params {
+        Params {
+            sizes: vec![8 << 10],
+            workers: vec![1],
+            seconds: 0.01,
+            runs: 1,
+            quick: true,
+            out: out.to_path_buf(),
+            strategies: Strategy::ALL.to_vec(),
+            budget: None,
+            packet_size: false,
+        }
+    }
 
     /// A run stopped after its first point (as a kill would stop it) leaves that point in
     /// gpu-points.csv, and none of the final files. The CPU rows run with or without a GPU.
@@ -344,14 +361,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&out);
         let p = Params {
             sizes: vec![8 << 10, 16 << 10],
-            workers: vec![1],
-            seconds: 0.01,
-            runs: 1,
-            quick: true,
-            out: out.clone(),
-            strategies: Strategy::ALL.to_vec(),
-            budget: None,
-            packet_size: false,
+            ..quick(&out)
         };
         let e = run_with(&p, &mut |_| Err(Error::bench("stopped"))).unwrap_err();
         assert!(e.to_string().contains("stopped"), "{e}");
@@ -377,12 +387,9 @@ mod tests {
             sizes: vec![8 << 10, 16 << 10, 32 << 10],
             workers: vec![1, 2],
             seconds: 0.05,
-            runs: 1,
-            quick: true,
-            out: out.clone(),
             strategies: vec![Strategy::Streams],
             budget: Some(0.001),
-            packet_size: false,
+            ..quick(&out)
         };
         run_with(&p, &mut |_| Ok(())).unwrap();
         let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
@@ -402,14 +409,8 @@ mod tests {
     fn the_plan_puts_the_default_strategy_first() {
         let p = Params {
             sizes: vec![4 << 10, 8 << 10],
-            workers: vec![1],
-            seconds: 0.01,
-            runs: 1,
-            quick: true,
-            out: PathBuf::new(),
             strategies: vec![Strategy::Naive, Strategy::Streams],
-            budget: None,
-            packet_size: false,
+            ..quick(Path::new(""))
         };
         assert_eq!(plan(&p, false).len(), 2);
         let v = plan(&p, true);
@@ -453,13 +454,8 @@ mod tests {
         let p = Params {
             sizes: vec![4 << 10, 128 << 10],
             workers: vec![1, 2],
-            seconds: 0.01,
-            runs: 1,
-            quick: true,
-            out: out.clone(),
-            strategies: Strategy::ALL.to_vec(),
-            budget: None,
             packet_size: true,
+            ..quick(&out)
         };
         run_with(&p, &mut |_| Ok(())).unwrap();
         let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();

@@ -185,22 +185,38 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
 mod tests {
     use super::*;
 
-    /// A run stopped after its first point (as a kill would stop it) leaves that point in
-    /// tunnel-cores-points.csv, and none of the final files.
-    #[test]
-    fn a_stopped_run_keeps_the_points_it_measured() {
-        let out = std::env::temp_dir().join(format!("sealink-tc-stop-{}", std::process::id()));
+    /// An empty scratch directory for one test's files.
+    fn fresh_out(name: &str) -> PathBuf {
+        let out = std::env::temp_dir().join(format!("sealink-tc-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
-        let p = Params {
-            workers: vec![1, 2],
+        out
+    }
+
+    /// A one-run quick bench at batch 8 writing into `out`, no budget, order only at the top.
+    fn quick(out: &Path) -> Params {
+        Params {
+            workers: vec![1],
             batches: vec![8],
             batch: 8,
             seconds: 0.01,
             runs: 1,
             quick: true,
-            out: out.clone(),
+            out: out.to_path_buf(),
             budget: None,
             order_each: false,
+        }
+    }
+
+    /// A run stopped after its first point (as a kill would stop it) leaves that point in
+    /// tunnel-cores-points.csv, and none of the final files.
+    #[test]
+    fn a_stopped_run_keeps_the_points_it_measured() {
+        let out = fresh_out("stop");
+        let p = Params {
+            workers: vec![1, 2],
+            batches: vec![8],
+            seconds: 0.01,
+            ..quick(&out)
         };
         let e = run_with(&p, &mut |log| {
             assert_eq!(
@@ -232,18 +248,13 @@ mod tests {
     /// and the report is still written.
     #[test]
     fn a_small_budget_skips_points_and_still_reports() {
-        let out = std::env::temp_dir().join(format!("sealink-tc-budget-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = fresh_out("budget");
         let p = Params {
             workers: vec![1, 2],
             batches: vec![1, 8, 32],
-            batch: 8,
             seconds: 0.05,
-            runs: 1,
-            quick: true,
-            out: out.clone(),
             budget: Some(0.001),
-            order_each: false,
+            ..quick(&out)
         };
         run_with(&p, &mut |_| Ok(())).unwrap();
         let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
@@ -263,18 +274,13 @@ mod tests {
     /// cost at every count in the report and in tunnel-cores-order.csv.
     #[test]
     fn order_each_measures_the_order_cost_at_every_count() {
-        let out = std::env::temp_dir().join(format!("sealink-tc-oe-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = fresh_out("oe");
         let p = Params {
             workers: vec![1, 2, 3],
             batches: vec![8],
-            batch: 8,
             seconds: 0.01,
-            runs: 1,
-            quick: true,
-            out: out.clone(),
-            budget: None,
             order_each: true,
+            ..quick(&out)
         };
         run_with(&p, &mut |_| Ok(())).unwrap();
         let text = std::fs::read_to_string(out.join(POINTS_FILE)).unwrap();
