@@ -357,8 +357,7 @@ mod tests {
     /// gpu-points.csv, and none of the final files. The CPU rows run with or without a GPU.
     #[test]
     fn a_stopped_run_keeps_the_points_it_measured() {
-        let out = std::env::temp_dir().join(format!("sealink-gpu-stop-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = crate::bench::test_support::scratch("gpu-stop");
         let p = Params {
             sizes: vec![8 << 10, 16 << 10],
             ..quick(&out)
@@ -381,8 +380,7 @@ mod tests {
     /// report, saying what it skipped (the CPU rows: they run with or without a GPU).
     #[test]
     fn a_small_budget_skips_points_and_still_reports() {
-        let out = std::env::temp_dir().join(format!("sealink-gpu-budget-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = crate::bench::test_support::scratch("gpu-budget");
         let p = Params {
             sizes: vec![8 << 10, 16 << 10, 32 << 10],
             workers: vec![1, 2],
@@ -449,8 +447,7 @@ mod tests {
     /// saying why the GPU was not measured.
     #[test]
     fn packet_size_runs_and_checks_on_the_cpu() {
-        let out = std::env::temp_dir().join(format!("sealink-gpu-pkt-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = crate::bench::test_support::scratch("gpu-pkt");
         let p = Params {
             sizes: vec![4 << 10, 128 << 10],
             workers: vec![1, 2],

@@ -485,8 +485,7 @@ mod tests {
     /// in stacks-points.csv, and no final report.
     #[test]
     fn a_stopped_run_keeps_the_points_it_measured() {
-        let out = std::env::temp_dir().join(format!("sealink-stacks-stop-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = crate::bench::test_support::scratch("stacks-stop");
         let p = Params {
             workers: 2,
             packet: 1024,
@@ -535,9 +534,7 @@ mod tests {
     /// so, and still writes the report.
     #[test]
     fn a_small_budget_skips_stacks_and_still_reports() {
-        let out =
-            std::env::temp_dir().join(format!("sealink-stacks-budget-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = crate::bench::test_support::scratch("stacks-budget");
         let p = Params {
             workers: 1,
             packet: 1024,

@@ -185,13 +185,6 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
 mod tests {
     use super::*;
 
-    /// An empty scratch directory for one test's files.
-    fn fresh_out(name: &str) -> PathBuf {
-        let out = std::env::temp_dir().join(format!("sealink-tc-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
-        out
-    }
-
     /// A one-run quick bench at batch 8 writing into `out`, no budget, order only at the top.
     fn quick(out: &Path) -> Params {
         Params {
@@ -211,7 +204,7 @@ mod tests {
     /// tunnel-cores-points.csv, and none of the final files.
     #[test]
     fn a_stopped_run_keeps_the_points_it_measured() {
-        let out = fresh_out("stop");
+        let out = crate::bench::test_support::scratch("tc-stop");
         let p = Params {
             workers: vec![1, 2],
             batches: vec![8],
@@ -248,7 +241,7 @@ mod tests {
     /// and the report is still written.
     #[test]
     fn a_small_budget_skips_points_and_still_reports() {
-        let out = fresh_out("budget");
+        let out = crate::bench::test_support::scratch("tc-budget");
         let p = Params {
             workers: vec![1, 2],
             batches: vec![1, 8, 32],
@@ -274,7 +267,7 @@ mod tests {
     /// cost at every count in the report and in tunnel-cores-order.csv.
     #[test]
     fn order_each_measures_the_order_cost_at_every_count() {
-        let out = fresh_out("oe");
+        let out = crate::bench::test_support::scratch("tc-oe");
         let p = Params {
             workers: vec![1, 2, 3],
             batches: vec![8],
