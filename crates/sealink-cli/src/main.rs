@@ -11,16 +11,14 @@ mod output;
 mod pair;
 mod stream;
 mod tunnel;
-mod units;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use sealink_cmdline::{EXIT_USAGE, units};
 use sealink_crypto::SuiteId;
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::filter::LevelFilter;
 
 use anyhow::Result;
 use sealink_keys::KeyKind;
@@ -45,9 +43,6 @@ struct Cli {
 }
 
 const RELOAD_HELP: &str = "Examples:\n  sealink reload sl0\n  sealink reload /etc/wireguard/wg0.conf\n  systemctl reload sealink@wg0\n\nCONFIG is resolved as `sealink up` resolves it (sealink@.service runs `sealink up %i` and\n`sealink reload %i`, so /etc/sealink/NAME.toml or /etc/wireguard/NAME.conf) and must be the\nfile the tunnel was started from; a NAME with neither file reloads the file the tunnel NAME was\nstarted from; SIGHUP to `sealink up` does the same. Peers are matched by public key: new ones are\nadded, missing ones removed (their sessions and routes dropped), kept ones take the new\nallowed_ips, endpoint and persistent_keepalive without a new handshake. Interface settings\n(private key, address, listen_port, mtu, queues, workers, piggyback, hooks) need a restart:\nsuch a reload is refused and the running config stays, as it does when the file does not\nparse. Exit status 1 with the reason when refused.";
-
-/// Exit status of a usage error (bad arguments), as clap and rsync use it.
-const EXIT_USAGE: u8 = 2;
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -381,48 +376,6 @@ enum TrustCommand {
     },
 }
 
-fn init_tracing(verbose: u8, quiet: bool) {
-    let level = match verbose {
-        _ if quiet => LevelFilter::ERROR,
-        0 => LevelFilter::WARN,
-        1 => LevelFilter::INFO,
-        2 => LevelFilter::DEBUG,
-        _ => LevelFilter::TRACE,
-    };
-    let filter = EnvFilter::builder()
-        .with_default_directive(level.into())
-        .from_env_lossy();
-    // Escapes only for a person at a terminal: not into the journal, a file or a pipe.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    use tracing_subscriber::Layer as _;
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    // Lines meant for the person at the terminal as they are (`[#] post_up-command` and what it
-    // printed, as wg-quick shows its hooks): no time, level or module, hidden only by -q.
-    let plain = tracing_subscriber::fmt::layer()
-        .without_time()
-        .with_level(false)
-        .with_target(false)
-        .with_ansi(false)
-        .with_writer(std::io::stderr)
-        .with_filter(tracing_subscriber::filter::filter_fn(move |m| {
-            m.target() == sealink_tunnel::SAY_TARGET && !quiet
-        }));
-    let logs = tracing_subscriber::fmt::layer()
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .with_filter(filter)
-        .with_filter(tracing_subscriber::filter::filter_fn(|m| {
-            m.target() != sealink_tunnel::SAY_TARGET
-        }));
-    // Fails only if a subscriber is already set, which cannot happen here.
-    let _ = tracing_subscriber::registry()
-        .with(plain)
-        .with(logs)
-        .try_init();
-}
-
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Keygen(a) => keys::keygen(a.kind.into(), &a.path, a.force),
@@ -546,7 +499,8 @@ fn main() -> ExitCode {
             };
         }
     };
-    init_tracing(cli.verbose, cli.quiet);
+    // The tunnel's SAY_TARGET lines (a hook's `[#] CMD` and what it printed) go out plain.
+    sealink_cmdline::init_logging(cli.verbose, cli.quiet, Some(sealink_tunnel::SAY_TARGET));
     // Sending files (not standard input, which a rerun sends again whole): an interruption or
     // a cut connection says how to resume.
     let sending =

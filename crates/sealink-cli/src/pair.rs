@@ -140,10 +140,29 @@ fn accept_until(l: &TcpListener, deadline: Instant) -> Result<(TcpStream, Socket
     }
 }
 
-fn set_timeouts(s: &TcpStream) -> Result<()> {
+/// This side's half of the exchange on `s` with `peer` (`initiator`: the joining host), then
+/// the trust-file entries.
+fn exchange(
+    mut s: TcpStream,
+    peer: SocketAddr,
+    initiator: bool,
+    code: &Code,
+    mine: &Payload,
+    trust_path: &Path,
+) -> Result<()> {
     s.set_read_timeout(Some(IO_TIMEOUT))?;
     s.set_write_timeout(Some(IO_TIMEOUT))?;
-    Ok(())
+    let mut plans = Vec::new();
+    let check = |t: &Payload| {
+        plans = plan(t, trust_path)?.into();
+        Ok(())
+    };
+    let theirs = if initiator {
+        proto::initiate(&mut s, code, mine, check)?
+    } else {
+        proto::respond(&mut s, code, mine, check)?
+    };
+    finish(mine, &theirs, peer, trust_path, plans)
 }
 
 /// `sealink pair`: draws a code, serves one attempt, and exits.
@@ -169,17 +188,11 @@ pub fn listen(p: ListenParams) -> Result<()> {
         code.text(),
         p.timeout.as_secs()
     );
-    let (mut s, peer) = accept_until(&l, Instant::now() + p.timeout)?;
+    let (s, peer) = accept_until(&l, Instant::now() + p.timeout)?;
     // One attempt only: stop listening before the exchange, whatever it gives.
     drop(l);
     eprintln!("connection from {peer}");
-    set_timeouts(&s)?;
-    let mut plans = Vec::new();
-    let theirs = proto::respond(&mut s, &code, &mine, |t| {
-        plans = plan(t, &trust_path)?.into();
-        Ok(())
-    })?;
-    finish(&mine, &theirs, peer, &trust_path, plans)
+    exchange(s, peer, false, &code, &mine, &trust_path)
 }
 
 /// `sealink pair CODE HOST[:PORT]`.
@@ -187,19 +200,13 @@ pub fn join(p: JoinParams) -> Result<()> {
     let code = Code::parse(&p.code)?;
     let (mine, trust_path) = load(p.me)?;
     let addr = resolve(&p.dest)?;
-    let mut s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).with_context(|| {
+    let s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).with_context(|| {
         format!(
             "cannot connect to {addr}: is `sealink pair` waiting there? (a code works once: \
              the listener exits after one attempt)"
         )
     })?;
-    set_timeouts(&s)?;
-    let mut plans = Vec::new();
-    let theirs = proto::initiate(&mut s, &code, &mine, |t| {
-        plans = plan(t, &trust_path)?.into();
-        Ok(())
-    })?;
-    finish(&mine, &theirs, addr, &trust_path, plans)
+    exchange(s, addr, true, &code, &mine, &trust_path)
 }
 
 /// What to do with each of the peer's keys ([`proto::plan`]), checked before either side

@@ -114,7 +114,7 @@ pub(crate) fn parse_dest(dest: &str) -> Result<Destination> {
 
 /// `--resume-max-age`: seconds, or with units (90m, 12h, 7d, 7days), at most 100 years.
 pub(crate) fn parse_age(s: &str) -> Result<Duration, String> {
-    let d = crate::units::parse_duration(s)?;
+    let d = sealink_cmdline::units::parse_duration(s)?;
     if d <= Duration::from_secs(100 * 365 * 86_400) {
         Ok(d)
     } else {

@@ -605,15 +605,7 @@ fn parse_batch(s: &str) -> Result<usize, String> {
 
 /// A `bench stacks` packet payload.
 fn parse_stacks_packet(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
-    if (1..=bench::stacks::MAX_PACKET).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{v} is not within 1..={}",
-            bench::stacks::MAX_PACKET
-        ))
-    }
+    sealink_cmdline::units::parse_within(s, 1, bench::stacks::MAX_PACKET)
 }
 
 #[derive(Debug, Args)]
@@ -642,12 +634,7 @@ pub struct CryptoArgs {
 
 /// A `bench crypto` buffer size.
 fn parse_crypto_size(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
-    if (1..=bench::crypto::MAX_SIZE).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not within 1..={}", bench::crypto::MAX_SIZE))
-    }
+    sealink_cmdline::units::parse_within(s, 1, bench::crypto::MAX_SIZE)
 }
 
 #[derive(Debug, Args)]
@@ -692,12 +679,7 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 
 /// A `bench seal` payload size.
 fn parse_size(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
-    if (1..=bench::seal::MAX_SIZE).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not within 1..={}", bench::seal::MAX_SIZE))
-    }
+    sealink_cmdline::units::parse_within(s, 1, bench::seal::MAX_SIZE)
 }
 
 /// Runs `sealink-lab bench ...`. Its own checks of the arguments fail as [`crate::Error::Usage`].

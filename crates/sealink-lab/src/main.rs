@@ -7,10 +7,9 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use sealink_cmdline::EXIT_USAGE;
 use sealink_lab::cli::{BenchCommand, RELAY_HELP, RelayArgs};
 use sealink_lab::error;
-use tracing_subscriber::EnvFilter;
-use tracing_subscriber::filter::LevelFilter;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -46,32 +45,6 @@ enum Command {
     Relay(RelayArgs),
 }
 
-/// Exit status of a usage error (bad arguments), as clap and rsync use it.
-const EXIT_USAGE: u8 = 2;
-
-/// The tracing set-up of `sealink`: WARN by default, -v/-q move it, RUST_LOG overrides.
-fn init_tracing(verbose: u8, quiet: bool) {
-    let level = match verbose {
-        _ if quiet => LevelFilter::ERROR,
-        0 => LevelFilter::WARN,
-        1 => LevelFilter::INFO,
-        2 => LevelFilter::DEBUG,
-        _ => LevelFilter::TRACE,
-    };
-    let filter = EnvFilter::builder()
-        .with_default_directive(level.into())
-        .from_env_lossy();
-    // Escapes only for a person at a terminal: not into a file or a pipe.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    // Fails only if a subscriber is already set, which cannot happen here.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .try_init();
-}
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -85,7 +58,7 @@ fn main() -> ExitCode {
             };
         }
     };
-    init_tracing(cli.verbose, cli.quiet);
+    sealink_cmdline::init_logging(cli.verbose, cli.quiet, None);
     let (message, usage) = match cli.command {
         Command::Bench(cmd) => match sealink_lab::cli::run_bench(cmd) {
             Ok(()) => return ExitCode::SUCCESS,

@@ -1,6 +1,6 @@
 //! Writing results to stdout (a closed pipe is not an error) and progress bars on stderr.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -10,11 +10,7 @@ use crate::error::{Error, Result};
 /// Writes `text` to stdout. A reader that went away (`sealink-lab bench seal | head`) ends the output
 /// quietly rather than with an error.
 pub fn print(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.map_err(Error::Stdout),
-    }
+    sealink_cmdline::print_stdout(text).map_err(Error::Stdout)
 }
 
 /// A progress bar on stderr when stderr is a terminal; a hidden one otherwise.

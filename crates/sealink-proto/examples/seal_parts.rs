@@ -188,6 +188,186 @@ impl Side {
     }
 }
 
+const NAMES: [&str; 14] = [
+    "raw, payload",
+    "raw, sealed body size",
+    "protocol (bench seal)",
+    "seal+open via PacketKey",
+    "  + header parse, replay",
+    "  + frame header write",
+    "  + frame parse",
+    "MSG_FIXED parse alone",
+    "MSG_RUN+PADDING parse",
+    "MSG+PADDING parse",
+    "protocol, with MSG_RUN",
+    "protocol, with MSG",
+    "sender: write MSG_RUN",
+    "sender: + as MSG_FIXED",
+];
+
+/// The variants' state: keys, the three protocol sides, the raw buffers, the plain bodies
+/// the parse variants read and the sender's arena item.
+struct Parts {
+    size: usize,
+    tx: PacketKey,
+    rx: PacketKey,
+    rk: RawAead,
+    aad: [u8; HEADER_LEN],
+    fixed: Side,
+    run: Side,
+    msg: Side,
+    body_len: usize,
+    fhl: usize,
+    /// The raw side at the payload's size, and at the protocol's sealed body size.
+    raw_bufs: [Aligned; 2],
+    pc: Aligned,
+    replay: ReplayWindow,
+    bodies: [Vec<u8>; 3],
+    /// The send arena's form of the message (a MSG_RUN item).
+    item: Vec<u8>,
+    /// A datagram body to write into.
+    scratch: Vec<u8>,
+}
+
+impl Parts {
+    fn new(size: usize) -> Self {
+        let suite = SuiteId::Aes128Gcm;
+        let secret = [7u8; 32];
+        let tx = kdf::derive_packet_key(suite, &secret, b"parts", false).unwrap();
+        let rx = kdf::derive_packet_key(suite, &secret, b"parts", false).unwrap();
+        let mut material = [0u8; kdf::MAX_KEY_LEN];
+        let material = &mut material[..suite.key_len()];
+        kdf::derive_key_material(suite, &secret, b"parts", material).unwrap();
+        let rk = RawAead::new(suite, material).unwrap();
+        let mut aad = [0u8; HEADER_LEN];
+        wire::write_header(
+            &wire::Header::Data {
+                scope: Scope::Encrypt,
+                receiver: RECEIVER,
+                counter: 0,
+            },
+            &mut aad,
+        );
+        let payload = vec![3u8; size];
+        let fixed = Side::new(Form::Fixed, &payload);
+        let run = Side::new(Form::Run, &payload);
+        let msg = Side::new(Form::Msg, &payload);
+        let body_len = fixed.body_len;
+        let fhl = fixed.fhl;
+        // The raw side at the payload's size, and at the protocol's sealed body size.
+        let raw_bufs = [Aligned::new(size + 16, 0), Aligned::new(body_len + 16, 0)];
+        let mut pc = Aligned::new(fixed.buf.len(), HEADER_LEN);
+        pc.copy_from_slice(&fixed.buf);
+        let plain = |form: Form| {
+            let mut b = vec![0u8; form.header_len(size) + size + wire::PAD_BLOCK];
+            let n = form.body(&mut b, &payload);
+            b.truncate(n);
+            b
+        };
+        let bodies = [plain(Form::Fixed), plain(Form::Run), plain(Form::Msg)];
+        let item = {
+            let (p, n) = wire::varint_bytes(size as u64);
+            [&p[..n], &payload[..]].concat()
+        };
+        Parts {
+            size,
+            tx,
+            rx,
+            rk,
+            aad,
+            fixed,
+            run,
+            msg,
+            body_len,
+            fhl,
+            raw_bufs,
+            pc,
+            replay: ReplayWindow::new(),
+            bodies,
+            item,
+            scratch: vec![0u8; size + 64],
+        }
+    }
+
+    /// One round trip of variant `v` (an index into [`NAMES`]) with counter `c`.
+    #[inline(always)]
+    fn step(&mut self, v: usize, c: u64) {
+        let size = self.size;
+        match v {
+            0 | 1 => {
+                let b = &mut self.raw_bufs[v];
+                let l = b.len - 16;
+                let mut nonce = [0u8; raw::NONCE_LEN];
+                nonce[4..].copy_from_slice(&c.to_le_bytes());
+                let (d, tr) = b.split_at_mut(l);
+                let tag = self.rk.seal_in_place(nonce, &self.aad, d);
+                tr.copy_from_slice(&tag);
+                let k = self.rk.open_in_place(nonce, &self.aad, b).unwrap();
+                black_box(&b[..k]);
+            }
+            2 => self.fixed.round_trip(&self.tx, &self.rx, c, size),
+            10 => self.run.round_trip(&self.tx, &self.rx, c, size),
+            11 => self.msg.round_trip(&self.tx, &self.rx, c, size),
+            12 | 13 => {
+                // What `build_data` does with a datagram's only message (padding left
+                // out): its run written from the send arena's item, then (13)
+                // rewritten as MSG_FIXED.
+                let seq = SEQ_BASE + (c & SEQ_MASK);
+                let mut w = Writer::new(&mut self.scratch);
+                let at = wire::write_msg_run_header(&mut w, seq, FROM, TO).unwrap();
+                w.bytes(black_box(&self.item)).unwrap();
+                wire::set_run_count(&mut w, at, 1).unwrap();
+                let mut n = w.pos();
+                if v == 13 {
+                    let data = wire::run_item_message(&self.item).unwrap();
+                    assert!(wire::one_run_as_fixed(&mut w, 0, seq, FROM, TO, data));
+                    n = w.pos();
+                }
+                black_box((&self.scratch, n));
+            }
+            7..=9 => {
+                black_box(parse(black_box(&self.bodies[v - 7]), None));
+            }
+            _ => {
+                if v == 5 {
+                    Form::Fixed.write_header(
+                        &mut self.pc[HEADER_LEN..HEADER_LEN + self.fhl],
+                        c,
+                        size,
+                    );
+                }
+                let len = datapath::seal_datagram(
+                    &self.tx,
+                    RECEIVER,
+                    c,
+                    Scope::Encrypt,
+                    &mut self.pc,
+                    self.body_len,
+                )
+                .unwrap();
+                let r = if v == 4 {
+                    let (scope, recv, c2) = datapath::parse_data_header(&self.pc[..len]).unwrap();
+                    assert_eq!(recv, RECEIVER);
+                    assert_eq!(self.replay.check(c2), ReplayVerdict::Fresh);
+                    let r =
+                        datapath::open_in_place(&self.rx, scope, c2, false, &mut self.pc[..len])
+                            .unwrap();
+                    self.replay.accept(c2);
+                    r
+                } else {
+                    datapath::open_in_place(&self.rx, Scope::Encrypt, c, false, &mut self.pc[..len])
+                        .unwrap()
+                };
+                if v == 6 {
+                    assert_eq!(parse(&self.pc[r], None), size);
+                } else {
+                    black_box(r);
+                }
+            }
+        }
+    }
+}
+
 fn main() {
     let size: usize = std::env::args()
         .nth(1)
@@ -196,143 +376,16 @@ fn main() {
         wire::msg_fixed_fits(SEQ_BASE + SEQ_MASK, FROM, TO, size),
         "a datagram carries at most 65535 bytes"
     );
-    let suite = SuiteId::Aes128Gcm;
-    let secret = [7u8; 32];
-    let tx = kdf::derive_packet_key(suite, &secret, b"parts", false).unwrap();
-    let rx = kdf::derive_packet_key(suite, &secret, b"parts", false).unwrap();
-    let mut material = [0u8; kdf::MAX_KEY_LEN];
-    let material = &mut material[..suite.key_len()];
-    kdf::derive_key_material(suite, &secret, b"parts", material).unwrap();
-    let rk = RawAead::new(suite, material).unwrap();
-    let mut aad = [0u8; HEADER_LEN];
-    wire::write_header(
-        &wire::Header::Data {
-            scope: Scope::Encrypt,
-            receiver: RECEIVER,
-            counter: 0,
-        },
-        &mut aad,
-    );
-    let payload = vec![3u8; size];
-    let mut fixed = Side::new(Form::Fixed, &payload);
-    let mut run = Side::new(Form::Run, &payload);
-    let mut msg = Side::new(Form::Msg, &payload);
-    let body_len = fixed.body_len;
-    let fhl = fixed.fhl;
-    // The raw side at the payload's size, and at the protocol's sealed body size.
-    let mut raw_bufs = [Aligned::new(size + 16, 0), Aligned::new(body_len + 16, 0)];
-    let mut pc = Aligned::new(fixed.buf.len(), HEADER_LEN);
-    pc.copy_from_slice(&fixed.buf);
-    let mut replay = ReplayWindow::new();
-    let plain = |form: Form| {
-        let mut b = vec![0u8; form.header_len(size) + size + wire::PAD_BLOCK];
-        let n = form.body(&mut b, &payload);
-        b.truncate(n);
-        b
-    };
-    let bodies = [plain(Form::Fixed), plain(Form::Run), plain(Form::Msg)];
-    // The send arena's form of the message (a MSG_RUN item), and a datagram body to write into.
-    let item = {
-        let (p, n) = wire::varint_bytes(size as u64);
-        [&p[..n], &payload[..]].concat()
-    };
-    let mut scratch = vec![0u8; size + 64];
-    let names = [
-        "raw, payload",
-        "raw, sealed body size",
-        "protocol (bench seal)",
-        "seal+open via PacketKey",
-        "  + header parse, replay",
-        "  + frame header write",
-        "  + frame parse",
-        "MSG_FIXED parse alone",
-        "MSG_RUN+PADDING parse",
-        "MSG+PADDING parse",
-        "protocol, with MSG_RUN",
-        "protocol, with MSG",
-        "sender: write MSG_RUN",
-        "sender: + as MSG_FIXED",
-    ];
-    let mut ctr = [0u64; 14];
-    let mut res: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut parts = Parts::new(size);
+    let mut ctr = [0u64; NAMES.len()];
+    let mut res: Vec<Vec<f64>> = vec![Vec::new(); NAMES.len()];
     for _ in 0..ROUNDS {
-        for v in 0..names.len() {
+        for v in 0..NAMES.len() {
             let t = Instant::now();
             for _ in 0..SLICE {
                 let c = ctr[v];
                 ctr[v] += 1;
-                match v {
-                    0 | 1 => {
-                        let b = &mut raw_bufs[v];
-                        let l = b.len - 16;
-                        let mut nonce = [0u8; raw::NONCE_LEN];
-                        nonce[4..].copy_from_slice(&c.to_le_bytes());
-                        let (d, tr) = b.split_at_mut(l);
-                        let tag = rk.seal_in_place(nonce, &aad, d);
-                        tr.copy_from_slice(&tag);
-                        let k = rk.open_in_place(nonce, &aad, b).unwrap();
-                        black_box(&b[..k]);
-                    }
-                    2 => fixed.round_trip(&tx, &rx, c, size),
-                    10 => run.round_trip(&tx, &rx, c, size),
-                    11 => msg.round_trip(&tx, &rx, c, size),
-                    12 | 13 => {
-                        // What `build_data` does with a datagram's only message (padding left
-                        // out): its run written from the send arena's item, then (13)
-                        // rewritten as MSG_FIXED.
-                        let seq = SEQ_BASE + (c & SEQ_MASK);
-                        let mut w = Writer::new(&mut scratch);
-                        let at = wire::write_msg_run_header(&mut w, seq, FROM, TO).unwrap();
-                        w.bytes(black_box(&item)).unwrap();
-                        wire::set_run_count(&mut w, at, 1).unwrap();
-                        let mut n = w.pos();
-                        if v == 13 {
-                            let data = wire::run_item_message(&item).unwrap();
-                            assert!(wire::one_run_as_fixed(&mut w, 0, seq, FROM, TO, data));
-                            n = w.pos();
-                        }
-                        black_box((&scratch, n));
-                    }
-                    7..=9 => {
-                        black_box(parse(black_box(&bodies[v - 7]), None));
-                    }
-                    _ => {
-                        if v == 5 {
-                            Form::Fixed.write_header(
-                                &mut pc[HEADER_LEN..HEADER_LEN + fhl],
-                                c,
-                                size,
-                            );
-                        }
-                        let len = datapath::seal_datagram(
-                            &tx,
-                            RECEIVER,
-                            c,
-                            Scope::Encrypt,
-                            &mut pc,
-                            body_len,
-                        )
-                        .unwrap();
-                        let r = if v == 4 {
-                            let (scope, recv, c2) =
-                                datapath::parse_data_header(&pc[..len]).unwrap();
-                            assert_eq!(recv, RECEIVER);
-                            assert_eq!(replay.check(c2), ReplayVerdict::Fresh);
-                            let r = datapath::open_in_place(&rx, scope, c2, false, &mut pc[..len])
-                                .unwrap();
-                            replay.accept(c2);
-                            r
-                        } else {
-                            datapath::open_in_place(&rx, Scope::Encrypt, c, false, &mut pc[..len])
-                                .unwrap()
-                        };
-                        if v == 6 {
-                            assert_eq!(parse(&pc[r], None), size);
-                        } else {
-                            black_box(r);
-                        }
-                    }
-                }
+                parts.step(v, c);
             }
             res[v].push(t.elapsed().as_nanos() as f64 / SLICE as f64);
         }
@@ -343,10 +396,10 @@ fn main() {
     };
     let raw = median(&mut res[0].clone());
     println!(
-        "{size} B payload, {body_len} B sealed body with MSG_FIXED ({} B with the one-message MSG_RUN); ns per round trip (median of {ROUNDS} slices)",
-        run.body_len
+        "{size} B payload, {} B sealed body with MSG_FIXED ({} B with the one-message MSG_RUN); ns per round trip (median of {ROUNDS} slices)",
+        parts.body_len, parts.run.body_len
     );
-    for (name, v) in names.iter().zip(res.iter_mut()) {
+    for (name, v) in NAMES.iter().zip(res.iter_mut()) {
         let m = median(v);
         println!("{name:<26} {m:8.1} ns   raw / this {:.3}", raw / m);
     }

@@ -7,7 +7,9 @@ use std::time::Duration;
 use sealink_crypto::SuiteId;
 
 use super::parse_age;
-use crate::{HostArgs, IdentityArgs, suite_parser, units};
+use sealink_cmdline::units;
+
+use crate::{HostArgs, IdentityArgs, suite_parser};
 
 pub const SEND_HELP: &str = "Examples:
   sealink send big.iso 10.0.0.2
@@ -160,12 +162,7 @@ impl TimeoutArgs {
 }
 
 fn parse_conn_count(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
-    if (1..=65_536).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not within 1..=65536"))
-    }
+    units::parse_within(s, 1, 65_536)
 }
 
 fn parse_stream_timeout(s: &str) -> Result<f64, String> {
@@ -173,14 +170,8 @@ fn parse_stream_timeout(s: &str) -> Result<f64, String> {
 }
 
 fn parse_record_size(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
-    let max = sealink_proto::stream::record::MAX_RECORD_DATA;
-    let min = sealink_proto::stream::record::MIN_RECORD_DATA;
-    if (min..=max).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not within {min}..={max}"))
-    }
+    use sealink_proto::stream::record::{MAX_RECORD_DATA, MIN_RECORD_DATA};
+    units::parse_within(s, MIN_RECORD_DATA, MAX_RECORD_DATA)
 }
 
 #[derive(Debug, clap::Args)]

@@ -118,12 +118,7 @@ pub fn parse_sender(s: &str) -> Result<Sending, String> {
 }
 
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    let v: usize = s.trim().parse().map_err(|e| format!("{e}"))?;
-    if (STAMP..=MAX_SIZE).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{v} is not within {STAMP}..={MAX_SIZE}"))
-    }
+    sealink_cmdline::units::parse_within(s, STAMP, MAX_SIZE)
 }
 
 /// One timed run's figures.
@@ -522,7 +517,21 @@ fn receiving_thread(
     })
 }
 
-fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Result<Sample> {
+/// The two nodes of a run: `b` receives (with `on_arrival` as its handler, if any), `a` sends
+/// as owner `me` to `peer`, b.
+struct Hosts {
+    a: Node,
+    b: Arc<Node>,
+    peer: PeerId,
+    me: OwnerId,
+}
+
+fn start_hosts(
+    p: &Params,
+    piggyback: bool,
+    cpus: Option<Cpus>,
+    on_arrival: Option<OnArrival>,
+) -> Result<Hosts> {
     let mut cfg = Config {
         piggyback,
         max_queued_messages: WINDOW,
@@ -533,13 +542,9 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let (ka, kb) = (HostKey::generate()?, HostKey::generate()?);
     let (pa, pb) = (*ka.public(), *kb.public());
     let (own, own_pub) = owner()?;
-    // Urgent latencies are recorded once `armed` (the warm-up message is not one of them).
-    let t0 = Instant::now();
-    let armed = Arc::new(AtomicBool::new(false));
-    let lat = Arc::new(Mutex::new(Vec::new()));
     let mut cb = node_config(p, &cfg, kb, cpus.map(|c| c.receiver));
-    if p.receiver == Receiver::Handler {
-        cb.on_arrival = Some(latency_handler(Arc::clone(&armed), Arc::clone(&lat), t0));
+    if on_arrival.is_some() {
+        cb.on_arrival = on_arrival;
     }
     cb.directory.insert("bench", own_pub)?;
     cb.peers.push(PeerConfig {
@@ -564,6 +569,17 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let peer = a
         .peer_id("b")
         .ok_or_else(|| Error::bench("peer b missing"))?;
+    Ok(Hosts { a, b, peer, me })
+}
+
+fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Result<Sample> {
+    // Urgent latencies are recorded once `armed` (the warm-up message is not one of them).
+    let t0 = Instant::now();
+    let armed = Arc::new(AtomicBool::new(false));
+    let lat = Arc::new(Mutex::new(Vec::new()));
+    let handler = (p.receiver == Receiver::Handler)
+        .then(|| latency_handler(Arc::clone(&armed), Arc::clone(&lat), t0));
+    let Hosts { a, b, peer, me } = start_hosts(p, piggyback, cpus, handler)?;
 
     // Warm-up: handshake and owner introduction out of the timed window.
     let mut rng = SimRng::new(random_seed()?);

@@ -171,6 +171,19 @@ pub fn timed<E>(
     }
 }
 
+/// What the benches' tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::path::PathBuf;
+
+    /// An empty scratch directory for one test's files: `sealink-NAME-PID` in the temp dir.
+    pub(crate) fn scratch(name: &str) -> PathBuf {
+        let out = std::env::temp_dir().join(format!("sealink-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&out);
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

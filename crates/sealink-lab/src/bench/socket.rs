@@ -520,79 +520,9 @@ fn kib(rec: usize) -> String {
 }
 
 fn render(p: &Params, points: &[Point], out: &mut String) {
+    render_heading(p, out);
+    render_send_paths(p, points, out);
     let mib = p.size as f64 / (1 << 20) as f64;
-    let _ = writeln!(
-        out,
-        "sealink-lab bench socket: paper 003 (Burnside and Keromytis) Tables I and II rerun on this machine"
-    );
-    let _ = writeln!(
-        out,
-        "machine: {}, {} cores available; date: {}; seeds: fresh per transfer (in the CSV)",
-        run_record::cpu_model(),
-        run_record::cores(),
-        run_record::utc_minutes(run_record::now())
-    );
-    if p.quick {
-        let _ = writeln!(
-            out,
-            "QUICK MODE: {mib} MiB, one run, no warm-up; a smoke test, not a measurement"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "transfer: {mib} MiB of random bytes per path and record size over its own TCP connection on 127.0.0.1 (TCP_NODELAY), AES-128-GCM records with a 16-byte header (the AAD) and 16-byte tag; {} run(s), medians{}",
-        p.runs,
-        if p.quick {
-            ""
-        } else {
-            ", after a 64 MiB warm-up per point"
-        }
-    );
-    let _ = writeln!(
-        out,
-        "paths: library = copy into an output buffer, seal, one write() per record (EVP); crypto-service = copy into a request, round trip to a crypto thread that seals and copies out, one write() per record (/dev/crypto); integrated = copy into the buffer that goes to the socket, records sealed in place there, {} records per write() (SO_CRYPT in user space); integrated-1 = the same with one record per write() (the library path's code: it separates sealing in place from fewer writes)",
-        p.batch
-    );
-    let _ = writeln!(
-        out,
-        "receiver: one thread per connection, identical for all paths, reads up to {} KiB at a time, opens and verifies every record in place; seconds run from the first send to the receiver's end of stream",
-        RECV_BUF >> 10
-    );
-    let _ = writeln!(out);
-
-    let _ = writeln!(out, "### Send paths\n");
-    let mut t = Table::new([
-        "path",
-        "record",
-        "seconds",
-        "Gbit/s",
-        "writes/MiB",
-        "copied B/B",
-        "ctx switches",
-        "ctx/MiB",
-        "recv reads/MiB",
-    ])
-    .left(&[1]);
-    for q in points {
-        let per = |v: f64| v / mib;
-        t.row([
-            q.path.name().to_owned(),
-            kib(q.rec),
-            format!("{:.3}", q.seconds),
-            format!("{:.2}", p.size as f64 * 8.0 / q.seconds / 1e9),
-            format!("{:.1}", per(q.writes)),
-            format!("{:.2}", q.copied / p.size as f64),
-            format!("{:.0}", q.ctx.0 + q.ctx.1),
-            format!("{:.1}", per(q.ctx.0 + q.ctx.1)),
-            format!("{:.1}", per(q.reads)),
-        ]);
-    }
-    out.push_str(&t.markdown());
-    let _ = writeln!(
-        out,
-        "\nGbit/s = 10^9 bit/s of plaintext; writes = write() calls of the sending side; copied B/B = user-space bytes copied per plaintext byte, counted at the copy sites alike on every path (the library and integrated paths copy the plaintext once into the buffer they seal; the crypto service copies it in and the sealed record out); ctx switches = voluntary + involuntary of the sending and crypto-service threads (/proc/thread-self/status)\n"
-    );
-
     let seconds = |path: SendPath, rec: usize| {
         points
             .iter()
@@ -641,6 +571,87 @@ fn render(p: &Params, points: &[Point], out: &mut String) {
         out,
         "\nThe paper's EVP figures reflect software 3DES/SHA-1 on a 2003 CPU against a crypto card; here all paths run the same AES-NI AES-GCM and the library and integrated paths make the same one copy, so the gaps measure write() calls and the crypto service's copy-out and handoffs only; integrated against integrated-1 is what batching {} records per write() alone gives.",
         p.batch
+    );
+}
+
+/// The report's heading: the machine, the transfer and what each send path and the receiver do.
+fn render_heading(p: &Params, out: &mut String) {
+    let mib = p.size as f64 / (1 << 20) as f64;
+    let _ = writeln!(
+        out,
+        "sealink-lab bench socket: paper 003 (Burnside and Keromytis) Tables I and II rerun on this machine"
+    );
+    let _ = writeln!(
+        out,
+        "machine: {}, {} cores available; date: {}; seeds: fresh per transfer (in the CSV)",
+        run_record::cpu_model(),
+        run_record::cores(),
+        run_record::utc_minutes(run_record::now())
+    );
+    if p.quick {
+        let _ = writeln!(
+            out,
+            "QUICK MODE: {mib} MiB, one run, no warm-up; a smoke test, not a measurement"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "transfer: {mib} MiB of random bytes per path and record size over its own TCP connection on 127.0.0.1 (TCP_NODELAY), AES-128-GCM records with a 16-byte header (the AAD) and 16-byte tag; {} run(s), medians{}",
+        p.runs,
+        if p.quick {
+            ""
+        } else {
+            ", after a 64 MiB warm-up per point"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "paths: library = copy into an output buffer, seal, one write() per record (EVP); crypto-service = copy into a request, round trip to a crypto thread that seals and copies out, one write() per record (/dev/crypto); integrated = copy into the buffer that goes to the socket, records sealed in place there, {} records per write() (SO_CRYPT in user space); integrated-1 = the same with one record per write() (the library path's code: it separates sealing in place from fewer writes)",
+        p.batch
+    );
+    let _ = writeln!(
+        out,
+        "receiver: one thread per connection, identical for all paths, reads up to {} KiB at a time, opens and verifies every record in place; seconds run from the first send to the receiver's end of stream",
+        RECV_BUF >> 10
+    );
+    let _ = writeln!(out);
+}
+
+/// The table of every send path at every record size: time, rate, writes, copies and context
+/// switches.
+fn render_send_paths(p: &Params, points: &[Point], out: &mut String) {
+    let mib = p.size as f64 / (1 << 20) as f64;
+    let _ = writeln!(out, "### Send paths\n");
+    let mut t = Table::new([
+        "path",
+        "record",
+        "seconds",
+        "Gbit/s",
+        "writes/MiB",
+        "copied B/B",
+        "ctx switches",
+        "ctx/MiB",
+        "recv reads/MiB",
+    ])
+    .left(&[1]);
+    for q in points {
+        let per = |v: f64| v / mib;
+        t.row([
+            q.path.name().to_owned(),
+            kib(q.rec),
+            format!("{:.3}", q.seconds),
+            format!("{:.2}", p.size as f64 * 8.0 / q.seconds / 1e9),
+            format!("{:.1}", per(q.writes)),
+            format!("{:.2}", q.copied / p.size as f64),
+            format!("{:.0}", q.ctx.0 + q.ctx.1),
+            format!("{:.1}", per(q.ctx.0 + q.ctx.1)),
+            format!("{:.1}", per(q.reads)),
+        ]);
+    }
+    out.push_str(&t.markdown());
+    let _ = writeln!(
+        out,
+        "\nGbit/s = 10^9 bit/s of plaintext; writes = write() calls of the sending side; copied B/B = user-space bytes copied per plaintext byte, counted at the copy sites alike on every path (the library and integrated paths copy the plaintext once into the buffer they seal; the crypto service copies it in and the sealed record out); ctx switches = voluntary + involuntary of the sending and crypto-service threads (/proc/thread-self/status)\n"
     );
 }
 

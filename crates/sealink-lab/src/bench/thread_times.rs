@@ -880,8 +880,7 @@ mod tests {
     /// as they are measured.
     #[test]
     fn a_quick_run_writes_the_figures() {
-        let out = std::env::temp_dir().join(format!("sealink-tt-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = crate::bench::test_support::scratch("tt");
         let p = Params {
             threads: vec![1, 2],
             spread: vec![2],

@@ -376,72 +376,13 @@ pub fn table(
         cases.push((all, false));
     }
     for (n, q) in cases {
-        let k = prefix(&n.trace, seconds);
-        let msgs = &n.trace.msgs[..k];
-        let fast = saturating(&repeat_to(&n.trace, t_bytes));
-        let lp = |saturate: bool, m: &[Msg]| {
-            let r = run(&LoopSpec {
-                msgs: m,
-                urgent: &urgent_of(&n.urgent, m.len()),
-                e: Scope3::Partial,
-                q,
-                timeout: n.timeout,
-                saturate,
-            });
-            pb.inc(1);
-            r.map_err(|e| {
-                Error::bench_by(
-                    format!(
-                        "loopback {} run of {} ({k} messages, Q={})",
-                        if saturate { "T" } else { "L" },
-                        n.trace.kind.name(),
-                        if q { "ON" } else { "OFF" }
-                    ),
-                    e,
-                )
-            })
-        };
-        let vt = |saturate: bool, m: &[Msg]| {
-            let r = run_virtual(&RunSpec {
-                msgs: m,
-                urgent: &urgent_of(&n.urgent, m.len()),
-                e: Scope3::Partial,
-                y: Tech::Hw,
-                q,
-                timeout: n.timeout,
-                profile: Profile::TODAY,
-                saturate,
-                cold: false,
-                seed,
-            });
-            pb.inc(1);
-            r
-        };
         let measured = if n.trace.kind == TraceKind::All {
             all_t[usize::from(!q)].take()
         } else {
             None
         };
-        let t_lo = match measured {
-            Some(r) => r,
-            None => lp(true, &fast.msgs)?,
-        };
-        let l_lo = lp(false, msgs)?;
-        let (t_vt, l_vt) = (vt(true, &fast.msgs)?, vt(false, msgs)?);
-        tab.push(vec![
-            n.trace.kind.name().to_owned(),
-            if q { "ON" } else { "OFF" }.to_owned(),
-            num(t_lo.t_kbs(), 0),
-            num(t_vt.t_kbs(), 0),
-            ratio(t_lo.t_kbs(), t_vt.t_kbs()),
-            k.to_string(),
-            num(l_lo.l_ms, 3),
-            num(l_vt.l_ms, 3),
-            ratio(l_lo.l_ms, l_vt.l_ms),
-            l_lo.datagrams.to_string(),
-            l_vt.datagrams.to_string(),
-            (t_lo.retransmitted + l_lo.retransmitted).to_string(),
-        ]);
+        let (row, t_lo, l_lo) = case_row(n, q, seconds, t_bytes, seed, measured, pb)?;
+        tab.push(row);
         if n.trace.kind == TraceKind::All {
             let name = if q { "ON" } else { "OFF" };
             tab.figure(format!("loopback ALL Q={name} T"), t_lo.t_kbs(), "kB/s");
@@ -449,6 +390,82 @@ pub fn table(
         }
     }
     Ok((tab, gain))
+}
+
+/// One row of the loopback table: trace `n` with piggybacking `q`, its T run (`measured`, when
+/// the gain rounds already ran it) and its L run, on loopback beside virtual time; with the two
+/// loopback runs, for the record's figures.
+fn case_row(
+    n: &Nominal,
+    q: bool,
+    seconds: f64,
+    t_bytes: u64,
+    seed: u64,
+    measured: Option<RunResult>,
+    pb: &indicatif::ProgressBar,
+) -> Result<(Vec<String>, RunResult, RunResult)> {
+    let k = prefix(&n.trace, seconds);
+    let msgs = &n.trace.msgs[..k];
+    let fast = saturating(&repeat_to(&n.trace, t_bytes));
+    let lp = |saturate: bool, m: &[Msg]| {
+        let r = run(&LoopSpec {
+            msgs: m,
+            urgent: &urgent_of(&n.urgent, m.len()),
+            e: Scope3::Partial,
+            q,
+            timeout: n.timeout,
+            saturate,
+        });
+        pb.inc(1);
+        r.map_err(|e| {
+            Error::bench_by(
+                format!(
+                    "loopback {} run of {} ({k} messages, Q={})",
+                    if saturate { "T" } else { "L" },
+                    n.trace.kind.name(),
+                    if q { "ON" } else { "OFF" }
+                ),
+                e,
+            )
+        })
+    };
+    let vt = |saturate: bool, m: &[Msg]| {
+        let r = run_virtual(&RunSpec {
+            msgs: m,
+            urgent: &urgent_of(&n.urgent, m.len()),
+            e: Scope3::Partial,
+            y: Tech::Hw,
+            q,
+            timeout: n.timeout,
+            profile: Profile::TODAY,
+            saturate,
+            cold: false,
+            seed,
+        });
+        pb.inc(1);
+        r
+    };
+    let t_lo = match measured {
+        Some(r) => r,
+        None => lp(true, &fast.msgs)?,
+    };
+    let l_lo = lp(false, msgs)?;
+    let (t_vt, l_vt) = (vt(true, &fast.msgs)?, vt(false, msgs)?);
+    let row = vec![
+        n.trace.kind.name().to_owned(),
+        if q { "ON" } else { "OFF" }.to_owned(),
+        num(t_lo.t_kbs(), 0),
+        num(t_vt.t_kbs(), 0),
+        ratio(t_lo.t_kbs(), t_vt.t_kbs()),
+        k.to_string(),
+        num(l_lo.l_ms, 3),
+        num(l_vt.l_ms, 3),
+        ratio(l_lo.l_ms, l_vt.l_ms),
+        l_lo.datagrams.to_string(),
+        l_vt.datagrams.to_string(),
+        (t_lo.retransmitted + l_lo.retransmitted).to_string(),
+    ];
+    Ok((row, t_lo, l_lo))
 }
 
 /// The piggybacking gain table: T with piggybacking on and off, per round and their medians.

@@ -27,11 +27,13 @@ use crate::report::{Chart, PointLog, RunRecord, Table, record};
 mod measure;
 mod paper;
 mod render;
+mod sweep;
 
 pub(crate) use measure::baseline_plp_send;
 use measure::*;
 use paper::{PaperPoint, Point, Read};
 use render::*;
+use sweep::{MODES, OPS, Sweep};
 
 /// A protocol stack of the lab.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -380,224 +382,14 @@ fn run_with(p: &Params, after_point: &mut dyn FnMut(&PointLog) -> Result<()>) ->
         log.append(row)?;
         after_point(&log)
     };
-    let cores = record::cores();
-    let nw = p.workers;
-    let windows = p.runs + 1;
-    let connections = &figure11_connections(p.quick, nw)[..];
-    let many_runs = p.runs.min(3);
-    let ops = [Op::Seal, Op::Open];
-    let modes = [Mode::Plp, Mode::Clp];
+    let connections = figure11_connections(p.quick, p.workers);
     let steps = 1 + p.stacks.len() as u64
-        * (ops.len() * modes.len() * nw + ops.len() + connections.len() * 2) as u64;
+        * (OPS.len() * MODES.len() * p.workers + OPS.len() + connections.len() * 2) as u64;
     let pb = output::progress(steps, "bench stacks");
     let result = (|| -> Result<String> {
-        // The raw rate is measured right before the aes128-gcm PLP send point at one worker, so
-        // that the two see the same machine load (or at the end without that stack).
-        let mut raw = None;
-        let mut curves = Vec::new();
-        let mut layered = Vec::new();
-        let mut many = Vec::new();
-        // What a --budget changes after the first point: the seconds of each run, the stacks.
-        let mut cur = p.clone();
-        let mut keep_stacks = p.stacks.len();
-        let mut budget_note = None;
-        let t0 = Instant::now();
-        // After the first stack, which is measured whole, the budget is also held to as the
-        // run goes: a stack's cost is known only once it ran (a slow cipher's windows take
-        // long to drain at many workers, which the first point does not show). A stack is not
-        // started when the costliest so far would not fit in what is left, and one that runs
-        // past the budget is abandoned (its points stay in POINTS_FILE, not in the report).
-        let mut stack_secs: Vec<f64> = Vec::new();
-        let mut late_note: Option<String> = None;
-        let past_budget =
-            |si: usize| si > 0 && p.budget.is_some_and(|b| t0.elapsed().as_secs_f64() > b);
-        for (si, &stack) in p.stacks.iter().enumerate() {
-            if si >= keep_stacks {
-                continue;
-            }
-            if let Some(b) = p.budget
-                && si > 0
-            {
-                let longest = stack_secs.iter().copied().fold(0.0, f64::max);
-                let now = t0.elapsed().as_secs_f64();
-                if now + longest > b {
-                    keep_stacks = si;
-                    late_note = Some(format!(
-                        "{} not started: {now:.1} s gone, and a stack took up to {longest:.1} s",
-                        stack.name
-                    ));
-                    continue;
-                }
-            }
-            let ts = Instant::now();
-            let abandoned = 'stack: {
-                for op in ops {
-                    for mode in modes {
-                        let mut points = Vec::new();
-                        for w in 1..=nw {
-                            let kind = match mode {
-                                Mode::Plp => EngineKind::Plp(w),
-                                Mode::Clp => EngineKind::Clp(ClpPolicy::ProcessorPerConnection(w)),
-                            };
-                            if stack.name == "aes128-gcm"
-                                && op == Op::Seal
-                                && kind == EngineKind::Plp(1)
-                            {
-                                raw = Some(raw_point(p, &cur, &mut logged, &pb)?);
-                            }
-                            let r = measure(
-                                stack,
-                                kind,
-                                op,
-                                mode.channels(nw),
-                                p.batch,
-                                &cur,
-                                windows,
-                            )?;
-                            points.push(estimate(&r));
-                            logged(point_row(
-                                "scaling",
-                                stack.name,
-                                side_name(op),
-                                mode.name(),
-                                mode.channels(nw),
-                                w,
-                                p,
-                                p.batch,
-                                &r,
-                            ))?;
-                            pb.inc(1);
-                            if let (Some(b), None) = (p.budget, &budget_note) {
-                                // Fitted once, after the first point.
-                                let t1 = t0.elapsed().as_secs_f64();
-                                let per_stack = (ops.len() * modes.len() * nw + ops.len())
-                                    * windows
-                                    + connections.len() * 2 * (many_runs + 1);
-                                let note;
-                                (cur.seconds, keep_stacks, note) = fit_stacks(p, b, t1, per_stack);
-                                budget_note = Some(note);
-                            }
-                            if past_budget(si) {
-                                break 'stack true;
-                            }
-                        }
-                        curves.push(Curve {
-                            stack,
-                            op,
-                            mode,
-                            points,
-                        });
-                    }
-                    let r = measure(stack, EngineKind::Layered, op, 1, p.batch, &cur, windows)?;
-                    layered.push((stack, op, estimate(&r)));
-                    logged(point_row(
-                        "layered",
-                        stack.name,
-                        side_name(op),
-                        "layered",
-                        1,
-                        2,
-                        p,
-                        p.batch,
-                        &r,
-                    ))?;
-                    pb.inc(1);
-                    if past_budget(si) {
-                        break 'stack true;
-                    }
-                }
-                for &n in connections {
-                    for policy in [
-                        ClpPolicy::ThreadPerConnection,
-                        ClpPolicy::ProcessorPerConnection(nw),
-                    ] {
-                        let r = measure(
-                            stack,
-                            EngineKind::Clp(policy),
-                            Op::Seal,
-                            n,
-                            CHUNK_MANY,
-                            &cur,
-                            many_runs + 1,
-                        )?;
-                        many.push((stack, n, policy, estimate(&r)));
-                        let threads = match policy {
-                            ClpPolicy::ThreadPerConnection => n,
-                            ClpPolicy::ProcessorPerConnection(w) => w,
-                        };
-                        logged(point_row(
-                            "connections",
-                            stack.name,
-                            "send",
-                            policy_name(policy),
-                            n,
-                            threads,
-                            p,
-                            CHUNK_MANY,
-                            &r,
-                        ))?;
-                        pb.inc(1);
-                        if past_budget(si) {
-                            break 'stack true;
-                        }
-                    }
-                }
-                false
-            };
-            if abandoned {
-                keep_stacks = si;
-                curves.retain(|c| !std::ptr::eq(c.stack, stack));
-                layered.retain(|(s, _, _)| !std::ptr::eq(*s, stack));
-                many.retain(|(s, ..)| !std::ptr::eq(*s, stack));
-                late_note = Some(format!(
-                    "{} abandoned after {:.1} s of it, past the budget at {:.1} s (its points so far are in {POINTS_FILE} only)",
-                    stack.name,
-                    ts.elapsed().as_secs_f64(),
-                    t0.elapsed().as_secs_f64()
-                ));
-                continue;
-            }
-            stack_secs.push(ts.elapsed().as_secs_f64());
-        }
-        if let (Some(late), Some(note)) = (&late_note, budget_note.as_mut()) {
-            let skipped: Vec<&str> = p.stacks[keep_stacks..].iter().map(|s| s.name).collect();
-            let _ = write!(
-                note,
-                "; held to as the run went: {late}; measured {}, skipped {}",
-                p.stacks[..keep_stacks]
-                    .iter()
-                    .map(|s| s.name)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                skipped.join(", ")
-            );
-        }
-        let raw = match raw {
-            Some(r) => r,
-            None => raw_point(p, &cur, &mut logged, &pb)?,
-        };
-        // The report describes what ran: the runs' seconds after any budget, the stacks kept.
-        let p = &Params {
-            seconds: cur.seconds,
-            stacks: p.stacks[..keep_stacks].to_vec(),
-            ..p.clone()
-        };
-        let mut out = render(p, cores, raw, &curves, &layered, &many, many_runs);
-        if let Some(note) = &budget_note {
-            let _ = writeln!(out, "\n{note}");
-        }
-        // The projection before the comparison, which ends the report.
-        let proj = projection_table(p, &projections(&curves)?);
-        out.push_str(&projection_report(p, &proj));
-        out.push_str(&paper_comparison(p, &curves, &many));
-        let json = write_files(p, raw, &curves, &layered, &many, &proj, &out)?;
-        let _ = writeln!(
-            out,
-            "\nreport: {}\nrun record: {}",
-            p.out.join(REPORT_FILE).display(),
-            json.display()
-        );
-        Ok(out)
+        let mut sweep = Sweep::new(p, &connections, &mut logged, &pb);
+        sweep.all_stacks()?;
+        sweep.report()
     })();
     pb.finish_and_clear();
     output::print(&result?)
@@ -693,8 +485,7 @@ mod tests {
     /// in stacks-points.csv, and no final report.
     #[test]
     fn a_stopped_run_keeps_the_points_it_measured() {
-        let out = std::env::temp_dir().join(format!("sealink-stacks-stop-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = crate::bench::test_support::scratch("stacks-stop");
         let p = Params {
             workers: 2,
             packet: 1024,
@@ -743,9 +534,7 @@ mod tests {
     /// so, and still writes the report.
     #[test]
     fn a_small_budget_skips_stacks_and_still_reports() {
-        let out =
-            std::env::temp_dir().join(format!("sealink-stacks-budget-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = crate::bench::test_support::scratch("stacks-budget");
         let p = Params {
             workers: 1,
             packet: 1024,

@@ -105,34 +105,7 @@ pub(super) fn write_files(
     let mut rec = RunRecord::new("stacks");
     rec.file(POINTS_FILE);
     rec.write_text(dir, REPORT_FILE, report)?;
-    let f3 = |v: f64| format!("{v:.3}");
-    let est = |e: Estimate| [f3(e.median), f3(e.lo), f3(e.hi)];
-
-    let mut t = Table::new("stack,side,mode,channels,workers,packet_bytes,runs,mbps_median,mbps_ci90_lo,mbps_ci90_hi,speedup,speedup_ci90_lo,speedup_ci90_hi".split(','));
-    for c in curves {
-        for w in 1..=c.points.len() {
-            let sp = c.speedup(w);
-            let mut r = vec![
-                c.stack.name.to_owned(),
-                side_name(c.op).to_owned(),
-                c.mode.name().to_owned(),
-                c.mode.channels(p.workers).to_string(),
-                w.to_string(),
-                p.packet.to_string(),
-                p.runs.to_string(),
-            ];
-            r.extend(est(c.points[w - 1]));
-            r.extend([sp.median, sp.lo, sp.hi].map(|v| format!("{v:.4}")));
-            t.row(r);
-        }
-        let what = format!("{} {} {}", c.stack.name, side_name(c.op), c.mode.name());
-        rec.figure(format!("{what} 1w"), c.points[0].median, "Mbit/s");
-        rec.figure(
-            format!("{what} speedup @{}w", c.points.len()),
-            c.speedup(c.points.len()).median,
-            "x",
-        );
-    }
+    let t = scaling_table(&mut rec, p, curves);
     rec.write_csv(dir, "scaling.csv", &t)?;
 
     let mut t = Table::new("stack,side,mode,us_per_packet,incremental_us_over_baseline".split(','));
@@ -151,26 +124,7 @@ pub(super) fn write_files(
         ]);
     }
     rec.write_csv(dir, "latency.csv", &t)?;
-
-    let mut head = ["stack", "side", "mode", "serial_fraction", "amdahl_ceiling"]
-        .map(String::from)
-        .to_vec();
-    head.extend(PROJECT_AT.map(|n| format!("projected_{n}")));
-    let mut t = Table::new(head);
-    for c in curves {
-        if let Some(f) = c.serial_fraction() {
-            let mut r = vec![
-                c.stack.name.to_owned(),
-                side_name(c.op).to_owned(),
-                c.mode.name().to_owned(),
-                format!("{f:.4}"),
-                format!("{:.1}", if f > 0.0 { 1.0 / f } else { f64::INFINITY }),
-            ];
-            r.extend(PROJECT_AT.map(|n| format!("{:.2}", amdahl(f, n))));
-            t.row(r);
-        }
-    }
-    rec.write_csv(dir, "serial_fraction.csv", &t)?;
+    rec.write_csv(dir, "serial_fraction.csv", &serial_fraction_table(curves))?;
     if !projection.is_empty() {
         rec.write_csv(dir, PROJECTION_FILE, projection)?;
     }
@@ -216,6 +170,69 @@ pub(super) fn write_files(
 
     write_charts(&mut rec, p, curves, many)?;
     rec.write(dir)
+}
+
+fn f3(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+fn est(e: Estimate) -> [String; 3] {
+    [f3(e.median), f3(e.lo), f3(e.hi)]
+}
+
+/// scaling.csv: every curve's points with their speedups; each curve's one-worker rate and
+/// top speedup also go into the run record.
+fn scaling_table(rec: &mut RunRecord, p: &Params, curves: &[Curve]) -> Table {
+    let mut t = Table::new("stack,side,mode,channels,workers,packet_bytes,runs,mbps_median,mbps_ci90_lo,mbps_ci90_hi,speedup,speedup_ci90_lo,speedup_ci90_hi".split(','));
+    for c in curves {
+        for w in 1..=c.points.len() {
+            let sp = c.speedup(w);
+            let mut r = vec![
+                c.stack.name.to_owned(),
+                side_name(c.op).to_owned(),
+                c.mode.name().to_owned(),
+                c.mode.channels(p.workers).to_string(),
+                w.to_string(),
+                p.packet.to_string(),
+                p.runs.to_string(),
+            ];
+            r.extend(est(c.points[w - 1]));
+            r.extend([sp.median, sp.lo, sp.hi].map(|v| format!("{v:.4}")));
+            t.row(r);
+        }
+        let what = format!("{} {} {}", c.stack.name, side_name(c.op), c.mode.name());
+        rec.figure(format!("{what} 1w"), c.points[0].median, "Mbit/s");
+        rec.figure(
+            format!("{what} speedup @{}w", c.points.len()),
+            c.speedup(c.points.len()).median,
+            "x",
+        );
+    }
+    t
+}
+
+/// serial_fraction.csv: each curve's fitted serial fraction, its Amdahl ceiling and the
+/// speedups it projects.
+fn serial_fraction_table(curves: &[Curve]) -> Table {
+    let mut head = ["stack", "side", "mode", "serial_fraction", "amdahl_ceiling"]
+        .map(String::from)
+        .to_vec();
+    head.extend(PROJECT_AT.map(|n| format!("projected_{n}")));
+    let mut t = Table::new(head);
+    for c in curves {
+        if let Some(f) = c.serial_fraction() {
+            let mut r = vec![
+                c.stack.name.to_owned(),
+                side_name(c.op).to_owned(),
+                c.mode.name().to_owned(),
+                format!("{f:.4}"),
+                format!("{:.1}", if f > 0.0 { 1.0 / f } else { f64::INFINITY }),
+            ];
+            r.extend(PROJECT_AT.map(|n| format!("{:.2}", amdahl(f, n))));
+            t.row(r);
+        }
+    }
+    t
 }
 
 /// The plots: throughput (log scale) and speedup (with the ideal line) against workers, for

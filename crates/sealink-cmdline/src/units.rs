@@ -1,5 +1,6 @@
-//! Command-line values with units: durations (`--timeout`, `--idle-timeout`, ...) and rates
-//! (`send --limit`). Parse errors are clap's usage errors (exit 2).
+//! Command-line values with units: durations (`--timeout`, `--idle-timeout`, ...), rates
+//! (`send --limit`), sizes (`recv --max-bytes`), and integers within a range. Each is a clap
+//! value parser: its error is clap's usage error (exit 2).
 
 use std::time::Duration;
 
@@ -25,6 +26,20 @@ pub fn parse_secs_within(s: &str, min: f64, max: f64) -> Result<f64, String> {
         Ok(v)
     } else {
         Err(format!("{} is not within {min}..={max} seconds", s.trim()))
+    }
+}
+
+/// An integer within `min..=max` (counts, record and payload sizes).
+pub fn parse_within<T>(s: &str, min: T, max: T) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+    T::Err: std::fmt::Display,
+{
+    let v: T = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (min..=max).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{v} is not within {min}..={max}"))
     }
 }
 
@@ -167,5 +182,16 @@ mod size_tests {
         assert_eq!(parse_size("10M"), Ok(10_000_000));
         assert_eq!(parse_size("7"), Ok(7));
         assert!(parse_size("x").is_err() && parse_size("1Q").is_err());
+    }
+
+    #[test]
+    fn integers_within_a_range() {
+        use super::parse_within;
+        assert_eq!(parse_within(" 7 ", 1usize, 8), Ok(7));
+        assert_eq!(
+            parse_within("9", 1usize, 8),
+            Err("9 is not within 1..=8".into())
+        );
+        assert!(parse_within::<u16>("-1", 1, 8).is_err());
     }
 }
