@@ -56,15 +56,7 @@ impl RecordBatch {
         let short_inside = lens.iter().rev().skip(1).any(|&n| n != self.record_data);
         let last_too_long = lens.last().is_some_and(|&n| n > self.record_data);
         if lens.len() > self.capacity() || short_inside || last_too_long {
-            return Err(StreamError::MalformedBody {
-                what: "batch to seal",
-                why: format!(
-                    "{} records of {lens:?} bytes in a batch of {} records of {} bytes",
-                    lens.len(),
-                    self.capacity(),
-                    self.record_data
-                ),
-            });
+            return Err(self.does_not_fit(lens));
         }
         let slot = record::wire_len(self.record_data);
         let mut total = 0;
@@ -76,6 +68,19 @@ impl RecordBatch {
 }
 
 impl RecordBatch {
+    /// The refusal of records of `lens` bytes that this batch cannot seal.
+    fn does_not_fit(&self, lens: &[usize]) -> StreamError {
+        StreamError::MalformedBody {
+            what: "batch to seal",
+            why: format!(
+                "{} records of {lens:?} bytes in a batch of {} records of {} bytes",
+                lens.len(),
+                self.capacity(),
+                self.record_data
+            ),
+        }
+    }
+
     /// As [`RecordBatch::seal`], for records of several files (a run of small files): any
     /// record may be short. Each is sealed in its slot, then moved down against the one before
     /// if a short one left a gap, so they still go back to back in one write; only the records
@@ -88,15 +93,7 @@ impl RecordBatch {
         lens: &[usize],
     ) -> Result<&[u8], StreamError> {
         if lens.len() > self.capacity() || lens.iter().any(|&n| n > self.record_data) {
-            return Err(StreamError::MalformedBody {
-                what: "batch to seal",
-                why: format!(
-                    "{} records of {lens:?} bytes in a batch of {} records of {} bytes",
-                    lens.len(),
-                    self.capacity(),
-                    self.record_data
-                ),
-            });
+            return Err(self.does_not_fit(lens));
         }
         let slot = record::wire_len(self.record_data);
         let mut out = 0;

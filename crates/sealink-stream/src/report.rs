@@ -204,6 +204,48 @@ fn b64(k: &[u8; 32]) -> String {
     base64::engine::general_purpose::STANDARD.encode(k)
 }
 
+/// What a report holds of each entry of a finished transfer, on either side.
+struct Entries<'a> {
+    names: &'a [String],
+    paths: &'a [Option<std::path::PathBuf>],
+    sizes: &'a [u64],
+    resumed: &'a [u64],
+    kinds: &'a [EntryKind],
+    up_to_date: &'a [bool],
+    bytes: u64,
+    elapsed: Duration,
+    streams: usize,
+}
+
+impl Entries<'_> {
+    /// One record per entry, in order.
+    fn records(&self, event: Event, meta: &TransferMeta) -> Vec<FileRecord> {
+        let n = self.names.len();
+        let records = self
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                FileRecord::new(
+                    event,
+                    meta,
+                    name,
+                    self.paths.get(i).and_then(|p| p.as_deref()),
+                    self.sizes.get(i).copied().unwrap_or(0),
+                    (i, n),
+                    self.bytes,
+                    self.elapsed,
+                    self.streams,
+                    None,
+                )
+                .resumed(self.resumed.get(i).copied().unwrap_or(0))
+                .entry(self.kinds.get(i), self.up_to_date.get(i).copied())
+            })
+            .collect();
+        split_bytes(records, self.elapsed)
+    }
+}
+
 impl FileRecord {
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -268,26 +310,18 @@ impl FileRecord {
             suite: rep.suite,
             scope: rep.scope,
         };
-        let n = rep.files.len();
-        let records = (0..n)
-            .map(|i| {
-                FileRecord::new(
-                    Event::Received,
-                    &meta,
-                    &rep.files[i],
-                    rep.paths.get(i).and_then(|p| p.as_deref()),
-                    rep.sizes.get(i).copied().unwrap_or(0),
-                    (i, n),
-                    rep.bytes,
-                    rep.elapsed,
-                    rep.streams,
-                    None,
-                )
-                .resumed(rep.resumed.get(i).copied().unwrap_or(0))
-                .entry(rep.kinds.get(i), rep.up_to_date.get(i).copied())
-            })
-            .collect();
-        split_bytes(records, rep.elapsed)
+        Entries {
+            names: &rep.files,
+            paths: &rep.paths,
+            sizes: &rep.sizes,
+            resumed: &rep.resumed,
+            kinds: &rep.kinds,
+            up_to_date: &rep.up_to_date,
+            bytes: rep.bytes,
+            elapsed: rep.elapsed,
+            streams: rep.streams,
+        }
+        .records(Event::Received, &meta)
     }
 
     fn resumed(self, resumed_bytes: u64) -> Self {
@@ -314,29 +348,18 @@ impl FileRecord {
 
     /// The sender's records of a confirmed transfer, one per entry in the order sent.
     pub fn sent(meta: &TransferMeta, rep: &SendReport) -> Vec<FileRecord> {
-        let n = rep.names.len();
-        let records = rep
-            .names
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                FileRecord::new(
-                    Event::Sent,
-                    meta,
-                    name,
-                    rep.paths.get(i).and_then(|p| p.as_deref()),
-                    rep.sizes.get(i).copied().unwrap_or(0),
-                    (i, n),
-                    rep.bytes,
-                    rep.elapsed,
-                    rep.streams,
-                    None,
-                )
-                .resumed(rep.resumed.get(i).copied().unwrap_or(0))
-                .entry(rep.kinds.get(i), rep.up_to_date.get(i).copied())
-            })
-            .collect();
-        split_bytes(records, rep.elapsed)
+        Entries {
+            names: &rep.names,
+            paths: &rep.paths,
+            sizes: &rep.sizes,
+            resumed: &rep.resumed,
+            kinds: &rep.kinds,
+            up_to_date: &rep.up_to_date,
+            bytes: rep.bytes,
+            elapsed: rep.elapsed,
+            streams: rep.streams,
+        }
+        .records(Event::Sent, meta)
     }
 
     /// The sender's records of a failed transfer: one for each of `sources`, with the size on

@@ -196,13 +196,17 @@ impl<J> Sending<J> {
             start + len <= self.fixed,
             "a pushed datagram outside the fixed area"
         );
+        self.queue(dest, start, len, job, false);
+    }
+
+    fn queue(&mut self, dest: SocketAddr, start: usize, len: usize, job: Option<J>, alone: bool) {
         self.items.push(Outgoing {
             start,
             len,
             dest,
             job,
             sealed: false,
-            alone: false,
+            alone,
         });
     }
 
@@ -242,14 +246,7 @@ impl<J> Sending<J> {
         };
         let len = len.min(room);
         self.cursor += len;
-        self.items.push(Outgoing {
-            start,
-            len,
-            dest,
-            job,
-            sealed: false,
-            alone,
-        });
+        self.queue(dest, start, len, job, alone);
         true
     }
 
