@@ -519,7 +519,7 @@ pub struct DatagramArgs {
     /// How the sending application hands messages over: source (run by the node's own thread,
     /// no hand-off) or thread (its own thread, calling send_batch and waiting for room)
     #[arg(long, default_value = "source", value_parser = bench::datagram::parse_sender)]
-    sender: bench::datagram::Sending,
+    sender: bench::datagram::SenderKind,
     /// Where the two hosts run, comma separated, each point run under each: shared (the
     /// scheduler places every thread) or split (each host pinned to a CPU of its own, as two
     /// one-core machines; needs two CPUs). The same for sealink and the peer.

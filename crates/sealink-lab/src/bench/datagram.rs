@@ -77,7 +77,7 @@ pub struct Params {
     /// How the receiving application takes its messages.
     pub receiver: Receiver,
     /// How the sending application hands its messages over.
-    pub sender: Sending,
+    pub sender: SenderKind,
     /// Where the two hosts run on the CPUs; each point runs under every placement given.
     pub placements: Vec<Placement>,
 }
@@ -101,7 +101,7 @@ pub fn parse_receiver(s: &str) -> Result<Receiver, String> {
 
 /// How the bench's sending application hands messages to its node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sending {
+pub enum SenderKind {
     /// A [`Source`] run by the node's own I/O thread: no hand-off.
     Source,
     /// A thread of its own calling [`Node::send_batch`] and [`Node::wait_room`]: a lock per
@@ -109,10 +109,10 @@ pub enum Sending {
     Thread,
 }
 
-pub fn parse_sender(s: &str) -> Result<Sending, String> {
+pub fn parse_sender(s: &str) -> Result<SenderKind, String> {
     match s {
-        "source" => Ok(Sending::Source),
-        "thread" => Ok(Sending::Thread),
+        "source" => Ok(SenderKind::Source),
+        "thread" => Ok(SenderKind::Thread),
         _ => Err(format!("{s:?} is not a sender: source or thread")),
     }
 }
@@ -213,8 +213,8 @@ fn print_heading(p: &Params) {
         p.workers.unwrap_or_else(sealink_engine::default_workers),
         p.busy_poll.as_micros(),
         match p.sender {
-            Sending::Source => "source on the node's thread",
-            Sending::Thread => "a thread in send_batch",
+            SenderKind::Source => "source on the node's thread",
+            SenderKind::Thread => "a thread in send_batch",
         },
         match p.receiver {
             Receiver::Handler => "handler on the node's thread",
@@ -607,7 +607,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
     let end = start.duration_since(t0) + Duration::from_secs_f64(p.seconds);
     let stamper = Stamper::new(t0, p.urgent, rng, payload);
     let sent = match p.sender {
-        Sending::Thread => {
+        SenderKind::Thread => {
             let sender = Sender {
                 node: &a,
                 peer,
@@ -616,7 +616,7 @@ fn one_run(size: usize, piggyback: bool, p: &Params, cpus: Option<Cpus>) -> Resu
             };
             on_cpu(cpus.map(|c| c.sender), || sender.run(stamper))
         }
-        Sending::Source => {
+        SenderKind::Source => {
             let (done, finished) = std::sync::mpsc::sync_channel(1);
             let per_call = source_batches(size, p.max_datagram);
             a.set_source(source(peer, me, end, per_call, stamper, done));
