@@ -76,7 +76,7 @@ def med(v):
     return statistics.median(v) if v else float("nan")
 cols = ["peers", "hub", "rounds", "up s", "show s", "RSS MB", "B/idle peer", "hs/s", "hs retried",
         "quiet loss %", "quiet p99 ms", "storm hs/s", "storm loss %", "storm p99 ms",
-        "flood loss %", "flood p99 ms", "reload s", "reload loss %", "redone"]
+        "flood loss %", "flood p99 ms", "reload s", "reload loss %", "reload p99 ms", "redone"]
 print("\nmedians over the rounds:\n")
 print("| " + " | ".join(cols) + " |")
 print("|" + "---:|" * len(cols))
@@ -95,6 +95,7 @@ for (n, wire, hub), rs in sorted(runs.items()):
            f"{g(lambda h: h['flood'][1]['rtt_p99_ms'] if h['flood'] else None):.2f}",
            f"{g(lambda h: h['reload'][0] if h['reload'] else None):.2f}",
            f"{g(lambda h: h['reload'][1]['loss_percent'] if h['reload'] else None):.3f}",
+           f"{g(lambda h: h['reload'][1]['rtt_p99_ms'] if h['reload'] else None):.2f}",
            f"{max((h['reload'][2] for h in hs if h['reload']), default=0)}"]
     print("| " + " | ".join(row) + " |")
 if rekeys:
