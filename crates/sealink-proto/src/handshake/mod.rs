@@ -137,7 +137,7 @@ impl CryptoResolver for ZeroCheckingResolver {
     }
 }
 
-/// X25519 for snow through AWS-LC ([`sealink_crypto::kx::X25519Key`]): a third of
+/// X25519 for snow through AWS-LC ([`sealink_crypto::kx::X25519Key`]): less than half of
 /// curve25519-dalek's time per exchange on x86-64, and a handshake's responder makes four. The
 /// key is made once per [`Dh::set`] or [`Dh::generate`], not per exchange.
 #[derive(Default)]
