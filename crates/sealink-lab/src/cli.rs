@@ -197,9 +197,11 @@ pub struct PeersArgs {
     #[arg(long, default_value_t = 0)]
     reload: u32,
     /// A rekey storm: the driven peers rekey SECS after the bring-up (their REKEY_AFTER_TIME
-    /// shortened, a setting of the lab's own cores; the hub runs unchanged), all within a
-    /// fraction of a second; a window measures the echoes while they do (0: none). Within
-    /// [--duration + 2, 170); the later windows then see a rekey every SECS too
+    /// shortened, a setting of the lab's own cores), all within a fraction of a second; a
+    /// window measures the echoes while they do (0: none). sealink's hub gets
+    /// SEALINK_TEST_REKEY_AFTER=SECS, which only a build with the test-only feature
+    /// `sealink-tunnel/test-timers` honours (on sealink's wire the hub rekeys by time too).
+    /// Within [--duration + 2, 170); the later windows then see a rekey every SECS too
     #[arg(long, default_value_t = 0.0, value_name = "SECS")]
     rekey_storm: f64,
     /// Seconds the handshakes of all active (or storm) peers may take

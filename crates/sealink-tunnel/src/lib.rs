@@ -50,6 +50,7 @@ pub mod lookup;
 mod netconf;
 pub mod notify;
 pub mod policy;
+mod prio;
 mod privs;
 mod reload;
 pub mod route_rules;

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Weak};
 
-use sealink_proto::tunnel::PeerPlan;
+use sealink_proto::tunnel::{IpNet, PeerPlan};
 
 use crate::helper::RouteHelper;
 use crate::hooks::PrivHelper;
@@ -117,9 +117,12 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Applies the config file again; the answer line on success, the reason on refusal.
-pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result<String, String> {
-    let name = ctl.cfg.name.clone();
+/// What a reload adds to a refusal.
+const KEEP: &str = "; the running config stays in force";
+
+/// The config file the tunnel runs, read again and checked to need no restart.
+fn read_again(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result<Config, String> {
+    let name = &ctl.cfg.name;
     let Some(path) = ctl.path.clone() else {
         return Err(format!("tunnel {name} was not started from a config file"));
     };
@@ -130,78 +133,88 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
             a.display()
         ));
     }
-    let keep = "; the running config stays in force";
     let key_path = ctl.cfg.private_key.clone();
     let (new, new_key) = match ctl.privileged.as_mut() {
         Some(h) => read_through(h, &path, &key_path, ctl.started_as),
         None => read_directly(&path),
     }
-    .map_err(|e| format!("{e}{keep}"))?;
+    .map_err(|e| format!("{e}{KEEP}"))?;
     if let Some(key) = ctl.cfg.restart_needed(&new) {
         return Err(format!(
             "{key} changed: a reload applies peer changes only, this needs a restart \
-             (`sealink down {name}` and `sealink up`, or `systemctl restart sealink@{name}`){keep}"
+             (`sealink down {name}` and `sealink up`, or `systemctl restart sealink@{name}`){KEEP}"
         ));
     }
     // The same path may hold a new key.
     match new_key {
-        Ok(k) if k == sh.public_key => {}
-        Ok(_) => {
-            return Err(format!(
-                "interface.private_key: {} holds another key now: this needs a restart{keep}",
-                new.private_key.display()
-            ));
-        }
-        Err(e) => {
-            return Err(format!(
-                "cannot read the private key {} to check it is unchanged: {e}{keep}",
-                new.private_key.display()
-            ));
-        }
+        Ok(k) if k == sh.public_key => Ok(new),
+        Ok(_) => Err(format!(
+            "interface.private_key: {} holds another key now: this needs a restart{KEEP}",
+            new.private_key.display()
+        )),
+        Err(e) => Err(format!(
+            "cannot read the private key {} to check it is unchanged: {e}{KEEP}",
+            new.private_key.display()
+        )),
     }
-    let (old_routes, new_routes) = (ctl.cfg.routes(), new.routes());
+}
+
+/// The routes `new` adds and removes against the config in force.
+fn route_changes(old: &Config, new: &Config) -> (Vec<IpNet>, Vec<IpNet>) {
+    let (old_routes, new_routes) = (old.routes(), new.routes());
     // Sets, not scans: a hub's lists have tens of thousands of routes.
     let (old_set, new_set): (std::collections::HashSet<_>, std::collections::HashSet<_>) = (
         old_routes.iter().copied().collect(),
         new_routes.iter().copied().collect(),
     );
-    let add: Vec<_> = new_routes
+    let add = new_routes
         .iter()
         .filter(|n| !old_set.contains(n))
         .copied()
         .collect();
-    let del: Vec<_> = old_routes
+    let del = old_routes
         .iter()
         .filter(|n| !new_set.contains(n))
         .copied()
         .collect();
+    (add, del)
+}
+
+/// Removes routes `added` again (a refused reload).
+fn roll_back(ctl: &mut Ctl, added: &[IpNet]) {
+    if let Some(h) = ctl.routes.as_mut() {
+        for n in added {
+            let _ = h.change(false, *n);
+        }
+    }
+}
+
+/// Adds routes `add` through the route helper; on a failure removes those it added.
+fn add_routes(ctl: &mut Ctl, add: &[IpNet]) -> Result<Vec<IpNet>, String> {
     // The helper adds only routes of the config as root read it: it reads the file again.
     if let (false, Some(h)) = (add.is_empty(), ctl.routes.as_mut()) {
         h.reload()
-            .map_err(|e| format!("route helper: cannot read the config again: {e}{keep}"))?;
+            .map_err(|e| format!("route helper: cannot read the config again: {e}{KEEP}"))?;
     }
     let mut added = Vec::new();
-    let rollback = |ctl: &mut Ctl, added: &[sealink_proto::tunnel::IpNet]| {
-        if let Some(h) = ctl.routes.as_mut() {
-            for n in added {
-                let _ = h.change(false, *n);
-            }
-        }
-    };
-    for n in &add {
+    for n in add {
         let r = match ctl.routes.as_mut() {
             Some(h) => h.change(true, *n),
             None => Err("the route helper did not start: route changes need a restart".into()),
         };
         if let Err(e) = r {
-            rollback(ctl, &added);
-            return Err(format!("route {n}: {e}{keep}"));
+            roll_back(ctl, &added);
+            return Err(format!("route {n}: {e}{KEEP}"));
         }
         added.push(*n);
     }
-    // The new list is checked and compared with the one in force here, outside the core's
-    // lock; under it, only the difference is applied (issue 50: at 10,000 peers the whole
-    // list under the lock held the data path for a third of a second).
+    Ok(added)
+}
+
+/// Applies `new`'s peers to the core: the new list is checked and compared with the one in
+/// force here, outside the core's lock; under it, only the difference is applied (at 10,000
+/// peers the whole list under the lock held the data path for a third of a second).
+fn apply_peers(sh: &Shared, ctl: &mut Ctl, new: &Config) -> Result<String, String> {
     let plan = PeerPlan::new(
         &sh.public_key,
         ctl.peers_generation,
@@ -210,7 +223,7 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
         new.peers.clone(),
         &new.endpoint_names,
     );
-    let changes = plan.and_then(|plan| {
+    plan.and_then(|plan| {
         let mut core = sh.lock();
         let held = std::time::Instant::now();
         let r = match core.apply_peer_plan(plan) {
@@ -235,12 +248,21 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
         };
         ctl.peers_generation = core.peers_generation();
         r
-    });
-    let changes = match changes {
+    })
+    .map(|c| c.to_string())
+    .map_err(|e| e.to_string())
+}
+
+/// Applies the config file again; the answer line on success, the reason on refusal.
+pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result<String, String> {
+    let new = read_again(sh, ctl, asked)?;
+    let (add, del) = route_changes(&ctl.cfg, &new);
+    let added = add_routes(ctl, &add)?;
+    let changes = match apply_peers(sh, ctl, &new) {
         Ok(c) => c,
         Err(e) => {
-            rollback(ctl, &added);
-            return Err(format!("peers refused: {e}{keep}"));
+            roll_back(ctl, &added);
+            return Err(format!("peers refused: {e}{KEEP}"));
         }
     };
     // New peers' keepalives and handshakes have timers.
@@ -252,6 +274,7 @@ pub(crate) fn reload(sh: &Shared, ctl: &mut Ctl, asked: Option<&Path>) -> Result
             }
         }
     }
+    let name = ctl.cfg.name.clone();
     ctl.cfg = new;
     Ok(format!("reloaded {name}: {changes}"))
 }

@@ -19,7 +19,7 @@ use crate::control::{self, bind_private};
 use crate::error::io;
 use crate::{
     Config, RunDir, RunOptions, Shared, TunnelError, UpInfo, datapath, dns, handshakes, helper,
-    hooks, netconf, policy, privs, reload, route_rules, rundir, system_resolver, threads,
+    hooks, netconf, policy, prio, privs, reload, route_rules, rundir, system_resolver, threads,
     timer_loop, uapi,
 };
 
@@ -285,7 +285,10 @@ pub(crate) fn run_prepared(
         // Detached: a lookup may outlast the tunnel; it holds only a weak reference.
         let _ = std::thread::Builder::new()
             .name("sl-resolve".into())
-            .spawn(move || reload::resolver_loop(weak, resolve_rx, resolver));
+            .spawn(move || {
+                prio::off_path("resolver");
+                reload::resolver_loop(weak, resolve_rx, resolver)
+            });
     }
     let mut ctl = reload::Ctl {
         cfg: cfg.clone(),
@@ -303,6 +306,9 @@ pub(crate) fn run_prepared(
     let mut waiters = Vec::new();
     run_threads(&sh, &pipe, io_shape, writer_rx, uapi_sock.as_ref(), || {
         on_up(&info);
+        // The control thread parses a reload's config: off the data path's cores first. It
+        // stays lowered through the teardown that follows.
+        prio::off_path("control");
         control::control_loop(
             &sh,
             &listener,
@@ -373,6 +379,22 @@ fn preflight(cfg: &Config, run_dir: &RunDir, opts: &RunOptions) -> Result<Prefli
     })
 }
 
+/// Test builds only (feature `test-timers`, which the lab's benchmark builds enable and the
+/// product's do not): `SEALINK_TEST_REKEY_AFTER=SECS` shortens the hub's REKEY_AFTER_TIME, so
+/// that every session a hub made at once reaches it together within seconds: a real rekey
+/// storm on sealink's wire, where the hub rekeys by time as well as its peers.
+#[cfg(feature = "test-timers")]
+fn test_timers(core: &mut sealink_proto::tunnel::TunnelConfig) {
+    let secs = std::env::var("SEALINK_TEST_REKEY_AFTER")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| *s >= 1.0 && *s < core.limits.reject_after_time.as_secs_f64());
+    if let Some(s) = secs {
+        core.limits.rekey_after_time = Duration::from_secs_f64(s);
+        tracing::warn!(seconds = s, "test build: REKEY_AFTER_TIME shortened");
+    }
+}
+
 /// Makes the core, runs pre_up, and creates and configures the device, the UDP sockets, the
 /// control socket (and WireGuard's UAPI socket); on an error the device closes on return,
 /// taking what was added to it with it.
@@ -384,6 +406,8 @@ fn open(
 ) -> Result<Opened, TunnelError> {
     let mut core_cfg = cfg.core.clone();
     core_cfg.index_seed = rand_seed();
+    #[cfg(feature = "test-timers")]
+    test_timers(&mut core_cfg);
     let public_key = *host.public();
     let mut core = Tunnel::new(host, core_cfg, cfg.peers.clone())?;
     for (p, n) in cfg.peers.iter().zip(&cfg.endpoint_names) {
@@ -613,17 +637,26 @@ fn run_threads(
         for k in 0..handshakes::threads_for(cpus) {
             ok &= std::thread::Builder::new()
                 .name(format!("sl-hs-{k}"))
-                .spawn_scoped(s, move || handshakes::handshake_loop(sh))
+                .spawn_scoped(s, move || {
+                    prio::off_path("handshake");
+                    handshakes::handshake_loop(sh)
+                })
                 .is_ok();
         }
         ok &= std::thread::Builder::new()
             .name("sl-timer".into())
-            .spawn_scoped(s, move || timer_loop(sh))
+            .spawn_scoped(s, move || {
+                prio::off_path("timer");
+                timer_loop(sh)
+            })
             .is_ok();
         if let Some(u) = uapi_sock {
             ok &= std::thread::Builder::new()
                 .name("sl-uapi".into())
-                .spawn_scoped(s, move || uapi::serve_loop(sh, u))
+                .spawn_scoped(s, move || {
+                    prio::off_path("uapi");
+                    uapi::serve_loop(sh, u)
+                })
                 .is_ok();
         }
         if ok {

@@ -25,6 +25,7 @@
 
 pub mod lab;
 pub mod loadgen;
+mod probe;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -40,7 +41,8 @@ use sealink_proto::sim::SimRng;
 use crate::error::{Error, Result};
 use crate::report::{RunRecord, Table};
 use lab::{HubFiles, HubKind, Namespaces, Programs};
-use loadgen::{Driver, EchoPlan, Flood, PhaseEcho, WireKind};
+use loadgen::{Driver, EchoPlan, Flood, WireKind};
+use probe::{NsRef, Probe, echo_result, echo_window, probe};
 
 /// What `bench peers` is asked to do.
 #[derive(Debug, Clone)]
@@ -255,6 +257,7 @@ pub fn run(p: &Params) -> Result<()> {
         dir: dir.clone(),
         name: format!("slp{tag}"),
         hub_private: *hub_key.private(),
+        hub_rekey_after: (p.rekey_storm > 0.0).then_some(p.rekey_storm),
     });
     let keys = Arc::new(make_keys(p)?);
     let ns = Namespaces::new(&tag)?;
@@ -331,145 +334,6 @@ impl Drop for TempDir {
     }
 }
 
-/// The namespaces' names, for the generator's thread (the guard stays with the caller).
-struct NsRef {
-    hub: String,
-    gen_ns: String,
-    /// The hub's tunnel interface.
-    dev: String,
-}
-
-impl NsRef {
-    /// Packets the kernel dropped on the hub's tunnel interface, received and sent (`ip -s
-    /// link`: a TUN device's transmit queue overflows when the hub does not read it in time).
-    fn tun_drops(&self) -> (u64, u64) {
-        let o = std::process::Command::new("ip")
-            .args([
-                "-n", &self.hub, "-s", "-j", "link", "show", "dev", &self.dev,
-            ])
-            .output();
-        let v = o
-            .ok()
-            .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok());
-        let get = |dir: &str| {
-            v.as_ref()
-                .and_then(|v| v.get(0)?.get("stats64")?.get(dir)?.get("dropped")?.as_u64())
-                .unwrap_or(0)
-        };
-        (get("rx"), get("tx"))
-    }
-
-    fn rcvbuf(&self) -> (u64, u64) {
-        (
-            lab::udp_counter(&self.hub, "RcvbufErrors"),
-            lab::udp_counter(&self.gen_ns, "RcvbufErrors"),
-        )
-    }
-}
-
-/// A window of echoes from `active` at `rate` each for `window`: its phase, and the receive
-/// buffer overflows in the hub's and the generator's namespaces meanwhile.
-fn echo_window(
-    d: &mut Driver,
-    nsr: &NsRef,
-    hub: &lab::Hub,
-    active: &[usize],
-    rate: f64,
-    window: Duration,
-) -> Result<(usize, Probe)> {
-    let phase = d.phase();
-    let before = probe(nsr, hub);
-    let plan = EchoPlan {
-        peers: active.to_vec(),
-        rate,
-        phase,
-    };
-    d.run(Instant::now() + window, Some(&plan), |_| false)?;
-    let after = probe(nsr, hub);
-    Ok((phase, after.since(&before)))
-}
-
-/// What is read of both namespaces and the hub around a window.
-#[derive(Debug, Clone, Default)]
-struct Probe {
-    hub_rcvbuf: u64,
-    gen_rcvbuf: u64,
-    hub_cpu: f64,
-    /// The kernel's drops on the hub's tunnel interface, received and sent.
-    tun_drops: (u64, u64),
-    /// The hub's drop counters by reason (sealink's `show --json`; none for wireguard-go).
-    drops: BTreeMap<String, u64>,
-}
-
-impl Probe {
-    fn since(&self, before: &Probe) -> Probe {
-        Probe {
-            hub_rcvbuf: self.hub_rcvbuf.saturating_sub(before.hub_rcvbuf),
-            gen_rcvbuf: self.gen_rcvbuf.saturating_sub(before.gen_rcvbuf),
-            hub_cpu: self.hub_cpu - before.hub_cpu,
-            tun_drops: (
-                self.tun_drops.0.saturating_sub(before.tun_drops.0),
-                self.tun_drops.1.saturating_sub(before.tun_drops.1),
-            ),
-            drops: self
-                .drops
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        v.saturating_sub(before.drops.get(k).copied().unwrap_or(0)),
-                    )
-                })
-                .filter(|(_, v)| *v > 0)
-                .collect(),
-        }
-    }
-}
-
-fn probe(nsr: &NsRef, hub: &lab::Hub) -> Probe {
-    let (hub_rcvbuf, gen_rcvbuf) = nsr.rcvbuf();
-    let drops = match hub.kind {
-        HubKind::WireGuardGo => BTreeMap::new(),
-        _ => hub
-            .show()
-            .ok()
-            .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
-            .and_then(|v| {
-                let d = v.get(0)?.get("drops")?.as_object()?.clone();
-                Some(
-                    d.into_iter()
-                        .filter_map(|(k, v)| Some((k, v.as_u64()?)))
-                        .collect(),
-                )
-            })
-            .unwrap_or_default(),
-    };
-    Probe {
-        hub_rcvbuf,
-        gen_rcvbuf,
-        hub_cpu: hub.cpu_seconds().unwrap_or(f64::NAN),
-        tun_drops: nsr.tun_drops(),
-        drops,
-    }
-}
-
-fn echo_result(e: &PhaseEcho, rcv: Probe) -> EchoResult {
-    EchoResult {
-        sent: e.sent,
-        received: e.received,
-        not_sent: e.not_sent,
-        loss_percent: e.loss() * 100.0,
-        rtt_p50_ms: e.rtt_ms(0.5),
-        rtt_p99_ms: e.rtt_ms(0.99),
-        hub_rcvbuf_errors: rcv.hub_rcvbuf,
-        gen_rcvbuf_errors: rcv.gen_rcvbuf,
-        hub_cpu_seconds: rcv.hub_cpu,
-        tun_rx_dropped: rcv.tun_drops.0,
-        tun_tx_dropped: rcv.tun_drops.1,
-        hub_drops: rcv.drops,
-    }
-}
-
 /// Starts the handshakes of `peers` at once (one echo each, into phase `phase`) and runs until
 /// they are all up, or `timeout`, sending the echoes of `plan` meanwhile.
 fn handshake_all(
@@ -516,6 +380,253 @@ fn handshake_all(
     })
 }
 
+/// Nice increment of the storm's generator thread (its peers stand for other hosts).
+const STORM_NICE: i32 = 10;
+
+/// What every phase of one hub's measurement needs.
+struct Phase<'a> {
+    p: &'a Params,
+    nsr: &'a NsRef,
+    hub: &'a lab::Hub,
+    active: &'a [usize],
+    window: Duration,
+    hs_timeout: Duration,
+}
+
+impl Phase<'_> {
+    fn plan(&self, phase: usize) -> EchoPlan {
+        EchoPlan {
+            peers: self.active.to_vec(),
+            rate: self.p.rate,
+            phase,
+        }
+    }
+
+    /// Active peers whose completed handshakes grew past `before`.
+    fn redone(&self, d: &Driver, before: &[u64]) -> usize {
+        self.active
+            .iter()
+            .zip(before)
+            .filter(|(i, b)| d.handshakes(**i) > **b)
+            .count()
+    }
+}
+
+/// Starts the hub of `kind` with no peer (its own memory), then with the `--peers` of the
+/// run: the hub, its config file, and (RSS empty, up empty, RSS configured, up, show).
+fn start_hub(
+    p: &Params,
+    kind: HubKind,
+    nsr: &NsRef,
+    files: &HubFiles,
+    keys: &Keys,
+) -> Result<(lab::Hub, PathBuf, [f64; 5])> {
+    let dir = &files.dir;
+    let ext = match kind {
+        HubKind::WireGuardGo => "conf",
+        _ => "toml",
+    };
+    let empty = dir.join(format!("{}-empty.{ext}", kind.name()));
+    files.write_config(kind, &empty, &[])?;
+    let (mut h0, up_empty) = lab::Hub::start(kind, &nsr.hub, files, &empty, &p.programs)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let rss_empty = h0.rss().unwrap_or(0);
+    h0.stop();
+    drop(h0);
+
+    let conf = dir.join(format!("{}.{ext}", kind.name()));
+    let listed: Vec<(usize, [u8; 32])> =
+        keys.public[..p.peers].iter().copied().enumerate().collect();
+    files.write_config(kind, &conf, &listed)?;
+    let (hub, up) = lab::Hub::start(kind, &nsr.hub, files, &conf, &p.programs)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let rss_configured = hub.rss().unwrap_or(0);
+    let t = Instant::now();
+    hub.show()?;
+    let show = t.elapsed();
+    let figures = [
+        rss_empty as f64,
+        up_empty.as_secs_f64(),
+        rss_configured as f64,
+        up.as_secs_f64(),
+        show.as_secs_f64(),
+    ];
+    Ok((hub, conf, figures))
+}
+
+/// The generator's two drivers: the active peers', and the storm peers' (a thread of their
+/// own, so that their handshakes' public-key work in the generator does not hold up the loop
+/// that times the echoes).
+fn drivers(
+    p: &Params,
+    kind: HubKind,
+    keys: &Keys,
+    hub_public: [u8; 32],
+) -> Result<(Driver, Driver)> {
+    let hub_addr = std::net::SocketAddr::from((lab::HUB_VETH, lab::HUB_PORT));
+    let wire = match kind {
+        HubKind::Sealink => WireKind::Sealink,
+        _ => WireKind::WireGuard,
+    };
+    let seed = super::random_seed()? as u32;
+    let mut d = Driver::new(wire, hub_addr, hub_public, lab::HUB_INNER, seed)?;
+    let mut ds = Driver::new(wire, hub_addr, hub_public, lab::HUB_INNER, seed ^ 0x5707)?;
+    if p.rekey_storm > 0.0 {
+        d.set_rekey_after(Duration::from_secs_f64(p.rekey_storm));
+    }
+    for (i, k) in keys.driven.iter().enumerate() {
+        let at = (lab::inner_addr(i), lab::source_addr(i, p.shared_source));
+        if i < p.active {
+            d.add_peer(k.clone(), at.0, at.1)?;
+        } else {
+            ds.add_peer(k.clone(), at.0, at.1)?;
+        }
+    }
+    Ok((d, ds))
+}
+
+/// The rekey storm's window: echoes go on (not counted) until half a second before the first
+/// session reaches its rekey time; the window then runs until every active peer rekeyed and at
+/// least `--duration` (at most the handshake timeout). Its phase, probe, the peers that
+/// rekeyed, and the seconds from the first new session to the last.
+fn rekey_phase(
+    ph: &Phase<'_>,
+    d: &mut Driver,
+    bringup_at: Instant,
+) -> Result<(usize, Probe, usize, f64)> {
+    let rekey_after = Duration::from_secs_f64(ph.p.rekey_storm);
+    let warm = ph.plan(d.phase());
+    d.run(
+        bringup_at + rekey_after - Duration::from_millis(500),
+        Some(&warm),
+        |_| false,
+    )?;
+    let before_hs: Vec<u64> = ph.active.iter().map(|&i| d.handshakes(i)).collect();
+    let phase = d.phase();
+    let before = probe(ph.nsr, ph.hub);
+    let plan = ph.plan(phase);
+    let t0 = Instant::now();
+    let (mut first, mut last) = (None, None);
+    let n = ph.active.len();
+    d.run(t0 + ph.window.max(ph.hs_timeout), Some(&plan), |d| {
+        let done = ph.redone(d, &before_hs);
+        if done > 0 && first.is_none() {
+            first = Some(t0.elapsed());
+        }
+        if done == n && last.is_none() {
+            last = Some(t0.elapsed());
+        }
+        done == n && t0.elapsed() >= ph.window
+    })?;
+    let after = probe(ph.nsr, ph.hub);
+    let spread = match (first, last) {
+        (Some(f), Some(l)) => (l - f).as_secs_f64(),
+        _ => f64::NAN,
+    };
+    Ok((
+        phase,
+        after.since(&before),
+        ph.redone(d, &before_hs),
+        spread,
+    ))
+}
+
+/// `--storm` more peers (driver `ds`) handshake at once while the active peers echo.
+fn storm_phase(
+    ph: &Phase<'_>,
+    d: &mut Driver,
+    ds: &mut Driver,
+) -> Result<(HandshakeResult, usize, Probe)> {
+    let storm_peers: Vec<usize> = (0..ph.p.storm).collect();
+    let phase = d.phase();
+    let setup = ds.phase();
+    let before = probe(ph.nsr, ph.hub);
+    let plan = ph.plan(phase);
+    let t0 = Instant::now();
+    let hs_timeout = ph.hs_timeout;
+    let hs = std::thread::scope(|s| -> Result<HandshakeResult> {
+        let storm = s.spawn(move || {
+            // The storm's peers stand for other hosts: their public-key work yields the cores
+            // to the echo loop, which times the established peers, and to the hub's data path.
+            lab::lower_this_thread(STORM_NICE);
+            handshake_all(ds, &storm_peers, setup, None, Duration::ZERO, hs_timeout)
+        });
+        d.run(t0 + ph.window, Some(&plan), |_| false)?;
+        storm
+            .join()
+            .map_err(|_| Error::bench("the storm's thread panicked"))?
+    })?;
+    let after = probe(ph.nsr, ph.hub);
+    Ok((hs, phase, after.since(&before)))
+}
+
+/// `--flood` initiations a second from spoofed sources while the active peers echo.
+fn flood_phase(ph: &Phase<'_>, d: &mut Driver) -> Result<(u64, usize, Probe)> {
+    let hub_addr = std::net::SocketAddr::from((lab::HUB_VETH, lab::HUB_PORT));
+    let msgs = d.foreign_initiations(64)?;
+    let sources = 1024.min(ph.p.flood as usize).max(16);
+    let f = Flood::start(hub_addr, lab::FLOOD_NET, sources, ph.p.flood, msgs)?;
+    let r = echo_window(d, ph.nsr, ph.hub, ph.active, ph.p.rate, ph.window);
+    let sent = f.stop();
+    let (phase, rcv) = r?;
+    Ok((sent, phase, rcv))
+}
+
+/// A reload that removes the last `--reload` idle peers and adds as many new ones, on a thread
+/// of its own while the active peers echo: its seconds, phase, probe, and the active peers
+/// that handshook again.
+fn reload_phase(
+    ph: &Phase<'_>,
+    d: &mut Driver,
+    kind: HubKind,
+    files: &HubFiles,
+    keys: &Keys,
+    conf: &std::path::Path,
+) -> Result<(f64, usize, Probe, usize)> {
+    let p = ph.p;
+    let keep = p.peers - p.reload;
+    let mut listed: Vec<(usize, [u8; 32])> =
+        keys.public[..keep].iter().copied().enumerate().collect();
+    listed.extend((p.peers..p.peers + p.reload).map(|i| (i, keys.public[i])));
+    // `sealink reload` reads the file the tunnel came up from: rewritten in place.
+    files.write_config(kind, conf, &listed)?;
+    let before_hs: Vec<u64> = ph.active.iter().map(|&i| d.handshakes(i)).collect();
+    let phase = d.phase();
+    let before = probe(ph.nsr, ph.hub);
+    let plan = ph.plan(phase);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::scope(|s| -> Result<(f64, usize, Probe, usize)> {
+        let hub = ph.hub;
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = tx.send(hub.reload(conf));
+        });
+        let t0 = Instant::now();
+        let mut got = None;
+        d.run(
+            t0 + ph.window.max(Duration::from_secs(1)) * 4,
+            Some(&plan),
+            |_| {
+                if got.is_none() {
+                    got = rx.try_recv().ok();
+                }
+                got.is_some() && t0.elapsed() >= ph.window
+            },
+        )?;
+        if got.is_none() {
+            got = rx.recv().ok();
+        }
+        let took = got.ok_or_else(|| Error::bench("the reload thread went away"))??;
+        let after = probe(ph.nsr, hub);
+        Ok((
+            took.as_secs_f64(),
+            phase,
+            after.since(&before),
+            ph.redone(d, &before_hs),
+        ))
+    })
+}
+
 fn measure_hub(
     p: &Params,
     kind: HubKind,
@@ -526,60 +637,20 @@ fn measure_hub(
 ) -> Result<HubResult> {
     let name = kind.name();
     let pb = crate::output::progress(7, "peers");
-    pb.set_message(format!("{name}: empty"));
-    let dir = &files.dir;
-    // No peer at all: the hub's own memory.
-    let ext = match kind {
-        HubKind::WireGuardGo => "conf",
-        _ => "toml",
-    };
-    let empty = dir.join(format!("{name}-empty.{ext}"));
-    files.write_config(kind, &empty, &[])?;
-    let (mut h0, up_empty) = lab::Hub::start(kind, &nsr.hub, files, &empty, &p.programs)?;
-    std::thread::sleep(Duration::from_millis(300));
-    let rss_empty = h0.rss().unwrap_or(0);
-    h0.stop();
-    drop(h0);
-    pb.inc(1);
-
-    pb.set_message(format!("{name}: up {}", p.peers));
-    let conf = dir.join(format!("{name}.{ext}"));
-    let listed: Vec<(usize, [u8; 32])> =
-        keys.public[..p.peers].iter().copied().enumerate().collect();
-    files.write_config(kind, &conf, &listed)?;
-    let (hub, up) = lab::Hub::start(kind, &nsr.hub, files, &conf, &p.programs)?;
-    std::thread::sleep(Duration::from_millis(300));
-    let rss_configured = hub.rss().unwrap_or(0);
-    let t = Instant::now();
-    hub.show()?;
-    let show = t.elapsed();
-    pb.inc(1);
-
-    let hub_addr = std::net::SocketAddr::from((lab::HUB_VETH, lab::HUB_PORT));
-    let wire = match kind {
-        HubKind::Sealink => WireKind::Sealink,
-        _ => WireKind::WireGuard,
-    };
-    let seed = super::random_seed()? as u32;
-    let mut d = Driver::new(wire, hub_addr, hub_public, lab::HUB_INNER, seed)?;
-    // The storm's peers have a driver and a thread of their own, so that their handshakes
-    // (public-key work in the generator too) do not hold up the loop that times the echoes.
-    let mut ds = Driver::new(wire, hub_addr, hub_public, lab::HUB_INNER, seed ^ 0x5707)?;
-    let rekey_after = Duration::from_secs_f64(p.rekey_storm);
-    if p.rekey_storm > 0.0 {
-        d.set_rekey_after(rekey_after);
-    }
-    for (i, k) in keys.driven.iter().enumerate() {
-        let at = (lab::inner_addr(i), lab::source_addr(i, p.shared_source));
-        if i < p.active {
-            d.add_peer(k.clone(), at.0, at.1)?;
-        } else {
-            ds.add_peer(k.clone(), at.0, at.1)?;
-        }
-    }
+    pb.set_message(format!("{name}: up empty, then {}", p.peers));
+    let (hub, conf, [rss_empty, up_empty, rss_configured, up, show]) =
+        start_hub(p, kind, nsr, files, keys)?;
+    pb.inc(2);
+    let (mut d, mut ds) = drivers(p, kind, keys, hub_public)?;
     let active: Vec<usize> = (0..p.active).collect();
-    let window = Duration::from_secs_f64(p.duration);
-    let hs_timeout = Duration::from_secs_f64(p.handshake_timeout);
+    let ph = Phase {
+        p,
+        nsr,
+        hub: &hub,
+        active: &active,
+        window: Duration::from_secs_f64(p.duration),
+        hs_timeout: Duration::from_secs_f64(p.handshake_timeout),
+    };
 
     // Resolve the veth's neighbours both ways first (a ping from the generator's side: the
     // hub learns its neighbour from the ARP request): a burst of first datagrams to an
@@ -590,169 +661,35 @@ fn measure_hub(
         .arg(lab::GEN_VETH.to_string())
         .output();
     pb.set_message(format!("{name}: {} handshakes", p.active));
-    let ph = d.phase();
+    let phase = d.phase();
     let bringup_at = Instant::now();
-    let bringup = handshake_all(&mut d, &active, ph, None, Duration::ZERO, hs_timeout)?;
+    let bringup = handshake_all(&mut d, &active, phase, None, Duration::ZERO, ph.hs_timeout)?;
     // Let the first echoes come back and the hub settle.
     d.run(Instant::now() + Duration::from_millis(500), None, |_| false)?;
     tracing::info!(counters = ?d.counters, "after the bring-up");
     pb.inc(1);
 
     pb.set_message(format!("{name}: quiet"));
-    let (q_phase, q_rcv) = echo_window(&mut d, nsr, &hub, &active, p.rate, window)?;
+    let (q_phase, q_rcv) = echo_window(&mut d, nsr, &hub, &active, p.rate, ph.window)?;
     pb.inc(1);
-
-    let rekey = if p.rekey_storm > 0.0 {
-        pb.set_message(format!("{name}: rekey storm of {}", p.active));
-        // Echoes go on (not counted) until half a second before the first session reaches
-        // its rekey time; the window then runs until every active peer rekeyed and at least
-        // `--duration` (at most the handshake timeout).
-        let warm = d.phase();
-        let warm_plan = EchoPlan {
-            peers: active.clone(),
-            rate: p.rate,
-            phase: warm,
-        };
-        let start = bringup_at + rekey_after - Duration::from_millis(500);
-        d.run(start, Some(&warm_plan), |_| false)?;
-        let before_hs: Vec<u64> = active.iter().map(|&i| d.handshakes(i)).collect();
-        let phase = d.phase();
-        let before = probe(nsr, &hub);
-        let plan = EchoPlan {
-            peers: active.clone(),
-            rate: p.rate,
-            phase,
-        };
-        let t0 = Instant::now();
-        let (mut first, mut last) = (None, None);
-        d.run(t0 + window.max(hs_timeout), Some(&plan), |d| {
-            let done = active
-                .iter()
-                .zip(&before_hs)
-                .filter(|(i, b)| d.handshakes(**i) > **b)
-                .count();
-            if done > 0 && first.is_none() {
-                first = Some(t0.elapsed());
-            }
-            if done == active.len() && last.is_none() {
-                last = Some(t0.elapsed());
-            }
-            done == active.len() && t0.elapsed() >= window
-        })?;
-        let after = probe(nsr, &hub);
-        let redone = active
-            .iter()
-            .zip(&before_hs)
-            .filter(|(i, b)| d.handshakes(**i) > **b)
-            .count();
-        let spread = match (first, last) {
-            (Some(f), Some(l)) => (l - f).as_secs_f64(),
-            _ => f64::NAN,
-        };
-        Some((phase, after.since(&before), redone, spread))
-    } else {
-        None
-    };
-
+    pb.set_message(format!("{name}: rekey storm of {}", p.active));
+    let rekey = (p.rekey_storm > 0.0)
+        .then(|| rekey_phase(&ph, &mut d, bringup_at))
+        .transpose()?;
     pb.set_message(format!("{name}: storm of {}", p.storm));
-    let storm = if p.storm > 0 {
-        let storm_peers: Vec<usize> = (0..p.storm).collect();
-        let phase = d.phase();
-        let setup = ds.phase();
-        let before = probe(nsr, &hub);
-        let plan = EchoPlan {
-            peers: active.clone(),
-            rate: p.rate,
-            phase,
-        };
-        let t0 = Instant::now();
-        let hs = std::thread::scope(|s| -> Result<HandshakeResult> {
-            let ds = &mut ds;
-            let storm = s.spawn(move || {
-                handshake_all(ds, &storm_peers, setup, None, Duration::ZERO, hs_timeout)
-            });
-            d.run(t0 + window, Some(&plan), |_| false)?;
-            storm
-                .join()
-                .map_err(|_| Error::bench("the storm's thread panicked"))?
-        })?;
-        let after = probe(nsr, &hub);
-        let rcv = after.since(&before);
-        Some((hs, phase, rcv))
-    } else {
-        None
-    };
+    let storm = (p.storm > 0)
+        .then(|| storm_phase(&ph, &mut d, &mut ds))
+        .transpose()?;
     pb.inc(1);
-
     pb.set_message(format!("{name}: flood {}/s", p.flood));
-    let flood = if p.flood > 0 {
-        let msgs = d.foreign_initiations(64)?;
-        let sources = 1024.min(p.flood as usize).max(16);
-        let f = Flood::start(hub_addr, lab::FLOOD_NET, sources, p.flood, msgs)?;
-        let r = echo_window(&mut d, nsr, &hub, &active, p.rate, window);
-        let sent = f.stop();
-        let (phase, rcv) = r?;
-        Some((sent, phase, rcv))
-    } else {
-        None
-    };
+    let flood = (p.flood > 0)
+        .then(|| flood_phase(&ph, &mut d))
+        .transpose()?;
     pb.inc(1);
-
     pb.set_message(format!("{name}: reload ±{}", p.reload));
-    let reload = if p.reload > 0 {
-        // Remove the last `reload` idle peers, add as many new ones.
-        let keep = p.peers - p.reload;
-        let mut listed: Vec<(usize, [u8; 32])> =
-            keys.public[..keep].iter().copied().enumerate().collect();
-        listed.extend((p.peers..p.peers + p.reload).map(|i| (i, keys.public[i])));
-        // `sealink reload` reads the file the tunnel came up from: rewritten in place.
-        let conf2 = conf.clone();
-        files.write_config(kind, &conf2, &listed)?;
-        let before_hs: Vec<u64> = active.iter().map(|&i| d.handshakes(i)).collect();
-        let phase = d.phase();
-        let before = probe(nsr, &hub);
-        let plan = EchoPlan {
-            peers: active.clone(),
-            rate: p.rate,
-            phase,
-        };
-        // The reload runs on a thread of its own while the echoes flow.
-        let (tx, rx) = std::sync::mpsc::channel();
-        let r = std::thread::scope(|s| -> Result<(f64, usize, Probe, usize)> {
-            let hub = &hub;
-            let conf2 = conf2.clone();
-            s.spawn(move || {
-                std::thread::sleep(Duration::from_millis(200));
-                let _ = tx.send(hub.reload(&conf2));
-            });
-            let t0 = Instant::now();
-            let mut got = None;
-            d.run(
-                t0 + window.max(Duration::from_secs(1)) * 4,
-                Some(&plan),
-                |_| {
-                    if got.is_none() {
-                        got = rx.try_recv().ok();
-                    }
-                    got.is_some() && t0.elapsed() >= window
-                },
-            )?;
-            if got.is_none() {
-                got = rx.recv().ok();
-            }
-            let took = got.ok_or_else(|| Error::bench("the reload thread went away"))??;
-            let after = probe(nsr, hub);
-            let redone = active
-                .iter()
-                .zip(&before_hs)
-                .filter(|(i, b)| d.handshakes(**i) > **b)
-                .count();
-            Ok((took.as_secs_f64(), phase, after.since(&before), redone))
-        })?;
-        Some(r)
-    } else {
-        None
-    };
+    let reload = (p.reload > 0)
+        .then(|| reload_phase(&ph, &mut d, kind, files, keys, &conf))
+        .transpose()?;
     pb.inc(1);
     // Late replies of the last window.
     d.run(Instant::now() + Duration::from_secs(1), None, |_| false)?;
@@ -764,12 +701,12 @@ fn measure_hub(
     let phases = &d.phases;
     Ok(HubResult {
         hub: name.into(),
-        rss_empty_bytes: rss_empty,
-        rss_configured_bytes: rss_configured,
-        bytes_per_idle_peer: (rss_configured as f64 - rss_empty as f64) / p.peers as f64,
-        up_empty_seconds: up_empty.as_secs_f64(),
-        up_seconds: up.as_secs_f64(),
-        show_seconds: show.as_secs_f64(),
+        rss_empty_bytes: rss_empty as u64,
+        rss_configured_bytes: rss_configured as u64,
+        bytes_per_idle_peer: (rss_configured - rss_empty) / p.peers as f64,
+        up_empty_seconds: up_empty,
+        up_seconds: up,
+        show_seconds: show,
         bringup,
         quiet: echo_result(&phases[q_phase], q_rcv),
         storm: storm.map(|(hs, ph, rcv)| (hs, echo_result(&phases[ph], rcv))),
@@ -825,10 +762,9 @@ fn echo_row(t: &mut Table, hub: &str, what: &str, e: &EchoResult) {
     ]);
 }
 
-fn report(p: &Params, r: &PeersResult) -> Result<()> {
-    let json = serde_json::to_string_pretty(r)
-        .map_err(|e| Error::bench_by("cannot encode the result", e))?;
-    let mut hubs = Table::new([
+/// The two tables of a run: one row per hub, and one per hub and echo window.
+fn tables() -> (Table, Table) {
+    let hubs = Table::new([
         "hub",
         "peers",
         "up s",
@@ -844,7 +780,7 @@ fn report(p: &Params, r: &PeersResult) -> Result<()> {
         "hub CPU s",
     ])
     .left(&[0]);
-    let mut echo = Table::new([
+    let echo = Table::new([
         "hub",
         "window",
         "sent",
@@ -858,90 +794,108 @@ fn report(p: &Params, r: &PeersResult) -> Result<()> {
         "hub drops",
     ])
     .left(&[0, 1, 10]);
+    (hubs, echo)
+}
+
+/// Hub `h`'s row, its echo windows' rows and its figures in the run record.
+fn record_hub(
+    r: &PeersResult,
+    h: &HubResult,
+    hubs: &mut Table,
+    echo: &mut Table,
+    rec: &mut RunRecord,
+) {
+    hubs.row([
+        h.hub.clone(),
+        r.peers.to_string(),
+        f3(h.up_seconds),
+        f3(h.show_seconds),
+        mb(h.rss_empty_bytes),
+        mb(h.rss_configured_bytes),
+        format!("{:.0}", h.bytes_per_idle_peer),
+        format!("{:.0}", h.bringup.per_second),
+        format!("{}/{}", h.bringup.completed, h.bringup.peers),
+        f2(h.bringup.latency_p99_ms),
+        h.bringup.retried.to_string(),
+        mb(h.rss_after_bytes),
+        f2(h.hub_cpu_seconds),
+    ]);
+    echo_row(echo, &h.hub, "quiet", &h.quiet);
+    rec.figure(format!("{} up", h.hub), h.up_seconds, "s");
+    rec.figure(format!("{} show", h.hub), h.show_seconds, "s");
+    rec.figure(
+        format!("{} bytes per idle peer", h.hub),
+        h.bytes_per_idle_peer,
+        "B",
+    );
+    rec.figure(format!("{} handshakes", h.hub), h.bringup.per_second, "/s");
+    rec.figure(format!("{} quiet loss", h.hub), h.quiet.loss_percent, "%");
+    rec.figure(format!("{} quiet p99", h.hub), h.quiet.rtt_p99_ms, "ms");
+    if let Some((e, redone, spread)) = &h.rekey {
+        echo_row(
+            echo,
+            &h.hub,
+            &format!(
+                "rekey storm at {} s ({redone}/{} rekeyed within {spread:.2} s)",
+                r.rekey_storm, r.active
+            ),
+            e,
+        );
+        rec.figure(format!("{} rekey storm loss", h.hub), e.loss_percent, "%");
+        rec.figure(format!("{} rekey storm p99", h.hub), e.rtt_p99_ms, "ms");
+    }
+    if let Some((hs, e)) = &h.storm {
+        echo_row(
+            echo,
+            &h.hub,
+            &format!(
+                "storm {} ({}/{} up in {:.2} s, {:.0}/s, p99 {:.0} ms, {} retried)",
+                hs.peers,
+                hs.completed,
+                hs.peers,
+                hs.seconds,
+                hs.per_second,
+                hs.latency_p99_ms,
+                hs.retried
+            ),
+            e,
+        );
+        rec.figure(format!("{} storm handshakes", h.hub), hs.per_second, "/s");
+        rec.figure(format!("{} storm loss", h.hub), e.loss_percent, "%");
+        rec.figure(format!("{} storm p99", h.hub), e.rtt_p99_ms, "ms");
+    }
+    if let Some((sent, e)) = &h.flood {
+        echo_row(
+            echo,
+            &h.hub,
+            &format!("flood {}/s ({sent} sent)", r.flood),
+            e,
+        );
+        rec.figure(format!("{} flood loss", h.hub), e.loss_percent, "%");
+        rec.figure(format!("{} flood p99", h.hub), e.rtt_p99_ms, "ms");
+    }
+    if let Some((took, e, redone)) = &h.reload {
+        echo_row(
+            echo,
+            &h.hub,
+            &format!(
+                "reload ±{} ({took:.2} s, {redone} sessions redone)",
+                r.reload
+            ),
+            e,
+        );
+        rec.figure(format!("{} reload", h.hub), *took, "s");
+        rec.figure(format!("{} reload loss", h.hub), e.loss_percent, "%");
+    }
+}
+
+fn report(p: &Params, r: &PeersResult) -> Result<()> {
+    let json = serde_json::to_string_pretty(r)
+        .map_err(|e| Error::bench_by("cannot encode the result", e))?;
+    let (mut hubs, mut echo) = tables();
     let mut rec = RunRecord::new("peers");
     for h in &r.hubs {
-        hubs.row([
-            h.hub.clone(),
-            r.peers.to_string(),
-            f3(h.up_seconds),
-            f3(h.show_seconds),
-            mb(h.rss_empty_bytes),
-            mb(h.rss_configured_bytes),
-            format!("{:.0}", h.bytes_per_idle_peer),
-            format!("{:.0}", h.bringup.per_second),
-            format!("{}/{}", h.bringup.completed, h.bringup.peers),
-            f2(h.bringup.latency_p99_ms),
-            h.bringup.retried.to_string(),
-            mb(h.rss_after_bytes),
-            f2(h.hub_cpu_seconds),
-        ]);
-        echo_row(&mut echo, &h.hub, "quiet", &h.quiet);
-        rec.figure(format!("{} up", h.hub), h.up_seconds, "s");
-        rec.figure(format!("{} show", h.hub), h.show_seconds, "s");
-        rec.figure(
-            format!("{} bytes per idle peer", h.hub),
-            h.bytes_per_idle_peer,
-            "B",
-        );
-        rec.figure(format!("{} handshakes", h.hub), h.bringup.per_second, "/s");
-        rec.figure(format!("{} quiet loss", h.hub), h.quiet.loss_percent, "%");
-        rec.figure(format!("{} quiet p99", h.hub), h.quiet.rtt_p99_ms, "ms");
-        if let Some((e, redone, spread)) = &h.rekey {
-            echo_row(
-                &mut echo,
-                &h.hub,
-                &format!(
-                    "rekey storm at {} s ({redone}/{} rekeyed within {spread:.2} s)",
-                    r.rekey_storm, r.active
-                ),
-                e,
-            );
-            rec.figure(format!("{} rekey storm loss", h.hub), e.loss_percent, "%");
-            rec.figure(format!("{} rekey storm p99", h.hub), e.rtt_p99_ms, "ms");
-        }
-        if let Some((hs, e)) = &h.storm {
-            echo_row(
-                &mut echo,
-                &h.hub,
-                &format!(
-                    "storm {} ({}/{} up in {:.2} s, {:.0}/s, p99 {:.0} ms, {} retried)",
-                    hs.peers,
-                    hs.completed,
-                    hs.peers,
-                    hs.seconds,
-                    hs.per_second,
-                    hs.latency_p99_ms,
-                    hs.retried
-                ),
-                e,
-            );
-            rec.figure(format!("{} storm handshakes", h.hub), hs.per_second, "/s");
-            rec.figure(format!("{} storm loss", h.hub), e.loss_percent, "%");
-            rec.figure(format!("{} storm p99", h.hub), e.rtt_p99_ms, "ms");
-        }
-        if let Some((sent, e)) = &h.flood {
-            echo_row(
-                &mut echo,
-                &h.hub,
-                &format!("flood {}/s ({sent} sent)", r.flood),
-                e,
-            );
-            rec.figure(format!("{} flood loss", h.hub), e.loss_percent, "%");
-            rec.figure(format!("{} flood p99", h.hub), e.rtt_p99_ms, "ms");
-        }
-        if let Some((took, e, redone)) = &h.reload {
-            echo_row(
-                &mut echo,
-                &h.hub,
-                &format!(
-                    "reload ±{} ({took:.2} s, {redone} sessions redone)",
-                    r.reload
-                ),
-                e,
-            );
-            rec.figure(format!("{} reload", h.hub), *took, "s");
-            rec.figure(format!("{} reload loss", h.hub), e.loss_percent, "%");
-        }
+        record_hub(r, h, &mut hubs, &mut echo, &mut rec);
     }
     std::fs::create_dir_all(&p.out).map_err(Error::io("create", &p.out))?;
     let csv = rec.write_csv(&p.out, "peers.csv", &hubs)?;

@@ -127,7 +127,18 @@ pub struct Driver {
     /// The driven peers' REKEY_AFTER_TIME, when shortened for a rekey storm (the lab's own
     /// cores; the hub runs unchanged).
     rekey_after: Option<Duration>,
+    /// Datagrams read and stamped with their arrival, not yet handled: (peer, source, when
+    /// read, bytes in `rx_data`).
+    rx: Vec<(usize, SocketAddr, Time, Range<usize>)>,
+    rx_data: Vec<u8>,
+    /// The peer the timers' next slice starts at (`None`: no pass under way).
+    timer_cursor: Option<usize>,
 }
+
+/// Longest run of the generator's timers before it reads its sockets again: a rekey storm
+/// makes 1,000 initiations (public-key work) in one pass, and an echo reply that waited behind
+/// all of them would time the generator, not the hub.
+const TIMER_SLICE: Duration = Duration::from_micros(200);
 
 /// Which peers send echoes, how often, and into which phase they count.
 #[derive(Debug, Clone)]
@@ -168,6 +179,9 @@ impl Driver {
             counters: GenCounters::default(),
             seed,
             rekey_after: None,
+            rx: Vec::new(),
+            rx_data: Vec::new(),
+            timer_cursor: None,
         })
     }
 
@@ -380,14 +394,18 @@ impl Driver {
                     self.send_echo(i, plan.phase);
                 }
             }
-            if t >= next_timers {
-                self.timers();
+            if (t >= next_timers || self.timer_cursor.is_some()) && self.timers() {
                 next_timers = t + Duration::from_millis(2);
             }
             events.clear();
+            // A pass of the timers unfinished: only look at the sockets.
             let wait = rustix::time::Timespec {
                 tv_sec: 0,
-                tv_nsec: 1_000_000,
+                tv_nsec: if self.timer_cursor.is_some() {
+                    0
+                } else {
+                    1_000_000
+                },
             };
             match epoll::wait(
                 &self.epoll,
@@ -398,42 +416,69 @@ impl Driver {
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(e) => return Err(Error::bench_by("epoll_wait", std::io::Error::from(e))),
             }
+            // Every ready socket is read (and each datagram stamped) before any is handled:
+            // handshake responses cost public-key work, and an echo reply read after them
+            // would be timed late by the generator's own work.
             for ev in &events {
-                self.receive(ev.data.u64() as usize);
+                self.read(ev.data.u64() as usize);
             }
+            self.handle_read(&mut events);
         }
     }
 
-    /// Runs the timers that are due.
-    fn timers(&mut self) {
+    /// Runs the timers that are due, from where the last slice stopped, for at most
+    /// [`TIMER_SLICE`]; whether the pass is complete.
+    fn timers(&mut self) -> bool {
+        let t0 = Instant::now();
         let now = self.clock.now();
-        for i in 0..self.peers.len() {
+        let mut i = self.timer_cursor.take().unwrap_or(0);
+        while i < self.peers.len() {
             if self.peers[i].timeout.is_some_and(|t| t <= now) {
                 self.peers[i].tunnel.handle_timeout(now);
                 self.flush(i, now);
             }
+            i += 1;
+            if t0.elapsed() >= TIMER_SLICE && i < self.peers.len() {
+                self.timer_cursor = Some(i);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Reads everything waiting on peer `i`'s socket into `rx`, each datagram stamped.
+    fn read(&mut self, i: usize) {
+        while let Ok((n, from)) = self.peers[i].sock.recv_from(&mut self.buf) {
+            let at = self.rx_data.len();
+            self.rx_data.extend_from_slice(&self.buf[..n]);
+            self.rx.push((i, from, self.clock.now(), at..at + n));
         }
     }
 
-    /// Reads everything waiting on peer `i`'s socket.
-    fn receive(&mut self, i: usize) {
-        while let Ok((n, from)) = self.peers[i].sock.recv_from(&mut self.buf) {
+    /// Handles the datagrams read: echo replies are timed from when they were read. Every
+    /// [`TIMER_SLICE`] of handling (handshake responses cost public-key work) the ready
+    /// sockets are read again, so that what arrives meanwhile is stamped on time too.
+    fn handle_read(&mut self, events: &mut Vec<epoll::Event>) {
+        let mut k = 0;
+        let mut polled = Instant::now();
+        while k < self.rx.len() {
+            let (i, from, read_at, range) = self.rx[k].clone();
+            k += 1;
             self.counters.datagrams_in += 1;
             let now = self.clock.now();
-            let p = &mut self.peers[i];
-            let r = p
+            let dgram = &mut self.rx_data[range];
+            let r = self.peers[i]
                 .tunnel
-                .decapsulate(now, from, &mut self.buf[..n], &mut self.packets);
+                .decapsulate(now, from, dgram, &mut self.packets);
             match r {
                 Ok(Decap::Data(_)) => {
-                    let t_now = now.as_nanos();
-                    for k in 0..self.packets.len() {
-                        let range = self.packets[k].clone();
-                        if let Some((phase, t_sent)) = echo_reply(&self.buf[range]) {
+                    let t_read = read_at.as_nanos();
+                    for range in &self.packets {
+                        if let Some((phase, t_sent)) = echo_reply(&dgram[range.clone()]) {
                             self.peers[i].replies += 1;
                             if let Some(ph) = self.phases.get_mut(phase) {
                                 ph.received += 1;
-                                let us = t_now.saturating_sub(t_sent) / 1000;
+                                let us = t_read.saturating_sub(t_sent) / 1000;
                                 ph.rtt_us.push(us.min(u64::from(u32::MAX)) as u32);
                             }
                         }
@@ -452,6 +497,32 @@ impl Driver {
                 p.established = Some(Instant::now());
             }
             self.flush(i, now);
+            if polled.elapsed() >= TIMER_SLICE {
+                self.read_ready(events);
+                polled = Instant::now();
+            }
+        }
+        self.rx.clear();
+        self.rx_data.clear();
+    }
+
+    /// Reads the sockets that are ready now (no wait); `events` is scratch.
+    fn read_ready(&mut self, events: &mut Vec<epoll::Event>) {
+        events.clear();
+        let zero = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        if epoll::wait(
+            &self.epoll,
+            rustix::buffer::spare_capacity(&mut *events),
+            Some(&zero),
+        )
+        .is_ok()
+        {
+            for ev in events.iter() {
+                self.read(ev.data.u64() as usize);
+            }
         }
     }
 }
