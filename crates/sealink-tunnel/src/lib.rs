@@ -57,6 +57,8 @@ pub mod route_rules;
 mod rtnl;
 pub mod rundir;
 mod setup;
+#[cfg(test)]
+mod test_packets;
 mod threads;
 mod transmit;
 #[doc(hidden)]

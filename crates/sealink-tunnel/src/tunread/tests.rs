@@ -9,42 +9,7 @@ const MTU: usize = 1500;
 /// header (timestamp option) over the whole payload, the checksum field holding the
 /// pseudo-header sum (any value: both splits overwrite it).
 fn super_packet(v6: bool, id: u16, seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
-    let ip = if v6 { 40 } else { 20 };
-    let tcp = 32;
-    let mut p = vec![0u8; ip + tcp + payload.len()];
-    let total = p.len();
-    if v6 {
-        p[0] = 0x60;
-        p[4..6].copy_from_slice(&(((total - 40) & 0xffff) as u16).to_be_bytes());
-        p[6] = TCP;
-        p[7] = 64;
-        p[8] = 0xfd;
-        p[23] = 1;
-        p[24] = 0xfd;
-        p[39] = 2;
-    } else {
-        p[0] = 0x45;
-        p[2..4].copy_from_slice(&((total & 0xffff) as u16).to_be_bytes());
-        p[4..6].copy_from_slice(&id.to_be_bytes());
-        p[6] = 0x40;
-        p[8] = 64;
-        p[9] = TCP;
-        p[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        p[16..20].copy_from_slice(&[10, 0, 0, 2]);
-    }
-    let t = &mut p[ip..];
-    t[0..2].copy_from_slice(&40000u16.to_be_bytes());
-    t[2..4].copy_from_slice(&5201u16.to_be_bytes());
-    t[4..8].copy_from_slice(&seq.to_be_bytes());
-    t[8..12].copy_from_slice(&77u32.to_be_bytes());
-    t[12] = ((tcp / 4) as u8) << 4;
-    t[13] = flags;
-    t[14..16].copy_from_slice(&512u16.to_be_bytes());
-    t[16..18].copy_from_slice(&0x1234u16.to_be_bytes());
-    t[20..24].copy_from_slice(&[1, 1, 8, 10]);
-    t[24..32].copy_from_slice(&[0, 0, 0, 9, 0, 0, 0, 8]);
-    t[tcp..].copy_from_slice(payload);
-    p
+    crate::test_packets::tcp_segment(v6, id, 40000, seq, flags, payload)
 }
 
 fn tso_header(v6: bool, gso_size: u16, ecn: bool) -> VirtioNetHdr {

@@ -8,40 +8,13 @@ fn inet(b: &[u8], initial: u64) -> u16 {
 
 /// A valid IPv4 or IPv6 TCP segment of `flow` (0 or 1 picks the source port).
 fn segment(v6: bool, flow: u8, seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let (id, sport) = (seq as u16, 40000 + u16::from(flow));
+    let mut p = crate::test_packets::tcp_segment(v6, id, sport, seq, flags, payload);
     let ip = if v6 { 40 } else { 20 };
-    let tcp = 32; // with a timestamp option, as Linux sends
-    let mut p = vec![0u8; ip + tcp + payload.len()];
-    let total = p.len();
-    if v6 {
-        p[0] = 0x60;
-        p[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
-        p[6] = TCP;
-        p[7] = 64;
-        p[8..24].copy_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
-        p[24..40].copy_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-    } else {
-        p[0] = 0x45;
-        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        p[4..6].copy_from_slice(&seq.to_be_bytes()[2..]); // any ID
-        p[6] = 0x40; // DF
-        p[8] = 64;
-        p[9] = TCP;
-        p[12..16].copy_from_slice(&[10, 0, 0, 1]);
-        p[16..20].copy_from_slice(&[10, 0, 0, 2]);
+    if !v6 {
         let c = inet(&p[..20], 0);
         p[10..12].copy_from_slice(&c.to_be_bytes());
     }
-    let t = &mut p[ip..];
-    t[0..2].copy_from_slice(&(40000 + u16::from(flow)).to_be_bytes());
-    t[2..4].copy_from_slice(&5201u16.to_be_bytes());
-    t[4..8].copy_from_slice(&seq.to_be_bytes());
-    t[8..12].copy_from_slice(&77u32.to_be_bytes());
-    t[12] = ((tcp / 4) as u8) << 4;
-    t[13] = flags;
-    t[14..16].copy_from_slice(&512u16.to_be_bytes());
-    t[20..24].copy_from_slice(&[1, 1, 8, 10]);
-    t[24..32].copy_from_slice(&[0, 0, 0, 9, 0, 0, 0, 8]);
-    t[tcp..].copy_from_slice(payload);
     let c = full_tcp_checksum(&p, v6, ip);
     p[ip + 16..ip + 18].copy_from_slice(&c.to_be_bytes());
     p
