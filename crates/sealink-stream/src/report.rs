@@ -204,6 +204,23 @@ fn b64(k: &[u8; 32]) -> String {
     base64::engine::general_purpose::STANDARD.encode(k)
 }
 
+/// [`Entries`] of a report whose names are in field `$names` (the two sides name them apart).
+macro_rules! entries {
+    ($rep:expr, $names:ident) => {
+        Entries {
+            names: &$rep.$names,
+            paths: &$rep.paths,
+            sizes: &$rep.sizes,
+            resumed: &$rep.resumed,
+            kinds: &$rep.kinds,
+            up_to_date: &$rep.up_to_date,
+            bytes: $rep.bytes,
+            elapsed: $rep.elapsed,
+            streams: $rep.streams,
+        }
+    };
+}
+
 /// What a report holds of each entry of a finished transfer, on either side.
 struct Entries<'a> {
     names: &'a [String],
@@ -310,17 +327,7 @@ impl FileRecord {
             suite: rep.suite,
             scope: rep.scope,
         };
-        Entries {
-            names: &rep.files,
-            paths: &rep.paths,
-            sizes: &rep.sizes,
-            resumed: &rep.resumed,
-            kinds: &rep.kinds,
-            up_to_date: &rep.up_to_date,
-            bytes: rep.bytes,
-            elapsed: rep.elapsed,
-            streams: rep.streams,
-        }
+        entries!(rep, files)
         .records(Event::Received, &meta)
     }
 
@@ -348,17 +355,7 @@ impl FileRecord {
 
     /// The sender's records of a confirmed transfer, one per entry in the order sent.
     pub fn sent(meta: &TransferMeta, rep: &SendReport) -> Vec<FileRecord> {
-        Entries {
-            names: &rep.names,
-            paths: &rep.paths,
-            sizes: &rep.sizes,
-            resumed: &rep.resumed,
-            kinds: &rep.kinds,
-            up_to_date: &rep.up_to_date,
-            bytes: rep.bytes,
-            elapsed: rep.elapsed,
-            streams: rep.streams,
-        }
+        entries!(rep, names)
         .records(Event::Sent, meta)
     }
 
