@@ -260,6 +260,25 @@ DEVFN void ghash_tag(const u32 *hpow, const u8 *data, const u32 *m, u32 *slot, c
     }
 }
 
+/* Loads the AES tables into the block's shared memory, every thread a share of them. */
+DEVFN void load_tables(const u32 *table, u32 *t0, u32 *sbw, u32 *rkw) {
+    for (u32 i = threadIdx.x; i < TABLE_WORDS; i += blockDim.x) {
+        u32 v = table[i];
+        if (i < 256) t0[i] = v; else if (i < 320) sbw[i - 256] = v; else rkw[i - 320] = v;
+    }
+    __syncthreads();
+}
+
+/* XORs keystream block ks into block b of the nb-block payload at data (len bytes): the last
+   block's bytes past len stay as they are (zero padding). */
+DEVFN void xor_block(u8 *data, u32 b, u32 nb, u32 len, u32 ks[4]) {
+    if (b == nb - 1 && (len & 15)) keep_bytes(ks, len & 15);
+    uint4 *d = (uint4 *)(data + 16 * b);
+    uint4 v = *d;
+    v.x ^= ks[0]; v.y ^= ks[1]; v.z ^= ks[2]; v.w ^= ks[3];
+    *d = v;
+}
+
 /* One thread block per packet of the frame `buf`: META_WORDS words of metadata per packet
    (offset, length, nonce as three little-endian words, AAD offset, AAD length, 0), then a
    16-byte tag slot per packet, then the data the offsets point into (16-byte aligned, zero
@@ -271,11 +290,7 @@ extern "C" __global__ void gcm_seal(const u32 *table, const u32 *hpow, u8 *buf, 
     __shared__ u32 rkw[44];
     __shared__ u32 mask[4];
     __shared__ u32 part[32][4];
-    for (u32 i = threadIdx.x; i < TABLE_WORDS; i += blockDim.x) {
-        u32 v = table[i];
-        if (i < 256) t0[i] = v; else if (i < 320) sbw[i - 256] = v; else rkw[i - 320] = v;
-    }
-    __syncthreads();
+    load_tables(table, t0, sbw, rkw);
     u32 p = blockIdx.x;
     if (p >= npkt) return;
     const u8 *sbox = (const u8 *)sbw;
@@ -292,11 +307,7 @@ extern "C" __global__ void gcm_seal(const u32 *table, const u32 *hpow, u8 *buf, 
             if (gpu_ghash) { mask[0] = ks[0]; mask[1] = ks[1]; mask[2] = ks[2]; mask[3] = ks[3]; }
             else { slot[0] = ks[0]; slot[1] = ks[1]; slot[2] = ks[2]; slot[3] = ks[3]; }
         } else {
-            if (b == nb - 1 && (len & 15)) keep_bytes(ks, len & 15);
-            uint4 *d = (uint4 *)(data + off + 16 * b);
-            uint4 v = *d;
-            v.x ^= ks[0]; v.y ^= ks[1]; v.z ^= ks[2]; v.w ^= ks[3];
-            *d = v;
+            xor_block(data + off, b, nb, len, ks);
         }
     }
     if (!gpu_ghash) return;
@@ -313,11 +324,7 @@ extern "C" __global__ void gcm_ctr_spread(const u32 *table, u8 *buf, u32 npkt, u
     __shared__ u32 t0[256];
     __shared__ u32 sbw[64];
     __shared__ u32 rkw[44];
-    for (u32 i = threadIdx.x; i < TABLE_WORDS; i += blockDim.x) {
-        u32 v = table[i];
-        if (i < 256) t0[i] = v; else if (i < 320) sbw[i - 256] = v; else rkw[i - 320] = v;
-    }
-    __syncthreads();
+    load_tables(table, t0, sbw, rkw);
     u32 p = blockIdx.x / bpp;
     if (p >= npkt) return;
     const u8 *sbox = (const u8 *)sbw;
@@ -335,11 +342,7 @@ extern "C" __global__ void gcm_ctr_spread(const u32 *table, u8 *buf, u32 npkt, u
         slot[0] = ks[0]; slot[1] = ks[1]; slot[2] = ks[2]; slot[3] = ks[3];
         return;
     }
-    if (b == nb - 1 && (len & 15)) keep_bytes(ks, len & 15);
-    uint4 *d = (uint4 *)(data + off + 16 * b);
-    uint4 v = *d;
-    v.x ^= ks[0]; v.y ^= ks[1]; v.z ^= ks[2]; v.w ^= ks[3];
-    *d = v;
+    xor_block(data + off, b, nb, len, ks);
 }
 
 /* GHASH on the GPU after gcm_ctr_spread: one block per packet; the slot holds E_K(J0) and
