@@ -177,6 +177,7 @@ impl Side {
             Scope::Encrypt,
             &mut self.buf,
             self.body_len,
+            0,
         )
         .unwrap();
         let (scope, recv, c2) = datapath::parse_data_header(&self.buf[..len]).unwrap();
@@ -343,6 +344,7 @@ impl Parts {
                     Scope::Encrypt,
                     &mut self.pc,
                     self.body_len,
+                    0,
                 )
                 .unwrap();
                 let r = if v == 4 {

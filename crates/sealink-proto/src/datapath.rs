@@ -23,24 +23,12 @@ pub enum SealError {
 }
 
 /// Writes the data header into `buf[..16]` and seals `buf[16..16 + body_len]` in place; returns
-/// the datagram length. `buf` needs room for `16 + body_len + suite overhead`.
+/// the datagram length. `buf` needs room for `16 + body_len + suite overhead`. `lane` goes in
+/// the header's byte 3 ([`wire::LANE_OFFSET`]), authenticated with the rest of the header: 0
+/// unless the peer agreed on lanes in its handshake (older receivers drop a datagram whose
+/// byte 3 is not 0).
 #[inline]
 pub fn seal_datagram(
-    key: &PacketKey,
-    receiver: u32,
-    counter: u64,
-    scope: Scope,
-    buf: &mut [u8],
-    body_len: usize,
-) -> Result<usize, SealError> {
-    seal_datagram_on_lane(key, receiver, counter, scope, buf, body_len, 0)
-}
-
-/// [`seal_datagram`] with `lane` in the header's byte 3 ([`wire::LANE_OFFSET`]), authenticated
-/// with the rest of the header. Only for a peer that agreed on lanes in its handshake: older
-/// receivers drop a datagram whose byte 3 is not 0.
-#[inline]
-pub fn seal_datagram_on_lane(
     key: &PacketKey,
     receiver: u32,
     counter: u64,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use sealink_crypto::kdf::derive_packet_key;
 use sealink_crypto::{PacketKey, Scope, SuiteId};
 
-use crate::datapath::{SealError, open_in_place, seal_datagram_on_lane};
+use crate::datapath::{SealError, open_in_place, seal_datagram};
 use crate::error::DropReason;
 use crate::replay::{ReplayVerdict, ReplayWindow};
 use crate::time::Time;
@@ -293,7 +293,7 @@ impl SealJob {
                 self.body_len,
             );
         }
-        seal_datagram_on_lane(
+        seal_datagram(
             &self.key,
             self.receiver,
             self.counter,

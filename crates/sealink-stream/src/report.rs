@@ -327,8 +327,7 @@ impl FileRecord {
             suite: rep.suite,
             scope: rep.scope,
         };
-        entries!(rep, files)
-        .records(Event::Received, &meta)
+        entries!(rep, files).records(Event::Received, &meta)
     }
 
     fn resumed(self, resumed_bytes: u64) -> Self {
@@ -355,8 +354,7 @@ impl FileRecord {
 
     /// The sender's records of a confirmed transfer, one per entry in the order sent.
     pub fn sent(meta: &TransferMeta, rep: &SendReport) -> Vec<FileRecord> {
-        entries!(rep, names)
-        .records(Event::Sent, meta)
+        entries!(rep, names).records(Event::Sent, meta)
     }
 
     /// The sender's records of a failed transfer: one for each of `sources`, with the size on

@@ -168,6 +168,7 @@ impl<'k> Protocol<'k> {
             Scope::Encrypt,
             &mut self.buf,
             self.body_len,
+            0,
         )
         .map_err(|_| "seal-failed")?;
 

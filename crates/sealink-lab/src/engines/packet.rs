@@ -178,7 +178,7 @@ impl PacketError {
 
 /// Seals one packet whose counter is already assigned (the parallel part of the send side).
 pub fn seal_one(key: &PacketKey, receiver: u32, scope: Scope, p: &mut Packet) {
-    match datapath::seal_datagram(key, receiver, p.counter, scope, &mut p.buf, p.len) {
+    match datapath::seal_datagram(key, receiver, p.counter, scope, &mut p.buf, p.len, 0) {
         Ok(n) => {
             p.len = n;
             p.status = Ok(());
