@@ -260,6 +260,20 @@ DEVFN void ghash_tag(const u32 *hpow, const u8 *data, const u32 *m, u32 *slot, c
     }
 }
 
+/* Where packet p of an npkt-packet frame lies (see gcm_seal): its metadata, its tag slot, the
+   frame's data area, and its payload's offset there, length and count of 16-byte blocks. */
+struct Pkt { const u32 *m; u32 *slot; u8 *data; u32 off, len, nb; };
+DEVFN Pkt pkt_at(u8 *buf, u32 npkt, u32 p) {
+    Pkt k;
+    k.m = (const u32 *)buf + META_WORDS * p;
+    k.slot = (u32 *)(buf + META_WORDS * 4 * npkt + 16 * p);
+    k.data = buf + (META_WORDS * 4 + 16) * npkt;
+    k.off = k.m[0];
+    k.len = k.m[1];
+    k.nb = (k.len + 15) / 16;
+    return k;
+}
+
 /* Loads the AES tables into the block's shared memory, every thread a share of them. */
 DEVFN void load_tables(const u32 *table, u32 *t0, u32 *sbw, u32 *rkw) {
     for (u32 i = threadIdx.x; i < TABLE_WORDS; i += blockDim.x) {
@@ -294,25 +308,21 @@ extern "C" __global__ void gcm_seal(const u32 *table, const u32 *hpow, u8 *buf, 
     u32 p = blockIdx.x;
     if (p >= npkt) return;
     const u8 *sbox = (const u8 *)sbw;
-    const u32 *m = (const u32 *)buf + META_WORDS * p;
-    u32 *slot = (u32 *)(buf + META_WORDS * 4 * npkt + 16 * p);
-    u8 *data = buf + (META_WORDS * 4 + 16) * npkt;
-    u32 off = m[0], len = m[1];
-    u32 nb = (len + 15) / 16;
-    for (u32 b = threadIdx.x; b <= nb; b += blockDim.x) {
-        u32 c = (b == nb) ? 1u : 2u + b;
-        u32 in[4] = {m[2], m[3], m[4], bswap32(c)}, ks[4];
+    Pkt k = pkt_at(buf, npkt, p);
+    for (u32 b = threadIdx.x; b <= k.nb; b += blockDim.x) {
+        u32 c = (b == k.nb) ? 1u : 2u + b;
+        u32 in[4] = {k.m[2], k.m[3], k.m[4], bswap32(c)}, ks[4];
         aes128_encrypt_t(t0, sbox, rkw, in, ks);
-        if (b == nb) {
+        if (b == k.nb) {
             if (gpu_ghash) { mask[0] = ks[0]; mask[1] = ks[1]; mask[2] = ks[2]; mask[3] = ks[3]; }
-            else { slot[0] = ks[0]; slot[1] = ks[1]; slot[2] = ks[2]; slot[3] = ks[3]; }
+            else { k.slot[0] = ks[0]; k.slot[1] = ks[1]; k.slot[2] = ks[2]; k.slot[3] = ks[3]; }
         } else {
-            xor_block(data + off, b, nb, len, ks);
+            xor_block(k.data + k.off, b, k.nb, k.len, ks);
         }
     }
     if (!gpu_ghash) return;
     __syncthreads();
-    ghash_tag(hpow, data, m, slot, mask, part);
+    ghash_tag(hpow, k.data, k.m, k.slot, mask, part);
 }
 
 /* The naive strategy's keystream (paper 004's first GPU strategy: a file spread over many
@@ -328,21 +338,17 @@ extern "C" __global__ void gcm_ctr_spread(const u32 *table, u8 *buf, u32 npkt, u
     u32 p = blockIdx.x / bpp;
     if (p >= npkt) return;
     const u8 *sbox = (const u8 *)sbw;
-    const u32 *m = (const u32 *)buf + META_WORDS * p;
-    u32 *slot = (u32 *)(buf + META_WORDS * 4 * npkt + 16 * p);
-    u8 *data = buf + (META_WORDS * 4 + 16) * npkt;
-    u32 off = m[0], len = m[1];
-    u32 nb = (len + 15) / 16;
+    Pkt k = pkt_at(buf, npkt, p);
     u32 b = (blockIdx.x % bpp) * blockDim.x + threadIdx.x;
-    if (b > nb) return;
-    u32 c = (b == nb) ? 1u : 2u + b;
-    u32 in[4] = {m[2], m[3], m[4], bswap32(c)}, ks[4];
+    if (b > k.nb) return;
+    u32 c = (b == k.nb) ? 1u : 2u + b;
+    u32 in[4] = {k.m[2], k.m[3], k.m[4], bswap32(c)}, ks[4];
     aes128_encrypt_t(t0, sbox, rkw, in, ks);
-    if (b == nb) {
-        slot[0] = ks[0]; slot[1] = ks[1]; slot[2] = ks[2]; slot[3] = ks[3];
+    if (b == k.nb) {
+        k.slot[0] = ks[0]; k.slot[1] = ks[1]; k.slot[2] = ks[2]; k.slot[3] = ks[3];
         return;
     }
-    xor_block(data + off, b, nb, len, ks);
+    xor_block(k.data + k.off, b, k.nb, k.len, ks);
 }
 
 /* GHASH on the GPU after gcm_ctr_spread: one block per packet; the slot holds E_K(J0) and
