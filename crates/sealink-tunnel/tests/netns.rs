@@ -148,18 +148,50 @@ fn the_tests_default_user_is_the_products() {
     );
 }
 
+/// Two library tunnels' shared set-up: the namespaces (`None` where they cannot be made),
+/// a private run directory, interface names, host keys and stop flags.
+struct Ends {
+    net: Netns,
+    _dir: tempfile::TempDir,
+    run_dir: RunDir,
+    names: [String; 2],
+    keys: [HostKey; 2],
+    stops: [Arc<AtomicBool>; 2],
+}
+
+impl Ends {
+    fn new(id: &str) -> Option<Ends> {
+        let net = Netns::new(id)?;
+        let dir = common::private_dir();
+        let run_dir = RunDir::new(Some(dir.path().join("run")));
+        Some(Ends {
+            net,
+            _dir: dir,
+            run_dir,
+            names: [format!("tL{id}a"), format!("tL{id}b")],
+            keys: [HostKey::generate().unwrap(), HostKey::generate().unwrap()],
+            stops: [
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(AtomicBool::new(false)),
+            ],
+        })
+    }
+}
+
 #[test]
 fn library_tunnel_between_namespaces() {
     let id = (std::process::id() % 100_000).to_string();
-    let Some(net) = Netns::new(&id) else { return };
-    let d = common::private_dir();
-    let run_dir = RunDir::new(Some(d.path().join("run")));
-    let names = [format!("tL{id}a"), format!("tL{id}b")];
-    let keys = [HostKey::generate().unwrap(), HostKey::generate().unwrap()];
-    let stops = [
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicBool::new(false)),
-    ];
+    let Some(Ends {
+        net,
+        _dir,
+        run_dir,
+        names,
+        keys,
+        stops,
+    }) = Ends::new(&id)
+    else {
+        return;
+    };
     let (tx, rx) = mpsc::channel();
     let mut runs = Vec::new();
     for side in 0..2 {
@@ -259,15 +291,17 @@ fn library_tunnel_between_namespaces() {
 #[test]
 fn a_stale_endpoint_name_is_resolved_again_and_the_tunnel_comes_up() {
     let id = format!("{}r", std::process::id() % 100_000);
-    let Some(net) = Netns::new(&id) else { return };
-    let d = common::private_dir();
-    let run_dir = RunDir::new(Some(d.path().join("run")));
-    let names = [format!("tL{id}a"), format!("tL{id}b")];
-    let keys = [HostKey::generate().unwrap(), HostKey::generate().unwrap()];
-    let stops = [
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicBool::new(false)),
-    ];
+    let Some(Ends {
+        net,
+        _dir,
+        run_dir,
+        names,
+        keys,
+        stops,
+    }) = Ends::new(&id)
+    else {
+        return;
+    };
     let mut cfg0 = config(0, &names[0], keys[1].public());
     // Nobody is at 10.203.0.9: what the name resolved to when the config was read.
     cfg0.peers[0].endpoint = Some("10.203.0.9:51872".parse().unwrap());
