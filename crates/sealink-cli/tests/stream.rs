@@ -263,14 +263,8 @@ fn replayed_record_is_rejected() {
 fn sender_dying_mid_transfer_leaves_no_file() {
     let h = Hosts::new();
     let (c, addr, err) = h.recv(&[], Stdio::piped());
-    let mut s = h
-        .send_cmd(&[Path::new("-")], addr, &["--as", "piped"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = s.stdin.take().unwrap();
-    input.write_all(&vec![7u8; 1 << 20]).unwrap();
-    thread::sleep(Duration::from_millis(300));
+    let (mut s, input) =
+        common::send_started_with_a_mib(h.send_cmd(&[Path::new("-")], addr, &["--as", "piped"]));
     s.kill().unwrap();
     let _ = s.wait();
     drop(input);

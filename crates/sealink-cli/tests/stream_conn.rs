@@ -441,18 +441,12 @@ fn stalled_route_times_out_both_sides_and_leaves_no_part_file() {
 fn frozen_sender_times_out_the_receiver() {
     let h = Hosts::new();
     let (c, addr, err) = h.recv(&["--idle-timeout", "1"], Stdio::piped());
-    let mut s = send_piped(
+    let (mut s, mut input) = common::send_started_with_a_mib(send_piped(
         &h,
         &[Path::new("-")],
         addr,
         &["--as", "piped", "--idle-timeout", "1"],
-    )
-    .stdin(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut input = s.stdin.take().unwrap();
-    input.write_all(&vec![7u8; 1 << 20]).unwrap();
-    thread::sleep(Duration::from_millis(300));
+    ));
     signal(s.id(), "STOP");
     let (st, re) = wait_for(c, Some(err), Duration::from_secs(30), "sealink recv --once");
     assert_eq!(st.code(), Some(1), "receiver: {re}");

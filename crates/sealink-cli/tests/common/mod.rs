@@ -165,3 +165,17 @@ pub fn names_in(dir: &std::path::Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Starts `send` (a `sealink send -` command) with its standard input piped, writes 1 MiB to
+/// it and waits 300 ms, so that the transfer is under way: the child and its open input.
+#[allow(dead_code)]
+pub fn send_started_with_a_mib(
+    mut send: std::process::Command,
+) -> (std::process::Child, std::process::ChildStdin) {
+    use std::io::Write as _;
+    let mut s = send.stdin(std::process::Stdio::piped()).spawn().unwrap();
+    let mut input = s.stdin.take().unwrap();
+    input.write_all(&vec![7u8; 1 << 20]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    (s, input)
+}
