@@ -181,26 +181,16 @@ impl Ends {
 #[test]
 fn library_tunnel_between_namespaces() {
     let id = (std::process::id() % 100_000).to_string();
-    let Some(Ends {
-        net,
-        _dir,
-        run_dir,
-        names,
-        keys,
-        stops,
-    }) = Ends::new(&id)
-    else {
-        return;
-    };
+    let Some(ends) = Ends::new(&id) else { return };
     let (tx, rx) = mpsc::channel();
     let mut runs = Vec::new();
     for side in 0..2 {
         runs.push(spawn_in(
-            &net.ns[side],
-            config(side, &names[side], keys[1 - side].public()),
-            keys[side].clone(),
-            run_dir.clone(),
-            stops[side].clone(),
+            &ends.net.ns[side],
+            config(side, &ends.names[side], ends.keys[1 - side].public()),
+            ends.keys[side].clone(),
+            ends.run_dir.clone(),
+            ends.stops[side].clone(),
             tx.clone(),
         ));
     }
@@ -212,25 +202,25 @@ fn library_tunnel_between_namespaces() {
         .collect();
     up.sort_by(|a, b| a.name.cmp(&b.name));
     for side in 0..2 {
-        assert_eq!(up[side].name, names[side]);
+        assert_eq!(up[side].name, ends.names[side]);
         assert_eq!(up[side].listen.port(), 51871 + side as u16);
         assert_eq!((up[side].queues, up[side].udp_sockets), (1, 1));
         assert_eq!(up[side].workers, 1);
-        assert!(net.has_link(side, &names[side]));
+        assert!(ends.net.has_link(side, &ends.names[side]));
     }
     // Both sockets are in the one run directory (the thread's `/proc/self` is the process's).
-    assert_eq!(control::running(&run_dir).unwrap(), names);
+    assert_eq!(control::running(&ends.run_dir).unwrap(), ends.names);
 
     // The same name again is refused while its control socket answers.
     let again = sealink_tunnel::run(
-        config(0, &names[0], keys[1].public()),
-        keys[0].clone(),
-        &run_dir,
+        config(0, &ends.names[0], ends.keys[1].public()),
+        ends.keys[0].clone(),
+        &ends.run_dir,
         Arc::new(AtomicBool::new(false)),
         |_| panic!("a second tunnel came up"),
     );
     assert!(
-        matches!(&again, Err(TunnelError::AlreadyRunning(n)) if *n == names[0]),
+        matches!(&again, Err(TunnelError::AlreadyRunning(n)) if *n == ends.names[0]),
         "{again:?}"
     );
 
@@ -241,7 +231,16 @@ fn library_tunnel_between_namespaces() {
     if have_ping {
         let o = Command::new("ip")
             .args([
-                "netns", "exec", &net.ns[0], "ping", "-c", "3", "-i", "0.2", "-W", "5",
+                "netns",
+                "exec",
+                &ends.net.ns[0],
+                "ping",
+                "-c",
+                "3",
+                "-i",
+                "0.2",
+                "-W",
+                "5",
             ])
             .arg("10.204.0.2")
             .output()
@@ -252,8 +251,17 @@ fn library_tunnel_between_namespaces() {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
-        let show = control::request(&run_dir, &names[0], "show", Duration::from_secs(5)).unwrap();
-        assert!(show.contains(&format!("interface: {}", names[0])), "{show}");
+        let show = control::request(
+            &ends.run_dir,
+            &ends.names[0],
+            "show",
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert!(
+            show.contains(&format!("interface: {}", ends.names[0])),
+            "{show}"
+        );
         assert!(show.contains("peer: side1"), "{show}");
         assert!(show.contains("(session up, lanes)"), "{show}");
     } else {
@@ -261,27 +269,34 @@ fn library_tunnel_between_namespaces() {
     }
 
     // `down` answers once the tunnel has stopped and removed its interface.
-    let answer = control::request(&run_dir, &names[0], "down", Duration::from_secs(10)).unwrap();
+    let answer = control::request(
+        &ends.run_dir,
+        &ends.names[0],
+        "down",
+        Duration::from_secs(10),
+    )
+    .unwrap();
     assert_eq!(answer, "down\n");
     let r0 = runs.remove(0).join().unwrap();
     assert!(r0.is_ok(), "{r0:?}");
-    assert!(!net.has_link(0, &names[0]));
-    assert!(stops[0].load(Ordering::SeqCst));
+    assert!(!ends.net.has_link(0, &ends.names[0]));
+    assert!(ends.stops[0].load(Ordering::SeqCst));
     // The stop flag (what a signal sets) ends the other.
-    stops[1].store(true, Ordering::SeqCst);
+    ends.stops[1].store(true, Ordering::SeqCst);
     let r1 = runs.remove(0).join().unwrap();
     assert!(r1.is_ok(), "{r1:?}");
-    assert!(!net.has_link(1, &names[1]));
-    let left = control::running(&run_dir).unwrap();
+    assert!(!ends.net.has_link(1, &ends.names[1]));
+    let left = control::running(&ends.run_dir).unwrap();
     let mode = |p: &std::path::Path| {
         use std::os::unix::fs::PermissionsExt;
         std::fs::metadata(p).map(|m| format!("{:o}", m.permissions().mode()))
     };
     assert!(
         left.is_empty(),
-        "{left:?} of {names:?}; {:?} {:?}",
-        mode(run_dir.base()),
-        mode(&run_dir.dir())
+        "{left:?} of {:?}; {:?} {:?}",
+        ends.names,
+        mode(ends.run_dir.base()),
+        mode(&ends.run_dir.dir())
     );
 }
 
@@ -291,18 +306,8 @@ fn library_tunnel_between_namespaces() {
 #[test]
 fn a_stale_endpoint_name_is_resolved_again_and_the_tunnel_comes_up() {
     let id = format!("{}r", std::process::id() % 100_000);
-    let Some(Ends {
-        net,
-        _dir,
-        run_dir,
-        names,
-        keys,
-        stops,
-    }) = Ends::new(&id)
-    else {
-        return;
-    };
-    let mut cfg0 = config(0, &names[0], keys[1].public());
+    let Some(ends) = Ends::new(&id) else { return };
+    let mut cfg0 = config(0, &ends.names[0], ends.keys[1].public());
     // Nobody is at 10.203.0.9: what the name resolved to when the config was read.
     cfg0.peers[0].endpoint = Some("10.203.0.9:51872".parse().unwrap());
     cfg0.endpoint_names = vec![Some("side1.test:51872".into())];
@@ -318,11 +323,11 @@ fn a_stale_endpoint_name_is_resolved_again_and_the_tunnel_comes_up() {
     let (tx, rx) = mpsc::channel();
     let mut runs = vec![
         spawn_in_with(
-            &net.ns[0],
+            &ends.net.ns[0],
             cfg0,
-            keys[0].clone(),
-            run_dir.clone(),
-            stops[0].clone(),
+            ends.keys[0].clone(),
+            ends.run_dir.clone(),
+            ends.stops[0].clone(),
             tx.clone(),
             RunOptions {
                 resolver: Some(resolver),
@@ -330,11 +335,11 @@ fn a_stale_endpoint_name_is_resolved_again_and_the_tunnel_comes_up() {
             },
         ),
         spawn_in(
-            &net.ns[1],
-            config(1, &names[1], keys[0].public()),
-            keys[1].clone(),
-            run_dir.clone(),
-            stops[1].clone(),
+            &ends.net.ns[1],
+            config(1, &ends.names[1], ends.keys[0].public()),
+            ends.keys[1].clone(),
+            ends.run_dir.clone(),
+            ends.stops[1].clone(),
             tx,
         ),
     ];
@@ -348,7 +353,7 @@ fn a_stale_endpoint_name_is_resolved_again_and_the_tunnel_comes_up() {
         .args([
             "netns",
             "exec",
-            &net.ns[0],
+            &ends.net.ns[0],
             "ping",
             "-c",
             "1",
@@ -358,7 +363,13 @@ fn a_stale_endpoint_name_is_resolved_again_and_the_tunnel_comes_up() {
         ])
         .output()
         .unwrap();
-    let show = control::request(&run_dir, &names[0], "show", Duration::from_secs(5)).unwrap();
+    let show = control::request(
+        &ends.run_dir,
+        &ends.names[0],
+        "show",
+        Duration::from_secs(5),
+    )
+    .unwrap();
     assert!(
         o.status.success(),
         "{}{show}",
@@ -367,7 +378,7 @@ fn a_stale_endpoint_name_is_resolved_again_and_the_tunnel_comes_up() {
     assert_eq!(*asked.lock().unwrap(), ["side1.test:51872"]);
     assert!(show.contains("endpoint: 10.203.0.2:51872"), "{show}");
     assert!(show.contains("(session up, lanes)"), "{show}");
-    for s in &stops {
+    for s in &ends.stops {
         s.store(true, Ordering::SeqCst);
     }
     for r in runs.drain(..) {
