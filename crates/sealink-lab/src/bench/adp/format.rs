@@ -12,6 +12,10 @@ pub struct Table {
     pub figures: Vec<(String, f64, &'static str)>,
 }
 
+/// The columns of the tables that set latency and throughput beside the paper's: each
+/// measured figure, the paper's, and their ratio.
+pub const L_AND_T: [&str; 6] = ["L ms", "paper", "ratio", "T kB/s", "paper", "ratio"];
+
 impl Table {
     pub fn new(title: impl Into<String>, headers: &[&str]) -> Self {
         Table {

@@ -32,7 +32,7 @@
 //! There the streams overlap in time and run in separate simulations, so TR's L is measured
 //! without the other streams' load (optimistic for TR).
 
-use super::format::{Table, num, ratio};
+use super::format::{L_AND_T, Table, num, ratio};
 use super::run::RunResult;
 use super::tables::{Experiment, Levels, Nominal};
 use super::trace::{self, Msg, Proto, TraceKind};
@@ -152,18 +152,7 @@ impl Experiment<'_> {
                  (profile {})",
                 self.profile.name
             ),
-            &[
-                "trace",
-                "Z",
-                "channels",
-                "data datagrams",
-                "L ms",
-                "paper",
-                "ratio",
-                "T kB/s",
-                "paper",
-                "ratio",
-            ],
+            &[&["trace", "Z", "channels", "data datagrams"][..], &L_AND_T].concat(),
         );
         for (kind, gap_ms, lin, con, paper) in PAPER_T4 {
             let Some(n) = traces.iter().find(|n| n.trace.kind == kind) else {

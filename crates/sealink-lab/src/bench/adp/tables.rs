@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use indicatif::ProgressBar;
 
-use super::format::{Table, num, ratio};
+use super::format::{L_AND_T, Table, num, ratio};
 use super::model::{Profile, Scope3, Tech};
 use super::policy::{self, Policy};
 use super::run::{RunResult, RunSpec, run};
@@ -223,18 +223,7 @@ impl Experiment<'_> {
     pub fn table8(&self, all: &Nominal) -> Result<(Table, Table)> {
         let mut tab = Table::new(
             format!("Table 8: E x Q on ALL (profile {})", self.profile.name),
-            &[
-                "E",
-                "Q",
-                "L ms",
-                "paper",
-                "ratio",
-                "T kB/s",
-                "paper",
-                "ratio",
-                "datagrams",
-                "mean ADP msg B",
-            ],
+            &[&["E", "Q"][..], &L_AND_T, &["datagrams", "mean ADP msg B"]].concat(),
         );
         let mut gain = Table::new(
             format!(
@@ -296,18 +285,7 @@ impl Experiment<'_> {
                 "Table 7: urgency policies on ALL (profile {})",
                 self.profile.name
             ),
-            &[
-                "U",
-                "parameter",
-                "urgent %",
-                "paper",
-                "L ms",
-                "paper",
-                "ratio",
-                "T kB/s",
-                "paper",
-                "ratio",
-            ],
+            &[&["U", "parameter", "urgent %", "paper"][..], &L_AND_T].concat(),
         );
         let m = all.timeout.as_secs_f64();
         for (i, paper) in PAPER_T7.iter().enumerate() {
