@@ -244,18 +244,10 @@ impl Experiment<'_> {
                         ..Levels::nominal(all.timeout)
                     },
                 )?;
-                tab.push(vec![
-                    e.name().to_owned(),
-                    if q { "ON" } else { "OFF" }.to_owned(),
-                    num(l.l_ms, 3),
-                    num(pl, 0),
-                    ratio(l.l_ms, pl),
-                    num(t.t_kbs(), 1),
-                    num(pt, 0),
-                    ratio(t.t_kbs(), pt),
-                    l.datagrams.to_string(),
-                    num(l.mean_datagram(), 0),
-                ]);
+                let mut r = vec![e.name().to_owned(), if q { "ON" } else { "OFF" }.to_owned()];
+                r.extend(l_and_t(&l, pl, &t, pt));
+                r.extend([l.datagrams.to_string(), num(l.mean_datagram(), 0)]);
+                tab.push(r);
                 got.push((l.l_ms, t.t_kbs()));
             }
             gain.push(vec![
@@ -306,18 +298,14 @@ impl Experiment<'_> {
                     ..Levels::nominal(all.timeout)
                 },
             )?;
-            tab.push(vec![
+            let mut r = vec![
                 name.to_owned(),
                 param,
                 num(policy::share(&urgent) * 100.0, 2),
                 num(paper[0], 2),
-                num(l.l_ms, 3),
-                num(paper[1], 0),
-                ratio(l.l_ms, paper[1]),
-                num(t.t_kbs(), 1),
-                num(paper[2], 0),
-                ratio(t.t_kbs(), paper[2]),
-            ]);
+            ];
+            r.extend(l_and_t(&l, paper[1], &t, paper[2]));
+            tab.push(r);
         }
         Ok(tab)
     }
@@ -527,9 +515,14 @@ pub struct Curve {
 
 /// One row of Tables 5 and 6.
 fn row(trace: &str, level: &str, l: &RunResult, pl: f64, t: &RunResult, pt: f64) -> Vec<String> {
-    vec![
-        trace.to_owned(),
-        level.to_owned(),
+    let mut r = vec![trace.to_owned(), level.to_owned()];
+    r.extend(l_and_t(l, pl, t, pt));
+    r
+}
+
+/// The [`L_AND_T`] cells: `l`'s latency beside the paper's `pl`, `t`'s throughput beside `pt`.
+fn l_and_t(l: &RunResult, pl: f64, t: &RunResult, pt: f64) -> [String; 6] {
+    [
         num(l.l_ms, 3),
         num(pl, 0),
         ratio(l.l_ms, pl),
