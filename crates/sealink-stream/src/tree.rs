@@ -50,6 +50,14 @@ pub(crate) struct Input {
     pub path: Option<PathBuf>,
 }
 
+/// How a link found in a tree is sent ([`Walk::link`]).
+enum LinkAs {
+    /// As a link to this target.
+    Link(String),
+    /// As what it points to (`copy_links`), which is this.
+    Target(std::fs::Metadata),
+}
+
 /// Why a file announced in a manifest cannot be sent as announced.
 #[derive(Debug)]
 pub(crate) enum Gone {
@@ -522,6 +530,45 @@ impl Walk {
         }
     }
 
+    /// What the link at `path` (sent as `name`) goes as: itself if it stays inside the tree,
+    /// else what it points to with `copy_links`, else nothing (skipped with a warning); `None`
+    /// also if it cannot be read (a problem, reported).
+    fn link(&mut self, path: &Path, name: &str) -> Option<LinkAs> {
+        let target = match std::fs::read_link(path) {
+            Ok(t) => t.to_str().map(str::to_owned).unwrap_or_default(),
+            Err(e) => {
+                self.problem(format!("cannot read the link {}: {e}", path.display()));
+                return None;
+            }
+        };
+        if link_stays_inside(name, &target) {
+            return Some(LinkAs::Link(target));
+        }
+        if self.copy_links {
+            // What the link points to, sent in its place.
+            return match std::fs::metadata(path) {
+                Ok(m) => Some(LinkAs::Target(m)),
+                Err(e) => {
+                    self.problem(format!(
+                        "cannot send what the link {} -> {target} points to: {e}",
+                        path.display()
+                    ));
+                    None
+                }
+            };
+        }
+        let line = format!(
+            "skipping the link {} -> {target}: it is absolute or leads out of the tree \
+             (--copy-links sends what it points to)",
+            path.display()
+        );
+        tracing::warn!("{line}");
+        if self.skipped_links.len() < MAX_PROBLEMS_KEPT {
+            self.skipped_links.push(line);
+        }
+        None
+    }
+
     /// One entry of a directory being walked: its input, or `None` if it is left out.
     fn child(
         &mut self,
@@ -588,41 +635,13 @@ impl Walk {
         let mut meta = meta;
         let mut kind = None;
         if ft.is_symlink() {
-            let target = match std::fs::read_link(path) {
-                Ok(t) => t.to_str().map(str::to_owned).unwrap_or_default(),
-                Err(e) => {
-                    self.problem(format!("cannot read the link {}: {e}", path.display()));
-                    return Ok(None);
+            match self.link(path, &name) {
+                None => return Ok(None),
+                Some(LinkAs::Link(target)) => kind = Some(EntryKind::Symlink(target)),
+                Some(LinkAs::Target(m)) => {
+                    ft = m.file_type();
+                    meta = m;
                 }
-            };
-            if link_stays_inside(&name, &target) {
-                kind = Some(EntryKind::Symlink(target));
-            } else if self.copy_links {
-                // What the link points to, sent in its place.
-                match std::fs::metadata(path) {
-                    Ok(m) => {
-                        ft = m.file_type();
-                        meta = m;
-                    }
-                    Err(e) => {
-                        self.problem(format!(
-                            "cannot send what the link {} -> {target} points to: {e}",
-                            path.display()
-                        ));
-                        return Ok(None);
-                    }
-                }
-            } else {
-                let line = format!(
-                    "skipping the link {} -> {target}: it is absolute or leads out of the tree \
-                     (--copy-links sends what it points to)",
-                    path.display()
-                );
-                tracing::warn!("{line}");
-                if self.skipped_links.len() < MAX_PROBLEMS_KEPT {
-                    self.skipped_links.push(line);
-                }
-                return Ok(None);
             }
         }
         let (kind, size, file) = if let Some(k) = kind {
