@@ -184,7 +184,9 @@ impl Tunnel {
             Wire::Sealink => now.as_nanos(),
             Wire::WireGuard => crate::handshake::wg::whitened_nanos(unix),
         };
-        let (local, ts) = p.handshake.reserve(&mut self.indexes, pi, now, attempt, floor);
+        let (local, ts) = p
+            .handshake
+            .reserve(&mut self.indexes, pi, now, attempt, floor);
         p.offered_lanes = offer;
         p.retry_jitter = jitter;
         let kind = match wire {

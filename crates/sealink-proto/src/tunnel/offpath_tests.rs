@@ -445,8 +445,14 @@ fn crossing_initiations_resolve(cfg: TunnelConfig) {
     }
     p.got_a.clear();
     p.got_b.clear();
-    assert!(matches!(p.send(true, &v4(IP_A, IP_B, 500, 3)), Encap::Sealed { .. }));
-    assert!(matches!(p.send(false, &v4(IP_B, IP_A, 500, 4)), Encap::Sealed { .. }));
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 500, 3)),
+        Encap::Sealed { .. }
+    ));
+    assert!(matches!(
+        p.send(false, &v4(IP_B, IP_A, 500, 4)),
+        Encap::Sealed { .. }
+    ));
     p.run();
     assert_eq!((p.got_a.len(), p.got_b.len()), (1, 1));
     for t in [&p.a, &p.b] {
@@ -500,7 +506,11 @@ fn a_prepared_initiation_replaced_by_its_retry_is_dropped() {
     assert!(p.wire.is_empty());
     assert_eq!(build_a(&mut p), [Ok(PeerIndex(0))]);
     p.run();
-    assert_eq!(p.got_b.len(), 1, "the staged packet, on the retry's session");
+    assert_eq!(
+        p.got_b.len(),
+        1,
+        "the staged packet, on the retry's session"
+    );
 }
 
 /// A prepared rekey whose peer's own handshake gave us a fresh session meanwhile is dropped.
@@ -509,12 +519,18 @@ fn a_prepared_rekey_after_a_newer_session_arrived_is_dropped() {
     let mut p = established();
     p.a.build_initiations_offpath(true);
     p.now = p.now + Duration::from_secs(121);
-    assert!(matches!(p.send(true, &v4(IP_A, IP_B, 500, 1)), Encap::Sealed { .. }));
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 500, 1)),
+        Encap::Sealed { .. }
+    ));
     let mut jobs = Vec::new();
     p.a.take_initiations(&mut jobs);
     assert_eq!(jobs.len(), 1);
     // B rekeys first (built at once: B builds serially); A answers, B confirms.
-    assert!(matches!(p.send(false, &v4(IP_B, IP_A, 500, 2)), Encap::Sealed { .. }));
+    assert!(matches!(
+        p.send(false, &v4(IP_B, IP_A, 500, 2)),
+        Encap::Sealed { .. }
+    ));
     p.run();
     p.send(false, &v4(IP_B, IP_A, 500, 3));
     p.run();
@@ -524,7 +540,10 @@ fn a_prepared_rekey_after_a_newer_session_arrived_is_dropped() {
     p.collect();
     assert!(p.wire.is_empty(), "nothing sent: {:?}", p.wire);
     // Nothing left under way: A's next packet leaves on the session B made.
-    assert!(matches!(p.send(true, &v4(IP_A, IP_B, 500, 4)), Encap::Sealed { .. }));
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 500, 4)),
+        Encap::Sealed { .. }
+    ));
     assert!(!p.a.has_initiations());
     p.run();
     assert_eq!(p.got_b.len(), 2);
