@@ -360,7 +360,7 @@ fn reload_timing() {
 
 /// What a hub's handshake thread does with the initiations `t` reserved: each built with no
 /// access to `t`, then committed. Returns each commit's outcome.
-fn build_reserved(t: &mut Tunnel, now: Time) -> Vec<Result<PeerIndex, TunnelDrop>> {
+pub(super) fn build_reserved(t: &mut Tunnel, now: Time) -> Vec<Result<PeerIndex, TunnelDrop>> {
     let mut jobs = Vec::new();
     t.take_initiations(&mut jobs);
     let initiator = t.initiator();
