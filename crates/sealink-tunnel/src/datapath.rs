@@ -208,6 +208,9 @@ impl TunReader {
             // Autocork: the queues of idle peers leave now, after this batch's packets.
             core.end_batch(now);
             transmit::take_queued(tx, &mut core, stride);
+            // A rekey or a packet waiting for a session: its initiation goes to the handshake
+            // threads, never built here.
+            sh.handshakes.take_initiations(&mut core);
             // A small packet that end_batch already sent needs no timer: waking it for every
             // TCP ACK cost the receiving host 4% of a core (RESULTS §21).
             wake_timer = core.take_timer_hint();

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use sealink_proto::tunnel::{Begun, HANDSHAKE_QUEUE, HandshakeQueue, Tunnel};
+use sealink_proto::tunnel::{Begun, HANDSHAKE_QUEUE, HandshakeQueue, InitJob, Tunnel};
 
 use crate::{QueuedTransmits, Shared};
 
@@ -22,10 +22,16 @@ const TAKE: usize = 32;
 /// Longest a handshake thread sleeps before it looks at the stop flag again.
 const IDLE_WAIT: Duration = Duration::from_millis(250);
 
-/// The queue between the UDP readers and the handshake threads.
+/// The queue between the UDP readers and the handshake threads, and our own initiations the
+/// core reserved, to build with no lock held.
 pub(crate) struct Handshakes {
-    q: Mutex<HandshakeQueue>,
+    q: Mutex<Queue>,
     ready: Condvar,
+}
+
+struct Queue {
+    msgs: HandshakeQueue,
+    inits: Vec<InitJob>,
 }
 
 impl Handshakes {
@@ -35,23 +41,35 @@ impl Handshakes {
 
     fn with_capacity(n: usize) -> Self {
         Handshakes {
-            q: Mutex::new(HandshakeQueue::new(n)),
+            q: Mutex::new(Queue {
+                msgs: HandshakeQueue::new(n),
+                inits: Vec::new(),
+            }),
             ready: Condvar::new(),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HandshakeQueue> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.q.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Queues handshake message `msg` from `source` (the caller holds the core, `core`); a
     /// full queue drops it, counted.
     pub(crate) fn push(&self, core: &mut Tunnel, source: SocketAddr, msg: &[u8]) {
-        let ok = self.lock().push(source, msg);
+        let ok = self.lock().msgs.push(source, msg);
         if ok {
             self.ready.notify_one();
         } else {
             core.handshake_queue_full(1);
+        }
+    }
+
+    /// Moves the initiations `core` reserved (the caller holds it) to the handshake threads,
+    /// which build them with no lock held.
+    pub(crate) fn take_initiations(&self, core: &mut Tunnel) {
+        if core.has_initiations() {
+            core.take_initiations(&mut self.lock().inits);
+            self.ready.notify_one();
         }
     }
 
@@ -60,11 +78,16 @@ impl Handshakes {
         self.ready.notify_all();
     }
 
-    /// Waits for messages (up to [`IDLE_WAIT`]) and moves up to [`TAKE`] into `into`, each with
-    /// whether the queue was busy.
-    fn take(&self, sh: &Shared, into: &mut Vec<(SocketAddr, Vec<u8>, bool)>) {
+    /// Waits for work (up to [`IDLE_WAIT`]) and moves up to [`TAKE`] messages into `into`, each
+    /// with whether the queue was busy, and up to [`TAKE`] initiations into `inits`.
+    fn take(
+        &self,
+        sh: &Shared,
+        into: &mut Vec<(SocketAddr, Vec<u8>, bool)>,
+        inits: &mut Vec<InitJob>,
+    ) {
         let mut q = self.lock();
-        if q.is_empty() && !sh.stopping() {
+        if q.msgs.is_empty() && q.inits.is_empty() && !sh.stopping() {
             q = self
                 .ready
                 .wait_timeout(q, IDLE_WAIT)
@@ -73,17 +96,23 @@ impl Handshakes {
         }
         let now = sh.clock.now();
         while into.len() < TAKE {
-            match q.pop(now) {
+            match q.msgs.pop(now) {
                 Some(m) => into.push(m),
                 None => break,
             }
+        }
+        let n = q.inits.len().min(TAKE);
+        inits.extend(q.inits.drain(..n));
+        if !q.inits.is_empty() {
+            // More for another thread.
+            self.ready.notify_one();
         }
     }
 
     fn recycle(&self, bufs: impl Iterator<Item = Vec<u8>>) {
         let mut q = self.lock();
         for b in bufs {
-            q.recycle(b);
+            q.msgs.recycle(b);
         }
     }
 }
@@ -97,13 +126,39 @@ pub(crate) fn threads_for(cpus: usize) -> usize {
 
 /// A handshake thread: answers queued handshake messages until the tunnel stops.
 pub(crate) fn handshake_loop(sh: &Shared) {
-    let responder = sh.lock().responder();
+    let (responder, initiator) = {
+        let core = sh.lock();
+        (core.responder(), core.initiator())
+    };
+    let mut inits: Vec<InitJob> = Vec::with_capacity(TAKE);
+    let mut built = Vec::with_capacity(TAKE);
     let mut out = QueuedTransmits::new(sh.stride);
     let mut batch: Vec<(SocketAddr, Vec<u8>, bool)> = Vec::with_capacity(TAKE);
     let mut admitted: Vec<usize> = Vec::with_capacity(TAKE);
     while !sh.stopping() {
         batch.clear();
-        sh.handshakes.take(sh, &mut batch);
+        sh.handshakes.take(sh, &mut batch, &mut inits);
+        if !inits.is_empty() {
+            // Our own initiations (a rekey, a packet waiting for a session): their public-key
+            // work with no lock held, then all of them sent under one lock.
+            built.clear();
+            built.extend(inits.drain(..).map(|j| initiator.build(j)));
+            out.clear();
+            let wake = {
+                let mut core = sh.lock();
+                let now = sh.clock.now();
+                for b in built.drain(..) {
+                    let _ = core.initiation_commit(now, b);
+                }
+                out.drain(&mut core);
+                sh.handshakes.take_initiations(&mut core);
+                core.take_timer_hint()
+            };
+            out.seal_and_send(sh, 0, 0);
+            if wake {
+                sh.timer.notify_one();
+            }
+        }
         if batch.is_empty() {
             continue;
         }
@@ -121,6 +176,7 @@ pub(crate) fn handshake_loop(sh: &Shared) {
                 }
             }
             out.drain(&mut core);
+            sh.handshakes.take_initiations(&mut core);
             wake |= core.take_timer_hint();
         }
         out.seal_and_send(sh, 0, 0);
@@ -164,7 +220,7 @@ mod tests {
         for _ in 0..11 {
             hs.push(&mut core, src, &[1u8; 148]);
         }
-        assert_eq!(hs.lock().len(), 8);
+        assert_eq!(hs.lock().msgs.len(), 8);
         assert_eq!(core.drop_count(TunnelDrop::HandshakeQueueFull), 3);
         // What `show --json` lists.
         assert!(core.drops().contains(&("handshake-queue-full", 3)));

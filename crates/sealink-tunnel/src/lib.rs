@@ -257,6 +257,9 @@ fn timer_loop(sh: &Shared) {
         while let Some(req) = core.poll_resolve() {
             let _ = sh.resolve_tx.send(req);
         }
+        // Initiations that rekeys, retries and waiting packets reserved: built by the
+        // handshake threads, with no lock held.
+        sh.handshakes.take_initiations(&mut core);
         out.clear();
         if out.drain(&mut core) > 0 {
             drop(core);

@@ -410,6 +410,8 @@ fn open(
     test_timers(&mut core_cfg);
     let public_key = *host.public();
     let mut core = Tunnel::new(host, core_cfg, cfg.peers.clone())?;
+    // The handshake threads build our initiations, off the lock the data path takes.
+    core.build_initiations_offpath(true);
     for (p, n) in cfg.peers.iter().zip(&cfg.endpoint_names) {
         core.set_endpoint_name(&p.public_key, n.clone());
     }

@@ -22,7 +22,9 @@ use crate::time::Time;
 
 /// Our initiation in progress.
 pub(crate) struct Initiation {
-    pub hs: snow::HandshakeState,
+    /// `None` while the message is being built with no lock held ([`Handshake::reserve`]):
+    /// nothing has been sent, so nothing can be answered yet.
+    pub hs: Option<snow::HandshakeState>,
     pub local_index: u32,
     pub sent_at: Time,
     /// Initiations sent for this handshake so far, this one included.
@@ -188,7 +190,7 @@ impl Handshake {
     ) -> &[u8] {
         self.last_ts_sent = ts;
         let init = self.initiation.insert(Box::new(Initiation {
-            hs,
+            hs: Some(hs),
             local_index: local,
             sent_at: now,
             attempts: attempt,
@@ -196,6 +198,53 @@ impl Handshake {
             cookie_retried: false,
         }));
         &init.packet
+    }
+
+    /// The serial half of an initiation built elsewhere: replaces (and frees) any under way
+    /// with one whose message is not built yet, its index and timestamp (at least `ts`, one
+    /// past the last sent) taken now. Retries count from `now`; [`Handshake::fill`] completes it.
+    pub fn reserve(
+        &mut self,
+        idx: &mut IndexTable,
+        owner: usize,
+        now: Time,
+        attempt: u32,
+        ts: u64,
+    ) -> (u32, u64) {
+        self.abandon(idx);
+        let local = idx.alloc(owner);
+        let ts = ts.max(self.last_ts_sent + 1);
+        self.last_ts_sent = ts;
+        self.initiation = Some(Box::new(Initiation {
+            hs: None,
+            local_index: local,
+            sent_at: now,
+            attempts: attempt,
+            packet: Vec::new(),
+            cookie_retried: false,
+        }));
+        (local, ts)
+    }
+
+    /// Completes the reserved initiation `local` with its built message (MACs still zero: they
+    /// are added here, with the cookie as it is now). Returns the datagram to send, or `None`
+    /// when that reservation is no longer the one under way (stale: replaced or abandoned).
+    pub fn fill(
+        &mut self,
+        local: u32,
+        hs: snow::HandshakeState,
+        mut packet: Vec<u8>,
+        now: Time,
+    ) -> Option<&[u8]> {
+        let init = self
+            .initiation
+            .as_mut()
+            .filter(|i| i.local_index == local && i.hs.is_none())?;
+        self.cookies.add_macs(now, &mut packet);
+        init.hs = Some(hs);
+        init.packet = packet;
+        init.sent_at = now;
+        Some(&init.packet)
     }
 
     /// Drops the initiation under way, freeing its index.
@@ -226,7 +275,7 @@ impl Handshake {
         consume: impl FnOnce(&mut CookieGenerator) -> Result<(), DropReason>,
     ) -> Result<Option<&[u8]>, DropReason> {
         let init = match &mut self.initiation {
-            Some(i) if i.local_index == local_index => i,
+            Some(i) if i.local_index == local_index && i.hs.is_some() => i,
             _ => return Err(DropReason::BadCookieReply),
         };
         consume(&mut self.cookies)?;
@@ -339,7 +388,8 @@ impl Handshake {
         sender_index: u32,
         now: Time,
     ) -> Result<Completed, DropReason> {
-        let resp = handshake::read_response(&mut init.hs, pkt)?;
+        let hs = init.hs.as_mut().ok_or(DropReason::UnexpectedResponse)?;
+        let resp = handshake::read_response(hs, pkt)?;
         *last_ts_accepted = (*last_ts_accepted).max(resp.newest_peer_init);
         let suite = SuiteId::from_u8(resp.suite)
             .filter(|s| *s == proposed)

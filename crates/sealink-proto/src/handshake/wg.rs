@@ -118,6 +118,20 @@ pub(crate) fn write_initiation(
     cookies: &mut CookieGenerator,
     now: Time,
 ) -> Result<(snow::HandshakeState, [u8; INITIATION_LEN]), String> {
+    let (hs, mut msg) = write_initiation_unmacked(local, remote, psk, sender, ts)?;
+    cookies.add_macs(now, &mut msg);
+    Ok((hs, msg))
+}
+
+/// [`write_initiation`] with mac1 and mac2 left zero (the public-key work, which needs no
+/// cookie state): the caller adds them.
+pub(crate) fn write_initiation_unmacked(
+    local: &HostKey,
+    remote: &[u8; 32],
+    psk: &[u8; 32],
+    sender: u32,
+    ts: &[u8; 12],
+) -> Result<(snow::HandshakeState, [u8; INITIATION_LEN]), String> {
     let err = |e: snow::Error| e.to_string();
     let mut hs = noise_builder(local, psk)
         .and_then(|b| b.remote_public_key(remote))
@@ -132,7 +146,6 @@ pub(crate) fn write_initiation(
     if n != INITIATION_NOISE.len() {
         return Err(format!("initiation of {n} bytes"));
     }
-    cookies.add_macs(now, &mut msg);
     Ok((hs, msg))
 }
 

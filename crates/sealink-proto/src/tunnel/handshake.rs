@@ -15,6 +15,7 @@ use crate::time::Time;
 use crate::wire::{Header, parse_header};
 
 use super::config::Wire;
+use super::offpath::{InitJob, InitKind};
 use super::recv::Decap;
 use super::stats::TunnelDrop;
 use super::{PeerIndex, TUNNEL_KEYS, Tunnel};
@@ -109,6 +110,10 @@ impl Tunnel {
         };
         let unix = self.cfg.unix_at_zero + Duration::from_nanos(now.as_nanos());
         let jitter = self.next_jitter();
+        if self.offpath_inits {
+            self.reserve_initiation(pi, now, attempt, offer, payload, unix, jitter);
+            return;
+        }
         let p = &mut self.peers[pi];
         let built = match self.cfg.wire {
             Wire::Sealink => p.handshake.initiate(
@@ -151,6 +156,55 @@ impl Tunnel {
                 tracing::warn!(error = %e, "cannot build tunnel handshake initiation");
             }
         }
+    }
+
+    /// [`Tunnel::start_handshake`] when the driver builds initiations with no lock held: the
+    /// index, the timestamp, the retry's jitter and the lanes offer are taken now (the
+    /// initiation is under way: retries and rekeys count it), the Noise message is left to
+    /// [`Initiator::build`](super::Initiator::build) and [`Tunnel::initiation_commit`].
+    #[allow(clippy::too_many_arguments)]
+    fn reserve_initiation(
+        &mut self,
+        pi: usize,
+        now: Time,
+        attempt: u32,
+        offer: bool,
+        payload: InitPayload,
+        unix: Duration,
+        jitter: Duration,
+    ) {
+        let wire = self.cfg.wire;
+        let p = &mut self.peers[pi];
+        if handshake::x25519_public_is_degenerate(&p.cfg.public_key) {
+            tracing::warn!(peer = %p.cfg.name, "peer's public key is a small-order point");
+            self.give_up(pi);
+            return;
+        }
+        let floor = match wire {
+            Wire::Sealink => now.as_nanos(),
+            Wire::WireGuard => crate::handshake::wg::whitened_nanos(unix),
+        };
+        let (local, ts) = p
+            .handshake
+            .reserve(&mut self.indexes, pi, now, attempt, floor);
+        p.offered_lanes = offer;
+        p.retry_jitter = jitter;
+        let kind = match wire {
+            Wire::Sealink => InitKind::Sealink(InitPayload {
+                timestamp: ts,
+                ..payload
+            }),
+            Wire::WireGuard => InitKind::Wg {
+                psk: p.cfg.preshared_key.unwrap_or(crate::handshake::wg::NO_PSK),
+                ts,
+            },
+        };
+        self.initiations.push(InitJob {
+            pi,
+            remote: p.cfg.public_key,
+            local,
+            kind,
+        });
     }
 
     /// A uniform draw from `0..=handshake_jitter` (SplitMix64), in whole milliseconds as

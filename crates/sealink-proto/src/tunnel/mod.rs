@@ -83,8 +83,8 @@ mod wg;
 pub use config::{PiggybackMode, PiggybackPolicy, TunnelConfig, TunnelPeerConfig, Wire};
 pub use ip::{AllowedIps, IpNet, IpNetError, packet_addrs};
 pub use offpath::{
-    Begun, HANDSHAKE_QUEUE, HandshakeQueue, Prepared, ReadInit, Responder, UNDER_LOAD_AFTER,
-    Written,
+    Begun, BuiltInit, HANDSHAKE_QUEUE, HandshakeQueue, InitJob, Initiator, Prepared, ReadInit,
+    Responder, UNDER_LOAD_AFTER, Written,
 };
 pub use reconfig::{Applied, PeerChanges, PeerPlan, RERESOLVE_AFTER_ATTEMPTS};
 pub use recv::{Decap, DecapJob, DecapReserve};
@@ -211,6 +211,10 @@ pub struct Tunnel {
     /// Bumped by every change of the peer list ([`Tunnel::reconfigure`],
     /// [`Tunnel::apply_peer_plan`]): a [`PeerPlan`] made against another list is refused.
     peers_generation: u64,
+    /// Initiations are built by the driver with no lock held ([`Tunnel::build_initiations_offpath`]):
+    /// [`Tunnel::start_handshake`] only reserves them, here, for [`Tunnel::take_initiations`].
+    offpath_inits: bool,
+    initiations: Vec<offpath::InitJob>,
 }
 
 impl std::fmt::Debug for Tunnel {
@@ -319,6 +323,8 @@ impl Tunnel {
             drops: [0; N_DROPS],
             jitter_state: u64::from(cfg_seed) ^ 0x9E37_79B9_7F4A_7C15,
             peers_generation: 0,
+            offpath_inits: false,
+            initiations: Vec::new(),
         })
     }
 

@@ -27,7 +27,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::error::DropReason;
-use crate::handshake::HostKey;
+use crate::handshake::{HostKey, InitPayload, TUNNEL_PROLOGUE};
 use crate::time::Time;
 use crate::wg::message::{self, Message};
 use crate::wire::{Header, parse_header};
@@ -360,5 +360,205 @@ fn begun(d: super::DecapReserve) -> Begun {
         super::DecapReserve::Handshake(p) => Begun::Done(p),
         // Not reached: only responses and cookie replies come here.
         super::DecapReserve::Open(j) => Begun::Done(j.peer()),
+    }
+}
+
+// ------------------------------------------------------------------ our own initiations
+
+/// An initiation [`Tunnel::start_handshake`] reserved (index and timestamp taken, the peer's
+/// handshake under way) but did not build: the driver builds it with [`Initiator::build`],
+/// no lock held, and hands the result to [`Tunnel::initiation_commit`]. See
+/// [`Tunnel::build_initiations_offpath`].
+pub struct InitJob {
+    pub(super) pi: usize,
+    pub(super) remote: [u8; 32],
+    pub(super) local: u32,
+    pub(super) kind: InitKind,
+}
+
+pub(super) enum InitKind {
+    Sealink(InitPayload),
+    Wg { psk: [u8; 32], ts: u64 },
+}
+
+impl std::fmt::Debug for InitJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InitJob")
+            .field("peer", &self.pi)
+            .field("local", &self.local)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An initiation built by [`Initiator::build`] (its MACs not yet added), for
+/// [`Tunnel::initiation_commit`].
+pub struct BuiltInit {
+    pi: usize,
+    remote: [u8; 32],
+    local: u32,
+    built: Result<(snow::HandshakeState, Vec<u8>), String>,
+}
+
+impl std::fmt::Debug for BuiltInit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltInit")
+            .field("peer", &self.pi)
+            .field("local", &self.local)
+            .field("ok", &self.built.is_ok())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The read-only half of building our initiations: the host key and the wire. Cheap to clone;
+/// a handshake thread keeps one.
+#[derive(Clone)]
+pub struct Initiator {
+    host: HostKey,
+    wire: Wire,
+}
+
+impl std::fmt::Debug for Initiator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Initiator")
+            .field("wire", &self.wire)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Initiator {
+    /// The public-key work of a reserved initiation (an ephemeral key and two X25519
+    /// operations), with no access to the tunnel's state.
+    pub fn build(&self, job: InitJob) -> BuiltInit {
+        let InitJob {
+            pi,
+            remote,
+            local,
+            kind,
+        } = job;
+        let built = match (kind, self.wire) {
+            (InitKind::Sealink(payload), Wire::Sealink) => {
+                crate::handshake::write_init(&self.host, TUNNEL_PROLOGUE, &remote, local, &payload)
+                    .map(|(hs, mut pkt)| {
+                        // Zeroed room for the MACs, which the commit fills in.
+                        pkt.resize(crate::handshake::INIT_LEN, 0);
+                        (hs, pkt)
+                    })
+                    .map_err(|e| e.to_string())
+            }
+            (InitKind::Wg { psk, ts }, Wire::WireGuard) => {
+                crate::handshake::wg::write_initiation_unmacked(
+                    &self.host,
+                    &remote,
+                    &psk,
+                    local,
+                    &crate::handshake::wg::tai64n_of_nanos(ts),
+                )
+                .map(|(hs, m)| (hs, m.to_vec()))
+            }
+            _ => Err("initiation of the other wire".into()),
+        };
+        BuiltInit {
+            pi,
+            remote,
+            local,
+            built,
+        }
+    }
+}
+
+impl Tunnel {
+    /// Whether [`Tunnel::start_handshake`] (reached from a data packet that needs a session or
+    /// a rekey, a keepalive, a retry) builds the initiation at once, or only reserves it for
+    /// the driver to build with no lock held ([`Tunnel::take_initiations`],
+    /// [`Initiator::build`], [`Tunnel::initiation_commit`]): a hub whose sessions rekey
+    /// together so never holds its lock for their public-key work. Off by default; a driver
+    /// that turns it off runs [`Tunnel::finish_initiations`] for any still reserved.
+    pub fn build_initiations_offpath(&mut self, on: bool) {
+        self.offpath_inits = on;
+    }
+
+    /// The read-only half of building initiations, for a handshake thread.
+    pub fn initiator(&self) -> Initiator {
+        Initiator {
+            host: self.host.clone(),
+            wire: self.cfg.wire,
+        }
+    }
+
+    /// Whether initiations wait to be built ([`Tunnel::take_initiations`]).
+    pub fn has_initiations(&self) -> bool {
+        !self.initiations.is_empty()
+    }
+
+    /// Moves the reserved initiations into `into`, oldest first.
+    pub fn take_initiations(&mut self, into: &mut Vec<InitJob>) {
+        into.append(&mut self.initiations);
+    }
+
+    /// Builds and commits every reserved initiation here, under whatever lock the caller holds:
+    /// the serial reference of [`Initiator::build`] and [`Tunnel::initiation_commit`].
+    pub fn finish_initiations(&mut self, now: Time) {
+        let initiator = self.initiator();
+        for job in std::mem::take(&mut self.initiations) {
+            let built = initiator.build(job);
+            let _ = self.initiation_commit(now, built);
+        }
+    }
+
+    /// An initiation built by [`Initiator::build`] is sent (its MACs added with the cookie as
+    /// it is now, queued for [`Tunnel::poll_transmit`]), unless it went stale meanwhile: the
+    /// peer was removed, its reservation replaced or abandoned (a retry, a response), or a
+    /// session arrived that needs no rekey while nothing waits for one. A stale one is dropped,
+    /// its index freed, counted as `stale-handshake`.
+    pub fn initiation_commit(&mut self, now: Time, b: BuiltInit) -> Result<PeerIndex, TunnelDrop> {
+        let BuiltInit {
+            pi,
+            remote,
+            local,
+            built,
+        } = b;
+        let live = self.peers.get(pi).is_some_and(|p| {
+            !p.removed
+                && p.cfg.public_key == remote
+                && p.handshake
+                    .initiation
+                    .as_ref()
+                    .is_some_and(|i| i.local_index == local && i.hs.is_none())
+        });
+        if !live {
+            return Err(self.count(DropReason::StaleHandshake.into()));
+        }
+        let fresh = self.peers[pi]
+            .current
+            .as_ref()
+            .is_some_and(|s| self.sendable(s, now) && !self.wants_rekey(s, now));
+        if fresh && self.peers[pi].staged.is_empty() {
+            // The peer's own handshake gave us a session meanwhile: nothing to ask for.
+            self.peers[pi].handshake.abandon(&mut self.indexes);
+            return Err(self.count(DropReason::StaleHandshake.into()));
+        }
+        let (hs, pkt) = match built {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot build tunnel handshake initiation");
+                self.peers[pi].handshake.abandon(&mut self.indexes);
+                return Err(self.count(DropReason::HandshakeFailed.into()));
+            }
+        };
+        let Some(dest) = self.peers[pi].endpoint else {
+            self.peers[pi].handshake.abandon(&mut self.indexes);
+            return Err(self.count(TunnelDrop::NoEndpoint));
+        };
+        let p = &mut self.peers[pi];
+        let Some(pkt) = p.handshake.fill(local, hs, pkt, now).map(<[u8]>::to_vec) else {
+            // Not reached: checked above.
+            return Err(self.count(DropReason::StaleHandshake.into()));
+        };
+        p.stats.handshakes_initiated += 1;
+        p.note_sent(now);
+        self.push_message(dest, pkt);
+        // Its retry now counts from the send.
+        self.hint_handshake = true;
+        Ok(PeerIndex(pi))
     }
 }

@@ -355,3 +355,196 @@ fn reload_timing() {
         t3 - t2
     );
 }
+
+// ------------------------------------------------------------------ our own initiations
+
+/// What a hub's handshake thread does with the initiations `t` reserved: each built with no
+/// access to `t`, then committed. Returns each commit's outcome.
+pub(super) fn build_reserved(t: &mut Tunnel, now: Time) -> Vec<Result<PeerIndex, TunnelDrop>> {
+    let mut jobs = Vec::new();
+    t.take_initiations(&mut jobs);
+    let initiator = t.initiator();
+    let built: Vec<_> = jobs.into_iter().map(|j| initiator.build(j)).collect();
+    built
+        .into_iter()
+        .map(|b| t.initiation_commit(now, b))
+        .collect()
+}
+
+fn build_a(p: &mut Pair) -> Vec<Result<PeerIndex, TunnelDrop>> {
+    let r = build_reserved(&mut p.a, p.now);
+    p.collect();
+    r
+}
+
+fn established_with(cfg: TunnelConfig) -> Pair {
+    let mut p = pair_with(cfg);
+    p.send(true, &v4(IP_A, IP_B, 100, 0));
+    p.run();
+    assert_eq!(p.got_b.len(), 1);
+    p.got_b.clear();
+    p
+}
+
+const STALE: TunnelDrop = TunnelDrop::Proto(DropReason::StaleHandshake);
+
+fn initiation_built_off_the_lock_completes(cfg: TunnelConfig) {
+    let mut p = pair_with(cfg);
+    p.a.build_initiations_offpath(true);
+    assert_eq!(p.send(true, &v4(IP_A, IP_B, 300, 1)), Encap::Queued);
+    assert!(p.wire.is_empty(), "nothing built under the core's lock");
+    assert!(p.a.has_initiations());
+    assert_eq!(build_a(&mut p), [Ok(PeerIndex(0))]);
+    assert_eq!(p.wire.len(), 1, "the initiation");
+    p.run();
+    assert_eq!(p.got_b.len(), 1, "drops at B: {:?}", p.b.drops());
+    assert!(p.a.peer_status(p.now)[0].session_up);
+    // A rekey: the packet that wants it leaves at once, without the public-key work.
+    p.got_b.clear();
+    p.now = p.now + Duration::from_secs(121);
+    let r = p.send(true, &v4(IP_A, IP_B, 1000, 2));
+    assert!(matches!(r, Encap::Sealed { .. }), "{r:?}");
+    assert_eq!(p.wire.len(), 1, "the data alone");
+    assert!(!p.a.has_initiations() || build_a(&mut p) == [Ok(PeerIndex(0))]);
+    assert_eq!(p.wire.len(), 2, "the data and the initiation");
+    p.run();
+    assert_eq!(p.got_b.len(), 1);
+    assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_initiated, 2);
+    assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_completed, 2);
+    assert!(p.a.drops().is_empty(), "{:?}", p.a.drops());
+    assert!(p.b.drops().is_empty(), "{:?}", p.b.drops());
+}
+
+#[test]
+fn an_initiation_built_off_the_lock_completes_a_handshake_on_both_wires() {
+    initiation_built_off_the_lock_completes(TunnelConfig::default());
+    initiation_built_off_the_lock_completes(TunnelConfig::wireguard());
+}
+
+/// Both sides' sessions expired; each side's packet waits for a handshake it builds off the
+/// lock: the crossing initiations are resolved and traffic flows both ways afterwards.
+fn crossing_initiations_resolve(cfg: TunnelConfig) {
+    let mut p = established_with(cfg);
+    p.a.build_initiations_offpath(true);
+    p.b.build_initiations_offpath(true);
+    p.now = p.now + Duration::from_secs(200);
+    assert_eq!(p.send(true, &v4(IP_A, IP_B, 500, 1)), Encap::Queued);
+    assert_eq!(p.send(false, &v4(IP_B, IP_A, 500, 2)), Encap::Queued);
+    assert!(p.wire.is_empty());
+    assert_eq!(build_a(&mut p), [Ok(PeerIndex(0))]);
+    assert_eq!(build_reserved(&mut p.b, p.now), [Ok(PeerIndex(0))]);
+    p.collect();
+    p.run();
+    assert_eq!((p.got_a.len(), p.got_b.len()), (1, 1));
+    for _ in 0..3 {
+        p.advance(Duration::from_secs(1));
+        build_a(&mut p);
+        build_reserved(&mut p.b, p.now);
+        p.collect();
+        p.run();
+    }
+    p.got_a.clear();
+    p.got_b.clear();
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 500, 3)),
+        Encap::Sealed { .. }
+    ));
+    assert!(matches!(
+        p.send(false, &v4(IP_B, IP_A, 500, 4)),
+        Encap::Sealed { .. }
+    ));
+    p.run();
+    assert_eq!((p.got_a.len(), p.got_b.len()), (1, 1));
+    for t in [&p.a, &p.b] {
+        let st = &t.peer_status(p.now)[0];
+        assert!(st.session_up);
+        assert!(st.stats.handshakes_completed >= 2, "{st:?}");
+    }
+}
+
+#[test]
+fn crossing_initiations_built_off_the_lock_are_resolved_on_both_wires() {
+    crossing_initiations_resolve(TunnelConfig::default());
+    crossing_initiations_resolve(TunnelConfig::wireguard());
+}
+
+/// A prepared initiation whose peer was removed meanwhile is dropped, not sent.
+#[test]
+fn a_prepared_initiation_to_a_removed_peer_is_dropped() {
+    let mut p = pair();
+    p.a.build_initiations_offpath(true);
+    assert_eq!(p.send(true, &v4(IP_A, IP_B, 300, 1)), Encap::Queued);
+    let mut jobs = Vec::new();
+    p.a.take_initiations(&mut jobs);
+    let built: Vec<_> = {
+        let i = p.a.initiator();
+        jobs.into_iter().map(|j| i.build(j)).collect()
+    };
+    p.a.reconfigure(Vec::new()).unwrap();
+    for b in built {
+        assert_eq!(p.a.initiation_commit(p.now, b), Err(STALE));
+    }
+    p.collect();
+    assert!(p.wire.is_empty(), "nothing sent: {:?}", p.wire);
+    assert_eq!(p.a.drop_count(STALE), 1);
+}
+
+/// A prepared initiation that a retry replaced is dropped; the retry's completes.
+#[test]
+fn a_prepared_initiation_replaced_by_its_retry_is_dropped() {
+    let mut p = pair();
+    p.a.build_initiations_offpath(true);
+    assert_eq!(p.send(true, &v4(IP_A, IP_B, 300, 1)), Encap::Queued);
+    let mut first = Vec::new();
+    p.a.take_initiations(&mut first);
+    p.advance(Duration::from_secs(6));
+    assert!(p.a.has_initiations(), "the retry reserved a new one");
+    let i = p.a.initiator();
+    let first = i.build(first.pop().unwrap());
+    assert_eq!(p.a.initiation_commit(p.now, first), Err(STALE));
+    p.collect();
+    assert!(p.wire.is_empty());
+    assert_eq!(build_a(&mut p), [Ok(PeerIndex(0))]);
+    p.run();
+    assert_eq!(
+        p.got_b.len(),
+        1,
+        "the staged packet, on the retry's session"
+    );
+}
+
+/// A prepared rekey whose peer's own handshake gave us a fresh session meanwhile is dropped.
+#[test]
+fn a_prepared_rekey_after_a_newer_session_arrived_is_dropped() {
+    let mut p = established();
+    p.a.build_initiations_offpath(true);
+    p.now = p.now + Duration::from_secs(121);
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 500, 1)),
+        Encap::Sealed { .. }
+    ));
+    let mut jobs = Vec::new();
+    p.a.take_initiations(&mut jobs);
+    assert_eq!(jobs.len(), 1);
+    // B rekeys first (built at once: B builds serially); A answers, B confirms.
+    assert!(matches!(
+        p.send(false, &v4(IP_B, IP_A, 500, 2)),
+        Encap::Sealed { .. }
+    ));
+    p.run();
+    p.send(false, &v4(IP_B, IP_A, 500, 3));
+    p.run();
+    assert_eq!(p.got_a.len(), 2);
+    let b = p.a.initiator().build(jobs.pop().unwrap());
+    assert_eq!(p.a.initiation_commit(p.now, b), Err(STALE));
+    p.collect();
+    assert!(p.wire.is_empty(), "nothing sent: {:?}", p.wire);
+    // Nothing left under way: A's next packet leaves on the session B made.
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 500, 4)),
+        Encap::Sealed { .. }
+    ));
+    assert!(!p.a.has_initiations());
+    p.run();
+    assert_eq!(p.got_b.len(), 2);
+}

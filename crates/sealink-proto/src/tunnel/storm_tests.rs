@@ -54,6 +54,9 @@ struct Net {
     /// Handshake responses the hub sent: the initiations it did the public-key work of.
     hub_responses: u64,
     wire_kind: Wire,
+    /// The hub builds its own initiations off its lock, as `sealink up` does: reserved by the
+    /// core, built and committed at the next `collect` (its handshake thread's turn).
+    hub_offpath: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -126,6 +129,7 @@ impl Net {
             down: Count::default(),
             hub_responses: 0,
             wire_kind: wire,
+            hub_offpath: false,
         }
     }
 
@@ -155,6 +159,9 @@ impl Net {
     }
 
     fn collect(&mut self) {
+        if self.hub_offpath {
+            super::offpath_tests::build_reserved(&mut self.hub, self.now);
+        }
         let mut out = vec![0u8; 2048];
         let hub = HUB_UDP.parse().unwrap();
         while let Some((d, n)) = self.hub.poll_transmit(&mut out) {
@@ -249,7 +256,20 @@ struct Storm {
 /// Establishes every session in one tick, runs to REKEY_AFTER_TIME with sparse traffic, then
 /// `window` seconds of traffic every 100 ms each way while every session rekeys.
 fn storm(wire: Wire, n: usize, loss: f64, limiter: LimiterConfig, window: u64) -> Storm {
+    storm_with(wire, n, loss, limiter, window, false)
+}
+
+fn storm_with(
+    wire: Wire,
+    n: usize,
+    loss: f64,
+    limiter: LimiterConfig,
+    window: u64,
+    hub_offpath: bool,
+) -> Storm {
     let mut net = Net::new(wire, n, loss, limiter);
+    net.hub.build_initiations_offpath(hub_offpath);
+    net.hub_offpath = hub_offpath;
     let generous = limiter.global_burst as usize >= n;
     // Every client starts its handshake in the same tick.
     for i in 0..n {
@@ -377,6 +397,22 @@ fn rekey_storm_every_session_rekeys_without_loss_on_both_wires() {
         let limiter = LimiterConfig::default();
         let s = storm(wire, n, 0.01, limiter, 12);
         check(&s, n, limiter, &format!("{wire:?}, {n} sessions"));
+    }
+}
+
+/// The same storm with the hub building its own initiations off its lock.
+#[test]
+fn rekey_storm_with_the_hubs_initiations_off_the_lock_on_both_wires() {
+    let n = 64;
+    for wire in [Wire::WireGuard, Wire::Sealink] {
+        let limiter = LimiterConfig::default();
+        let s = storm_with(wire, n, 0.01, limiter, 12, true);
+        check(
+            &s,
+            n,
+            limiter,
+            &format!("{wire:?}, {n} sessions, off the lock"),
+        );
     }
 }
 

@@ -368,7 +368,8 @@ impl Tunnel {
             Some(i) if i.local_index == receiver => i,
             _ => return Err(DropReason::UnexpectedResponse.into()),
         };
-        let keys = read_response(&mut init.hs, buf).map_err(|_| DropReason::HandshakeFailed)?;
+        let hs = init.hs.as_mut().ok_or(DropReason::UnexpectedResponse)?;
+        let keys = read_response(hs, buf).map_err(|_| DropReason::HandshakeFailed)?;
         let session = Session::wireguard(&keys.send, &keys.recv, receiver, sender, now, true)?;
         self.install_initiated(now, source, pi, session);
         Ok(Decap::Handshake(PeerIndex(pi)))
