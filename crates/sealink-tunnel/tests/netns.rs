@@ -201,11 +201,11 @@ fn library_tunnel_between_namespaces() {
         })
         .collect();
     up.sort_by(|a, b| a.name.cmp(&b.name));
-    for side in 0..2 {
-        assert_eq!(up[side].name, ends.names[side]);
-        assert_eq!(up[side].listen.port(), 51871 + side as u16);
-        assert_eq!((up[side].queues, up[side].udp_sockets), (1, 1));
-        assert_eq!(up[side].workers, 1);
+    for (side, up) in up.iter().enumerate() {
+        assert_eq!(up.name, ends.names[side]);
+        assert_eq!(up.listen.port(), 51871 + side as u16);
+        assert_eq!((up.queues, up.udp_sockets), (1, 1));
+        assert_eq!(up.workers, 1);
         assert!(ends.net.has_link(side, &ends.names[side]));
     }
     // Both sockets are in the one run directory (the thread's `/proc/self` is the process's).
