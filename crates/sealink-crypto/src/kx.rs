@@ -24,13 +24,7 @@ pub struct X25519Key {
     public: [u8; 32],
 }
 
-impl std::fmt::Debug for X25519Key {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("X25519Key")
-            .field("public", &self.public)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug_showing!(X25519Key { public });
 
 impl X25519Key {
     /// The key of 32 private bytes (clamped by the exchange, as RFC 7748 says).

@@ -18,6 +18,21 @@
 //! the raw baselines.
 #![forbid(unsafe_code)]
 
+/// `Debug` for a type that holds secrets or bulky state: it shows only the fields named and
+/// marks the rest as left out (`..`), so a private key never reaches a log line.
+#[macro_export]
+macro_rules! debug_showing {
+    ($t:ident { $($field:ident),+ $(,)? }) => {
+        impl ::std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.debug_struct(stringify!($t))
+                    $(.field(stringify!($field), &self.$field))+
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
 pub mod backend;
 mod dir;
 pub mod error;

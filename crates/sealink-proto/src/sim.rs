@@ -173,14 +173,7 @@ pub struct Pair {
     send_next: [bool; 2],
 }
 
-impl std::fmt::Debug for Pair {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pair")
-            .field("now", &self.now)
-            .field("stats", &self.stats)
-            .finish_non_exhaustive()
-    }
-}
+sealink_crypto::debug_showing!(Pair { now, stats });
 
 impl Pair {
     pub fn new(a: Endpoint, b: Endpoint, link: LinkConfig, seed: u64) -> Self {

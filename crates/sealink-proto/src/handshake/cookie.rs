@@ -160,13 +160,7 @@ pub struct CookieChecker {
     nonce_counter: u64,
 }
 
-impl std::fmt::Debug for CookieChecker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CookieChecker")
-            .field("secret_born", &self.secret_born)
-            .finish_non_exhaustive()
-    }
-}
+sealink_crypto::debug_showing!(CookieChecker { secret_born });
 
 impl CookieChecker {
     /// For the host whose static public key is `own_public`.

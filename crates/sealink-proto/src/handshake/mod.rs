@@ -65,13 +65,7 @@ impl Drop for HostKey {
     }
 }
 
-impl std::fmt::Debug for HostKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostKey")
-            .field("public", &self.public)
-            .finish_non_exhaustive()
-    }
-}
+sealink_crypto::debug_showing!(HostKey { public });
 
 impl HostKey {
     /// A fresh random key pair.

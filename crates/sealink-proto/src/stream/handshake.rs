@@ -49,13 +49,7 @@ pub struct SessionKeys {
     pub join_token: [u8; JOIN_TOKEN_LEN],
 }
 
-impl std::fmt::Debug for SessionKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionKeys")
-            .field("suite", &self.suite)
-            .finish_non_exhaustive()
-    }
-}
+sealink_crypto::debug_showing!(SessionKeys { suite });
 
 fn keys(suite: SuiteId, split: &Split, initiator: bool) -> Result<SessionKeys, StreamError> {
     let initiator_send = if initiator { &split.send } else { &split.recv };
@@ -76,13 +70,7 @@ pub struct Initiator {
     suite: SuiteId,
 }
 
-impl std::fmt::Debug for Initiator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Initiator")
-            .field("suite", &self.suite)
-            .finish_non_exhaustive()
-    }
-}
+sealink_crypto::debug_showing!(Initiator { suite });
 
 impl Initiator {
     /// Starts a handshake with the host whose static key is `responder`, proposing `suite`.

@@ -142,13 +142,7 @@ pub struct Responder {
     wire: Wire,
 }
 
-impl std::fmt::Debug for Responder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Responder")
-            .field("wire", &self.wire)
-            .finish_non_exhaustive()
-    }
-}
+sealink_crypto::debug_showing!(Responder { wire });
 
 /// An initiation read by [`Responder::read`]: for [`Tunnel::handshake_finish`].
 pub struct ReadInit(Result<ReadKind, TunnelDrop>);
@@ -417,13 +411,7 @@ pub struct Initiator {
     wire: Wire,
 }
 
-impl std::fmt::Debug for Initiator {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Initiator")
-            .field("wire", &self.wire)
-            .finish_non_exhaustive()
-    }
-}
+sealink_crypto::debug_showing!(Initiator { wire });
 
 impl Initiator {
     /// The public-key work of a reserved initiation (an ephemeral key and two X25519

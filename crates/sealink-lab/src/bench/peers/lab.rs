@@ -242,14 +242,7 @@ pub struct HubFiles {
     pub hub_rekey_after: Option<f64>,
 }
 
-impl std::fmt::Debug for HubFiles {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HubFiles")
-            .field("dir", &self.dir)
-            .field("name", &self.name)
-            .finish_non_exhaustive()
-    }
-}
+sealink_crypto::debug_showing!(HubFiles { dir, name });
 
 fn write_private(path: &Path, text: &str) -> Result<()> {
     fs::write(path, text).map_err(Error::io("write", path))?;
