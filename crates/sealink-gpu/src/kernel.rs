@@ -262,7 +262,7 @@ DEVFN void ghash_tag(const u32 *hpow, const u8 *data, const u32 *m, u32 *slot, c
 
 /* Where packet p of an npkt-packet frame lies (see gcm_seal): its metadata, its tag slot, the
    frame's data area, and its payload's offset there, length and count of 16-byte blocks. */
-struct Pkt { const u32 *m; u32 *slot; u8 *data; u32 off, len, nb; };
+typedef struct Pkt { const u32 *m; u32 *slot; u8 *data; u32 off, len, nb; } Pkt;
 DEVFN Pkt pkt_at(u8 *buf, u32 npkt, u32 p) {
     Pkt k;
     k.m = (const u32 *)buf + META_WORDS * p;
