@@ -195,6 +195,24 @@ fn hub_peers(from: usize, n: usize) -> Vec<TunnelPeerConfig> {
         .collect()
 }
 
+/// The plan from `old` to `new` (no endpoint names) against `t`'s current peers.
+fn plan_between(
+    t: &Tunnel,
+    own: &[u8; 32],
+    old: &[TunnelPeerConfig],
+    new: &[TunnelPeerConfig],
+) -> PeerPlan {
+    PeerPlan::new(
+        own,
+        t.peers_generation(),
+        old,
+        &vec![None; old.len()],
+        new.to_vec(),
+        &vec![None; new.len()],
+    )
+    .unwrap()
+}
+
 /// A hub of `n` peers reloaded with 20 removed, 20 added and one moved to another prefix:
 /// the plan's steps under the lock, after checking the result against `reconfigure`'s.
 fn reload_steps(n: usize) -> usize {
@@ -206,15 +224,7 @@ fn reload_steps(n: usize) -> usize {
     let mut new: Vec<_> = old[20..].to_vec();
     new[0].allowed_ips = vec!["10.200.0.1/32".parse().unwrap()];
     new.extend(hub_peers(n, 20));
-    let plan = PeerPlan::new(
-        &own,
-        t.peers_generation(),
-        &old,
-        &vec![None; old.len()],
-        new.clone(),
-        &vec![None; new.len()],
-    )
-    .unwrap();
+    let plan = plan_between(&t, &own, &old, &new);
     assert_eq!(plan.len(), 41);
     let applied = t.apply_peer_plan(plan).unwrap();
     let whole = twin.reconfigure(new.clone()).unwrap();
@@ -332,15 +342,7 @@ fn reload_timing() {
     let mut new: Vec<_> = old[..9_000].to_vec();
     new.extend(hub_peers(10_000, 1_000));
     let t0 = std::time::Instant::now();
-    let plan = PeerPlan::new(
-        &own,
-        t.peers_generation(),
-        &old,
-        &vec![None; old.len()],
-        new.clone(),
-        &vec![None; new.len()],
-    )
-    .unwrap();
+    let plan = plan_between(&t, &own, &old, &new);
     let t1 = std::time::Instant::now();
     let a = t.apply_peer_plan(plan).unwrap();
     let t2 = std::time::Instant::now();

@@ -363,12 +363,7 @@ fn urgent_small_packets_do_not_wait() {
 
 #[test]
 fn queue_limit_flushes_without_waiting() {
-    let mut cfg = TunnelConfig::default();
-    cfg.piggyback.queue_limit = 500;
-    let mut p = pair_with(cfg);
-    p.send(true, &v4(IP_A, IP_B, 100, 0));
-    p.run();
-    p.got_b.clear();
+    let mut p = established_with_queue_limit(500);
     for i in 0..4 {
         p.send(true, &v4(IP_A, IP_B, 200, i));
     }
@@ -1404,17 +1399,24 @@ fn reserve_only(t: &mut Tunnel, now: Time, pkt: &[u8]) -> (Reserve, Vec<u8>) {
     (r, buf)
 }
 
+/// A pair whose first packet has gone through (sessions up), with piggyback queues of
+/// `limit` bytes, and nothing delivered left over.
+fn established_with_queue_limit(limit: usize) -> Pair {
+    let mut cfg = TunnelConfig::default();
+    cfg.piggyback.queue_limit = limit;
+    let mut p = pair_with(cfg);
+    p.send(true, &v4(IP_A, IP_B, 100, 0));
+    p.run();
+    p.got_b.clear();
+    p
+}
+
 /// Flushed queues wait in the core as their bodies only, and are written into the caller's
 /// buffer when polled: several flushes that pile up between polls leave in order, each body
 /// whole and within the queue limit, ahead of the large packet that flushed the last one.
 #[test]
 fn flushes_that_pile_up_between_polls_leave_in_order_into_the_callers_buffer() {
-    let mut cfg = TunnelConfig::default();
-    cfg.piggyback.queue_limit = 500;
-    let mut p = pair_with(cfg);
-    p.send(true, &v4(IP_A, IP_B, 100, 0));
-    p.run();
-    p.got_b.clear();
+    let mut p = established_with_queue_limit(500);
     // 202-byte framed packets: every third flushes the two before it (limit 500).
     for i in 1..=7 {
         let (r, _) = reserve_only(&mut p.a, p.now, &v4(IP_A, IP_B, 200, i));
@@ -1464,12 +1466,7 @@ fn flushes_that_pile_up_between_polls_leave_in_order_into_the_callers_buffer() {
 /// local fault); the next one, from the same peer's flushed bytes, still leaves whole.
 #[test]
 fn a_buffer_too_small_for_a_flushed_body_drops_that_datagram_only() {
-    let mut cfg = TunnelConfig::default();
-    cfg.piggyback.queue_limit = 500;
-    let mut p = pair_with(cfg);
-    p.send(true, &v4(IP_A, IP_B, 100, 0));
-    p.run();
-    p.got_b.clear();
+    let mut p = established_with_queue_limit(500);
     // Two flushed queues: 2 x 202 bytes, then one 60-byte packet.
     for i in 1..=3 {
         reserve_only(&mut p.a, p.now, &v4(IP_A, IP_B, 200, i));
