@@ -160,6 +160,17 @@ struct Ends {
 }
 
 impl Ends {
+    /// What `show` says of side `side`'s interface.
+    fn show(&self, side: usize) -> String {
+        control::request(
+            &self.run_dir,
+            &self.names[side],
+            "show",
+            Duration::from_secs(5),
+        )
+        .unwrap()
+    }
+
     fn new(id: &str) -> Option<Ends> {
         let net = Netns::new(id)?;
         let dir = common::private_dir();
@@ -251,13 +262,7 @@ fn library_tunnel_between_namespaces() {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
-        let show = control::request(
-            &ends.run_dir,
-            &ends.names[0],
-            "show",
-            Duration::from_secs(5),
-        )
-        .unwrap();
+        let show = ends.show(0);
         assert!(
             show.contains(&format!("interface: {}", ends.names[0])),
             "{show}"
@@ -363,13 +368,7 @@ fn a_stale_endpoint_name_is_resolved_again_and_the_tunnel_comes_up() {
         ])
         .output()
         .unwrap();
-    let show = control::request(
-        &ends.run_dir,
-        &ends.names[0],
-        "show",
-        Duration::from_secs(5),
-    )
-    .unwrap();
+    let show = ends.show(0);
     assert!(
         o.status.success(),
         "{}{show}",
