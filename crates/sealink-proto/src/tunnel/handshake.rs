@@ -239,11 +239,7 @@ impl Tunnel {
             .filter(|i| i.sent_at + self.cfg.handshake_timeout + self.peers[pi].retry_jitter <= now)
             .map(|i| i.attempts);
         let Some(attempts) = due else { return };
-        let fresh = self.peers[pi]
-            .current
-            .as_ref()
-            .is_some_and(|s| self.sendable(s, now) && !self.wants_rekey(s, now));
-        if fresh && self.peers[pi].staged.is_empty() {
+        if self.needs_no_handshake(pi, now) {
             // The peer's own handshake gave us a session meanwhile: stop asking.
             self.peers[pi].handshake.abandon(&mut self.indexes);
         } else if attempts >= self.cfg.handshake_attempts {
@@ -298,6 +294,16 @@ impl Tunnel {
             },
         );
         self.admitted(source, admitted, |r| r.to_vec())
+    }
+
+    /// Whether peer `pi` has a session it can send on that wants no rekey, and no packet
+    /// waits for a handshake: a handshake under way for it need not go on.
+    pub(super) fn needs_no_handshake(&self, pi: usize, now: Time) -> bool {
+        self.peers[pi].staged.is_empty()
+            && self.peers[pi]
+                .current
+                .as_ref()
+                .is_some_and(|s| self.sendable(s, now) && !self.wants_rekey(s, now))
     }
 
     /// The rest of an admitted initiation once read, serially: [`Tunnel::init_prepare`], the

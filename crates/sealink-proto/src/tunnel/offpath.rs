@@ -516,11 +516,7 @@ impl Tunnel {
         if !live {
             return Err(self.count(DropReason::StaleHandshake.into()));
         }
-        let fresh = self.peers[pi]
-            .current
-            .as_ref()
-            .is_some_and(|s| self.sendable(s, now) && !self.wants_rekey(s, now));
-        if fresh && self.peers[pi].staged.is_empty() {
+        if self.needs_no_handshake(pi, now) {
             // The peer's own handshake gave us a session meanwhile: nothing to ask for.
             self.peers[pi].handshake.abandon(&mut self.indexes);
             return Err(self.count(DropReason::StaleHandshake.into()));
