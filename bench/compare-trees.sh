@@ -11,7 +11,9 @@
 # and an incremental case: 1% of tree a changed, `sealink send --update` against `rsync -a`.
 #
 # `sealink` is the receiver's default (every file fsynced before it takes its name);
-# `sealink-nofsync` runs `recv --no-fsync`, which, like rsync and tar by default, does not sync.
+# `sealink-nofsync` runs `recv --no-fsync`, which, like rsync and tar by default, does not sync;
+# `rsync-fsync` (not in the default TOOLS) is `rsync -a --fsync`, the like-for-like peer of the
+# default.
 # Every tool copies into an empty directory (removed between runs, not timed), interleaved
 # RUNS times (default 5), over loopback or (NETNS=1) between two network namespaces joined by
 # a veth pair. Prints each run, then per tree and tool the median seconds, files/s, Gbit/s and
@@ -170,7 +172,8 @@ for t in $trees; do
   esac
 done
 stats() { # files and bytes of a tree
-  find "$1" -type f -printf '%s\n' | awk '{ n++; b += $1 } END { printf "%d %d\n", n, b }'
+  # %.0f: mawk's %d stops at 2^31 - 1, which a tree of 10 GiB passes.
+  find "$1" -type f -printf '%s\n' | awk '{ n++; b += $1 } END { printf "%d %.0f\n", n, b }'
 }
 
 # --- a private sshd (in namespace B with NETNS=1) -----------------------------------------------
@@ -221,6 +224,11 @@ now() { date +%s.%N; }
 rss() { awk '/Maximum resident set size/ { print $NF }' "$1" 2>/dev/null || echo -; }
 dest="$work/dest"
 fresh() { rm -rf "$dest"; mkdir -p "$dest"; sync; }
+# Reads a tree through the page cache (not timed), so every tool starts from the same warm
+# source: a VM may page out file pages it has not seen touched for a minute (DAMON's pageout
+# scheme on the 2-vCPU VM of RESULTS §53), and whichever tool ran first after a long one read
+# its source from disk.
+warm() { find "$1" -type f -exec cat {} + >/dev/null; }
 
 tcp_pipe='
 import socket, sys
@@ -258,11 +266,12 @@ run_sealink() { # run_sealink SRC [send flags...]; RECV_EXTRA: flags of the rece
   echo "$(echo "$t1 - $t0" | bc -l) $(rss "$work/rss.a") $(rss "$work/rss.b")"
 }
 
-run_rsync() {
-  local t0 t1
+run_rsync() { # run_rsync SRC [rsync flags...]
+  local src="$1" t0 t1
+  shift
   t0=$(now)
-  "${at_a[@]}" /usr/bin/time -v -o "$work/rss.a" rsync -a -e "$ssh_cmd" \
-    --rsync-path="/usr/bin/time -v -o $work/rss.b rsync" "$1" "$USER@$host:$dest/"
+  "${at_a[@]}" /usr/bin/time -v -o "$work/rss.a" rsync -a "$@" -e "$ssh_cmd" \
+    --rsync-path="/usr/bin/time -v -o $work/rss.b rsync" "$src" "$USER@$host:$dest/"
   t1=$(now)
   echo "$(echo "$t1 - $t0" | bc -l) $(rss "$work/rss.a") $(rss "$work/rss.b")"
 }
@@ -324,12 +333,14 @@ for t in $trees; do
   for i in $(seq "$runs"); do
     for tool in $tools; do
       fresh
+      warm "$src"
       out="$(case "$tool" in
         sealink) run_sealink "$src" ;;
         sealink-nofsync) RECV_EXTRA=--no-fsync run_sealink "$src" ;;
         sealink-b) SL="$SEALINK_B" run_sealink "$src" ;;
         sealink-b-nofsync) SL="$SEALINK_B" RECV_EXTRA=--no-fsync run_sealink "$src" ;;
         rsync) run_rsync "$src" ;;
+        rsync-fsync) run_rsync "$src" --fsync ;;
         scp) run_scp "$src" ;;
         tar-ssh) run_tar_ssh "$src" ;;
         tar-tcp) run_tar_tcp "$src" ;;
@@ -383,6 +394,7 @@ if [ "$incremental" = 1 ] && [[ " $trees " == *" a "* ]]; then
       printf 'changed in round %s\n' "$i" >>"$f"
     done
     sync
+    warm "$src"
     out="$(run_sealink "$src" --update)"; check "$src"
     inc_sl+=("${out%% *}")
     rm -rf "$dest/a"
@@ -390,12 +402,14 @@ if [ "$incremental" = 1 ] && [[ " $trees " == *" a "* ]]; then
       # The other build too, from the same old copy.
       cp -a "$work/base" "$dest/a"
       sync
+      warm "$src"
       out="$(SL="$SEALINK_B" run_sealink "$src" --update)"; check "$src"
       inc_b+=("${out%% *}")
       printf '%-4s %-8s %10.3f\n' "$i" sealink-b "${inc_b[-1]}"
       rm -rf "$dest/a"
     fi
     mv "$work/base" "$dest/a"
+    warm "$src"
     out="$(run_rsync "$src")"; check "$src"
     inc_rs+=("${out%% *}")
     printf '%-4s %-8s %10.3f\n%-4s %-8s %10.3f\n' "$i" sealink "${inc_sl[-1]}" "$i" rsync "${inc_rs[-1]}"
