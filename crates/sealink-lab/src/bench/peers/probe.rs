@@ -146,5 +146,8 @@ pub(super) fn echo_result(e: &PhaseEcho, rcv: Probe) -> EchoResult {
         tun_rx_dropped: rcv.tun_drops.0,
         tun_tx_dropped: rcv.tun_drops.1,
         hub_drops: rcv.drops,
+        gen_loop_handshake_ms: e.loop_handshake_us as f64 / 1000.0,
+        gen_loop_handshake_max_ms: e.loop_handshake_max_us as f64 / 1000.0,
+        gen_worker_ms: e.worker_us as f64 / 1000.0,
     }
 }
