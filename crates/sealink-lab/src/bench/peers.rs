@@ -109,6 +109,8 @@ pub struct EchoResult {
     pub gen_loop_handshake_ms: f64,
     pub gen_loop_handshake_max_ms: f64,
     pub gen_worker_ms: f64,
+    /// CPU seconds of the generator's flood thread (the flood window only).
+    pub gen_flood_cpu_seconds: f64,
 }
 
 /// Peers that started their handshakes at once.
@@ -586,8 +588,9 @@ fn flood_phase(ph: &Phase<'_>, d: &mut Driver) -> Result<(u64, usize, Probe)> {
     let sources = 1024.min(ph.p.flood as usize).max(16);
     let f = Flood::start(hub_addr, lab::FLOOD_NET, sources, ph.p.flood, msgs)?;
     let r = echo_window(d, ph.nsr, ph.hub, ph.active, ph.p.rate, ph.window);
-    let sent = f.stop();
-    let (phase, rcv) = r?;
+    let (sent, cpu) = f.stop();
+    let (phase, mut rcv) = r?;
+    rcv.gen_flood_cpu = cpu;
     Ok((sent, phase, rcv))
 }
 
