@@ -13,7 +13,7 @@
 # REKEY=SECS: each wire and build also runs a rekey storm alone (every active peer's session
 # reaching REKEY_AFTER_TIME at SECS after the bring-up; no storm, flood or reload, whose windows
 # would see a rekey every SECS; a hub built with `sealink-tunnel/test-timers` rekeys by time
-# too). Environment: PEERS (1000,10000), ROUNDS (5), RATE (10), DURATION (3), FLOOD (10000),
+# the sessions it initiated, and those it answered only near REJECT_AFTER_TIME). Environment: PEERS (1000,10000), ROUNDS (5), RATE (10), DURATION (3), FLOOD (10000),
 # WIRES (wg), OLD, REKEY, OUT, FIRST (the first round's number, 1: to add rounds to an OUT made
 # before, whose runs the medians then include). Usage: sudo bash bench/peers-load.sh
 set -euo pipefail

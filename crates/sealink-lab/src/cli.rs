@@ -200,13 +200,18 @@ pub struct PeersArgs {
     /// shortened, a setting of the lab's own cores), all within a fraction of a second; a
     /// window measures the echoes while they do (0: none). sealink's hub gets
     /// SEALINK_TEST_REKEY_AFTER=SECS, which only a build with the test-only feature
-    /// `sealink-tunnel/test-timers` honours (on sealink's wire the hub rekeys by time too).
+    /// `sealink-tunnel/test-timers` honours (it rekeys by time only the sessions it initiated,
+    /// and near REJECT_AFTER_TIME those it answered).
     /// Within [--duration + 2, 170); the later windows then see a rekey every SECS too
     #[arg(long, default_value_t = 0.0, value_name = "SECS")]
     rekey_storm: f64,
     /// Seconds the handshakes of all active (or storm) peers may take
     #[arg(long, default_value_t = 60.0)]
     handshake_timeout: f64,
+    /// The echo loop does the active peers' handshake work itself, as before the generator's
+    /// handshake worker (to measure what that costs the echoes' timing)
+    #[arg(long)]
+    inline_handshakes: bool,
     /// With --wire wg: measure sealink only
     #[arg(long)]
     no_wireguard_go: bool,
@@ -263,6 +268,7 @@ impl PeersArgs {
             reload: self.reload as usize,
             rekey_storm: self.rekey_storm,
             handshake_timeout: self.handshake_timeout,
+            inline_handshakes: self.inline_handshakes,
             wireguard_go: self.wire == bench::peers::loadgen::WireKind::WireGuard
                 && !self.no_wireguard_go,
             shared_source: self.shared_source,

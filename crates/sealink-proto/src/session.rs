@@ -194,6 +194,29 @@ impl Session {
             || (self.initiator && now.saturating_since(self.established) >= l.rekey_after_time)
     }
 
+    /// [`Session::wants_rekey`] as sealink's tunnel wire decides it: by message count and by
+    /// the suite's key usage from either end, but by time only from the end that initiated the
+    /// session (at REKEY_AFTER_TIME); the responder rekeys by time only once the session is
+    /// within `margin` of REJECT_AFTER_TIME (never before REKEY_AFTER_TIME). Sessions made
+    /// together then reach their rekey point on one side only: a hub's thousand rekeys are a
+    /// thousand handshakes, not two thousand crossing ones, while a flow that only the
+    /// responder sends on still gets new keys before the old are refused.
+    pub fn wants_rekey_one_sided(&self, l: &Limits, now: Time, margin: Duration) -> bool {
+        let by_time = if self.initiator {
+            l.rekey_after_time
+        } else {
+            l.reject_after_time
+                .saturating_sub(margin)
+                .max(l.rekey_after_time)
+        };
+        self.next_counter >= l.rekey_after_messages
+            || now.saturating_since(self.established) >= by_time
+            || self
+                .suite
+                .aead_block_limit()
+                .is_some_and(|max| self.blocks_sealed >= max - max / 8)
+    }
+
     /// Too old to open anything any more.
     pub fn expired(&self, l: &Limits, now: Time) -> bool {
         now.saturating_since(self.established) >= l.reject_after_time

@@ -382,7 +382,8 @@ fn preflight(cfg: &Config, run_dir: &RunDir, opts: &RunOptions) -> Result<Prefli
 /// Test builds only (feature `test-timers`, which the lab's benchmark builds enable and the
 /// product's do not): `SEALINK_TEST_REKEY_AFTER=SECS` shortens the hub's REKEY_AFTER_TIME, so
 /// that every session a hub made at once reaches it together within seconds: a real rekey
-/// storm on sealink's wire, where the hub rekeys by time as well as its peers.
+/// storm, in which the hub rekeys by time only the sessions it initiated (and those it
+/// answered only near REJECT_AFTER_TIME, which this leaves as it is).
 #[cfg(feature = "test-timers")]
 fn test_timers(core: &mut sealink_proto::tunnel::TunnelConfig) {
     let secs = std::env::var("SEALINK_TEST_REKEY_AFTER")

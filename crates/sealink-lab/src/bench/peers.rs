@@ -68,6 +68,9 @@ pub struct Params {
     pub rekey_storm: f64,
     /// Seconds the handshakes of a bring-up or storm may take.
     pub handshake_timeout: f64,
+    /// The echo loop does the active peers' handshake work itself (as before the worker), to
+    /// measure what that costs the echoes' timing.
+    pub inline_handshakes: bool,
     /// Also run wireguard-go (with `--wire wg`).
     pub wireguard_go: bool,
     /// All driven peers send from one address (each from a port of its own).
@@ -100,6 +103,14 @@ pub struct EchoResult {
     pub tun_tx_dropped: u64,
     /// The hub's drop counters that grew during the window (sealink only).
     pub hub_drops: BTreeMap<String, u64>,
+    /// Milliseconds the generator's echo loop spent on its peers' handshake work during the
+    /// window (echo replies wait meanwhile), and its longest single piece; and the
+    /// milliseconds its handshake worker worked (the work moved off the loop).
+    pub gen_loop_handshake_ms: f64,
+    pub gen_loop_handshake_max_ms: f64,
+    pub gen_worker_ms: f64,
+    /// CPU seconds of the generator's flood thread (the flood window only).
+    pub gen_flood_cpu_seconds: f64,
 }
 
 /// Peers that started their handshakes at once.
@@ -469,8 +480,18 @@ fn drivers(
         _ => WireKind::WireGuard,
     };
     let seed = super::random_seed()? as u32;
-    let mut d = Driver::new(wire, hub_addr, hub_public, lab::HUB_INNER, seed)?;
-    let mut ds = Driver::new(wire, hub_addr, hub_public, lab::HUB_INNER, seed ^ 0x5707)?;
+    // The active peers' handshake work goes to a worker thread (unless asked not to), so that
+    // the echo loop stamps their echoes on time; the storm's driver is a thread of its own.
+    let worker = !p.inline_handshakes;
+    let mut d = Driver::new(wire, hub_addr, hub_public, lab::HUB_INNER, seed, worker)?;
+    let mut ds = Driver::new(
+        wire,
+        hub_addr,
+        hub_public,
+        lab::HUB_INNER,
+        seed ^ 0x5707,
+        false,
+    )?;
     if p.rekey_storm > 0.0 {
         d.set_rekey_after(Duration::from_secs_f64(p.rekey_storm));
     }
@@ -567,8 +588,9 @@ fn flood_phase(ph: &Phase<'_>, d: &mut Driver) -> Result<(u64, usize, Probe)> {
     let sources = 1024.min(ph.p.flood as usize).max(16);
     let f = Flood::start(hub_addr, lab::FLOOD_NET, sources, ph.p.flood, msgs)?;
     let r = echo_window(d, ph.nsr, ph.hub, ph.active, ph.p.rate, ph.window);
-    let sent = f.stop();
-    let (phase, rcv) = r?;
+    let (sent, cpu) = f.stop();
+    let (phase, mut rcv) = r?;
+    rcv.gen_flood_cpu = cpu;
     Ok((sent, phase, rcv))
 }
 
@@ -666,7 +688,7 @@ fn measure_hub(
     let bringup = handshake_all(&mut d, &active, phase, None, Duration::ZERO, ph.hs_timeout)?;
     // Let the first echoes come back and the hub settle.
     d.run(Instant::now() + Duration::from_millis(500), None, |_| false)?;
-    tracing::info!(counters = ?d.counters, "after the bring-up");
+    tracing::info!(counters = ?d.counters(), "after the bring-up");
     pb.inc(1);
 
     pb.set_message(format!("{name}: quiet"));
@@ -698,6 +720,7 @@ fn measure_hub(
     drop(hub);
     pb.finish_and_clear();
 
+    d.finish_phases();
     let phases = &d.phases;
     Ok(HubResult {
         hub: name.into(),
@@ -717,8 +740,8 @@ fn measure_hub(
         rss_after_bytes: rss_after,
         active_with_replies: active.iter().filter(|&&i| d.replies(i) > 0).count(),
         hub_cpu_seconds: cpu,
-        gen_send_errors: d.counters.send_errors,
-        gen_refused: d.counters.refused,
+        gen_send_errors: d.counters().send_errors,
+        gen_refused: d.counters().refused,
     })
 }
 
@@ -936,6 +959,7 @@ mod tests {
             reload: 10,
             rekey_storm: 0.0,
             handshake_timeout: 30.0,
+            inline_handshakes: false,
             wireguard_go: false,
             shared_source: false,
             programs: Programs {

@@ -54,8 +54,10 @@
 //! (still opened after a rekey) and `next` (a responder's session, not sent on until the
 //! initiator's first datagram on it proves the initiator holds the keys). A handshake starts on
 //! the first packet for a peer without a usable session, is retried every
-//! [`TunnelConfig::handshake_timeout`], and is repeated when the current session is older than
-//! `rekey_after_time` or has sealed `rekey_after_messages` ([`TunnelConfig::limits`]).
+//! [`TunnelConfig::handshake_timeout`], and is repeated on the next packet sent when the current
+//! session has sealed `rekey_after_messages` ([`TunnelConfig::limits`]), or when it is older than
+//! `rekey_after_time` and we initiated it (the responder waits until it is within
+//! [`RESPONDER_REKEY_MARGIN`] of `reject_after_time`, so the two ends do not both start one).
 //! Handshake initiations pass the [`HandshakeGuard`] (mac1, flood limits, and under load a
 //! cookie reply unless mac2 proves the source address) before any public-key work; see
 //! [`crate::handshake::cookie`].
@@ -109,6 +111,13 @@ use crate::handshake::state::{Handshake, Keys};
 use crate::session::{IndexTable, Limits, Session};
 use crate::time::Time;
 use crate::wire::HEADER_LEN;
+
+/// On sealink's wire the responder of a session rekeys by time only this close to
+/// REJECT_AFTER_TIME (165 s of 180): WireGuard's KEEPALIVE_TIMEOUT + REKEY_TIMEOUT, the margin
+/// its initiator keeps for a flow only the responder sends on. Fifteen of sealink's one-second
+/// retries fit in it.
+pub const RESPONDER_REKEY_MARGIN: Duration =
+    crate::wg::KEEPALIVE_TIMEOUT.saturating_add(crate::wg::REKEY_TIMEOUT);
 
 /// Bytes a driver leaves in front of a packet handed to [`Tunnel::encapsulate`]: the data
 /// header and the packet's length field.
@@ -357,7 +366,7 @@ impl Tunnel {
 
     fn wants_rekey(&self, s: &Session, now: Time) -> bool {
         match self.cfg.wire {
-            Wire::Sealink => s.wants_rekey(&self.limits(), now),
+            Wire::Sealink => s.wants_rekey_one_sided(&self.limits(), now, RESPONDER_REKEY_MARGIN),
             Wire::WireGuard => s.wants_rekey_wg(&self.limits(), now),
         }
     }

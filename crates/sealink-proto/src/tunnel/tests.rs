@@ -448,6 +448,120 @@ fn rekey_after_time_keeps_traffic_flowing() {
     assert_eq!(p.got_b.len(), 2);
 }
 
+fn initiated(p: &Pair) -> (u64, u64) {
+    (
+        p.a.peer_status(p.now)[0].stats.handshakes_initiated,
+        p.b.peer_status(p.now)[0].stats.handshakes_initiated,
+    )
+}
+
+/// On sealink's wire too, REKEY_AFTER_TIME makes only the side that initiated the session start
+/// a handshake: sessions made together would otherwise have both ends' initiations cross.
+#[test]
+fn only_the_initiator_rekeys_after_rekey_after_time() {
+    let mut p = established(); // A initiated
+    assert_eq!(initiated(&p), (1, 0));
+    p.now = p.now + Duration::from_secs(121);
+    p.wire.clear();
+    assert!(matches!(
+        p.send(false, &v4(IP_B, IP_A, 1000, 1)),
+        Encap::Sealed { .. }
+    ));
+    assert_eq!(
+        p.wire.len(),
+        1,
+        "the responder sent its data and no initiation"
+    );
+    p.run();
+    assert_eq!(initiated(&p), (1, 0));
+    assert_eq!(p.got_a.len(), 1, "sent on the old session");
+    assert!(matches!(
+        p.send(true, &v4(IP_A, IP_B, 1000, 2)),
+        Encap::Sealed { .. }
+    ));
+    assert_eq!(p.wire.len(), 2, "the initiator's data and its initiation");
+    p.run();
+    assert_eq!(initiated(&p), (2, 0));
+    assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_completed, 2);
+    assert!(p.a.drops().is_empty(), "{:?}", p.a.drops());
+    assert!(p.b.drops().is_empty(), "{:?}", p.b.drops());
+}
+
+/// A flow only the responder sends on: the responder rekeys by time once its session is within
+/// RESPONDER_REKEY_MARGIN of REJECT_AFTER_TIME (165 s), before the session is refused, and the
+/// data never stops.
+#[test]
+fn a_responder_only_flow_rekeys_before_its_session_is_rejected() {
+    let mut p = established(); // A initiated
+    let start = p.now;
+    let limits = p.a.config().limits;
+    let last_minute = limits.reject_after_time - RESPONDER_REKEY_MARGIN;
+    let mut first_rekey = None;
+    for i in 1..=30u8 {
+        p.advance(Duration::from_secs(10));
+        p.run();
+        let before = initiated(&p).1;
+        assert!(
+            matches!(
+                p.send(false, &v4(IP_B, IP_A, 1000, i)),
+                Encap::Sealed { .. }
+            ),
+            "round {i}"
+        );
+        p.run();
+        if initiated(&p).1 > before && first_rekey.is_none() {
+            first_rekey = Some(p.now.saturating_since(start));
+        }
+        assert_eq!(
+            initiated(&p).0,
+            1,
+            "the initiator, only receiving, never rekeys"
+        );
+    }
+    let at = first_rekey.expect("the responder never rekeyed");
+    assert!(
+        at >= last_minute && at < limits.reject_after_time,
+        "rekeyed at {at:?}"
+    );
+    assert_eq!(p.got_a.len(), 30, "every packet arrived");
+    // The new session is B's own: B rekeys it at REKEY_AFTER_TIME (120 s after about 170 s),
+    // so 300 s in it has started exactly two.
+    assert_eq!(initiated(&p).1, 2);
+    assert!(p.a.drops().is_empty(), "{:?}", p.a.drops());
+    assert!(p.b.drops().is_empty(), "{:?}", p.b.drops());
+}
+
+/// REKEY_AFTER_MESSAGES still rekeys from either end, the responder's included.
+#[test]
+fn a_rekey_by_message_count_starts_from_either_end() {
+    let mut cfg = TunnelConfig::default();
+    cfg.limits.rekey_after_messages = 8;
+    for from_a in [true, false] {
+        let mut p = pair_with(cfg.clone());
+        p.send(true, &v4(IP_A, IP_B, 100, 0));
+        p.run();
+        assert_eq!(initiated(&p), (1, 0));
+        let (src, dst) = if from_a { (IP_A, IP_B) } else { (IP_B, IP_A) };
+        for i in 0..10u8 {
+            assert!(matches!(
+                p.send(from_a, &v4(src, dst, 1000, i)),
+                Encap::Sealed { .. }
+            ));
+            p.run();
+        }
+        let (a, b) = initiated(&p);
+        if from_a {
+            assert_eq!((a, b), (2, 0), "the initiator rekeyed by count");
+        } else {
+            assert_eq!((a, b), (1, 1), "the responder rekeyed by count");
+        }
+        assert_eq!(p.a.peer_status(p.now)[0].stats.handshakes_completed, 2);
+        assert_eq!(p.got_a.len() + p.got_b.len(), 11, "every packet arrived");
+        assert!(p.a.drops().is_empty(), "{:?}", p.a.drops());
+        assert!(p.b.drops().is_empty(), "{:?}", p.b.drops());
+    }
+}
+
 /// Seals `pkt` from A on the split path, marked `lane`; returns the datagram (not yet sent).
 fn seal_on_lane(p: &mut Pair, pkt: &[u8], lane: u8) -> Vec<u8> {
     let h = p.a.config().headroom();

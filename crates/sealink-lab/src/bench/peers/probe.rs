@@ -78,6 +78,8 @@ pub(super) struct Probe {
     tun_drops: (u64, u64),
     /// The hub's drop counters by reason (sealink's `show --json`; none for wireguard-go).
     drops: BTreeMap<String, u64>,
+    /// CPU seconds of the generator's flood thread (set by the flood's window).
+    pub gen_flood_cpu: f64,
 }
 
 impl Probe {
@@ -101,6 +103,7 @@ impl Probe {
                 })
                 .filter(|(_, v)| *v > 0)
                 .collect(),
+            gen_flood_cpu: 0.0,
         }
     }
 }
@@ -129,6 +132,7 @@ pub(super) fn probe(nsr: &NsRef, hub: &lab::Hub) -> Probe {
         hub_cpu: hub.cpu_seconds().unwrap_or(f64::NAN),
         tun_drops: nsr.tun_drops(),
         drops,
+        gen_flood_cpu: 0.0,
     }
 }
 
@@ -146,5 +150,9 @@ pub(super) fn echo_result(e: &PhaseEcho, rcv: Probe) -> EchoResult {
         tun_rx_dropped: rcv.tun_drops.0,
         tun_tx_dropped: rcv.tun_drops.1,
         hub_drops: rcv.drops,
+        gen_loop_handshake_ms: e.loop_handshake_us as f64 / 1000.0,
+        gen_loop_handshake_max_ms: e.loop_handshake_max_us as f64 / 1000.0,
+        gen_worker_ms: e.worker_us as f64 / 1000.0,
+        gen_flood_cpu_seconds: rcv.gen_flood_cpu,
     }
 }
