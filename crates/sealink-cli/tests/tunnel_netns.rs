@@ -1929,6 +1929,58 @@ fn other_accounts_cannot_signal_stop_limit_or_renice_the_tunnel() {
     lab.ping_through(2);
 }
 
+/// The data path keeps its core against the tunnel's own off-path work: its threads (`sl-io`,
+/// or `sl-tun`/`sl-udp`, and `sl-write`) ask the scheduler for short slices, so a woken one
+/// preempts a handshake in progress, and the handshake threads run 10 nice levels lower.
+#[test]
+fn data_path_threads_take_short_slices_and_handshake_threads_are_niced() {
+    let Some(mut lab) = Lab::new("s") else { return };
+    lab.up_both();
+    let pid = lab.children[0].as_ref().unwrap().id();
+    let field = |text: &str, key: &str| -> Option<i64> {
+        let l = text.lines().find(|l| l.starts_with(key))?;
+        l.rsplit(':').next()?.trim().parse().ok()
+    };
+    // Custom slices came with Linux 6.12; before, the request is refused and ignored.
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|x| x.parse::<u32>().unwrap_or(0));
+    let slices = (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 12);
+    // `prio` is 120 + nice.
+    let (mut data, mut hs) = (Vec::new(), Vec::new());
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let sched = std::fs::read_to_string(t.path().join("sched")).unwrap_or_default();
+        let name = comm.trim().to_owned();
+        let Some(prio) = field(&sched, "prio") else {
+            continue; // a thread that ended meanwhile
+        };
+        if ["sl-io-", "sl-tun-", "sl-udp-", "sl-write-"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        {
+            if slices && let Some(ns) = field(&sched, "se.slice") {
+                assert_eq!(ns, 100_000, "{name}: slice");
+            }
+            data.push((name, prio));
+        } else if name.starts_with("sl-hs-") {
+            hs.push((name, prio));
+        }
+    }
+    assert!(!data.is_empty() && !hs.is_empty(), "{data:?} {hs:?}");
+    let base = data[0].1;
+    assert!(data.iter().all(|d| d.1 == base), "{data:?}");
+    assert!(
+        hs.iter().all(|h| h.1 == (base + 10).min(139)),
+        "{hs:?} against {base}"
+    );
+    lab.ping_through(2);
+}
+
 /// The process whose parent is `parent` and whose command line holds `words`, in order.
 fn child_with(parent: u32, words: &[&str]) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {

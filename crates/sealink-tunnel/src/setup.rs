@@ -613,27 +613,39 @@ fn run_threads(
             for q in 0..nq {
                 ok &= std::thread::Builder::new()
                     .name(format!("sl-io-{q}"))
-                    .spawn_scoped(s, move || datapath::io_loop(sh, pipe, q, nq + q))
+                    .spawn_scoped(s, move || {
+                        prio::data_path("sl-io");
+                        datapath::io_loop(sh, pipe, q, nq + q)
+                    })
                     .is_ok();
             }
         } else {
             for q in 0..nq {
                 ok &= std::thread::Builder::new()
                     .name(format!("sl-tun-{q}"))
-                    .spawn_scoped(s, move || datapath::tun_loop(sh, pipe, q))
+                    .spawn_scoped(s, move || {
+                        prio::data_path("sl-tun");
+                        datapath::tun_loop(sh, pipe, q)
+                    })
                     .is_ok();
             }
             for k in 0..ns {
                 ok &= std::thread::Builder::new()
                     .name(format!("sl-udp-{k}"))
-                    .spawn_scoped(s, move || datapath::udp_loop(sh, pipe, k, nq + k))
+                    .spawn_scoped(s, move || {
+                        prio::data_path("sl-udp");
+                        datapath::udp_loop(sh, pipe, k, nq + k)
+                    })
                     .is_ok();
             }
         }
         for (k, jobs) in writer_rx.into_iter().enumerate() {
             ok &= std::thread::Builder::new()
                 .name(format!("sl-write-{k}"))
-                .spawn_scoped(s, move || datapath::writer_loop(sh, k, jobs))
+                .spawn_scoped(s, move || {
+                    prio::data_path("sl-write");
+                    datapath::writer_loop(sh, k, jobs)
+                })
                 .is_ok();
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());

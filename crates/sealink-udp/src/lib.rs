@@ -7,6 +7,7 @@
 pub mod batch;
 pub mod gso;
 pub mod io;
+pub mod sched;
 pub mod steer;
 
 pub use batch::{Received, Sending};

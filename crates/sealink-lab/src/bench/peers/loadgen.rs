@@ -702,6 +702,12 @@ impl Driver {
         plan: Option<&EchoPlan>,
         mut done: impl FnMut(&Driver) -> bool,
     ) -> Result<()> {
+        // The echo loop stands for the established peers' own machines: woken by an echo, it
+        // takes its core back from the generator's niced handshake work at once (RESULTS §54;
+        // `SEALINK_TEST_GEN_NO_SLICE` turns that off, for the A/B).
+        if std::env::var_os("SEALINK_TEST_GEN_NO_SLICE").is_none() {
+            let _ = sealink_udp::sched::prefer_short_slice(sealink_udp::sched::DATA_PATH_SLICE);
+        }
         let start = Instant::now();
         let mut sent_total: u64 = 0;
         let mut cursor = 0usize;
