@@ -448,6 +448,7 @@ fn rekey_after_time_keeps_traffic_flowing() {
     assert_eq!(p.got_b.len(), 2);
 }
 
+/// Handshakes each side has initiated (also for `wg_tests`).
 fn initiated(p: &Pair) -> (u64, u64) {
     (
         p.a.peer_status(p.now)[0].stats.handshakes_initiated,
@@ -493,42 +494,52 @@ fn only_the_initiator_rekeys_after_rekey_after_time() {
 #[test]
 fn a_responder_only_flow_rekeys_before_its_session_is_rejected() {
     let mut p = established(); // A initiated
-    let start = p.now;
     let limits = p.a.config().limits;
     let last_minute = limits.reject_after_time - RESPONDER_REKEY_MARGIN;
-    let mut first_rekey = None;
-    for i in 1..=30u8 {
-        p.advance(Duration::from_secs(10));
-        p.run();
-        let before = initiated(&p).1;
-        assert!(
-            matches!(
-                p.send(false, &v4(IP_B, IP_A, 1000, i)),
-                Encap::Sealed { .. }
-            ),
-            "round {i}"
-        );
-        p.run();
-        if initiated(&p).1 > before && first_rekey.is_none() {
-            first_rekey = Some(p.now.saturating_since(start));
-        }
-        assert_eq!(
-            initiated(&p).0,
-            1,
-            "the initiator, only receiving, never rekeys"
-        );
-    }
-    let at = first_rekey.expect("the responder never rekeyed");
+    // The initiator, only receiving, never rekeys.
+    let at = responder_only_flow(&mut p, 1000, 1).expect("the responder never rekeyed");
     assert!(
         at >= last_minute && at < limits.reject_after_time,
         "rekeyed at {at:?}"
     );
-    assert_eq!(p.got_a.len(), 30, "every packet arrived");
     // The new session is B's own: B rekeys it at REKEY_AFTER_TIME (120 s after about 170 s),
     // so 300 s in it has started exactly two.
     assert_eq!(initiated(&p).1, 2);
+}
+
+/// Thirty rounds, ten seconds apart, of a flow only B (the responder) sends on, packets of
+/// `len` bytes. Watches the handshakes side `rekeyer` starts (0: A, 1: B) and checks the other
+/// side starts none; checks every packet arrived and nothing was dropped. Returns when, from the
+/// start, `rekeyer` first started one (also for `wg_tests`).
+fn responder_only_flow(p: &mut Pair, len: usize, rekeyer: usize) -> Option<Duration> {
+    let count = |p: &Pair| {
+        let (a, b) = initiated(p);
+        if rekeyer == 0 { (a, b) } else { (b, a) }
+    };
+    let (start, other) = (p.now, count(p).1);
+    let mut first = None;
+    for i in 1..=30u8 {
+        p.advance(Duration::from_secs(10));
+        p.run();
+        let before = count(p).0;
+        assert!(
+            matches!(p.send(false, &v4(IP_B, IP_A, len, i)), Encap::Sealed { .. }),
+            "round {i}"
+        );
+        p.run();
+        if count(p).0 > before && first.is_none() {
+            first = Some(p.now.saturating_since(start));
+        }
+        assert_eq!(
+            count(p).1,
+            other,
+            "round {i}: the other side started a handshake"
+        );
+    }
+    assert_eq!(p.got_a.len(), 30, "every packet arrived");
     assert!(p.a.drops().is_empty(), "{:?}", p.a.drops());
     assert!(p.b.drops().is_empty(), "{:?}", p.b.drops());
+    first
 }
 
 /// REKEY_AFTER_MESSAGES still rekeys from either end, the responder's included.
