@@ -1931,9 +1931,10 @@ fn other_accounts_cannot_signal_stop_limit_or_renice_the_tunnel() {
 
 /// The data path keeps its core against the tunnel's own off-path work: its threads (`sl-io`,
 /// or `sl-tun`/`sl-udp`, and `sl-write`) ask the scheduler for short slices, so a woken one
-/// preempts a handshake in progress, and the handshake threads run 10 nice levels lower.
+/// preempts a handshake in progress, and the handshake threads run 10 nice levels lower; the
+/// thread that applies a reload under the core's lock (`sl-apply`) runs at the data path's.
 #[test]
-fn data_path_threads_take_short_slices_and_handshake_threads_are_niced() {
+fn data_path_threads_take_short_slices_and_only_off_path_threads_are_niced() {
     let Some(mut lab) = Lab::new("s") else { return };
     lab.up_both();
     let pid = lab.children[0].as_ref().unwrap().id();
@@ -1948,7 +1949,7 @@ fn data_path_threads_take_short_slices_and_handshake_threads_are_niced() {
         .map(|x| x.parse::<u32>().unwrap_or(0));
     let slices = (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 12);
     // `prio` is 120 + nice.
-    let (mut data, mut hs) = (Vec::new(), Vec::new());
+    let (mut data, mut hs, mut apply) = (Vec::new(), Vec::new(), Vec::new());
     for t in std::fs::read_dir(format!("/proc/{pid}/task"))
         .unwrap()
         .flatten()
@@ -1969,8 +1970,13 @@ fn data_path_threads_take_short_slices_and_handshake_threads_are_niced() {
             data.push((name, prio));
         } else if name.starts_with("sl-hs-") {
             hs.push((name, prio));
+        } else if name == "sl-apply" {
+            apply.push(prio);
         }
     }
+    // A reload's peer changes are applied under the core's lock at the data path's priority.
+    let base = data.first().map(|d| d.1);
+    assert_eq!(apply, base.into_iter().collect::<Vec<_>>(), "sl-apply");
     assert!(!data.is_empty() && !hs.is_empty(), "{data:?} {hs:?}");
     let base = data[0].1;
     assert!(data.iter().all(|d| d.1 == base), "{data:?}");

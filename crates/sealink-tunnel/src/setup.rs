@@ -297,6 +297,8 @@ pub(crate) fn run_prepared(
         privileged: set_up.privileged,
         started_as: pre.started_as,
         peers_generation: sh.lock().peers_generation(),
+        // Started here, at the data path's priority, before the control thread lowers itself.
+        applier: reload::Applier::start(std::sync::Arc::downgrade(&sh)),
     };
     let reload_flag = opts.reload.clone();
     let (nq, ns) = (sh.devs.len(), sh.udp.len());
