@@ -217,6 +217,23 @@ fn build_initiations(s: &Shared, clock: Clock, out: &mut [u8], counters: &Counte
     flush(s, &mut g, out, counters);
 }
 
+/// The worker's end of using peer `s`'s core: what it has to send leaves, then the initiations
+/// it reserved are built with its lock let go.
+fn send_and_build(
+    s: &Shared,
+    mut g: MutexGuard<'_, Core>,
+    clock: Clock,
+    out: &mut [u8],
+    counters: &Counters,
+) {
+    let more = g.tunnel.has_initiations();
+    flush(s, &mut g, out, counters);
+    drop(g);
+    if more {
+        build_initiations(s, clock, out, counters);
+    }
+}
+
 /// Work for the handshake worker.
 enum Job {
     Add(Arc<Shared>),
@@ -313,12 +330,7 @@ fn worker_loop(
                     Counters::add(&counters.refused, 1);
                 }
                 note_established(s, &g, now);
-                let more = g.tunnel.has_initiations();
-                flush(s, &mut g, &mut out, counters);
-                drop(g);
-                if more {
-                    build_initiations(s, clock, &mut out, counters);
-                }
+                send_and_build(s, g, clock, &mut out, counters);
             }
             Some(Job::Initiations(i)) => build_initiations(&peers[i], clock, &mut out, counters),
             None => {}
@@ -328,12 +340,7 @@ fn worker_loop(
             for s in peers.iter().filter(|s| due(s, now)) {
                 let mut g = s.core.lock().unwrap_or_else(PoisonError::into_inner);
                 g.tunnel.handle_timeout(now);
-                let more = g.tunnel.has_initiations();
-                flush(s, &mut g, &mut out, counters);
-                drop(g);
-                if more {
-                    build_initiations(s, clock, &mut out, counters);
-                }
+                send_and_build(s, g, clock, &mut out, counters);
             }
             next_timers = Instant::now() + WORKER_TIMERS;
         }
